@@ -1,0 +1,37 @@
+"""The shared typer application and the entry point."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+app = typer.Typer(
+    name="guard",
+    help=(
+        "OpenOxide Guard: permission policies and a sandbox that make plan mode a runtime"
+        " fact for coding agents.\n\n"
+        "An agent in plan mode may explore and ask, but change nothing except its plan"
+        " file. Start with:\n\n"
+        "  guard demo                              # watch the default policy decide\n\n"
+        "  guard check --agent plan write src/x.py # may the plan agent write there?\n\n"
+        "  guard explain --agent plan write .openoxide/plans/p.md\n\n"
+        "  guard plan-dir                          # where plan files live here\n\n"
+        "  guard schema > policy.schema.json       # editor completion for policy files"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+def main() -> None:
+    """Console-script entry point: never lets a traceback reach the user."""
+    from guard.effects import GuardError
+
+    try:
+        app()
+    except GuardError as exc:
+        print(f"guard: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

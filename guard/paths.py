@@ -1,0 +1,204 @@
+"""Roots, the plan directory, and path canonicalization.
+
+Every path the evaluator sees has been through :func:`canonicalize`: ``~``
+expanded, made absolute against the call's cwd, symlinks resolved (keeping
+the link's own location too, so both can be checked), non-existent tails
+resolved through their nearest existing ancestor.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from guard.effects import GuardError
+
+VCS_MARKERS = (".git", ".hg", ".jj", ".svn")
+APP_NAME = "openoxide"
+PLANS_SUBDIR = Path(".openoxide") / "plans"
+ROOT_NAMES = ("worktree", "plans", "data", "home", "tmp")
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class PathError(GuardError):
+    """A path that cannot be decided on safely (control characters, loops...)."""
+
+
+def find_worktree(start: str | os.PathLike[str]) -> Path | None:
+    """The nearest ancestor of ``start`` (itself included) holding a VCS marker."""
+    here = Path(os.path.realpath(start))
+    for candidate in (here, *here.parents):
+        for marker in VCS_MARKERS:
+            if os.path.lexists(candidate / marker):
+                return candidate
+    return None
+
+
+def data_dir() -> Path:
+    """guard's per-user data directory (policies of its own, audit logs, fallback plans)."""
+    return Path(os.path.realpath(platformdirs.user_data_dir(APP_NAME, appauthor=False)))
+
+
+def project_key(directory: str | os.PathLike[str]) -> str:
+    """A readable key, stable per directory: ``<basename>-<10 hex of its real path>``."""
+    real = os.path.realpath(directory)
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(real)).strip("-.") or "root"
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    return f"{base[:40]}-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanDir:
+    path: Path
+    worktree: Path | None
+    reason: str
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "path": str(self.path),
+            "worktree": str(self.worktree) if self.worktree else None,
+            "reason": self.reason,
+        }
+
+
+def plan_dir(cwd: str | os.PathLike[str] | None = None, worktree: Path | None = None) -> PlanDir:
+    """Where plan artifacts live for ``cwd`` (or an explicit worktree), and why."""
+    start = Path(os.path.realpath(cwd if cwd is not None else os.getcwd()))
+    if worktree is not None:
+        wt = Path(os.path.realpath(worktree))
+        return PlanDir(wt / PLANS_SUBDIR, wt, f"worktree given explicitly: {wt}")
+    wt = find_worktree(start)
+    if wt is not None:
+        marker = next(m for m in VCS_MARKERS if os.path.lexists(wt / m))
+        return PlanDir(
+            wt / PLANS_SUBDIR,
+            wt,
+            f"{start} is inside a worktree ({marker} found in {wt})",
+        )
+    key = project_key(start)
+    return PlanDir(
+        data_dir() / "plans" / key,
+        None,
+        f"no version control marker ({', '.join(VCS_MARKERS)}) in {start} or any parent:"
+        f" global fallback under the user data directory, project key {key}",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Roots:
+    """The named roots patterns anchor to. All paths are real (symlink-free)."""
+
+    worktree: Path | None
+    plans: Path
+    data: Path
+    home: Path
+    tmp: Path
+    plans_reason: str = ""
+
+    @classmethod
+    def discover(
+        cls, cwd: str | os.PathLike[str] | None = None, worktree: str | os.PathLike[str] | None = None
+    ) -> Roots:
+        pd = plan_dir(cwd, Path(worktree) if worktree is not None else None)
+        return cls(
+            worktree=pd.worktree,
+            plans=Path(os.path.realpath(pd.path)),
+            data=data_dir(),
+            home=Path(os.path.realpath(os.path.expanduser("~"))),
+            tmp=Path(os.path.realpath(tempfile.gettempdir())),
+            plans_reason=pd.reason,
+        )
+
+    def get(self, name: str) -> Path | None:
+        if name not in ROOT_NAMES:
+            raise KeyError(name)
+        value: Path | None = getattr(self, name)
+        return value
+
+    def describe(self, path: str) -> str:
+        """``{plans}/x.md``-style rendering of an absolute path, for messages."""
+        best: tuple[int, str] | None = None
+        for name in ("plans", "worktree", "data", "tmp", "home"):
+            root = self.get(name)
+            if root is None:
+                continue
+            r = str(root)
+            if path == r or path.startswith(r.rstrip("/") + "/"):
+                if best is None or len(r) > best[0]:
+                    rest = path[len(r) :].lstrip("/")
+                    best = (len(r), "{" + name + "}" + ("/" + rest if rest else ""))
+        return best[1] if best else path
+
+
+@dataclass(frozen=True, slots=True)
+class CanonicalPath:
+    """A path after canonicalization.
+
+    ``link`` is where the name lives (parents resolved, last component kept);
+    ``real`` is what it finally refers to. They differ when the last
+    component is a symlink; both must be allowed.
+    """
+
+    link: str
+    real: str
+    is_dir: bool
+    nlink: int
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        return (self.real,) if self.link == self.real else (self.link, self.real)
+
+
+def check_text(path: str) -> None:
+    if _CONTROL.search(path):
+        bad = _CONTROL.search(path)
+        assert bad is not None
+        raise PathError(
+            f"path {path!r} contains a control character ({bad.group()!r} at offset"
+            f" {bad.start()}); such names are refused"
+        )
+
+
+def canonicalize(path: str, cwd: str | os.PathLike[str]) -> CanonicalPath:
+    """Resolve ``path`` as the kernel would, from ``cwd``. Raises PathError."""
+    if not isinstance(path, str):
+        raise PathError(f"path must be a string, got {type(path).__name__}")
+    if path == "":
+        raise PathError("empty path")
+    check_text(path)
+    expanded = os.path.expanduser(path) if path.startswith("~") else path
+    if expanded.startswith("~"):
+        raise PathError(f"cannot expand {path!r}: no such user")
+    full = os.path.join(os.fspath(cwd), expanded)
+    if not os.path.isabs(full):
+        full = os.path.join(os.getcwd(), full)
+    head, tail = os.path.split(full.rstrip("/") or "/")
+    try:
+        real = os.path.realpath(full)
+        if tail in ("", ".", ".."):
+            link = real
+        else:
+            link = os.path.join(os.path.realpath(head), tail)
+    except (OSError, ValueError) as exc:
+        raise PathError(f"cannot resolve {path!r}: {exc}") from exc
+    is_dir = False
+    nlink = 0
+    try:
+        st = os.stat(real)
+        is_dir = stat.S_ISDIR(st.st_mode)
+        nlink = st.st_nlink if stat.S_ISREG(st.st_mode) else 0
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PathError(f"cannot resolve {path!r}: symlink loop") from exc
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+            raise PathError(f"cannot resolve {path!r}: {exc.strerror}") from exc
+    return CanonicalPath(link=link, real=real, is_dir=is_dir, nlink=nlink)
