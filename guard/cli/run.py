@@ -1,0 +1,142 @@
+"""``guard run``: start any command confined by Landlock, with the monitor alongside."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from guard.cli._app import app
+from guard.effects import GuardError
+
+_HELP = """Run COMMAND so that the kernel refuses every write the agent's mode forbids.
+
+For agents without hooks (aider, scripts, anything) and as the layer that holds
+when a hook is skipped. The command may read and execute anything; it may write
+only to the plan directory, /dev/null, the terminal, a private TMPDIR, the
+extra directories the policy lists under [agents.NAME.sandbox] writable, and
+--writable DIR. In build mode the worktree is writable too. Child processes
+inherit the restriction. The monitor watches the worktree for the whole run
+and reports what Landlock does not cover (chmod, chown, utime, xattr).
+
+The exit status is the command's (128+N when signal N killed it); signals
+sent to guard are forwarded to it. Put the command after `--`.
+
+Examples:
+
+  guard run --agent plan -- python examples/naughty_agent.py
+
+  guard run --agent plan -- aider --chat-mode ask
+
+  guard run --agent plan --writable ~/.cache/myagent -- myagent --plan
+
+  guard run --agent plan --restore -- bash    # an interactive, confined shell
+
+  guard run --explain --agent plan -- true    # show the writable roots, run nothing
+"""
+
+
+def _load_guard(policy: str | None, worktree: Path | None) -> Any:
+    from guard import Guard  # type: ignore[attr-defined,unused-ignore]
+
+    return Guard.load(policy=policy, worktree=worktree)
+
+
+def _monitor_factory(
+    guard: Any, agent: str, *, restore: bool, audit: Path | None
+) -> Any:
+    """A factory for guard's monitor, or None when this install has no monitor."""
+    try:
+        from guard.monitor import Monitor  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+
+    def make() -> Any:
+        return Monitor(guard, agent, restore=restore, audit_path=audit)
+
+    return make
+
+
+@app.command(
+    "run",
+    help=_HELP,
+    context_settings={"allow_interspersed_args": False},
+    no_args_is_help=True,
+)
+def run_command(
+    command: list[str] = typer.Argument(
+        None, metavar="-- COMMAND [ARGS]...", help="The command to confine, after `--`."
+    ),
+    agent: str = typer.Option("plan", "--agent", "-a", help="The policy's agent to confine as."),
+    policy: str | None = typer.Option(
+        None, "--policy", "-p", help="Policy file or builtin:NAME (default: discovered)."
+    ),
+    worktree: Path | None = typer.Option(
+        None, "--worktree", "-w", help="The worktree (default: found from the current directory)."
+    ),
+    writable: list[str] = typer.Option(
+        [],
+        "--writable",
+        help="An extra writable directory (repeatable); {tmp}/, {home}/... roots allowed.",
+    ),
+    restore: bool = typer.Option(
+        False, "--restore", help="Have the monitor undo violations it sees (chmod, ...)."
+    ),
+    audit: Path | None = typer.Option(None, "--audit", help="The monitor's audit log (JSONL)."),
+    allow_unconfined: bool = typer.Option(
+        False,
+        "--allow-unconfined",
+        help="Without Landlock, run anyway under the monitor alone (loudly).",
+    ),
+    no_monitor: bool = typer.Option(
+        False, "--no-monitor", help="Landlock only; nothing watches for chmod/utime/xattr."
+    ),
+    explain: bool = typer.Option(
+        False, "--explain", help="Print the sandbox that would be applied (JSON) and exit."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors."),
+) -> None:
+    from guard.sandbox import landlock, runner
+
+    if not command and not explain:
+        raise GuardError("no command given; usage: guard run --agent plan -- COMMAND [ARGS]...")
+    guard = _load_guard(policy, worktree)
+    plan = runner.derive(guard, agent, extra_writable=writable, private_tmp=not explain)
+    if explain:
+        abi = landlock.abi_version()
+        doc = {
+            "agent": plan.agent,
+            "mode": plan.mode,
+            "worktree": str(plan.worktree) if plan.worktree else None,
+            "landlock_abi": abi,
+            "landlock": landlock.unavailable_reason() or "available",
+            "handled": landlock.right_names(landlock.handled_rights(abi)),
+            "writable": [
+                {"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots
+            ],
+            "notes": plan.notes,
+        }
+        print(json.dumps(doc, indent=2))
+        return
+    monitor = None
+    if not no_monitor:
+        monitor = _monitor_factory(guard, agent, restore=restore, audit=audit)
+        if monitor is None:
+            print(
+                "guard run: warning: the monitor is not part of this install; chmod, chown,"
+                " utime and xattr changes will go unnoticed",
+                file=sys.stderr,
+            )
+    elif not quiet:
+        print("guard run: --no-monitor: chmod/chown/utime/xattr go unwatched", file=sys.stderr)
+    status = runner.run(
+        plan,
+        command,
+        allow_unconfined=allow_unconfined,
+        monitor=monitor,
+        quiet=quiet,
+    )
+    raise typer.Exit(status)

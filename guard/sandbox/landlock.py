@@ -1,0 +1,434 @@
+"""The kernel layer: Landlock through ctypes, with no policy logic in it.
+
+It receives writable roots and applies them to the calling process. Everything
+else (which roots, why) is the runner's business (:mod:`guard.sandbox.runner`).
+
+What a restricted process may do, and what it may not:
+
+* read and execute anywhere (read rights are not handled, so never refused);
+* create, write, truncate, remove, rename, link, make devices/fifos/sockets/
+  symlinks only beneath a writable root;
+* ``ioctl`` on devices only beneath a root granted ``ioctl`` (terminals);
+* from ABI 6, send signals only to processes inside its own Landlock domain
+  (it cannot kill the guard that supervises it).
+
+Landlock does not cover chmod, chown, utime, setxattr, or file descriptors
+opened before :func:`restrict_self`; the monitor and the runner's fd hygiene
+cover those.
+
+The module imports only the standard library so that it can also run as a
+tiny, fast helper between the runner and the confined command::
+
+    python -E -s -S /path/to/guard/sandbox/landlock.py \\
+        --write DIR --write-file /dev/null --ioctl /dev/pts --status-fd 5 -- CMD ARGS...
+
+The helper restricts itself, closes every fd >= 3, restores the default
+signal mask, and ``execvp``s the command.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import platform
+import signal
+import stat
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+# Syscall numbers are shared by x86_64 and aarch64 (and most architectures
+# that came after the unified syscall table).
+_SYSCALLS: dict[str, tuple[int, int, int]] = {
+    "x86_64": (444, 445, 446),
+    "aarch64": (444, 445, 446),
+    "arm64": (444, 445, 446),
+    "riscv64": (444, 445, 446),
+    "ppc64le": (444, 445, 446),
+    "s390x": (444, 445, 446),
+}
+
+PR_SET_NO_NEW_PRIVS = 38
+LANDLOCK_CREATE_RULESET_VERSION = 1 << 0
+LANDLOCK_RULE_PATH_BENEATH = 1
+
+# Filesystem access rights, with the ABI that introduced them.
+EXECUTE = 1 << 0
+WRITE_FILE = 1 << 1
+READ_FILE = 1 << 2
+READ_DIR = 1 << 3
+REMOVE_DIR = 1 << 4
+REMOVE_FILE = 1 << 5
+MAKE_CHAR = 1 << 6
+MAKE_DIR = 1 << 7
+MAKE_REG = 1 << 8
+MAKE_SOCK = 1 << 9
+MAKE_FIFO = 1 << 10
+MAKE_BLOCK = 1 << 11
+MAKE_SYM = 1 << 12
+REFER = 1 << 13  # ABI 2
+TRUNCATE = 1 << 14  # ABI 3
+IOCTL_DEV = 1 << 15  # ABI 5
+
+SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+RIGHT_NAMES: dict[int, str] = {
+    WRITE_FILE: "write_file",
+    REMOVE_DIR: "remove_dir",
+    REMOVE_FILE: "remove_file",
+    MAKE_CHAR: "make_char",
+    MAKE_DIR: "make_dir",
+    MAKE_REG: "make_reg",
+    MAKE_SOCK: "make_sock",
+    MAKE_FIFO: "make_fifo",
+    MAKE_BLOCK: "make_block",
+    MAKE_SYM: "make_sym",
+    REFER: "refer",
+    TRUNCATE: "truncate",
+    IOCTL_DEV: "ioctl_dev",
+}
+
+_WRITE_ABI1 = (
+    WRITE_FILE
+    | REMOVE_DIR
+    | REMOVE_FILE
+    | MAKE_CHAR
+    | MAKE_DIR
+    | MAKE_REG
+    | MAKE_SOCK
+    | MAKE_FIFO
+    | MAKE_BLOCK
+    | MAKE_SYM
+)
+# Rights that make sense on a rule for a single (non-directory) file.
+_FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+
+
+class LandlockError(OSError):
+    """Landlock is missing or refused the ruleset; the message says which and why."""
+
+
+def handled_rights(abi: int) -> int:
+    """The write-side rights guard handles for a kernel of this ABI (every one it knows)."""
+    if abi < 1:
+        return 0
+    rights = _WRITE_ABI1
+    if abi >= 2:
+        rights |= REFER
+    if abi >= 3:
+        rights |= TRUNCATE
+    if abi >= 5:
+        rights |= IOCTL_DEV
+    return rights
+
+
+def right_names(rights: int) -> list[str]:
+    return [name for bit, name in RIGHT_NAMES.items() if rights & bit]
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def _syscall() -> ctypes._CFunctionType:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    fn: ctypes._CFunctionType = _libc.syscall
+    fn.restype = ctypes.c_long
+    return fn
+
+
+def _numbers() -> tuple[int, int, int] | None:
+    if sys.platform != "linux":
+        return None
+    return _SYSCALLS.get(platform.machine())
+
+
+def abi_version() -> int:
+    """The kernel's Landlock ABI version, or 0 when Landlock is unavailable.
+
+    0 covers: not Linux, an unknown architecture, a kernel without Landlock
+    (ENOSYS), and Landlock built in but disabled at boot (EOPNOTSUPP).
+    """
+    nums = _numbers()
+    if nums is None:
+        return 0
+    res = _syscall()(
+        ctypes.c_long(nums[0]), None, ctypes.c_size_t(0), ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
+    )
+    if res < 0:
+        return 0
+    return int(res)
+
+
+def unavailable_reason() -> str:
+    """Why :func:`abi_version` is 0, for messages."""
+    if sys.platform != "linux":
+        return f"Landlock is a Linux feature; this is {sys.platform}"
+    nums = _numbers()
+    if nums is None:
+        return f"guard does not know the Landlock syscall numbers on {platform.machine()}"
+    res = _syscall()(
+        ctypes.c_long(nums[0]), None, ctypes.c_size_t(0), ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
+    )
+    if res >= 0:
+        return ""
+    err = ctypes.get_errno()
+    if err == errno.ENOSYS:
+        return f"this kernel ({platform.release()}) was built without Landlock (CONFIG_SECURITY_LANDLOCK)"
+    if err == errno.EOPNOTSUPP:
+        return (
+            f"Landlock is built into this kernel ({platform.release()}) but disabled at boot;"
+            " add 'landlock' to the lsm= kernel parameter"
+        )
+    return f"the Landlock probe failed: {os.strerror(err)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """Allow ``rights`` beneath ``path`` (a directory) or on ``path`` (a file)."""
+
+    path: str
+    rights: int
+    why: str = ""
+
+
+@dataclass(slots=True)
+class Enforcement:
+    """What :func:`restrict_self` put in place, for the user."""
+
+    abi: int
+    handled: int
+    scoped_signals: bool
+    rules: list[Rule] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "abi": self.abi,
+            "handled": right_names(self.handled),
+            "scoped_signals": self.scoped_signals,
+            "rules": [
+                {"path": r.path, "rights": right_names(r.rights), "why": r.why} for r in self.rules
+            ],
+            "skipped": [{"path": p, "why": w} for p, w in self.skipped],
+        }
+
+
+def _add_rule(sys_add: ctypes._CFunctionType, add_nr: int, ruleset_fd: int, rule: Rule) -> None:
+    fd = os.open(rule.path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        attr = _PathBeneathAttr(allowed_access=rule.rights, parent_fd=fd)
+        res = sys_add(
+            ctypes.c_long(add_nr),
+            ctypes.c_int(ruleset_fd),
+            ctypes.c_int(LANDLOCK_RULE_PATH_BENEATH),
+            ctypes.byref(attr),
+            ctypes.c_uint32(0),
+        )
+        if res < 0:
+            err = ctypes.get_errno()
+            raise LandlockError(err, f"Landlock refused the rule for {rule.path}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def restrict_self(
+    writable: Iterable[str] = (),
+    ioctl: Iterable[str] = (),
+    *,
+    abi: int | None = None,
+    scope_signals: bool = True,
+) -> Enforcement:
+    """Confine the calling process (and every process it starts) for good.
+
+    ``writable``: directories (everything beneath them) or single files that
+    stay writable. ``ioctl``: directories or device files where device ioctls
+    stay allowed (terminals). Paths that do not exist are skipped and
+    reported in :attr:`Enforcement.skipped` — never silently widened.
+    Sets ``PR_SET_NO_NEW_PRIVS``. Raises :class:`LandlockError` when the
+    kernel has no Landlock or refuses the ruleset; the process is then
+    unchanged except for no_new_privs.
+    """
+    nums = _numbers()
+    kabi = abi_version()
+    if abi is None:
+        abi = kabi
+    if nums is None or kabi < 1 or abi < 1:
+        raise LandlockError(errno.ENOSYS, unavailable_reason() or "Landlock ABI 0 requested")
+    abi = min(abi, kabi)
+    create_nr, add_nr, restrict_nr = nums
+    handled = handled_rights(abi)
+    scoped = SCOPE_SIGNAL if (scope_signals and abi >= 6) else 0
+    enforcement = Enforcement(abi=abi, handled=handled, scoped_signals=bool(scoped))
+
+    rules: dict[str, int] = {}
+    for path in writable:
+        rules[path] = rules.get(path, 0) | handled
+    for path in ioctl:
+        rules[path] = rules.get(path, 0) | (handled & IOCTL_DEV)
+
+    sc = _syscall()
+    attr = _RulesetAttr(handled_access_fs=handled, handled_access_net=0, scoped=scoped)
+    size = 8 if abi < 4 else (16 if abi < 6 else 24)
+    ruleset_fd = int(
+        sc(ctypes.c_long(create_nr), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    )
+    if ruleset_fd < 0:
+        err = ctypes.get_errno()
+        raise LandlockError(err, f"cannot create a Landlock ruleset (ABI {abi}): {os.strerror(err)}")
+    try:
+        for path, rights in rules.items():
+            if rights == 0:
+                continue
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                enforcement.skipped.append((path, exc.strerror or str(exc)))
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                rights &= _FILE_RIGHTS
+            rule = Rule(path, rights)
+            _add_rule(sc, add_nr, ruleset_fd, rule)
+            enforcement.rules.append(rule)
+        if _libc is None:  # pragma: no cover - _syscall() set it
+            raise LandlockError(errno.EINVAL, "libc not loaded")
+        if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise LandlockError(err, f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(err)}")
+        res = sc(ctypes.c_long(restrict_nr), ctypes.c_int(ruleset_fd), ctypes.c_uint32(0))
+        if res < 0:
+            err = ctypes.get_errno()
+            raise LandlockError(err, f"landlock_restrict_self failed: {os.strerror(err)}")
+    finally:
+        os.close(ruleset_fd)
+    return enforcement
+
+
+def close_fds_from(first: int = 3, keep: Sequence[int] = ()) -> None:
+    """Close every file descriptor >= ``first`` except ``keep``."""
+    limit = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 20
+    start = first
+    for fd in sorted(k for k in keep if k >= first):
+        os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, max(limit, start))
+
+
+# ---------------------------------------------------------------------------
+# The helper: restrict, close fds, exec.
+
+
+def _usage() -> str:
+    return (
+        "usage: landlock.py [--write PATH]... [--ioctl PATH]... [--abi N (0: no Landlock)]"
+        " [--no-scope-signals]"
+        " [--status-fd FD] -- COMMAND [ARGS...]"
+    )
+
+
+def _parse(argv: list[str]) -> tuple[list[str], list[str], int | None, bool, int | None, list[str]]:
+    writable: list[str] = []
+    ioctl: list[str] = []
+    abi: int | None = None
+    scope = True
+    status_fd: int | None = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return writable, ioctl, abi, scope, status_fd, argv[i + 1 :]
+        if arg == "--no-scope-signals":
+            scope = False
+            i += 1
+            continue
+        if arg in ("--write", "--ioctl", "--abi", "--status-fd") and i + 1 < len(argv):
+            value = argv[i + 1]
+            if arg == "--write":
+                writable.append(value)
+            elif arg == "--ioctl":
+                ioctl.append(value)
+            elif arg == "--abi":
+                abi = int(value)
+            else:
+                status_fd = int(value)
+            i += 2
+            continue
+        raise ValueError(f"unexpected argument {arg!r}")
+    raise ValueError("missing '--' before the command")
+
+
+def _report(status_fd: int | None, payload: dict[str, object]) -> None:
+    if status_fd is None:
+        return
+    data = (json.dumps(payload) + "\n").encode()
+    while data:
+        n = os.write(status_fd, data)
+        data = data[n:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        writable, ioctl, abi, scope, status_fd, command = _parse(args)
+    except ValueError as exc:
+        print(f"guard sandbox: {exc}\n{_usage()}", file=sys.stderr)
+        return 2
+    if not command:
+        print(f"guard sandbox: no command given\n{_usage()}", file=sys.stderr)
+        return 2
+    if abi == 0:
+        # Explicitly unconfined (guard run --allow-unconfined on a kernel
+        # without Landlock): only the fd and signal hygiene below.
+        _report(status_fd, {"ok": True, "stage": "unconfined"})
+    else:
+        try:
+            enforcement = restrict_self(writable, ioctl, abi=abi, scope_signals=scope)
+        except (LandlockError, OSError) as exc:
+            _report(status_fd, {"ok": False, "stage": "landlock", "error": str(exc)})
+            if status_fd is None:
+                print(f"guard sandbox: {exc}; the command was NOT started", file=sys.stderr)
+            return 126
+        _report(
+            status_fd, {"ok": True, "stage": "restricted", "enforcement": enforcement.to_json()}
+        )
+    # Nothing opened before the restriction may reach the command, except the
+    # status pipe, which closes on exec (and reports an exec failure).
+    close_fds_from(3, keep=(status_fd,) if status_fd is not None else ())
+    if status_fd is not None:
+        os.set_inheritable(status_fd, False)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    # Python ignores SIGPIPE and SIGXFSZ; the command expects the defaults.
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        code = 127 if exc.errno in (errno.ENOENT, errno.ENOTDIR) else 126
+        _report(
+            status_fd,
+            {"ok": False, "stage": "exec", "error": f"cannot run {command[0]!r}: {exc.strerror}"},
+        )
+        if status_fd is None:
+            print(f"guard sandbox: cannot run {command[0]!r}: {exc.strerror}", file=sys.stderr)
+        return code
+    return 0  # pragma: no cover - execvp does not return
+
+
+if __name__ == "__main__":
+    sys.exit(main())
