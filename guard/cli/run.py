@@ -14,16 +14,11 @@ from guard.effects import GuardError
 
 _HELP = """Run COMMAND so that the kernel refuses every write the agent's mode forbids.
 
-For agents without hooks (aider, scripts, anything) and as the layer that holds
-when a hook is skipped. The command may read and execute anything; it may write
-only to the plan directory, /dev/null, the terminal, a private TMPDIR, the
-extra directories the policy lists under [agents.NAME.sandbox] writable, and
---writable DIR. In build mode the worktree is writable too. Child processes
-inherit the restriction. The monitor watches the worktree for the whole run
-and reports what Landlock does not cover (chmod, chown, utime, xattr).
+For agents without hooks (aider, scripts, anything), and as the layer that holds when a hook is skipped. The command may read and execute anything; it may write only to the plan directory, /dev/null, the terminal, a private TMPDIR, the directories the policy lists under \\[agents.NAME.sandbox] writable, and --writable DIR. In build mode the worktree is writable too. Every process the command starts inherits the restriction.
 
-The exit status is the command's (128+N when signal N killed it); signals
-sent to guard are forwarded to it. Put the command after `--`.
+The monitor watches the worktree for the whole run and reports what Landlock does not cover (chmod, chown, utime, xattr); --restore undoes it.
+
+The exit status is the command's (128+N when signal N killed it); signals sent to guard are forwarded to it. Put the command after --.
 
 Examples:
 
@@ -35,12 +30,12 @@ Examples:
 
   guard run --agent plan --restore -- bash    # an interactive, confined shell
 
-  guard run --explain --agent plan -- true    # show the writable roots, run nothing
+  guard run --agent plan --explain            # the writable roots, as JSON; runs nothing
 """
 
 
 def _load_guard(policy: str | None, worktree: Path | None) -> Any:
-    from guard import Guard  # type: ignore[attr-defined,unused-ignore]
+    from guard.decide import Guard
 
     return Guard.load(policy=policy, worktree=worktree)
 
@@ -104,7 +99,9 @@ def run_command(
     if not command and not explain:
         raise GuardError("no command given; usage: guard run --agent plan -- COMMAND [ARGS]...")
     guard = _load_guard(policy, worktree)
-    plan = runner.derive(guard, agent, extra_writable=writable, private_tmp=not explain)
+    plan = runner.derive(
+        guard, agent, extra_writable=writable, private_tmp=not explain, create=not explain
+    )
     if explain:
         abi = landlock.abi_version()
         doc = {

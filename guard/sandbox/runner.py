@@ -122,6 +122,8 @@ def _expand(entry: str, roots: Any, where: str) -> Path:
             raise SandboxError(f"{where}: {{{name}}} is not defined here (no worktree found)")
         text = os.path.join(str(base), text[end + 1 :].lstrip("/"))
     text = os.path.expanduser(text)
+    if text.startswith("//"):  # the policy's //absolute spelling
+        text = text[1:]
     if not os.path.isabs(text):
         raise SandboxError(
             f"{where}: {entry!r} is relative; write an absolute path or start it with a root"
@@ -156,11 +158,14 @@ def derive(
     *,
     extra_writable: Sequence[str] = (),
     private_tmp: bool = True,
+    create: bool = True,
 ) -> SandboxPlan:
     """The writable roots for ``agent`` under ``guard``'s policy.
 
     Raises :class:`SandboxError` for an unknown agent, a malformed entry, or
     an extra root that would let a plan-mode agent change its worktree.
+    ``create``: make the plan directory and missing extra directories (Landlock
+    can only grant what exists); False for a dry run.
     """
     names = list(getattr(guard, "agent_names", []) or [])
     if names and agent not in names:
@@ -179,7 +184,8 @@ def derive(
     plans = Path(roots.plans)
     plan = SandboxPlan(agent=agent, mode=mode, worktree=worktree, plans=plans)
 
-    plans.mkdir(parents=True, exist_ok=True)
+    if create:
+        plans.mkdir(parents=True, exist_ok=True)
     plan.roots.append(WritableRoot(str(plans), "the plan directory"))
     if mode == "build" and worktree is not None:
         plan.roots.append(WritableRoot(str(worktree), "the worktree (build mode)"))
@@ -204,8 +210,9 @@ def derive(
                 " temp), or use {plans}"
             )
         if not path.exists():
-            path.mkdir(parents=True, exist_ok=True)
-            plan.notes.append(f"created {path} ({where})")
+            if create:
+                path.mkdir(parents=True, exist_ok=True)
+            plan.notes.append(f"{'created' if create else 'would create'} {path} ({where})")
         plan.roots.append(WritableRoot(str(path), where))
 
     if private_tmp:
@@ -213,6 +220,8 @@ def derive(
         plan.tmpdir = tmp
         plan.roots.append(WritableRoot(str(tmp), "private TMPDIR for this run"))
         plan.env.update({"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)})
+    else:
+        plan.notes.append("a private TMPDIR is created for each run (writable)")
     plan.env.update(
         {
             "GUARD_AGENT": agent,
