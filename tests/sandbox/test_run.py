@@ -1,0 +1,275 @@
+"""``guard run`` end to end: real policy, real kernel, real processes."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+from sandbox_support import Tree, clean_env, guard_argv, needs_landlock
+
+from guard.decide import Guard
+from guard.sandbox import runner
+
+pytestmark = needs_landlock
+
+
+def guard_run(tree: Tree, *args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        guard_argv("run", *args),
+        capture_output=True,
+        text=True,
+        cwd=tree.worktree,
+        env=clean_env(),
+        timeout=timeout,
+        **kw,  # type: ignore[call-overload]
+    )
+
+
+def test_plan_agent_under_default_policy_can_write_its_plan_but_not_the_project(tree: Tree) -> None:
+    script = (
+        "import os\n"
+        "open(os.path.join(os.environ['GUARD_PLANS'], 'p.md'), 'w').write('# plan')\n"
+        "try:\n    open('src/app.py', 'a').write('evil')\nexcept PermissionError:\n    print('refused')\n"
+    )
+    proc = guard_run(tree, "--agent", "plan", "--no-monitor", "--", sys.executable, "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "refused"
+    assert (tree.plans / "p.md").read_text() == "# plan"
+    assert tree.victim.read_text() == "print('original')\n"
+    assert "Landlock ABI" in proc.stderr and "enforced" in proc.stderr
+
+
+def test_exit_status_of_the_command_is_passed_through(tree: Tree) -> None:
+    proc = guard_run(tree, "--no-monitor", "-q", "--", "sh", "-c", "exit 7")
+    assert proc.returncode == 7
+
+
+def test_command_killed_by_a_signal_exits_128_plus_n(tree: Tree) -> None:
+    proc = guard_run(tree, "--no-monitor", "-q", "--", "sh", "-c", "kill -KILL $$")
+    assert proc.returncode == 128 + signal.SIGKILL
+
+
+def test_sigterm_sent_to_guard_is_forwarded_to_the_command(tree: Tree) -> None:
+    script = (
+        "import signal, sys, time\n"
+        "def h(sig, frame):\n    print('got', sig, flush=True); sys.exit(42)\n"
+        "signal.signal(signal.SIGTERM, h)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        guard_argv("run", "--no-monitor", "-q", "--", sys.executable, "-c", script),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tree.worktree,
+        env=clean_env(),
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert out.strip() == f"got {int(signal.SIGTERM)}", err
+    assert proc.returncode == 42
+
+
+def test_sigint_sent_to_guard_is_forwarded_once(tree: Tree) -> None:
+    script = (
+        "import signal, sys, time\n"
+        "n = 0\n"
+        "def h(sig, frame):\n    global n; n += 1\n"
+        "signal.signal(signal.SIGINT, h)\n"
+        "print('ready', flush=True)\n"
+        "end = time.time() + 60\n"
+        "while n == 0 and time.time() < end: time.sleep(0.05)\n"
+        "time.sleep(0.5)\n"
+        "print('count', n, flush=True)\n"
+    )
+    proc = subprocess.Popen(
+        guard_argv("run", "--no-monitor", "-q", "--", sys.executable, "-c", script),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tree.worktree,
+        env=clean_env(),
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert out.strip() == "count 1"
+    assert proc.returncode == 0
+
+
+def test_no_writable_fd_leaks_from_guard_into_the_command(tree: Tree) -> None:
+    """A writable fd inherited by guard (here: one on a project file) must not reach the
+    command, where it would stay writable despite Landlock."""
+    fd = os.open(tree.victim, os.O_WRONLY | os.O_APPEND)
+    try:
+        script = (
+            "import os\n"
+            "fds = sorted(int(x) for x in os.listdir('/proc/self/fd'))\n"
+            "print(json.dumps(fds))\n"
+            f"os.write({fd}, b'evil')\n"
+        )
+        proc = guard_run(
+            tree,
+            "--no-monitor",
+            "-q",
+            "--",
+            sys.executable,
+            "-c",
+            "import json\n" + script,
+            pass_fds=(fd,),
+        )
+    finally:
+        os.close(fd)
+    assert "Bad file descriptor" in proc.stderr
+    fds = json.loads(proc.stdout.strip())
+    assert fd not in fds and fds[:3] == [0, 1, 2]
+    assert tree.victim.read_text() == "print('original')\n"
+
+
+def test_interactive_terminal_keeps_working(tree: Tree) -> None:
+    """Under a real pseudo-terminal, the confined command can use /dev/tty and terminal ioctls."""
+    master, slave = os.openpty()
+    script = (
+        "import os, sys, termios\n"
+        "termios.tcgetattr(0)\n"
+        "tty = open('/dev/tty', 'w')\n"
+        "tty.write('tty-write-ok\\n'); tty.flush()\n"
+        "print('isatty', os.isatty(0), os.isatty(1), flush=True)\n"
+    )
+
+    def controlling_tty() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        guard_argv("run", "--no-monitor", "-q", "--", sys.executable, "-c", script),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=tree.worktree,
+        env=clean_env(),
+        start_new_session=True,
+        preexec_fn=controlling_tty,
+    )
+    os.close(slave)
+    output = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the terminal closed
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) == 0, output
+    text = output.decode(errors="replace")
+    assert "tty-write-ok" in text
+    assert "isatty True True" in text
+
+
+def test_unknown_command_is_one_clear_error(tree: Tree) -> None:
+    proc = guard_run(tree, "--no-monitor", "--", "no-such-program-xyz")
+    assert proc.returncode == 2
+    assert "command not found: 'no-such-program-xyz'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_agent_is_one_clear_error(tree: Tree) -> None:
+    proc = guard_run(tree, "--agent", "nobody", "--", "true")
+    assert proc.returncode == 2
+    assert "nobody" in proc.stderr and "plan" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_explain_lists_the_writable_roots_and_runs_nothing(tree: Tree) -> None:
+    proc = guard_run(tree, "--explain", "--agent", "plan")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    paths = [r["path"] for r in doc["writable"]]
+    assert paths[0] == str(tree.plans)
+    assert "/dev/null" in paths
+    assert str(tree.worktree) not in paths
+    assert doc["landlock_abi"] >= 1
+
+
+def test_build_agent_may_write_the_worktree(tree: Tree) -> None:
+    proc = guard_run(
+        tree, "--agent", "build", "--no-monitor", "-q", "--", "sh", "-c", "echo built > src/new.py"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tree.worktree / "src" / "new.py").read_text() == "built\n"
+
+
+def test_policy_sandbox_writable_dirs_are_granted(tree: Tree, tmp_path: Path) -> None:
+    cache = tmp_path / "agent-state"
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        'version = 1\nextends = ["builtin:default"]\n'
+        f'[agents.plan.sandbox]\nwritable = ["//{str(cache).lstrip("/")}"]\n'
+    )
+    proc = guard_run(
+        tree,
+        "--policy",
+        str(policy),
+        "--no-monitor",
+        "--",
+        "sh",
+        "-c",
+        f"echo state > {cache}/s && echo escaped > {tmp_path}/x; echo done",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (cache / "s").read_text() == "state\n"
+    assert not (tmp_path / "x").exists()
+    assert f"created {cache}" in proc.stderr
+
+
+def test_plan_agent_cannot_be_given_the_worktree_as_extra_writable(tree: Tree) -> None:
+    """A --writable (or policy entry) that covers the worktree would undo plan mode."""
+    for bad in (str(tree.worktree), str(tree.worktree / "src"), str(tree.worktree.parent)):
+        proc = guard_run(tree, "--writable", bad, "--", "true")
+        assert proc.returncode == 2, bad
+        assert "would make the worktree" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_private_tmpdir_is_writable_and_removed_when_empty(tree: Tree) -> None:
+    proc = guard_run(
+        tree,
+        "--no-monitor",
+        "-q",
+        "--",
+        "sh",
+        "-c",
+        'echo x > "$TMPDIR/scratch" && rm "$TMPDIR/scratch" && echo "$TMPDIR"',
+    )
+    assert proc.returncode == 0, proc.stderr
+    tmpdir = Path(proc.stdout.strip())
+    assert tmpdir.name.startswith("guard-run-plan-")
+    assert not tmpdir.exists()
+
+
+def test_without_landlock_the_run_is_refused_unless_allowed(tree: Tree) -> None:
+    """ABI 0 stands for a kernel without Landlock: nothing may start unconfined silently."""
+    g = Guard.load(worktree=tree.worktree)
+    plan = runner.derive(g, "plan", private_tmp=False)
+    marker = tree.outside / "ran"
+    with pytest.raises(runner.SandboxError, match="--allow-unconfined"):
+        runner.run(plan, ["sh", "-c", f"touch {marker}"], abi=0)
+    assert not marker.exists()
+    # allowed, but with no monitor either: still refused
+    with pytest.raises(runner.SandboxError, match="no protection at all"):
+        runner.run(plan, ["sh", "-c", f"touch {marker}"], abi=0, allow_unconfined=True)
+    assert not marker.exists()
