@@ -12,26 +12,27 @@ import typer
 from guard.cli._app import app
 from guard.effects import GuardError
 
-_HELP = """Run COMMAND so that the kernel refuses every write the agent's mode forbids.
-
-For agents without hooks (aider, scripts, anything), and as the layer that holds when a hook is skipped. The command may read and execute anything; it may write only to the plan directory, /dev/null, the terminal, a private TMPDIR, the directories the policy lists under \\[agents.NAME.sandbox] writable, and --writable DIR. In build mode the worktree is writable too. Every process the command starts inherits the restriction.
-
-The monitor watches the worktree for the whole run and reports what Landlock does not cover (chmod, chown, utime, xattr); --restore undoes it.
-
-The exit status is the command's (128+N when signal N killed it); signals sent to guard are forwarded to it. Put the command after --.
-
-Examples:
-
-  guard run --agent plan -- python examples/naughty_agent.py
-
-  guard run --agent plan -- aider --chat-mode ask
-
-  guard run --agent plan --writable ~/.cache/myagent -- myagent --plan
-
-  guard run --agent plan --restore -- bash    # an interactive, confined shell
-
-  guard run --agent plan --explain            # the writable roots, as JSON; runs nothing
-"""
+_HELP = "\n\n".join(
+    [
+        "Run COMMAND so that the kernel refuses every write the agent's mode forbids.",
+        "For agents without hooks (aider, scripts, anything), and as the layer that holds"
+        " when a hook is skipped. The command may read and execute anything; it may write"
+        " only to the plan directory, /dev/null, the terminal, a private TMPDIR, the"
+        " directories the policy lists under \\[agents.NAME.sandbox] writable, and"
+        " --writable DIR. In build mode the worktree is writable too. Every process the"
+        " command starts inherits the restriction.",
+        "The monitor watches the worktree for the whole run and reports what Landlock does"
+        " not cover (chmod, chown, utime, xattr); --restore undoes it.",
+        "The exit status is the command's (128+N when signal N killed it); signals sent to"
+        " guard are forwarded to it. Put the command after --.",
+        "Examples:",
+        "  guard run --agent plan -- python examples/naughty_agent.py",
+        "  guard run --agent plan -- aider --chat-mode ask",
+        "  guard run --agent plan --writable ~/.cache/myagent -- myagent --plan",
+        "  guard run --agent plan --restore -- bash    # an interactive, confined shell",
+        "  guard run --agent plan --explain            # the writable roots as JSON; runs nothing",
+    ]
+)
 
 
 def _load_guard(policy: str | None, worktree: Path | None) -> Any:
@@ -40,12 +41,10 @@ def _load_guard(policy: str | None, worktree: Path | None) -> Any:
     return Guard.load(policy=policy, worktree=worktree)
 
 
-def _monitor_factory(
-    guard: Any, agent: str, *, restore: bool, audit: Path | None
-) -> Any:
+def _monitor_factory(guard: Any, agent: str, *, restore: bool, audit: Path | None) -> Any:
     """A factory for guard's monitor, or None when this install has no monitor."""
     try:
-        from guard.monitor import Monitor  # type: ignore[attr-defined,unused-ignore]
+        from guard.monitor import Monitor  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
 
@@ -111,9 +110,7 @@ def run_command(
             "landlock_abi": abi,
             "landlock": landlock.unavailable_reason() or "available",
             "handled": landlock.right_names(landlock.handled_rights(abi)),
-            "writable": [
-                {"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots
-            ],
+            "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
             "notes": plan.notes,
         }
         print(json.dumps(doc, indent=2))

@@ -148,7 +148,7 @@ def _syscall() -> ctypes._CFunctionType:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
-    fn: ctypes._CFunctionType = _libc.syscall
+    fn: ctypes._CFunctionType = _libc.syscall  # type: ignore[assignment]
     fn.restype = ctypes.c_long
     return fn
 
@@ -169,7 +169,10 @@ def abi_version() -> int:
     if nums is None:
         return 0
     res = _syscall()(
-        ctypes.c_long(nums[0]), None, ctypes.c_size_t(0), ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
+        ctypes.c_long(nums[0]),
+        None,
+        ctypes.c_size_t(0),
+        ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION),
     )
     if res < 0:
         return 0
@@ -184,13 +187,19 @@ def unavailable_reason() -> str:
     if nums is None:
         return f"guard does not know the Landlock syscall numbers on {platform.machine()}"
     res = _syscall()(
-        ctypes.c_long(nums[0]), None, ctypes.c_size_t(0), ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)
+        ctypes.c_long(nums[0]),
+        None,
+        ctypes.c_size_t(0),
+        ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION),
     )
     if res >= 0:
         return ""
     err = ctypes.get_errno()
     if err == errno.ENOSYS:
-        return f"this kernel ({platform.release()}) was built without Landlock (CONFIG_SECURITY_LANDLOCK)"
+        return (
+            f"this kernel ({platform.release()}) was built without Landlock"
+            " (CONFIG_SECURITY_LANDLOCK)"
+        )
     if err == errno.EOPNOTSUPP:
         return (
             f"Landlock is built into this kernel ({platform.release()}) but disabled at boot;"
@@ -243,7 +252,9 @@ def _add_rule(sys_add: ctypes._CFunctionType, add_nr: int, ruleset_fd: int, rule
         )
         if res < 0:
             err = ctypes.get_errno()
-            raise LandlockError(err, f"Landlock refused the rule for {rule.path}: {os.strerror(err)}")
+            raise LandlockError(
+                err, f"Landlock refused the rule for {rule.path}: {os.strerror(err)}"
+            )
     finally:
         os.close(fd)
 
@@ -291,7 +302,9 @@ def restrict_self(
     )
     if ruleset_fd < 0:
         err = ctypes.get_errno()
-        raise LandlockError(err, f"cannot create a Landlock ruleset (ABI {abi}): {os.strerror(err)}")
+        raise LandlockError(
+            err, f"cannot create a Landlock ruleset (ABI {abi}): {os.strerror(err)}"
+        )
     try:
         for path, rights in rules.items():
             if rights == 0:

@@ -137,7 +137,9 @@ def _policy_writable(agent_obj: Any) -> list[str]:
     sandbox = getattr(agent_obj, "sandbox", None)
     if sandbox is None:
         return []
-    value = sandbox.get("writable") if isinstance(sandbox, dict) else getattr(sandbox, "writable", None)
+    value = (
+        sandbox.get("writable") if isinstance(sandbox, dict) else getattr(sandbox, "writable", None)
+    )
     if value is None:
         return []
     if isinstance(value, str) or not all(isinstance(v, str) for v in value):
@@ -169,9 +171,7 @@ def derive(
     """
     names = list(getattr(guard, "agent_names", []) or [])
     if names and agent not in names:
-        raise SandboxError(
-            f"no agent {agent!r} in the policy; agents defined: {', '.join(names)}"
-        )
+        raise SandboxError(f"no agent {agent!r} in the policy; agents defined: {', '.join(names)}")
     try:
         agent_obj = guard.agent(agent)
     except GuardError:
@@ -196,13 +196,16 @@ def derive(
             plan.roots.append(WritableRoot(dev, "terminal", ioctl=True))
 
     extras: list[tuple[str, str]] = [
-        (e, f"agents.{agent}.sandbox.writable[{i}]") for i, e in enumerate(_policy_writable(agent_obj))
+        (e, f"agents.{agent}.sandbox.writable[{i}]")
+        for i, e in enumerate(_policy_writable(agent_obj))
     ]
     extras += [(e, f"--writable {e}") for e in extra_writable]
     for entry, where in extras:
         path = _expand(entry, roots, where)
-        if mode == "plan" and worktree is not None and (
-            _inside(worktree, path) or (_inside(path, worktree) and not _inside(path, plans))
+        if (
+            mode == "plan"
+            and worktree is not None
+            and (_inside(worktree, path) or (_inside(path, worktree) and not _inside(path, plans)))
         ):
             raise SandboxError(
                 f"{where}: {entry!r} ({path}) would make the worktree {worktree} writable to the"
@@ -335,7 +338,10 @@ def run(
             " the monitor alone (which reports changes after the fact but cannot prevent"
             " them), pass --allow-unconfined"
         )
-    if shutil.which(command[0], path=_child_env(plan).get("PATH")) is None and "/" not in command[0]:
+    if (
+        shutil.which(command[0], path=_child_env(plan).get("PATH")) is None
+        and "/" not in command[0]
+    ):
         raise SandboxError(f"command not found: {command[0]!r} (not on PATH)")
 
     if confined:
@@ -375,7 +381,9 @@ def run(
             if early:
                 names = ", ".join(signal.Signals(s).name for s in early)
                 raise SandboxError(f"interrupted ({names}) before the command started")
-            status = _spawn_and_wait(plan, command, confined=confined, abi=abi, say=say, watched=watched)
+            status = _spawn_and_wait(
+                plan, command, confined=confined, abi=abi, say=say, watched=watched
+            )
     finally:
         if mon is not None:
             mon.stop()

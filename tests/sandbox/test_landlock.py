@@ -114,8 +114,8 @@ def test_attack_write_through_symlink_planted_in_plan_dir_is_refused(tree: Tree)
 def test_attack_symlink_created_by_the_agent_in_plan_dir_is_refused_on_write(tree: Tree) -> None:
     """The agent may create a symlink in its dir, but writing through it still hits the target."""
     body = f"""
-    os.symlink({str(tree.victim)!r}, {str(tree.plans / 'mine.md')!r})
-    open({str(tree.plans / 'mine.md')!r}, 'a').write('evil')
+    os.symlink({str(tree.victim)!r}, {str(tree.plans / "mine.md")!r})
+    open({str(tree.plans / "mine.md")!r}, 'a').write('evil')
     """
     r = confined_probe(plan_roots(tree), body)
     assert_blocked(r)
@@ -185,10 +185,10 @@ def test_plan_file_can_be_created_appended_renamed_and_deleted(tree: Tree) -> No
     body = f"""
     open({str(new)!r}, 'x').write('# next\\n')
     open({str(tree.plan_file)!r}, 'a').write('- step\\n')
-    os.rename({str(new)!r}, {str(new) + '.tmp'!r})
-    os.rename({str(new) + '.tmp'!r}, {str(new)!r})
+    os.rename({str(new)!r}, {str(new) + ".tmp"!r})
+    os.rename({str(new) + ".tmp"!r}, {str(new)!r})
     os.truncate({str(new)!r}, 2)
-    os.unlink({str(tree.plans / '20260101-s1-plan.md')!r})
+    os.unlink({str(tree.plans / "20260101-s1-plan.md")!r})
     open({str(new)!r}, 'a').write('ok')
     """
     assert confined_probe(plan_roots(tree), body) == {"ok": True}
@@ -207,7 +207,9 @@ def test_dev_null_is_writable_and_reads_work_everywhere(tree: Tree) -> None:
 
 def test_programs_still_execute_and_shell_redirection_to_dev_null_works(tree: Tree) -> None:
     proc = subprocess.run(
-        helper_argv(plan_roots(tree), ["sh", "-c", "git -C . status --short >/dev/null && echo ran"]),
+        helper_argv(
+            plan_roots(tree), ["sh", "-c", "git -C . status --short >/dev/null && echo ran"]
+        ),
         capture_output=True,
         text=True,
         cwd=tree.worktree,

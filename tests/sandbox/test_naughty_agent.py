@@ -31,7 +31,10 @@ def test_naughty_agent_is_stopped_by_guard_run(tree: Tree, tmp_path: Path) -> No
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "12 blocked by the kernel, 1 allowed (the plan file), 1 left to the monitor, 0 escaped." in proc.stdout
+    assert (
+        "12 blocked by the kernel, 1 allowed (the plan file), 1 left to the monitor, 0 escaped."
+        in proc.stdout
+    )
     assert "ESCAPED" not in proc.stdout
     assert list(tree.plans.glob("*-naughty-plan.md"))
     assert tree.victim.read_text() == "print('original')\n"
@@ -62,8 +65,12 @@ def test_naughty_agent_unguarded_escapes_and_says_so(tree: Tree, tmp_path: Path)
 
 def test_naughty_agent_refuses_to_run_bare_without_the_flag(tree: Tree) -> None:
     proc = subprocess.run(
-        [sys.executable, str(DEMO)], capture_output=True, text=True, cwd=tree.worktree,
-        env=clean_env(), timeout=60,
+        [sys.executable, str(DEMO)],
+        capture_output=True,
+        text=True,
+        cwd=tree.worktree,
+        env=clean_env(),
+        timeout=60,
     )
     assert proc.returncode == 2
     assert "guard run --agent plan" in proc.stderr

@@ -21,7 +21,9 @@ from guard.sandbox import runner
 pytestmark = needs_landlock
 
 
-def guard_run(tree: Tree, *args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
+def guard_run(
+    tree: Tree, *args: str, timeout: float = 120, **kw: object
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         guard_argv("run", *args),
         capture_output=True,
@@ -37,7 +39,8 @@ def test_plan_agent_under_default_policy_can_write_its_plan_but_not_the_project(
     script = (
         "import os\n"
         "open(os.path.join(os.environ['GUARD_PLANS'], 'p.md'), 'w').write('# plan')\n"
-        "try:\n    open('src/app.py', 'a').write('evil')\nexcept PermissionError:\n    print('refused')\n"
+        "try:\n    open('src/app.py', 'a').write('evil')\n"
+        "except PermissionError:\n    print('refused')\n"
     )
     proc = guard_run(tree, "--agent", "plan", "--no-monitor", "--", sys.executable, "-c", script)
     assert proc.returncode == 0, proc.stderr
