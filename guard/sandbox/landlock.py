@@ -226,6 +226,7 @@ class Enforcement:
     scoped_signals: bool
     rules: list[Rule] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    tiocsti_blocked: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -236,6 +237,7 @@ class Enforcement:
                 {"path": r.path, "rights": right_names(r.rights), "why": r.why} for r in self.rules
             ],
             "skipped": [{"path": p, "why": w} for p, w in self.skipped],
+            "tiocsti_blocked": self.tiocsti_blocked,
         }
 
 
@@ -333,6 +335,113 @@ def restrict_self(
     return enforcement
 
 
+# ---------------------------------------------------------------------------
+# Terminal injection: a tiny seccomp filter, because Landlock cannot help.
+#
+# TIOCSTI pushes bytes into a terminal's input queue: a confined process could
+# type "rm -rf ~<Enter>" into the shell that started guard, on the terminal it
+# inherited before the restriction. TIOCLINUX can do the same on a virtual
+# console. The filter makes both ioctls fail with EPERM; nothing else changes.
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+TIOCSTI = 0x5412
+TIOCLINUX = 0x541C
+_RET_ALLOW = 0x7FFF0000
+_RET_EPERM = 0x00050000 | errno.EPERM
+_LD_W_ABS, _JEQ_K, _RET_K = 0x20, 0x15, 0x06
+# (audit arch, ioctl syscall numbers) per architecture guard knows.
+_IOCTL_NRS: dict[str, list[tuple[int, tuple[int, ...]]]] = {
+    # native x86_64 and x32 (0x40000000 | 514), then i386 compat
+    "x86_64": [(0xC000003E, (16, 0x40000000 | 514)), (0x40000003, (54,))],
+    # native aarch64, then arm compat
+    "aarch64": [(0xC00000B7, (29,)), (0x40000028, (54,))],
+}
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = (
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    )
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter)))
+
+
+def _tiocsti_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The BPF program, as (code, jt, jf, k); jumps resolved from labels."""
+    arches = _IOCTL_NRS[machine]
+    # Layout: [ld arch] then per arch [jeq arch ? next : skip], [ld nr], [jeq nr...],
+    # shared CHECK block, ALLOW, DENY.
+    prog: list[tuple[int | str, object, object, int]] = [(_LD_W_ABS, 0, 0, 4)]
+    for i, (arch, nrs) in enumerate(arches):
+        nxt = f"arch{i + 1}" if i + 1 < len(arches) else "allow"
+        prog.append((_JEQ_K, 0, nxt, arch))
+        prog.append((_LD_W_ABS, 0, 0, 0))
+        for j, nr in enumerate(nrs):
+            last = j == len(nrs) - 1
+            prog.append((_JEQ_K, "check", "allow" if last else 0, nr))
+        if i + 1 < len(arches):
+            prog.append(("label", f"arch{i + 1}", 0, 0))
+            prog.append((_LD_W_ABS, 0, 0, 4))
+    prog.append(("label", "check", 0, 0))
+    prog.append((_LD_W_ABS, 0, 0, 24))  # low 32 bits of args[1], the ioctl request
+    prog.append((_JEQ_K, "deny", 0, TIOCSTI))
+    prog.append((_JEQ_K, "deny", "allow", TIOCLINUX))
+    prog.append(("label", "allow", 0, 0))
+    prog.append((_RET_K, 0, 0, _RET_ALLOW))
+    prog.append(("label", "deny", 0, 0))
+    prog.append((_RET_K, 0, 0, _RET_EPERM))
+
+    labels: dict[str, int] = {}
+    code: list[tuple[int | str, object, object, int]] = []
+    for ins in prog:
+        if ins[0] == "label":
+            labels[str(ins[1])] = len(code)
+        else:
+            code.append(ins)
+    out: list[tuple[int, int, int, int]] = []
+    for pc, (op, jt, jf, k) in enumerate(code):
+
+        def rel(target: object, pc: int = pc) -> int:
+            if isinstance(target, int):
+                return target
+            return labels[str(target)] - (pc + 1)
+
+        out.append((int(op), rel(jt), rel(jf), k))
+    return out
+
+
+def deny_terminal_injection() -> bool:
+    """Make TIOCSTI and TIOCLINUX fail with EPERM for this process and its children.
+
+    Returns False (and changes nothing) on an architecture guard has no table
+    for. Needs no_new_privs, which :func:`restrict_self` sets. Irreversible.
+    """
+    machine = platform.machine()
+    machine = "aarch64" if machine == "arm64" else machine
+    if sys.platform != "linux" or machine not in _IOCTL_NRS:
+        return False
+    if _libc is None:
+        _syscall()
+    assert _libc is not None
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise LandlockError(err, f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(err)}")
+    program = _tiocsti_program(machine)
+    filters = (_SockFilter * len(program))(*[_SockFilter(*ins) for ins in program])
+    fprog = _SockFprog(len(program), filters)
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise LandlockError(err, f"cannot install the TIOCSTI filter: {os.strerror(err)}")
+    return True
+
+
+
 def close_fds_from(first: int = 3, keep: Sequence[int] = ()) -> None:
     """Close every file descriptor >= ``first`` except ``keep``."""
     limit = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 20
@@ -407,13 +516,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if abi == 0:
         # Explicitly unconfined (guard run --allow-unconfined on a kernel
-        # without Landlock): only the fd and signal hygiene below.
-        _report(status_fd, {"ok": True, "stage": "unconfined"})
+        # without Landlock): the terminal filter, fd and signal hygiene only.
+        try:
+            tiocsti = deny_terminal_injection()
+        except (LandlockError, OSError):
+            tiocsti = False
+        _report(status_fd, {"ok": True, "stage": "unconfined", "tiocsti_blocked": tiocsti})
     else:
         try:
             enforcement = restrict_self(writable, ioctl, abi=abi, scope_signals=scope)
         except (LandlockError, OSError) as exc:
             _report(status_fd, {"ok": False, "stage": "landlock", "error": str(exc)})
+            if status_fd is None:
+                print(f"guard sandbox: {exc}; the command was NOT started", file=sys.stderr)
+            return 126
+        try:
+            enforcement.tiocsti_blocked = deny_terminal_injection()
+        except (LandlockError, OSError) as exc:
+            _report(status_fd, {"ok": False, "stage": "seccomp", "error": str(exc)})
             if status_fd is None:
                 print(f"guard sandbox: {exc}; the command was NOT started", file=sys.stderr)
             return 126

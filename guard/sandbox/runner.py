@@ -300,6 +300,8 @@ def _wait_forwarding(proc: subprocess.Popen[bytes], watched: Sequence[int]) -> i
 def enforcement_summary(report: dict[str, Any]) -> str:
     rights = ", ".join(report.get("handled", []))
     extra = "; signals to outside processes blocked" if report.get("scoped_signals") else ""
+    if report.get("tiocsti_blocked"):
+        extra += "; terminal input injection (TIOCSTI) blocked"
     return f"Landlock ABI {report.get('abi')} enforced ({rights}){extra}"
 
 

@@ -14,7 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_support import ABI, Tree, confined_probe, helper_argv, needs_landlock
+from sandbox_support import (
+    ABI,
+    Tree,
+    confined_probe,
+    helper_argv,
+    needs_landlock,
+    probe_source,
+)
 
 from guard.sandbox import landlock
 
@@ -175,6 +182,45 @@ def test_attack_signal_to_an_outside_process_is_refused(tree: Tree) -> None:
     finally:
         victim.kill()
         victim.wait()
+
+
+TTY = ["--write", "/dev/pts", "--ioctl", "/dev/pts", "--write", "/dev/ptmx", "--ioctl", "/dev/ptmx"]
+TIOCSTI_BODY = """
+import fcntl, termios
+master, slave = os.openpty()
+fcntl.ioctl(slave, termios.TIOCSTI, b'r')
+"""
+
+
+def test_attack_terminal_input_injection_with_tiocsti_is_refused(tree: Tree) -> None:
+    """TIOCSTI on the inherited terminal would type commands into the user's shell after
+    the agent exits; Landlock cannot see it, the seccomp filter refuses it."""
+    bare = subprocess.run(
+        [sys.executable, "-c", probe_source(TIOCSTI_BODY)], capture_output=True, text=True
+    )
+    if json.loads(bare.stdout)["ok"] is not True:
+        pytest.skip(f"TIOCSTI is already refused by this kernel: {bare.stdout.strip()}")
+    assert_blocked(confined_probe(plan_roots(tree), TIOCSTI_BODY, *TTY), "EPERM")
+
+
+def test_terminal_ioctls_other_than_injection_still_work(tree: Tree) -> None:
+    body = """
+    import fcntl, termios
+    master, slave = os.openpty()
+    termios.tcgetattr(slave)
+    fcntl.ioctl(slave, termios.TIOCGWINSZ, bytes(8))
+    """
+    assert confined_probe(plan_roots(tree), body, *TTY) == {"ok": True}
+
+
+def test_tiocsti_filter_program_is_well_formed() -> None:
+    """Every jump lands inside the program and it ends in returns (BPF rejects the rest)."""
+    for machine in ("x86_64", "aarch64"):
+        prog = landlock._tiocsti_program(machine)
+        for pc, (op, jt, jf, _k) in enumerate(prog):
+            if op == 0x15:
+                assert pc + 1 + jt < len(prog) and pc + 1 + jf < len(prog)
+        assert prog[-1][0] == prog[-2][0] == 0x06
 
 
 # -- what the kernel must allow --------------------------------------------------

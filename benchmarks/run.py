@@ -1,0 +1,166 @@
+"""Benchmark: a real workload under ``guard run`` and bare, measured in the same run.
+
+The workload, in a fresh git repository of FILES committed files with a small
+pytest suite: ``git status`` (STATUSES times, a 10,000-file status each) then
+the test suite once, all from one shell, i.e. one agent session's worth of
+commands under one ``guard run``.
+
+Configurations, interleaved round by round so that machine noise hits all alike:
+
+* bare:          sh -c WORKLOAD
+* landlock only: the kernel layer's helper (guard/sandbox/landlock.py) -- WORKLOAD
+* guard run:     guard run --agent plan --no-monitor -- WORKLOAD (policy load, roots, helper)
+* guard run + monitor: guard run --agent plan -- WORKLOAD (when the monitor is installed)
+
+Prints the median of each and its ratio to bare; the last line is the
+end-to-end ratio of ``guard run`` (with the monitor when available) to bare.
+
+    python benchmarks/run.py [--files 10000] [--rounds 5] [--statuses 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from guard.sandbox import landlock  # noqa: E402
+
+TEST_FILE = """
+import json, re
+
+def test_roundtrip_{i}():
+    data = {{"n": {i}, "items": list(range(50))}}
+    assert json.loads(json.dumps(data)) == data
+
+def test_regex_{i}():
+    assert re.fullmatch(r"[a-z]+_{i}", "name_{i}")
+
+def test_sum_{i}():
+    assert sum(range({i} + 100)) == ({i} + 100) * ({i} + 99) // 2
+"""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def make_repo(root: Path, files: int) -> None:
+    git = ["git", "-C", str(root), "-c", "user.name=bench", "-c", "user.email=bench@invalid"]
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    log(f"creating {files} files ...")
+    per_dir = 100
+    for i in range(files):
+        d = root / "src" / f"pkg{i // per_dir:03d}"
+        if i % per_dir == 0:
+            d.mkdir(parents=True)
+        (d / f"mod{i % per_dir:03d}.py").write_text(f"VALUE = {i}\n")
+    tests = root / "tests"
+    tests.mkdir()
+    for i in range(20):
+        (tests / f"test_m{i:02d}.py").write_text(TEST_FILE.format(i=i))
+    log("committing ...")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "bench"], check=True)
+    subprocess.run([*git, "status", "--porcelain"], check=True, capture_output=True)
+
+
+def workload(statuses: int) -> list[str]:
+    py = sys.executable
+    script = (
+        f"for i in $(seq {statuses}); do git status --porcelain >/dev/null || exit 1; done; "
+        f"{py} -m pytest -q -p no:cacheprovider tests >/dev/null || exit 1"
+    )
+    return ["sh", "-c", script]
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark command failed ({proc.returncode}): {argv}\n{proc.stderr}")
+    return elapsed
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--files", type=int, default=10_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--statuses", type=int, default=5)
+    args = ap.parse_args()
+    if landlock.abi_version() < 1:
+        raise SystemExit(f"no Landlock here: {landlock.unavailable_reason()}")
+    if importlib.util.find_spec("pytest") is None:
+        raise SystemExit("pytest is needed for the workload: pip install -e '.[dev]'")
+
+    tmp = Path(tempfile.mkdtemp(prefix="guard-bench-run-"))
+    try:
+        root = tmp / "repo"
+        root.mkdir()
+        make_repo(root, args.files)
+        home = tmp / "home"
+        home.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")}
+        env.update(HOME=str(home), XDG_DATA_HOME=str(home / ".local/share"))
+        plans = root / ".openoxide" / "plans"
+        plans.mkdir(parents=True)
+        (root / ".gitignore").write_text(".openoxide/\n")
+
+        work = workload(args.statuses)
+        scratch = tmp / "scratch"  # what guard run's private TMPDIR is to the helper
+        scratch.mkdir()
+        helper = [
+            "env", f"TMPDIR={scratch}",
+            sys.executable, "-E", "-s", "-S", landlock.__file__,
+            "--write", str(plans), "--write", "/dev/null", "--write", str(scratch), "--",
+        ]  # fmt: skip
+        guard = [sys.executable, "-m", "guard", "run", "--agent", "plan", "-q"]
+        configs: dict[str, list[str]] = {
+            "bare": work,
+            "landlock only": [*helper, *work],
+            "guard run --no-monitor": [*guard, "--no-monitor", "--", *work],
+        }
+        has_monitor = importlib.util.find_spec("guard.monitor") is not None
+        if has_monitor:
+            configs["guard run (+ monitor)"] = [*guard, "--", *work]
+
+        log(f"warming up, then {args.rounds} rounds of {len(configs)} configurations ...")
+        for argv in configs.values():
+            timed(argv, root, env)
+        times: dict[str, list[float]] = {name: [] for name in configs}
+        for r in range(args.rounds):
+            for name, argv in configs.items():
+                times[name].append(timed(argv, root, env))
+            log(f"  round {r + 1}/{args.rounds} done")
+
+        bare = statistics.median(times["bare"])
+        print(
+            f"workload: {args.statuses} x git status on {args.files} files + a 60-test pytest"
+            f" run; median of {args.rounds} rounds; Landlock ABI {landlock.abi_version()}"
+        )
+        for name, ts in times.items():
+            med = statistics.median(ts)
+            print(f"  {name:<24} {med:8.3f} s   x{med / bare:.3f}")
+        last = "guard run (+ monitor)" if has_monitor else "guard run --no-monitor"
+        kernel = statistics.median(times["landlock only"]) / bare
+        print(f"kernel layer alone (helper + Landlock) vs bare: x{kernel:.3f}")
+        ratio = statistics.median(times[last]) / bare
+        print(f"ratio {last} / bare: x{ratio:.3f}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
