@@ -41,17 +41,72 @@ def _load_guard(policy: str | None, worktree: Path | None) -> Any:
     return Guard.load(policy=policy, worktree=worktree)
 
 
-def _monitor_factory(guard: Any, agent: str, *, restore: bool, audit: Path | None) -> Any:
+class _MonitorHandle:
+    """Creates guard's monitor for the run, prints what it reports, keeps it for the summary."""
+
+    def __init__(
+        self, guard: Any, agent: str, *, restore: bool, audit: Path | None, quiet: bool
+    ) -> None:
+        from guard.monitor import Monitor  # type: ignore[import-not-found,unused-ignore]
+
+        self._cls = Monitor
+        self.guard = guard
+        self.agent = agent
+        self.restore = restore
+        self.audit = audit
+        self.quiet = quiet
+        self.monitor: Any = None
+        self._tty = sys.stderr.isatty()
+
+    def _violation(self, v: Any) -> None:
+        rel = self.guard.roots.describe(v.path) if hasattr(self.guard.roots, "describe") else v.path
+        print(
+            f"guard monitor: VIOLATION {v.event} {rel}: {v.reason} ({v.rule}); {v.action_taken}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _notice(self, n: Any) -> None:
+        if self.quiet and n.event in ("start", "stop"):
+            return
+        print(f"guard monitor: {n.message}", file=sys.stderr, flush=True)
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        if self.quiet or not self._tty:
+            return
+        of = f"/{total}" if total else ""
+        end = "\n" if total and done >= total and stage == "hashing" else ""
+        print(f"\rguard monitor: baseline {stage} {done}{of} files", end=end, file=sys.stderr)
+
+    def __call__(self) -> Any:
+        self.monitor = self._cls(
+            self.guard,
+            self.agent,
+            restore=self.restore,
+            audit_path=self.audit,
+            on_violation=self._violation,
+            on_notice=self._notice,
+            progress=self._progress,
+        )
+        return self.monitor
+
+    def summary(self) -> str | None:
+        m = self.monitor
+        if m is None:
+            return None
+        n = len(m.violations)
+        what = "violation" if n == 1 else "violations"
+        return f"monitor: {n} {what} seen; audit log {m.audit_path}"
+
+
+def _monitor_factory(
+    guard: Any, agent: str, *, restore: bool, audit: Path | None, quiet: bool = False
+) -> _MonitorHandle | None:
     """A factory for guard's monitor, or None when this install has no monitor."""
     try:
-        from guard.monitor import Monitor  # type: ignore[import-not-found,unused-ignore]
+        return _MonitorHandle(guard, agent, restore=restore, audit=audit, quiet=quiet)
     except ImportError:
         return None
-
-    def make() -> Any:
-        return Monitor(guard, agent, restore=restore, audit_path=audit)
-
-    return make
 
 
 @app.command(
@@ -117,7 +172,7 @@ def run_command(
         return
     monitor = None
     if not no_monitor:
-        monitor = _monitor_factory(guard, agent, restore=restore, audit=audit)
+        monitor = _monitor_factory(guard, agent, restore=restore, audit=audit, quiet=quiet)
         if monitor is None:
             print(
                 "guard run: warning: the monitor is not part of this install; chmod, chown,"
@@ -133,4 +188,9 @@ def run_command(
         monitor=monitor,
         quiet=quiet,
     )
+    summary = monitor.summary() if monitor is not None else None
+    if summary is not None:
+        violations = len(monitor.monitor.violations) if monitor and monitor.monitor else 0
+        if violations or not quiet:
+            print(f"guard run: {summary}", file=sys.stderr)
     raise typer.Exit(status)
