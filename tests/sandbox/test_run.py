@@ -183,6 +183,60 @@ def test_interactive_terminal_keeps_working(tree: Tree) -> None:
     assert "isatty True True" in text
 
 
+def _run_in_pty(tree: Tree, script: str, *, send: bytes = b"", after: str = "") -> str:
+    """Run ``guard run -- python -c script`` as the foreground job of a new pseudo-terminal."""
+    master, slave = os.openpty()
+
+    def controlling_tty() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(
+        guard_argv("run", "--no-monitor", "-q", "--", sys.executable, "-c", script),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=tree.worktree,
+        env=clean_env(),
+        start_new_session=True,
+        preexec_fn=controlling_tty,
+    )
+    os.close(slave)
+    output = b""
+    sent = not send
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the terminal closed
+            break
+        if not chunk:
+            break
+        output += chunk
+        if not sent and after.encode() in output:
+            os.write(master, send)
+            sent = True
+    os.close(master)
+    assert proc.wait(timeout=60) == 0, output
+    return output.decode(errors="replace")
+
+
+def test_ctrl_c_on_the_terminal_reaches_the_command_exactly_once(tree: Tree) -> None:
+    """^C makes the terminal signal the whole foreground group (guard and the command);
+    guard must not repeat it. The command records the origin (si_code) of each SIGINT:
+    128 (SI_KERNEL) from the terminal, 0 (SI_USER) from a kill()."""
+    script = (
+        "import signal, time\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])\n"
+        "print('ready', flush=True)\n"
+        "codes = [signal.sigwaitinfo([signal.SIGINT]).si_code]\n"
+        "while (info := signal.sigtimedwait([signal.SIGINT], 1.0)) is not None:\n"
+        "    codes.append(info.si_code)\n"
+        "print('codes', codes, flush=True)\n"
+    )
+    text = _run_in_pty(tree, script, send=b"\x03", after="ready")
+    assert "codes [128]" in text
+
+
 def test_unknown_command_is_one_clear_error(tree: Tree) -> None:
     proc = guard_run(tree, "--no-monitor", "--", "no-such-program-xyz")
     assert proc.returncode == 2
