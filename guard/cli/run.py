@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,8 @@ def run_command(
     if not command and not explain:
         raise GuardError("no command given; usage: guard run --agent plan -- COMMAND [ARGS]...")
     guard = _load_guard(policy, worktree)
+    # On the command line a relative directory means one relative to here.
+    writable = [w if w.startswith(("{", "~", "/")) else os.path.abspath(w) for w in writable]
     plan = runner.derive(
         guard, agent, extra_writable=writable, private_tmp=not explain, create=not explain
     )

@@ -244,6 +244,26 @@ def test_unknown_command_is_one_clear_error(tree: Tree) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_missing_command_is_one_clear_error(tree: Tree) -> None:
+    proc = guard_run(tree, "--agent", "plan")
+    assert proc.returncode == 2
+    assert "no command given" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_relative_writable_dir_on_the_command_line_is_taken_from_the_cwd(
+    tree: Tree, tmp_path: Path
+) -> None:
+    proc = subprocess.run(
+        guard_argv(
+            "run", "--worktree", str(tree.worktree), "--writable", "cache", "--no-monitor", "-q",
+            "--", "sh", "-c", "echo ok > cache/x",
+        ),
+        capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "cache" / "x").read_text() == "ok\n"
+
+
 def test_unknown_agent_is_one_clear_error(tree: Tree) -> None:
     proc = guard_run(tree, "--agent", "nobody", "--", "true")
     assert proc.returncode == 2
