@@ -84,13 +84,20 @@ def workload(statuses: int) -> list[str]:
     return ["sh", "-c", script]
 
 
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"benchmark command failed ({proc.returncode}): {argv}\n{proc.stderr}")
-    return elapsed
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall time, and CPU time (user + system) of the command and all it waited for."""
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(
+                f"benchmark command failed ({proc.returncode}): {argv}\n{err.read().decode()}"
+            )
+    return elapsed, usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -138,25 +145,31 @@ def main() -> int:
         log(f"warming up, then {args.rounds} rounds of {len(configs)} configurations ...")
         for argv in configs.values():
             timed(argv, root, env)
-        times: dict[str, list[float]] = {name: [] for name in configs}
+        wall: dict[str, list[float]] = {name: [] for name in configs}
+        cpu: dict[str, list[float]] = {name: [] for name in configs}
         for r in range(args.rounds):
             for name, argv in configs.items():
-                times[name].append(timed(argv, root, env))
+                w, c = timed(argv, root, env)
+                wall[name].append(w)
+                cpu[name].append(c)
             log(f"  round {r + 1}/{args.rounds} done")
 
-        bare = statistics.median(times["bare"])
+        load = os.getloadavg()[0]
         print(
             f"workload: {args.statuses} x git status on {args.files} files + a 60-test pytest"
-            f" run; median of {args.rounds} rounds; Landlock ABI {landlock.abi_version()}"
+            f" run; median of {args.rounds} interleaved rounds; Landlock ABI"
+            f" {landlock.abi_version()}; {os.cpu_count()} CPUs, load average {load:.1f}"
         )
-        for name, ts in times.items():
-            med = statistics.median(ts)
-            print(f"  {name:<24} {med:8.3f} s   x{med / bare:.3f}")
+        bare_w, bare_c = statistics.median(wall["bare"]), statistics.median(cpu["bare"])
+        print(f"  {'configuration':<24} {'wall':>9} {'ratio':>7}   {'cpu':>9} {'ratio':>7}")
+        for name in configs:
+            mw, mc = statistics.median(wall[name]), statistics.median(cpu[name])
+            print(f"  {name:<24} {mw:8.3f}s x{mw / bare_w:6.3f}   {mc:8.3f}s x{mc / bare_c:6.3f}")
         last = "guard run (+ monitor)" if has_monitor else "guard run --no-monitor"
-        kernel = statistics.median(times["landlock only"]) / bare
-        print(f"kernel layer alone (helper + Landlock) vs bare: x{kernel:.3f}")
-        ratio = statistics.median(times[last]) / bare
-        print(f"ratio {last} / bare: x{ratio:.3f}")
+        kernel = statistics.median(wall["landlock only"]) / bare_w
+        print(f"kernel layer alone (helper + Landlock) vs bare, wall: x{kernel:.3f}")
+        ratio = statistics.median(wall[last]) / bare_w
+        print(f"ratio {last} / bare, wall: x{ratio:.3f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
