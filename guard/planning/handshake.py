@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guard.planning import events
-from guard.planning.artifact import read_plan
+from guard.planning.artifact import ArtifactError, read_plan
 from guard.planning.checklist import (
     RequestUserInputArgs,
     UpdatePlanArgs,
@@ -171,12 +171,18 @@ def plan_exit(
             session.mode,
         )
     plan_path = session.plan_path or ""
-    plan = read_plan(session)
+    problem: str | None = None
+    try:
+        plan = read_plan(session)
+    except ArtifactError as exc:
+        plan, problem = None, str(exc)
     users_words = isinstance(decision, UserDecision) and decision.choice is not ExitChoice.APPROVE
     if not users_words and (plan is None or not plan.strip()):
         what = "does not exist" if plan is None else "is empty"
+        if problem is None:
+            problem = f"the plan file {plan_path} {what}"
         text = (
-            f"plan_exit refused: the plan file {plan_path} {what}. Write your plan there"
+            f"plan_exit refused: {problem}. Write your plan there"
             " (markdown), then call plan_exit again. You are still in plan mode."
         )
         _record(session, "refused", text, plan_path, by="guard")
