@@ -63,8 +63,9 @@ def test_write_plan_is_atomic_and_inside_plans(plan_session: Session) -> None:
     assert read_plan(plan_session) == "# Plan v2\n"
     leftovers = [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
-    assert re.match(r"^\d{8}T\d{6}Z-" + re.escape(plan_session.id) + r"-add-a-greeting\.md$",
-                    path.name)
+    assert re.match(
+        r"^\d{8}T\d{6}Z-" + re.escape(plan_session.id) + r"-add-a-greeting\.md$", path.name
+    )
 
 
 def test_write_plan_replaces_a_symlink_instead_of_following_it(
@@ -94,8 +95,11 @@ def test_write_plan_refuses_a_symlinked_plans_dir(repo: Path, tmp_path: Path) ->
 
 def test_write_plan_refuses_a_tampered_plan_path(plan_session: Session, tmp_path: Path) -> None:
     """Attack: a session whose plan_path was edited to point outside {plans}."""
-    for bad in (str(tmp_path / "x.md"), os.path.join(plan_session.plans_dir, "..", "x.md"),
-                os.path.join(plan_session.plans_dir, "notes.md")):
+    for bad in (
+        str(tmp_path / "x.md"),
+        os.path.join(plan_session.plans_dir, "..", "x.md"),
+        os.path.join(plan_session.plans_dir, "notes.md"),
+    ):
         plan_session.plan_path = bad
         with pytest.raises(ArtifactError, match="refusing"):
             write_plan(plan_session, "# plan\n")

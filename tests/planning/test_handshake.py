@@ -171,8 +171,11 @@ def test_pending_exit_answered_later_reaches_the_model(plan_session: Session) ->
     plan_exit(other_process_view, UserDecision.refine("split step 1"), notify_model=True)
     stored = plan_session.refresh()
     assert stored.pending == [] and stored.mode is Mode.PLAN
-    nxt = handle_tool_call(plan_session, "request_user_input", {"questions": [
-        {"question": "Keep both?", "options": [{"label": "yes"}, {"label": "no"}]}]})
+    nxt = handle_tool_call(
+        plan_session,
+        "request_user_input",
+        {"questions": [{"question": "Keep both?", "options": [{"label": "yes"}, {"label": "no"}]}]},
+    )
     assert "split step 1" in nxt.text and nxt.text.startswith("Messages from the user:")
     assert plan_session.refresh().inbox == []
     again = handle_tool_call(plan_session, "plan_exit", {})

@@ -124,9 +124,7 @@ def test_updates_leave_no_temp_files(session: Session) -> None:
         with session.transaction() as s:
             s.notes.append(str(n))
     names = sorted(os.listdir(session.directory))
-    assert names == sorted(
-        [".gitignore", f"{session.id}.json", f"{session.id}.lock"]
-    ), names
+    assert names == sorted([".gitignore", f"{session.id}.json", f"{session.id}.lock"]), names
     assert Session.load(session.id, session.project).notes == ["0", "1", "2", "3", "4"]
 
 

@@ -67,7 +67,9 @@ def test_close_tag_without_trailing_newline_at_end() -> None:
 
 
 def test_last_block_wins() -> None:
-    text = "<proposed_plan>\nfirst\n</proposed_plan>\nhmm\n<proposed_plan>\nsecond\n</proposed_plan>\n"
+    text = (
+        "<proposed_plan>\nfirst\n</proposed_plan>\nhmm\n<proposed_plan>\nsecond\n</proposed_plan>\n"
+    )
     _, parser = run([text])
     assert parser.plans == ["first\n", "second\n"] and parser.plan == "second\n"
     assert split_proposed_plan(text) == ("hmm\n", "second\n")
@@ -91,8 +93,22 @@ def test_empty_chunks_and_empty_stream() -> None:
 # Texts built from pieces that stress tag detection.
 PIECES = st.sampled_from(
     [
-        "<proposed_plan>", "</proposed_plan>", "\n", "\r\n", " ", "\t", "text", "<", ">",
-        "<proposed", "_plan>", "</", "# Plan", "- step", "é", "<proposed_plan>x",
+        "<proposed_plan>",
+        "</proposed_plan>",
+        "\n",
+        "\r\n",
+        " ",
+        "\t",
+        "text",
+        "<",
+        ">",
+        "<proposed",
+        "_plan>",
+        "</",
+        "# Plan",
+        "- step",
+        "é",
+        "<proposed_plan>x",
     ]
 )
 TEXTS = st.lists(PIECES, max_size=30).map("".join) | st.text(max_size=60)
