@@ -56,6 +56,7 @@ class ExitRecord(BaseModel):
     decision: Literal["approve", "reject", "refine", "refused"]
     text: str = ""
     plan_path: str | None = None
+    plan_sha256: str | None = None
     by: str = "user"
 
 
