@@ -154,6 +154,24 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def _refuse_protected(path: Path, entry: str, where: str, roots: Any) -> None:
+    """No extra root may expose the home directory as a whole (shell rc files, agent
+    settings) or guard's data directory (policies, audit logs) beyond its plans."""
+    home = Path(roots.home)
+    data = Path(roots.data)
+    if _inside(home, path):
+        raise SandboxError(
+            f"{where}: {entry!r} ({path}) would make the whole home directory {home} writable"
+            " (shell rc files, agent settings); name the agent's own directory, e.g."
+            " {home}/.aider"
+        )
+    if _inside(data, path) or (_inside(path, data) and not _inside(path, data / "plans")):
+        raise SandboxError(
+            f"{where}: {entry!r} ({path}) would make guard's data directory {data} writable"
+            " (policies, audit logs); name a directory outside it"
+        )
+
+
 def derive(
     guard: Any,
     agent: str,
@@ -212,6 +230,7 @@ def derive(
                 f" plan-mode agent {agent!r}; name a directory outside the worktree (state, cache,"
                 " temp), or use {plans}"
             )
+        _refuse_protected(path, entry, where, roots)
         if not path.exists():
             if create:
                 path.mkdir(parents=True, exist_ok=True)

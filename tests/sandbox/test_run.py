@@ -322,6 +322,26 @@ def test_plan_agent_cannot_be_given_the_worktree_as_extra_writable(tree: Tree) -
         assert "Traceback" not in proc.stderr
 
 
+def test_extra_writable_may_not_expose_home_or_guard_data(tree: Tree, tmp_path: Path) -> None:
+    """Granting all of $HOME would let the agent edit ~/.bashrc; granting guard's data dir
+    would let it rewrite the audit log and policies."""
+    home = tmp_path / "users" / "me"
+    data = home / ".local" / "share"
+    env = clean_env(HOME=str(home), XDG_DATA_HOME=str(data))
+    for bad, msg in (
+        ("{home}", "whole home directory"),
+        (str(home.parent), "whole home directory"),
+        ("{data}", "data directory"),
+        ("{data}/audit", "data directory"),
+    ):
+        proc = subprocess.run(
+            guard_argv("run", "--writable", bad, "--", "true"),
+            capture_output=True, text=True, cwd=tree.worktree, env=env, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 2, (bad, proc.stderr)
+        assert msg in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_private_tmpdir_is_writable_and_removed_when_empty(tree: Tree) -> None:
     proc = guard_run(
         tree,
