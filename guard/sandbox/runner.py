@@ -347,6 +347,20 @@ def run(
         if force or not quiet:
             print(f"guard run: {msg}", file=out, flush=True)
 
+    try:
+        return _run(plan, command, abi, allow_unconfined, monitor, say)
+    finally:
+        _cleanup_tmp(plan, keep_tmp, say)
+
+
+def _run(
+    plan: SandboxPlan,
+    command: Sequence[str],
+    abi: int | None,
+    allow_unconfined: bool,
+    monitor: MonitorFactory | None,
+    say: Callable[..., None],
+) -> int:
     if not command:
         raise SandboxError("no command given; usage: guard run --agent plan -- CMD [ARGS...]")
     kernel_abi = landlock.abi_version()
@@ -358,6 +372,11 @@ def run(
             f"cannot confine the command: {why}. Nothing was started. To run it anyway under"
             " the monitor alone (which reports changes after the fact but cannot prevent"
             " them), pass --allow-unconfined"
+        )
+    if not confined and monitor is None:
+        raise SandboxError(
+            "no monitor available, and Landlock is not either: refusing to run"
+            " the command with no protection at all"
         )
     if (
         shutil.which(command[0], path=_child_env(plan).get("PATH")) is None
@@ -385,31 +404,25 @@ def run(
     for note in plan.notes:
         say(note)
 
+    # Block the forwarded signals before any thread starts (the monitor's threads
+    # inherit the mask), so that only the wait loop below ever receives them.
     watched = [*FORWARDED, signal.SIGCHLD]
-    mon: _Monitor | None = None
-    status = 0
-    try:
-        with _blocked(watched):
+    with _blocked(watched):
+        mon: _Monitor | None = None
+        try:
             if monitor is not None:
                 mon = monitor()
                 mon.start()
-            elif not confined:
-                raise SandboxError(
-                    "no monitor available, and Landlock is not either: refusing to run"
-                    " the command with no protection at all"
-                )
             early = signal.sigpending() & {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
             if early:
                 names = ", ".join(signal.Signals(s).name for s in early)
                 raise SandboxError(f"interrupted ({names}) before the command started")
-            status = _spawn_and_wait(
+            return _spawn_and_wait(
                 plan, command, confined=confined, abi=abi, say=say, watched=watched
             )
-    finally:
-        if mon is not None:
-            mon.stop()
-        _cleanup_tmp(plan, keep_tmp, say)
-    return status
+        finally:
+            if mon is not None:
+                mon.stop()
 
 
 def _child_env(plan: SandboxPlan) -> dict[str, str]:
