@@ -152,6 +152,20 @@ def test_attack_git_hook_install_is_refused(tree: Tree) -> None:
     assert not hook.exists()
 
 
+def test_attack_root_cannot_open_kernel_settings_for_writing(tree: Tree) -> None:
+    """As root, writing /proc/sys/kernel/core_pattern or /sys would escape any sandbox;
+    Landlock's rules cover procfs and sysfs too. (The probe opens without writing.)"""
+    for path in (
+        "/proc/sys/kernel/core_pattern",
+        "/proc/self/attr/current",
+        "/sys/kernel/uevent_helper",
+    ):
+        if not os.path.exists(path):
+            continue
+        body = f"os.close(os.open({path!r}, os.O_WRONLY | os.O_APPEND))"
+        assert_blocked(confined_probe(plan_roots(tree), body))
+
+
 def test_attack_grandchild_is_confined_too(tree: Tree) -> None:
     """The restriction is inherited: a shell started by a shell cannot write either."""
     target = tree.worktree / "by-grandchild"
