@@ -370,3 +370,14 @@ def test_without_landlock_the_run_is_refused_unless_allowed(tree: Tree) -> None:
     with pytest.raises(runner.SandboxError, match="no protection at all"):
         runner.run(plan, ["sh", "-c", f"touch {marker}"], abi=0, allow_unconfined=True)
     assert not marker.exists()
+
+
+def test_help_teaches_with_examples() -> None:
+    from typer.testing import CliRunner
+
+    from guard.cli import app
+
+    result = CliRunner().invoke(app, ["run", "--help"])
+    assert result.exit_code == 0
+    for text in ("naughty_agent.py", "--explain", "--allow-unconfined", "sandbox] writable"):
+        assert text in result.output, text
