@@ -69,7 +69,7 @@ class Pattern:
         if self.regex is None or (self.dir_only and not is_dir):
             return False
         subject = rel if self.anchored else rel.rsplit("/", 1)[-1]
-        return self.regex.fullmatch(subject) is not None
+        return self.regex.fullmatch(as_bytes(subject)) is not None
 
 
 class PatternError(ValueError):
@@ -116,9 +116,19 @@ def parse_pattern(line: str, source: Source | None = None) -> Pattern | None:
         line = line[1:]
     if line == "":
         return Pattern(text, negated, dir_only, root, anchored, line, None, source, "empty pattern")
-    regex_src, problem = glob_to_regex(line)
+    regex_src, problem = glob_to_regex(as_bytes(line))
     regex = re.compile(regex_src, re.DOTALL) if regex_src is not None else None
     return Pattern(text, negated, dir_only, root, anchored, line, regex, source, problem)
+
+
+def as_bytes(s: str) -> str:
+    """``s`` as one character per UTF-8 byte, the unit git's wildmatch works on.
+
+    Regexes are compiled from, and run on, this form, so ``?`` and ``[...]``
+    match one byte as in git (``?.md`` does not match ``é.md``). Literal
+    look-ups need no conversion: equal strings have equal bytes.
+    """
+    return s if s.isascii() else s.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 def _ends_with_escape(s: str) -> bool:
@@ -413,7 +423,7 @@ def _rx_best(
 ) -> int:
     r = rx[sel]
     if r is not None:
-        m = r.fullmatch(subject)
+        m = r.fullmatch(subject if subject.isascii() else as_bytes(subject))
         if m is not None and m.lastindex is not None:
             i = idx[sel][m.lastindex - 1]
             if i > best:
