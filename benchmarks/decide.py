@@ -20,7 +20,8 @@ Every engine must give the same decision for every request, or the run fails.
 What is timed on guard's side is ``Guard._decide_path`` on pre-canonicalized
 absolute paths (the baselines get the same paths relative to each root);
 canonicalization and the full ``decide_effect`` are timed separately, for
-reference. Each figure is the best of several passes.
+reference. Each figure is the best of several passes, in CPU time of this
+process (robust on a shared machine); the warm median is wall time per call.
 
 Run: .venv/bin/python benchmarks/decide.py [--quick]
 """
@@ -264,13 +265,17 @@ def unique_paths(repo: str, n: int, rng: random.Random) -> list[str]:
 
 
 def best_rate(run: Callable[[], object], n: int, passes: int, before: Callable[[], None]) -> float:
-    """Decisions per second: the best of ``passes`` timed runs of ``run``."""
+    """Decisions per CPU second: the best of ``passes`` timed runs of ``run``.
+
+    CPU time of this process, not wall time, so that other work on a shared
+    machine does not land in one engine's figure and not in another's.
+    """
     best = float("inf")
     for _ in range(passes):
         before()
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         run()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
     return n / best
 
 
@@ -348,7 +353,10 @@ def bench(
     full = best_rate(
         lambda: [g.decide_effect(agent, e, cwd) for e in effects], len(requests), 1, a.memo.clear
     )
-    print("  timed on guard's side: Guard._decide_path on pre-canonicalized absolute paths")
+    print(
+        "  timed on guard's side: Guard._decide_path on pre-canonicalized absolute paths"
+        " (CPU time, best of passes)"
+    )
     for name, rate in rates.items():
         print(f"  {name:<20} {fmt_rate(rate)}")
     print(f"  {'guard warm median':<20} {warm_median:12.2f} µs per decision (incl. timer overhead)")
