@@ -372,6 +372,26 @@ def test_without_landlock_the_run_is_refused_unless_allowed(tree: Tree) -> None:
     assert not marker.exists()
 
 
+def test_outside_version_control_the_fallback_plan_dir_is_the_writable_one(tmp_path: Path) -> None:
+    """No worktree: plans go to the user data dir fallback, and only there."""
+    work = tmp_path / "notes"
+    work.mkdir()
+    data = tmp_path / "data"
+    proc = subprocess.run(
+        guard_argv(
+            "run", "--no-monitor", "-q", "--", "sh", "-c",
+            'echo plan > "$GUARD_PLANS/p.md" && echo "$GUARD_PLANS"; echo x > here.txt',
+        ),
+        capture_output=True, text=True, cwd=work, timeout=120,
+        env=clean_env(HOME=str(tmp_path / "home"), XDG_DATA_HOME=str(data)),
+    )  # fmt: skip
+    assert proc.returncode != 0  # the last write was refused
+    plans = Path(proc.stdout.strip())
+    assert plans.is_relative_to(data / "openoxide" / "plans")
+    assert (plans / "p.md").read_text() == "plan\n"
+    assert not (work / "here.txt").exists()
+
+
 def test_help_teaches_with_examples() -> None:
     from typer.testing import CliRunner
 
