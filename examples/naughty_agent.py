@@ -224,7 +224,10 @@ def main(argv: list[str]) -> int:
         + (f" {counts[OTHER]} failed for other reasons." if counts[OTHER] else "")
     )
     if counts[MONITOR]:
-        print("  The monitor's report on the chmod appears above or below (its own lines).")
+        print(
+            "  Landlock does not govern chmod; under `guard run` the monitor reports it: see"
+            " the 'guard monitor: VIOLATION attrib' line."
+        )
     return 1 if counts[ESCAPED] else 0
 
 
