@@ -38,6 +38,7 @@ import stat
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # Syscall numbers are shared by x86_64 and aarch64 (and most architectures
 # that came after the unified syscall table).
@@ -239,6 +240,18 @@ class Enforcement:
             "skipped": [{"path": p, "why": w} for p, w in self.skipped],
             "tiocsti_blocked": self.tiocsti_blocked,
         }
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """What an :meth:`Enforcement.to_json` report means, in a line or few, for people."""
+    rights = ", ".join(report.get("handled", []))
+    extra = "; signals to outside processes blocked" if report.get("scoped_signals") else ""
+    if report.get("tiocsti_blocked"):
+        extra += "; terminal input injection (TIOCSTI) blocked"
+    lines = [f"Landlock ABI {report.get('abi')} enforced ({rights}){extra}"]
+    for skipped in report.get("skipped", []):
+        lines.append(f"not granted (missing): {skipped['path']}: {skipped['why']}")
+    return lines
 
 
 def _add_rule(sys_add: ctypes._CFunctionType, add_nr: int, ruleset_fd: int, rule: Rule) -> None:
@@ -459,36 +472,47 @@ def close_fds_from(first: int = 3, keep: Sequence[int] = ()) -> None:
 def _usage() -> str:
     return (
         "usage: landlock.py [--write PATH]... [--ioctl PATH]... [--abi N (0: no Landlock)]"
-        " [--no-scope-signals]"
-        " [--status-fd FD] -- COMMAND [ARGS...]"
+        " [--no-scope-signals] [--status-fd FD] [--announce PREFIX] -- COMMAND [ARGS...]"
     )
 
 
-def _parse(argv: list[str]) -> tuple[list[str], list[str], int | None, bool, int | None, list[str]]:
-    writable: list[str] = []
-    ioctl: list[str] = []
+@dataclass(slots=True)
+class _Args:
+    writable: list[str] = field(default_factory=list)
+    ioctl: list[str] = field(default_factory=list)
     abi: int | None = None
-    scope = True
+    scope: bool = True
     status_fd: int | None = None
+    announce: str | None = None
+    command: list[str] = field(default_factory=list)
+
+
+def _parse(argv: list[str]) -> _Args:
+    args = _Args()
     i = 0
     while i < len(argv):
         arg = argv[i]
         if arg == "--":
-            return writable, ioctl, abi, scope, status_fd, argv[i + 1 :]
+            args.command = argv[i + 1 :]
+            return args
         if arg == "--no-scope-signals":
-            scope = False
+            args.scope = False
             i += 1
             continue
-        if arg in ("--write", "--ioctl", "--abi", "--status-fd") and i + 1 < len(argv):
+        if arg in ("--write", "--ioctl", "--abi", "--status-fd", "--announce") and i + 1 < len(
+            argv
+        ):
             value = argv[i + 1]
             if arg == "--write":
-                writable.append(value)
+                args.writable.append(value)
             elif arg == "--ioctl":
-                ioctl.append(value)
+                args.ioctl.append(value)
             elif arg == "--abi":
-                abi = int(value)
+                args.abi = int(value)
+            elif arg == "--status-fd":
+                args.status_fd = int(value)
             else:
-                status_fd = int(value)
+                args.announce = value
             i += 2
             continue
         raise ValueError(f"unexpected argument {arg!r}")
@@ -507,10 +531,17 @@ def _report(status_fd: int | None, payload: dict[str, object]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
-        writable, ioctl, abi, scope, status_fd, command = _parse(args)
+        parsed = _parse(args)
     except ValueError as exc:
         print(f"guard sandbox: {exc}\n{_usage()}", file=sys.stderr)
         return 2
+    writable, ioctl, abi, status_fd, command = (
+        parsed.writable,
+        parsed.ioctl,
+        parsed.abi,
+        parsed.status_fd,
+        parsed.command,
+    )
     if not command:
         print(f"guard sandbox: no command given\n{_usage()}", file=sys.stderr)
         return 2
@@ -524,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         _report(status_fd, {"ok": True, "stage": "unconfined", "tiocsti_blocked": tiocsti})
     else:
         try:
-            enforcement = restrict_self(writable, ioctl, abi=abi, scope_signals=scope)
+            enforcement = restrict_self(writable, ioctl, abi=abi, scope_signals=parsed.scope)
         except (LandlockError, OSError) as exc:
             _report(status_fd, {"ok": False, "stage": "landlock", "error": str(exc)})
             if status_fd is None:
@@ -537,9 +568,12 @@ def main(argv: list[str] | None = None) -> int:
             if status_fd is None:
                 print(f"guard sandbox: {exc}; the command was NOT started", file=sys.stderr)
             return 126
-        _report(
-            status_fd, {"ok": True, "stage": "restricted", "enforcement": enforcement.to_json()}
-        )
+        report = enforcement.to_json()
+        _report(status_fd, {"ok": True, "stage": "restricted", "enforcement": report})
+        if parsed.announce is not None:
+            # Said here, before exec, so that it comes before anything the command prints.
+            for line in summary_lines(report):
+                print(f"{parsed.announce}{line}", file=sys.stderr, flush=True)
     # Nothing opened before the restriction may reach the command, except the
     # status pipe, which closes on exec (and reports an exec failure).
     close_fds_from(3, keep=(status_fd,) if status_fd is not None else ())

@@ -259,7 +259,12 @@ def derive(
 
 
 def helper_command(
-    plan: SandboxPlan, command: Sequence[str], *, status_fd: int | None, abi: int | None
+    plan: SandboxPlan,
+    command: Sequence[str],
+    *,
+    status_fd: int | None,
+    abi: int | None,
+    announce: str | None = None,
 ) -> list[str]:
     """The argv that starts ``command`` under the Landlock helper."""
     argv = [sys.executable, "-E", "-s", "-S", landlock.__file__]
@@ -271,6 +276,8 @@ def helper_command(
         argv += ["--abi", str(abi)]  # 0: no Landlock, only fd and signal hygiene
     if status_fd is not None:
         argv += ["--status-fd", str(status_fd)]
+    if announce is not None:
+        argv += ["--announce", announce]
     return [*argv, "--", *command]
 
 
@@ -317,11 +324,7 @@ def _wait_forwarding(proc: subprocess.Popen[bytes], watched: Sequence[int]) -> i
 
 
 def enforcement_summary(report: dict[str, Any]) -> str:
-    rights = ", ".join(report.get("handled", []))
-    extra = "; signals to outside processes blocked" if report.get("scoped_signals") else ""
-    if report.get("tiocsti_blocked"):
-        extra += "; terminal input injection (TIOCSTI) blocked"
-    return f"Landlock ABI {report.get('abi')} enforced ({rights}){extra}"
+    return landlock.summary_lines(report)[0]
 
 
 def run(
@@ -348,7 +351,7 @@ def run(
             print(f"guard run: {msg}", file=out, flush=True)
 
     try:
-        return _run(plan, command, abi, allow_unconfined, monitor, say)
+        return _run(plan, command, abi, allow_unconfined, monitor, say, quiet)
     finally:
         _cleanup_tmp(plan, keep_tmp, say)
 
@@ -360,6 +363,7 @@ def _run(
     allow_unconfined: bool,
     monitor: MonitorFactory | None,
     say: Callable[..., None],
+    quiet: bool,
 ) -> int:
     if not command:
         raise SandboxError("no command given; usage: guard run --agent plan -- CMD [ARGS...]")
@@ -418,7 +422,12 @@ def _run(
                 names = ", ".join(signal.Signals(s).name for s in early)
                 raise SandboxError(f"interrupted ({names}) before the command started")
             return _spawn_and_wait(
-                plan, command, confined=confined, abi=abi, say=say, watched=watched
+                plan,
+                command,
+                confined=confined,
+                abi=abi,
+                watched=watched,
+                announce=None if quiet else "guard run: ",
             )
         finally:
             if mon is not None:
@@ -437,15 +446,17 @@ def _spawn_and_wait(
     *,
     confined: bool,
     abi: int | None,
-    say: Callable[..., None],
     watched: Sequence[int],
+    announce: str | None,
 ) -> int:
     env = _child_env(plan)
     env["GUARD_SANDBOX"] = "landlock" if confined else "none"
     r, w = os.pipe()
     try:
         proc = subprocess.Popen(
-            helper_command(plan, command, status_fd=w, abi=abi if confined else 0),
+            helper_command(
+                plan, command, status_fd=w, abi=abi if confined else 0, announce=announce
+            ),
             env=env,
             close_fds=True,
             pass_fds=(w,),
@@ -479,10 +490,8 @@ def _spawn_and_wait(
         )
     if not confined:
         return _wait_forwarding(proc, watched)
-    enforcement = restricted.get("enforcement", {})
-    say(enforcement_summary(enforcement))
-    for skipped in enforcement.get("skipped", []):
-        say(f"not granted (missing): {skipped['path']}: {skipped['why']}")
+    # The helper announced what it enforced (before exec, so before the command's
+    # own output) unless quiet; the report is kept for callers in the status.
     return _wait_forwarding(proc, watched)
 
 

@@ -50,6 +50,16 @@ def test_plan_agent_under_default_policy_can_write_its_plan_but_not_the_project(
     assert "Landlock ABI" in proc.stderr and "enforced" in proc.stderr
 
 
+def test_what_is_enforced_is_said_before_the_command_speaks(tree: Tree) -> None:
+    proc = subprocess.run(
+        guard_argv("run", "--no-monitor", "--", "echo", "COMMAND-OUTPUT"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=tree.worktree, env=clean_env(), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0
+    assert 0 <= proc.stdout.index("enforced") < proc.stdout.index("COMMAND-OUTPUT")
+
+
 def test_exit_status_of_the_command_is_passed_through(tree: Tree) -> None:
     proc = guard_run(tree, "--no-monitor", "-q", "--", "sh", "-c", "exit 7")
     assert proc.returncode == 7
