@@ -1,0 +1,108 @@
+"""``guard lint``, ``guard review`` and ``guard import``: check the policies themselves."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from guard.cli._app import app
+from guard.effects import GuardError
+
+
+class OutputFormat(str, Enum):
+    pretty = "pretty"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+
+
+class FailLevel(str, Enum):
+    error = "error"
+    warning = "warning"
+    note = "note"
+
+
+def _default_target() -> str:
+    from guard.paths import find_worktree
+    from guard.policy import BUILTIN_PREFIX
+
+    env = os.environ.get("GUARD_POLICY")
+    if env:
+        return env
+    wt = find_worktree(os.getcwd())
+    if wt is not None and (wt / ".openoxide/policy.toml").is_file():
+        return str(wt / ".openoxide/policy.toml")
+    return BUILTIN_PREFIX + "default"
+
+
+@app.command(
+    "lint",
+    epilog=(
+        "Examples:\n\n"
+        "  guard lint                                # the policy guard would use here\n\n"
+        "  guard lint policies/ .openoxide/policy.toml\n\n"
+        "  guard lint --format sarif > guard.sarif   # for code scanning\n\n"
+        "  guard lint --format github                # annotations in GitHub Actions\n\n"
+        "  guard lint --fail-level warning           # fail on warnings too\n\n"
+        "  guard lint --list-rules ; guard lint --explain GL201\n\n"
+        "Configure in pyproject.toml ([tool.guard.lint]) or the policy ([lint]):\n\n"
+        '  ignore = ["GL105"]  and  [tool.guard.lint.levels] GL104 = "error"\n\n'
+        "Exit status: 0 clean, 3 findings at or above --fail-level, 2 unreadable input."
+    ),
+)
+def lint_command(
+    files: list[str] = typer.Argument(
+        None,
+        help="Policy files, directories of them, or builtin:NAME. Default: the policy guard"
+        " discovers here ($GUARD_POLICY, .openoxide/policy.toml, builtin:default).",
+        show_default=False,
+    ),
+    output_format: OutputFormat = typer.Option(
+        OutputFormat.pretty, "--format", "-f", help="Output format."
+    ),
+    fail_level: FailLevel = typer.Option(
+        FailLevel.error, "--fail-level", help="Lowest level that makes the exit status 3."
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        help="pyproject.toml holding [tool.guard.lint]. Default: the nearest one upwards.",
+    ),
+    list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule catalog."),
+    explain: str | None = typer.Option(
+        None, "--explain", metavar="CODE", help="Print one rule's documentation."
+    ),
+) -> None:
+    """Check policy files for mistakes that weaken plan mode: the rule catalog GLxxx."""
+    from guard.lint import RULES, Level, lint_paths, load_pyproject_config
+    from guard.lint.config import find_pyproject
+    from guard.lint.docs import rule_page
+    from guard.lint.formats import FORMATS, PrettyFormatter
+
+    if list_rules:
+        for r in RULES.values():
+            typer.echo(f"{r.code}  {r.name:<28} {r.level.value:<8} {r.summary}")
+        return
+    if explain is not None:
+        r = RULES.get(explain.upper())
+        if r is None:
+            raise GuardError(f"no lint rule {explain!r}; `guard lint --list-rules` lists them")
+        typer.echo(rule_page(r), nl=False)
+        return
+    if config is not None and not config.is_file():
+        raise GuardError(f"--config {config}: no such file")
+    cfg = load_pyproject_config(config if config is not None else find_pyproject(Path.cwd()))
+    targets = list(files) if files else [_default_target()]
+    report = lint_paths(targets, cfg)
+    if output_format is OutputFormat.pretty:
+        text = PrettyFormatter(color=sys.stdout.isatty()).format(report)
+    else:
+        text = FORMATS[output_format.value]().format(report)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if report.fails(Level(fail_level.value)):
+        raise typer.Exit(3)
