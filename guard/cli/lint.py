@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -13,14 +13,14 @@ from guard.cli._app import app
 from guard.effects import GuardError
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     pretty = "pretty"
     json = "json"
     sarif = "sarif"
     github = "github"
 
 
-class FailLevel(str, Enum):
+class FailLevel(StrEnum):
     error = "error"
     warning = "warning"
     note = "note"
@@ -88,10 +88,10 @@ def lint_command(
             typer.echo(f"{r.code}  {r.name:<28} {r.level.value:<8} {r.summary}")
         return
     if explain is not None:
-        r = RULES.get(explain.upper())
-        if r is None:
+        found = RULES.get(explain.upper())
+        if found is None:
             raise GuardError(f"no lint rule {explain!r}; `guard lint --list-rules` lists them")
-        typer.echo(rule_page(r), nl=False)
+        typer.echo(rule_page(found), nl=False)
         return
     if config is not None and not config.is_file():
         raise GuardError(f"--config {config}: no such file")
@@ -105,4 +105,54 @@ def lint_command(
     sys.stdout.write(text)
     sys.stdout.flush()
     if report.fails(Level(fail_level.value)):
+        raise typer.Exit(3)
+
+
+class ReviewFormat(StrEnum):
+    markdown = "markdown"
+    json = "json"
+
+
+@app.command(
+    "review",
+    epilog=(
+        "Examples:\n\n"
+        "  guard review                          # markdown report for this repository\n\n"
+        "  guard review --format json > review.json\n\n"
+        "  guard review --policy builtin:readonly --agent readonly\n\n"
+        "Exit status: 0 when no operation gets through, 3 when a plan agent could complete"
+        " a write (or the tool-call analysis layer is missing), 2 for bad input."
+    ),
+)
+def review_command(
+    policy: str | None = typer.Option(
+        None, "--policy", "-p", help="Policy file or builtin:NAME. Default: discovered."
+    ),
+    agent: str | None = typer.Option(
+        None, "--agent", "-a", help="Plan-mode agent to review. Default: the policy's plan agent."
+    ),
+    output_format: ReviewFormat = typer.Option(
+        ReviewFormat.markdown, "--format", "-f", help="Output format."
+    ),
+) -> None:
+    """Security review of plan-mode isolation here: active layers and a red-team matrix.
+
+    Every operation of the built-in corpus (writes through each tool of each agent
+    dialect, shell tricks, symlinks, traversal, protected files) is decided for the
+    plan agent; any that it could complete is flagged.
+    """
+    from guard.lint.review import run_review, to_json, to_markdown
+
+    def progress(op_id: str) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\rguard review: {op_id:<30}")
+            sys.stderr.flush()
+
+    review = run_review(policy, agent, progress=progress)
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + " " * 45 + "\r")
+    text = to_json(review) if output_format is ReviewFormat.json else to_markdown(review)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if review.failed():
         raise typer.Exit(3)

@@ -8,7 +8,7 @@ from guard.lint.rules import extends, patterns, plan, schema, tools
 
 __all__ = ["extends", "patterns", "plan", "schema", "tools"]
 
-from guard.lint.model import RULES as _RULES  # noqa: E402
+from guard.lint.model import RULES as _RULES
 
 for _code in sorted(_RULES):  # catalog order: by code
     _RULES[_code] = _RULES.pop(_code)

@@ -12,9 +12,12 @@ from guard.policy.loader import Loc
 
 #: Top-level directories of a Unix filesystem: `/etc/x` almost surely means `//etc/x`.
 SYSTEM_DIRS = frozenset(
-    "bin boot dev etc home lib lib64 media mnt opt proc root run sbin srv sys tmp usr var"
-    " Users Volumes Applications Library System private nix".split()
-)
+    {
+        "bin", "boot", "dev", "etc", "home", "lib", "lib64", "media", "mnt", "opt", "proc",
+        "root", "run", "sbin", "srv", "sys", "tmp", "usr", "var", "Users", "Volumes",
+        "Applications", "Library", "System", "private", "nix",
+    }
+)  # fmt: skip
 
 
 def each_list(ctx: LintContext) -> Iterator[tuple[str, str, str, list[Pattern]]]:

@@ -34,7 +34,8 @@ def _schema(ctx: LintContext) -> Iterable[Finding]:
     "GL002",
     "unknown-effect-kind",
     Level.ERROR,
-    "An agent table names an effect kind (or key) guard does not know, e.g. `[agents.plan.writes]`.",
+    "An agent table names an effect kind (or key) guard does not know, e.g."
+    " `[agents.plan.writes]`.",
     why="A misspelt kind is not a harmless typo: the rules you meant for `write` never apply,"
     " and the kind's default decides instead. Guard refuses to load such a policy.",
     bad='[agents.plan.writes]\nallow = ["{plans}/*.md"]',

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Iterable
 
 from guard.lint.context import LintContext
@@ -28,10 +29,10 @@ WRITE_TOOLS = (
 def known_tools() -> frozenset[str]:
     """Guard's built-in list, plus the adapters' table when the tools layer is installed."""
     try:
-        from guard.tools import CANONICAL_TOOLS  # type: ignore[attr-defined,unused-ignore]
+        mod = importlib.import_module("guard.tools")
     except ImportError:
         return KNOWN_TOOLS
-    return KNOWN_TOOLS | frozenset(str(t) for t in CANONICAL_TOOLS)
+    return KNOWN_TOOLS | frozenset(str(t) for t in getattr(mod, "CANONICAL_TOOLS", ()))
 
 
 def is_wildcard(name: str) -> bool:
