@@ -156,3 +156,69 @@ def review_command(
     sys.stdout.flush()
     if review.failed():
         raise typer.Exit(3)
+
+
+import_app = typer.Typer(
+    help="Convert a host agent's permission settings into a guard policy (with notes on"
+    " every construct that does not convert exactly).",
+    no_args_is_help=True,
+)
+app.add_typer(import_app, name="import")
+
+
+def _import(kind: str, source: Path, output: Path | None, force: bool) -> None:
+    from guard.lint.importers import IMPORTERS, read_json, validate, write_atomically
+
+    data = read_json(str(source), f"{kind} settings file")
+    draft = IMPORTERS[kind](data, str(source))
+    text = draft.to_toml()
+    validate(text)
+    for note in draft.notes.items:
+        typer.echo(f"guard import: note: {note}", err=True)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    write_atomically(output, text, force)
+    typer.echo(
+        f"guard import: wrote {output} ({len(draft.notes.items)} note(s));"
+        f" check it with: guard lint {output}",
+        err=True,
+    )
+
+
+_OUT = typer.Option(None, "--output", "-o", help="Write the policy here (default: stdout).")
+_FORCE = typer.Option(False, "--force", help="Replace --output if it exists.")
+
+
+@import_app.command(
+    "claude-code",
+    epilog=(
+        "Examples:\n\n"
+        "  guard import claude-code .claude/settings.json\n\n"
+        "  guard import claude-code ~/.claude/settings.json -o .openoxide/policy.toml"
+    ),
+)
+def import_claude_code(
+    settings: Path = typer.Argument(..., help="A Claude Code settings.json."),
+    output: Path | None = _OUT,
+    force: bool = _FORCE,
+) -> None:
+    """Convert Claude Code's permissions.allow/ask/deny rules into a guard policy."""
+    _import("claude-code", settings, output, force)
+
+
+@import_app.command(
+    "opencode",
+    epilog=(
+        "Examples:\n\n"
+        "  guard import opencode opencode.json\n\n"
+        "  guard import opencode opencode.json -o .openoxide/policy.toml --force"
+    ),
+)
+def import_opencode(
+    config: Path = typer.Argument(..., help="An opencode.json."),
+    output: Path | None = _OUT,
+    force: bool = _FORCE,
+) -> None:
+    """Convert OpenCode's permission settings (and per-agent ones) into a guard policy."""
+    _import("opencode", config, output, force)
