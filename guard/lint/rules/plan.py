@@ -212,9 +212,11 @@ def _tools(ctx: LintContext) -> Iterable[Finding]:
     why="A subagent is another way to act. If a plan agent can spawn the build agent, the"
     " subagent's host-side permissions are build mode's and plan mode's isolation ends at"
     " the first delegation.",
-    bad='[agents.plan]\nmode = "plan"\ndefault = "deny"\nsubagents = ["explore", "build"]',
+    bad='[agents.plan]\nmode = "plan"\ndefault = "deny"\nsubagents = ["explore", "build"]\n\n'
+    '[agents.build]\nmode = "build"\ndefault = "ask"',
     fix="List only read-only subagent types; never a build-mode agent's name, never `*`.",
-    good='[agents.plan]\nmode = "plan"\ndefault = "deny"\nsubagents = ["explore"]',
+    good='[agents.plan]\nmode = "plan"\ndefault = "deny"\nsubagents = ["explore"]\n\n'
+    '[agents.build]\nmode = "build"\ndefault = "ask"',
 )
 def _subagents(ctx: LintContext) -> Iterable[Finding]:
     builds = [a for a in ctx.agents if ctx.mode(a) == "build"]
