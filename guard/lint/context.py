@@ -80,6 +80,7 @@ class LintContext:
         self.guard = Guard(loaded, FAKE_ROOTS, "lint")
         self.roots = self.guard.root_map
         self.cache: dict[str, object] = {}
+        self._patterns: dict[tuple[str, str, str], list[Pattern]] = {}
 
     # -- locating ----------------------------------------------------------
 
@@ -110,7 +111,17 @@ class LintContext:
         return self.loaded.model.agents[agent].mode
 
     def patterns(self, agent: str, kind: str, list_name: str) -> list[Pattern]:
-        return patterns_of(self.loaded, agent, kind, list_name)
+        """The parsed patterns of one list (shared with the evaluator's compiled lists)."""
+        key = (agent, kind, list_name)
+        got = self._patterns.get(key)
+        if got is None:
+            if kind == "network":
+                got = patterns_of(self.loaded, agent, kind, list_name)
+            else:
+                compiled = self.guard._compiled(agent).lists[EffectKind(kind)][list_name]
+                got = list(compiled.patterns)
+            self._patterns[key] = got
+        return list(got)
 
     def compiled(self, patterns: list[Pattern]) -> CompiledList:
         return CompiledList(patterns, self.roots)

@@ -159,7 +159,8 @@ def test_pyproject_config_levels_and_ignores(files: dict[str, Path], tmp_path: P
 
 def test_policy_lint_table_applies_to_that_file(tmp_path: Path) -> None:
     p = tmp_path / "p.toml"
-    p.write_text(WARNINGS_ONLY.replace("version = 1\n", 'version = 1\n[lint]\nignore = ["GL106"]\n'))
+    lint_table = 'version = 1\n[lint]\nignore = ["GL106"]\n'
+    p.write_text(WARNINGS_ONLY.replace("version = 1\n", lint_table))
     assert guard("lint", "--fail-level", "note", str(p)).returncode == 0
 
 

@@ -208,7 +208,7 @@ def _rule(draft: Draft, agent: AgentDraft, action: str, text: Any, where: str) -
     if tool == "Bash":
         prog = _PROGRAM.match(spec.strip())
         if prog is not None and action in ("deny", "ask"):
-            agent.add("exec", action, prog.group(1))
+            agent.add("exec", action, "//**/" + prog.group(1))
             notes.add(
                 where,
                 f"{text!r}: converted to exec {action} of program {prog.group(1)!r}: it"

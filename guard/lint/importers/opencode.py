@@ -279,7 +279,7 @@ def _bash(a: AgentDraft, value: Any, where: str, notes: Notes) -> None:
         action = _action(v, f"{where}.{command}")
         prog = _PROGRAM.match(command.strip())
         if prog is not None and action in ("deny", "ask"):
-            a.add("exec", action, prog.group(1))
+            a.add("exec", action, "//**/" + prog.group(1))
             notes.add(where, f"{command!r}: {action} converted to an exec rule for program"
                       f" {prog.group(1)!r} (every way of running it)")
         else:
