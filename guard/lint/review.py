@@ -69,7 +69,11 @@ class Row:
             return "asks the user"
         if self.control_broken:
             return "plan file blocked"
-        return "ok" if self.op.category == "control" else "blocked"
+        if self.op.category == "control":
+            return "ok"
+        if self.decision.action is Action.ALLOW:
+            return "allowed: changes only the plan directory"
+        return "blocked"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -342,14 +346,15 @@ def _decide(
         except Exception as exc:  # the adapter refused the call: hooks deny it
             d = Decision(Action.DENY, f"tool-call analysis refused the call: {exc}", "guard.tools")
             return Row(op, [], "error", d)
-    shown = "; ".join(_show(g, e) for e in effects)
+    shown = "; ".join(_show(g, e, cwd) for e in effects)
     return Row(op, effects, source, g.decide(agent, effects, cwd=cwd), shown)
 
 
-def _show(g: Guard, e: Effect) -> str:
+def _show(g: Guard, e: Effect, cwd: str) -> str:
     if e.target is None or e.kind in (EffectKind.TOOL, EffectKind.NETWORK):
         return str(e)
-    return f"{e.kind.value} {g.roots.describe(e.target) if e.target.startswith('/') else e.target}"
+    path = os.path.normpath(os.path.join(cwd, os.path.expanduser(e.target)))
+    return f"{e.kind.value} {g.roots.describe(path)}"
 
 
 # -- output ------------------------------------------------------------------------

@@ -152,3 +152,17 @@ def test_update_plan_through_star_is_caught(tmp_path: Path) -> None:
 def test_build_agent_request_user_input_through_star(tmp_path: Path) -> None:
     found = lint_text(tmp_path, PLAN_OK.replace('request_user_input = "deny"\n', ""))
     assert codes(found) == {"GL206"}
+
+
+def test_task_allowed_without_subagents_list_reaches_build(tmp_path: Path) -> None:
+    """Attack: no subagents list and `task = "allow"`: the plan agent can start `build`."""
+    text = PLAN_OK.replace('subagents = ["explore"]\n', "").replace(
+        'read = "allow"\nbash', 'read = "allow"\ntask = "allow"\nbash', 1
+    )
+    found = [f for f in lint_text(tmp_path, text) if f.code == "GL203"]
+    assert found and "no subagents list" in found[0].message
+
+
+def test_task_denied_without_subagents_list_is_clean(tmp_path: Path) -> None:
+    text = PLAN_OK.replace('subagents = ["explore"]\n', "")
+    assert "GL203" not in codes(lint_text(tmp_path, text))

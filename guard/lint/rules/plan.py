@@ -221,24 +221,35 @@ def _tools(ctx: LintContext) -> Iterable[Finding]:
 def _subagents(ctx: LintContext) -> Iterable[Finding]:
     builds = [a for a in ctx.agents if ctx.mode(a) == "build"]
     for agent in plan_agents(ctx):
-        subs = ctx.loaded.model.agents[agent].subagents or []
-        for name in subs:
-            if name in builds:
-                yield ctx.finding(
-                    "GL203",
-                    ("agents", agent, "subagents"),
-                    f"plan-mode agent {agent!r} may start subagent {name!r}, a build-mode"
-                    " agent",
-                    f"remove {name!r} from agents.{agent}.subagents",
-                )
-            elif name == "*":
-                yield ctx.finding(
-                    "GL203",
-                    ("agents", agent, "subagents"),
-                    f"plan-mode agent {agent!r} may start any subagent type ('*')"
-                    + (f", build-mode {', '.join(map(repr, builds))} included" if builds else ""),
-                    "list the read-only subagent types by name",
-                )
+        subs = ctx.loaded.model.agents[agent].subagents
+        for name in builds:
+            d = ctx.decide_tool(agent, f"task:{name}")
+            if not ctx.permits(d):
+                continue
+            if subs is None:
+                how = "no subagents list, and the tool table allows 'task'"
+                fix = f"add agents.{agent}.subagents listing read-only types only"
+            elif name in subs:
+                how = f"{name!r} is listed in agents.{agent}.subagents"
+                fix = f"remove {name!r} from agents.{agent}.subagents"
+            else:
+                how = f"agents.{agent}.subagents has '*'"
+                fix = "list the read-only subagent types by name"
+            yield ctx.finding_for_rule(
+                "GL203",
+                d,
+                f"plan-mode agent {agent!r} may start build-mode agent {name!r} as a subagent"
+                f" ({d.action}): {how}",
+                fix,
+            )
+        if subs is not None and "*" in subs and not builds:
+            yield ctx.finding(
+                "GL203",
+                ("agents", agent, "subagents"),
+                f"plan-mode agent {agent!r} may start any subagent type ('*'), whatever"
+                " permissions the host gives it",
+                "list the read-only subagent types by name",
+            )
 
 
 @rule(
