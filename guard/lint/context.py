@@ -118,8 +118,8 @@ class LintContext:
             if kind == "network":
                 got = patterns_of(self.loaded, agent, kind, list_name)
             else:
-                compiled = self.guard._compiled(agent).lists[EffectKind(kind)][list_name]
-                got = list(compiled.patterns)
+                # the evaluator's own parsed lists: parsed (and located) once
+                got = list(self.guard._compiled(agent).lists[EffectKind(kind)][list_name])
             self._patterns[key] = got
         return list(got)
 

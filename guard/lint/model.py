@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from guard.lint.context import LintContext
 
-DOCS_BASE = "https://github.com/openoxide/guard/blob/main/docs/rules"
+DOCS_BASE = "docs/rules"  # relative to the repository root
 
 
 class Level(enum.StrEnum):

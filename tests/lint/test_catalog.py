@@ -59,3 +59,20 @@ def test_every_rule_has_its_page(code: str) -> None:
 
 def test_rule_index_is_current() -> None:
     assert (REPO / "docs/rules/README.md").read_text(encoding="utf-8") == index_page()
+
+
+def test_misspelt_kind_suggests_the_right_one(tmp_path: Path) -> None:
+    found = lint_text(tmp_path, complete('[agents.plan.writes]\nallow = ["{plans}/*.md"]'))
+    (f,) = [f for f in found if f.code == "GL002"]
+    assert "'writes'" in f.message and "did you mean 'write'" in f.fix and f.line == 2
+
+
+def test_bad_lint_table_in_a_policy_is_a_located_gl001(tmp_path: Path) -> None:
+    text = complete('[lint]\nignore = ["GL999"]\n[agents.build.tools]\n"*" = "allow"')
+    (f,) = lint_text(tmp_path, text)
+    assert f.code == "GL001" and f.line == 2 and "GL999" in f.message
+
+
+def test_missing_extends_parent_is_a_gl001_in_the_child(tmp_path: Path) -> None:
+    (f,) = lint_text(tmp_path, 'version = 1\nextends = ["gone.toml"]\n')
+    assert f.code == "GL001" and f.line == 2 and "does not exist" in f.message

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from guard import __version__
+from guard.lint.docs import rule_page
 from guard.lint.formats.interface import Formatter
 from guard.lint.model import RULES, Level, Report
 
@@ -27,8 +28,7 @@ class SarifFormatter(Formatter):
                 "name": r.name,
                 "shortDescription": {"text": r.summary},
                 "fullDescription": {"text": r.why},
-                "help": {"text": f"{r.fix}", "markdown": f"{r.fix}\n\n[Rule page]({r.help_uri})"},
-                "helpUri": r.help_uri,
+                "help": {"text": f"{r.fix} (see {r.help_uri})", "markdown": rule_page(r)},
                 "defaultConfiguration": {
                     "level": r.level.value if r.level is not Level.OFF else "none"
                 },
@@ -64,7 +64,6 @@ class SarifFormatter(Formatter):
                             "name": "guard-lint",
                             "fullName": "OpenOxide Guard policy linter",
                             "version": __version__,
-                            "informationUri": "https://github.com/openoxide/guard",
                             "rules": rules,
                         }
                     },
