@@ -207,3 +207,20 @@ def test_pre_commit_hook_definition() -> None:
     text = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
     assert "- id: guard-lint" in text and "entry: guard lint" in text
     assert "language: python" in text
+
+
+def test_json_policy_files_are_linted_with_lines(tmp_path: Path) -> None:
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"version": 1, "agents": {"plan": {
+        "mode": "plan", "default": "deny",
+        "write": {"allow": ["{plans}/*.md", "docs/**"], "default": "deny"}}}}, indent=2))
+    r = guard("lint", "--format", "json", str(p))
+    (f,) = json.loads(r.stdout)["findings"]
+    assert r.returncode == 3 and f["code"] == "GL201" and f["line"] == 10
+
+
+def test_ci_command_on_shipped_policies() -> None:
+    """What .ci/run runs: `guard lint policies/` exits 0."""
+    r = guard("lint", "policies/", cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "No findings in" in r.stdout
