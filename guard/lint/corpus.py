@@ -25,6 +25,7 @@ class Operation:
     writes: bool = True  # does it change something other than the plan file?
     note: str = ""
     fixture: tuple[tuple[str, str], ...] = field(default=())  # (link, target) symlinks to make
+    hardlinks: tuple[tuple[str, str], ...] = field(default=())  # (new name, existing file)
 
 
 SRC = "{wt}/src/main.py"
@@ -118,6 +119,11 @@ CORPUS: tuple[Operation, ...] = (
               (("write", "{plans}/srcdir/main.md"),),
               note="a directory symlink in the plan directory to src/",
               fixture=(("{plans}/srcdir", "{wt}/src"),)),
+    Operation("hardlink-plan-file", "symlink", "gemini", "write_file",
+              {"file_path": "{plans}/hard.md", "content": "x"},
+              (("write", "{plans}/hard.md"),),
+              note="a plan-named hard link to src/main.py: same file, two names",
+              hardlinks=(("{plans}/hard.md", SRC),)),
     # traversal
     Operation("trav-dotdot", "traversal", "claude-code", "Write",
               {"file_path": "{plans}/../../src/main.py", "content": "x"}, (("write", SRC),)),

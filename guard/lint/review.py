@@ -321,7 +321,13 @@ def run_review(
                 link_path.parent.mkdir(parents=True, exist_ok=True)
                 if not link_path.is_symlink():
                     link_path.symlink_to(_subst(target, names))
+            for new, existing in op.hardlinks:
+                new_path = Path(_subst(new, names))
+                if not new_path.exists():
+                    os.link(_subst(existing, names), new_path)
             review.rows.append(_decide(g, name, op, names, effects_for, str(wt)))
+            for new, _ in op.hardlinks:  # a second name changes how its file is decided
+                Path(_subst(new, names)).unlink(missing_ok=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return review

@@ -54,6 +54,9 @@ def test_default_policy_lets_no_write_through(repo: Path) -> None:
     # Attack: the plan file name is a symlink into src/: both ends are checked
     assert by_id["link-plan-file"].decision.action is Action.DENY
     assert by_id["link-plan-dir"].decision.action is Action.DENY
+    # Attack: a hard link in the plan directory to a source file
+    assert by_id["hardlink-plan-file"].decision.action is Action.DENY
+    assert by_id["hardlink-plan-file"].decision.rule == "guard.hardlink"
     assert by_id["trav-dotdot"].decision.action is Action.DENY
     assert "protected" in by_id["prot-hook"].decision.rule
 
