@@ -15,9 +15,11 @@ import importlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,22 +182,46 @@ def _hook_files(worktree: Path | None, home: Path) -> list[tuple[str, Path]]:
     return out
 
 
+_GUARD_CMD = re.compile(r"(?:^|[\s/\"'])guard(?:\s|$)|-m\s+guard\b")
+
+
+def _hook_commands(data: Any, events: list[str] | None = None, event: str = "") -> list[str]:
+    """``event: command`` for every hook command under a ``hooks`` object."""
+    found: list[str] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == "command" and isinstance(value, str):
+                found.append(f"{event}: {value}" if event else value)
+            else:
+                found += _hook_commands(value, events, event or (key if key != "hooks" else ""))
+    elif isinstance(data, list):
+        for item in data:
+            found += _hook_commands(item, events, event)
+    return found
+
+
 def host_hooks(worktree: Path | None, home: Path) -> list[Layer]:
-    """One layer per host configuration file that exists: does it call guard?"""
+    """One layer per host configuration file that exists: which of its hooks call guard?"""
     layers: list[Layer] = []
     for host, path in _hook_files(worktree, home):
         if not path.is_file():
             continue
         try:
             text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
             layers.append(Layer(f"{host} hooks", False, f"{path}: unreadable ({exc})"))
             continue
-        calls_guard = "guard" in text and ("hooks" in text or "[hooks" in text)
-        detail = f"{path}: " + (
-            "hooks call guard" if calls_guard else "exists, no hook calls guard"
-        )
-        layers.append(Layer(f"{host} hooks", calls_guard, detail))
+        hooks = data.get("hooks") if isinstance(data, dict) else None
+        commands = _hook_commands(hooks) if hooks is not None else []
+        ours = [c for c in commands if _GUARD_CMD.search(c.split(": ", 1)[-1])]
+        if ours:
+            detail = f"{path}: " + "; ".join(ours)
+        elif commands:
+            detail = f"{path}: {len(commands)} hook(s), none calls guard"
+        else:
+            detail = f"{path}: no hooks"
+        layers.append(Layer(f"{host} hooks", bool(ours), detail))
     if not layers:
         layers.append(
             Layer("host hooks", False, "no host agent settings with hooks found (project or home)")

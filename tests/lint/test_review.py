@@ -121,3 +121,20 @@ def test_scratch_worktree_is_removed(repo: Path) -> None:
     run_review(cwd=str(repo))
     for b in bases:
         assert not [n for n in set(os.listdir(b)) - before[b] if n.startswith("guard-review-")]
+
+
+def test_hooks_that_do_not_call_guard_are_not_a_layer(repo: Path) -> None:
+    (repo / ".gemini").mkdir()
+    (repo / ".gemini" / "settings.json").write_text(json.dumps({"hooks": {"BeforeTool": [
+        {"matcher": "write_file", "hooks": [{"type": "command", "command": "./lint.sh"}]}
+    ]}}))
+    (repo / ".codex").mkdir()
+    (repo / ".codex" / "config.toml").write_text(
+        '[[hooks.PreToolUse]]\nmatcher = "*"\n[[hooks.PreToolUse.hooks]]\ntype = "command"\n'
+        'command = "python3 -m guard hook codex"\n'
+    )
+    layers = {layer.name: layer for layer in run_review(cwd=str(repo)).layers}
+    assert not layers["Gemini CLI hooks"].active
+    assert "none calls guard" in layers["Gemini CLI hooks"].detail
+    assert layers["Codex CLI hooks"].active
+    assert "PreToolUse: python3 -m guard hook codex" in layers["Codex CLI hooks"].detail
