@@ -32,9 +32,51 @@ def rule_page(r: Rule) -> str:
     return "\n".join(parts)
 
 
+_USAGE = """\
+`guard lint [FILES...]` checks policy files (default: the policy guard would use
+here). Codes are stable: GL0xx schema and names, GL1xx patterns, GL2xx plan-mode
+isolation, GL3xx `extends` chains. Plan-mode rules decide with the real evaluator
+on an imaginary worktree, probing every pattern with sample paths.
+
+```sh
+guard lint policies/ .openoxide/policy.toml   # pretty output
+guard lint --format sarif > guard.sarif       # SARIF 2.1.0 for code scanning
+guard lint --format github                    # GitHub Actions annotations
+guard lint --format json                      # machine-readable
+guard lint --fail-level warning               # exit 3 on warnings too
+guard lint --explain GL201                    # one rule's page
+```
+
+Exit status: 0 clean, 3 findings at or above `--fail-level` (default `error`),
+2 unreadable input or bad configuration.
+
+Configuration, in `pyproject.toml` (or a policy's own `[lint]` table, applied on
+top for that file):
+
+```toml
+[tool.guard.lint]
+ignore = ["GL105"]
+
+[tool.guard.lint.levels]
+GL104 = "error"   # error | warning | note | off
+```
+
+pre-commit (`.pre-commit-config.yaml`):
+
+```yaml
+- repo: <URL of the guard repository>
+  rev: v0.1.0
+  hooks:
+    - id: guard-lint
+```
+"""
+
+
 def index_page() -> str:
     lines = [
         "# guard lint rules\n",
+        _USAGE,
+        "## Catalog\n",
         "| code | name | level | what it finds |",
         "|---|---|---|---|",
     ]
