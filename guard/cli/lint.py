@@ -97,7 +97,16 @@ def lint_command(
         raise GuardError(f"--config {config}: no such file")
     cfg = load_pyproject_config(config if config is not None else find_pyproject(Path.cwd()))
     targets = list(files) if files else [_default_target()]
-    report = lint_paths(targets, cfg)
+    tty = sys.stderr.isatty()
+
+    def progress(target: str) -> None:
+        if tty:
+            sys.stderr.write(f"\rguard lint: {target[-60:]:<60}")
+            sys.stderr.flush()
+
+    report = lint_paths(targets, cfg, progress=progress)
+    if tty:
+        sys.stderr.write("\r" + " " * 72 + "\r")
     if output_format is OutputFormat.pretty:
         text = PrettyFormatter(color=sys.stdout.isatty()).format(report)
     else:
