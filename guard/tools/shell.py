@@ -160,10 +160,7 @@ class Ctx:
 
     def targets(self, arg: Arg | str | None) -> list[str | None]:
         """Where a path word points, once for each possible working directory."""
-        if isinstance(arg, Arg):
-            text = arg.literal
-        else:
-            text = arg
+        text = arg.literal if isinstance(arg, Arg) else arg
         if text is None or text == "":
             return [None]
         if text.startswith(("/", "~")):
@@ -333,10 +330,7 @@ def _walk(ctx: Ctx, node: Node) -> None:
             )
         for child in node.named_children:
             _walk(ctx, child)
-    elif t == "test_command":
-        for child in node.named_children:
-            _walk(ctx, child)
-    elif t in _STRUCTURAL:
+    elif t == "test_command" or t in _STRUCTURAL:
         for child in node.named_children:
             _walk(ctx, child)
     else:
@@ -377,7 +371,7 @@ def _redirected(ctx: Ctx, node: Node) -> None:
             heredoc = _heredoc_text(child)
     body = node.child_by_field_name("body")
     for child in node.named_children:
-        if child is not None and body is not None and child.id == body.id and body.type == "command":
+        if body is not None and child.id == body.id and body.type == "command":
             _command_node(ctx, body, heredoc=heredoc)
         else:
             _walk(ctx, child)
@@ -826,8 +820,6 @@ def _sed_script_safe(script: str) -> bool:
             return False
         body = part[m.end() :]
         pieces = re.split(r"(?<!\\)" + re.escape(delim), body)
-        if len(pieces) != 3 - (m.group(4) == "y") + 0 and not (len(pieces) == 3):
-            return False
         flags = pieces[-1] if len(pieces) == 3 else ""
         if len(pieces) != 3 or not re.fullmatch(r"[gpiImM0-9]*", flags):
             return False
@@ -855,13 +847,18 @@ def _sed(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
         elif t.startswith("--"):
             if t.startswith("--in-place"):
                 in_place = True
-            elif t in ("--expression", "--file") and i + 1 < len(args):
-                scripts.append(args[i + 1]) if t == "--expression" else ctx.read(args[i + 1], "sed -f")
-                if t == "--file":
-                    scripts.append(Arg(None))
+            elif t == "--expression" and i + 1 < len(args):
+                scripts.append(args[i + 1])
                 i += 1
-            elif t.startswith(("--expression=", "--file=")):
-                scripts.append(Arg(t.split("=", 1)[1]) if t.startswith("--expression") else Arg(None))
+            elif t == "--file" and i + 1 < len(args):
+                ctx.read(args[i + 1], "sed -f reads its script")
+                scripts.append(Arg(None))
+                i += 1
+            elif t.startswith("--expression="):
+                scripts.append(Arg(t.split("=", 1)[1]))
+            elif t.startswith("--file="):
+                ctx.read(t.split("=", 1)[1], "sed -f reads its script")
+                scripts.append(Arg(None))
         elif t.startswith("-") and len(t) > 1:
             j = 1
             while j < len(t):
@@ -1092,7 +1089,7 @@ def _curl(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
 
     urls = [a for a in p.pos] + p.values("--url")
     for u in urls:
-        ctx.network(url_host(u.text) if u.literal else None, "curl fetches it")
+        ctx.network(url_host(u.literal) if u.literal else None, "curl fetches it")
     if not urls:
         ctx.network(None, "curl with no literal URL")
     for v in p.values(*_CURL_WRITES):
@@ -1111,13 +1108,13 @@ def _curl(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
 
 @_program("wget")
 def _wget(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "OoaPiUetTwQlAR", ("--output-document", "--output-file", "--append-output",
-                                            "--directory-prefix", "--input-file", "--user-agent",
-                                            "--execute", "--tries", "--timeout", "--wait", "--quota"))
+    p = parse_opts(args, "OoaPiUetTwQlAR", (
+        "--output-document", "--output-file", "--append-output", "--directory-prefix",
+        "--input-file", "--user-agent", "--execute", "--tries", "--timeout", "--wait", "--quota"))
     from guard.tools.interface import url_host
 
     for u in p.pos:
-        ctx.network(url_host(u.text) if u.literal else None, "wget fetches it")
+        ctx.network(url_host(u.literal) if u.literal else None, "wget fetches it")
     outs = p.values("-O", "--output-document")
     for v in outs:
         if v.text != "-":
@@ -1197,8 +1194,8 @@ def _git(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
             ctx.unknown_write("git with a computed argument before its subcommand")
             ctx.unknown_exec("git with a computed argument before its subcommand")
             return
-        if t in ("-c", "--config-env") or t.startswith(("--config-env=", "--exec-path",
-                                                         "-c")) and t != "-C":
+        if t in ("-c", "--config-env") or (t.startswith(("--config-env=", "--exec-path",
+                                                         "-c")) and t != "-C"):
             ctx.unknown_exec(f"git {t}: configuration on the command line can run any program"
                              " (core.fsmonitor, core.hooksPath, aliases, pagers)")
             ctx.unknown_write(f"git {t}: configuration on the command line can write anywhere")
@@ -1237,10 +1234,7 @@ def _git(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
         return posixpath.normpath(posixpath.join(repo, path)) if repo != "." else path
 
     rest_texts = [a.text for a in rest]
-    if any(t is None for t in rest_texts):
-        dyn = True
-    else:
-        dyn = False
+    dyn = any(t is None for t in rest_texts)
     bad_opt = next((t for t in rest_texts if t and t.startswith(_GIT_READ_OPTS_BAD)), None)
 
     readonly = sub in _GIT_READ
@@ -1614,17 +1608,13 @@ def _interpreter(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> N
                 ctx.write(f, "perl -i edits it in place")
             if not files:
                 ctx.unknown_write("perl -i without a literal file")
-    if name in ("date",):
-        if not any((a.text or "-s").startswith(("-s", "--set")) for a in args):
-            return
+    if name == "date" and not any((a.text or "-s").startswith(("-s", "--set")) for a in args):
+        return
     if name == "hostname" and not [a for a in args if not (a.text or "x").startswith("-")]:
         return
-    if name in ("set",) and all((a.text or "+o").startswith(("-e", "-u", "-x", "-o", "+x",
-                                                             "-eu", "-ex", "-euo", "+e"))
-                                and "o" not in (a.text or "o").lstrip("-+")[:0] for a in args):
-        if all(a.text in ("-e", "-u", "-x", "+x", "+e", "-eu", "-ex", "-eux", "-euo", "pipefail",
-                          "-o", "-ux", "-xe") for a in args):
-            return
+    if name == "set" and all(a.text in ("-e", "-u", "-x", "+x", "+e", "-eu", "-ex", "-eux",
+                                         "-euo", "pipefail", "-o", "-ux", "-xe") for a in args):
+        return  # shell options that change no program's meaning
     what = "runs code guard does not analyse" if name not in ("tar", "zip", "unzip", "gzip",
                                                                   "gunzip", "bzip2", "xz",
                                                                   "unxz", "zstd", "7z", "cpio",
