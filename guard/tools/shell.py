@@ -18,6 +18,7 @@ exec -> ask). The analysis over-approximates on purpose:
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shlex
@@ -38,6 +39,7 @@ _PARSER = Parser(_LANGUAGE)
 MAX_NESTING = 8  # bash -c inside bash -c inside ... beyond this is refused
 MAX_CWDS = 16  # possible working directories tracked before giving up on precision
 
+_SILENT_READS = frozenset({"/dev/zero", "/dev/urandom", "/dev/random", "/dev/null", "/dev/stdin"})
 _SILENT_TARGETS = frozenset(
     {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"}
 )
@@ -147,6 +149,7 @@ class Ctx:
     """What the walk knows so far, and the effects it found."""
 
     depth: int = 0
+    cwd: str | None = None  # the call's working directory, to look at the filesystem
     cwds: list[str | None] = field(default_factory=lambda: [""])
     tainted: str | None = None  # why later programs cannot be trusted to be what they seem
     effects: list[Effect] = field(default_factory=list)
@@ -187,7 +190,20 @@ class Ctx:
         for target in self.targets(arg):
             self.add(Effect(kind, target, detail))
 
+    def is_dir(self, target: str) -> bool | None:
+        """Whether ``target`` names a directory now; None when there is no cwd to ask."""
+        if os.path.isabs(target):
+            return os.path.isdir(target)
+        if target.startswith("~"):
+            return os.path.isdir(os.path.expanduser(target))
+        if self.cwd is None:
+            return None
+        return os.path.isdir(os.path.join(self.cwd, target))
+
     def read(self, arg: Arg | str | None, detail: str) -> None:
+        text = arg.literal if isinstance(arg, Arg) else arg
+        if text in _SILENT_READS:
+            return
         self.path(EffectKind.READ, arg, detail)
 
     def write(self, arg: Arg | str | None, detail: str) -> None:
@@ -214,7 +230,7 @@ def analyse(command: str, cwd: str | None = None) -> list[Effect]:
 
     Relative paths stay relative (to ``cwd``, which the evaluator applies).
     """
-    ctx = Ctx()
+    ctx = Ctx(cwd=cwd)
     try:
         _analyse_source(command, ctx)
     except RecursionError:
@@ -226,7 +242,7 @@ def analyse(command: str, cwd: str | None = None) -> list[Effect]:
 
 def analyse_argv(argv: list[str], cwd: str | None = None) -> list[Effect]:
     """The effects of executing ``argv`` directly (no shell), e.g. Codex's shell tool."""
-    ctx = Ctx()
+    ctx = Ctx(cwd=cwd)
     try:
         if not argv or not all(isinstance(a, str) for a in argv):
             ctx.unknown_write("unparseable command: empty argv or non-string element")
@@ -303,6 +319,12 @@ def _walk(ctx: Ctx, node: Node) -> None:
     elif t == "file_redirect":
         _file_redirect(ctx, node)
     elif t == "heredoc_redirect":
+        if not _heredoc_quoted(node):
+            # the grammar leaves `...` in a heredoc body as text; bash runs it
+            for child in node.named_children:
+                if child.type == "heredoc_body":
+                    for m in _BACKTICKS.finditer(_text(child)):
+                        _nested(ctx, m.group(1).replace("\\`", "`"), "backticks in a heredoc")
         for child in node.named_children:
             _walk(ctx, child)
     elif t == "function_definition":
@@ -377,13 +399,25 @@ def _redirected(ctx: Ctx, node: Node) -> None:
             _walk(ctx, child)
 
 
+_BACKTICKS = re.compile(r"`((?:[^`\\]|\\.)*)`", re.S)
+
+
+def _heredoc_quoted(node: Node) -> bool:
+    start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
+    return start is not None and any(q in _text(start) for q in "'\"\\")
+
+
 def _heredoc_text(node: Node) -> str | None:
     """The literal body of a heredoc, or None when it expands anything."""
+    quoted = _heredoc_quoted(node)
     for child in node.named_children:
         if child.type == "heredoc_body":
             if any(c.type != "heredoc_content" for c in child.named_children):
                 return None
-            return _text(child)
+            text = _text(child)
+            if not quoted and ("`" in text or "$" in text or "\\" in text):
+                return None
+            return text
     return None
 
 
@@ -782,7 +816,7 @@ def _find(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
                 braces = b.text is None or "{}" in b.text
                 inner.append(Arg(None) if braces else b)
             if inner:
-                sub = Ctx(depth=ctx.depth + 1, cwds=ctx.cwds if a.text.startswith("-exec")
+                sub = Ctx(depth=ctx.depth + 1, cwd=ctx.cwd, cwds=ctx.cwds if a.text.startswith("-exec")
                           and a.text != "-execdir" else [None], tainted=ctx.tainted)
                 _command(sub, inner, None)
                 for e in sub.effects:
@@ -928,7 +962,7 @@ def _all_pos(short_value: str = "", long_value: Iterable[str] = (), kind: str = 
 _PROGRAMS["rm"] = _all_pos(kind="delete")
 _PROGRAMS["rmdir"] = _all_pos(kind="delete")
 _PROGRAMS["unlink"] = _all_pos(kind="delete")
-_PROGRAMS["shred"] = _all_pos("nsu", ("--iterations", "--size", "--random-source"))
+_PROGRAMS["shred"] = _all_pos("ns", ("--iterations", "--size", "--random-source"))
 _PROGRAMS["touch"] = _all_pos("dtr", ("--date", "--reference", "--time"))
 _PROGRAMS["mkdir"] = _all_pos("m", ("--mode", "--context"))
 _PROGRAMS["mkfifo"] = _all_pos("m", ("--mode",))
@@ -959,7 +993,11 @@ def _copy_like(ctx: Ctx, name: str, args: list[Arg], short_value: str,
                long_value: Iterable[str], remove_sources: bool, link: bool = False) -> None:
     p = parse_opts(args, short_value, long_value)
     target_dir = p.values("-t", "--target-directory")
-    symbolic = link and p.has("-s", "--symbolic")
+    if not link and p.has("-l", "--link", "-s", "--symbolic-link"):
+        link = True  # cp -l / -s makes links instead of copies
+        symbolic = p.has("-s", "--symbolic-link")
+    else:
+        symbolic = link and p.has("-s", "--symbolic")
     if p.dynamic:
         ctx.unknown_write(f"{name} with a computed argument: destination unknown")
     if target_dir:
@@ -971,16 +1009,28 @@ def _copy_like(ctx: Ctx, name: str, args: list[Arg], short_value: str,
     else:
         ctx.unknown_write(f"{name} with a missing operand")
         return
+    into_dir = bool(target_dir) or len(sources) > 1 or (link and len(p.pos) == 1)
+    no_target = p.has("-T", "--no-target-directory")
     for d in dests:
-        if not (link and len(p.pos) == 1 and not target_dir):
-            ctx.write(d, f"{name} writes its destination")
-        for s in sources:
-            base = posixpath.basename((s.text or "").rstrip("/")) if s.literal else None
-            if d.literal is None or base is None:
-                ctx.unknown_write(f"{name} destination inside a computed or globbed name")
-            elif base and base not in (".", ".."):
-                ctx.write(posixpath.join(d.literal, base),
-                          f"{name} writes it when the destination is a directory")
+        for target in ctx.targets(d):
+            if target is None:
+                ctx.unknown_write(f"{name} destination is computed or globbed")
+                continue
+            is_dir = True if into_dir or target.endswith("/") else ctx.is_dir(target)
+            if no_target:
+                is_dir = False
+            if is_dir is not True:
+                ctx.add(Effect.write(target, f"{name} writes its destination"))
+            if is_dir is False:
+                continue
+            for src in sources:
+                base = posixpath.basename((src.literal or "").rstrip("/"))
+                if not base:
+                    ctx.unknown_write(f"{name} source name is computed or globbed")
+                elif base not in (".", ".."):
+                    why = "into the destination directory" if is_dir else \
+                        "if the destination is a directory"
+                    ctx.add(Effect.write(posixpath.join(target, base), f"{name} writes it {why}"))
     for s in sources:
         if link and not symbolic:
             ctx.write(s, "a hard link makes the source writable through its new name")
@@ -1576,7 +1626,7 @@ def _source_file(ctx: Ctx, target: Arg, name: str) -> None:
 
 
 def _nested(ctx: Ctx, source: str, how: str) -> None:
-    sub = Ctx(depth=ctx.depth + 1, cwds=list(ctx.cwds), tainted=ctx.tainted)
+    sub = Ctx(depth=ctx.depth + 1, cwd=ctx.cwd, cwds=list(ctx.cwds), tainted=ctx.tainted)
     _analyse_source(source, sub)
     for e in sub.effects:
         ctx.add(e)
