@@ -816,8 +816,9 @@ def _find(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
                 braces = b.text is None or "{}" in b.text
                 inner.append(Arg(None) if braces else b)
             if inner:
-                sub = Ctx(depth=ctx.depth + 1, cwd=ctx.cwd, cwds=ctx.cwds if a.text.startswith("-exec")
-                          and a.text != "-execdir" else [None], tainted=ctx.tainted)
+                # -execdir runs in each match's directory: relative names are unknown there
+                cwds = [None] if a.text in ("-execdir", "-okdir") else ctx.cwds
+                sub = Ctx(depth=ctx.depth + 1, cwd=ctx.cwd, cwds=cwds, tainted=ctx.tainted)
                 _command(sub, inner, None)
                 for e in sub.effects:
                     ctx.add(e)
