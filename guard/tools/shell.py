@@ -80,6 +80,8 @@ class Arg:
 
 
 def _unescape_unquoted(text: str) -> tuple[str, bool]:
+    if "\\" not in text:
+        return text, ("*" in text or "?" in text or "[" in text)
     out: list[str] = []
     glob = False
     i = 0
