@@ -823,8 +823,17 @@ def _find(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
                 cwds: list[str | None] = [None] if a.text in ("-execdir", "-okdir") else ctx.cwds
                 sub = Ctx(depth=ctx.depth + 1, cwd=ctx.cwd, cwds=cwds, tainted=ctx.tainted)
                 _command(sub, inner, None)
+                # {} is a path found below the roots: for a read that is precise enough;
+                # writes and deletes stay unknown (the root's rule is not its files' rule)
+                literal = all(b.text is not None for b in expr[j + 1 : skip_until])
+                named = [r for r in roots or [Arg(".")] if r.literal is not None]
                 for e in sub.effects:
-                    ctx.add(e)
+                    if (e.kind is EffectKind.READ and e.target is None and literal and named
+                            and a.text in ("-exec", "-ok") and len(named) == len(roots or [1])):
+                        for r in named:
+                            ctx.read(r, f"find {a.text} {inner[0].text} reads files below it")
+                    else:
+                        ctx.add(e)
             else:
                 ctx.unknown_exec(f"find {a.text} without a command")
         elif a.text == "-delete":
@@ -948,9 +957,9 @@ def _all_pos(short_value: str = "", long_value: Iterable[str] = (), kind: str = 
     def handler(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
         p = parse_opts(args, short_value, long_value)
         targets = p.pos[skip:]
-        if kind == "delete" and not targets:
-            return
-        if not targets and kind == "write":
+        if kind in ("delete", "tee") and not targets:
+            return  # rm without operands fails; tee without files only prints
+        if not targets:
             ctx.unknown_write(f"{name} without operands")
         for t in targets:
             if kind == "delete":
@@ -972,7 +981,7 @@ _PROGRAMS["mkdir"] = _all_pos("m", ("--mode", "--context"))
 _PROGRAMS["mkfifo"] = _all_pos("m", ("--mode",))
 _PROGRAMS["mknod"] = _all_pos("m", ("--mode",))
 _PROGRAMS["truncate"] = _all_pos("sr", ("--size", "--reference"))
-_PROGRAMS["tee"] = _all_pos()
+_PROGRAMS["tee"] = _all_pos(kind="tee")
 _PROGRAMS["setfacl"] = _all_pos("mMxX", ("--modify", "--remove", "--set", "--set-file"))
 _PROGRAMS["chattr"] = _all_pos("vp")
 _PROGRAMS["setfattr"] = _all_pos("nvx", ("--name", "--value", "--remove", "--restore"))
