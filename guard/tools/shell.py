@@ -43,6 +43,8 @@ _SILENT_READS = frozenset({"/dev/zero", "/dev/urandom", "/dev/random", "/dev/nul
 _SILENT_TARGETS = frozenset(
     {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"}
 )
+# Absolute program paths taken to be the program of that name (root-owned system dirs).
+_SYSTEM_BIN_DIRS = frozenset({"/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin"})
 _BRACE_EXPANSION = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _GLOB = re.compile(r"(?<!\\)[*?\[]")
 
@@ -530,9 +532,12 @@ def _command(ctx: Ctx, argv: list[Arg], heredoc: str | None) -> None:
         ctx.unknown_write("a computed program name can be any program")
         return
     if "/" in name:
-        ctx.add(Effect.exec(name, f"program given by path: {name} (not analysed)"))
-        ctx.unknown_exec(f"{name} is not the allowlisted program of the same name")
-        return
+        head, base = posixpath.split(posixpath.normpath(name))
+        if not (name.startswith("/") and head in _SYSTEM_BIN_DIRS and base in _PROGRAMS):
+            ctx.add(Effect.exec(name, f"program given by path: {name} (not analysed)"))
+            ctx.unknown_exec(f"{name} is not the allowlisted program of the same name")
+            return
+        name = base  # /usr/bin/rm is rm: system directories hold the real programs
     handler = _PROGRAMS.get(name)
     if handler is None:
         _unknown_program(ctx, name, args)
