@@ -686,7 +686,9 @@ for _names, _sv, _lv, _reads_files in (
       "nproc", "arch", "tty", "locale", "printenv", "basename", "dirname", "seq", "tr",
       "which", "type", "hash_not_really", "dirs", "logname", "users", "uptime", "free",
       "getconf", "jobs", "wait", "sleep", "test", "[", "expr", "factor", "cal", "ps",
-      "lscpu", "lsblk", "ulimit_not_really", "help", "umask_not_really"),
+      "lscpu", "lsblk", "ulimit_not_really", "help", "umask_not_really", "yes", "break",
+      "continue", "return", "exit", "shift", "getopts", "caller", "times", "disown", "bg",
+      "fg", "nl_not_really", "tput", "stty_not_really", "clear", "env_not_really"),
      "", (), False),
 ):
     _h = _simple_reader(_sv, _lv, reads=_reads_files)
@@ -1501,6 +1503,7 @@ for _w, _h in (
     ("exec", _skip_opts_then_run("a", bad=())),
     ("stdbuf", _skip_opts_then_run("ioe", ("--input", "--output", "--error"))),
     ("chronic", _skip_opts_then_run("")),
+    ("coproc", _skip_opts_then_run("")),
     ("unbuffer", _skip_opts_then_run("")),
 ):
     _PROGRAMS[_w] = _h
@@ -1737,6 +1740,19 @@ def _export_cmd(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> No
             ctx.unknown_exec(f"{name} with a computed argument")
         elif not a.text.startswith("-"):
             _taint_if_dangerous(ctx, a.text.split("=", 1)[0])
+
+
+@_program("read", "mapfile", "readarray")
+def _read_builtin(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    """read/mapfile assign variables; a subscripted name or -C callback evaluates code."""
+    p = parse_opts(args, "adinNptuCcs", ())
+    if p.has("-C"):
+        ctx.unknown_exec(f"{name} -C runs a callback")
+    for a in [*p.pos, *p.values("-a")]:
+        if a.text is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", a.text):
+            ctx.unknown_exec(f"{name} into {a.text or 'a computed name'}: subscripts are evaluated")
+        else:
+            _taint_if_dangerous(ctx, a.text)
 
 
 @_program("let")

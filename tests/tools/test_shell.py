@@ -241,3 +241,12 @@ def test_system_program_paths_are_the_program_but_others_are_not() -> None:
     for cmd in ("/tmp/bin/cat a", "/usr/bin/../../tmp/cat a", "/usr/bin/frob"):
         assert ("exec", None) in kinds(cmd), cmd
         assert ("read", "a") not in kinds(cmd), cmd
+
+
+def test_builtins_that_assign_or_do_nothing() -> None:
+    """Attack: read into a subscripted name (evaluated), coproc hiding a command."""
+    assert kinds("while read -r l; do echo $l; done < f") == {("read", "f")}
+    assert ("exec", None) in kinds("read 'a[$(id)]'")
+    assert ("exec", None) in kinds("mapfile -C cb arr < f")
+    assert kinds("coproc rm x") == {("delete", "x")}
+    assert kinds("yes | head -3") == set()
