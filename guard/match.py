@@ -108,7 +108,8 @@ def parse_pattern(line: str, source: Source | None = None) -> Pattern | None:
         line = line[m.end() :]
         anchored_by_root = True
         if line == "":
-            line = "**"
+            # "{root}" alone: the root directory itself, so everything below it too
+            return Pattern(text, negated, False, root, True, "", re.compile(""), source)
     dir_only = False
     if line.endswith("/") and not _ends_with_escape(line[:-1]) and len(line) > 1:
         dir_only = True
@@ -306,6 +307,7 @@ class _Group:
     suffix_lengths: tuple[int, ...]
     paths: tuple[dict[str, PerList], dict[str, PerList]]  # literal anchored path
     under: dict[str, PerList]  # "PREFIX/**": every level below PREFIX
+    root_hit: PerList | None  # "{root}" alone: the root directory itself
     fixed: dict[tuple[int, str], _RxClass]  # no "**": by depth and literal first component
     tails: tuple[tuple[int, _RxClass], ...]  # "**/a/*.b": the last k components
     anchored: _RxClass  # anything else anchored
@@ -398,6 +400,7 @@ class RuleSet:
                     suffixes=suffixes,
                     suffix_lengths=tuple(sorted({len(k) for k in suffixes[1]})),
                     paths=a["paths"].split(),
+                    root_hit=a["paths"].split()[1].get(""),
                     under=under_files,
                     fixed={k: _combine_by_list(v) for k, v in a["fixed"].items()},
                     tails=tuple((k, _combine_by_list(v)) for k, v in sorted(a["tails"].items())),
@@ -488,7 +491,11 @@ class RuleSet:
         best: list[int] | None = None
         for gi, g in enumerate(self._groups):
             rl = g.prefix_len
-            if rl > start or not path.startswith(g.prefix):
+            if rl > start:
+                if g.root_hit is not None and end == rl - 1 and path.startswith(g.root):
+                    best = _merge(best, g.root_hit)  # this level is the root itself
+                continue
+            if not path.startswith(g.prefix):
                 continue
             level = path[rl:end]
             t = g.match_all[sel]
@@ -624,6 +631,10 @@ class CompiledList:
         """Every (level, pattern) pair where a pattern matches a level of ``path``."""
         hits: list[tuple[str, Pattern]] = []
         for p, base in zip(self.patterns, self._bases, strict=True):
+            if base is not None and p.body == "" and p.regex is not None:
+                if path == base or path.startswith(base + "/"):
+                    hits.append((base, p))
+                continue
             if base is None or not path.startswith(base + "/"):
                 continue
             rel = path[len(base) + 1 :]
