@@ -219,7 +219,12 @@ class McpProxy:
 
     def _planning_tools(self) -> list[Json]:
         offered = OFFERED[self._mode]
-        return [dict(t) for t in TOOL_DEFINITIONS if t["name"] in offered]
+        tools = [dict(t) for t in TOOL_DEFINITIONS if t["name"] in offered]
+        plan_path = self.session.plan_path
+        for tool in tools:
+            if tool["name"] == "plan_exit" and plan_path:
+                tool["description"] = f"{tool['description']} Your plan file: {plan_path}"
+        return tools
 
     # -- the user, through the client ------------------------------------------------------
 
