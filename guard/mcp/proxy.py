@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import os
+import queue
 import secrets
 import sys
 import threading
@@ -152,6 +153,8 @@ class McpProxy:
         self._offered_mode = session.mode
         self._session_stamp: tuple[int, int] | None = None
         self._initialized = False
+        self._audit_queue: queue.Queue[events.Decision | None] = queue.Queue()
+        self._audit_thread: threading.Thread | None = None
 
     # -- small helpers -----------------------------------------------------------------------
 
@@ -268,6 +271,7 @@ class McpProxy:
     async def run(self) -> int:
         """Serve until the client closes stdin or the server exits; the server's exit code."""
         self._loop = asyncio.get_running_loop()
+        self._start_audit()
         try:
             self._server = await asyncio.create_subprocess_exec(
                 *self.server_cmd,
@@ -277,6 +281,7 @@ class McpProxy:
                 limit=MAX_LINE,
             )
         except OSError as exc:
+            self._stop_audit()
             raise GuardError(
                 f"cannot start the MCP server {self.server_cmd[0]!r}: {exc.strerror or exc};"
                 " check the command after `--`"
@@ -340,6 +345,7 @@ class McpProxy:
         for req_id in list(self._pending):
             self._send_client(_error(req_id, INTERNAL_ERROR, "the MCP server exited"))
         self._pending.clear()
+        await asyncio.to_thread(self._stop_audit)
         code = proc.returncode or 0
         self.log(
             f"server exited with {proc.returncode}; {self.stats.allowed} calls allowed,"
@@ -611,13 +617,37 @@ class McpProxy:
             self.log(f"{d.action.value} {tool}{target} for {agent}: {d.reason} [{d.rule}]")
         if d.action is Action.ALLOW and not self.audit_allowed:
             return
+        event = events.Decision.from_decision(d, agent=agent, tool=tool, source="mcp")
+        if self._audit_thread is not None:
+            self._audit_queue.put(event)  # written in order by the audit thread (fsync per line)
+        else:
+            self._write_audit(event)
+
+    def _write_audit(self, event: events.Decision) -> None:
         try:
-            events.publish(
-                self.session,
-                events.Decision.from_decision(d, agent=agent, tool=tool, source="mcp"),
-            )
+            events.publish(self.session, event)
         except Exception as exc:
             self.log(f"cannot write the audit log: {exc}")
+
+    def _audit_worker(self) -> None:
+        while True:
+            event = self._audit_queue.get()
+            if event is None:
+                return
+            self._write_audit(event)
+
+    def _start_audit(self) -> None:
+        self._audit_thread = threading.Thread(target=self._audit_worker, daemon=True)
+        self._audit_thread.start()
+
+    def _stop_audit(self) -> None:
+        thread = self._audit_thread
+        if thread is not None:
+            self._audit_queue.put(None)
+            thread.join(30)
+            if thread.is_alive():
+                self.log(f"audit log: {self._audit_queue.qsize()} decisions not yet written")
+            self._audit_thread = None
 
 
 def _with(d: Decision, reason: str) -> Decision:
