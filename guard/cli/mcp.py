@@ -138,4 +138,7 @@ def mcp_command(
         code = run_proxy(proxy)
     except KeyboardInterrupt:
         code = 130
-    raise typer.Exit(code)
+    # the stdin reader thread may still block in read(): leave without interpreter teardown
+    sys.stderr.flush()
+    protocol_out.close()
+    os._exit(code)

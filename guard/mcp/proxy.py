@@ -443,8 +443,7 @@ class McpProxy:
             elicit = caps.get("elicitation") if isinstance(caps, dict) else None
             # form mode: declared explicitly, or an empty object (2025-11-25 compatibility)
             self.client_can_elicit = isinstance(elicit, dict) and (not elicit or "form" in elicit)
-        if method in ("initialize", "tools/list"):
-            self._pending[msg_id] = method
+        self._pending[msg_id] = method  # answered with an error should the server die
         await self._forward(line)
 
     async def _forward(self, data: bytes) -> None:
@@ -493,6 +492,7 @@ class McpProxy:
         if name in TOOL_NAMES:
             self._spawn(self._planning_call(msg_id, name, arguments))
         else:
+            self._pending[msg_id] = "tools/call"
             await self._forward(line)
 
     async def _ask_then_run(
@@ -523,6 +523,7 @@ class McpProxy:
         elif name in TOOL_NAMES:
             await self._planning_call(msg_id, name, arguments)
         else:
+            self._pending[msg_id] = "tools/call"
             await self._forward(line)
 
     async def _planning_call(self, msg_id: Any, name: str, arguments: Json) -> None:
@@ -570,7 +571,7 @@ class McpProxy:
             return
         if "method" not in message and "id" in message:
             method = self._pending.pop(message["id"], None)
-            if method is not None and isinstance(message.get("result"), dict):
+            if method in ("initialize", "tools/list") and isinstance(message.get("result"), dict):
                 if method == "initialize":
                     self._patch_initialize(message["result"])
                 else:
