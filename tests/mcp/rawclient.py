@@ -28,11 +28,14 @@ INIT = {
 
 
 class RawClient:
-    def __init__(self, args: list[str], cwd: Path, server: list[str]) -> None:
+    def __init__(
+        self, args: list[str], cwd: Path, server: list[str], argv: list[str] | None = None
+    ) -> None:
+        """Run ``guard mcp ARGS -- SERVER`` in ``cwd`` (or ``guard ARGV`` when given)."""
         self.stderr_path = cwd.parent / f"guard-mcp-{id(self)}.stderr"
         self._err = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "guard", "mcp", *args, "--", *server],
+            [sys.executable, "-m", "guard", *(argv or ["mcp", *args, "--", *server])],
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
