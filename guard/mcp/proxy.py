@@ -41,7 +41,7 @@ from typing import IO, Any, TypeVar
 from guard.decide import Guard
 from guard.effects import Action, Decision, Effect, GuardError
 from guard.mcp import asking
-from guard.mcp.effects import EffectsFn, default_effects_fn
+from guard.mcp.effects import EffectsFn, mcp_effects
 from guard.planning import events
 from guard.planning.checklist import RequestUserInputArgs
 from guard.planning.handshake import EnterRequest, ExitRequest, UserDecision
@@ -129,11 +129,7 @@ class McpProxy:
                         f"policy {guard.loaded.name} has no agent with mode = {what!r};"
                         " add one or name the agent with --agent"
                     )
-        if effects_fn is None:
-            effects_fn, self.effects_source = default_effects_fn()
-        else:
-            self.effects_source = "given"
-        self.effects_fn = effects_fn
+        self.effects_fn = effects_fn or mcp_effects
         self.client_in = client_in if client_in is not None else sys.stdin.buffer
         self.client_out = client_out if client_out is not None else sys.stdout.buffer
         self._log = log or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -290,8 +286,7 @@ class McpProxy:
         self.log(
             f"serving {' '.join(self.server_cmd)} (pid {self._server.pid}); session"
             f" {self.session.id} in {self._mode.value} mode; agent"
-            f" {self.fixed_agent or 'by mode'}; policy {self.guard.loaded.name};"
-            f" effects from the {self.effects_source}"
+            f" {self.fixed_agent or 'by mode'}; policy {self.guard.loaded.name}"
         )
         client_queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         reader = threading.Thread(
