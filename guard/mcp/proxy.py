@@ -12,6 +12,8 @@ message both ways, unchanged, except:
   ``request_user_input``) are guard's own: listed in ``tools/list`` according
   to the session's mode, answered by the planning runtime, never forwarded.
   ``notifications/tools/list_changed`` goes out when the mode changes.
+* ``resources/read`` of a ``file://`` URI is a read of that path, decided the
+  same way (refusals are JSON-RPC errors); other schemes pass through.
 * ``initialize``: the server's answer passes through (its ``protocolVersion``
   included) with ``capabilities.tools.listChanged`` set, since guard sends it.
 * ``server/discover`` (the stateless 2026 era) is answered "method not found",
@@ -37,6 +39,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from guard.decide import Guard
 from guard.effects import Action, Decision, Effect, GuardError
@@ -422,6 +425,9 @@ class McpProxy:
         if method == "tools/call":
             await self._tools_call(msg_id, message.get("params"), line)
             return
+        if method == "resources/read":
+            self._spawn(self._resources_read(msg_id, message.get("params"), line))
+            return
         if method == "server/discover":
             self._send_client(
                 _error(
@@ -490,36 +496,75 @@ class McpProxy:
             self._pending[msg_id] = "tools/call"
             await self._forward(line)
 
-    async def _ask_then_run(
-        self, msg_id: Any, name: str, arguments: Json, agent: str, d: Decision, line: bytes
-    ) -> None:
+    async def _ask(self, agent: str, what: str, arguments: Json, d: Decision) -> Decision:
+        """Put an "ask" to the user; the verdict is an allow only on an explicit yes."""
         if not self.client_can_elicit:
             reason = (
                 f"{d.reason}; the policy asks the user first and this client cannot be asked"
                 " (no elicitation capability), so the call is refused"
             )
-            self._send_client(_tool_error(msg_id, _refusal(name, _with(d, reason))))
-            return
-        message, schema = asking.call_question(agent, name, arguments, d)
+            return _with(d, reason, Action.DENY)
+        message, schema = asking.call_question(agent, what, arguments, d)
         try:
             yes = asking.read_call_answer(await self._elicit(message, schema))
         except asking.AskFailed as exc:
-            self._send_client(_tool_error(msg_id, _refusal(name, _with(d, f"{d.reason}; {exc}"))))
-            return
-        verdict = Decision(
-            Action.ALLOW if yes else Action.DENY,
+            return _with(d, f"{d.reason}; {exc}", Action.DENY)
+        verdict = _with(
+            d,
             f"the user {'allowed' if yes else 'refused'} it when asked ({d.reason})",
-            d.rule,
-            d.effect,
+            Action.ALLOW if yes else Action.DENY,
         )
-        self._record(agent, name, verdict)
-        if not yes:
+        self._record(agent, what, verdict)
+        return verdict
+
+    async def _ask_then_run(
+        self, msg_id: Any, name: str, arguments: Json, agent: str, d: Decision, line: bytes
+    ) -> None:
+        verdict = await self._ask(agent, name, arguments, d)
+        if not verdict.allowed:
             self._send_client(_tool_error(msg_id, _refusal(name, verdict)))
         elif name in TOOL_NAMES:
             await self._planning_call(msg_id, name, arguments)
         else:
             self._pending[msg_id] = "tools/call"
             await self._forward(line)
+
+    async def _resources_read(self, msg_id: Any, params: Any, line: bytes) -> None:
+        """A ``file://`` resource is a read of that path: the policy decides it too."""
+        uri = params.get("uri") if isinstance(params, dict) else None
+        if not isinstance(uri, str):
+            self._send_client(
+                _error(msg_id, INVALID_PARAMS, "resources/read needs params.uri (a string)")
+            )
+            return
+        if urlsplit(uri).scheme.lower() != "file":
+            self._pending[msg_id] = "resources/read"
+            await self._forward(line)
+            return
+        agent = self.fixed_agent or "?"
+        try:
+            parts = urlsplit(uri)
+            if parts.netloc not in ("", "localhost"):
+                raise GuardError(f"file URI {uri!r} names a remote host")
+            self._sync_mode()
+            agent = self.agent
+            effects = [
+                Effect.tool("read", "mcp resources/read"),
+                Effect.read(unquote(parts.path), f"resources/read {uri}"),
+            ]
+            decision = self.guard.decide(agent, effects, self.cwd)
+        except Exception as exc:  # fail closed
+            decision = Decision(Action.DENY, f"cannot decide: {exc}", "guard.mcp.error")
+        self._record(agent, "resources/read", decision)
+        if decision.action is Action.ASK:
+            decision = await self._ask(agent, "resources/read", {"uri": uri}, decision)
+        if decision.allowed:
+            self._pending[msg_id] = "resources/read"
+            await self._forward(line)
+        else:
+            self.stats.denied += 1
+            text = _refusal("resources/read", decision)
+            self._send_client(_error(msg_id, INVALID_REQUEST, text))
 
     async def _planning_call(self, msg_id: Any, name: str, arguments: Json) -> None:
         self.stats.planning += 1
@@ -646,8 +691,8 @@ class McpProxy:
             self._audit_thread = None
 
 
-def _with(d: Decision, reason: str) -> Decision:
-    return Decision(d.action, reason, d.rule, d.effect)
+def _with(d: Decision, reason: str, action: Action | None = None) -> Decision:
+    return Decision(action or d.action, reason, d.rule, d.effect)
 
 
 def _refusal(tool: str, d: Decision) -> str:

@@ -3,8 +3,9 @@
 It offers tools a hostile or broken server might offer: ``run_shell`` (unknown
 to guard), ``plan_exit`` (a server trying to shadow guard's own planning
 tool), ``crash`` (exits mid-call), ``noisy`` (prints a non-JSON line on stdout
-first). Every message it receives is appended to the log file given as argv[1],
-so tests can prove what did and did not reach the server.
+first); it also answers ``resources/read`` for any URI. Every message it
+receives is appended to the log file given as argv[1], so tests can prove what
+did and did not reach the server.
 
     python scripted_server.py LOG_FILE
 """
@@ -40,6 +41,9 @@ def main() -> None:
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "scripted", "version": "1"},
             }
+        elif method == "resources/read":
+            uri = message["params"]["uri"]
+            result = {"contents": [{"uri": uri, "text": f"resource body of {uri}"}]}
         elif method == "tools/list":
             result = {"tools": TOOLS}
         elif method == "tools/call":

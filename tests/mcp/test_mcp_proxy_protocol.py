@@ -249,3 +249,22 @@ def test_help_teaches_with_examples() -> None:
     out = CliRunner().invoke(app, ["mcp", "--help"]).output
     assert "guard mcp -- npx -y @modelcontextprotocol/server-filesystem" in out
     assert "--agent" in out and "--mode" in out and "elicitation" in out
+
+
+def test_file_resources_are_reads_the_policy_decides(
+    scripted: tuple[RawClient, Path], repo: Path
+) -> None:
+    """Attack: read a secret as an MCP resource (file:// URI) instead of through a tool, or
+    through a file URI naming another host; the policy must decide resources too."""
+    client, log = scripted
+    (repo / ".env").write_text("TOKEN=secret\n")
+    asked = client.request("resources/read", {"uri": (repo / ".env").as_uri()}, msg_id="r1")
+    assert "error" in asked and "elicitation" in asked["error"]["message"]
+    remote = client.request("resources/read", {"uri": "file://evil.example/etc/passwd"}, "r2")
+    assert "error" in remote and "remote host" in remote["error"]["message"]
+    ok = client.request("resources/read", {"uri": (repo / "src" / "app.py").as_uri()}, "r3")
+    assert ok["result"]["contents"][0]["text"].startswith("resource body of file://")
+    other = client.request("resources/read", {"uri": "memo://notes/1"}, msg_id="r4")
+    assert "result" in other  # not a file: the policy has nothing to say, forwarded
+    seen = [m["params"]["uri"] for m in received(log) if m.get("method") == "resources/read"]
+    assert seen == [(repo / "src" / "app.py").as_uri(), "memo://notes/1"]
