@@ -49,7 +49,7 @@ from guard.planning import events
 from guard.planning.checklist import RequestUserInputArgs
 from guard.planning.handshake import EnterRequest, ExitRequest, UserDecision
 from guard.planning.session import Mode, Session
-from guard.planning.tools import TOOL_DEFINITIONS, TOOL_NAMES, handle_tool_call
+from guard.planning.tools import TOOL_DEFINITIONS, TOOL_NAMES, ToolResult, handle_tool_call
 
 MCP_REVISION = "2025-11-25"
 MAX_LINE = 256 * 1024 * 1024
@@ -150,7 +150,8 @@ class McpProxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._mode = session.mode
         self._offered_mode = session.mode
-        self._session_stamp: tuple[int, int] | None = None
+        self._session_stamp: tuple[int, int, int] | None = None
+        self._session_lock = threading.Lock()
         self._initialized = False
         self._audit_queue: queue.Queue[events.Decision | None] = queue.Queue()
         self._audit_thread: threading.Thread | None = None
@@ -199,11 +200,16 @@ class McpProxy:
             st = os.stat(self.session.path)
         except OSError as exc:
             raise GuardError(f"session file {self.session.path} unreadable: {exc}") from None
-        stamp = (st.st_mtime_ns, st.st_size)
-        if stamp != self._session_stamp:
-            self.session.refresh()
-            self._session_stamp = stamp
-        self._mode = self.session.mode
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)  # each write is an atomic rename
+        # while a planning call runs in its worker thread, that thread owns the session
+        # object; the mode is then the cached one, and it is synced when the call returns
+        if stamp != self._session_stamp and self._session_lock.acquire(blocking=False):
+            try:
+                self.session.refresh()
+                self._session_stamp = stamp
+                self._mode = self.session.mode
+            finally:
+                self._session_lock.release()
         if self._mode is not self._offered_mode:
             self.log(f"session {self.session.id} is now in {self._mode.value} mode")
             self._offered_mode = self._mode
@@ -582,15 +588,18 @@ class McpProxy:
             message, schema = asking.input_question(args)
             return asking.read_input_answer(args, self._elicit_from_thread(message, schema))
 
-        result = await asyncio.to_thread(
-            handle_tool_call,
-            self.session,
-            name,
-            arguments,
-            ask_enter=ask_enter if can_ask else None,
-            ask_exit=ask_exit if can_ask else None,
-            ask_questions=ask_questions if can_ask else None,
-        )
+        def run() -> ToolResult:
+            with self._session_lock:
+                return handle_tool_call(
+                    self.session,
+                    name,
+                    arguments,
+                    ask_enter=ask_enter if can_ask else None,
+                    ask_exit=ask_exit if can_ask else None,
+                    ask_questions=ask_questions if can_ask else None,
+                )
+
+        result = await asyncio.to_thread(run)
         self.log(f"{name}: {'refused' if result.is_error else 'done'}: {result.text:.200}")
         try:
             self._sync_mode()
