@@ -7,6 +7,7 @@ target that is not directly inside the session's plan directory.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import unicodedata
@@ -90,7 +91,14 @@ def read_plan(session: Session) -> str | None:
     try:
         return read_nofollow(Path(session.plan_path))
     except OSError as exc:
-        raise ArtifactError(f"cannot read plan artifact {session.plan_path}: {exc}") from None
+        if exc.errno == errno.ELOOP:
+            raise ArtifactError(
+                f"the plan file {session.plan_path} is a symlink; plan files must be regular"
+                " files (remove the link and write the plan there)"
+            ) from None
+        raise ArtifactError(
+            f"cannot read the plan file {session.plan_path}: {exc.strerror}"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
