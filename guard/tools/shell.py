@@ -43,6 +43,7 @@ _SILENT_READS = frozenset({"/dev/zero", "/dev/urandom", "/dev/random", "/dev/nul
 _SILENT_TARGETS = frozenset(
     {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"}
 )
+_BRACE_EXPANSION = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _GLOB = re.compile(r"(?<!\\)[*?\[]")
 
 # Variables whose assignment changes what later commands do (which program runs, what a
@@ -79,6 +80,8 @@ class Arg:
 
 
 def _unescape_unquoted(text: str) -> tuple[str, bool]:
+    if "\\" not in text:
+        return text, ("*" in text or "?" in text or "[" in text)
     out: list[str] = []
     glob = False
     i = 0
@@ -104,7 +107,7 @@ def word_arg(node: Node) -> Arg:
     t = node.type
     raw = _text(node)
     if t in ("word", "number"):
-        if "{" in raw and ("," in raw or ".." in raw):
+        if _BRACE_EXPANSION.search(raw):
             return Arg(None)  # brace expansion
         text, glob = _unescape_unquoted(raw)
         return Arg(text, glob)
@@ -122,7 +125,7 @@ def word_arg(node: Node) -> Arg:
         texts: list[str] = []
         glob = False
         children = node.named_children
-        if any(_text(c) == "{" for c in children) and any(_text(c) == "}" for c in children):
+        if _BRACE_EXPANSION.search(raw):
             return Arg(None)  # brace expansion split into words by the grammar
         for child in children:
             arg = word_arg(child)
@@ -817,7 +820,7 @@ def _find(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
                 inner.append(Arg(None) if braces else b)
             if inner:
                 # -execdir runs in each match's directory: relative names are unknown there
-                cwds = [None] if a.text in ("-execdir", "-okdir") else ctx.cwds
+                cwds: list[str | None] = [None] if a.text in ("-execdir", "-okdir") else ctx.cwds
                 sub = Ctx(depth=ctx.depth + 1, cwd=ctx.cwd, cwds=cwds, tainted=ctx.tainted)
                 _command(sub, inner, None)
                 for e in sub.effects:
