@@ -16,7 +16,6 @@ from guard.planning.checklist import RequestUserInputArgs
 from guard.planning.handshake import EnterRequest, ExitChoice, ExitRequest, UserDecision
 
 Schema = dict[str, Any]
-PLAN_PREVIEW_CHARS = 4000
 
 
 class AskFailed(GuardError):
@@ -95,9 +94,7 @@ def read_enter_answer(result: dict[str, Any]) -> bool:
 
 
 def exit_question(request: ExitRequest) -> tuple[str, Schema]:
-    plan = request.plan
-    if len(plan) > PLAN_PREVIEW_CHARS:
-        plan = plan[:PLAN_PREVIEW_CHARS] + f"\n… (truncated; the whole plan is {request.plan_path})"
+    plan = request.plan  # whole: the approval covers exactly the text the user is shown
     summary = f"\n\nSummary: {request.summary}" if request.summary else ""
     message = (
         f"The agent proposes this plan ({request.plan_path}) and asks to leave plan mode."
