@@ -19,13 +19,21 @@ VERSION = "2026.8.31"
 BIN = "mcp-server-filesystem"
 
 
-def cache_dir() -> Path:
-    """``$GUARD_MCP_FS_DIR``, else ``~/.cache/openoxide-guard-tests/server-filesystem-VERSION``."""
+def _default_cache_dir() -> Path:
     given = os.environ.get("GUARD_MCP_FS_DIR")
     if given:
         return Path(given)
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "openoxide-guard-tests" / f"server-filesystem-{VERSION}"
+
+
+# fixed at import (test collection), before fixtures point HOME at a temporary directory
+_CACHE_DIR = _default_cache_dir()
+
+
+def cache_dir() -> Path:
+    """``$GUARD_MCP_FS_DIR``, else ``~/.cache/openoxide-guard-tests/server-filesystem-VERSION``."""
+    return _CACHE_DIR
 
 
 def server_binary() -> Path:

@@ -25,14 +25,21 @@ def host_config(name: str) -> tuple[str, list[str]]:
     return server["command"], server["args"]
 
 
+@pytest.fixture(scope="module")
+def fs_server() -> Path:
+    try:
+        return server_binary()
+    except RuntimeError as exc:
+        pytest.skip(f"the real MCP filesystem server is not installable here: {exc}")
+
+
 @pytest.mark.parametrize(
     "name", ["claude_desktop_config.json", "cursor_mcp.json", "codex_config.toml"]
 )
-def test_example_starts_a_guarded_server_in_plan_mode(tmp_path: Path, name: str) -> None:
-    try:
-        fs = server_binary()
-    except RuntimeError as exc:
-        pytest.skip(f"the real MCP filesystem server is not installable here: {exc}")
+def test_example_starts_a_guarded_server_in_plan_mode(
+    tmp_path: Path, name: str, fs_server: Path
+) -> None:
+    fs = fs_server
     command, args = host_config(name)
     assert command == "guard" and args[0] == "mcp"
     npx = ["npx", "-y", f"{PACKAGE}@{VERSION}"]
