@@ -42,7 +42,7 @@ from typing import IO, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from guard.decide import Guard
-from guard.effects import Action, Decision, Effect, GuardError
+from guard.effects import PATH_KINDS, Action, Decision, Effect, GuardError
 from guard.mcp import asking
 from guard.mcp.effects import EffectsFn, mcp_effects
 from guard.planning import events
@@ -133,6 +133,7 @@ class McpProxy:
                         " add one or name the agent with --agent"
                     )
         self.effects_fn = effects_fn or mcp_effects
+        self.relative_base_mismatch = _relative_base_mismatch(server_cmd, cwd)
         self.client_in = client_in if client_in is not None else sys.stdin.buffer
         self.client_out = client_out if client_out is not None else sys.stdout.buffer
         self._log = log or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -191,6 +192,18 @@ class McpProxy:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _check_relative(self, effects: list[Effect]) -> None:
+        """Refuse relative paths when guard and the server would resolve them differently."""
+        if self.relative_base_mismatch is None:
+            return
+        for e in effects:
+            target = e.target
+            if e.kind in PATH_KINDS and target and not target.startswith(("/", "~")):
+                raise GuardError(
+                    f"relative path {target!r}: {self.relative_base_mismatch}; give an"
+                    " absolute path"
+                )
 
     # -- mode ------------------------------------------------------------------------------
 
@@ -292,6 +305,8 @@ class McpProxy:
                 " check the command after `--`"
             ) from None
         self._sync_mode()
+        if self.relative_base_mismatch is not None:
+            self.log(f"warning: relative paths will be refused: {self.relative_base_mismatch}")
         self.log(
             f"serving {' '.join(self.server_cmd)} (pid {self._server.pid}); session"
             f" {self.session.id} in {self._mode.value} mode; agent"
@@ -482,6 +497,7 @@ class McpProxy:
                 effects = [Effect.tool(name, "guard planning tool")]
             else:
                 effects = self.effects_fn(name, arguments, self.cwd)
+                self._check_relative(effects)
             decision = self.guard.decide(agent, effects, self.cwd)
         except Exception as exc:  # fail closed
             agent = self.fixed_agent or "?"
@@ -698,6 +714,28 @@ class McpProxy:
             if thread.is_alive():
                 self.log(f"audit log: {self._audit_queue.qsize()} decisions not yet written")
             self._audit_thread = None
+
+
+def _relative_base_mismatch(server_cmd: list[str], cwd: str) -> str | None:
+    """Why relative paths are ambiguous, or None.
+
+    guard resolves a relative path against ``cwd``. A server given directories on its
+    command line (the filesystem server's allowed directories) resolves it against the
+    first of them instead. When ``cwd`` is none of those, the two would decide about
+    and write to different files, so relative paths are refused.
+    """
+    real_cwd = os.path.realpath(cwd)
+    dirs = [
+        os.path.realpath(os.path.join(cwd, arg))
+        for arg in server_cmd[1:]
+        if not arg.startswith("-") and os.path.isdir(os.path.join(cwd, arg))
+    ]
+    if not dirs or dirs[0] == real_cwd:
+        return None
+    return (
+        f"the server may resolve it against {dirs[0]} (a directory on its command line) while"
+        f" guard resolves it against {real_cwd}; start guard with --cwd {dirs[0]}"
+    )
 
 
 def _with(d: Decision, reason: str, action: Action | None = None) -> Decision:

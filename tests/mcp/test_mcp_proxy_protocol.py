@@ -268,3 +268,23 @@ def test_file_resources_are_reads_the_policy_decides(
     assert "result" in other  # not a file: the policy has nothing to say, forwarded
     seen = [m["params"]["uri"] for m in received(log) if m.get("method") == "resources/read"]
     assert seen == [(repo / "src" / "app.py").as_uri(), "memo://notes/1"]
+
+
+def test_relative_paths_are_refused_when_guard_and_server_resolve_them_differently(
+    fs_server: Path, repo: Path
+) -> None:
+    """Attack: guard runs in the worktree, the filesystem server serves src/. A relative
+    ".openoxide/plans/p.md" looks like the plan file to guard but the server would write
+    src/.openoxide/plans/p.md. Relative paths must be refused, with the fix named."""
+    client = RawClient([], repo, [str(fs_server), str(repo / "src")])
+    try:
+        client.initialize()
+        answer = client.call("write_file", {"path": ".openoxide/plans/p.md", "content": "x"})
+        assert answer["result"]["isError"] is True
+        assert f"--cwd {repo / 'src'}" in result_text(answer)
+        assert not (repo / "src" / ".openoxide").exists()
+        absolute = client.call("read_text_file", {"path": str(repo / "src" / "app.py")}, 8)
+        assert absolute["result"].get("isError") is not True, absolute
+        assert "relative paths will be refused" in client.stderr()
+    finally:
+        client.close()
