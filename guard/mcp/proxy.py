@@ -154,6 +154,7 @@ class McpProxy:
         self._session_stamp: tuple[int, int, int] | None = None
         self._session_lock = threading.Lock()
         self._initialized = False
+        self._roots_requests: set[Any] = set()
         self._audit_queue: queue.Queue[events.Decision | None] = queue.Queue()
         self._audit_thread: threading.Thread | None = None
 
@@ -431,6 +432,9 @@ class McpProxy:
                 if not future.done():
                     future.set_result(message)
                 return
+            if has_id and message["id"] in self._roots_requests:
+                self._roots_requests.discard(message["id"])
+                self._note_roots(message.get("result"))
             await self._forward(line)  # an answer to the server's request
             return
         if not isinstance(method, str):
@@ -643,7 +647,27 @@ class McpProxy:
                     self._patch_tools_list(message["result"])
                 self._send_client(message)
                 return
+        if message.get("method") == "roots/list" and "id" in message:
+            self._roots_requests.add(message["id"])
         self._send_client(line)
+
+    def _note_roots(self, result: Any) -> None:
+        """The client's roots become the server's directories: check them like its argv."""
+        roots = result.get("roots") if isinstance(result, dict) else None
+        first = roots[0] if isinstance(roots, list) and roots else None
+        uri = first.get("uri") if isinstance(first, dict) else None
+        if not isinstance(uri, str) or urlsplit(uri).scheme != "file":
+            return
+        root = os.path.realpath(unquote(urlsplit(uri).path))
+        if root != os.path.realpath(self.cwd):
+            self.relative_base_mismatch = (
+                f"the server may resolve it against {root} (the client's first root) while"
+                f" guard resolves it against {os.path.realpath(self.cwd)}; start guard with"
+                f" --cwd {root}"
+            )
+            self.log(f"warning: relative paths will be refused: {self.relative_base_mismatch}")
+        else:
+            self.relative_base_mismatch = None
 
     def _patch_initialize(self, result: Json) -> None:
         caps = result.get("capabilities")

@@ -90,6 +90,8 @@ async def connect(
     repo: Path,
     *options: str,
     answer: Callable[[str, dict[str, Any]], types.ElicitResult] | None = None,
+    roots: list[Path] | None = None,
+    roots_listed: asyncio.Event | None = None,
 ) -> AsyncIterator[Client]:
     """Start `guard mcp OPTIONS -- mcp-server-filesystem REPO` the way an MCP host does."""
     stderr = repo.parent / "guard-mcp.stderr"
@@ -115,11 +117,25 @@ async def connect(
 
         elicit = elicit_cb
 
+    list_roots: Any = None
+    if roots is not None:
+
+        async def list_roots_cb(context: Any) -> types.ListRootsResult:
+            if roots_listed is not None:
+                asyncio.get_running_loop().call_later(0.5, roots_listed.set)
+            return types.ListRootsResult(roots=[types.Root(uri=r.as_uri()) for r in roots])
+
+        list_roots = list_roots_cb
+
     with stderr.open("w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
             ClientSession(
-                read, write, elicitation_callback=elicit, message_handler=on_message
+                read,
+                write,
+                elicitation_callback=elicit,
+                message_handler=on_message,
+                list_roots_callback=list_roots,
             ) as session,
         ):
             init = await session.initialize()
@@ -300,3 +316,24 @@ def test_pinned_agent_ignores_mode(fs_server: Path, repo: Path) -> None:
 
     asyncio.run(scenario())
     assert (repo / "src" / "app.py").read_text() == "y\n"
+
+
+def test_client_roots_that_move_the_servers_base_make_relative_paths_refused(
+    fs_server: Path, repo: Path
+) -> None:
+    """Attack: the client's roots (which the filesystem server adopts in place of its
+    command-line directories) point at src/, so a relative ".openoxide/plans/p.md" would
+    look like the plan file to guard while the server writes under src/."""
+    listed = asyncio.Event()
+    (repo / "src" / ".openoxide" / "plans").mkdir(parents=True)  # so the write could land
+
+    async def scenario() -> None:
+        async with connect(fs_server, repo, roots=[repo / "src"], roots_listed=listed) as c:
+            await asyncio.wait_for(listed.wait(), 15)
+            r = await c.call("write_file", path=".openoxide/plans/p.md", content="x")
+            assert r.is_error and f"--cwd {repo / 'src'}" in text(r)
+            r = await c.call("read_text_file", path=str(repo / "src" / "app.py"))
+            assert not r.is_error, text(r)
+
+    asyncio.run(scenario())
+    assert not (repo / "src" / ".openoxide" / "plans" / "p.md").exists()

@@ -276,13 +276,14 @@ def test_relative_paths_are_refused_when_guard_and_server_resolve_them_different
     """Attack: guard runs in the worktree, the filesystem server serves src/. A relative
     ".openoxide/plans/p.md" looks like the plan file to guard but the server would write
     src/.openoxide/plans/p.md. Relative paths must be refused, with the fix named."""
+    (repo / "src" / ".openoxide" / "plans").mkdir(parents=True)  # so the write could land
     client = RawClient([], repo, [str(fs_server), str(repo / "src")])
     try:
         client.initialize()
         answer = client.call("write_file", {"path": ".openoxide/plans/p.md", "content": "x"})
         assert answer["result"]["isError"] is True
         assert f"--cwd {repo / 'src'}" in result_text(answer)
-        assert not (repo / "src" / ".openoxide").exists()
+        assert not (repo / "src" / ".openoxide" / "plans" / "p.md").exists()
         absolute = client.call("read_text_file", {"path": str(repo / "src" / "app.py")}, 8)
         assert absolute["result"].get("isError") is not True, absolute
         assert "relative paths will be refused" in client.stderr()
