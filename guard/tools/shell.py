@@ -43,6 +43,8 @@ _SILENT_READS = frozenset({"/dev/zero", "/dev/urandom", "/dev/random", "/dev/nul
 _SILENT_TARGETS = frozenset(
     {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"}
 )
+# Absolute program paths taken to be the program of that name (root-owned system dirs).
+_SYSTEM_BIN_DIRS = frozenset({"/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin"})
 _BRACE_EXPANSION = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _GLOB = re.compile(r"(?<!\\)[*?\[]")
 
@@ -530,9 +532,12 @@ def _command(ctx: Ctx, argv: list[Arg], heredoc: str | None) -> None:
         ctx.unknown_write("a computed program name can be any program")
         return
     if "/" in name:
-        ctx.add(Effect.exec(name, f"program given by path: {name} (not analysed)"))
-        ctx.unknown_exec(f"{name} is not the allowlisted program of the same name")
-        return
+        head, base = posixpath.split(posixpath.normpath(name))
+        if not (name.startswith("/") and head in _SYSTEM_BIN_DIRS and base in _PROGRAMS):
+            ctx.add(Effect.exec(name, f"program given by path: {name} (not analysed)"))
+            ctx.unknown_exec(f"{name} is not the allowlisted program of the same name")
+            return
+        name = base  # /usr/bin/rm is rm: system directories hold the real programs
     handler = _PROGRAMS.get(name)
     if handler is None:
         _unknown_program(ctx, name, args)
@@ -681,7 +686,9 @@ for _names, _sv, _lv, _reads_files in (
       "nproc", "arch", "tty", "locale", "printenv", "basename", "dirname", "seq", "tr",
       "which", "type", "hash_not_really", "dirs", "logname", "users", "uptime", "free",
       "getconf", "jobs", "wait", "sleep", "test", "[", "expr", "factor", "cal", "ps",
-      "lscpu", "lsblk", "ulimit_not_really", "help", "umask_not_really"),
+      "lscpu", "lsblk", "ulimit_not_really", "help", "umask_not_really", "yes", "break",
+      "continue", "return", "exit", "shift", "getopts", "caller", "times", "disown", "bg",
+      "fg", "nl_not_really", "tput", "stty_not_really", "clear", "env_not_really"),
      "", (), False),
 ):
     _h = _simple_reader(_sv, _lv, reads=_reads_files)
@@ -823,8 +830,17 @@ def _find(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
                 cwds: list[str | None] = [None] if a.text in ("-execdir", "-okdir") else ctx.cwds
                 sub = Ctx(depth=ctx.depth + 1, cwd=ctx.cwd, cwds=cwds, tainted=ctx.tainted)
                 _command(sub, inner, None)
+                # {} is a path found below the roots: for a read that is precise enough;
+                # writes and deletes stay unknown (the root's rule is not its files' rule)
+                literal = all(b.text is not None for b in expr[j + 1 : skip_until])
+                named = [r for r in roots or [Arg(".")] if r.literal is not None]
                 for e in sub.effects:
-                    ctx.add(e)
+                    if (e.kind is EffectKind.READ and e.target is None and literal and named
+                            and a.text in ("-exec", "-ok") and len(named) == len(roots or [1])):
+                        for r in named:
+                            ctx.read(r, f"find {a.text} {inner[0].text} reads files below it")
+                    else:
+                        ctx.add(e)
             else:
                 ctx.unknown_exec(f"find {a.text} without a command")
         elif a.text == "-delete":
@@ -948,9 +964,9 @@ def _all_pos(short_value: str = "", long_value: Iterable[str] = (), kind: str = 
     def handler(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
         p = parse_opts(args, short_value, long_value)
         targets = p.pos[skip:]
-        if kind == "delete" and not targets:
-            return
-        if not targets and kind == "write":
+        if kind in ("delete", "tee") and not targets:
+            return  # rm without operands fails; tee without files only prints
+        if not targets:
             ctx.unknown_write(f"{name} without operands")
         for t in targets:
             if kind == "delete":
@@ -972,7 +988,7 @@ _PROGRAMS["mkdir"] = _all_pos("m", ("--mode", "--context"))
 _PROGRAMS["mkfifo"] = _all_pos("m", ("--mode",))
 _PROGRAMS["mknod"] = _all_pos("m", ("--mode",))
 _PROGRAMS["truncate"] = _all_pos("sr", ("--size", "--reference"))
-_PROGRAMS["tee"] = _all_pos()
+_PROGRAMS["tee"] = _all_pos(kind="tee")
 _PROGRAMS["setfacl"] = _all_pos("mMxX", ("--modify", "--remove", "--set", "--set-file"))
 _PROGRAMS["chattr"] = _all_pos("vp")
 _PROGRAMS["setfattr"] = _all_pos("nvx", ("--name", "--value", "--remove", "--restore"))
@@ -1487,6 +1503,7 @@ for _w, _h in (
     ("exec", _skip_opts_then_run("a", bad=())),
     ("stdbuf", _skip_opts_then_run("ioe", ("--input", "--output", "--error"))),
     ("chronic", _skip_opts_then_run("")),
+    ("coproc", _skip_opts_then_run("")),
     ("unbuffer", _skip_opts_then_run("")),
 ):
     _PROGRAMS[_w] = _h
@@ -1723,6 +1740,19 @@ def _export_cmd(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> No
             ctx.unknown_exec(f"{name} with a computed argument")
         elif not a.text.startswith("-"):
             _taint_if_dangerous(ctx, a.text.split("=", 1)[0])
+
+
+@_program("read", "mapfile", "readarray")
+def _read_builtin(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    """read/mapfile assign variables; a subscripted name or -C callback evaluates code."""
+    p = parse_opts(args, "adinNptuCcs", ())
+    if p.has("-C"):
+        ctx.unknown_exec(f"{name} -C runs a callback")
+    for a in [*p.pos, *p.values("-a")]:
+        if a.text is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", a.text):
+            ctx.unknown_exec(f"{name} into {a.text or 'a computed name'}: subscripts are evaluated")
+        else:
+            _taint_if_dangerous(ctx, a.text)
 
 
 @_program("let")
