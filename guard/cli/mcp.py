@@ -43,6 +43,8 @@ Examples:
 
   guard mcp -- npx -y @modelcontextprotocol/server-filesystem@2026.8.31 .
 
+  guard mcp --cwd ~/project -- mcp-server-filesystem ~/project   # from a host's config
+
   guard mcp --mode build -- mcp-server-filesystem /path/to/project
 
   guard mcp --agent plan --policy .openoxide/policy.toml -- ./my-server --stdio
