@@ -71,7 +71,7 @@ class Pattern:
         if self.regex is None or (self.dir_only and not is_dir):
             return False
         subject = rel if self.anchored else rel.rsplit("/", 1)[-1]
-        return self.regex.fullmatch(subject) is not None
+        return self.regex.fullmatch(as_bytes(subject)) is not None
 
 
 class PatternError(ValueError):
@@ -118,9 +118,19 @@ def parse_pattern(line: str, source: Source | None = None) -> Pattern | None:
         line = line[1:]
     if line == "":
         return Pattern(text, negated, dir_only, root, anchored, line, None, source, "empty pattern")
-    regex_src, problem = glob_to_regex(line)
+    regex_src, problem = glob_to_regex(as_bytes(line))
     regex = re.compile(regex_src, re.DOTALL) if regex_src is not None else None
     return Pattern(text, negated, dir_only, root, anchored, line, regex, source, problem)
+
+
+def as_bytes(s: str) -> str:
+    """``s`` as one character per UTF-8 byte, the unit git's wildmatch works on.
+
+    Regexes are compiled from, and run on, this form, so ``?`` and ``[...]``
+    match one byte as in git (``?.md`` does not match ``é.md``). Literal
+    look-ups need no conversion: equal strings have equal bytes.
+    """
+    return s if s.isascii() else s.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 def _ends_with_escape(s: str) -> bool:
@@ -250,6 +260,8 @@ class _RxClass:
     per_list: list[_Rx]
 
     def hits(self, subject: str, sel: int, best: list[int] | None, n: int) -> list[int] | None:
+        if not subject.isascii():
+            subject = as_bytes(subject)
         pre = self.any_rx[sel]
         if pre is not None and pre.fullmatch(subject) is None:
             return best
@@ -558,7 +570,7 @@ def _classify(a: dict[str, Any], list_id: int, idx: int, p: Pattern) -> None:
         first = comps[0] if _is_literal(comps[0]) else ""
         a["fixed"].setdefault((len(comps), first), {}).setdefault(list_id, []).append((idx, p))
     elif stars[0] and not any(stars[1:]):
-        tail_src, _ = glob_to_regex("/".join(comps[1:]))
+        tail_src, _ = glob_to_regex(as_bytes("/".join(comps[1:])))
         assert tail_src is not None  # the whole body compiled, so its tail does
         tail = Pattern(
             p.text, p.negated, d, p.root, True, body, re.compile(tail_src, re.DOTALL), p.source
