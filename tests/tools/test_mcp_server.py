@@ -10,30 +10,26 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from guard.tools import effects_for
-from guard.tools.mcp import TOOLS
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVER_VERSION = "2026.8.31"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
+from fsserver import server_binary
+
+from guard.tools.mcp import TOOLS
 
 
 def _server() -> str:
-    local = ROOT / "node_modules" / ".bin" / "mcp-server-filesystem"
-    found = str(local) if local.exists() else shutil.which("mcp-server-filesystem")
-    if found is None:
-        pytest.fail(
-            "mcp-server-filesystem is not installed; run"
-            f" `npm install --no-save @modelcontextprotocol/server-filesystem@{SERVER_VERSION}`"
-            " in the repository root (CI does)"
-        )
-    return found
+    try:
+        return str(server_binary())
+    except RuntimeError as exc:
+        pytest.fail(f"the real MCP filesystem server is needed: {exc}")
 
 
 def _tools(tmp_path: Path) -> list[dict[str, Any]]:
