@@ -271,6 +271,52 @@ class _RxClass:
         return best
 
 
+_SPECIAL = frozenset("*?[]\\")
+
+
+def literal_suffix(glob: str) -> str:
+    """The longest tail of ``glob`` without glob syntax: every match ends with it."""
+    i = len(glob)
+    while i > 0 and glob[i - 1] not in _SPECIAL:
+        i -= 1
+    return glob[i:]
+
+
+class _SuffixIndex:
+    """Regex patterns keyed by their literal suffix, so most subjects run no regex."""
+
+    __slots__ = ("any", "by_suffix", "general", "lengths")
+
+    def __init__(self, by_list: dict[int, list[tuple[int, Pattern]]]) -> None:
+        keyed: dict[str, dict[int, list[tuple[int, Pattern]]]] = {}
+        rest: dict[int, list[tuple[int, Pattern]]] = {}
+        for list_id, items in by_list.items():
+            for idx, p in items:
+                assert p.regex is not None
+                suffix = literal_suffix(p.body if not p.body.startswith("**/") else p.body[3:])
+                if suffix and p.regex.pattern.endswith(re.escape(as_bytes(suffix))):
+                    keyed.setdefault(suffix, {}).setdefault(list_id, []).append((idx, p))
+                else:
+                    rest.setdefault(list_id, []).append((idx, p))
+        self.by_suffix = {k: _combine_by_list(v) for k, v in keyed.items()}
+        self.lengths = tuple(sorted({len(k) for k in keyed}))
+        self.general = _combine_by_list(rest) if rest else None
+        self.any = bool(by_list)
+
+    def hits(self, subject: str, sel: int, best: list[int] | None, n: int) -> list[int] | None:
+        ls = len(subject)
+        table = self.by_suffix
+        for ln in self.lengths:
+            if ln > ls:
+                break
+            c = table.get(subject[ls - ln :])
+            if c is not None:
+                best = c.hits(subject, sel, best, n)
+        if self.general is not None:
+            best = self.general.hits(subject, sel, best, n)
+        return best
+
+
 class _Table:
     """Key -> per list, the best (file-level, directory-level-only) index."""
 
@@ -309,9 +355,9 @@ class _Group:
     under: dict[str, PerList]  # "PREFIX/**": every level below PREFIX
     root_hit: PerList | None  # "{root}" alone: the root directory itself
     fixed: dict[tuple[int, str], _RxClass]  # no "**": by depth and literal first component
-    tails: tuple[tuple[int, _RxClass], ...]  # "**/a/*.b": the last k components
-    anchored: _RxClass  # anything else anchored
-    base: _RxClass  # anything else matched against the last component
+    tails: tuple[tuple[int, _SuffixIndex], ...]  # "**/a/*.b": the last k components
+    anchored: _SuffixIndex  # anything else anchored
+    base: _SuffixIndex  # anything else matched against the last component
 
 
 def _is_literal(s: str) -> bool:
@@ -403,9 +449,9 @@ class RuleSet:
                     root_hit=a["paths"].split()[1].get(""),
                     under=under_files,
                     fixed={k: _combine_by_list(v) for k, v in a["fixed"].items()},
-                    tails=tuple((k, _combine_by_list(v)) for k, v in sorted(a["tails"].items())),
-                    anchored=_combine_by_list(a["anchored"]),
-                    base=_combine_by_list(a["base"]),
+                    tails=tuple((k, _SuffixIndex(v)) for k, v in sorted(a["tails"].items())),
+                    anchored=_SuffixIndex(a["anchored"]),
+                    base=_SuffixIndex(a["base"]),
                 )
             )
         self._groups = tuple(sorted(groups, key=lambda gr: len(gr.root)))
@@ -530,16 +576,16 @@ class RuleSet:
                             best = c.hits(level, sel, best, n)
                 if g.tails:
                     cut, done = len(level), 0
-                    for k, c in g.tails:
+                    for k, tail in g.tails:
                         if k > depth:
                             break
                         while done < k:
                             cut = level.rfind("/", 0, cut)
                             done += 1
-                        best = c.hits(level[cut + 1 :], sel, best, n)
-            if g.anchored.per_list:
+                        best = tail.hits(level[cut + 1 :], sel, best, n)
+            if g.anchored.any:
                 best = g.anchored.hits(level, sel, best, n)
-            if g.base.per_list:
+            if g.base.any:
                 best = g.base.hits(comp, sel, best, n)
             if record is not None and g.under:
                 t = g.under.get(level)
