@@ -5,12 +5,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from guard.effects import Action
 from guard.lint.corpus import CORPUS
-from guard.lint.review import landlock_abi, run_review, to_markdown
+from guard.lint.review import landlock_abi, run_review
 
 from .helpers import guard
 
@@ -84,15 +86,30 @@ def test_layers_report_what_is_here(repo: Path) -> None:
     assert "host hooks" in layers  # nothing installed in a fresh repository
 
 
-def test_missing_tool_analysis_is_said_and_fails(repo: Path) -> None:
+def test_rows_use_the_tool_analysis_when_installed(repo: Path) -> None:
     review = run_review(cwd=str(repo))
-    md = to_markdown(review)
     if TOOLS_LAYER:
         assert all(r.source in ("analysed", "error") for r in review.rows)
         assert not review.failed()
     else:
-        assert "MISSING LAYER" in md and "(declared)" in md
-        assert review.failed() and "tool-call analysis layer" in review.verdict()
+        assert all(r.source == "declared" for r in review.rows)
+
+
+def test_missing_tool_analysis_is_said_and_fails(repo: Path) -> None:
+    """Without guard.tools (import made to fail), the review names the missing layer,
+    decides on declared effects, and exits 3: it cannot vouch for the hooks."""
+    code = (
+        "import sys; sys.modules['guard.tools'] = None\n"
+        "from guard.lint.review import run_review, to_markdown\n"
+        "review = run_review(); print(to_markdown(review)); sys.exit(3 if review.failed() else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert "MISSING LAYER" in r.stdout and "(declared)" in r.stdout
+    assert "tool-call analysis layer (guard.tools) is missing" in r.stdout
+    md_rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| cc-write |")]
+    assert md_rows and "| deny | blocked |" in md_rows[0]
 
 
 def test_installed_hook_is_detected(repo: Path) -> None:
