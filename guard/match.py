@@ -242,6 +242,7 @@ def _esc(c: str) -> str:
 
 RxPair = tuple[re.Pattern[str] | None, re.Pattern[str] | None]
 PerList = tuple[int, ...]  # the best pattern index per list, -1 for none
+SuffixEntry = tuple["PerList | None", "_RxClass | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +272,7 @@ class _RxClass:
         return best
 
 
+SUFFIX_KEY = 4
 _SPECIAL = frozenset("*?[]\\")
 
 
@@ -295,6 +297,8 @@ class _SuffixIndex:
                 assert p.regex is not None
                 suffix = literal_suffix(p.body if not p.body.startswith("**/") else p.body[3:])
                 if suffix and p.regex.pattern.endswith(re.escape(as_bytes(suffix))):
+                    # at most SUFFIX_KEY characters: few key lengths, so few look-ups
+                    suffix = suffix[-SUFFIX_KEY:]
                     keyed.setdefault(suffix, {}).setdefault(list_id, []).append((idx, p))
                 else:
                     rest.setdefault(list_id, []).append((idx, p))
@@ -302,19 +306,6 @@ class _SuffixIndex:
         self.lengths = tuple(sorted({len(k) for k in keyed}))
         self.general = _combine_by_list(rest) if rest else None
         self.any = bool(by_list)
-
-    def hits(self, subject: str, sel: int, best: list[int] | None, n: int) -> list[int] | None:
-        ls = len(subject)
-        table = self.by_suffix
-        for ln in self.lengths:
-            if ln > ls:
-                break
-            c = table.get(subject[ls - ln :])
-            if c is not None:
-                best = c.hits(subject, sel, best, n)
-        if self.general is not None:
-            best = self.general.hits(subject, sel, best, n)
-        return best
 
 
 class _Table:
@@ -349,7 +340,9 @@ class _Group:
     prefix_len: int
     match_all: tuple[PerList | None, PerList | None]  # "**", "*" (per level kind)
     names: tuple[dict[str, PerList], dict[str, PerList]]  # literal last component
-    suffixes: tuple[dict[str, PerList], dict[str, PerList]]  # "*SUFFIX"
+    # "*SUFFIX" patterns and other last-component globs keyed by their literal suffix:
+    # per level kind, suffix -> (best index per list of "*SUFFIX", regexes to run)
+    suffixes: tuple[dict[str, SuffixEntry], dict[str, SuffixEntry]]
     suffix_lengths: tuple[int, ...]
     paths: tuple[dict[str, PerList], dict[str, PerList]]  # literal anchored path
     under: dict[str, PerList]  # "PREFIX/**": every level below PREFIX
@@ -357,7 +350,7 @@ class _Group:
     fixed: dict[tuple[int, str], _RxClass]  # no "**": by depth and literal first component
     tails: tuple[tuple[int, _SuffixIndex], ...]  # "**/a/*.b": the last k components
     anchored: _SuffixIndex  # anything else anchored
-    base: _SuffixIndex  # anything else matched against the last component
+    base: _RxClass | None  # last-component globs without a literal suffix
 
 
 def _is_literal(s: str) -> bool:
@@ -435,7 +428,15 @@ class RuleSet:
         for base, a in acc.items():
             all_files, all_dirs = a["all"].split()
             under_files, _ = a["under"].split()
-            suffixes = a["suffixes"].split()
+            pure = a["suffixes"].split()
+            last = _SuffixIndex(a["base"])
+            suffixes = tuple(
+                {
+                    k: (pure[sel].get(k), last.by_suffix.get(k))
+                    for k in set(pure[sel]) | set(last.by_suffix)
+                }
+                for sel in (0, 1)
+            )
             groups.append(
                 _Group(
                     root=base,
@@ -443,7 +444,7 @@ class RuleSet:
                     prefix_len=len(base) + 1,
                     match_all=(all_files.get("*"), all_dirs.get("*")),
                     names=a["names"].split(),
-                    suffixes=suffixes,
+                    suffixes=(suffixes[0], suffixes[1]),
                     suffix_lengths=tuple(sorted({len(k) for k in suffixes[1]})),
                     paths=a["paths"].split(),
                     root_hit=a["paths"].split()[1].get(""),
@@ -451,7 +452,7 @@ class RuleSet:
                     fixed={k: _combine_by_list(v) for k, v in a["fixed"].items()},
                     tails=tuple((k, _SuffixIndex(v)) for k, v in sorted(a["tails"].items())),
                     anchored=_SuffixIndex(a["anchored"]),
-                    base=_SuffixIndex(a["base"]),
+                    base=last.general,
                 )
             )
         self._groups = tuple(sorted(groups, key=lambda gr: len(gr.root)))
@@ -560,9 +561,12 @@ class RuleSet:
                 for ln in g.suffix_lengths:
                     if ln > lc:
                         break
-                    t = sfx.get(comp[lc - ln :])
-                    if t is not None:
-                        best = _merge(best, t)
+                    e = sfx.get(comp[lc - ln :])
+                    if e is not None:
+                        if e[0] is not None:
+                            best = _merge(best, e[0])
+                        if e[1] is not None:
+                            best = e[1].hits(comp, sel, best, n)
             t = g.paths[sel].get(level)
             if t is not None:
                 best = _merge(best, t)
@@ -582,10 +586,28 @@ class RuleSet:
                         while done < k:
                             cut = level.rfind("/", 0, cut)
                             done += 1
-                        best = tail.hits(level[cut + 1 :], sel, best, n)
-            if g.anchored.any:
-                best = g.anchored.hits(level, sel, best, n)
-            if g.base.any:
+                        subject = level[cut + 1 :]
+                        ls = len(subject)
+                        for ln in tail.lengths:
+                            if ln > ls:
+                                break
+                            c = tail.by_suffix.get(subject[ls - ln :])
+                            if c is not None:
+                                best = c.hits(subject, sel, best, n)
+                        if tail.general is not None:
+                            best = tail.general.hits(subject, sel, best, n)
+            anch = g.anchored
+            if anch.any:
+                ls = len(level)
+                for ln in anch.lengths:
+                    if ln > ls:
+                        break
+                    c = anch.by_suffix.get(level[ls - ln :])
+                    if c is not None:
+                        best = c.hits(level, sel, best, n)
+                if anch.general is not None:
+                    best = anch.general.hits(level, sel, best, n)
+            if g.base is not None:
                 best = g.base.hits(comp, sel, best, n)
             if record is not None and g.under:
                 t = g.under.get(level)
