@@ -64,8 +64,9 @@ def _line_for_root(p: Pattern) -> str:
     text = p.text[1:] if p.negated else p.text
     if p.root == "/":
         rest = text[1:]  # "//abs/x" -> "/abs/x", anchored at "/"
-    elif p.root != "worktree":
-        rest = text[text.index("}") + 1 :] or "/**"  # "{plans}/*.md" -> "/*.md"
+    elif text.startswith("{"):
+        # "{plans}/*.md" -> "/*.md"; "{worktree}" alone (the root and all in it) -> "/**"
+        rest = text[text.index("}") + 1 :] or "/**"
     else:
         rest = text
     return ("!" if p.negated else "") + rest
