@@ -168,6 +168,8 @@ def run_command(
             "landlock_abi": abi,
             "landlock": landlock.unavailable_reason() or "available",
             "handled": landlock.right_names(landlock.handled_rights(abi)),
+            "signals_scoped": abi >= 6,
+            "tiocsti_filtered": landlock.tiocsti_filter_supported(),
             "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
             "notes": plan.notes,
         }

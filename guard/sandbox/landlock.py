@@ -429,16 +429,22 @@ def _tiocsti_program(machine: str) -> list[tuple[int, int, int, int]]:
     return out
 
 
+def tiocsti_filter_supported() -> bool:
+    """Whether :func:`deny_terminal_injection` has a syscall table for this machine."""
+    machine = platform.machine()
+    machine = "aarch64" if machine == "arm64" else machine
+    return sys.platform == "linux" and machine in _IOCTL_NRS
+
+
 def deny_terminal_injection() -> bool:
     """Make TIOCSTI and TIOCLINUX fail with EPERM for this process and its children.
 
     Returns False (and changes nothing) on an architecture guard has no table
     for. Needs no_new_privs, which :func:`restrict_self` sets. Irreversible.
     """
-    machine = platform.machine()
-    machine = "aarch64" if machine == "arm64" else machine
-    if sys.platform != "linux" or machine not in _IOCTL_NRS:
+    if not tiocsti_filter_supported():
         return False
+    machine = "aarch64" if platform.machine() == "arm64" else platform.machine()
     if _libc is None:
         _syscall()
     assert _libc is not None

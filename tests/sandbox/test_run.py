@@ -290,6 +290,7 @@ def test_explain_lists_the_writable_roots_and_runs_nothing(tree: Tree) -> None:
     assert "/dev/null" in paths
     assert str(tree.worktree) not in paths
     assert doc["landlock_abi"] >= 1
+    assert doc["tiocsti_filtered"] is True
 
 
 def test_build_agent_may_write_the_worktree(tree: Tree) -> None:
