@@ -76,13 +76,13 @@ def plan_dir(cwd: str | os.PathLike[str] | None = None, worktree: Path | None = 
     if worktree is not None:
         wt = Path(os.path.realpath(worktree))
         return PlanDir(wt / PLANS_SUBDIR, wt, f"worktree given explicitly: {wt}")
-    wt = find_worktree(start)
-    if wt is not None:
-        marker = next(m for m in VCS_MARKERS if os.path.lexists(wt / m))
+    found = find_worktree(start)
+    if found is not None:
+        marker = next(m for m in VCS_MARKERS if os.path.lexists(found / m))
         return PlanDir(
-            wt / PLANS_SUBDIR,
-            wt,
-            f"{start} is inside a worktree ({marker} found in {wt})",
+            found / PLANS_SUBDIR,
+            found,
+            f"{start} is inside a worktree ({marker} found in {found})",
         )
     key = project_key(start)
     return PlanDir(
@@ -106,7 +106,9 @@ class Roots:
 
     @classmethod
     def discover(
-        cls, cwd: str | os.PathLike[str] | None = None, worktree: str | os.PathLike[str] | None = None
+        cls,
+        cwd: str | os.PathLike[str] | None = None,
+        worktree: str | os.PathLike[str] | None = None,
     ) -> Roots:
         pd = plan_dir(cwd, Path(worktree) if worktree is not None else None)
         return cls(
@@ -132,10 +134,10 @@ class Roots:
             if root is None:
                 continue
             r = str(root)
-            if path == r or path.startswith(r.rstrip("/") + "/"):
-                if best is None or len(r) > best[0]:
-                    rest = path[len(r) :].lstrip("/")
-                    best = (len(r), "{" + name + "}" + ("/" + rest if rest else ""))
+            inside = path == r or path.startswith(r.rstrip("/") + "/")
+            if inside and (best is None or len(r) > best[0]):
+                rest = path[len(r) :].lstrip("/")
+                best = (len(r), "{" + name + "}" + ("/" + rest if rest else ""))
         return best[1] if best else path
 
 
@@ -184,10 +186,7 @@ def canonicalize(path: str, cwd: str | os.PathLike[str]) -> CanonicalPath:
     head, tail = os.path.split(full.rstrip("/") or "/")
     try:
         real = os.path.realpath(full)
-        if tail in ("", ".", ".."):
-            link = real
-        else:
-            link = os.path.join(os.path.realpath(head), tail)
+        link = real if tail in ("", ".", "..") else os.path.join(os.path.realpath(head), tail)
     except (OSError, ValueError) as exc:
         raise PathError(f"cannot resolve {path!r}: {exc}") from exc
     is_dir = False

@@ -1,0 +1,422 @@
+"""The evaluator: may this agent do this effect to this path?
+
+Compilation does the work (see :mod:`guard.match`); :meth:`Guard.decide_effect`
+is a short rule walk: protected > deny > ask > allow > default, memoized on
+the canonical input. Any exception while deciding is a deny whose reason is
+the error: guard never fails open.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from guard.effects import Action, Decision, Effect, EffectKind, GuardError
+from guard.match import CompiledList, Pattern, parse_pattern
+from guard.paths import CanonicalPath, Roots, canonicalize
+from guard.policy import BUILTIN_PREFIX, LoadedPolicy, load_policy, patterns_of
+from guard.policy.schema import AgentPolicy
+
+LISTS = ("deny", "ask", "allow")
+LIST_ACTION = {"deny": Action.DENY, "ask": Action.ASK, "allow": Action.ALLOW}
+NETWORK_ROOT = "//network"  # no canonical path starts with "//"
+MEMO_LIMIT = 1 << 16
+
+#: Denied for writes and deletes in every agent unless it sets ``protected = false``.
+PROTECTED_PATTERNS = (
+    ".openoxide/*",
+    "!.openoxide/plans",
+    "/.git/hooks/",
+    "/.git/config",
+    "/.claude/settings*.json",
+    "/.codex/",
+    "/.gemini/settings.json",
+    "/.cursor/hooks.json",
+    "{data}/*",
+    "!{data}/plans",
+    "{home}/.bashrc",
+    "{home}/.bash_profile",
+    "{home}/.bash_login",
+    "{home}/.bash_logout",
+    "{home}/.profile",
+    "{home}/.zshrc",
+    "{home}/.zshenv",
+    "{home}/.zprofile",
+    "{home}/.zlogin",
+    "{home}/.config/fish/",
+    "{home}/.gitconfig",
+    "{home}/.config/git/",
+    "{home}/.ssh/",
+    "{home}/.claude/settings*.json",
+    "{home}/.codex/",
+    "{home}/.gemini/settings.json",
+    "{home}/.cursor/hooks.json",
+)
+PROTECTED_SOURCE = "builtin:protected"
+
+
+def _escape_glob(path: str) -> str:
+    return "".join("\\" + c if c in "*?[\\!# " else c for c in path)
+
+
+@dataclass(frozen=True, slots=True)
+class ListHit:
+    """One list consulted by :meth:`Guard.explain`."""
+
+    list_name: str  # protected | deny | ask | allow
+    matches: list[tuple[str, Pattern]]  # (level, pattern) pairs that matched
+    decided_by: Pattern | None  # the pattern that decides this list (None: no match)
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    agent: str
+    effect: Effect
+    paths: list[str]
+    lists: dict[str, list[ListHit]]  # per checked path
+    decision: Decision
+
+
+class _Agent:
+    """One agent's rules, compiled against concrete roots."""
+
+    def __init__(self, guard: Guard, name: str, policy: AgentPolicy) -> None:
+        self.name = name
+        self.policy = policy
+        self.mode = policy.mode
+        self.default = policy.default
+        loaded = guard.loaded
+        roots = guard.root_map
+        self.lists: dict[EffectKind, dict[str, CompiledList]] = {}
+        for kind in (EffectKind.READ, EffectKind.WRITE, EffectKind.DELETE, EffectKind.EXEC):
+            compiled = {
+                ln: CompiledList(patterns_of(loaded, name, kind.value, ln), roots) for ln in LISTS
+            }
+            if policy.protected and kind in (EffectKind.WRITE, EffectKind.DELETE):
+                compiled["protected"] = CompiledList(guard.protected_patterns, roots)
+            self.lists[kind] = compiled
+        net_roots = {"worktree": NETWORK_ROOT}
+        self.lists[EffectKind.NETWORK] = {
+            ln: CompiledList(
+                [p for p in patterns_of(loaded, name, "network", ln) if p.root == "worktree"],
+                net_roots,
+            )
+            for ln in LISTS
+        }
+        self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
+
+    def kind_default(self, kind: EffectKind) -> tuple[Action, str]:
+        rules = getattr(self.policy, kind.value)
+        if rules.default is not None:
+            return rules.default, f"agents.{self.name}.{kind.value}.default"
+        return self.default, f"agents.{self.name}.default"
+
+
+class Guard:
+    """A compiled policy bound to concrete roots. Load it with :meth:`load`."""
+
+    def __init__(self, loaded: LoadedPolicy, roots: Roots, discovery: str = "") -> None:
+        self.loaded = loaded
+        self.roots = roots
+        self.discovery = discovery
+        self.root_map: dict[str, str | None] = {
+            "worktree": str(roots.worktree) if roots.worktree else None,
+            "plans": str(roots.plans),
+            "data": str(roots.data),
+            "home": str(roots.home),
+            "tmp": str(roots.tmp),
+        }
+        protected = [parse_pattern(p) for p in PROTECTED_PATTERNS]
+        protected += [parse_pattern("/" + _escape_glob(str(p))) for p in loaded.paths]
+        self.protected_patterns = [p for p in protected if p is not None]
+        self._agents: dict[str, _Agent] = {}
+
+    # -- construction ------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        policy: str | os.PathLike[str] | None = None,
+        worktree: str | os.PathLike[str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> Guard:
+        """Load a policy: explicit > $GUARD_POLICY > <worktree>/.openoxide/policy.toml > builtin."""
+        roots = Roots.discover(cwd, worktree)
+        spec: str
+        if policy is not None:
+            spec, why = os.fspath(policy), "given explicitly"
+        elif os.environ.get("GUARD_POLICY"):
+            spec, why = os.environ["GUARD_POLICY"], "from $GUARD_POLICY"
+        elif roots.worktree is not None and (roots.worktree / ".openoxide/policy.toml").is_file():
+            spec = str(roots.worktree / ".openoxide/policy.toml")
+            why = "the worktree's .openoxide/policy.toml"
+        else:
+            spec, why = BUILTIN_PREFIX + "default", "built-in default (no policy file found)"
+        return cls(load_policy(spec), roots, why)
+
+    # -- agents ------------------------------------------------------------
+
+    @property
+    def agent_names(self) -> list[str]:
+        return list(self.loaded.model.agents)
+
+    def agent(self, name: str) -> AgentPolicy:
+        try:
+            return self.loaded.model.agents[name]
+        except KeyError:
+            known = ", ".join(self.agent_names) or "none"
+            raise GuardError(
+                f"no agent {name!r} in policy {self.loaded.name}; agents: {known}"
+            ) from None
+
+    @property
+    def plan_agent_name(self) -> str | None:
+        names = [n for n, a in self.loaded.model.agents.items() if a.mode == "plan"]
+        return "plan" if "plan" in names else (names[0] if names else None)
+
+    @property
+    def build_agent_name(self) -> str | None:
+        names = [n for n, a in self.loaded.model.agents.items() if a.mode == "build"]
+        return "build" if "build" in names else (names[0] if names else None)
+
+    def _compiled(self, name: str) -> _Agent:
+        a = self._agents.get(name)
+        if a is None:
+            a = self._agents[name] = _Agent(self, name, self.agent(name))
+        return a
+
+    # -- deciding ----------------------------------------------------------
+
+    def decide(
+        self, agent: str, effects: Iterable[Effect], cwd: str | os.PathLike[str] | None = None
+    ) -> Decision:
+        """The strictest decision over ``effects`` (deny > ask > allow). Never raises."""
+        try:
+            decisions = [self.decide_effect(agent, e, cwd) for e in effects]
+        except Exception as exc:  # fail closed, whatever went wrong
+            return _error_decision(exc)
+        if not decisions:
+            return Decision(Action.DENY, "no effects to decide on", "guard.empty")
+        worst = max(decisions, key=lambda d: d.action.severity)
+        if worst.action is Action.ALLOW:
+            # the most specific allow: a path effect's rather than the tool table's
+            paths = [d for d in decisions if d.effect and d.effect.kind is not EffectKind.TOOL]
+            return paths[-1] if paths else worst
+        return worst
+
+    def decide_effect(
+        self, agent: str, effect: Effect, cwd: str | os.PathLike[str] | None = None
+    ) -> Decision:
+        """Decide one effect. Never raises: errors are denies."""
+        try:
+            return self._decide(agent, effect, cwd)
+        except Exception as exc:
+            return _error_decision(exc, effect)
+
+    def _decide(self, agent: str, effect: Effect, cwd: str | os.PathLike[str] | None) -> Decision:
+        a = self._compiled(agent)
+        kind = effect.kind
+        if kind is EffectKind.TOOL:
+            return self._decide_tool(a, effect)
+        if effect.target is None:
+            action, rule = a.kind_default(kind)
+            why = effect.detail or "target unknown"
+            return Decision(
+                action,
+                f"{kind.value} of an unknown target ({why}): {rule} is {action}",
+                rule,
+                effect,
+            )
+        if kind is EffectKind.NETWORK:
+            host = effect.target.strip().lower().rstrip(".")
+            if not host or "/" in host:
+                raise GuardError(f"invalid network host {effect.target!r}")
+            return self._decide_path(a, kind, f"{NETWORK_ROOT}/{host}", False, effect, host)
+        canon = canonicalize(effect.target, self._cwd(cwd))
+        decisions = [
+            self._decide_path(a, kind, path, canon.is_dir, effect, None)
+            for path in canon.candidates
+        ]
+        worst = max(decisions, key=lambda d: d.action.severity)
+        if len(decisions) > 1 and worst.action is not Action.DENY:
+            worst = _with_reason(
+                worst, worst.reason + f" (symlink {canon.link} -> {canon.real}: both checked)"
+            )
+        return self._hardlink_check(a, kind, canon, worst)
+
+    def _cwd(self, cwd: str | os.PathLike[str] | None) -> str:
+        if cwd is not None:
+            return os.fspath(cwd)
+        if self.roots.worktree is not None:
+            return str(self.roots.worktree)
+        return os.getcwd()
+
+    def _hardlink_check(
+        self, a: _Agent, kind: EffectKind, canon: CanonicalPath, d: Decision
+    ) -> Decision:
+        if kind is EffectKind.WRITE and a.mode == "plan" and canon.nlink > 1 and d.allowed:
+            return Decision(
+                Action.DENY,
+                f"write {self.roots.describe(canon.real)}: the file has {canon.nlink} hard links;"
+                " writing it would change other paths too",
+                "guard.hardlink",
+                d.effect,
+            )
+        return d
+
+    def _decide_path(
+        self,
+        a: _Agent,
+        kind: EffectKind,
+        path: str,
+        is_dir: bool,
+        effect: Effect,
+        shown: str | None,
+    ) -> Decision:
+        key = (kind, path, is_dir)
+        hit = a.memo.get(key)
+        if hit is not None:
+            return hit if hit.effect == effect else _with_effect(hit, effect)
+        lists = a.lists[kind]
+        where = shown if shown is not None else self.roots.describe(path)
+        decision: Decision | None = None
+        for list_name in ("protected", *LISTS):
+            cl = lists.get(list_name)
+            if cl is None:
+                continue
+            p = cl.matched(path, is_dir)
+            if p is not None:
+                decision = self._pattern_decision(a, kind, list_name, p, where, effect)
+                break
+        if decision is None:
+            action, rule = a.kind_default(kind)
+            decision = Decision(
+                action,
+                f"{kind.value} {where}: no rule matches; {rule} is {action}",
+                rule,
+                effect,
+            )
+        if len(a.memo) >= MEMO_LIMIT:
+            a.memo.clear()
+        a.memo[key] = decision
+        return decision
+
+    def _pattern_decision(
+        self, a: _Agent, kind: EffectKind, list_name: str, p: Pattern, where: str, effect: Effect
+    ) -> Decision:
+        if list_name == "protected":
+            rule = f"{PROTECTED_SOURCE}: {p.text!r}"
+            return Decision(
+                Action.DENY,
+                f"{kind.value} {where}: protected path ({p.text!r}); agents.{a.name}.protected"
+                " is true",
+                rule,
+                effect,
+            )
+        action = LIST_ACTION[list_name]
+        src = p.source
+        loc = f"agents.{a.name}.{kind.value}.{list_name}"
+        rule = f"{src.file}:{src.line}: {loc}[{src.index}] {p.text!r}" if src else loc
+        verb = {"deny": "denied", "ask": "needs approval", "allow": "allowed"}[list_name]
+        return Decision(action, f"{kind.value} {where}: {verb} by {loc} {p.text!r}", rule, effect)
+
+    def _decide_tool(self, a: _Agent, effect: Effect) -> Decision:
+        name = effect.target or ""
+        if name.startswith("task:") and a.policy.subagents is not None:
+            sub = name[5:]
+            if "*" in a.policy.subagents or sub in a.policy.subagents:
+                return Decision(
+                    Action.ALLOW,
+                    f"subagent {sub!r} is listed in agents.{a.name}.subagents; it inherits"
+                    f" {a.name}'s rules",
+                    self._rule_at(("agents", a.name, "subagents"), f"agents.{a.name}.subagents"),
+                    effect,
+                )
+            return Decision(
+                Action.DENY,
+                f"subagent {sub!r} is not in agents.{a.name}.subagents"
+                f" ({', '.join(a.policy.subagents) or 'empty'})",
+                self._rule_at(("agents", a.name, "subagents"), f"agents.{a.name}.subagents"),
+                effect,
+            )
+        if name.startswith("task:"):
+            name = "task"
+        tools = a.policy.tools
+        if name in tools:
+            action, key = tools[name], name
+        elif "*" in tools:
+            action, key = tools["*"], "*"
+        else:
+            action = a.default
+            rule = f"agents.{a.name}.default"
+            return Decision(
+                action,
+                f"tool {name!r} is not in agents.{a.name}.tools; {rule} is {action}",
+                rule,
+                effect,
+            )
+        loc = f"agents.{a.name}.tools.{key}" if key != "*" else f'agents.{a.name}.tools."*"'
+        rule = self._rule_at(("agents", a.name, "tools", key), loc)
+        return Decision(action, f"tool {name!r}: {loc} is {action}", rule, effect)
+
+    def _rule_at(self, loc: tuple[str | int, ...], text: str) -> str:
+        f, line = self.loaded.locate(loc)
+        return f"{f}:{line}: {text}"
+
+    # -- explaining --------------------------------------------------------
+
+    def explain(
+        self, agent: str, effect: Effect, cwd: str | os.PathLike[str] | None = None
+    ) -> Explanation:
+        """Every list consulted, every pattern that matched, and what decided."""
+        a = self._compiled(agent)
+        decision = self.decide_effect(agent, effect, cwd)
+        lists: dict[str, list[ListHit]] = {}
+        paths: list[str] = []
+        if effect.kind is not EffectKind.TOOL and effect.target is not None:
+            if effect.kind is EffectKind.NETWORK:
+                host = effect.target.strip().lower().rstrip(".")
+                candidates, is_dir = [f"{NETWORK_ROOT}/{host}"], False
+            else:
+                try:
+                    canon = canonicalize(effect.target, self._cwd(cwd))
+                except GuardError:
+                    candidates, is_dir = [], False
+                else:
+                    candidates, is_dir = list(canon.candidates), canon.is_dir
+            for path in candidates:
+                paths.append(path)
+                hits = []
+                for list_name in ("protected", *LISTS):
+                    cl = a.lists[effect.kind].get(list_name)
+                    if cl is not None:
+                        hits.append(
+                            ListHit(list_name, cl.explain(path, is_dir), cl.match(path, is_dir))
+                        )
+                lists[path] = hits
+        return Explanation(agent, effect, paths, lists, decision)
+
+
+def _with_effect(d: Decision, effect: Effect) -> Decision:
+    return Decision(d.action, d.reason, d.rule, effect)
+
+
+def _with_reason(d: Decision, reason: str) -> Decision:
+    return Decision(d.action, reason, d.rule, d.effect)
+
+
+def _error_decision(exc: BaseException, effect: Effect | None = None) -> Decision:
+    what = f" for {effect}" if effect is not None else ""
+    msg = str(exc) or type(exc).__name__
+    if not isinstance(exc, GuardError):
+        msg = f"{type(exc).__name__}: {msg}"
+    return Decision(
+        Action.DENY, f"error while deciding{what}: {msg} (fail closed)", "guard.error", effect
+    )
+
+
+def load(policy: str | Path | None = None, worktree: str | Path | None = None) -> Guard:
+    """Shorthand for :meth:`Guard.load`."""
+    return Guard.load(policy, worktree)

@@ -1,0 +1,368 @@
+"""Reading policy files: TOML or JSON, ``extends`` chains, located errors.
+
+Every problem becomes one line ``FILE:LINE: key.path[i]: what is wrong and how
+to fix it`` inside a :class:`PolicyError`; nothing here prints a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from guard.effects import GuardError
+from guard.match import Pattern, PatternError, Source, parse_pattern
+from guard.paths import ROOT_NAMES
+from guard.policy.schema import PolicyFile
+
+BUILTIN_PREFIX = "builtin:"
+Loc = tuple[str | int, ...]
+
+
+class PolicyError(GuardError):
+    """One or more problems in policy files, one located line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass
+class LoadedPolicy:
+    """A validated policy with the provenance of every key."""
+
+    name: str  # how the top file is shown (path or builtin:NAME)
+    model: PolicyFile
+    files: list[str]  # every file of the chain, parents first
+    paths: list[Path]  # real paths of the files read (for protection)
+    texts: dict[str, str] = field(repr=False)
+    provenance: dict[Loc, str] = field(repr=False)
+
+    def file_of(self, loc: Loc) -> str:
+        for n in range(len(loc), -1, -1):
+            f = self.provenance.get(loc[:n])
+            if f is not None:
+                return f
+        return self.name
+
+    def locate(self, loc: Loc) -> tuple[str, int]:
+        f = self.file_of(loc)
+        return f, locate_line(self.texts.get(f, ""), loc)
+
+    def source(self, loc: Loc) -> Source:
+        f, line = self.locate(loc)
+        key = ".".join(str(k) for k in loc[:-1])
+        idx = loc[-1]
+        return Source(f, line, key, idx if isinstance(idx, int) else 0)
+
+
+def builtin_names() -> list[str]:
+    root = resources.files("guard") / "policies"
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def _read(spec: str, base: Path | None, where: str) -> tuple[str, str, Path | None]:
+    """(display name, text, real path or None for built-ins)."""
+    if spec.startswith(BUILTIN_PREFIX):
+        name = spec[len(BUILTIN_PREFIX) :]
+        res = resources.files("guard") / "policies" / f"{name}.toml"
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", name) or not res.is_file():
+            raise PolicyError(
+                [f"{where}: no built-in policy {name!r}; built-ins: {', '.join(builtin_names())}"]
+            )
+        return spec, res.read_text(encoding="utf-8"), None
+    path = Path(spec).expanduser()
+    if base is not None and not path.is_absolute():
+        path = base / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PolicyError([f"{where}: policy file {str(path)!r} does not exist"]) from None
+    except IsADirectoryError:
+        raise PolicyError([f"{where}: {str(path)!r} is a directory, not a policy file"]) from None
+    except UnicodeDecodeError as exc:
+        raise PolicyError([f"{path}:1: not UTF-8 text ({exc.reason}); save it as UTF-8"]) from None
+    except OSError as exc:
+        raise PolicyError([f"{where}: cannot read {str(path)!r}: {exc.strerror}"]) from None
+    return str(path), text, Path(os.path.realpath(path))
+
+
+def _parse(name: str, text: str) -> dict[str, Any]:
+    is_json = name.endswith(".json") or (not name.endswith(".toml") and text.lstrip()[:1] == "{")
+    if is_json:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PolicyError(
+                [f"{name}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})"]
+            ) from None
+        if not isinstance(data, dict):
+            raise PolicyError([f"{name}:1: a policy must be a JSON object"])
+        return data
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        line = m.group(1) if m else "1"
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
+        raise PolicyError([f"{name}:{line}: invalid TOML: {msg}"]) from None
+
+
+def _merge(
+    dst: dict[str, Any], src: dict[str, Any], prov: dict[Loc, str], name: str, loc: Loc
+) -> None:
+    for key, value in src.items():
+        here = (*loc, key)
+        if isinstance(value, dict) and isinstance(dst.get(key), dict):
+            _merge(dst[key], value, prov, name, here)
+        else:
+            dst[key] = _copy(value)
+            for k in [k for k in prov if k[: len(here)] == here]:
+                del prov[k]
+            prov[here] = name
+            if isinstance(value, dict):
+                _mark(value, prov, name, here)
+
+
+def _mark(value: dict[str, Any], prov: dict[Loc, str], name: str, loc: Loc) -> None:
+    for key, sub in value.items():
+        prov[(*loc, key)] = name
+        if isinstance(sub, dict):
+            _mark(sub, prov, name, (*loc, key))
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def load_policy(spec: str | Path) -> LoadedPolicy:
+    """Load ``spec`` (a path or ``builtin:NAME``) with its extends chain."""
+    merged: dict[str, Any] = {}
+    prov: dict[Loc, str] = {}
+    texts: dict[str, str] = {}
+    files: list[str] = []
+    paths: list[Path] = []
+    top = _load_into(str(spec), None, "policy", merged, prov, texts, files, paths, [])
+    merged.pop("extends", None)
+    merged["version"] = 1
+    loaded = LoadedPolicy(top, PolicyFile.model_construct(), files, paths, texts, prov)
+    try:
+        loaded.model = PolicyFile.model_validate(merged)
+    except ValidationError as exc:
+        raise PolicyError([_format_error(loaded, err) for err in exc.errors()]) from None
+    problems = []
+    for agent_name, agent in loaded.model.agents.items():
+        for kind in ("read", "write", "delete", "exec", "network"):
+            rules = getattr(agent, kind)
+            for list_name in ("deny", "ask", "allow"):
+                for i, text in enumerate(getattr(rules, list_name)):
+                    loc: Loc = ("agents", agent_name, kind, list_name, i)
+                    try:
+                        p = parse_pattern(text)
+                    except PatternError as exc:
+                        problems.append(_located(loaded, loc, f"{exc}; remove the character"))
+                        continue
+                    if p is not None and p.root not in ROOT_NAMES and p.root != "/":
+                        problems.append(
+                            _located(
+                                loaded,
+                                loc,
+                                f"unknown root {{{p.root}}} in {text!r}; use one of "
+                                + ", ".join("{" + r + "}" for r in ROOT_NAMES)
+                                + " or //absolute/path",
+                            )
+                        )
+        if agent.sandbox.writable:
+            for i, text in enumerate(agent.sandbox.writable):
+                m = re.match(r"^\{([a-z]+)\}", text)
+                if m and m.group(1) not in ROOT_NAMES:
+                    problems.append(
+                        _located(
+                            loaded,
+                            ("agents", agent_name, "sandbox", "writable", i),
+                            f"unknown root {{{m.group(1)}}}",
+                        )
+                    )
+    if problems:
+        raise PolicyError(problems)
+    return loaded
+
+
+def _load_into(
+    spec: str,
+    base: Path | None,
+    where: str,
+    merged: dict[str, Any],
+    prov: dict[Loc, str],
+    texts: dict[str, str],
+    files: list[str],
+    paths: list[Path],
+    stack: list[str],
+) -> str:
+    name, text, real = _read(spec, base, where)
+    key = str(real) if real is not None else name
+    if key in stack:
+        chain = " -> ".join([*stack, key])
+        raise PolicyError([f"{name}:1: extends: cycle {chain}; remove one of the extends entries"])
+    raw = _parse(name, text)
+    texts[name] = text
+    version = raw.get("version")
+    if version != 1:
+        line = locate_line(text, ("version",))
+        fix = "add `version = 1` at the top" if version is None else "set `version = 1`"
+        raise PolicyError([f"{name}:{line}: version: expected 1, got {version!r}; {fix}"])
+    extends = raw.get("extends", [])
+    if isinstance(extends, str):
+        extends = [extends]
+        raw["extends"] = extends
+    if not isinstance(extends, list) or not all(isinstance(e, str) for e in extends):
+        line = locate_line(text, ("extends",))
+        raise PolicyError([f"{name}:{line}: extends: expected a list of paths or builtin:NAME"])
+    parent_dir = real.parent if real is not None else None
+    for i, parent in enumerate(extends):
+        line = locate_line(text, ("extends", i))
+        _load_into(
+            parent,
+            parent_dir,
+            f"{name}:{line}: extends[{i}]",
+            merged,
+            prov,
+            texts,
+            files,
+            paths,
+            [*stack, key],
+        )
+    _merge(merged, raw, prov, name, ())
+    files.append(name)
+    if real is not None:
+        paths.append(real)
+    return name
+
+
+def _located(loaded: LoadedPolicy, loc: Loc, message: str) -> str:
+    f, line = loaded.locate(loc)
+    return f"{f}:{line}: {format_loc(loc)}: {message}"
+
+
+def format_loc(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+_FIXES = {
+    "extra_forbidden": "unknown key; remove it or check its spelling",
+    "missing": "required key is missing; add it",
+}
+
+
+def _format_error(loaded: LoadedPolicy, err: Any) -> str:
+    loc: Loc = tuple(err["loc"])
+    etype = err["type"]
+    if etype == "missing":
+        parent = loc[:-1]
+        f, line = loaded.locate(parent)
+        hint = {
+            "mode": 'add `mode = "plan"` or `mode = "build"`',
+            "default": 'add `default = "deny"` (or "ask" / "allow")',
+        }.get(str(loc[-1]), f"add `{loc[-1]} = ...`")
+        return f"{f}:{line}: {format_loc(loc)}: required key is missing; {hint}"
+    f, line = loaded.locate(loc)
+    if etype == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        msg = f"unknown key {loc[-1]!r}; allowed here: {allowed}" if allowed else _FIXES[etype]
+    elif etype in ("enum", "literal_error"):
+        msg = f"{err['msg'].lower()}, got {err.get('input')!r}"
+    else:
+        msg = f"{err['msg']} (got {err.get('input')!r})"
+    return f"{f}:{line}: {format_loc(loc)}: {msg}"
+
+
+def _allowed_keys(parent: Loc) -> str:
+    from guard.policy.schema import AgentPolicy, KindRules, SandboxRules
+
+    model: Any
+    if len(parent) == 0:
+        model = PolicyFile
+    elif len(parent) == 2 and parent[0] == "agents":
+        model = AgentPolicy
+    elif len(parent) == 3 and parent[2] == "sandbox":
+        model = SandboxRules
+    elif len(parent) == 3 and parent[0] == "agents":
+        model = KindRules
+    else:
+        return ""
+    return ", ".join(model.model_fields)
+
+
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'')
+
+
+def _key_rx(key: str) -> str:
+    k = re.escape(key)
+    return rf'(?:"{k}"|\'{k}\'|(?<!["\w-]){k}(?![\w-]))'
+
+
+def locate_line(text: str, loc: Loc) -> int:
+    """The 1-based line where ``loc`` is written in TOML or JSON ``text`` (best effort).
+
+    The longest TOML table header that names a prefix of ``loc`` is found
+    first; the remaining keys are searched in order after it; a list index
+    counts string items after the list's opening bracket.
+    """
+    keys: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            break
+        keys.append(str(part))
+    pos, found, rest = 0, 0, list(loc)
+    for n in range(len(keys), 0, -1):
+        header = r"\s*\.\s*".join(_key_rx(k) for k in keys[:n])
+        m = re.search(rf"^\s*\[\s*{header}\s*\]", text, re.MULTILINE)
+        if m:
+            pos = found = m.end()
+            rest = list(loc[n:])
+            break
+    for part in rest:
+        if isinstance(part, int):
+            bracket = text.find("[", pos)
+            if bracket < 0:
+                break
+            for count, m in enumerate(_STRING.finditer(text, bracket)):
+                if count == part:
+                    found = m.start()
+                    break
+            break
+        rx = re.compile(rf"(?:^|[\s\[{{.,]){_key_rx(str(part))}\s*(?=[.=\]:])", re.MULTILINE)
+        m = rx.search(text, pos)
+        if m is None:
+            break
+        pos = found = m.end()
+    return text.count("\n", 0, found) + 1 if found else 1
+
+
+def patterns_of(loaded: LoadedPolicy, agent: str, kind: str, list_name: str) -> list[Pattern]:
+    """The parsed patterns of one list, each with its source."""
+    rules = getattr(loaded.model.agents[agent], kind)
+    out: list[Pattern] = []
+    for i, text in enumerate(getattr(rules, list_name)):
+        p = parse_pattern(text, loaded.source(("agents", agent, kind, list_name, i)))
+        if p is not None:
+            out.append(p)
+    return out

@@ -1,0 +1,82 @@
+"""The policy file format, as pydantic models (``guard schema`` prints it)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from guard.effects import Action
+
+Mode = Literal["plan", "build"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KindRules(_Strict):
+    """Rules for one effect kind. Each list is a gitignore file."""
+
+    deny: list[str] = Field(default_factory=list, description="Patterns denied (gitignore syntax).")
+    ask: list[str] = Field(default_factory=list, description="Patterns that need the user's yes.")
+    allow: list[str] = Field(default_factory=list, description="Patterns allowed.")
+    default: Action | None = Field(
+        default=None,
+        description="Action when no list matches, or the target is unknown. Default: the agent's.",
+    )
+
+
+class SandboxRules(_Strict):
+    """Extra writable directories for `guard run` (state, cache, temp the agent needs)."""
+
+    writable: list[str] = Field(default_factory=list)
+
+
+class AgentPolicy(_Strict):
+    mode: Mode = Field(description="plan: may change nothing but its plan file. build: works.")
+    default: Action = Field(description="Action for anything no rule decides.")
+    description: str | None = None
+    tools: dict[str, Action] = Field(
+        default_factory=dict,
+        description="Canonical tool name -> action; '*' matches any tool not listed.",
+    )
+    subagents: list[str] | None = Field(
+        default=None,
+        description="Subagent types this agent may start ('*' for any). Unset: the tool table's"
+        " 'task' entry decides.",
+    )
+    protected: bool = Field(
+        default=True,
+        description="Deny writes and deletes of protected paths (guard's own files, git hooks and"
+        " config, agent hook settings, shell rc files). Turn off only deliberately.",
+    )
+    read: KindRules = Field(default_factory=KindRules)
+    write: KindRules = Field(default_factory=KindRules)
+    delete: KindRules = Field(default_factory=KindRules)
+    exec: KindRules = Field(default_factory=KindRules)
+    network: KindRules = Field(default_factory=KindRules)
+    sandbox: SandboxRules = Field(default_factory=SandboxRules)
+
+
+class PolicyFile(_Strict):
+    """A guard policy file (TOML or JSON)."""
+
+    version: Literal[1] = Field(description="Policy format version; always 1.")
+    extends: list[str] = Field(
+        default_factory=list,
+        description="Files this one builds on: paths relative to this file, or builtin:NAME."
+        " Later files win per key.",
+    )
+    description: str | None = None
+    agents: dict[str, AgentPolicy] = Field(default_factory=dict)
+    lint: dict[str, object] = Field(
+        default_factory=dict, description="Configuration for `guard lint`."
+    )
+
+
+def json_schema() -> dict[str, object]:
+    schema = PolicyFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "OpenOxide Guard policy"
+    return schema
