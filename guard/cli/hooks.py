@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 
 import typer
 
@@ -12,7 +12,7 @@ from guard.cli._app import app
 from guard.effects import GuardError
 
 
-class Host(str, Enum):
+class Host(StrEnum):
     claude_code = "claude-code"
     codex = "codex"
     gemini = "gemini"
@@ -29,8 +29,8 @@ class Host(str, Enum):
         " then the host's own permission mode (plan -> the policy's plan agent, else"
         " build). Any internal failure exits 2, which hosts treat as a block.\n\n"
         "Example:\n\n"
-        "  echo '{\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Write\","
-        "\"tool_input\":{\"file_path\":\"src/x.py\",\"content\":\"\"},\"cwd\":\".\"}'"
+        '  echo \'{"hook_event_name":"PreToolUse","tool_name":"Write",'
+        '"tool_input":{"file_path":"src/x.py","content":""},"cwd":"."}\''
         " | guard hook claude-code --agent plan"
     ),
 )
@@ -77,7 +77,9 @@ def install_cmd(
     from guard.integrations.install import install
 
     scope = _scope(project, user)
-    change = install(host.value, "user" if scope == "user" else "project", agent=agent, policy=policy)
+    change = install(
+        host.value, "user" if scope == "user" else "project", agent=agent, policy=policy
+    )
     if as_json:
         print(json.dumps(change.to_json()))
         return
@@ -86,7 +88,9 @@ def install_cmd(
         return
     print(f"wired guard into {host.value}: {change.path}")
     if change.removed:
-        print(f"  replaced {change.removed} older guard entr{'y' if change.removed == 1 else 'ies'}")
+        print(
+            f"  replaced {change.removed} older guard entr{'y' if change.removed == 1 else 'ies'}"
+        )
     if change.backup:
         print(f"  previous file kept as {change.backup}")
     print(f"  hook command: {change.command}")
@@ -115,8 +119,10 @@ def uninstall_cmd(
     if not change.changed:
         print(f"guard was not wired into {host.value}: {change.path} (unchanged)")
         return
-    print(f"removed {change.removed} guard entr{'y' if change.removed == 1 else 'ies'}"
-          f" from {change.path}")
+    print(
+        f"removed {change.removed} guard entr{'y' if change.removed == 1 else 'ies'}"
+        f" from {change.path}"
+    )
     if change.backup:
         print(f"  previous file kept as {change.backup}")
 
@@ -127,17 +133,24 @@ def uninstall_cmd(
         "Show which host agents are wired to guard here, whether their hook commands"
         " still run, and which guard layers are active on this machine.\n\n"
         "Exits 1 when a wired hook is broken (it would block every call).\n\n"
-        "Example:\n\n  guard doctor\n\n  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
+        "Example:\n\n  guard doctor\n\n"
+        "  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
     ),
 )
-def doctor_cmd(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
+def doctor_cmd(
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
     from guard.integrations.doctor import host_checks, layer_checks
 
     hosts = host_checks()
     layers = layer_checks()
     if as_json:
-        print(json.dumps({"hosts": [c.to_json() for c in hosts],
-                          "layers": [c.to_json() for c in layers]}, indent=2))
+        print(
+            json.dumps(
+                {"hosts": [c.to_json() for c in hosts], "layers": [c.to_json() for c in layers]},
+                indent=2,
+            )
+        )
     else:
         from rich.console import Console
         from rich.table import Table

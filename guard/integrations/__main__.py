@@ -7,6 +7,7 @@ the policy core only. Whatever happens, it exits 0 with the host's answer or
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 USAGE = "usage: python -m guard.integrations HOST [--agent NAME] [--policy PATH] < payload.json"
@@ -51,11 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         if answer.stderr:
             sys.stderr.write(answer.stderr)
         return answer.exit_code
-    except BaseException as exc:  # noqa: BLE001 - fail closed on anything, by design
-        try:
+    except BaseException as exc:
+        with contextlib.suppress(BaseException):
             sys.stderr.write(f"guard (fail-closed): {type(exc).__name__}: {exc}\n{USAGE}\n")
-        except BaseException:  # noqa: BLE001
-            pass
         return 2
 
 

@@ -42,9 +42,7 @@ class ClaudeCode(HostAdapter):
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         event = optional_str(payload, "hook_event_name") or EVENT
         if event != EVENT:
-            raise HookInputError(
-                f"hook_event_name is {event!r}; guard answers only {EVENT} hooks"
-            )
+            raise HookInputError(f"hook_event_name is {event!r}; guard answers only {EVENT} hooks")
         return HookCall(
             host=self.name,
             event=event,

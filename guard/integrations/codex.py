@@ -85,7 +85,9 @@ class Codex(HostAdapter):
         return base / ".codex" / "hooks.json"
 
     def add_entry(self, settings: dict[str, Any], command: str) -> None:
-        add_nested(settings, EVENT, {"hooks": [{"type": "command", "command": command, "timeout": 30}]})
+        add_nested(
+            settings, EVENT, {"hooks": [{"type": "command", "command": command, "timeout": 30}]}
+        )
 
     def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
         return find_nested(settings, (EVENT,))

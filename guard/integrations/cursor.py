@@ -25,6 +25,7 @@ from guard.integrations.interface import (
     HookInputError,
     HostAdapter,
     Scope,
+    effects_for,
     is_ours,
     optional_str,
     require_str,
@@ -47,18 +48,17 @@ class Cursor(HostAdapter):
         event = require_str(payload, "hook_event_name")
         roots = payload.get("workspace_roots")
         root = roots[0] if isinstance(roots, list) and roots and isinstance(roots[0], str) else None
-        common = {
-            "host": self.name,
-            "event": event,
-            "session_id": optional_str(payload, "conversation_id"),
-            "tool_use_id": optional_str(payload, "generation_id"),
-        }
+        session = optional_str(payload, "conversation_id")
+        generation = optional_str(payload, "generation_id")
         if event == SHELL:
             return HookCall(
                 tool_name="shell",
                 tool_input={"command": require_str(payload, "command")},
                 cwd=optional_str(payload, "cwd") or root,
-                **common,
+                host=self.name,
+                event=event,
+                session_id=session,
+                tool_use_id=generation,
             )
         if event == MCP:
             raw = payload.get("tool_input", {})
@@ -73,14 +73,20 @@ class Cursor(HostAdapter):
                 tool_name=require_str(payload, "tool_name"),
                 tool_input=raw,
                 cwd=root,
-                **common,
+                host=self.name,
+                event=event,
+                session_id=session,
+                tool_use_id=generation,
             )
         if event == READ:
             return HookCall(
                 tool_name="read",
                 tool_input={"file_path": require_str(payload, "file_path")},
                 cwd=root,
-                **common,
+                host=self.name,
+                event=event,
+                session_id=session,
+                tool_use_id=generation,
             )
         raise HookInputError(
             f"hook_event_name {event!r} is not one guard answers ({', '.join(EVENTS)})"
@@ -88,7 +94,6 @@ class Cursor(HostAdapter):
 
     def effects(self, call: HookCall) -> list[Effect]:
         from guard.effects import Effect
-        from guard.tools import effects_for
 
         args = dict(call.tool_input)
         if call.event == SHELL:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import importlib
 import importlib.util
 import os
 import platform
@@ -67,7 +68,7 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
             extra: dict[str, Any] = {"host": host, "scope": scope, "path": str(path)}
             try:
                 commands = sorted(set(adapter.find_entries(read_settings(path))))
-            except Exception as exc:  # noqa: BLE001 - reported, not raised
+            except Exception as exc:
                 checks.append(Check(name, "broken", str(exc), extra))
                 continue
             if not commands:
@@ -112,7 +113,7 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         checks.append(
             Check("policy evaluator", "ok", f"policy loads; agents: {', '.join(g.agent_names)}")
         )
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
+    except Exception as exc:
         checks.append(Check("policy evaluator", "broken", f"{type(exc).__name__}: {exc}"))
     checks.append(
         Check("tool analysis", "ok", "guard.tools.effects_for available")
@@ -148,8 +149,8 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
 
 def _tools_ready() -> bool:
     try:
-        import guard.tools as tools
-    except Exception:  # noqa: BLE001
+        tools = importlib.import_module("guard.tools")
+    except Exception:
         return False
     return callable(getattr(tools, "effects_for", None))
 

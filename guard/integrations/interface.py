@@ -140,9 +140,7 @@ class HostAdapter(ABC):
 
     def effects(self, call: HookCall) -> list[Effect]:
         """The effects of the call, from the shared tool analysis."""
-        from guard.tools import effects_for
-
-        return list(effects_for(self.dialect, call.tool_name, dict(call.tool_input), call.cwd))
+        return effects_for(self.dialect, call.tool_name, call.tool_input, call.cwd)
 
     def mode_hint(self, call: HookCall) -> str | None:
         """The guard mode ("plan" or "build") the host's own state suggests, if any."""
@@ -171,6 +169,22 @@ class HostAdapter(ABC):
         """Remove our entries (and only ours) from parsed settings; how many were removed."""
 
 
+def effects_for(
+    dialect: str, tool_name: str, tool_input: Mapping[str, Any], cwd: str | None
+) -> list[Effect]:
+    """``guard.tools.effects_for``, checked: a missing module or a bad answer raises."""
+    import importlib
+
+    from guard.effects import Effect
+
+    tools = importlib.import_module("guard.tools")
+    found = tools.effects_for(dialect, tool_name, dict(tool_input), cwd)
+    effects = list(found)
+    if not all(isinstance(e, Effect) for e in effects):
+        raise TypeError(f"guard.tools.effects_for returned non-effects for {tool_name!r}")
+    return effects
+
+
 # -- helpers shared by the hosts whose files nest event -> groups -> handlers --------
 
 
@@ -185,9 +199,7 @@ def nested_groups(settings: Mapping[str, Any], event: str, where: str) -> list[A
     if groups is None:
         return []
     if not isinstance(groups, list):
-        raise ValueError(
-            f"{where}: 'hooks.{event}' must be a list, found {type(groups).__name__}"
-        )
+        raise ValueError(f"{where}: 'hooks.{event}' must be a list, found {type(groups).__name__}")
     return groups
 
 
@@ -209,7 +221,7 @@ def find_nested(settings: Mapping[str, Any], events: tuple[str, ...]) -> list[st
 
 
 def remove_nested(settings: dict[str, Any], events: tuple[str, ...]) -> int:
-    """Drop our handlers; drop a group only if we emptied it; drop an event only if we emptied it."""
+    """Drop our handlers; drop a group or an event only if we emptied it."""
     removed = 0
     hooks = settings.get("hooks")
     for event in events:
@@ -237,9 +249,7 @@ def remove_nested(settings: dict[str, Any], events: tuple[str, ...]) -> int:
     return removed
 
 
-def add_nested(
-    settings: dict[str, Any], event: str, group: dict[str, Any]
-) -> None:
+def add_nested(settings: dict[str, Any], event: str, group: dict[str, Any]) -> None:
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ValueError(f"'hooks' must be an object, found {type(hooks).__name__}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -44,22 +43,26 @@ def adapter_for(host: str) -> HostAdapter:
 def agent_for_mode(g: Guard, mode: str) -> str:
     """The policy's agent for a guard mode: the one named like the mode, else the first of it."""
     names = list(g.agent_names)
-    if mode in names and g.agent(mode).mode == mode:
-        return mode
-    for name in names:
-        if g.agent(name).mode == mode:
-            return name
+    found = g.plan_agent_name if mode == "plan" else g.build_agent_name
+    if found is not None and mode in ("plan", "build"):
+        return found
     raise AgentChoiceError(
         f"the policy defines no agent with mode {mode!r} (agents: {', '.join(names) or 'none'})"
     )
 
 
 def _planning_mode(cwd: str | None) -> str | None:
-    try:
-        from guard.planning import current_mode  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
+    current_mode = None
+    for module in ("guard.planning", "guard.planning.session"):
+        try:
+            current_mode = getattr(importlib.import_module(module), "current_mode", None)
+        except ImportError:
+            continue
+        if current_mode is not None:
+            break
+    if current_mode is None:
         return None  # the planning runtime is not installed: skip this step
-    found = current_mode(cwd)
+    found = current_mode(cwd if cwd is not None else os.getcwd())
     if found is None:
         return None
     mode = found[0]
@@ -102,7 +105,7 @@ def choose_agent(
 
 def _audit(record: dict[str, Any], g: Guard | None) -> None:
     try:
-        from guard import audit  # type: ignore[attr-defined,unused-ignore]
+        audit = importlib.import_module("guard.audit")
     except ImportError:
         return  # the audit log module is not installed
     audit.append(record, roots=g.roots if g is not None else None)
@@ -118,7 +121,7 @@ def decide(
 ) -> HookAnswer:
     """Answer one hook invocation. Never raises; never answers "allow" by accident."""
     env = os.environ if env is None else env
-    record: dict[str, Any] = {"ts": time.time(), "source": "hook", "host": host}
+    record: dict[str, Any] = {"source": "hook", "host": host}
     g: Guard | None = None
     try:
         adapter = adapter_for(host)
@@ -144,12 +147,12 @@ def decide(
             record["answered"] = "deny"
         _audit(record, g)
         return answer
-    except BaseException as exc:  # noqa: BLE001 - fail closed on anything, by design
+    except BaseException as exc:
         reason = _describe(exc)
         record.update(decision="deny", reason=reason, rule="guard hook failure (fail-closed)")
         try:
             _audit(record, g)
-        except BaseException as audit_exc:  # noqa: BLE001
+        except BaseException as audit_exc:
             reason += f"; the audit log could not record it either: {_describe(audit_exc)}"
         return HookAnswer.block(PREFIX + reason)
 

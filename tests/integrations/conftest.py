@@ -1,0 +1,101 @@
+"""Fixtures for the host adapters: a real git repo, an isolated HOME, the real hook process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HookRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+@pytest.fixture
+def env(home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A process environment whose HOME (and so guard's data dir) is a temporary directory."""
+    out = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GUARD_", "XDG_")) and k not in ("PYTHONPATH",)
+    }
+    out["HOME"] = str(home)
+    monkeypatch.setenv("HOME", str(home))
+    for key in list(os.environ):
+        if key.startswith(("GUARD_", "XDG_")):
+            monkeypatch.delenv(key)
+    return out
+
+
+@pytest.fixture
+def repo(tmp_path: Path, env: dict[str, str]) -> Path:
+    """A real git repository with one committed source file."""
+    r = tmp_path / "repo"
+    (r / "src").mkdir(parents=True)
+    (r / "src" / "app.py").write_text("print('hello')\n")
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", str(r)], check=True, env=env)
+    subprocess.run([*git, "-C", str(r), "add", "."], check=True, env=env)
+    subprocess.run([*git, "-C", str(r), "commit", "-qm", "init"], check=True, env=env)
+    return Path(os.path.realpath(r))
+
+
+@pytest.fixture
+def run_hook(env: dict[str, str]) -> HookRunner:
+    """Run the hook exactly as hosts do: a separate process, payload on stdin."""
+
+    def run(
+        host: str,
+        payload: dict[str, Any] | str,
+        *args: str,
+        cwd: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        return subprocess.run(
+            [sys.executable, "-I", "-m", "guard.integrations", host, *args],
+            input=text,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env={**env, **(extra_env or {})},
+            timeout=60,
+            check=False,
+        )
+
+    return run
+
+
+def claude_payload(
+    tool_name: str, tool_input: dict[str, Any], cwd: Path, permission_mode: str = "acceptEdits"
+) -> dict[str, Any]:
+    """A PreToolUse payload in the shape Claude Code 2.1.332 sends."""
+    return {
+        "session_id": "0b7c6f2e-0000-4000-8000-000000000001",
+        "transcript_path": str(cwd / "transcript.jsonl"),
+        "cwd": str(cwd),
+        "prompt_id": "p-1",
+        "permission_mode": permission_mode,
+        "effort": "medium",
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool_name,
+        "tool_input": tool_input,
+        "tool_use_id": "toolu_01ABC",
+    }
+
+
+def answer_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert proc.returncode == 0, proc.stderr
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out
