@@ -75,27 +75,3 @@ def run_hook(env: dict[str, str]) -> HookRunner:
         )
 
     return run
-
-
-def claude_payload(
-    tool_name: str, tool_input: dict[str, Any], cwd: Path, permission_mode: str = "acceptEdits"
-) -> dict[str, Any]:
-    """A PreToolUse payload in the shape Claude Code 2.1.332 sends."""
-    return {
-        "session_id": "0b7c6f2e-0000-4000-8000-000000000001",
-        "transcript_path": str(cwd / "transcript.jsonl"),
-        "cwd": str(cwd),
-        "prompt_id": "p-1",
-        "permission_mode": permission_mode,
-        "effort": "medium",
-        "hook_event_name": "PreToolUse",
-        "tool_name": tool_name,
-        "tool_input": tool_input,
-        "tool_use_id": "toolu_01ABC",
-    }
-
-
-def answer_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert proc.returncode == 0, proc.stderr
-    out: dict[str, Any] = json.loads(proc.stdout)
-    return out
