@@ -240,7 +240,7 @@ class Guard:
             for path in canon.candidates
         ]
         worst = max(decisions, key=lambda d: d.action.severity)
-        if len(decisions) > 1 and worst.action is not Action.DENY:
+        if len(decisions) > 1:
             worst = _with_reason(
                 worst, worst.reason + f" (symlink {canon.link} -> {canon.real}: both checked)"
             )

@@ -1,0 +1,248 @@
+"""`guard check`, `guard explain`, `guard schema`, `guard plan-dir`, `guard demo`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from guard.cli._app import app
+from guard.decide import Guard
+from guard.effects import Action, Effect, EffectKind, GuardError
+from guard.paths import plan_dir
+from guard.policy import json_schema
+
+EXIT_CODES = {Action.ALLOW: 0, Action.DENY: 1, Action.ASK: 3}
+KINDS = ("read", "write", "delete", "exec", "network")
+
+AgentOpt = Annotated[
+    str, typer.Option("--agent", "-a", help="Agent of the policy to decide for (e.g. plan, build).")
+]
+PolicyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--policy",
+        "-p",
+        help="Policy file or builtin:NAME. Default: $GUARD_POLICY, then"
+        " <worktree>/.openoxide/policy.toml, then builtin:default.",
+    ),
+]
+WorktreeOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--worktree", "-w", help="Worktree root. Default: found from --cwd by VCS marker."
+    ),
+]
+CwdOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cwd", help="Directory relative paths are resolved from. Default: the current one."
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _out() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _kind(kind: str) -> EffectKind:
+    if kind not in KINDS:
+        raise GuardError(f"unknown effect kind {kind!r}; use one of: {', '.join(KINDS)}")
+    return EffectKind(kind)
+
+
+def _load(policy: str | None, worktree: Path | None, cwd: Path | None) -> Guard:
+    if cwd is not None and not cwd.is_dir():
+        raise GuardError(f"--cwd {cwd}: not a directory")
+    if worktree is not None and not worktree.is_dir():
+        raise GuardError(f"--worktree {worktree}: not a directory")
+    return Guard.load(policy, worktree=worktree, cwd=cwd)
+
+
+def _tool_effects(
+    dialect: str, tool: str | None, tool_input: str | None, cwd: Path | None
+) -> list[Effect]:
+    if tool is None:
+        raise GuardError("--dialect needs --tool NAME (and usually --input JSON)")
+    try:
+        args: Any = json.loads(tool_input) if tool_input is not None else {}
+    except json.JSONDecodeError as exc:
+        raise GuardError(
+            f"--input is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    if not isinstance(args, dict):
+        raise GuardError('--input must be a JSON object, e.g. \'{"file_path": "src/a.py"}\'')
+    try:
+        from guard.tools import effects_for
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise GuardError(f"tool-call analysis is unavailable: {exc}") from None
+    where = str(cwd) if cwd is not None else os.getcwd()
+    return effects_for(dialect, tool, args, where)
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  guard check --agent plan write src/main.py            # exit 1: denied\n\n"
+        "  guard check --agent plan write .openoxide/plans/p.md  # exit 0: allowed\n\n"
+        "  guard check --agent plan --json read .env             # exit 3: ask\n\n"
+        "  guard check --agent plan --dialect claude-code --tool Bash"
+        ' --input \'{"command": "echo hi > src/x"}\'\n\n'
+        "Exit codes: 0 allow, 1 deny, 3 ask, 2 bad input or usage."
+    )
+)
+def check(
+    agent: AgentOpt,
+    kind: Annotated[
+        str | None, typer.Argument(help="Effect kind: read, write, delete, exec or network.")
+    ] = None,
+    path: Annotated[
+        str | None, typer.Argument(help="Path (or host for network) the effect touches.")
+    ] = None,
+    policy: PolicyOpt = None,
+    worktree: WorktreeOpt = None,
+    cwd: CwdOpt = None,
+    dialect: Annotated[
+        str | None,
+        typer.Option(help="Check a whole tool call: claude-code, codex, opencode, gemini or mcp."),
+    ] = None,
+    tool: Annotated[str | None, typer.Option(help="Tool name in that dialect, e.g. Bash.")] = None,
+    tool_input: Annotated[
+        str | None, typer.Option("--input", help="The tool's input as a JSON object.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Decide whether AGENT may do KIND to PATH (or make a whole tool call).
+
+    Prints the decision and the reason; the exit code carries the decision.
+    """
+    g = _load(policy, worktree, cwd)
+    g.agent(agent)  # unknown agent: a clear error, exit 2
+    effects: list[Effect]
+    if dialect is not None:
+        if kind is not None or path is not None:
+            raise GuardError("give either KIND PATH or --dialect/--tool/--input, not both")
+        effects = _tool_effects(dialect, tool, tool_input, cwd)
+    else:
+        if kind is None or path is None:
+            raise GuardError("give KIND PATH (e.g. `write src/a.py`) or --dialect/--tool/--input")
+        effects = [Effect(_kind(kind), path)]
+    decision = g.decide(agent, effects, cwd)
+    if as_json:
+        out: dict[str, Any] = decision.to_json()
+        if dialect is not None:
+            out["effects"] = [e.to_json() for e in effects]
+        print(json.dumps(out))
+    else:
+        con = _out()
+        if dialect is not None:
+            for e in effects:
+                d = g.decide_effect(agent, e, cwd)
+                con.print(
+                    f"  {_badge(d.action)} {e}" + (f"  [dim]({e.detail})[/]" if e.detail else "")
+                )
+        con.print(f"{_badge(decision.action)} {decision.reason}")
+        con.print(f"[dim]rule: {decision.rule}[/]")
+    raise typer.Exit(EXIT_CODES[decision.action])
+
+
+def _badge(action: Action) -> str:
+    color = {Action.ALLOW: "green", Action.ASK: "yellow", Action.DENY: "red"}[action]
+    return f"[bold {color}]{action.value.upper():5}[/]"
+
+
+@app.command(
+    epilog=(
+        "Example:\n\n"
+        "  guard explain --agent plan write .openoxide/plans/p.md\n\n"
+        "Each matching pattern is shown as FILE:LINE:PATTERN<TAB>PATH, like"
+        " `git check-ignore -v`. Lists are consulted in order protected, deny, ask, allow;"
+        " inside a list the last matching pattern wins."
+    )
+)
+def explain(
+    agent: AgentOpt,
+    kind: Annotated[str, typer.Argument(help="read, write, delete, exec or network.")],
+    path: Annotated[str, typer.Argument(help="Path (or host) to explain.")],
+    policy: PolicyOpt = None,
+    worktree: WorktreeOpt = None,
+    cwd: CwdOpt = None,
+) -> None:
+    """Show every list consulted, every pattern that matched, and which one decided."""
+    g = _load(policy, worktree, cwd)
+    g.agent(agent)
+    ex = g.explain(agent, Effect(_kind(kind), path), cwd)
+    con = _out()
+    con.print(f"policy: {g.loaded.name} ({g.discovery})")
+    if not ex.paths:
+        con.print("no path checked (see the reason below)")
+    for p in ex.paths:
+        shown = g.roots.describe(p) if not p.startswith("//network/") else p[len("//network/") :]
+        con.print(f"\n[bold]{kind} {shown}[/]  [dim]{p}[/]")
+        for hit in ex.lists[p]:
+            head = f"  {hit.list_name:9}"
+            if not hit.matches:
+                con.print(f"{head} [dim]no match[/]")
+                continue
+            for level, pat in hit.matches:
+                src = pat.source
+                where = f"{src.file}:{src.line}" if src else "builtin:protected"
+                mark = "  [bold]<- decides this list[/]" if pat is hit.decided_by else ""
+                con.print(f"{head} {where}:{pat.text}\t{level}{mark}", markup=True)
+                head = " " * 11
+            if hit.decided_by is not None and hit.decided_by.negated:
+                con.print(" " * 11 + "[dim](an exception: this list does not apply)[/]")
+    d = ex.decision
+    con.print(f"\n{_badge(d.action)} {d.reason}\n[dim]rule: {d.rule}[/]")
+    raise typer.Exit(EXIT_CODES[d.action])
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of policy files (for editor completion).
+
+    Example: guard schema > .openoxide/policy.schema.json
+    """
+    print(json.dumps(json_schema(), indent=2))
+
+
+@app.command("plan-dir")
+def plan_dir_cmd(
+    cwd: CwdOpt = None,
+    worktree: WorktreeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print where plan files live here, and which rule chose it.
+
+    Inside a worktree (a .git, .hg, .jj or .svn marker): <worktree>/.openoxide/plans.
+    Elsewhere: the user data directory, under a key stable per directory.
+    """
+    if cwd is not None and not cwd.is_dir():
+        raise GuardError(f"--cwd {cwd}: not a directory")
+    pd = plan_dir(cwd, worktree)
+    if as_json:
+        print(json.dumps(pd.to_json()))
+    else:
+        print(pd.path)
+        print(f"  because {pd.reason}", file=sys.stderr)
+
+
+@app.command()
+def demo(
+    keep: Annotated[
+        bool, typer.Option(help="Keep the scratch repository and print its path.")
+    ] = False,
+) -> None:
+    """Feed scripted tool calls to the built-in default policy and show each decision.
+
+    A scratch git repository is made in a temporary directory; nothing else is touched.
+    """
+    from guard.demo import run_demo
+
+    run_demo(_out(), keep=keep)

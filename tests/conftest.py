@@ -1,0 +1,39 @@
+"""Shared fixtures: real git repositories in temporary directories."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never touch the real user's data dir, home or policy while testing."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.delenv("GUARD_POLICY", raising=False)
+    monkeypatch.delenv("GUARD_AGENT", raising=False)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    """A fresh git worktree with a source file and an empty plan directory."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("print('hi')\n")
+    (root / ".openoxide" / "plans").mkdir(parents=True)
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        yield Path(os.path.realpath(root))
+    finally:
+        os.chdir(old)
