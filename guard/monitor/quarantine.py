@@ -93,7 +93,12 @@ class Quarantine:
 
     def new_slot(self) -> Path:
         """A fresh ``<session>/<timestamp>`` directory (suffixed when the clock repeats)."""
-        self.session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self.session_dir.is_dir():
+            self.session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            ignore = self.root / ".gitignore"
+            if not ignore.exists():
+                # keep quarantined versions out of `git status` and `git add -A`
+                ignore.write_text("*\n", encoding="utf-8")
         base = _stamp()
         for n in range(1000):
             slot = self.session_dir / (base if n == 0 else f"{base}-{n}")

@@ -18,6 +18,7 @@ import secrets
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -51,6 +52,9 @@ from guard.paths import data_dir, project_key
 
 if TYPE_CHECKING:
     from guard.decide import Guard
+
+# watchdog warns when its own directory-creation race re-registers a watch; harmless noise
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog\.")
 
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 _MISSING = object()
@@ -235,7 +239,11 @@ class Monitor:
 
         self._git_dirs = [str(root / ".git") for root in self.roots if (root / ".git").is_dir()]
         self._plan_ancestors = self._ancestors(str(r.plans))
-        self._ignored_exact = {str(self.quarantine.root), str(self.audit_path)}
+        self._ignored_exact = {
+            str(self.quarantine.root),
+            str(self.quarantine.root / ".gitignore"),
+            str(self.audit_path),
+        }
 
     # -- what is not watched -------------------------------------------------
 
