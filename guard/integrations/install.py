@@ -62,13 +62,16 @@ def hook_command(
 ) -> str:
     """The command line a host runs: absolute interpreter, isolated mode, fail closed.
 
-    ``-I`` keeps the project directory (the hook's cwd) and ``PYTHON*``
-    variables off ``sys.path``, so a repository cannot shadow guard with a
-    ``guard/`` package of its own. ``|| exit 2`` turns a crash before our own
-    handler runs (missing interpreter, broken install) into a block.
+    It runs guard's stdlib-only hook client, which asks the warm hook daemon
+    and falls back to deciding in-process. ``-I`` keeps the project directory
+    (the hook's cwd) and ``PYTHON*`` variables off ``sys.path``, so a
+    repository cannot shadow guard with a ``guard/`` package of its own.
+    ``|| exit 2`` turns a crash before our own handler runs (missing
+    interpreter, broken install) into a block.
     """
     exe = os.path.abspath(python or sys.executable)
-    parts = [exe, "-I", "-m", "guard.integrations", host]
+    client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_client.py")
+    parts = [exe, "-I", client, host]
     if agent:
         parts += ["--agent", agent]
     if policy:

@@ -31,8 +31,11 @@ if TYPE_CHECKING:
 Scope = Literal["project", "user"]
 
 #: How an entry written by ``guard install`` is recognised again: the hook
-#: command runs ``-m guard.integrations`` (the fast entry) or ``guard hook``.
-OUR_COMMAND = re.compile(r"(?:-m\s+guard\.integrations(?:\.__main__)?|\bguard\s+hook)\b")
+#: command runs guard's hook client, ``-m guard.integrations`` or ``guard hook``.
+OUR_COMMAND = re.compile(
+    r"(?:guard/integrations/_client\.py|-m\s+guard\.integrations(?:\.__main__)?\b"
+    r"|\bguard\s+hook\b)"
+)
 
 #: Exit status every host treats as "block this call".
 BLOCK_EXIT = 2

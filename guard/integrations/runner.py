@@ -12,6 +12,7 @@ because guard itself broke.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -103,12 +104,18 @@ def choose_agent(
     return agent_for_mode(g, "build"), f"{adapter.title} gives no mode: build"
 
 
-def _audit(record: dict[str, Any], g: Guard | None) -> None:
+def _audit(record: dict[str, Any], g: Guard | None, cwd: str | None) -> None:
     try:
         audit = importlib.import_module("guard.audit")
     except ImportError:
         return  # the audit log module is not installed
-    audit.append(record, roots=g.roots if g is not None else None)
+    if g is not None:
+        roots = g.roots
+    else:
+        from guard.paths import Roots
+
+        roots = Roots.discover(record.get("cwd") or cwd or os.getcwd())
+    audit.append(record, roots=roots)
 
 
 def decide(
@@ -118,8 +125,13 @@ def decide(
     agent: str | None = None,
     policy: str | None = None,
     env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
 ) -> HookAnswer:
-    """Answer one hook invocation. Never raises; never answers "allow" by accident."""
+    """Answer one hook invocation. Never raises; never answers "allow" by accident.
+
+    ``env`` supplies $GUARD_AGENT and $GUARD_POLICY (default: this process's);
+    ``cwd`` is where the hook runs, used when the payload names no cwd.
+    """
     env = os.environ if env is None else env
     record: dict[str, Any] = {"source": "hook", "host": host}
     g: Guard | None = None
@@ -132,10 +144,12 @@ def decide(
         if not isinstance(payload, dict):
             raise HookInputError(f"stdin must be a JSON object, got {type(payload).__name__}")
         call = adapter.parse(payload)
+        if call.cwd is None:
+            call = dataclasses.replace(call, cwd=cwd or os.getcwd())
         record.update(call.to_json())
         from guard.decide import Guard
 
-        g = Guard.load(policy=policy or None, cwd=call.cwd)
+        g = Guard.load(policy=policy or env.get("GUARD_POLICY") or None, cwd=call.cwd)
         name, why = choose_agent(g, adapter, call, agent, env)
         record.update(agent=name, agent_from=why)
         effects = adapter.effects(call)
@@ -145,13 +159,13 @@ def decide(
         record.update(decision.to_json())
         if decision.action.value == "ask" and not adapter.honours_ask:
             record["answered"] = "deny"
-        _audit(record, g)
+        _audit(record, g, cwd)
         return answer
     except BaseException as exc:
         reason = _describe(exc)
         record.update(decision="deny", reason=reason, rule="guard hook failure (fail-closed)")
         try:
-            _audit(record, g)
+            _audit(record, g, cwd)
         except BaseException as audit_exc:
             reason += f"; the audit log could not record it either: {_describe(audit_exc)}"
         return HookAnswer.block(PREFIX + reason)

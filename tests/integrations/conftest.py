@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +24,38 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
+def stop_hookd(home: Path) -> None:
+    """Stop the hook daemon a test started, by the pid it recorded."""
+    pidfile = home / ".local/share/openoxide/run/hookd.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGTERM)
+
+
 @pytest.fixture
-def env(home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """A process environment whose HOME (and so guard's data dir) is a temporary directory."""
+def env(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A process environment whose HOME (and so guard's data dir) is a temporary directory.
+
+    The hook daemon is off unless a test turns it on; daemons started under it
+    idle out after 60 s and are stopped at teardown.
+    """
     out = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("GUARD_", "XDG_")) and k not in ("PYTHONPATH",)
     }
     out["HOME"] = str(home)
+    out["GUARD_HOOKD_IDLE"] = "60"
+    out["GUARD_HOOK_DAEMON"] = "0"  # tests of the daemon turn it on
     monkeypatch.setenv("HOME", str(home))
     for key in list(os.environ):
         if key.startswith(("GUARD_", "XDG_")):
             monkeypatch.delenv(key)
-    return out
+    yield out
+    stop_hookd(home)
 
 
 @pytest.fixture

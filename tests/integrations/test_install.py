@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from guard.integrations.install import BACKUP_SUFFIX, hook_command
+from guard.integrations.interface import OUR_COMMAND
 
 HOSTS = {
     "claude-code": (".claude/settings.json", "PreToolUse"),
@@ -49,7 +50,7 @@ def test_install_writes_a_working_entry_once(host: str, repo: Path, env: dict[st
     guard("install", host, "--project", cwd=repo / "src", env=env)
     path = repo / rel
     data = json.loads(path.read_text())
-    ours = [c for c in commands(data, event) if "guard.integrations" in c]
+    ours = [c for c in commands(data, event) if OUR_COMMAND.search(c)]
     assert ours == [hook_command(host)]
     before = path.read_bytes()
     proc = guard("install", host, cwd=repo, env=env)
