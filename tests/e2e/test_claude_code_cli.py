@@ -8,12 +8,15 @@ on disk, on Claude Code's ``permission_denials`` and on guard's audit log.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -102,6 +105,21 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     )
     assert proc.returncode == 0, proc.stderr
     yield Path(os.path.realpath(repo)), env
+    stop_hookd(home)
+
+
+def stop_hookd(home: Path) -> None:
+    """Stop the hook daemon the run started, by the pid it recorded (it may still be starting)."""
+    pidfile = home / ".local/share/openoxide/run/hookd.pid"
+    for _ in range(50):
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            time.sleep(0.1)
+            continue
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+        return
 
 
 def snapshot(root: Path) -> dict[str, str]:
