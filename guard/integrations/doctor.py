@@ -104,6 +104,22 @@ def landlock_abi() -> int | None:
     return abi if abi > 0 else None
 
 
+def daemon_check() -> Check:
+    from guard.integrations._client import socket_path, trusted
+
+    path = socket_path()
+    pidfile = os.path.join(os.path.dirname(path), "hookd.pid")
+    try:
+        with open(pidfile) as fh:
+            pid = int(fh.read().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return Check("hook daemon", "off", "not running: the next hook call starts it")
+    if not trusted(path):
+        return Check("hook daemon", "broken", f"{path} is not a socket only you own; ignored")
+    return Check("hook daemon", "ok", f"pid {pid} answers hook calls on {path}")
+
+
 def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
     checks: list[Check] = []
     try:
@@ -111,7 +127,11 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
 
         g = Guard.load(cwd=os.fspath(cwd) if cwd is not None else None)
         checks.append(
-            Check("policy evaluator", "ok", f"policy loads; agents: {', '.join(g.agent_names)}")
+            Check(
+                "policy evaluator",
+                "ok",
+                f"{g.loaded.name} ({g.discovery}); agents: {', '.join(g.agent_names)}",
+            )
         )
     except Exception as exc:
         checks.append(Check("policy evaluator", "broken", f"{type(exc).__name__}: {exc}"))
@@ -138,6 +158,7 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         why = [] if abi else ["kernel has no Landlock"]
         why += [] if sandbox else ["guard.sandbox not installed"]
         checks.append(Check("kernel confinement", "off", "; ".join(why)))
+    checks.append(daemon_check())
     monitor = _has("guard.monitor") and _has("watchdog")
     checks.append(
         Check("monitor", "ok", "watchdog available; guard's monitor can run")

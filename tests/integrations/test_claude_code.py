@@ -199,3 +199,14 @@ def test_each_decision_is_audited(repo: Path, run_hook: HookRunner, home: Path) 
     assert first["agent"] == "plan" and first["tool_name"] == "Write"
     assert first["tool_use_id"] == "toolu_01ABC" and first["host"] == "claude-code"
     assert os.path.realpath(str(repo / "src/a.py")) in json.dumps(first["effects"])
+
+
+def test_worktree_guard_mode_picks_the_agent(repo: Path, run_hook: HookRunner) -> None:
+    """A guard planning session in plan mode holds Claude Code's acceptEdits calls to plan."""
+    from guard.planning import Session
+
+    p = claude_payload("Write", {"file_path": str(repo / "src/a.py"), "content": ""}, repo)
+    assert decision(run_hook("claude-code", p)) == "allow"  # no session: acceptEdits -> build
+    Session.start(repo, "plan", title="hooks")
+    assert decision(run_hook("claude-code", p)) == "deny"
+    assert decision(run_hook("claude-code", p, extra_env={"GUARD_AGENT": "build"})) == "allow"
