@@ -20,17 +20,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
-from guard.planning import (
-    ProposedPlanParser,
-    Session,
-    UserDecision,
-    events,
-    handle_tool_call,
-    write_plan,
-)
+from guard.planning import Segment, Session, UserDecision, events, handle_tool_call
 from guard.planning.events import project_todo_list
 from guard.planning.handshake import EnterRequest, ExitRequest
 from guard.planning.render import checklist_panel, session_view
+from guard.planning.stream import stream_into_session
 
 console = Console(highlight=False)
 
@@ -60,31 +54,22 @@ def tokens(text: str, size: int = 7) -> Iterator[str]:
         yield text[start : start + size]
 
 
-def stream_reply(session: Session, reply: str) -> str:
-    """Feed a streamed reply through the parser; chat text and plan text go to separate lanes."""
-    parser = ProposedPlanParser()
-    for chunk in tokens(reply):
-        for seg in parser.feed(chunk):
-            show(session, seg.kind, seg.text)
-    for seg in parser.finish():
-        show(session, seg.kind, seg.text)
+def stream_reply(session: Session, reply: str) -> None:
+    """Stream a reply through the parser: chat text and plan text go to separate lanes,
+    the last proposed plan becomes the plan artifact."""
+    stream_into_session(session, tokens(reply), on_segment=show)
     console.print()
-    plan = parser.plan or ""
-    path = write_plan(session, plan)
-    events.publish(session, events.PlanCompleted(text=plan, path=str(path)))
-    console.print(f"[dim]plan artifact written: {path.name}[/]")
-    return plan
+    console.print(f"[dim]plan artifact written: {Path(str(session.plan_path)).name}[/]")
 
 
-def show(session: Session, kind: str, text: str) -> None:
-    if kind == "text":
-        console.print(text, end="", style="white")
-    elif kind == "plan":
-        console.print(text, end="", style="bold blue")
-        events.publish(session, events.PlanDelta(delta=text))
-    elif kind == "plan_start":
+def show(seg: Segment) -> None:
+    if seg.kind == "text":
+        console.print(seg.text, end="", style="white")
+    elif seg.kind == "plan":
+        console.print(seg.text, end="", style="bold blue")
+    elif seg.kind == "plan_start":
         console.print("[blue]┌─ proposed plan ─[/]")
-    elif kind == "plan_end":
+    else:
         console.print("[blue]└─────────────────[/]")
 
 

@@ -36,7 +36,8 @@ plan_app = typer.Typer(
         "  guard plan show                     # render it\n\n"
         "  guard plan list                     # all plan files of this worktree\n\n"
         "  guard plan exit --approve           # leave plan mode (the only way out)\n\n"
-        "  guard plan exit --reject 'too risky'   /   --refine 'split step 2'"
+        "  guard plan exit --reject 'too risky'   /   --refine 'split step 2'\n\n"
+        "  guard plan answer 'SQLite'           # answer the model's request_user_input"
     ),
     no_args_is_help=True,
 )
@@ -179,8 +180,9 @@ def mode_command(
     if mode is Mode.PLAN and title is not None and session.mode is not Mode.PLAN:
         with session.transaction() as s:
             s.title = title
+    was_requested = any(p.kind == "plan_enter" for p in session.pending)
     session.set_mode(mode, "set by the user with `guard mode`")
-    if session.pending and mode is Mode.PLAN:
+    if was_requested and session.mode is Mode.PLAN:
         session.deliver(f"The user accepted plan mode. Write your plan to {session.plan_path}.")
     sys.stdout.write(f"{session.id}: {session.mode.value}")
     if session.mode is Mode.PLAN:
@@ -293,6 +295,37 @@ def plan_exit_command(
     if not outcome.ok and decision.choice == "approve":
         raise GuardError(outcome.text)
     sys.stdout.write(f"{session.id}: {outcome.mode.value} — {outcome.text}\n")
+
+
+@plan_app.command("answer")
+def plan_answer(
+    answers: Annotated[list[str], typer.Argument(help="One answer per question, in order.")],
+    session_id: SessionOpt = None,
+    cwd: CwdOpt = Path("."),
+) -> None:
+    """Answer the model's pending request_user_input questions.
+
+    The answers reach the model on its next planning tool call.
+
+    Example: guard plan answer "SQLite" "keep the old API"
+    """
+    session = _resolve(cwd, session_id)
+    pending = [p for p in session.pending if p.kind == "request_user_input"]
+    if not pending:
+        raise GuardError(
+            f"session {session.id} has no pending questions (see `guard session show`)"
+        )
+    questions = [q.get("question", "?") for q in pending[-1].detail.get("questions", [])]
+    if len(answers) != len(questions):
+        listed = "; ".join(f"{n + 1}. {q}" for n, q in enumerate(questions))
+        raise GuardError(
+            f"{len(questions)} question(s) wait for an answer, got {len(answers)}: {listed}"
+        )
+    lines = [f"Q: {q}\nA: {a}" for q, a in zip(questions, answers, strict=True)]
+    with session.transaction() as s:
+        s.pending = [p for p in s.pending if p is not None and p != pending[-1]]
+        s.inbox.append("Answers from the user:\n" + "\n".join(lines))
+    sys.stdout.write(f"{session.id}: answers recorded for the model\n")
 
 
 # ---- guard events -----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from guard.planning.handshake import (
     update_plan,
 )
 from guard.planning.session import Mode, Session, SessionError, current_mode, sessions_dir
-from guard.planning.stream import ProposedPlanParser, Segment
+from guard.planning.stream import ProposedPlanParser, Segment, stream_into_session
 from guard.planning.tools import TOOL_DEFINITIONS, ToolResult, handle_tool_call
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "request_user_input",
     "sessions_dir",
     "slugify",
+    "stream_into_session",
     "subscribe",
     "update_plan",
     "write_plan",

@@ -15,6 +15,7 @@ Each returns an :class:`Outcome` whose ``text`` is meant for the model.
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,6 +205,7 @@ def plan_exit(
             Mode.PLAN,
             pending=True,
         )
+    asked = not isinstance(decision, UserDecision)
     if not isinstance(decision, UserDecision):
         try:
             decision = decision(request)
@@ -215,25 +217,71 @@ def plan_exit(
                 f"The plan exit got no valid decision ({decision!r}); you are still in plan mode."
             )
             return Outcome(text, False, Mode.PLAN)
-    return _apply(session, decision, plan_path, notify_model)
+    seen = request.plan if asked else None
+    return _apply(session, decision, plan_path, notify_model, seen)
 
 
-def _apply(session: Session, decision: UserDecision, plan_path: str, notify: bool) -> Outcome:
+def _apply(
+    session: Session,
+    decision: UserDecision,
+    plan_path: str,
+    notify: bool,
+    seen_plan: str | None,
+) -> Outcome:
+    """Record the user's decision and, for approve, switch to build in the same transaction."""
     words = decision.text.strip()
     if decision.choice is ExitChoice.APPROVE:
-        session.set_mode(Mode.BUILD, "plan approved by the user", via_approved_exit=True)
+        try:
+            current = read_plan(session)
+        except ArtifactError as exc:
+            current, problem = None, str(exc)
+        else:
+            problem = f"the plan file {plan_path} is missing or empty"
+        if current is None or not current.strip():
+            text = f"plan_exit refused: {problem}. You are still in plan mode."
+            _record(session, "refused", text, plan_path, by="guard")
+            return Outcome(text, False, Mode.PLAN)
+        if seen_plan is not None and current != seen_plan:
+            text = (
+                "plan_exit refused: the plan file changed while the user was reviewing it;"
+                " the approval does not cover the new text. Call plan_exit again."
+                " You are still in plan mode."
+            )
+            _record(session, "refused", text, plan_path, by="guard")
+            return Outcome(text, False, Mode.PLAN)
+        digest = hashlib.sha256(current.encode("utf-8")).hexdigest()
+        with session.transaction() as s:
+            if s.mode is not Mode.PLAN:
+                return Outcome(f"Session {s.id} already left plan mode.", False, s.mode)
+            s.mode = Mode.BUILD
+            s.decisions.append(
+                ExitRecord(
+                    at=utc_now(),
+                    decision="approve",
+                    text=words,
+                    plan_path=plan_path,
+                    plan_sha256=digest,
+                )
+            )
+            s.pending = [p for p in s.pending if p.kind != "plan_exit"]
+        events.publish(
+            session,
+            events.ModeChanged(old=Mode.PLAN, new=Mode.BUILD, reason="plan approved by the user"),
+        )
+        events.publish(session, events.PlanExit(outcome="approve", text=words, plan_path=plan_path))
         text = (
             f"The user approved the plan ({plan_path}). Plan mode is over: you are in build"
             " mode. Carry out the plan and track progress with update_plan."
             + (f" The user adds: {words}" if words else "")
         )
-        ok, mode = True, Mode.BUILD
-    elif decision.choice is ExitChoice.REJECT:
+        if notify:
+            session.deliver(text)
+        return Outcome(text, True, Mode.BUILD)
+    if decision.choice is ExitChoice.REJECT:
         text = (
             f"The user rejected the plan: {words or '(no reason given)'}. You are still in plan"
             f" mode. Rework the plan in {plan_path}, then call plan_exit again."
         )
-        ok, mode = False, Mode.PLAN
     else:
         if not words:
             words = "(no note given)"
@@ -241,11 +289,10 @@ def _apply(session: Session, decision: UserDecision, plan_path: str, notify: boo
             f"The user asks you to refine the plan: {words}. You are still in plan mode. Update"
             f" {plan_path}, then call plan_exit again."
         )
-        ok, mode = False, Mode.PLAN
     _record(session, decision.choice.value, words, plan_path, by="user")
     if notify:
         session.deliver(text)
-    return Outcome(text, ok, mode)
+    return Outcome(text, False, Mode.PLAN)
 
 
 def _record(session: Session, outcome: str, text: str, plan_path: str, by: str) -> None:

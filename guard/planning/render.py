@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
@@ -86,12 +86,34 @@ def session_header(session: Session) -> Table:
     return table
 
 
+class Lanes:
+    """Checklist and plan side by side on wide terminals (>= 110 columns), stacked otherwise."""
+
+    def __init__(self, checklist: Panel, plan: Panel, side_by_side_from: int = 110) -> None:
+        self.checklist = checklist
+        self.plan = plan
+        self.side_by_side_from = side_by_side_from
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if options.max_width >= self.side_by_side_from:
+            grid = Table.grid(expand=True, padding=(0, 1))
+            grid.add_column(ratio=2)
+            grid.add_column(ratio=3)
+            grid.add_row(self.checklist, self.plan)
+            yield grid
+        else:
+            yield self.checklist
+            yield self.plan
+
+
 def session_view(session: Session) -> Group:
-    """The session header, then the checklist lane, then the plan lane."""
+    """The session header, then the two lanes: the checklist and the plan document."""
     return Group(
         session_header(session),
-        checklist_panel(session.checklist, session.explanation),
-        plan_panel(read_plan(session), session.plan_path),
+        Lanes(
+            checklist_panel(session.checklist, session.explanation),
+            plan_panel(read_plan(session), session.plan_path),
+        ),
     )
 
 

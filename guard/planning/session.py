@@ -56,6 +56,7 @@ class ExitRecord(BaseModel):
     decision: Literal["approve", "reject", "refine", "refused"]
     text: str = ""
     plan_path: str | None = None
+    plan_sha256: str | None = None
     by: str = "user"
 
 
@@ -300,10 +301,11 @@ class Session(BaseModel):
                 )
             s.mode = new
             if new is Mode.PLAN:
+                requested = [p for p in s.pending if p.kind == "plan_enter"]
+                if s.title is None and requested and requested[-1].detail.get("title"):
+                    s.title = str(requested[-1].detail["title"])
                 s.plan_path = str(artifact_path(s, s.title))
                 Path(s.plans_dir).mkdir(parents=True, exist_ok=True)
-                s.checklist = []
-                s.explanation = None
             s.pending = [p for p in s.pending if p.kind != "plan_enter"]
         events.publish(self, events.ModeChanged(old=old, new=new, reason=reason))
 

@@ -12,9 +12,12 @@ parser can be sure a partial line is not a tag line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from guard.planning.session import Session
 
 OPEN_TAG = "<proposed_plan>"
 CLOSE_TAG = "</proposed_plan>"
@@ -164,3 +167,40 @@ def split_proposed_plan(text: str) -> tuple[str, str | None]:
     parser = ProposedPlanParser()
     segments = parser.parse([text])
     return "".join(s.text for s in segments if s.kind == "text"), parser.plan
+
+
+def stream_into_session(
+    session: Session,
+    chunks: Iterable[str],
+    on_segment: Callable[[Segment], None] | None = None,
+) -> str | None:
+    """Parse a model's streamed reply for a session: publish ``PlanDelta`` events for plan
+    text, write the last block to the plan artifact (in plan mode, where its path is
+    fixed) and publish ``PlanCompleted``. ``on_segment`` sees every segment (to draw the
+    two lanes). Returns the last proposed plan, or None when the reply held none.
+    """
+    from guard.planning import events
+    from guard.planning.artifact import write_plan
+    from guard.planning.session import Mode
+
+    parser = ProposedPlanParser()
+
+    def handle(segments: list[Segment]) -> None:
+        for seg in segments:
+            if seg.kind == "plan":
+                events.publish(session, events.PlanDelta(delta=seg.text))
+            if on_segment is not None:
+                on_segment(seg)
+
+    for chunk in chunks:
+        handle(parser.feed(chunk))
+    handle(parser.finish())
+    plan = parser.plan
+    if plan is None:
+        return None
+    session.refresh()
+    path = write_plan(session, plan) if session.mode is Mode.PLAN and plan.strip() else None
+    events.publish(
+        session, events.PlanCompleted(text=plan, path=str(path) if path is not None else None)
+    )
+    return plan

@@ -211,3 +211,33 @@ def test_example_runs_and_shows_both_lanes(tmp_path: Path) -> None:
     assert "item.completed" in out
     assert list(tmp_path.iterdir()) == [], "the example cleans up after itself"
     del start
+
+
+def test_plan_answer_delivers_answers_to_the_model(repo: Path, plan_session: Session) -> None:
+    from guard.planning import handle_tool_call
+
+    q = {"question": "Which store?", "options": [{"label": "SQLite"}, {"label": "Redis"}]}
+    r = handle_tool_call(plan_session, "request_user_input", {"questions": [q]})
+    assert not r.is_error and "End your turn" in r.text
+    code, _, err = guard("plan", "answer", "a", "b", "--cwd", str(repo))
+    assert code == 2 and "1 question(s)" in err and "Which store?" in err
+    code, out, _ = guard("plan", "answer", "SQLite", "--cwd", str(repo))
+    assert code == 0, out
+    assert plan_session.refresh().pending == []
+    nxt = handle_tool_call(plan_session, "plan_exit", {})
+    assert "Q: Which store?\nA: SQLite" in nxt.text
+    code, _, err = guard("plan", "answer", "again", "--cwd", str(repo))
+    assert code == 2 and "no pending questions" in err
+
+
+def test_guard_mode_plan_accepts_a_pending_plan_enter(repo: Path, session: Session) -> None:
+    from guard.planning import handle_tool_call
+
+    r = handle_tool_call(session, "plan_enter", {"title": "Later"})
+    assert "waits for the user" in r.text and session.refresh().mode is Mode.BUILD
+    code, _, _ = guard("mode", "plan", "--session", session.id, "--cwd", str(repo))
+    assert code == 0
+    s = session.refresh()
+    assert s.mode is Mode.PLAN and s.pending == [] and s.plan_path
+    assert s.plan_path.endswith("-later.md")
+    assert "accepted plan mode" in s.inbox[-1]

@@ -192,3 +192,28 @@ def test_every_exit_answer_is_recorded_in_order(plan_session: Session) -> None:
     assert [d.decision for d in stored.decisions] == ["refused", "reject", "refine", "approve"]
     outcomes = [e.outcome for e in read_events(stored) if e.type == "plan_exit"]  # type: ignore[union-attr]
     assert outcomes == ["refused", "reject", "refine", "approve"]
+
+
+def test_approval_does_not_cover_a_plan_changed_during_review(plan_session: Session) -> None:
+    """Attack: the plan file is swapped after the user read it but before they approved."""
+    write_plan_file(plan_session, "# Plan\n\n1. harmless\n")
+
+    def user_reads_then_file_changes(req: ExitRequest) -> UserDecision:
+        assert "harmless" in req.plan
+        write_plan_file(plan_session, "# Plan\n\n1. rm -rf everything\n")
+        return UserDecision.approve()
+
+    out = plan_exit(plan_session, user_reads_then_file_changes)
+    assert not out.ok and "changed while the user was reviewing" in out.text
+    assert plan_session.refresh().mode is Mode.PLAN
+
+
+def test_approval_records_the_digest_of_the_approved_plan(plan_session: Session) -> None:
+    import hashlib
+
+    text = "# Plan\n\n1. exact text\n"
+    write_plan_file(plan_session, text)
+    assert plan_exit(plan_session, lambda _r: UserDecision.approve()).ok
+    record = plan_session.refresh().decisions[-1]
+    assert record.decision == "approve"
+    assert record.plan_sha256 == hashlib.sha256(text.encode()).hexdigest()

@@ -5,8 +5,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard.planning import ProposedPlanParser
-from guard.planning.stream import Segment, coalesce, split_proposed_plan
+from guard.planning import ProposedPlanParser, Session, events, read_events, read_plan
+from guard.planning.stream import Segment, coalesce, split_proposed_plan, stream_into_session
 
 
 def run(chunks: list[str]) -> tuple[list[Segment], ProposedPlanParser]:
@@ -152,3 +152,35 @@ def oracle(text: str) -> list[Segment]:
     if in_plan:
         out.append(Segment("plan_end"))
     return coalesce(out)
+
+
+def test_stream_into_session_writes_the_last_block_and_publishes(plan_session: Session) -> None:
+    seen: list[Segment] = []
+    reply = "thinking\n<proposed_plan>\n# v1\n</proposed_plan>\n<proposed_plan>\n# v2\n"
+    plan = stream_into_session(
+        plan_session, [reply[i : i + 5] for i in range(0, len(reply), 5)], on_segment=seen.append
+    )
+    assert plan == "# v2\n"
+    assert read_plan(plan_session) == "# v2\n"
+    evs = read_events(plan_session)
+    deltas = "".join(e.delta for e in evs if isinstance(e, events.PlanDelta))
+    assert deltas == "# v1\n# v2\n"
+    done = evs[-1]
+    assert isinstance(done, events.PlanCompleted) and done.path == plan_session.plan_path
+    assert [s.kind for s in coalesce(seen)] == [
+        "text",
+        "plan_start",
+        "plan",
+        "plan_end",
+        "plan_start",
+        "plan",
+        "plan_end",
+    ]
+
+
+def test_stream_into_session_in_build_mode_writes_no_artifact(session: Session) -> None:
+    """A plan proposed outside plan mode is reported, but there is no artifact path to write."""
+    plan = stream_into_session(session, ["<proposed_plan>\nx\n</proposed_plan>\n"])
+    assert plan == "x\n" and session.refresh().plan_path is None
+    done = read_events(session)[-1]
+    assert isinstance(done, events.PlanCompleted) and done.path is None
