@@ -37,7 +37,7 @@ CANONICAL_TOOLS: frozenset[str] = frozenset({
     "read", "write", "edit", "multiedit", "notebook_edit", "glob", "grep", "list", "bash",
     "webfetch", "websearch", "task", "todowrite", "todoread", "plan_exit", "plan_enter",
     "request_user_input", "question", "apply_patch", "patch", "update_plan", "save_memory",
-    "ls",
+    "ls", "create_directory", "move",
 })
 
 _MCP_PREFIXES = ("mcp__filesystem__", "filesystem.", "filesystem__", "filesystem:")

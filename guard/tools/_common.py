@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from guard.effects import Effect
@@ -62,10 +63,15 @@ def shell_tool(canonical: str, command_fields: tuple[str, ...],
             if call.input.get(name) is not None:
                 value, used = call.input[name], name
                 break
+        # where the command really runs, for looking at the filesystem (cp into a dir...)
+        run_in = call.cwd
+        if workdir:
+            run_in = workdir if os.path.isabs(workdir) else (
+                os.path.join(call.cwd, workdir) if call.cwd else None)
         if isinstance(value, str):
-            found = shell.analyse(value, call.cwd)
+            found = shell.analyse(value, run_in)
         elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            found = shell.analyse_argv(list(value), call.cwd)
+            found = shell.analyse_argv(list(value), run_in)
         else:
             raise ToolInputError(
                 f"{call.where(used)} must be a command string or a non-empty list of strings"

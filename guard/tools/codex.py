@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from guard.tools._common import fetch_tool, path_tool, patch_tool, plain, shell_tool
+from guard.tools._common import fetch_tool, patch_tool, path_tool, plain, shell_tool
 from guard.tools.interface import Handler
 
 NAME = "codex"

@@ -31,7 +31,7 @@ def _move(call: Call) -> list[Effect]:
     src = call.str_field("source", what="the file to move, a path")
     dst = call.str_field("destination", what="where to move it, a path")
     assert src is not None and dst is not None
-    return [tool("write", f"{NAME} {call.tool}"),
+    return [tool("move", f"{NAME} {call.tool}"),
             Effect.read(src, "move_file reads it"),
             Effect.delete(src, "move_file removes it from here"),
             Effect.write(dst, "move_file puts it here")]
@@ -51,7 +51,7 @@ TOOLS: dict[str, Handler] = {
     "read_multiple_files": _read_multiple,
     "write_file": path_tool("write", "write", "path"),
     "edit_file": _edit,
-    "create_directory": path_tool("write", "write", "path"),
+    "create_directory": path_tool("create_directory", "write", "path"),
     "list_directory": search_tool("list", ("path",), None, default_path=None),
     "list_directory_with_sizes": search_tool("list", ("path",), None, default_path=None),
     "directory_tree": search_tool("list", ("path",), None, default_path=None),
