@@ -42,7 +42,7 @@ from watchdog.events import (
 )
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify import InotifyFullEmitter
-from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
+from watchdog.observers.inotify_c import InotifyEvent, InotifyFD, Mask, Watch
 
 from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
@@ -119,6 +119,21 @@ class _FD(InotifyFD):
             return
         if event.is_queue_overflow:
             self._trouble("overflow", "the kernel's inotify queue overflowed: events were lost")
+
+
+    def _get_or_create_watch(self, path: bytes, mask: Mask) -> Watch:
+        # watchdog swallows errors on subdirectories (they may vanish while being
+        # walked); a watch limit is not such a case: the directory stays unwatched.
+        try:
+            return super()._get_or_create_watch(path, mask)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EMFILE):
+                self._trouble(
+                    "watch-limit",
+                    f"inotify could not watch {os.fsdecode(path)}: {exc.strerror or exc}"
+                    " (raise fs.inotify.max_user_watches)",
+                )
+            raise
 
 
 class _Observer(BaseObserver):
