@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError
-from guard.match import CompiledList, Pattern, parse_pattern
+from guard.match import CompiledList, Pattern, RuleSet, parse_pattern
 from guard.paths import CanonicalPath, Roots, canonicalize
 from guard.policy import BUILTIN_PREFIX, LoadedPolicy, load_policy, patterns_of
 from guard.policy.schema import AgentPolicy
@@ -89,21 +89,24 @@ class _Agent:
         self.default = policy.default
         loaded = guard.loaded
         roots = guard.root_map
-        self.lists: dict[EffectKind, dict[str, CompiledList]] = {}
+        self.lists: dict[EffectKind, dict[str, list[Pattern]]] = {}
         for kind in (EffectKind.READ, EffectKind.WRITE, EffectKind.DELETE, EffectKind.EXEC):
-            compiled = {
-                ln: CompiledList(patterns_of(loaded, name, kind.value, ln), roots) for ln in LISTS
-            }
+            lists = {ln: patterns_of(loaded, name, kind.value, ln) for ln in LISTS}
             if policy.protected and kind in (EffectKind.WRITE, EffectKind.DELETE):
-                compiled["protected"] = CompiledList(guard.protected_patterns, roots)
-            self.lists[kind] = compiled
-        net_roots = {"worktree": NETWORK_ROOT}
+                lists = {"protected": guard.protected_patterns, **lists}
+            self.lists[kind] = lists
         self.lists[EffectKind.NETWORK] = {
-            ln: CompiledList(
-                [p for p in patterns_of(loaded, name, "network", ln) if p.root == "worktree"],
-                net_roots,
-            )
+            ln: [p for p in patterns_of(loaded, name, "network", ln) if p.root == "worktree"]
             for ln in LISTS
+        }
+        self.roots = {
+            k: roots if k is not EffectKind.NETWORK else {"worktree": NETWORK_ROOT}
+            for k in self.lists
+        }
+        # every list of a kind compiled together: one walk answers them all
+        self.rules: dict[EffectKind, tuple[tuple[str, ...], RuleSet]] = {
+            kind: (tuple(lists), RuleSet(list(lists.values()), self.roots[kind]))
+            for kind, lists in self.lists.items()
         }
         self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
 
@@ -276,21 +279,16 @@ class Guard:
         shown: str | None,
     ) -> Decision:
         key = (kind, path, is_dir)
-        hit = a.memo.get(key)
-        if hit is not None:
-            return hit if hit.effect == effect else _with_effect(hit, effect)
-        lists = a.lists[kind]
+        memo = a.memo.get(key)
+        if memo is not None:
+            return memo if memo.effect == effect else _with_effect(memo, effect)
+        names, rules = a.rules[kind]
         where = shown if shown is not None else self.roots.describe(path)
-        decision: Decision | None = None
-        for list_name in ("protected", *LISTS):
-            cl = lists.get(list_name)
-            if cl is None:
-                continue
-            p = cl.matched(path, is_dir)
-            if p is not None:
-                decision = self._pattern_decision(a, kind, list_name, p, where, effect)
-                break
-        if decision is None:
+        decision: Decision
+        hit = rules.first(path, is_dir)
+        if hit is not None:
+            decision = self._pattern_decision(a, kind, names[hit[0]], hit[1], where, effect)
+        else:
             action, rule = a.kind_default(kind)
             decision = Decision(
                 action,
@@ -389,12 +387,11 @@ class Guard:
             for path in candidates:
                 paths.append(path)
                 hits = []
-                for list_name in ("protected", *LISTS):
-                    cl = a.lists[effect.kind].get(list_name)
-                    if cl is not None:
-                        hits.append(
-                            ListHit(list_name, cl.explain(path, is_dir), cl.match(path, is_dir))
-                        )
+                for list_name, patterns in a.lists[effect.kind].items():
+                    cl = CompiledList(patterns, a.roots[effect.kind])
+                    hits.append(
+                        ListHit(list_name, cl.explain(path, is_dir), cl.match(path, is_dir))
+                    )
                 lists[path] = hits
         return Explanation(agent, effect, paths, lists, decision)
 

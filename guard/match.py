@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
+DIR_CACHE_LIMIT = 1 << 15
 ROOT_RE = re.compile(r"^\{([a-z]+)\}(?:/|$)")
 _GLOB_CHARS = frozenset("*?[\\")
 _CLASSES = {
@@ -227,45 +229,363 @@ def _esc(c: str) -> str:
 # compiled lists
 
 
+RxPair = tuple[re.Pattern[str] | None, re.Pattern[str] | None]
+PerList = tuple[int, ...]  # the best pattern index per list, -1 for none
+
+
+@dataclass(frozen=True, slots=True)
+class _Rx:
+    """One list's patterns of one class, combined: per level kind (file, directory)."""
+
+    list_id: int
+    rx: RxPair
+    idx: tuple[list[int], list[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class _RxClass:
+    """A class of regex patterns: a prefilter over every list, then one regex per list."""
+
+    any_rx: RxPair  # (None, None) when there is only one list: no prefilter needed
+    per_list: list[_Rx]
+
+    def hits(self, subject: str, sel: int, best: list[int] | None, n: int) -> list[int] | None:
+        pre = self.any_rx[sel]
+        if pre is not None and pre.fullmatch(subject) is None:
+            return best
+        for r in self.per_list:
+            best = _rx_hit(r, subject, sel, best, n)
+        return best
+
+
+class _Table:
+    """Key -> per list, the best (file-level, directory-level-only) index."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.rows: dict[str, list[list[int]]] = {}
+
+    def add(self, key: str, list_id: int, idx: int, dir_only: bool) -> None:
+        row = self.rows.setdefault(key, [[-1, -1] for _ in range(self.n)])
+        cell = row[list_id]
+        k = 1 if dir_only else 0
+        cell[k] = max(cell[k], idx)
+
+    def split(self) -> tuple[dict[str, PerList], dict[str, PerList]]:
+        files = {
+            k: tuple(c[0] for c in row)
+            for k, row in self.rows.items()
+            if any(c[0] >= 0 for c in row)
+        }
+        dirs = {k: tuple(max(c) for c in row) for k, row in self.rows.items()}
+        return files, dirs
+
+
 @dataclass(slots=True)
 class _Group:
-    """The patterns of one list that share a root, sorted into look-up classes."""
+    """The patterns of every list that share a root, sorted into look-up classes."""
 
     root: str  # absolute root path without trailing slash ("" for "/")
-    names: dict[str, tuple[int, int]] = field(default_factory=dict)  # literal basename
-    suffixes: dict[str, tuple[int, int]] = field(default_factory=dict)  # "*SUFFIX"
-    suffix_lengths: tuple[int, ...] = ()
-    paths: dict[str, tuple[int, int]] = field(default_factory=dict)  # literal anchored path
-    under: dict[str, int] = field(default_factory=dict)  # "PREFIX/**"
-    match_all: tuple[int, int] = (-1, -1)  # "**" or "*" without slash
-    anchored_rx: tuple[re.Pattern[str] | None, re.Pattern[str] | None] = (None, None)
-    anchored_idx: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))
-    base_rx: tuple[re.Pattern[str] | None, re.Pattern[str] | None] = (None, None)
-    base_idx: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))
-
-
-def _bump(d: dict[str, tuple[int, int]], key: str, idx: int, dir_only: bool) -> None:
-    any_i, dir_i = d.get(key, (-1, -1))
-    d[key] = (any_i, max(dir_i, idx)) if dir_only else (max(any_i, idx), dir_i)
+    prefix: str
+    prefix_len: int
+    match_all: tuple[PerList | None, PerList | None]  # "**", "*" (per level kind)
+    names: tuple[dict[str, PerList], dict[str, PerList]]  # literal last component
+    suffixes: tuple[dict[str, PerList], dict[str, PerList]]  # "*SUFFIX"
+    suffix_lengths: tuple[int, ...]
+    paths: tuple[dict[str, PerList], dict[str, PerList]]  # literal anchored path
+    under: dict[str, PerList]  # "PREFIX/**": every level below PREFIX
+    fixed: dict[tuple[int, str], _RxClass]  # no "**": by depth and literal first component
+    tails: tuple[tuple[int, _RxClass], ...]  # "**/a/*.b": the last k components
+    anchored: _RxClass  # anything else anchored
+    base: _RxClass  # anything else matched against the last component
 
 
 def _is_literal(s: str) -> bool:
     return not (_GLOB_CHARS & set(s))
 
 
+def _merge(best: list[int] | None, t: PerList) -> list[int]:
+    if best is None:
+        return list(t)
+    for i, v in enumerate(t):
+        if v > best[i]:
+            best[i] = v
+    return best
+
+
+def _rx_hit(r: _Rx, subject: str, sel: int, best: list[int] | None, n: int) -> list[int] | None:
+    rx = r.rx[sel]
+    if rx is None:
+        return best
+    m = rx.fullmatch(subject)
+    if m is None or m.lastindex is None:
+        return best
+    i = r.idx[sel][m.lastindex - 1]
+    if best is None:
+        best = [-1] * n
+    if i > best[r.list_id]:
+        best[r.list_id] = i
+    return best
+
+
+class RuleSet:
+    """Several gitignore lists compiled together against concrete roots.
+
+    One walk over a path answers every list: :meth:`decided` gives, per
+    list, the index of the pattern that decides the path (a negated one means
+    "explicitly not matched") or -1. The walk's state after each directory
+    level is cached per directory, so a path whose parent was seen before
+    costs one level.
+
+    With ``reinclude=True`` (policies) an exception may re-include a path
+    below an excluded directory: the deepest level that any pattern of the
+    list matches decides. With ``reinclude=False`` (one list only) matching
+    is exactly git's: the first excluded directory decides all below it.
+    """
+
+    __slots__ = ("_dirs", "_groups", "_n", "lists", "reinclude")
+
+    def __init__(
+        self,
+        lists: Sequence[Sequence[Pattern]],
+        roots: Mapping[str, str | None],
+        *,
+        reinclude: bool = True,
+    ) -> None:
+        if not reinclude and len(lists) != 1:
+            raise ValueError("git semantics (reinclude=False) need exactly one list")
+        self.lists: tuple[tuple[Pattern, ...], ...] = tuple(tuple(ps) for ps in lists)
+        self.reinclude = reinclude
+        n = self._n = len(self.lists)
+        acc: dict[str, dict[str, Any]] = {}
+        for list_id, patterns in enumerate(self.lists):
+            for idx, p in enumerate(patterns):
+                base = _base_of(p, roots)
+                if p.regex is None or base is None:
+                    continue  # e.g. no worktree: unanchored patterns match nothing
+                a = acc.get(base)
+                if a is None:
+                    a = acc[base] = {
+                        "all": _Table(n), "names": _Table(n), "suffixes": _Table(n),
+                        "paths": _Table(n), "under": _Table(n), "fixed": {}, "tails": {},
+                        "anchored": {}, "base": {},
+                    }  # fmt: skip
+                _classify(a, list_id, idx, p)
+        groups = []
+        for base, a in acc.items():
+            all_files, all_dirs = a["all"].split()
+            under_files, _ = a["under"].split()
+            suffixes = a["suffixes"].split()
+            groups.append(
+                _Group(
+                    root=base,
+                    prefix=base + "/",
+                    prefix_len=len(base) + 1,
+                    match_all=(all_files.get("*"), all_dirs.get("*")),
+                    names=a["names"].split(),
+                    suffixes=suffixes,
+                    suffix_lengths=tuple(sorted({len(k) for k in suffixes[1]})),
+                    paths=a["paths"].split(),
+                    under=under_files,
+                    fixed={k: _combine_by_list(v) for k, v in a["fixed"].items()},
+                    tails=tuple((k, _combine_by_list(v)) for k, v in sorted(a["tails"].items())),
+                    anchored=_combine_by_list(a["anchored"]),
+                    base=_combine_by_list(a["base"]),
+                )
+            )
+        self._groups = tuple(sorted(groups, key=lambda gr: len(gr.root)))
+        self._dirs: dict[str, tuple[PerList, dict[int, PerList], bool]] = {}
+
+    def decided(self, path: str, is_dir: bool = False) -> PerList:
+        """Per list, the index of the deciding pattern for ``path`` (-1: none)."""
+        parent_end = path.rfind("/")
+        state = self._dirs.get(path[:parent_end])
+        if state is None:
+            state = self._walk_dirs(path, parent_end)
+        decided, unders, final = state
+        if final:
+            return decided
+        best = self._level(path, parent_end + 1, len(path), is_dir, unders, None)
+        if best is None:
+            return decided
+        return tuple(b if b >= 0 else d for b, d in zip(best, decided, strict=True))
+
+    def first(self, path: str, is_dir: bool = False) -> tuple[int, Pattern] | None:
+        """The first list (in order) whose deciding pattern is a positive match."""
+        parent_end = path.rfind("/")
+        state = self._dirs.get(path[:parent_end])
+        if state is None:
+            state = self._walk_dirs(path, parent_end)
+        decided, unders, final = state
+        best = None if final else self._level(path, parent_end + 1, len(path), is_dir, unders, None)
+        lists = self.lists
+        for list_id, idx in enumerate(decided):
+            if best is not None and best[list_id] >= 0:
+                idx = best[list_id]
+            if idx >= 0:
+                p = lists[list_id][idx]
+                if not p.negated:
+                    return list_id, p
+        return None
+
+    def _walk_dirs(self, path: str, parent_end: int) -> tuple[PerList, dict[int, PerList], bool]:
+        """Walk and cache every directory level of ``path`` above its last component."""
+        dirs = self._dirs
+        if len(dirs) >= DIR_CACHE_LIMIT:
+            dirs.clear()
+        decided: PerList = (-1,) * self._n
+        unders: dict[int, PerList] = {}
+        final = False
+        start = 1 if path.startswith("/") else 0
+        while start <= parent_end:
+            slash = path.find("/", start)
+            if slash < 0 or slash > parent_end:
+                break
+            key = path[:slash]
+            cached = dirs.get(key)
+            if cached is not None:
+                decided, unders, final = cached
+            elif not final:
+                unders = dict(unders)
+                best = self._level(path, start, slash, True, unders, unders)
+                if best is not None:
+                    decided = tuple(b if b >= 0 else d for b, d in zip(best, decided, strict=True))
+                    if not self.reinclude and best[0] >= 0 and not self.lists[0][best[0]].negated:
+                        final = True  # git: an excluded directory excludes all below
+                dirs[key] = (decided, unders, final)
+            else:
+                dirs[key] = (decided, unders, final)
+            start = slash + 1
+        state = (decided, unders, final)
+        dirs[path[:parent_end]] = state
+        return state
+
+    def _level(
+        self,
+        path: str,
+        start: int,
+        end: int,
+        is_dir: bool,
+        unders: dict[int, PerList],
+        record: dict[int, PerList] | None,
+    ) -> list[int] | None:
+        """Per list, the highest index of a pattern matching the level ``path[:end]``."""
+        sel = 1 if is_dir else 0
+        comp = path[start:end]
+        n = self._n
+        best: list[int] | None = None
+        for gi, g in enumerate(self._groups):
+            rl = g.prefix_len
+            if rl > start or not path.startswith(g.prefix):
+                continue
+            level = path[rl:end]
+            t = g.match_all[sel]
+            if t is not None:
+                best = _merge(best, t)
+            if unders:
+                t = unders.get(gi)
+                if t is not None:
+                    best = _merge(best, t)
+            t = g.names[sel].get(comp)
+            if t is not None:
+                best = _merge(best, t)
+            if g.suffix_lengths:
+                sfx = g.suffixes[sel]
+                lc = len(comp)
+                for ln in g.suffix_lengths:
+                    if ln > lc:
+                        break
+                    t = sfx.get(comp[lc - ln :])
+                    if t is not None:
+                        best = _merge(best, t)
+            t = g.paths[sel].get(level)
+            if t is not None:
+                best = _merge(best, t)
+            if g.fixed or g.tails:
+                depth = level.count("/") + 1
+                if g.fixed:
+                    first = comp if depth == 1 else level[: level.find("/")]
+                    for key in ((depth, first), (depth, "")):
+                        c = g.fixed.get(key)
+                        if c is not None:
+                            best = c.hits(level, sel, best, n)
+                if g.tails:
+                    cut, done = len(level), 0
+                    for k, c in g.tails:
+                        if k > depth:
+                            break
+                        while done < k:
+                            cut = level.rfind("/", 0, cut)
+                            done += 1
+                        best = c.hits(level[cut + 1 :], sel, best, n)
+            if g.anchored.per_list:
+                best = g.anchored.hits(level, sel, best, n)
+            if g.base.per_list:
+                best = g.base.hits(comp, sel, best, n)
+            if record is not None and g.under:
+                t = g.under.get(level)
+                if t is not None:
+                    old = record.get(gi)
+                    record[gi] = t if old is None else tuple(map(max, old, t))
+        return best
+
+
+def _classify(a: dict[str, Any], list_id: int, idx: int, p: Pattern) -> None:
+    """Put pattern ``idx`` of list ``list_id`` into its look-up class."""
+    body = p.body
+    d = p.dir_only
+    if not p.anchored:
+        if body.strip("*") == "":
+            a["all"].add("*", list_id, idx, d)
+        elif _is_literal(body):
+            a["names"].add(body, list_id, idx, d)
+        elif body.startswith("*") and _is_literal(body[1:]):
+            a["suffixes"].add(body[1:], list_id, idx, d)
+        else:
+            a["base"].setdefault(list_id, []).append((idx, p))
+        return
+    if _is_literal(body):
+        a["paths"].add(body, list_id, idx, d)
+        return
+    if body.endswith("/**") and _is_literal(body[:-3]) and not d:
+        a["under"].add(body[:-3], list_id, idx, False)
+        return
+    comps = body.split("/")
+    stars = [len(c) >= 2 and c.strip("*") == "" for c in comps]
+    if body == "**" or (len(comps) == 1 and stars[0]):
+        a["all"].add("*", list_id, idx, d)
+    elif not any(stars):
+        first = comps[0] if _is_literal(comps[0]) else ""
+        a["fixed"].setdefault((len(comps), first), {}).setdefault(list_id, []).append((idx, p))
+    elif stars[0] and not any(stars[1:]):
+        tail_src, _ = glob_to_regex("/".join(comps[1:]))
+        assert tail_src is not None  # the whole body compiled, so its tail does
+        tail = Pattern(
+            p.text, p.negated, d, p.root, True, body, re.compile(tail_src, re.DOTALL), p.source
+        )
+        a["tails"].setdefault(len(comps) - 1, {}).setdefault(list_id, []).append((idx, tail))
+    else:
+        a["anchored"].setdefault(list_id, []).append((idx, p))
+
+
+def _combine_by_list(by_list: dict[int, list[tuple[int, Pattern]]]) -> _RxClass:
+    """Per-list combined regexes, behind one prefilter over all of them."""
+    per_list = [_Rx(list_id, *_combine(items)) for list_id, items in sorted(by_list.items())]
+    if len(per_list) <= 1:
+        return _RxClass((None, None), per_list)
+    everything = [item for items in by_list.values() for item in items]
+    rx, _ = _combine(everything)
+    return _RxClass(rx, per_list)
+
+
 class CompiledList:
-    """One gitignore list compiled against concrete roots.
+    """One gitignore list compiled against concrete roots (see :class:`RuleSet`).
 
     :meth:`match` returns the pattern that decides a path (a negated one
     means "explicitly not matched"), or ``None``.
-
-    With ``reinclude=True`` (policies) an exception may re-include a path
-    below an excluded directory: the deepest level that any pattern matches
-    decides. With ``reinclude=False`` matching is exactly git's: the first
-    excluded directory decides everything below it.
     """
 
-    __slots__ = ("_bases", "_groups", "patterns", "reinclude")
+    __slots__ = ("_bases", "_set", "patterns")
 
     def __init__(
         self,
@@ -275,107 +595,13 @@ class CompiledList:
         reinclude: bool = True,
     ) -> None:
         self.patterns: tuple[Pattern, ...] = tuple(patterns)
-        self.reinclude = reinclude
-        groups: dict[str, _Group] = {}
-        pending: dict[str, tuple[list[tuple[int, Pattern]], list[tuple[int, Pattern]]]] = {}
-        self._bases: list[str | None] = []
-        for idx, p in enumerate(self.patterns):
-            base = _base_of(p, roots)
-            self._bases.append(base)
-            if p.regex is None or base is None:
-                continue  # e.g. no worktree: unanchored patterns match nothing
-            g = groups.get(base)
-            if g is None:
-                g = groups[base] = _Group(root=base)
-                pending[base] = ([], [])
-            body = p.body
-            if not p.anchored:
-                if body.strip("*") == "":
-                    a, d = g.match_all
-                    g.match_all = (a, max(d, idx)) if p.dir_only else (max(a, idx), d)
-                elif _is_literal(body):
-                    _bump(g.names, body, idx, p.dir_only)
-                elif body.startswith("*") and _is_literal(body[1:]):
-                    _bump(g.suffixes, body[1:], idx, p.dir_only)
-                else:
-                    pending[base][1].append((idx, p))
-            elif _is_literal(body):
-                _bump(g.paths, body, idx, p.dir_only)
-            elif body.endswith("/**") and _is_literal(body[:-3]) and not p.dir_only:
-                g.under[body[:-3]] = max(g.under.get(body[:-3], -1), idx)
-            elif body == "**":
-                a, d = g.match_all
-                g.match_all = (a, max(d, idx)) if p.dir_only else (max(a, idx), d)
-            else:
-                pending[base][0].append((idx, p))
-        for base, g in groups.items():
-            g.suffix_lengths = tuple(sorted({len(s) for s in g.suffixes}))
-            anchored, basename = pending[base]
-            g.anchored_rx, g.anchored_idx = _combine(anchored)
-            g.base_rx, g.base_idx = _combine(basename)
-        self._groups = tuple(sorted(groups.values(), key=lambda gr: len(gr.root)))
+        self._set = RuleSet([self.patterns], roots, reinclude=reinclude)
+        self._bases = [_base_of(p, roots) for p in self.patterns]
 
     def match(self, path: str, is_dir: bool = False) -> Pattern | None:
         """The deciding pattern for absolute, canonical ``path``, or None."""
-        covering = [g for g in self._groups if path.startswith(g.root + "/")]
-        if not covering:
-            return None
-        pats = self.patterns
-        under_hits = [-1] * len(covering)
-        decided = -1
-        start = len(covering[0].root) + 1
-        n = len(path)
-        while start < n:
-            slash = path.find("/", start)
-            end = n if slash < 0 else slash
-            sel = 1 if (slash >= 0 or is_dir) else 0
-            comp = path[start:end]
-            best = -1
-            for gi, g in enumerate(covering):
-                rl = len(g.root) + 1
-                if rl > start:
-                    continue
-                level = path[rl:end]
-                b = under_hits[gi]
-                m_all = g.match_all
-                if m_all[0] > b:
-                    b = m_all[0]
-                if sel and m_all[1] > b:
-                    b = m_all[1]
-                if g.names:
-                    hit = g.names.get(comp)
-                    if hit is not None:
-                        b = max(b, hit[0], hit[1] if sel else -1)
-                if g.suffix_lengths:
-                    lc = len(comp)
-                    for ln in g.suffix_lengths:
-                        if ln > lc:
-                            break
-                        hit = g.suffixes.get(comp[lc - ln :])
-                        if hit is not None:
-                            b = max(b, hit[0], hit[1] if sel else -1)
-                if g.paths:
-                    hit = g.paths.get(level)
-                    if hit is not None:
-                        b = max(b, hit[0], hit[1] if sel else -1)
-                if g.anchored_rx[sel] is not None:
-                    b = _rx_best(g.anchored_rx, g.anchored_idx, level, sel, b)
-                if g.base_rx[sel] is not None:
-                    b = _rx_best(g.base_rx, g.base_idx, comp, sel, b)
-                if g.under:
-                    u = g.under.get(level)
-                    if u is not None and u > under_hits[gi]:
-                        under_hits[gi] = u
-                if b > best:
-                    best = b
-            if best >= 0:
-                decided = best
-                if slash >= 0 and not self.reinclude and not pats[best].negated:
-                    return pats[best]  # git: an excluded directory excludes all below
-            if slash < 0:
-                break
-            start = slash + 1
-        return pats[decided] if decided >= 0 else None
+        idx = self._set.decided(path, is_dir)[0]
+        return self.patterns[idx] if idx >= 0 else None
 
     def matched(self, path: str, is_dir: bool = False) -> Pattern | None:
         """The deciding pattern when it is a positive match, else None."""
@@ -402,23 +628,6 @@ def _base_of(p: Pattern, roots: Mapping[str, str | None]) -> str | None:
         return ""
     base = roots.get(p.root)
     return base.rstrip("/") if base is not None else None
-
-
-def _rx_best(
-    rx: tuple[re.Pattern[str] | None, re.Pattern[str] | None],
-    idx: tuple[list[int], list[int]],
-    subject: str,
-    sel: int,
-    best: int,
-) -> int:
-    r = rx[sel]
-    if r is not None:
-        m = r.fullmatch(subject)
-        if m is not None and m.lastindex is not None:
-            i = idx[sel][m.lastindex - 1]
-            if i > best:
-                return i
-    return best
 
 
 def _combine(
