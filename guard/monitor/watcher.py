@@ -613,14 +613,10 @@ class Monitor:
                 else:
                     event = "modified"
                     entry = baseline.get(path)
-                    if cur.kind == known.kind == "file" and entry is not None and entry.sha256:
-                        try:
-                            from guard.monitor.baseline import hash_file
-
-                            if hash_file(path) == entry.sha256:
+                    if cur.kind == known.kind == "file" and entry is not None:
+                        with contextlib.suppress(OSError):
+                            if baseline.same_content(entry, path):
                                 event = "attrib"
-                        except OSError:
-                            pass
                     elif cur.kind == known.kind:
                         event = "attrib"
                 self._change(path, EffectKind.WRITE, f"reconcile:{event}")
