@@ -141,10 +141,11 @@ def baseline_vs_git_status(base: Path, files: int) -> tuple[float, float, str]:
         runs_git.append(time.perf_counter() - t0)
     runs_bl = []
     summary = ""
+    git_dir = str(root / ".git") + "/"
     for i in range(3):
         t0 = time.perf_counter()
         bl = Baseline.take([root], store=base / f"store{i}", worktree=root,
-                           ignore=lambda p: p.startswith(str(root / ".git") + "/"))
+                           ignore=lambda p: p.startswith(git_dir))
         runs_bl.append(time.perf_counter() - t0)
         summary = bl.stats.summary()
         bl.discard()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -175,31 +176,49 @@ def git_index(worktree: Path) -> dict[str, IndexEntry]:
         raise BaselineError(f"git ls-files failed in {worktree}: {msg}") from exc
     entries: dict[str, IndexEntry] = {}
     root = str(worktree)
-    pos, n = 0, len(out)
-    while pos < n:
-        nul = out.index(b"\0", pos)
-        meta, _, name = out[pos:nul].partition(b"\t")
-        pos = nul + 1
-        fields: dict[bytes, bytes] = {}
-        for _ in range(5):  # ctime, mtime, dev+ino, uid+gid, size+flags
-            eol = out.index(b"\n", pos)
-            for part in out[pos:eol].split(b"\t"):
-                key, _, value = part.strip().partition(b": ")
-                fields[key] = value
-            pos = eol + 1
-        mode, blob, stage = meta.split(b" ")
+    consumed = 0
+    for m in _INDEX_RECORD.finditer(out):
+        if m.start() != consumed:
+            raise BaselineError(
+                f"unexpected `git ls-files --debug` output in {worktree} at byte {consumed};"
+                f" git {_git_version()} may format it differently"
+            )
+        consumed = m.end()
+        mode, blob, stage, name, cs, cn, ms, mn, ino, uid, gid, size = m.groups()
         if stage != b"0" or mode == b"160000":
             continue
-
-        def ns(v: bytes) -> int:
-            sec, _, nsec = v.partition(b":")
-            return int(sec) * 1_000_000_000 + int(nsec or b"0")
-
         entries[os.path.join(root, os.fsdecode(name))] = IndexEntry(
-            blob.decode(), ns(fields[b"ctime"]), ns(fields[b"mtime"]), int(fields[b"ino"]),
-            int(fields[b"uid"]), int(fields[b"gid"]), int(fields[b"size"]),
+            blob.decode(),
+            int(cs) * 1_000_000_000 + int(cn),
+            int(ms) * 1_000_000_000 + int(mn),
+            int(ino),
+            int(uid),
+            int(gid),
+            int(size),
+        )
+    if consumed != len(out):
+        raise BaselineError(
+            f"unexpected `git ls-files --debug` output in {worktree} at byte {consumed};"
+            f" git {_git_version()} may format it differently"
         )
     return entries
+
+
+_INDEX_RECORD = re.compile(
+    rb"(\d+) ([0-9a-f]+) (\d)\t([^\0]*)\0"
+    rb"  ctime: (\d+):(\d+)\n"
+    rb"  mtime: (\d+):(\d+)\n"
+    rb"  dev: \d+\tino: (\d+)\n"
+    rb"  uid: (\d+)\tgid: (\d+)\n"
+    rb"  size: (\d+)\tflags: [0-9a-f]+\n"
+)
+
+
+def _git_version() -> str:
+    try:
+        return subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
 
 
 def _index_mtime_ns(worktree: Path | None) -> int:

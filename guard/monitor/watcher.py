@@ -140,7 +140,7 @@ class _Observer(BaseObserver):
     def __init__(self, trouble: Callable[[str, str], None]) -> None:
         self._inotify_fd = _FD(trouble)
         self._inotify_fd.start()
-        super().__init__(InotifyFullEmitter, timeout=1.0, inotify_fd=self._inotify_fd)
+        super().__init__(InotifyFullEmitter, timeout=0.2, inotify_fd=self._inotify_fd)
 
     def on_thread_stop(self) -> None:
         super().on_thread_stop()
