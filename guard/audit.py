@@ -60,9 +60,13 @@ def append(record: dict[str, Any], path: Path | None = None, roots: Roots | None
     if "ts" not in record:
         record = {"ts": now_iso(), **record}
     data = encode(record)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path, flags, 0o600)
     except OSError as exc:
         raise AuditError(f"cannot open audit log {path}: {exc.strerror or exc}") from exc
     try:

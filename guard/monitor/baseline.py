@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -94,7 +95,7 @@ class Entry:
     path: str
     sig: Sig
     atime_ns: int = 0
-    sha256: str | None = None
+    sha256: str | None = None  # None for clean tracked files: their blob id is the hash
     blob: str | None = None  # git blob id when the content is in git's object database
     copy: str | None = None  # path of the copy in the store
     link: str | None = None  # symlink target
@@ -141,32 +142,103 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
-def git_index_blobs(worktree: Path) -> dict[str, str]:
-    """Absolute path -> blob id of every stage-0 regular file or symlink in git's index."""
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """A stage-0 entry of git's index with the stat data git cached for it."""
+
+    blob: str
+    ctime_ns: int
+    mtime_ns: int
+    ino: int
+    uid: int
+    gid: int
+    size: int
+
+
+def git_index(worktree: Path) -> dict[str, IndexEntry]:
+    """Absolute path -> index entry for every stage-0 regular file or symlink.
+
+    Uses ``git ls-files --stage --debug -z`` (read-only: the index is not
+    refreshed or rewritten).
+    """
     if not (worktree / ".git").exists():
         return {}
     try:
         out = subprocess.run(
-            ["git", "-C", str(worktree), "ls-files", "--stage", "-z"],
+            ["git", "-C", str(worktree), "ls-files", "--stage", "--debug", "-z"],
             capture_output=True,
             check=True,
         ).stdout
     except FileNotFoundError:
-        return {}  # no git binary: everything is copied instead
+        return {}  # no git binary: everything is hashed and copied instead
     except subprocess.CalledProcessError as exc:
         msg = exc.stderr.decode(errors="replace").strip()
         raise BaselineError(f"git ls-files failed in {worktree}: {msg}") from exc
-    blobs: dict[str, str] = {}
+    entries: dict[str, IndexEntry] = {}
     root = str(worktree)
-    for rec in out.split(b"\0"):
-        if not rec:
-            continue
-        meta, _, name = rec.partition(b"\t")
-        mode, blob, stage = meta.split(b" ")
+    consumed = 0
+    for m in _INDEX_RECORD.finditer(out):
+        if m.start() != consumed:
+            raise BaselineError(
+                f"unexpected `git ls-files --debug` output in {worktree} at byte {consumed};"
+                f" git {_git_version()} may format it differently"
+            )
+        consumed = m.end()
+        mode, blob, stage, name, cs, cn, ms, mn, ino, uid, gid, size = m.groups()
         if stage != b"0" or mode == b"160000":
             continue
-        blobs[os.path.join(root, os.fsdecode(name))] = blob.decode()
-    return blobs
+        entries[os.path.join(root, os.fsdecode(name))] = IndexEntry(
+            blob.decode(),
+            int(cs) * 1_000_000_000 + int(cn),
+            int(ms) * 1_000_000_000 + int(mn),
+            int(ino),
+            int(uid),
+            int(gid),
+            int(size),
+        )
+    if consumed != len(out):
+        raise BaselineError(
+            f"unexpected `git ls-files --debug` output in {worktree} at byte {consumed};"
+            f" git {_git_version()} may format it differently"
+        )
+    return entries
+
+
+_INDEX_RECORD = re.compile(
+    rb"(\d+) ([0-9a-f]+) (\d)\t([^\0]*)\0"
+    rb"  ctime: (\d+):(\d+)\n"
+    rb"  mtime: (\d+):(\d+)\n"
+    rb"  dev: \d+\tino: (\d+)\n"
+    rb"  uid: (\d+)\tgid: (\d+)\n"
+    rb"  size: (\d+)\tflags: [0-9a-f]+\n"
+)
+
+
+def _git_version() -> str:
+    try:
+        return subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def _index_mtime_ns(worktree: Path | None) -> int:
+    if worktree is None:
+        return 0
+    try:
+        return os.stat(worktree / ".git" / "index").st_mtime_ns
+    except OSError:
+        return 0
+
+
+def git_blob_id(path: str) -> str:
+    """The id git would give the file's content as a blob."""
+    size = os.lstat(path).st_size
+    h = hashlib.sha1(usedforsecurity=False)
+    h.update(b"blob %d\0" % size)
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def walk(roots: list[Path], ignore: Callable[[str], bool]) -> Iterator[tuple[str, os.stat_result]]:
@@ -215,6 +287,7 @@ class Baseline:
     worktree: Path | None
     entries: dict[str, Entry] = field(default_factory=dict)
     stats: BaselineStats = field(default_factory=BaselineStats)
+    _index_mtime: int = 0
 
     @classmethod
     def take(
@@ -231,7 +304,8 @@ class Baseline:
         store.mkdir(parents=True, exist_ok=True, mode=0o700)
         (store / "objects").mkdir(exist_ok=True)
         bl = cls(store=store, worktree=worktree)
-        blobs = git_index_blobs(worktree) if worktree is not None else {}
+        index = git_index(worktree) if worktree is not None else {}
+        bl._index_mtime = _index_mtime_ns(worktree)
         listing: list[tuple[str, os.stat_result]] = []
         for i, item in enumerate(walk(roots, ignore), start=1):
             listing.append(item)
@@ -241,13 +315,15 @@ class Baseline:
         if progress is not None:
             progress("scanning", total, total)
         for i, (path, st) in enumerate(listing, start=1):
-            bl.entries[path] = bl._record(path, st, blobs.get(path), size_cap)
+            bl.entries[path] = bl._record(path, st, index.get(path), size_cap)
             if progress is not None and (i % 500 == 0 or i == total):
                 progress("hashing", i, total)
         bl.stats.seconds = time.perf_counter() - start
         return bl
 
-    def _record(self, path: str, st: os.stat_result, blob: str | None, cap: int) -> Entry:
+    def _record(
+        self, path: str, st: os.stat_result, ie: IndexEntry | None, cap: int
+    ) -> Entry:
         sig = Sig.of(st)
         e = Entry(path, sig, atime_ns=st.st_atime_ns)
         s = self.stats
@@ -262,14 +338,40 @@ class Baseline:
         elif sig.kind == "file":
             s.files += 1
             s.bytes += sig.size
+            if ie is not None and self._clean(st, ie):
+                # git status's own shortcut: the stat data git cached matches, and the
+                # entry is older than the index (not "racily clean"): the content is
+                # the blob, already in git's object database. Nothing to read.
+                e.blob = ie.blob
+                s.from_git += 1
+                return e
             try:
-                self._content(e, blob, cap)
+                self._content(e, ie.blob if ie is not None else None, cap)
             except OSError as exc:
                 s.unreadable += 1
                 e.unrestorable = f"could not be read when the baseline was taken: {exc.strerror}"
         else:
             e.unrestorable = "not a regular file, directory or symlink"
         return e
+
+    def _clean(self, st: os.stat_result, ie: IndexEntry) -> bool:
+        return (
+            st.st_mtime_ns == ie.mtime_ns
+            and st.st_ctime_ns == ie.ctime_ns
+            and st.st_ino == ie.ino
+            and st.st_uid == ie.uid
+            and st.st_gid == ie.gid
+            and st.st_size % (1 << 32) == ie.size
+            and ie.mtime_ns < self._index_mtime
+        )
+
+    def same_content(self, e: Entry, path: str) -> bool:
+        """Whether ``path`` now holds the baseline bytes of ``e`` (hashing it)."""
+        if e.sha256 is not None:
+            return hash_file(path) == e.sha256
+        if e.blob is not None:
+            return git_blob_id(path) == e.blob
+        return False
 
     def _content(self, e: Entry, blob: str | None, cap: int) -> None:
         size = e.sig.size

@@ -42,7 +42,7 @@ from watchdog.events import (
 )
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify import InotifyFullEmitter
-from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
+from watchdog.observers.inotify_c import InotifyEvent, InotifyFD, Mask, Watch
 
 from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
@@ -121,11 +121,26 @@ class _FD(InotifyFD):
             self._trouble("overflow", "the kernel's inotify queue overflowed: events were lost")
 
 
+    def _get_or_create_watch(self, path: bytes, mask: Mask) -> Watch:
+        # watchdog swallows errors on subdirectories (they may vanish while being
+        # walked); a watch limit is not such a case: the directory stays unwatched.
+        try:
+            return super()._get_or_create_watch(path, mask)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EMFILE):
+                self._trouble(
+                    "watch-limit",
+                    f"inotify could not watch {os.fsdecode(path)}: {exc.strerror or exc}"
+                    " (raise fs.inotify.max_user_watches)",
+                )
+            raise
+
+
 class _Observer(BaseObserver):
     def __init__(self, trouble: Callable[[str, str], None]) -> None:
         self._inotify_fd = _FD(trouble)
         self._inotify_fd.start()
-        super().__init__(InotifyFullEmitter, timeout=1.0, inotify_fd=self._inotify_fd)
+        super().__init__(InotifyFullEmitter, timeout=0.2, inotify_fd=self._inotify_fd)
 
     def on_thread_stop(self) -> None:
         super().on_thread_stop()
@@ -598,14 +613,10 @@ class Monitor:
                 else:
                     event = "modified"
                     entry = baseline.get(path)
-                    if cur.kind == known.kind == "file" and entry is not None and entry.sha256:
-                        try:
-                            from guard.monitor.baseline import hash_file
-
-                            if hash_file(path) == entry.sha256:
+                    if cur.kind == known.kind == "file" and entry is not None:
+                        with contextlib.suppress(OSError):
+                            if baseline.same_content(entry, path):
                                 event = "attrib"
-                        except OSError:
-                            pass
                     elif cur.kind == known.kind:
                         event = "attrib"
                 self._change(path, EffectKind.WRITE, f"reconcile:{event}")
