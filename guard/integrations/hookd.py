@@ -107,12 +107,12 @@ def main() -> int:
     st = os.lstat(run)
     if st.st_uid != os.getuid():
         return 1
-    os.chmod(run, 0o700)
     lock = os.open(os.path.join(run, "hookd.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another hookd is running
+    os.chmod(run, 0o700)
     path = socket_path()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
