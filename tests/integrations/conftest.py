@@ -95,3 +95,33 @@ def run_hook(env: dict[str, str]) -> HookRunner:
         )
 
     return run
+
+
+@pytest.fixture
+def decide_hook(env: dict[str, str]) -> HookRunner:
+    """The same pipeline as the hook process, called in this process (faster, same answers)."""
+    from guard.integrations.__main__ import parse_args
+    from guard.integrations.runner import decide
+
+    def run(
+        host: str,
+        payload: dict[str, Any] | str,
+        *args: str,
+        cwd: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        _host, agent, policy = parse_args([host, *args])
+        answer = decide(
+            host,
+            text,
+            agent=agent,
+            policy=policy,
+            env={**env, **(extra_env or {})},
+            cwd=str(cwd) if cwd else None,
+        )
+        return subprocess.CompletedProcess(
+            [host, *args], answer.exit_code, answer.stdout, answer.stderr
+        )
+
+    return run

@@ -89,8 +89,13 @@ def test_baseline_progress_reaches_the_total_on_a_large_tree(wt: Path, tmp_path:
         for f in range(300):
             (big / f"d{d}" / f"{f}.txt").write_text(str(f))
     calls: list[tuple[str, int, int]] = []
-    bl = Baseline.take([wt], store=tmp_path / "store", worktree=wt,
-                       ignore=lambda p: False, progress=lambda *a: calls.append(a))
+    bl = Baseline.take(
+        [wt],
+        store=tmp_path / "store",
+        worktree=wt,
+        ignore=lambda p: False,
+        progress=lambda *a: calls.append(a),
+    )
     total = len(bl.entries)
     assert total > 3000
     assert calls[-1] == ("hashing", total, total)
@@ -111,9 +116,23 @@ def test_start_reports_baseline_cost(wt: Path) -> None:
 
 def _watch(wt: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "guard", "watch", "--agent", "plan", "--worktree", str(wt),
-         "--json", "--reconcile-interval", "0", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "guard",
+            "watch",
+            "--agent",
+            "plan",
+            "--worktree",
+            str(wt),
+            "--json",
+            "--reconcile-interval",
+            "0",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -181,7 +200,9 @@ def test_guard_watch_bad_input_is_one_line_and_exit_2(
 ) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "guard", "watch", "--worktree", str(wt), *args],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("guard: error:") and message in r.stderr
@@ -190,7 +211,11 @@ def test_guard_watch_bad_input_is_one_line_and_exit_2(
 
 
 def test_watch_help_teaches_with_examples() -> None:
-    r = subprocess.run([sys.executable, "-m", "guard", "watch", "--help"],
-                       capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"})
+    r = subprocess.run(
+        [sys.executable, "-m", "guard", "watch", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "120"},
+    )
     assert r.returncode == 0
     assert "guard watch --agent plan --restore" in r.stdout

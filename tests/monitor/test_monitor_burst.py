@@ -58,8 +58,11 @@ def test_burst_of_20000_files_every_violation_reported_exactly_once(
     root.mkdir()
     expected = burst(root, BURST)
     # 20,000 files and 21 directories; cheap to poll (the burst is CPU-bound)
-    wait_for(lambda: len(m.violations) >= BURST + 21 or m.overflows > 0,
-             "every burst file reported (or an overflow)", timeout=300)
+    wait_for(
+        lambda: len(m.violations) >= BURST + 21 or m.overflows > 0,
+        "every burst file reported (or an overflow)",
+        timeout=300,
+    )
     m.reconcile("test: end of burst")
     assert_each_once(m, expected)
     if m.overflows:
@@ -97,8 +100,10 @@ def test_real_inotify_overflow_triggers_a_reconciliation_that_misses_nothing(
         for d in ("d00", "d01"):
             (root / d).mkdir(parents=True)
         # once these are reported, their inotify watches exist
-        wait_for(lambda: {str(root / "d00"), str(root / "d01")} <= {v.path for v in m.violations},
-                 "the flood directories reported (and so watched)")
+        wait_for(
+            lambda: {str(root / "d00"), str(root / "d01")} <= {v.path for v in m.violations},
+            "the flood directories reported (and so watched)",
+        )
         with fd._lock:  # the reader cannot take another batch while we hold this
             expected = burst(root, 2000)
         wait_for(lambda: m.overflows >= 1, "IN_Q_OVERFLOW delivered")
@@ -106,8 +111,9 @@ def test_real_inotify_overflow_triggers_a_reconciliation_that_misses_nothing(
         assert_each_once(m, expected)
         records = list(audit.read(m.audit_path))
         assert any(r.get("event") == "inotify-overflow" for r in records)
-        assert any(r.get("event") == "reconcile" and "overflow" in r.get("message", "")
-                   for r in records)
+        assert any(
+            r.get("event") == "reconcile" and "overflow" in r.get("message", "") for r in records
+        )
     finally:
         m.stop()
 
@@ -137,8 +143,10 @@ def test_watch_limit_error_falls_back_to_reconciliation(
         wait_for(lambda: m.watch_errors >= 1, "watch-limit error reported")
         assert m.degraded and m.reconcile_interval is not None
         (d / "inside.txt").write_text("not seen by inotify\n")
-        wait_for(lambda: any(v.path == str(d / "inside.txt") for v in m.violations),
-                 "file in the unwatched directory found by a scan")
+        wait_for(
+            lambda: any(v.path == str(d / "inside.txt") for v in m.violations),
+            "file in the unwatched directory found by a scan",
+        )
         assert any(n.event == "watch-limit" for n in m.notices)
     finally:
         m.stop()

@@ -120,9 +120,7 @@ def test_rename_out_of_the_plan_directory_reports_the_destination(
     assert str(plan) not in [v.path for v in m.violations]  # deleting a plan file is allowed
 
 
-def test_chmod_is_an_attribute_violation(
-    wt: Path, start_monitor: Callable[..., Monitor]
-) -> None:
+def test_chmod_is_an_attribute_violation(wt: Path, start_monitor: Callable[..., Monitor]) -> None:
     """Attack: make a script executable — Landlock does not cover chmod; the monitor does."""
     m = start_monitor()
     target = wt / "src" / "app.py"
@@ -131,9 +129,7 @@ def test_chmod_is_an_attribute_violation(
     assert only(m, target) == ["attrib"]
 
 
-def test_utime_is_an_attribute_violation(
-    wt: Path, start_monitor: Callable[..., Monitor]
-) -> None:
+def test_utime_is_an_attribute_violation(wt: Path, start_monitor: Callable[..., Monitor]) -> None:
     """Attack: back-date a file (utime is not covered by Landlock either)."""
     m = start_monitor()
     target = wt / "docs" / "a.md"
@@ -200,8 +196,12 @@ def test_git_commit_by_the_agent_is_reported(
         ["git", "-C", str(wt), "commit", "-q", "--allow-empty", "-m", "sneaky"], check=True
     )
     wait_for(
-        lambda: any("/.git/refs/heads/" in v.path or v.path.endswith("/.git/HEAD")
-                    or "/.git/logs/" in v.path for v in m.violations),
+        lambda: any(
+            "/.git/refs/heads/" in v.path
+            or v.path.endswith("/.git/HEAD")
+            or "/.git/logs/" in v.path
+            for v in m.violations
+        ),
         "violation for a ref update",
     )
 
@@ -221,9 +221,7 @@ def test_monitor_does_not_report_its_own_quarantine_writes(
     assert not [n for n in m.notices if n.event == "error"], m.notices
 
 
-def test_build_agent_may_edit_the_worktree(
-    wt: Path, start_monitor: Callable[..., Monitor]
-) -> None:
+def test_build_agent_may_edit_the_worktree(wt: Path, start_monitor: Callable[..., Monitor]) -> None:
     m = start_monitor(agent="build")
     (wt / "src" / "app.py").write_text("build mode edit\n")
     hook = wt / ".git" / "hooks" / "post-checkout"

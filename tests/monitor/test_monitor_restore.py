@@ -24,6 +24,7 @@ def guard_cli(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "guard", *args], capture_output=True, text=True, timeout=120
     )
 
+
 PAYLOAD = bytes(range(256)) * 17 + b"\r\n\x00end"
 
 
@@ -161,9 +162,7 @@ def test_file_over_the_size_cap_is_left_in_place_and_said_so(
     assert big.read_bytes() == b"y" * 4096
 
 
-def test_plan_file_is_never_quarantined(
-    wt: Path, start_monitor: Callable[..., Monitor]
-) -> None:
+def test_plan_file_is_never_quarantined(wt: Path, start_monitor: Callable[..., Monitor]) -> None:
     m = start_monitor(restore=True)
     plan = wt / ".openoxide" / "plans" / "p.md"
     plan.write_text("# plan\n")
