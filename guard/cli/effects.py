@@ -38,8 +38,17 @@ def _read_input(text: str) -> Any:
         ) from None
 
 
+HELP = (
+    "Print the effects guard finds in one tool call (reads, writes, deletes, exec, network)."
+    "\n\nNo policy is consulted: this shows what the policy would be asked about. A target"
+    " shown as <unknown> (a write into $VAR, a program guard does not analyse) is decided"
+    " by the policy's default for that kind."
+)
+
+
 @app.command(
     "effects",
+    help=HELP,
     epilog=(
         "Examples:\n\n"
         "  guard effects --dialect claude-code --tool Bash --input '{\"command\": \"sed -i s/a/b/"
@@ -72,12 +81,7 @@ def effects(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
-    """Print the effects guard finds in one tool call (reads, writes, deletes, exec, network).
-
-    No policy is consulted: this shows what the policy would be asked about. A target
-    shown as <unknown> (a write into $VAR, a program guard does not analyse) is decided
-    by the policy's default for that kind.
-    """
+    """Print the effects guard finds in one tool call (see HELP)."""
     if cwd is not None and not cwd.is_dir():
         raise GuardError(f"--cwd {cwd}: not a directory")
     args = _read_input(tool_input)

@@ -43,6 +43,8 @@ _SILENT_READS = frozenset({"/dev/zero", "/dev/urandom", "/dev/random", "/dev/nul
 _SILENT_TARGETS = frozenset(
     {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"}
 )
+# Absolute program paths taken to be the program of that name (root-owned system dirs).
+_SYSTEM_BIN_DIRS = frozenset({"/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin"})
 _BRACE_EXPANSION = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _GLOB = re.compile(r"(?<!\\)[*?\[]")
 
@@ -530,9 +532,12 @@ def _command(ctx: Ctx, argv: list[Arg], heredoc: str | None) -> None:
         ctx.unknown_write("a computed program name can be any program")
         return
     if "/" in name:
-        ctx.add(Effect.exec(name, f"program given by path: {name} (not analysed)"))
-        ctx.unknown_exec(f"{name} is not the allowlisted program of the same name")
-        return
+        head, base = posixpath.split(posixpath.normpath(name))
+        if not (name.startswith("/") and head in _SYSTEM_BIN_DIRS and base in _PROGRAMS):
+            ctx.add(Effect.exec(name, f"program given by path: {name} (not analysed)"))
+            ctx.unknown_exec(f"{name} is not the allowlisted program of the same name")
+            return
+        name = base  # /usr/bin/rm is rm: system directories hold the real programs
     handler = _PROGRAMS.get(name)
     if handler is None:
         _unknown_program(ctx, name, args)
@@ -681,7 +686,9 @@ for _names, _sv, _lv, _reads_files in (
       "nproc", "arch", "tty", "locale", "printenv", "basename", "dirname", "seq", "tr",
       "which", "type", "hash_not_really", "dirs", "logname", "users", "uptime", "free",
       "getconf", "jobs", "wait", "sleep", "test", "[", "expr", "factor", "cal", "ps",
-      "lscpu", "lsblk", "ulimit_not_really", "help", "umask_not_really"),
+      "lscpu", "lsblk", "ulimit_not_really", "help", "umask_not_really", "yes", "break",
+      "continue", "return", "exit", "shift", "getopts", "caller", "times", "disown", "bg",
+      "fg", "nl_not_really", "tput", "stty_not_really", "clear", "env_not_really"),
      "", (), False),
 ):
     _h = _simple_reader(_sv, _lv, reads=_reads_files)
@@ -1496,6 +1503,7 @@ for _w, _h in (
     ("exec", _skip_opts_then_run("a", bad=())),
     ("stdbuf", _skip_opts_then_run("ioe", ("--input", "--output", "--error"))),
     ("chronic", _skip_opts_then_run("")),
+    ("coproc", _skip_opts_then_run("")),
     ("unbuffer", _skip_opts_then_run("")),
 ):
     _PROGRAMS[_w] = _h
@@ -1732,6 +1740,19 @@ def _export_cmd(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> No
             ctx.unknown_exec(f"{name} with a computed argument")
         elif not a.text.startswith("-"):
             _taint_if_dangerous(ctx, a.text.split("=", 1)[0])
+
+
+@_program("read", "mapfile", "readarray")
+def _read_builtin(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    """read/mapfile assign variables; a subscripted name or -C callback evaluates code."""
+    p = parse_opts(args, "adinNptuCcs", ())
+    if p.has("-C"):
+        ctx.unknown_exec(f"{name} -C runs a callback")
+    for a in [*p.pos, *p.values("-a")]:
+        if a.text is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", a.text):
+            ctx.unknown_exec(f"{name} into {a.text or 'a computed name'}: subscripts are evaluated")
+        else:
+            _taint_if_dangerous(ctx, a.text)
 
 
 @_program("let")

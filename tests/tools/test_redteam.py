@@ -54,8 +54,6 @@ def test_corpus_is_large_and_well_formed() -> None:
     assert len(CASES) >= 200
     names = [c["attack"] for c in CASES]
     assert len(set(names)) == len(names), "attack names must be unique"
-    gaps = [c for c in CASES if "core_now" in c]
-    assert len(gaps) <= 25, "too many cases wait on the core"
     for c in CASES:
         assert c["plan"] in ("allow", "ask", "deny", "error"), c
         assert c["build"] in ("allow", "ask", "deny", "error"), c
@@ -79,16 +77,6 @@ def test_redteam_case(case: dict[str, Any], worktree: Path) -> None:
     for agent in ("plan", "build"):
         d = g.decide(agent, effects, worktree)
         got = d.action.value
-        known = case.get("core_now", {}).get(agent)
-        if known is not None:
-            # A disagreement with the policy core, reported to its owner: accepted only
-            # while it still occurs and only because it is stricter than expected.
-            assert SEVERITY[known] > SEVERITY[case[agent]], case
-            assert got == known, (
-                f"{case['attack']}: {agent} now answers {got}; the known core gap"
-                f" ({case['core_note']}) no longer shows: drop core_now from the case"
-            )
-            continue
         assert got == case[agent], (
             f"{case['attack']}: {agent} expected {case[agent]}, got {got}"
             f" ({d.reason}; rule {d.rule})\n  {shown}"

@@ -270,3 +270,21 @@ def test_very_long_commands_are_analysed_to_the_end(n: int) -> None:
 def test_deep_nesting_never_raises() -> None:
     assert any(e.target is None for e in analyse("(" * 5000 + "ls" + ")" * 5000))
     assert analyse("$(" * 3000 + "ls" + ")" * 3000) is not None
+
+
+def test_system_program_paths_are_the_program_but_others_are_not() -> None:
+    """Attack: /tmp/bin/cat posing as cat; /usr/bin/../../tmp/cat escaping the system dir."""
+    assert kinds("/bin/rm x") == {("delete", "x")}
+    assert kinds("/usr/bin/cat a") == {("read", "a")}
+    for cmd in ("/tmp/bin/cat a", "/usr/bin/../../tmp/cat a", "/usr/bin/frob"):
+        assert ("exec", None) in kinds(cmd), cmd
+        assert ("read", "a") not in kinds(cmd), cmd
+
+
+def test_builtins_that_assign_or_do_nothing() -> None:
+    """Attack: read into a subscripted name (evaluated), coproc hiding a command."""
+    assert kinds("while read -r l; do echo $l; done < f") == {("read", "f")}
+    assert ("exec", None) in kinds("read 'a[$(id)]'")
+    assert ("exec", None) in kinds("mapfile -C cb arr < f")
+    assert kinds("coproc rm x") == {("delete", "x")}
+    assert kinds("yes | head -3") == set()
