@@ -232,9 +232,7 @@ def test_plan_agent_under_accept_edits_changes_only_the_plan(
             "Write",
             {"file_path": str(plans / "x.md"), "content": "# Plan\n\n1. change app.py\n"},
         ),
-        # `git -C src status`: plain `git status` reads the worktree root itself, which
-        # the shipped policy's '**' does not match yet (reported to the policy core).
-        ToolUse("toolu_git", "Bash", {"command": "git -C src status", "description": "status"}),
+        ToolUse("toolu_git", "Bash", {"command": "git status", "description": "status"}),
         ToolUse("toolu_read_link", "Read", {"file_path": str(plans / "evil.md")}),
         ToolUse(
             "toolu_edit_link",

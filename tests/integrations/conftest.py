@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,15 +25,27 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
-def stop_hookd(home: Path) -> None:
-    """Stop the hook daemon a test started, by the pid it recorded."""
-    pidfile = home / ".local/share/openoxide/run/hookd.pid"
-    try:
-        pid = int(pidfile.read_text().strip())
-    except (OSError, ValueError):
+def stop_hookd(home: Path, settle: float = 3.0) -> None:
+    """Stop the hook daemons a test started, by the pids they recorded.
+
+    A daemon started by the test's last call may still be coming up, so pids
+    are collected for ``settle`` seconds once any daemon has run under ``home``.
+    """
+    run = home / ".local/share/openoxide/run"
+    if not run.exists():
         return
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGTERM)
+    stopped: set[int] = set()
+    deadline = time.monotonic() + settle
+    while time.monotonic() < deadline:
+        try:
+            pid = int((run / "hookd.pid").read_text().strip())
+        except (OSError, ValueError):
+            pid = 0
+        if pid and pid not in stopped:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+            stopped.add(pid)
+        time.sleep(0.2)
 
 
 @pytest.fixture
