@@ -144,8 +144,9 @@ def decide(
         if not isinstance(payload, dict):
             raise HookInputError(f"stdin must be a JSON object, got {type(payload).__name__}")
         call = adapter.parse(payload)
-        if call.cwd is None:
-            call = dataclasses.replace(call, cwd=cwd or os.getcwd())
+        here = cwd or os.getcwd()
+        if call.cwd is None or not os.path.isabs(call.cwd):
+            call = dataclasses.replace(call, cwd=os.path.join(here, call.cwd or "."))
         record.update(call.to_json())
         from guard.decide import Guard
 
