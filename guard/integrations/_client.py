@@ -19,7 +19,6 @@ import json
 import os
 import socket
 import stat
-import subprocess
 import sys
 
 PROTOCOL = 1
@@ -86,6 +85,8 @@ def ask_daemon(request: dict[str, object]) -> dict[str, object] | None:
 
 def start_daemon() -> None:
     """Start hookd detached; it refuses to run twice, so racing starts are harmless."""
+    import subprocess
+
     with contextlib.suppress(OSError):
         subprocess.Popen(
             [sys.executable, "-I", "-m", "guard.integrations.hookd"],
@@ -118,6 +119,8 @@ def main(argv: list[str]) -> int:
             if trace:
                 sys.stderr.write("guard hook: answered by hookd\n")
             return int(str(reply["exit_code"]))
+    import subprocess  # only on the slow path: keeps the daemon path's start cheap
+
     proc = subprocess.run(
         [sys.executable, "-I", "-m", "guard.integrations", *argv],
         input=payload,
