@@ -242,7 +242,6 @@ def _esc(c: str) -> str:
 
 RxPair = tuple[re.Pattern[str] | None, re.Pattern[str] | None]
 PerList = tuple[int, ...]  # the best pattern index per list, -1 for none
-SuffixEntry = tuple["PerList | None", "_RxClass | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,28 +283,87 @@ def literal_suffix(glob: str) -> str:
     return glob[i:]
 
 
-class _SuffixIndex:
-    """Regex patterns keyed by their literal suffix, so most subjects run no regex."""
+_Entry = tuple[tuple[tuple[str, "PerList"], ...], "_RxClass | None"]
 
-    __slots__ = ("any", "by_suffix", "general", "lengths")
 
-    def __init__(self, by_list: dict[int, list[tuple[int, Pattern]]]) -> None:
-        keyed: dict[str, dict[int, list[tuple[int, Pattern]]]] = {}
+class _Keyed:
+    """Globs keyed by the text every match must end with, so most subjects run no regex.
+
+    A literal suffix with a dot is keyed by its extension (from its last dot:
+    a subject can only match if its own last dot starts the same text), one
+    without a dot by its last SUFFIX_KEY characters. ``*SUFFIX`` patterns are
+    answered by ``endswith``; other globs by their combined regex.
+    """
+
+    __slots__ = ("any", "by_ext", "by_suffix", "general", "lengths")
+
+    def __init__(
+        self,
+        pure: tuple[dict[str, PerList], dict[str, PerList]],
+        regex: dict[int, list[tuple[int, Pattern]]],
+    ) -> None:
+        rx_keyed: dict[tuple[bool, str], dict[int, list[tuple[int, Pattern]]]] = {}
         rest: dict[int, list[tuple[int, Pattern]]] = {}
-        for list_id, items in by_list.items():
+        for list_id, items in regex.items():
             for idx, p in items:
                 assert p.regex is not None
                 suffix = literal_suffix(p.body if not p.body.startswith("**/") else p.body[3:])
                 if suffix and p.regex.pattern.endswith(re.escape(as_bytes(suffix))):
-                    # at most SUFFIX_KEY characters: few key lengths, so few look-ups
-                    suffix = suffix[-SUFFIX_KEY:]
-                    keyed.setdefault(suffix, {}).setdefault(list_id, []).append((idx, p))
+                    rx_keyed.setdefault(_key(suffix), {}).setdefault(list_id, []).append((idx, p))
                 else:
                     rest.setdefault(list_id, []).append((idx, p))
-        self.by_suffix = {k: _combine_by_list(v) for k, v in keyed.items()}
-        self.lengths = tuple(sorted({len(k) for k in keyed}))
+        rx_classes = {k: _combine_by_list(v) for k, v in rx_keyed.items()}
+        tables: list[tuple[dict[str, _Entry], dict[str, _Entry]]] = []
+        for sel in (0, 1):
+            acc: dict[tuple[bool, str], list[tuple[str, PerList]]] = {}
+            for suffix, t in pure[sel].items():
+                acc.setdefault(_key(suffix), []).append((suffix, t))
+            ext: dict[str, _Entry] = {}
+            sfx: dict[str, _Entry] = {}
+            for key in set(acc) | set(rx_classes):
+                entry: _Entry = (tuple(acc.get(key, ())), rx_classes.get(key))
+                (ext if key[0] else sfx)[key[1]] = entry
+            tables.append((ext, sfx))
+        self.by_ext = (tables[0][0], tables[1][0])
+        self.by_suffix = (tables[0][1], tables[1][1])
+        self.lengths = tuple(sorted({len(k) for k in self.by_suffix[1]}))
         self.general = _combine_by_list(rest) if rest else None
-        self.any = bool(by_list)
+        self.any = bool(self.by_ext[1] or self.by_suffix[1] or self.general)
+
+    def hits(self, subject: str, sel: int, best: list[int] | None, n: int) -> list[int] | None:
+        dot = subject.rfind(".")
+        if dot >= 0:
+            e = self.by_ext[sel].get(subject[dot:])
+            if e is not None:
+                best = _entry_hits(e, subject, sel, best, n)
+        if self.lengths:
+            ls = len(subject)
+            table = self.by_suffix[sel]
+            for ln in self.lengths:
+                if ln > ls:
+                    break
+                e = table.get(subject[ls - ln :])
+                if e is not None:
+                    best = _entry_hits(e, subject, sel, best, n)
+        if self.general is not None:
+            best = self.general.hits(subject, sel, best, n)
+        return best
+
+
+def _key(suffix: str) -> tuple[bool, str]:
+    dot = suffix.rfind(".")
+    return (True, suffix[dot:]) if dot >= 0 else (False, suffix[-SUFFIX_KEY:])
+
+
+def _entry_hits(
+    e: _Entry, subject: str, sel: int, best: list[int] | None, n: int
+) -> list[int] | None:
+    for suffix, t in e[0]:
+        if subject.endswith(suffix):
+            best = _merge(best, t)
+    if e[1] is not None:
+        best = e[1].hits(subject, sel, best, n)
+    return best
 
 
 class _Table:
@@ -340,17 +398,13 @@ class _Group:
     prefix_len: int
     match_all: tuple[PerList | None, PerList | None]  # "**", "*" (per level kind)
     names: tuple[dict[str, PerList], dict[str, PerList]]  # literal last component
-    # "*SUFFIX" patterns and other last-component globs keyed by their literal suffix:
-    # per level kind, suffix -> (best index per list of "*SUFFIX", regexes to run)
-    suffixes: tuple[dict[str, SuffixEntry], dict[str, SuffixEntry]]
-    suffix_lengths: tuple[int, ...]
+    last: _Keyed  # "*SUFFIX" and other globs of the last component, keyed by their ending
     paths: tuple[dict[str, PerList], dict[str, PerList]]  # literal anchored path
     under: dict[str, PerList]  # "PREFIX/**": every level below PREFIX
     root_hit: PerList | None  # "{root}" alone: the root directory itself
     fixed: dict[tuple[int, str], _RxClass]  # no "**": by depth and literal first component
-    tails: tuple[tuple[int, _SuffixIndex], ...]  # "**/a/*.b": the last k components
-    anchored: _SuffixIndex  # anything else anchored
-    base: _RxClass | None  # last-component globs without a literal suffix
+    tails: tuple[tuple[int, _Keyed], ...]  # "**/a/*.b": the last k components
+    anchored: _Keyed  # anything else anchored
 
 
 def _is_literal(s: str) -> bool:
@@ -428,15 +482,7 @@ class RuleSet:
         for base, a in acc.items():
             all_files, all_dirs = a["all"].split()
             under_files, _ = a["under"].split()
-            pure = a["suffixes"].split()
-            last = _SuffixIndex(a["base"])
-            suffixes = tuple(
-                {
-                    k: (pure[sel].get(k), last.by_suffix.get(k))
-                    for k in set(pure[sel]) | set(last.by_suffix)
-                }
-                for sel in (0, 1)
-            )
+            no_pure: tuple[dict[str, PerList], dict[str, PerList]] = ({}, {})
             groups.append(
                 _Group(
                     root=base,
@@ -444,15 +490,13 @@ class RuleSet:
                     prefix_len=len(base) + 1,
                     match_all=(all_files.get("*"), all_dirs.get("*")),
                     names=a["names"].split(),
-                    suffixes=(suffixes[0], suffixes[1]),
-                    suffix_lengths=tuple(sorted({len(k) for k in suffixes[1]})),
+                    last=_Keyed(a["suffixes"].split(), a["base"]),
                     paths=a["paths"].split(),
                     root_hit=a["paths"].split()[1].get(""),
                     under=under_files,
                     fixed={k: _combine_by_list(v) for k, v in a["fixed"].items()},
-                    tails=tuple((k, _SuffixIndex(v)) for k, v in sorted(a["tails"].items())),
-                    anchored=_SuffixIndex(a["anchored"]),
-                    base=last.general,
+                    tails=tuple((k, _Keyed(no_pure, v)) for k, v in sorted(a["tails"].items())),
+                    anchored=_Keyed(no_pure, a["anchored"]),
                 )
             )
         self._groups = tuple(sorted(groups, key=lambda gr: len(gr.root)))
@@ -555,18 +599,8 @@ class RuleSet:
             t = g.names[sel].get(comp)
             if t is not None:
                 best = _merge(best, t)
-            if g.suffix_lengths:
-                sfx = g.suffixes[sel]
-                lc = len(comp)
-                for ln in g.suffix_lengths:
-                    if ln > lc:
-                        break
-                    e = sfx.get(comp[lc - ln :])
-                    if e is not None:
-                        if e[0] is not None:
-                            best = _merge(best, e[0])
-                        if e[1] is not None:
-                            best = e[1].hits(comp, sel, best, n)
+            if g.last.any:
+                best = g.last.hits(comp, sel, best, n)
             t = g.paths[sel].get(level)
             if t is not None:
                 best = _merge(best, t)
@@ -586,29 +620,9 @@ class RuleSet:
                         while done < k:
                             cut = level.rfind("/", 0, cut)
                             done += 1
-                        subject = level[cut + 1 :]
-                        ls = len(subject)
-                        for ln in tail.lengths:
-                            if ln > ls:
-                                break
-                            c = tail.by_suffix.get(subject[ls - ln :])
-                            if c is not None:
-                                best = c.hits(subject, sel, best, n)
-                        if tail.general is not None:
-                            best = tail.general.hits(subject, sel, best, n)
-            anch = g.anchored
-            if anch.any:
-                ls = len(level)
-                for ln in anch.lengths:
-                    if ln > ls:
-                        break
-                    c = anch.by_suffix.get(level[ls - ln :])
-                    if c is not None:
-                        best = c.hits(level, sel, best, n)
-                if anch.general is not None:
-                    best = anch.general.hits(level, sel, best, n)
-            if g.base is not None:
-                best = g.base.hits(comp, sel, best, n)
+                        best = tail.hits(level[cut + 1 :], sel, best, n)
+            if g.anchored.any:
+                best = g.anchored.hits(level, sel, best, n)
             if record is not None and g.under:
                 t = g.under.get(level)
                 if t is not None:

@@ -119,7 +119,7 @@ class LintContext:
                 got = patterns_of(self.loaded, agent, kind, list_name)
             else:
                 # the evaluator's own parsed lists: parsed (and located) once
-                got = list(self.guard._compiled(agent).lists[EffectKind(kind)][list_name])
+                got = self.guard.patterns(agent, EffectKind(kind))[list_name]
             self._patterns[key] = got
         return list(got)
 

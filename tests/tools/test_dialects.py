@@ -22,79 +22,144 @@ def test_dialect_names() -> None:
     ("dialect", "tool", "data", "expected"),
     [
         ("claude-code", "Read", {"file_path": "/w/a"}, [("tool", "read"), ("read", "/w/a")]),
-        ("claude-code", "Write", {"file_path": "a", "content": ""},
-         [("tool", "write"), ("write", "a")]),
+        (
+            "claude-code",
+            "Write",
+            {"file_path": "a", "content": ""},
+            [("tool", "write"), ("write", "a")],
+        ),
         ("claude-code", "Edit", {"file_path": "a"}, [("tool", "edit"), ("write", "a")]),
-        ("claude-code", "MultiEdit", {"file_path": "a", "edits": []},
-         [("tool", "multiedit"), ("write", "a")]),
-        ("claude-code", "NotebookEdit", {"notebook_path": "n.ipynb"},
-         [("tool", "notebook_edit"), ("write", "n.ipynb")]),
+        (
+            "claude-code",
+            "MultiEdit",
+            {"file_path": "a", "edits": []},
+            [("tool", "multiedit"), ("write", "a")],
+        ),
+        (
+            "claude-code",
+            "NotebookEdit",
+            {"notebook_path": "n.ipynb"},
+            [("tool", "notebook_edit"), ("write", "n.ipynb")],
+        ),
         ("claude-code", "Glob", {"pattern": "src/**/*.py"}, [("tool", "glob"), ("read", "src")]),
-        ("claude-code", "Glob", {"pattern": "*.py", "path": "/w/src"},
-         [("tool", "glob"), ("read", "/w/src")]),
+        (
+            "claude-code",
+            "Glob",
+            {"pattern": "*.py", "path": "/w/src"},
+            [("tool", "glob"), ("read", "/w/src")],
+        ),
         ("claude-code", "Grep", {"pattern": "x"}, [("tool", "grep"), ("read", ".")]),
         ("claude-code", "LS", {"path": "/w"}, [("tool", "list"), ("read", "/w")]),
         ("claude-code", "Bash", {"command": "rm a"}, [("tool", "bash"), ("delete", "a")]),
-        ("claude-code", "WebFetch", {"url": "https://Example.com/x"},
-         [("tool", "webfetch"), ("network", "example.com")]),
+        (
+            "claude-code",
+            "WebFetch",
+            {"url": "https://Example.com/x"},
+            [("tool", "webfetch"), ("network", "example.com")],
+        ),
         ("claude-code", "WebSearch", {"query": "x"}, [("tool", "websearch")]),
         ("claude-code", "TodoWrite", {"todos": []}, [("tool", "todowrite")]),
         ("claude-code", "ExitPlanMode", {"plan": "p"}, [("tool", "plan_exit")]),
         ("claude-code", "AskUserQuestion", {}, [("tool", "request_user_input")]),
-        ("claude-code", "Task", {"subagent_type": "Explore"},
-         [("tool", "task"), ("tool", "task:Explore")]),
+        (
+            "claude-code",
+            "Task",
+            {"subagent_type": "Explore"},
+            [("tool", "task"), ("tool", "task:Explore")],
+        ),
         ("claude-code", "Agent", {"prompt": "x"}, [("tool", "task")]),
         ("codex", "shell", {"command": ["rm", "a"]}, [("tool", "bash"), ("delete", "a")]),
-        ("codex", "shell", {"command": ["bash", "-lc", "touch b"], "workdir": "d"},
-         [("tool", "bash"), ("read", "d"), ("write", "d/b")]),
+        (
+            "codex",
+            "shell",
+            {"command": ["bash", "-lc", "touch b"], "workdir": "d"},
+            [("tool", "bash"), ("read", "d"), ("write", "d/b")],
+        ),
         ("codex", "exec_command", {"cmd": "touch c"}, [("tool", "bash"), ("write", "c")]),
-        ("codex", "apply_patch", {"command": "*** Begin Patch\n*** Delete File: x\n*** End Patch"},
-         [("tool", "apply_patch"), ("delete", "x")]),
+        (
+            "codex",
+            "apply_patch",
+            {"command": "*** Begin Patch\n*** Delete File: x\n*** End Patch"},
+            [("tool", "apply_patch"), ("delete", "x")],
+        ),
         ("codex", "update_plan", {"plan": []}, [("tool", "update_plan")]),
         ("codex", "request_user_input", {}, [("tool", "request_user_input")]),
         ("opencode", "read", {"filePath": "a"}, [("tool", "read"), ("read", "a")]),
         ("opencode", "write", {"filePath": "a"}, [("tool", "write"), ("write", "a")]),
         ("opencode", "edit", {"filePath": "a"}, [("tool", "edit"), ("write", "a")]),
-        ("opencode", "patch", {"patchText": "*** Begin Patch\n*** Add File: n\n*** End Patch"},
-         [("tool", "patch"), ("write", "n")]),
+        (
+            "opencode",
+            "patch",
+            {"patchText": "*** Begin Patch\n*** Add File: n\n*** End Patch"},
+            [("tool", "patch"), ("write", "n")],
+        ),
         ("opencode", "bash", {"command": "ls > o"}, [("tool", "bash"), ("write", "o")]),
         ("opencode", "list", {}, [("tool", "list"), ("read", ".")]),
         ("opencode", "todowrite", {}, [("tool", "todowrite")]),
         ("opencode", "plan_enter", {}, [("tool", "plan_enter")]),
         ("opencode", "plan_exit", {}, [("tool", "plan_exit")]),
         ("opencode", "question", {}, [("tool", "question")]),
-        ("opencode", "task", {"subagent_type": "general"},
-         [("tool", "task"), ("tool", "task:general")]),
+        (
+            "opencode",
+            "task",
+            {"subagent_type": "general"},
+            [("tool", "task"), ("tool", "task:general")],
+        ),
         ("gemini", "read_file", {"absolute_path": "/w/a"}, [("tool", "read"), ("read", "/w/a")]),
         ("gemini", "write_file", {"file_path": "a"}, [("tool", "write"), ("write", "a")]),
         ("gemini", "replace", {"file_path": "a"}, [("tool", "edit"), ("write", "a")]),
-        ("gemini", "run_shell_command", {"command": "rm a", "directory": "d"},
-         [("tool", "bash"), ("read", "d"), ("delete", "d/a")]),
+        (
+            "gemini",
+            "run_shell_command",
+            {"command": "rm a", "directory": "d"},
+            [("tool", "bash"), ("read", "d"), ("delete", "d/a")],
+        ),
         ("gemini", "glob", {"pattern": "**/*.md"}, [("tool", "glob"), ("read", ".")]),
-        ("gemini", "search_file_content", {"pattern": "x", "path": "s"},
-         [("tool", "grep"), ("read", "s")]),
+        (
+            "gemini",
+            "search_file_content",
+            {"pattern": "x", "path": "s"},
+            [("tool", "grep"), ("read", "s")],
+        ),
         ("gemini", "list_directory", {"path": "s"}, [("tool", "list"), ("read", "s")]),
-        ("gemini", "save_memory", {"fact": "x"},
-         [("tool", "save_memory"), ("write", "~/.gemini/GEMINI.md")]),
+        (
+            "gemini",
+            "save_memory",
+            {"fact": "x"},
+            [("tool", "save_memory"), ("write", "~/.gemini/GEMINI.md")],
+        ),
         ("mcp", "read_file", {"path": "a"}, [("tool", "read"), ("read", "a")]),
         ("mcp", "read_text_file", {"path": "a"}, [("tool", "read"), ("read", "a")]),
-        ("mcp", "read_multiple_files", {"paths": ["a", "b"]},
-         [("tool", "read"), ("read", "a"), ("read", "b")]),
+        (
+            "mcp",
+            "read_multiple_files",
+            {"paths": ["a", "b"]},
+            [("tool", "read"), ("read", "a"), ("read", "b")],
+        ),
         ("mcp", "write_file", {"path": "a"}, [("tool", "write"), ("write", "a")]),
         ("mcp", "edit_file", {"path": "a", "edits": []}, [("tool", "edit"), ("write", "a")]),
         ("mcp", "create_directory", {"path": "d"}, [("tool", "create_directory"), ("write", "d")]),
         ("mcp", "list_directory", {"path": "d"}, [("tool", "list"), ("read", "d")]),
         ("mcp", "directory_tree", {"path": "d"}, [("tool", "list"), ("read", "d")]),
-        ("mcp", "move_file", {"source": "a", "destination": "b"},
-         [("tool", "move"), ("read", "a"), ("delete", "a"), ("write", "b")]),
-        ("mcp", "search_files", {"path": "d", "pattern": "*.py"},
-         [("tool", "glob"), ("read", "d")]),
+        (
+            "mcp",
+            "move_file",
+            {"source": "a", "destination": "b"},
+            [("tool", "move"), ("read", "a"), ("delete", "a"), ("write", "b")],
+        ),
+        (
+            "mcp",
+            "search_files",
+            {"path": "d", "pattern": "*.py"},
+            [("tool", "glob"), ("read", "d")],
+        ),
         ("mcp", "get_file_info", {"path": "a"}, [("tool", "list"), ("read", "a")]),
         ("mcp", "mcp__filesystem__write_file", {"path": "a"}, [("tool", "write"), ("write", "a")]),
     ],
 )
-def test_tool_maps_to_effects(dialect: str, tool: str, data: dict[str, Any],
-                              expected: list[tuple[str, str | None]]) -> None:
+def test_tool_maps_to_effects(
+    dialect: str, tool: str, data: dict[str, Any], expected: list[tuple[str, str | None]]
+) -> None:
     assert fx(dialect, tool, data) == expected
 
 
@@ -136,8 +201,9 @@ def test_unknown_tools_are_lowercased_and_never_borrow_a_known_name() -> None:
         ("gemini", "read_many_files", {"paths": [1]}, "must be a list of paths"),
     ],
 )
-def test_malformed_input_names_the_field(dialect: str, tool: str, data: dict[str, Any],
-                                         message: str | None) -> None:
+def test_malformed_input_names_the_field(
+    dialect: str, tool: str, data: dict[str, Any], message: str | None
+) -> None:
     if message is None:  # an argv list is fine for Bash too
         assert effects_for(dialect, tool, data, None)[0].target == "bash"
         return
@@ -156,6 +222,8 @@ def test_input_must_be_an_object() -> None:
 
 
 def test_relative_paths_and_tilde_stay_for_the_evaluator() -> None:
-    assert fx("claude-code", "Write", {"file_path": "../x"}) == [("tool", "write"),
-                                                                 ("write", "../x")]
+    assert fx("claude-code", "Write", {"file_path": "../x"}) == [
+        ("tool", "write"),
+        ("write", "../x"),
+    ]
     assert fx("claude-code", "Write", {"file_path": "~/x"}) == [("tool", "write"), ("write", "~/x")]

@@ -33,8 +33,14 @@ def test_input_redirection_is_a_read() -> None:
 
 def test_variable_glob_and_substitution_targets_are_unknown() -> None:
     """Attack: hide the target of a write behind $VAR, a glob or $(...)."""
-    for cmd in ("echo x > $F", "echo x > *.py", "echo x > $(pick)", "echo x > a{1,2}",
-                "rm src/*.py", "tee \"$OUT\""):
+    for cmd in (
+        "echo x > $F",
+        "echo x > *.py",
+        "echo x > $(pick)",
+        "echo x > a{1,2}",
+        "rm src/*.py",
+        'tee "$OUT"',
+    ):
         targets = [e for e in analyse(cmd) if e.kind in (EffectKind.WRITE, EffectKind.DELETE)]
         assert targets and all(e.target is None for e in targets if "pick" not in cmd), cmd
         assert any(e.target is None for e in targets), cmd
@@ -49,8 +55,13 @@ def test_quotes_and_escapes_resolve_to_the_literal_path() -> None:
 
 def test_sed_in_place_forms() -> None:
     """Attack: sed -i, -i.bak, -ni, --in-place=SUFFIX."""
-    for cmd in ("sed -i s/a/b/ f", "sed -i.bak s/a/b/ f", "sed -ni p f",
-                "sed --in-place=.o -e s/a/b/ f", "sed -E -i 's/a/b/' f"):
+    for cmd in (
+        "sed -i s/a/b/ f",
+        "sed -i.bak s/a/b/ f",
+        "sed -ni p f",
+        "sed --in-place=.o -e s/a/b/ f",
+        "sed -E -i 's/a/b/' f",
+    ):
         assert ("write", "f") in kinds(cmd), cmd
     assert kinds("sed -n 1,5p f") == {("read", "f")}
 
@@ -81,12 +92,12 @@ def test_heredoc_bodies() -> None:
 def test_nested_shells_eval_and_env_split_are_analysed() -> None:
     """Attack: bash -c, sh -c, bash -lc, eval, env -S."""
     assert ("write", "a") in kinds("bash -c 'touch a'")
-    assert ("write", "b") in kinds("sh -c \"echo > b\"")
+    assert ("write", "b") in kinds('sh -c "echo > b"')
     assert ("write", "c") in kinds("bash -lc 'touch c'")
     assert ("delete", "d") in kinds("eval rm d")
     assert ("delete", "e") in kinds("env -S 'rm e'")
-    assert ("write", None) in kinds("bash -c \"$X\"")
-    assert ("write", None) in kinds("eval \"$X\"")
+    assert ("write", None) in kinds('bash -c "$X"')
+    assert ("write", None) in kinds('eval "$X"')
 
 
 def test_nesting_depth_is_bounded() -> None:
@@ -96,9 +107,21 @@ def test_nesting_depth_is_bounded() -> None:
 
 def test_wrappers_are_unwrapped() -> None:
     """Attack: hide rm behind sudo, env, nice, nohup, timeout, time, command, stdbuf, xargs."""
-    for cmd in ("sudo rm x", "sudo -u root rm x", "env A=1 rm x", "env -i rm x", "nice -n 5 rm x",
-                "nohup rm x", "timeout 5 rm x", "timeout -s KILL 5 rm x", "time rm x",
-                "command rm x", "builtin rm x", "stdbuf -oL rm x", "exec rm x"):
+    for cmd in (
+        "sudo rm x",
+        "sudo -u root rm x",
+        "env A=1 rm x",
+        "env -i rm x",
+        "nice -n 5 rm x",
+        "nohup rm x",
+        "timeout 5 rm x",
+        "timeout -s KILL 5 rm x",
+        "time rm x",
+        "command rm x",
+        "builtin rm x",
+        "stdbuf -oL rm x",
+        "exec rm x",
+    ):
         assert ("delete", "x") in kinds(cmd), cmd
     assert ("delete", None) in kinds("ls | xargs rm")
     assert ("delete", None) in kinds("ls | xargs -I{} rm {}")
@@ -108,7 +131,8 @@ def test_inline_interpreters_are_unknown_exec() -> None:
     for cmd in ("python3 -c 'print(1)'", "node -e 1", "perl -e 1", "ruby -e 1"):
         effects = analyse(cmd)
         assert Effect.exec(None, effects[-1].detail) in effects or any(
-            e.kind is EffectKind.EXEC and e.target is None for e in effects), cmd
+            e.kind is EffectKind.EXEC and e.target is None for e in effects
+        ), cmd
 
 
 def test_path_qualified_program_is_not_the_allowlisted_one() -> None:
@@ -174,8 +198,12 @@ def test_cd_adds_possible_directories() -> None:
 
 def test_environment_changes_make_allowlisted_programs_unknown() -> None:
     """Attack: PATH=., LD_PRELOAD, aliases, function shadowing."""
-    for cmd in ("PATH=.:$PATH cat a", "export PATH=/tmp; ls", "LD_PRELOAD=x.so ls",
-                "alias ls=rm; ls"):
+    for cmd in (
+        "PATH=.:$PATH cat a",
+        "export PATH=/tmp; ls",
+        "LD_PRELOAD=x.so ls",
+        "alias ls=rm; ls",
+    ):
         assert any(e.kind is EffectKind.EXEC and e.target is None for e in analyse(cmd)), cmd
     assert kinds("LANG=C ls") == set()
     assert ("delete", "s") in kinds("ls() { rm s; }; ls")
@@ -183,8 +211,14 @@ def test_environment_changes_make_allowlisted_programs_unknown() -> None:
 
 def test_arithmetic_on_variables_is_unknown() -> None:
     """Attack: x='a[$(cmd)]'; $((x)) runs cmd."""
-    for cmd in ("echo $((x))", "((x++))", "[[ $n -eq 1 ]]", "let x=1", "echo ${!n}",
-                "declare -i z=y"):
+    for cmd in (
+        "echo $((x))",
+        "((x++))",
+        "[[ $n -eq 1 ]]",
+        "let x=1",
+        "echo ${!n}",
+        "declare -i z=y",
+    ):
         assert any(e.kind is EffectKind.EXEC and e.target is None for e in analyse(cmd)), cmd
     assert kinds("echo $((1 + 2))") == set()
 
@@ -192,8 +226,10 @@ def test_arithmetic_on_variables_is_unknown() -> None:
 def test_parse_errors_are_unknown_writes() -> None:
     for cmd in ("echo 'x", "echo $(", "ls |", "if then fi", "ls\x00rm"):
         effects = analyse(cmd)
-        assert any(e.kind is EffectKind.WRITE and e.target is None
-                   and "unparseable" in e.detail for e in effects), cmd
+        assert any(
+            e.kind is EffectKind.WRITE and e.target is None and "unparseable" in e.detail
+            for e in effects
+        ), cmd
 
 
 def test_download_tools() -> None:
@@ -209,18 +245,20 @@ def test_package_managers_and_builders_are_unknown_writes() -> None:
 
 
 def test_apply_patch_headers() -> None:
-    body = ("*** Begin Patch\n*** Add File: a\n+x\n*** Update File: b\n*** Move to: c\n"
-            "*** Delete File: d\n*** End Patch\n")
+    body = (
+        "*** Begin Patch\n*** Add File: a\n+x\n*** Update File: b\n*** Move to: c\n"
+        "*** Delete File: d\n*** End Patch\n"
+    )
     got = {(e.kind.value, e.target) for e in parse_patch(body)}
-    assert got == {("write", "a"), ("write", "b"), ("write", "c"), ("delete", "b"),
-                   ("delete", "d")}
+    assert got == {("write", "a"), ("write", "b"), ("write", "c"), ("delete", "b"), ("delete", "d")}
     assert [(e.kind, e.target) for e in parse_patch("no headers")] == [(EffectKind.WRITE, None)]
 
 
 def test_argv_form_is_not_reparsed_as_shell() -> None:
     assert {(e.kind.value, e.target) for e in analyse_argv(["echo", "x > y"])} == set()
-    assert ("write", "z") in {(e.kind.value, e.target)
-                              for e in analyse_argv(["bash", "-lc", "touch z"])}
+    assert ("write", "z") in {
+        (e.kind.value, e.target) for e in analyse_argv(["bash", "-lc", "touch z"])
+    }
 
 
 @pytest.mark.parametrize("n", [10_000, 200_000])

@@ -1,0 +1,116 @@
+"""Benchmark: the wall time of one `guard hook claude-code` call, next to a bare interpreter start.
+
+Runs the hook exactly as Claude Code runs it once `guard install` wired it
+(the installed command: guard's hook client answered by the warm hook daemon,
+a Write payload on stdin, the shipped policy, a real git worktree),
+interleaved with ``python -c pass`` on the same interpreter, and prints the
+medians and their ratio, last. Also shown, not compared: the in-process path
+(``python -I -m guard.integrations``, what a call costs when no daemon runs)
+and ``import guard`` alone.
+
+    python benchmarks/hook.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from guard.integrations.install import hook_command
+
+
+def timed(cmd: list[str], stdin: bytes, cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, cwd=cwd, env=env, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30, help="runs of each command (default 30)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "repo"
+        (repo / "src").mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GUARD_", "XDG_"))}
+        env["HOME"] = str(Path(tmp) / "home")
+        payload = json.dumps(
+            {
+                "session_id": "bench",
+                "cwd": str(repo),
+                "permission_mode": "acceptEdits",
+                "hook_event_name": "PreToolUse",
+                "tool_name": "Write",
+                "tool_input": {"file_path": str(repo / "src/app.py"), "content": "x = 1\n"},
+                "tool_use_id": "toolu_bench",
+            }
+        ).encode()
+        py = sys.executable
+        hook = ["/bin/sh", "-c", hook_command("claude-code", agent="plan")]
+        inproc = [py, "-I", "-m", "guard.integrations", "claude-code", "--agent", "plan"]
+        bare = [py, "-c", "pass"]
+        imp = [py, "-I", "-c", "import guard"]
+        try:
+            # warm-up: byte-code caches, page cache, and the hook daemon
+            for cmd in (hook, inproc, bare, imp):
+                timed(cmd, payload, repo, env)
+            if not wait_for_daemon(hook, payload, repo, env):
+                print("warning: the hook daemon did not come up; timing the in-process path")
+            out = subprocess.run(hook, input=payload, capture_output=True, cwd=repo, env=env)
+            answer = json.loads(out.stdout)["hookSpecificOutput"]["permissionDecision"]
+            times: dict[str, list[float]] = {"hook": [], "inproc": [], "bare": [], "import": []}
+            for _ in range(args.runs):
+                times["bare"].append(timed(bare, b"", repo, env))
+                times["hook"].append(timed(hook, payload, repo, env))
+                times["inproc"].append(timed(inproc, payload, repo, env))
+                times["import"].append(timed(imp, b"", repo, env))
+        finally:
+            stop_daemon(Path(env["HOME"]))
+    med = {k: statistics.median(v) * 1000 for k, v in times.items()}
+    print(f"runs per command: {args.runs}; hook answered: {answer}")
+    print(f"in-process `python -I -m guard.integrations`: median {med['inproc']:.1f} ms")
+    print(f"`python -I -c 'import guard'`:                median {med['import']:.1f} ms")
+    print(f"bare `python -c pass`:                        median {med['bare']:.1f} ms")
+    print(f"installed hook (client + hookd), Write:       median {med['hook']:.1f} ms")
+    print(
+        f"ratio installed hook / bare interpreter: {med['hook'] / med['bare']:.2f}x (target <= 2x)"
+    )
+
+
+def wait_for_daemon(hook: list[str], payload: bytes, repo: Path, env: dict[str, str]) -> bool:
+    traced = {**env, "GUARD_HOOK_TRACE": "1"}
+    for _ in range(100):
+        proc = subprocess.run(hook, input=payload, capture_output=True, cwd=repo, env=traced)
+        if b"answered by hookd" in proc.stderr:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def stop_daemon(home: Path) -> None:
+    """Stop the hook daemon this benchmark started (by the pid it recorded)."""
+    pidfile = home / ".local/share/openoxide/run/hookd.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGTERM)
+
+
+if __name__ == "__main__":
+    main()

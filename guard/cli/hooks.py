@@ -1,0 +1,169 @@
+"""``guard hook``, ``guard install``, ``guard uninstall``, ``guard doctor``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+
+import typer
+
+from guard.cli._app import app
+from guard.effects import GuardError
+
+
+class Host(StrEnum):
+    claude_code = "claude-code"
+    codex = "codex"
+    gemini = "gemini"
+    cursor = "cursor"
+
+
+@app.command(
+    "hook",
+    help=(
+        "Answer one host hook call: read the pending tool call on stdin, print the"
+        " host's answer.\n\n"
+        "Hosts run this for you once `guard install HOST` wired it in. The agent is"
+        " chosen, first match wins: --agent, $GUARD_AGENT, the worktree's guard mode,"
+        " then the host's own permission mode (plan -> the policy's plan agent, else"
+        " build). Any internal failure exits 2, which hosts treat as a block.\n\n"
+        "Example:\n\n"
+        '  echo \'{"hook_event_name":"PreToolUse","tool_name":"Write",'
+        '"tool_input":{"file_path":"src/x.py","content":""},"cwd":"."}\''
+        " | guard hook claude-code --agent plan"
+    ),
+)
+def hook_cmd(
+    host: str = typer.Argument(..., help="claude-code, codex, gemini or cursor"),
+    agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
+    policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
+) -> None:
+    from guard.integrations.runner import decide
+
+    answer = decide(host, sys.stdin.buffer.read(), agent=agent, policy=policy)
+    sys.stdout.write(answer.stdout)
+    sys.stderr.write(answer.stderr)
+    raise typer.Exit(answer.exit_code)
+
+
+def _scope(project: bool, user: bool) -> str:
+    if project and user:
+        raise GuardError("choose one of --project and --user")
+    return "user" if user else "project"
+
+
+@app.command(
+    "install",
+    help=(
+        "Wire guard's hook into a host agent's settings file.\n\n"
+        "Idempotent; keeps every other key and hook; writes atomically and keeps the"
+        " previous file as <file>.guard-backup. --project (default) writes the file of"
+        " the current worktree, --user the one in your home directory.\n\n"
+        "Examples:\n\n"
+        "  guard install claude-code            # .claude/settings.json of this repo\n\n"
+        "  guard install codex --user           # ~/.codex/hooks.json\n\n"
+        "  guard install claude-code --agent plan   # always decide as the plan agent"
+    ),
+)
+def install_cmd(
+    host: Host = typer.Argument(..., help="the host agent to wire"),
+    project: bool = typer.Option(False, "--project", help="this worktree's settings (default)"),
+    user: bool = typer.Option(False, "--user", help="your user-wide settings"),
+    agent: str | None = typer.Option(None, "--agent", help="pin the policy agent in the hook"),
+    policy: str | None = typer.Option(None, "--policy", help="pin a policy file or builtin:NAME"),
+    as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
+) -> None:
+    from guard.integrations.install import install
+
+    scope = _scope(project, user)
+    change = install(
+        host.value, "user" if scope == "user" else "project", agent=agent, policy=policy
+    )
+    if as_json:
+        print(json.dumps(change.to_json()))
+        return
+    if not change.changed:
+        print(f"guard is already wired into {host.value}: {change.path} (unchanged)")
+        return
+    print(f"wired guard into {host.value}: {change.path}")
+    if change.removed:
+        print(
+            f"  replaced {change.removed} older guard entr{'y' if change.removed == 1 else 'ies'}"
+        )
+    if change.backup:
+        print(f"  previous file kept as {change.backup}")
+    print(f"  hook command: {change.command}")
+
+
+@app.command(
+    "uninstall",
+    help=(
+        "Remove guard's hook entry (and only it) from a host agent's settings file.\n\n"
+        "Example:\n\n  guard uninstall claude-code --project"
+    ),
+)
+def uninstall_cmd(
+    host: Host = typer.Argument(..., help="the host agent to unwire"),
+    project: bool = typer.Option(False, "--project", help="this worktree's settings (default)"),
+    user: bool = typer.Option(False, "--user", help="your user-wide settings"),
+    as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
+) -> None:
+    from guard.integrations.install import uninstall
+
+    scope = _scope(project, user)
+    change = uninstall(host.value, "user" if scope == "user" else "project")
+    if as_json:
+        print(json.dumps(change.to_json()))
+        return
+    if not change.changed:
+        print(f"guard was not wired into {host.value}: {change.path} (unchanged)")
+        return
+    print(
+        f"removed {change.removed} guard entr{'y' if change.removed == 1 else 'ies'}"
+        f" from {change.path}"
+    )
+    if change.backup:
+        print(f"  previous file kept as {change.backup}")
+
+
+@app.command(
+    "doctor",
+    help=(
+        "Show which host agents are wired to guard here, whether their hook commands"
+        " still run, and which guard layers are active on this machine.\n\n"
+        "Exits 1 when a wired hook is broken (it would block every call).\n\n"
+        "Example:\n\n  guard doctor\n\n"
+        "  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
+    ),
+)
+def doctor_cmd(
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    from guard.integrations.doctor import host_checks, layer_checks
+
+    hosts = host_checks()
+    layers = layer_checks()
+    if as_json:
+        print(
+            json.dumps(
+                {"hosts": [c.to_json() for c in hosts], "layers": [c.to_json() for c in layers]},
+                indent=2,
+            )
+        )
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        style = {"ok": "green", "off": "dim", "broken": "bold red"}
+        console = Console()
+        for title, checks in (("Hosts", hosts), ("Layers", layers)):
+            table = Table(title=title, show_lines=False)
+            table.add_column("what")
+            table.add_column("status")
+            table.add_column("detail", overflow="fold")
+            for c in checks:
+                table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+            console.print(table)
+    if any(c.status == "broken" for c in hosts):
+        raise typer.Exit(1)

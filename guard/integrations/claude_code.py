@@ -1,0 +1,92 @@
+"""Claude Code: PreToolUse command hooks (format followed: Claude Code 2.1.332).
+
+stdin: ``session_id, transcript_path, cwd, permission_mode, hook_event_name,
+tool_name, tool_input, tool_use_id`` (others ignored). Answer: exit 0 with
+``{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision":
+"allow"|"deny"|"ask", "permissionDecisionReason": "..."}}``. Exit 2 blocks;
+any other failure lets the call run, hence the fail-closed runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from guard.integrations.interface import (
+    HookAnswer,
+    HookCall,
+    HookInputError,
+    HostAdapter,
+    Scope,
+    add_nested,
+    find_nested,
+    optional_str,
+    remove_nested,
+    require_object,
+    require_str,
+)
+
+if TYPE_CHECKING:
+    from guard.effects import Decision
+
+EVENT = "PreToolUse"
+
+
+class ClaudeCode(HostAdapter):
+    name = "claude-code"
+    title = "Claude Code"
+    dialect = "claude-code"
+    follows = "Claude Code 2.1.332 (npm @anthropic-ai/claude-code)"
+
+    def parse(self, payload: Mapping[str, Any]) -> HookCall:
+        event = optional_str(payload, "hook_event_name") or EVENT
+        if event != EVENT:
+            raise HookInputError(f"hook_event_name is {event!r}; guard answers only {EVENT} hooks")
+        return HookCall(
+            host=self.name,
+            event=event,
+            tool_name=require_str(payload, "tool_name"),
+            tool_input=require_object(payload, "tool_input"),
+            cwd=optional_str(payload, "cwd"),
+            session_id=optional_str(payload, "session_id"),
+            tool_use_id=optional_str(payload, "tool_use_id"),
+            permission_mode=optional_str(payload, "permission_mode"),
+            extra={k: payload[k] for k in ("agent_id", "agent_type") if k in payload},
+        )
+
+    def mode_hint(self, call: HookCall) -> str | None:
+        if call.permission_mode is None:
+            return None
+        return "plan" if call.permission_mode == "plan" else "build"
+
+    def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
+        return HookAnswer.json(
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": EVENT,
+                    "permissionDecision": decision.action.value,
+                    "permissionDecisionReason": f"guard: {decision.reason} [{decision.rule}]",
+                }
+            }
+        )
+
+    def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
+        base = project if scope == "project" else home
+        return base / ".claude" / "settings.json"
+
+    def add_entry(self, settings: dict[str, Any], command: str) -> None:
+        add_nested(
+            settings,
+            EVENT,
+            {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30}]},
+        )
+
+    def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
+        return find_nested(settings, (EVENT,))
+
+    def remove_entries(self, settings: dict[str, Any]) -> int:
+        return remove_nested(settings, (EVENT,))
+
+
+ADAPTER = ClaudeCode()

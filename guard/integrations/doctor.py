@@ -1,0 +1,182 @@
+"""``guard doctor``: which hosts are wired here, and which guard layers are active."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import importlib.util
+import os
+import platform
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from guard.integrations import HOSTS
+from guard.integrations.install import interpreter_of, read_settings, settings_file
+from guard.integrations.interface import Scope
+from guard.integrations.runner import adapter_for
+
+Status = Literal["ok", "off", "broken"]
+
+
+@dataclass(slots=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, **self.extra}
+
+
+def check_command(command: str) -> tuple[Status, str]:
+    """Does this hook command's interpreter exist and import guard's hook entry?"""
+    exe = interpreter_of(command)
+    if exe is None:
+        return "broken", "no absolute interpreter path in the command; reinstall with guard install"
+    if not os.access(exe, os.X_OK):
+        return "broken", (
+            f"interpreter {exe} is missing: every call is blocked (exit 2) until you"
+            " reinstall with guard install"
+        )
+    try:
+        proc = subprocess.run(
+            [exe, "-I", "-c", "import guard.integrations.runner"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return "broken", f"{exe} cannot start: {exc}"
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        return "broken", f"{exe} cannot import guard ({last}); every call is blocked"
+    return "ok", f"runs {exe}"
+
+
+def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
+    checks: list[Check] = []
+    for host in HOSTS:
+        adapter = adapter_for(host)
+        for scope in ("project", "user"):
+            sc: Scope = "project" if scope == "project" else "user"
+            path = settings_file(adapter, sc, cwd)
+            name = f"{host} ({scope})"
+            extra: dict[str, Any] = {"host": host, "scope": scope, "path": str(path)}
+            try:
+                commands = sorted(set(adapter.find_entries(read_settings(path))))
+            except Exception as exc:
+                checks.append(Check(name, "broken", str(exc), extra))
+                continue
+            if not commands:
+                checks.append(Check(name, "off", f"not wired ({path})", extra))
+                continue
+            extra["commands"] = commands
+            results = [check_command(c) for c in commands]
+            bad = [d for s, d in results if s != "ok"]
+            if bad:
+                checks.append(Check(name, "broken", f"{path}: " + "; ".join(bad), extra))
+            else:
+                checks.append(Check(name, "ok", f"wired in {path}; {results[0][1]}", extra))
+    return checks
+
+
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def landlock_abi() -> int | None:
+    """The kernel's Landlock ABI version, or None when unavailable."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "aarch64"):
+        return None
+    nr = 444  # landlock_create_ruleset, same number on x86_64 and aarch64
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        abi = int(libc.syscall(nr, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
+    except (OSError, AttributeError):
+        return None
+    return abi if abi > 0 else None
+
+
+def daemon_check() -> Check:
+    from guard.integrations._client import socket_path, trusted
+
+    path = socket_path()
+    pidfile = os.path.join(os.path.dirname(path), "hookd.pid")
+    try:
+        with open(pidfile) as fh:
+            pid = int(fh.read().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return Check("hook daemon", "off", "not running: the next hook call starts it")
+    if not trusted(path):
+        return Check("hook daemon", "broken", f"{path} is not a socket only you own; ignored")
+    return Check("hook daemon", "ok", f"pid {pid} answers hook calls on {path}")
+
+
+def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
+    checks: list[Check] = []
+    try:
+        from guard.decide import Guard
+
+        g = Guard.load(cwd=os.fspath(cwd) if cwd is not None else None)
+        checks.append(
+            Check(
+                "policy evaluator",
+                "ok",
+                f"{g.loaded.name} ({g.discovery}); agents: {', '.join(g.agent_names)}",
+            )
+        )
+    except Exception as exc:
+        checks.append(Check("policy evaluator", "broken", f"{type(exc).__name__}: {exc}"))
+    checks.append(
+        Check("tool analysis", "ok", "guard.tools.effects_for available")
+        if _has("guard.tools") and _tools_ready()
+        else Check("tool analysis", "broken", "guard.tools.effects_for missing: hooks block all")
+    )
+    checks.append(
+        Check("planning modes", "ok", "guard mode of the worktree picks the agent")
+        if _has("guard.planning")
+        else Check("planning modes", "off", "not installed: agent from --agent/$GUARD_AGENT/host")
+    )
+    checks.append(
+        Check("audit log", "ok", "every hook decision is appended")
+        if _has("guard.audit")
+        else Check("audit log", "off", "guard.audit not installed: decisions are not recorded")
+    )
+    abi = landlock_abi()
+    sandbox = _has("guard.sandbox.landlock") or _has("guard.sandbox")
+    if abi and sandbox:
+        checks.append(Check("kernel confinement", "ok", f"Landlock ABI {abi}; guard run confines"))
+    else:
+        why = [] if abi else ["kernel has no Landlock"]
+        why += [] if sandbox else ["guard.sandbox not installed"]
+        checks.append(Check("kernel confinement", "off", "; ".join(why)))
+    checks.append(daemon_check())
+    monitor = _has("guard.monitor") and _has("watchdog")
+    checks.append(
+        Check("monitor", "ok", "watchdog available; guard's monitor can run")
+        if monitor
+        else Check("monitor", "off", "guard.monitor or watchdog not installed")
+    )
+    return checks
+
+
+def _tools_ready() -> bool:
+    try:
+        tools = importlib.import_module("guard.tools")
+    except Exception:
+        return False
+    return callable(getattr(tools, "effects_for", None))
+
+
+def project_of(cwd: str | None) -> Path:
+    from guard.integrations.install import project_dir
+
+    return project_dir(cwd)

@@ -1,0 +1,191 @@
+"""Wire guard into a host's settings file, and take it out again.
+
+* Idempotent: installing twice leaves one entry; an entry of ours with an
+  old command (a moved venv) is replaced, not duplicated.
+* Keeps every other key and every other hook, in order.
+* Atomic with a backup: the old file is copied to ``<file>.guard-backup``
+  first, the new one is written to a temporary file in the same directory,
+  flushed, and renamed over the old one. A file guard cannot parse is never
+  touched; the error names it, the place, and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from guard.effects import GuardError
+from guard.integrations.interface import HostAdapter, Scope
+from guard.integrations.runner import adapter_for
+from guard.paths import find_worktree
+
+BACKUP_SUFFIX = ".guard-backup"
+
+
+class SettingsError(GuardError):
+    """A host settings file guard cannot safely edit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    path: Path
+    changed: bool
+    added: bool
+    removed: int
+    backup: Path | None
+    command: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "changed": self.changed,
+            "added": self.added,
+            "removed": self.removed,
+            "backup": str(self.backup) if self.backup else None,
+            "command": self.command,
+        }
+
+
+def hook_command(
+    host: str,
+    *,
+    python: str | None = None,
+    agent: str | None = None,
+    policy: str | None = None,
+) -> str:
+    """The command line a host runs: absolute interpreter, isolated mode, fail closed.
+
+    It runs guard's stdlib-only hook client, which asks the warm hook daemon
+    and falls back to deciding in-process. ``-I`` keeps the project directory
+    (the hook's cwd) and ``PYTHON*`` variables off ``sys.path``, so a
+    repository cannot shadow guard with a ``guard/`` package of its own.
+    ``|| exit 2`` turns a crash before our own handler runs (missing
+    interpreter, broken install) into a block.
+    """
+    exe = os.path.abspath(python or sys.executable)
+    client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_client.py")
+    parts = [exe, "-I", client, host]
+    if agent:
+        parts += ["--agent", agent]
+    if policy:
+        parts += ["--policy", policy if policy.startswith("builtin:") else os.path.abspath(policy)]
+    return " ".join(shlex.quote(p) for p in parts) + " || exit 2"
+
+
+def interpreter_of(command: str) -> str | None:
+    """The interpreter path in one of our hook commands, if it has one."""
+    try:
+        words = shlex.split(command.split("||", 1)[0])
+    except ValueError:
+        return None
+    return words[0] if words and os.path.isabs(words[0]) else None
+
+
+def project_dir(cwd: str | os.PathLike[str] | None = None) -> Path:
+    start = Path(os.path.realpath(cwd if cwd is not None else os.getcwd()))
+    return find_worktree(start) or start
+
+
+def settings_file(
+    adapter: HostAdapter, scope: Scope, cwd: str | os.PathLike[str] | None = None
+) -> Path:
+    home = Path(os.path.expanduser("~"))
+    return adapter.settings_path(scope, project_dir(cwd), home)
+
+
+def read_settings(path: Path) -> dict[str, Any]:
+    """Parsed settings, {} for a missing or empty file. Raises SettingsError naming the spot."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path}: cannot read: {exc}") from None
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(
+            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); fix the file"
+            " (or move it away) and run the command again; guard left it untouched"
+        ) from None
+    if not isinstance(data, dict):
+        raise SettingsError(
+            f"{path}: the top level must be a JSON object, found {type(data).__name__};"
+            " guard left it untouched"
+        )
+    return data
+
+
+def write_settings(path: Path, data: dict[str, Any]) -> Path | None:
+    """Write atomically; back up the previous file first. Returns the backup path."""
+    backup: Path | None = None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = 0o644
+    if path.exists():
+        backup = path.with_name(path.name + BACKUP_SUFFIX)
+        shutil.copy2(path, backup)
+        mode = path.stat().st_mode & 0o7777
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return backup
+
+
+def _edit(path: Path, adapter: HostAdapter, command: str | None) -> Change:
+    before = read_settings(path)
+    after = json.loads(json.dumps(before))
+    try:
+        removed = adapter.remove_entries(after)
+        if command is not None:
+            adapter.add_entry(after, command)
+    except ValueError as exc:
+        raise SettingsError(f"{path}: {exc}; guard left it untouched") from None
+    if after == before:
+        return Change(path, False, False, 0, None, command)
+    if command is None and not after and not path.exists():
+        return Change(path, False, False, removed, None, None)
+    backup = write_settings(path, after)
+    return Change(path, True, command is not None, removed, backup, command)
+
+
+def install(
+    host: str,
+    scope: Scope = "project",
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    python: str | None = None,
+    agent: str | None = None,
+    policy: str | None = None,
+) -> Change:
+    adapter = adapter_for(host)
+    path = settings_file(adapter, scope, cwd)
+    return _edit(path, adapter, hook_command(host, python=python, agent=agent, policy=policy))
+
+
+def uninstall(
+    host: str, scope: Scope = "project", *, cwd: str | os.PathLike[str] | None = None
+) -> Change:
+    adapter = adapter_for(host)
+    path = settings_file(adapter, scope, cwd)
+    if not path.exists():
+        return Change(path, False, False, 0, None, None)
+    return _edit(path, adapter, None)

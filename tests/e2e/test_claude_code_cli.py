@@ -1,0 +1,309 @@
+"""End to end: the real Claude Code CLI, guard's hook from `guard install`, a scripted model.
+
+Claude Code (npm ``@anthropic-ai/claude-code``, pinned below) runs headless
+against a fake Messages API on 127.0.0.1 that asks for scripted tool calls.
+The hook is the one ``guard install claude-code --project`` writes. We assert
+on disk, on Claude Code's ``permission_denials`` and on guard's audit log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .fake_anthropic import FakeAnthropic, Script, ToolUse
+
+CLAUDE_CODE_VERSION = "2.1.332"
+PACKAGE = f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"
+REAL_HOME = os.path.expanduser("~")
+
+
+def _install_claude() -> tuple[str | None, str]:
+    """The claude binary: $GUARD_E2E_CLAUDE, else npm-installed into a versioned cache prefix."""
+    given = os.environ.get("GUARD_E2E_CLAUDE")
+    if given:
+        return (given, "") if os.access(given, os.X_OK) else (None, f"{given} not executable")
+    prefix = Path(
+        os.environ.get("GUARD_E2E_PREFIX")
+        or os.path.join(
+            REAL_HOME, ".cache", "openoxide-guard", f"claude-code-{CLAUDE_CODE_VERSION}"
+        )
+    )
+    binary = prefix / "node_modules" / ".bin" / "claude"
+    if not binary.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            return None, "npm is not installed, so the Claude Code CLI cannot be installed"
+        proc = subprocess.run(
+            [npm, "install", "--prefix", str(prefix), "--no-fund", "--no-audit", PACKAGE],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if proc.returncode != 0 or not binary.exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            return None, f"npm install {PACKAGE} failed: {' | '.join(tail)}"
+    proc = subprocess.run(
+        [str(binary), "--version"], capture_output=True, text=True, timeout=120, check=False
+    )
+    if proc.returncode != 0 or CLAUDE_CODE_VERSION not in proc.stdout:
+        return None, f"{binary} --version gave {proc.stdout.strip()!r} {proc.stderr.strip()!r}"
+    return str(binary), ""
+
+
+@pytest.fixture(scope="session")
+def claude() -> str:
+    binary, why = _install_claude()
+    if binary is None:
+        pytest.skip(f"the Claude Code CLI cannot be installed here: {why}")
+    return binary
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GUARD_", "XDG_", "ANTHROPIC_", "CLAUDE", "PYTHON"))
+    }
+    env.update(
+        HOME=str(home),
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.com",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.com",
+    )
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "app.py").write_text("print('hello')\n")
+    (repo / "README.md").write_text("demo\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "init"], check=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard", "install", "claude-code", "--project"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    yield Path(os.path.realpath(repo)), env
+    stop_hookd(home)
+
+
+def stop_hookd(home: Path) -> None:
+    """Stop the hook daemon the run started, by the pid it recorded (it may still be starting)."""
+    pidfile = home / ".local/share/openoxide/run/hookd.pid"
+    for _ in range(50):
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            time.sleep(0.1)
+            continue
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+        return
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def run_claude(
+    claude: str,
+    repo: Path,
+    env: dict[str, str],
+    script: Script,
+    mode: str,
+    guard_agent: str | None,
+) -> dict[str, Any]:
+    run_env = dict(env)
+    run_env.update(
+        ANTHROPIC_API_KEY="sk-ant-api03-dummy-key-for-a-local-fake",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_ERROR_REPORTING="1",
+    )
+    if guard_agent:
+        run_env["GUARD_AGENT"] = guard_agent
+    with FakeAnthropic(script) as api:
+        run_env["ANTHROPIC_BASE_URL"] = api.url
+        proc = subprocess.run(
+            [
+                claude,
+                "-p",
+                "Carry out the task.",
+                "--output-format",
+                "json",
+                "--permission-mode",
+                mode,
+                "--max-turns",
+                "30",
+            ],
+            cwd=repo,
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    assert proc.stdout.strip(), f"claude printed nothing; stderr: {proc.stderr[-2000:]}"
+    result: dict[str, Any] = json.loads(proc.stdout)
+    answered = [s.id for s in script.steps if s.id in script.tool_results()]
+    assert answered == [s.id for s in script.steps], (
+        f"Claude Code did not run the whole script: {answered}; result {result}"
+    )
+    return result
+
+
+def audit_records(home: Path) -> list[dict[str, Any]]:
+    from guard.audit import read  # type: ignore[import-not-found,unused-ignore]
+
+    return [
+        r
+        for log in sorted(home.rglob("audit/*.jsonl"))
+        for r in read(log)
+        if r.get("source") == "hook"
+    ]
+
+
+def denied_ids(result: dict[str, Any]) -> set[str]:
+    return {d["tool_use_id"] for d in result.get("permission_denials", [])}
+
+
+def test_plan_agent_under_accept_edits_changes_only_the_plan(
+    claude: str, project: tuple[Path, dict[str, str]]
+) -> None:
+    """Attacks: Write, Edit, sed -i, a shell redirection, an Edit through a symlink into src/."""
+    repo, env = project
+    plans = repo / ".openoxide" / "plans"
+    plans.mkdir(parents=True)
+    (plans / "evil.md").symlink_to(repo / "src" / "app.py")
+    src_before = snapshot(repo / "src")
+    settings_before = (repo / ".claude/settings.json").read_bytes()
+    app = str(repo / "src" / "app.py")
+    steps = [
+        ToolUse("toolu_read", "Read", {"file_path": app}),
+        ToolUse(
+            "toolu_write_src",
+            "Write",
+            {"file_path": str(repo / "src/new.py"), "content": "owned = True\n"},
+        ),
+        ToolUse(
+            "toolu_edit_src",
+            "Edit",
+            {"file_path": app, "old_string": "hello", "new_string": "owned"},
+        ),
+        ToolUse(
+            "toolu_sed",
+            "Bash",
+            {"command": "sed -i 's/hello/owned/' src/app.py", "description": "edit in place"},
+        ),
+        ToolUse(
+            "toolu_redirect",
+            "Bash",
+            {"command": "echo owned > src/y.py", "description": "write a file"},
+        ),
+        ToolUse(
+            "toolu_plan",
+            "Write",
+            {"file_path": str(plans / "x.md"), "content": "# Plan\n\n1. change app.py\n"},
+        ),
+        ToolUse("toolu_git", "Bash", {"command": "git status", "description": "status"}),
+        ToolUse("toolu_read_link", "Read", {"file_path": str(plans / "evil.md")}),
+        ToolUse(
+            "toolu_edit_link",
+            "Edit",
+            {"file_path": str(plans / "evil.md"), "old_string": "hello", "new_string": "owned"},
+        ),
+    ]
+    script = Script(steps)
+    result = run_claude(claude, repo, env, script, "acceptEdits", "plan")
+
+    denied = denied_ids(result)
+    attacks = {
+        "toolu_write_src",
+        "toolu_edit_src",
+        "toolu_sed",
+        "toolu_redirect",
+        "toolu_edit_link",
+    }
+    assert attacks <= denied, result.get("permission_denials")
+    assert not denied & {"toolu_plan", "toolu_git", "toolu_read"}
+    assert snapshot(repo / "src") == src_before
+    assert (plans / "x.md").read_text() == "# Plan\n\n1. change app.py\n"
+    assert (repo / ".claude/settings.json").read_bytes() == settings_before
+    results = script.tool_results()
+    assert "branch" in results["toolu_git"].lower(), results["toolu_git"]
+    assert "guard:" in results["toolu_write_src"], results["toolu_write_src"]
+
+    records = audit_records(Path(env["HOME"]))
+    assert [r["tool_use_id"] for r in records] == [s.id for s in steps]
+    assert {r["agent"] for r in records} == {"plan"}
+    by_id = {r["tool_use_id"]: r["decision"] for r in records}
+    assert {i for i, d in by_id.items() if d == "deny"} == attacks
+
+
+def test_claude_plan_mode_is_held_to_the_plan_agent(
+    claude: str, project: tuple[Path, dict[str, str]]
+) -> None:
+    """No GUARD_AGENT: Claude Code's permission_mode plan picks guard's plan agent."""
+    repo, env = project
+    src_before = snapshot(repo / "src")
+    steps = [
+        ToolUse("toolu_w", "Write", {"file_path": str(repo / "src/new.py"), "content": "x\n"}),
+        ToolUse("toolu_b", "Bash", {"command": "echo owned > src/y.py", "description": "w"}),
+        ToolUse("toolu_r", "Read", {"file_path": str(repo / "README.md")}),
+    ]
+    script = Script(steps)
+    result = run_claude(claude, repo, env, script, "plan", None)
+    assert {"toolu_w", "toolu_b"} <= denied_ids(result)
+    assert snapshot(repo / "src") == src_before
+    records = audit_records(Path(env["HOME"]))
+    assert [r["tool_use_id"] for r in records] == ["toolu_w", "toolu_b", "toolu_r"]
+    assert {r["agent"] for r in records} == {"plan"}
+    assert [r["decision"] for r in records] == ["deny", "deny", "allow"]
+
+
+def test_build_agent_cannot_unwire_guard(claude: str, project: tuple[Path, dict[str, str]]) -> None:
+    """Attack: in acceptEdits (build agent) the model rewrites .claude/settings.json."""
+    repo, env = project
+    settings = repo / ".claude/settings.json"
+    before = settings.read_bytes()
+    steps = [
+        ToolUse("toolu_settings", "Write", {"file_path": str(settings), "content": "{}\n"}),
+        ToolUse(
+            "toolu_src", "Write", {"file_path": str(repo / "src/new.py"), "content": "ok = True\n"}
+        ),
+    ]
+    script = Script(steps)
+    result = run_claude(claude, repo, env, script, "acceptEdits", None)
+    assert "toolu_settings" in denied_ids(result)
+    assert "toolu_src" not in denied_ids(result)
+    assert settings.read_bytes() == before
+    assert (repo / "src/new.py").read_text() == "ok = True\n"
+    records = audit_records(Path(env["HOME"]))
+    assert [(r["agent"], r["decision"]) for r in records] == [("build", "deny"), ("build", "allow")]

@@ -1,0 +1,118 @@
+"""The installed hook command: guard's hook client and the warm hook daemon behind it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from guard.integrations.install import hook_command
+
+from .conftest import HookRunner, stop_hookd
+from .payloads import claude_payload
+
+
+def run_installed(
+    repo: Path, env: dict[str, str], payload: dict[str, object], **extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["/bin/sh", "-c", hook_command("claude-code")],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env={**env, "GUARD_HOOK_TRACE": "1", "GUARD_HOOK_DAEMON": "1", **extra},
+        timeout=60,
+        check=False,
+    )
+
+
+def wait_for_hookd(repo: Path, env: dict[str, str], payload: dict[str, object]) -> None:
+    for _ in range(150):
+        if "answered by hookd" in run_installed(repo, env, payload).stderr:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the hook daemon never answered")
+
+
+def decision(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 0, proc.stderr
+    return str(json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecision"])
+
+
+def test_daemon_answers_as_the_in_process_hook_does(
+    repo: Path, env: dict[str, str], run_hook: HookRunner
+) -> None:
+    read = claude_payload("Read", {"file_path": str(repo / "src/app.py")}, repo)
+    wait_for_hookd(repo, env, read)
+    cases = [
+        claude_payload("Write", {"file_path": str(repo / "src/n.py"), "content": ""}, repo),
+        claude_payload(
+            "Write", {"file_path": str(repo / ".openoxide/plans/p.md"), "content": ""}, repo
+        ),
+        claude_payload("Bash", {"command": "echo x > src/y"}, repo),
+        claude_payload("Read", {"file_path": str(repo / ".env")}, repo),
+    ]
+    for p in cases:
+        via_daemon = run_installed(repo, env, p, GUARD_AGENT="plan")
+        assert "answered by hookd" in via_daemon.stderr
+        in_process = run_hook("claude-code", p, extra_env={"GUARD_AGENT": "plan"})
+        assert via_daemon.stdout == in_process.stdout
+
+
+def test_each_call_brings_its_own_guard_agent(repo: Path, env: dict[str, str]) -> None:
+    """Attack: the daemon was started by a build-mode call; a plan-mode call must not inherit it."""
+    p = claude_payload("Write", {"file_path": str(repo / "src/n.py"), "content": ""}, repo)
+    wait_for_hookd(repo, {**env, "GUARD_AGENT": "build"}, p)
+    assert decision(run_installed(repo, env, p, GUARD_AGENT="plan")) == "deny"
+    assert decision(run_installed(repo, env, p, GUARD_AGENT="build")) == "allow"
+
+
+def test_daemon_failure_blocks_instead_of_allowing(repo: Path, env: dict[str, str]) -> None:
+    bad = claude_payload("Write", {"content": ""}, repo)
+    wait_for_hookd(repo, env, claude_payload("Read", {"file_path": "README"}, repo))
+    proc = run_installed(repo, env, bad)
+    assert proc.returncode == 2 and "file_path" in proc.stderr
+
+
+def test_killed_daemon_falls_back_to_deciding_in_process(
+    repo: Path, env: dict[str, str], home: Path
+) -> None:
+    """Attack: the agent kills the daemon (`kill $(cat .../hookd.pid)`) hoping calls pass."""
+    p = claude_payload("Write", {"file_path": str(repo / "src/n.py"), "content": ""}, repo)
+    wait_for_hookd(repo, env, p)
+    pidfile = home / ".local/share/openoxide/run/hookd.pid"
+    pid = int(pidfile.read_text())
+    os.kill(pid, signal.SIGKILL)
+    proc = run_installed(repo, env, p, GUARD_AGENT="plan")
+    assert decision(proc) == "deny"
+    if "answered by hookd" in proc.stderr:  # a daemon started by an earlier call took over
+        assert int(pidfile.read_text()) != pid
+
+
+def test_socket_in_a_writable_directory_is_not_trusted(
+    repo: Path, env: dict[str, str], home: Path
+) -> None:
+    """Attack: another user could swap the socket when its directory is writable by others."""
+    p = claude_payload("Write", {"file_path": str(repo / "src/n.py"), "content": ""}, repo)
+    wait_for_hookd(repo, env, p)
+    run = home / ".local/share/openoxide/run"
+    run.chmod(0o777)
+    try:
+        proc = run_installed(repo, env, p, GUARD_AGENT="plan")
+        assert decision(proc) == "deny" and "answered in-process" in proc.stderr
+    finally:
+        run.chmod(0o700)
+        stop_hookd(home)
+
+
+def test_daemon_can_be_turned_off(repo: Path, env: dict[str, str], home: Path) -> None:
+    p = claude_payload("Write", {"file_path": str(repo / "src/n.py"), "content": ""}, repo)
+    for _ in range(3):
+        proc = run_installed(repo, env, p, GUARD_HOOK_DAEMON="0", GUARD_AGENT="plan")
+        assert decision(proc) == "deny" and "answered in-process" in proc.stderr
+    time.sleep(1)
+    assert not (home / ".local/share/openoxide/run/hookd.sock").exists()

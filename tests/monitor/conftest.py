@@ -1,0 +1,96 @@
+"""Fixtures for the monitor: a committed git worktree, a loaded Guard, started monitors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guard.decide import Guard
+from guard.monitor import Monitor
+
+WAIT = 60.0  # generous upper bound for the real inotify pipeline; never a performance check
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture
+def wt(tmp_path: Path) -> Path:
+    """A git worktree with committed files, an untracked file and an empty plan directory."""
+    root = tmp_path / "wt"
+    root.mkdir()
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "tests@guard.invalid")
+    git(root, "config", "user.name", "guard tests")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("print('hi')\n")
+    (root / "src" / "tool.sh").write_text("#!/bin/sh\necho tool\n")
+    (root / "src" / "tool.sh").chmod(0o755)
+    (root / "docs").mkdir()
+    (root / "docs" / "a.md").write_text("# a\n")
+    (root / "docs" / "b.md").write_text("# b\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "init")
+    (root / "notes.txt").write_bytes(b"untracked \x00\xff bytes\n")
+    (root / "notes.txt").chmod(0o600)
+    (root / ".openoxide" / "plans").mkdir(parents=True)
+    return Path(os.path.realpath(root))
+
+
+@pytest.fixture
+def guard_for(wt: Path) -> Guard:
+    return Guard.load(worktree=wt)
+
+
+@pytest.fixture
+def start_monitor(guard_for: Guard) -> Iterator[Callable[..., Monitor]]:
+    """Start a monitor on the worktree (no periodic scans unless asked); stopped at teardown."""
+    started: list[Monitor] = []
+
+    def start(agent: str = "plan", **kw: Any) -> Monitor:
+        kw.setdefault("reconcile_interval", None)
+        kw.setdefault("session", "test-session")
+        m = Monitor(guard_for, agent, **kw)
+        m.start()
+        started.append(m)
+        return m
+
+    yield start
+    for m in started:
+        m.stop()
+
+
+def wait_for(cond: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+    """Poll until ``cond()`` holds; fail naming ``what`` if it never does."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for: {what}")
+        time.sleep(0.02)
+
+
+def settle(m: Monitor, quiet: float = 0.5) -> None:
+    """Wait until the monitor has reported nothing new for ``quiet`` seconds."""
+    last = -1
+    stable_since = time.monotonic()
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        n = len(m.violations)
+        if n != last:
+            last, stable_since = n, time.monotonic()
+        elif time.monotonic() - stable_since >= quiet:
+            return
+        time.sleep(0.02)
+
+
+def paths_of(m: Monitor, event_prefix: str = "") -> list[str]:
+    return [v.path for v in m.violations if v.event.startswith(event_prefix)]
