@@ -48,7 +48,7 @@ class _MonitorHandle:
     def __init__(
         self, guard: Any, agent: str, *, restore: bool, audit: Path | None, quiet: bool
     ) -> None:
-        from guard.monitor import Monitor  # type: ignore[import-not-found,unused-ignore]
+        from guard.monitor import Monitor
 
         self._cls = Monitor
         self.guard = guard

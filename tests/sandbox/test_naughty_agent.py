@@ -18,12 +18,14 @@ def _commit(tree: Tree) -> None:
 
 
 @needs_landlock
-def test_naughty_agent_is_stopped_by_guard_run(tree: Tree, tmp_path: Path) -> None:
+def test_naughty_agent_is_stopped_by_guard_run_and_its_chmod_reported(
+    tree: Tree, tmp_path: Path
+) -> None:
     _commit(tree)
     home = tmp_path / "home"
     home.mkdir()
     proc = subprocess.run(
-        guard_argv("run", "--agent", "plan", "--no-monitor", "--", sys.executable, str(DEMO)),
+        guard_argv("run", "--agent", "plan", "--", sys.executable, str(DEMO)),
         capture_output=True,
         text=True,
         cwd=tree.worktree,
@@ -36,6 +38,8 @@ def test_naughty_agent_is_stopped_by_guard_run(tree: Tree, tmp_path: Path) -> No
         in proc.stdout
     )
     assert "ESCAPED" not in proc.stdout
+    # the one thing Landlock lets through, the monitor running alongside reports
+    assert "guard monitor: VIOLATION attrib {worktree}/src/app.py" in proc.stderr
     assert list(tree.plans.glob("*-naughty-plan.md"))
     assert tree.victim.read_text() == "print('original')\n"
     assert not (home / ".bashrc").exists()

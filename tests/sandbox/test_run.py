@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import signal
@@ -412,3 +413,72 @@ def test_help_teaches_with_examples() -> None:
     assert result.exit_code == 0
     for text in ("naughty_agent.py", "--explain", "--allow-unconfined", "sandbox] writable"):
         assert text in result.output, text
+
+
+# -- the monitor alongside ------------------------------------------------------
+
+
+def _commit_src(tree: Tree) -> None:
+    git = ["git", "-C", str(tree.worktree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "src"], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+
+
+def test_attack_chmod_is_not_covered_by_landlock_but_reported_by_the_monitor(
+    tree: Tree, tmp_path: Path
+) -> None:
+    """Landlock does not govern chmod: the command succeeds, and the monitor running
+    alongside reports it and writes it to the audit log."""
+    _commit_src(tree)
+    audit_log = tmp_path / "audit.jsonl"
+    proc = guard_run(
+        tree, "--audit", str(audit_log), "--", "sh", "-c", "chmod o+x src/app.py && sleep 1"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert tree.victim.stat().st_mode & 0o001
+    assert "guard monitor: VIOLATION attrib {worktree}/src/app.py" in proc.stderr
+    records = [json.loads(line) for line in audit_log.read_text().splitlines()]
+    hits = [r for r in records if r.get("type") == "violation" and r["path"].endswith("src/app.py")]
+    assert hits and hits[0]["agent"] == "plan"
+    assert "monitor: 1 violation seen" in proc.stderr
+
+
+def test_chmod_is_undone_with_restore(tree: Tree, tmp_path: Path) -> None:
+    _commit_src(tree)
+    mode = tree.victim.stat().st_mode
+    proc = guard_run(
+        tree, "--restore", "--audit", str(tmp_path / "a.jsonl"), "--",
+        "sh", "-c", "chmod o+x src/app.py && sleep 1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "VIOLATION attrib" in proc.stderr
+    assert tree.victim.stat().st_mode == mode
+    assert tree.victim.read_text() == "print('original')\n"
+
+
+def test_unconfined_run_is_loud_and_watched_by_the_monitor(tree: Tree, tmp_path: Path) -> None:
+    """Without Landlock (ABI 0 here) and with --allow-unconfined, the write happens, the
+    banner says UNCONFINED, and the monitor reports the write."""
+    from guard.monitor import Monitor
+
+    _commit_src(tree)
+    g = Guard.load(worktree=tree.worktree)
+    plan = runner.derive(g, "plan", private_tmp=False)
+    seen: list[object] = []
+    err = io.StringIO()
+
+    def factory() -> Monitor:
+        return Monitor(g, "plan", audit_path=tmp_path / "a.jsonl", on_violation=seen.append)
+
+    status = runner.run(
+        plan,
+        ["sh", "-c", f"echo changed > {tree.victim} && sleep 1"],
+        abi=0,
+        allow_unconfined=True,
+        monitor=factory,
+        err=err,
+    )
+    assert status == 0
+    assert "UNCONFINED" in err.getvalue()
+    assert tree.victim.read_text() == "changed\n"
+    assert any(getattr(v, "path", "").endswith("src/app.py") for v in seen)
