@@ -198,6 +198,11 @@ class Monitor:
         final_reconcile: bool = True,
     ) -> None:
         guard.agent(agent)  # an unknown agent is a GuardError naming the known ones
+        self.session = session or new_session_id()
+        if not _SESSION_RE.match(self.session):
+            raise GuardError(
+                f"session id {self.session!r}: use letters, digits, '.', '_' or '-' (1-80 chars)"
+            )
         self.guard = guard
         self.agent = agent
         r = guard.roots
@@ -210,11 +215,6 @@ class Monitor:
             if not real.is_dir():
                 raise GuardError(f"cannot watch {root}: not a directory")
             self.roots.append(real)
-        self.session = session or new_session_id()
-        if not _SESSION_RE.match(self.session):
-            raise GuardError(
-                f"session id {self.session!r}: use letters, digits, '.', '_' or '-' (1-80 chars)"
-            )
         self.restore = restore
         self.on_violation = on_violation
         self.on_notice = on_notice

@@ -194,3 +194,37 @@ def test_watch_help_teaches_with_examples() -> None:
                        capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"})
     assert r.returncode == 0
     assert "guard watch --agent plan --restore" in r.stdout
+
+
+def test_guard_watch_text_output_shows_path_rule_and_action(wt: Path) -> None:
+    """A file name that looks like rich markup is printed as is, never interpreted."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "guard", "watch", "--worktree", str(wt),
+         "--reconcile-interval", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    out: list[str] = []
+    err: list[str] = []
+
+    def pump(stream: object, into: list[str]) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            into.append(line)
+
+    threads = [threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, err), daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: any("Ctrl-C to stop" in line for line in err), "watching")
+        (wt / "src" / "[bold]x.py").write_text("x\n")
+        wait_for(lambda: any("action:" in line for line in out), "violation printed")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        for t in threads:
+            t.join(timeout=10)
+    text = "".join(out)
+    assert "VIOLATION" in text and "{worktree}/src/[bold]x.py" in text
+    assert "rule: agents.plan.write" in text and "action: reported" in text
+    assert proc.returncode == 1
+    assert "1 violations" in "".join(err)
