@@ -1,0 +1,140 @@
+"""The plan artifact: a durable markdown file in ``{plans}``.
+
+Its name is ``<UTC YYYYMMDDTHHMMSSZ>-<session id>-<slug>.md``. The path is
+fixed when the session enters plan mode; writes are atomic and refuse any
+target that is not directly inside the session's plan directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from guard.effects import GuardError
+from guard.paths import plan_dir
+from guard.planning._store import atomic_write_text, read_nofollow
+
+if TYPE_CHECKING:
+    from guard.planning.session import Session
+
+SLUG_MAX = 48
+ARTIFACT_RE = re.compile(
+    r"^(?P<ts>\d{8}T\d{6}Z)-(?P<session>[A-Za-z0-9][A-Za-z0-9_-]*)-(?P<slug>[a-z0-9-]+)\.md$"
+)
+
+
+class ArtifactError(GuardError):
+    """A plan artifact that cannot be written or read safely."""
+
+
+def slugify(title: str | None) -> str:
+    """ASCII, lowercase, hyphen-separated, at most 48 characters, never empty or path-like."""
+    text = unicodedata.normalize("NFKD", title or "").encode("ascii", "ignore").decode("ascii")
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    slug = slug[:SLUG_MAX].rstrip("-")
+    return slug or "plan"
+
+
+def artifact_name(session_id: str, title: str | None, when: datetime | None = None) -> str:
+    stamp = (when or datetime.now(UTC)).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{session_id}-{slugify(title)}.md"
+
+
+def artifact_path(session: Session, title: str | None, when: datetime | None = None) -> Path:
+    """The path a session's plan artifact gets when it enters plan mode."""
+    return Path(session.plans_dir) / artifact_name(session.id, title, when)
+
+
+def _checked_target(session: Session) -> Path:
+    if not session.plan_path:
+        raise ArtifactError(
+            f"session {session.id} has no plan artifact yet: enter plan mode first"
+            f" (`guard mode plan --session {session.id}`)"
+        )
+    target = Path(session.plan_path)
+    plans = Path(session.plans_dir)
+    if target.parent != plans or not ARTIFACT_RE.match(target.name):
+        raise ArtifactError(
+            f"refusing plan artifact path {target}: it must be a file named"
+            f" <timestamp>-<session>-<slug>.md directly inside {plans}"
+        )
+    return target
+
+
+def write_plan(session: Session, text: str) -> Path:
+    """Write the plan document atomically to the session's fixed artifact path."""
+    target = _checked_target(session)
+    plans = target.parent
+    plans.mkdir(parents=True, exist_ok=True)
+    real_parent = Path(os.path.realpath(plans))
+    if real_parent != Path(os.path.realpath(session.plans_dir)) or real_parent != plans:
+        raise ArtifactError(
+            f"refusing to write the plan: {plans} resolves to {real_parent} through a symlink;"
+            " remove the link so plans stay inside the plan directory"
+        )
+    if os.path.isdir(target):
+        raise ArtifactError(f"refusing to write the plan: {target} is a directory; remove it")
+    atomic_write_text(target, text if text.endswith("\n") or not text else text + "\n")
+    return target
+
+
+def read_plan(session: Session) -> str | None:
+    """The plan document, or None when the artifact does not exist yet. Never follows a link."""
+    if not session.plan_path:
+        return None
+    try:
+        return read_nofollow(Path(session.plan_path))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ArtifactError(
+                f"the plan file {session.plan_path} is a symlink; plan files must be regular"
+                " files (remove the link and write the plan there)"
+            ) from None
+        raise ArtifactError(
+            f"cannot read the plan file {session.plan_path}: {exc.strerror}"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    path: Path
+    session: str | None
+    created: str
+    size: int
+
+    def to_json(self) -> dict[str, str | int | None]:
+        return {
+            "path": str(self.path),
+            "session": self.session,
+            "created": self.created,
+            "size": self.size,
+        }
+
+
+def list_plans(cwd: str | os.PathLike[str]) -> list[Artifact]:
+    """Plan artifacts in the plan directory of ``cwd``, oldest first.
+
+    The owning session is looked up from the sessions (ids and slugs may both
+    hold hyphens, so the file name alone is ambiguous).
+    """
+    from guard.planning.session import Session
+
+    directory = plan_dir(cwd).path
+    if not directory.is_dir():
+        return []
+    owners = {s.plan_path: s.id for s in Session.list_all(cwd) if s.plan_path}
+    out: list[Artifact] = []
+    for entry in sorted(directory.iterdir()):
+        match = ARTIFACT_RE.match(entry.name)
+        if not match or entry.is_symlink() or not entry.is_file():
+            continue
+        ts = match["ts"]
+        created = f"{ts[0:4]}-{ts[4:6]}-{ts[6:8]}T{ts[9:11]}:{ts[11:13]}:{ts[13:15]}Z"
+        out.append(Artifact(entry, owners.get(str(entry)), created, entry.stat().st_size))
+    return out

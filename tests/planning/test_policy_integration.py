@@ -1,0 +1,53 @@
+"""The planning runtime's files against the real shipped policy and evaluator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from guard import Effect, Guard
+from guard.effects import Action
+from guard.planning import Session, events, publish, read_events, write_plan
+
+
+@pytest.mark.parametrize("agent", ["plan", "build"])
+@pytest.mark.parametrize("kind", ["write", "delete"])
+def test_agents_cannot_touch_session_state(repo: Path, agent: str, kind: str) -> None:
+    """Attack: the model rewrites its session file (mode: build) or its event log to escape."""
+    s = Session.start(repo, "plan", title="x")
+    publish(s, events.TurnEnded(turn=0))
+    g = Guard.load(worktree=repo, cwd=repo)
+    make = Effect.write if kind == "write" else Effect.delete
+    for target in (s.path, s.events_path, s.lock_path, repo / ".openoxide/sessions/new.json"):
+        d = g.decide(agent, [make(str(target))], cwd=repo)
+        assert d.action is Action.DENY, (agent, kind, target, d)
+
+
+def test_plan_agent_may_write_exactly_its_plan_artifact(repo: Path) -> None:
+    s = Session.start(repo, "plan", title="Add caching")
+    assert s.plan_path
+    g = Guard.load(worktree=repo, cwd=repo)
+    assert g.decide("plan", [Effect.write(s.plan_path)], cwd=repo).action is Action.ALLOW
+    assert g.decide("plan", [Effect.write(str(repo / "src/x.py"))]).action is Action.DENY
+    write_plan(s, "# plan\n")
+    assert g.decide("plan", [Effect.write(s.plan_path)], cwd=repo).action is Action.ALLOW
+
+
+def test_fallback_session_state_is_protected_too(plain_dir: Path) -> None:
+    """Attack: outside a git repo the state lives in guard's data dir; it is protected there."""
+    s = Session.start(plain_dir, "plan", title="y")
+    g = Guard.load(cwd=plain_dir)
+    assert g.decide("plan", [Effect.write(str(s.path))], cwd=plain_dir).action is Action.DENY
+    assert s.plan_path
+    assert g.decide("plan", [Effect.write(s.plan_path)], cwd=plain_dir).action is Action.ALLOW
+
+
+def test_real_decisions_publish_as_typed_events(repo: Path) -> None:
+    s = Session.start(repo, "plan", title="z")
+    g = Guard.load(worktree=repo, cwd=repo)
+    d = g.decide("plan", [Effect.write(str(repo / "src/x.py"))], cwd=repo)
+    publish(repo, events.Decision.from_decision(d, agent="plan", tool="write", source="test"))
+    ev = read_events(s)[-1]
+    assert isinstance(ev, events.Decision)
+    assert ev.action is Action.DENY and ev.rule == d.rule and ev.session == s.id
