@@ -239,3 +239,21 @@ def test_unknown_agent_is_a_clear_error(guard_for: object) -> None:
 
     with pytest.raises(GuardError, match="no agent 'nobody'"):
         Monitor(guard_for, "nobody")  # type: ignore[arg-type]
+
+
+def test_setting_an_xattr_is_an_attribute_violation(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """Attack: stash data in an extended attribute (Landlock does not cover setxattr)."""
+    import pytest
+
+    target = wt / "src" / "app.py"
+    try:
+        os.setxattr(target, "user.guard-test", b"probe")
+        os.removexattr(target, "user.guard-test")
+    except OSError as exc:
+        pytest.skip(f"this file system has no user xattrs: {exc.strerror}")
+    m = start_monitor()
+    os.setxattr(target, "user.payload", b"exfiltrated")
+    wait_for(lambda: str(target) in [v.path for v in m.violations], "xattr violation")
+    assert only(m, target) == ["attrib"]
