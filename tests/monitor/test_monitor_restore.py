@@ -112,7 +112,11 @@ def test_deleted_directory_tree_is_restored(
         shutil.rmtree(src)
     for name in before:
         violation_for(m, src / name)
-    wait_for(lambda: src.is_dir() and len(list(src.iterdir())) == len(before), "tree back")
+    try:
+        wait_for(lambda: src.is_dir() and len(list(src.iterdir())) == len(before), "tree back")
+    except AssertionError as exc:
+        now = sorted(p.name for p in src.iterdir()) if src.is_dir() else "no directory"
+        raise AssertionError(f"{exc}: now {now}; {m.violations}; {m.notices}") from None
     assert {p.name: (p.read_bytes(), mode(p)) for p in src.iterdir()} == before
 
 
