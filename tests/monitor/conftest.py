@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,13 @@ def git(root: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(root), *args], check=True, capture_output=True, text=True
     ).stdout
+
+
+@pytest.fixture(autouse=True)
+def _quiet_watchdog_race() -> None:
+    """watchdog warns when its own directory-creation race re-adds a watch (harmless; the
+    monitor filters it too, but pytest resets warning filters for each test)."""
+    warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
 
 
 @pytest.fixture
