@@ -15,7 +15,8 @@ import pytest
 from guard.decide import Guard
 from guard.monitor import Monitor
 
-WAIT = float(os.environ.get("GUARD_TEST_WAIT", "60"))  # generous upper bound for the real inotify pipeline; never a performance check
+# a generous upper bound for the real inotify pipeline, never a performance check
+WAIT = float(os.environ.get("GUARD_TEST_WAIT", "60"))
 
 
 def git(root: Path, *args: str) -> str:
