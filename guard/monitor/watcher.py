@@ -48,7 +48,6 @@ from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Progress, Sig, walk
 from guard.monitor.quarantine import Quarantine, quarantine_root
-from guard.paths import data_dir, project_key
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -226,8 +225,7 @@ class Monitor:
         self.final_reconcile = final_reconcile
         self.audit_path = audit_path if audit_path is not None else audit.default_log_path(r)
         self.quarantine = Quarantine(quarantine_root(r), self.session)
-        anchor = r.worktree if r.worktree is not None else r.plans
-        self.store = data_dir() / "monitor" / project_key(anchor) / self.session
+        self.store = r.data / "monitor" / audit.project_of(r) / self.session
 
         self.violations: list[Violation] = []
         self.notices: list[Notice] = []

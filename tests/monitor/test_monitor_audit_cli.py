@@ -228,3 +228,28 @@ def test_guard_watch_text_output_shows_path_rule_and_action(wt: Path) -> None:
     assert "rule: agents.plan.write" in text and "action: reported" in text
     assert proc.returncode == 1
     assert "1 violations" in "".join(err)
+
+
+def test_without_version_control_the_fallback_plan_dir_is_watched_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No VCS: the plan directory lives under the data dir; it is watched alongside the
+    current directory, and the log and quarantine use the same project key."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    monkeypatch.chdir(proj)
+    g = Guard.load(cwd=proj)
+    assert g.roots.worktree is None
+    with Monitor(g, "plan", restore=True, reconcile_interval=None, session="nv") as m:
+        assert g.roots.plans in m.roots
+        (g.roots.plans / "plan.md").write_text("# plan\n")
+        bad = g.roots.plans / "payload.sh"
+        bad.write_text("echo\n")
+        wait_for(lambda: any(v.path == str(bad) for v in m.violations), "fallback violation")
+        assert [v.path for v in m.violations] == [str(bad)]
+    assert audit.default_log_path(g.roots).stem == g.roots.plans.name
+    from guard.monitor import list_items, quarantine_root
+
+    items = list_items(quarantine_root(g.roots))
+    assert [i.manifest["original"] for i in items] == [str(bad)]
+    assert quarantine_root(g.roots).parent == g.roots.data / "quarantine"
