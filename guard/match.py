@@ -71,7 +71,7 @@ class Pattern:
         if self.regex is None or (self.dir_only and not is_dir):
             return False
         subject = rel if self.anchored else rel.rsplit("/", 1)[-1]
-        return self.regex.fullmatch(subject) is not None
+        return self.regex.fullmatch(as_bytes(subject)) is not None
 
 
 class PatternError(ValueError):
@@ -108,7 +108,8 @@ def parse_pattern(line: str, source: Source | None = None) -> Pattern | None:
         line = line[m.end() :]
         anchored_by_root = True
         if line == "":
-            line = "**"
+            # "{root}" alone: the root directory itself, so everything below it too
+            return Pattern(text, negated, False, root, True, "", re.compile(""), source)
     dir_only = False
     if line.endswith("/") and not _ends_with_escape(line[:-1]) and len(line) > 1:
         dir_only = True
@@ -118,9 +119,19 @@ def parse_pattern(line: str, source: Source | None = None) -> Pattern | None:
         line = line[1:]
     if line == "":
         return Pattern(text, negated, dir_only, root, anchored, line, None, source, "empty pattern")
-    regex_src, problem = glob_to_regex(line)
+    regex_src, problem = glob_to_regex(as_bytes(line))
     regex = re.compile(regex_src, re.DOTALL) if regex_src is not None else None
     return Pattern(text, negated, dir_only, root, anchored, line, regex, source, problem)
+
+
+def as_bytes(s: str) -> str:
+    """``s`` as one character per UTF-8 byte, the unit git's wildmatch works on.
+
+    Regexes are compiled from, and run on, this form, so ``?`` and ``[...]``
+    match one byte as in git (``?.md`` does not match ``é.md``). Literal
+    look-ups need no conversion: equal strings have equal bytes.
+    """
+    return s if s.isascii() else s.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 def _ends_with_escape(s: str) -> bool:
@@ -231,6 +242,7 @@ def _esc(c: str) -> str:
 
 RxPair = tuple[re.Pattern[str] | None, re.Pattern[str] | None]
 PerList = tuple[int, ...]  # the best pattern index per list, -1 for none
+SuffixEntry = tuple["PerList | None", "_RxClass | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,12 +262,50 @@ class _RxClass:
     per_list: list[_Rx]
 
     def hits(self, subject: str, sel: int, best: list[int] | None, n: int) -> list[int] | None:
+        if not subject.isascii():
+            subject = as_bytes(subject)
         pre = self.any_rx[sel]
         if pre is not None and pre.fullmatch(subject) is None:
             return best
         for r in self.per_list:
             best = _rx_hit(r, subject, sel, best, n)
         return best
+
+
+SUFFIX_KEY = 4
+_SPECIAL = frozenset("*?[]\\")
+
+
+def literal_suffix(glob: str) -> str:
+    """The longest tail of ``glob`` without glob syntax: every match ends with it."""
+    i = len(glob)
+    while i > 0 and glob[i - 1] not in _SPECIAL:
+        i -= 1
+    return glob[i:]
+
+
+class _SuffixIndex:
+    """Regex patterns keyed by their literal suffix, so most subjects run no regex."""
+
+    __slots__ = ("any", "by_suffix", "general", "lengths")
+
+    def __init__(self, by_list: dict[int, list[tuple[int, Pattern]]]) -> None:
+        keyed: dict[str, dict[int, list[tuple[int, Pattern]]]] = {}
+        rest: dict[int, list[tuple[int, Pattern]]] = {}
+        for list_id, items in by_list.items():
+            for idx, p in items:
+                assert p.regex is not None
+                suffix = literal_suffix(p.body if not p.body.startswith("**/") else p.body[3:])
+                if suffix and p.regex.pattern.endswith(re.escape(as_bytes(suffix))):
+                    # at most SUFFIX_KEY characters: few key lengths, so few look-ups
+                    suffix = suffix[-SUFFIX_KEY:]
+                    keyed.setdefault(suffix, {}).setdefault(list_id, []).append((idx, p))
+                else:
+                    rest.setdefault(list_id, []).append((idx, p))
+        self.by_suffix = {k: _combine_by_list(v) for k, v in keyed.items()}
+        self.lengths = tuple(sorted({len(k) for k in keyed}))
+        self.general = _combine_by_list(rest) if rest else None
+        self.any = bool(by_list)
 
 
 class _Table:
@@ -290,14 +340,17 @@ class _Group:
     prefix_len: int
     match_all: tuple[PerList | None, PerList | None]  # "**", "*" (per level kind)
     names: tuple[dict[str, PerList], dict[str, PerList]]  # literal last component
-    suffixes: tuple[dict[str, PerList], dict[str, PerList]]  # "*SUFFIX"
+    # "*SUFFIX" patterns and other last-component globs keyed by their literal suffix:
+    # per level kind, suffix -> (best index per list of "*SUFFIX", regexes to run)
+    suffixes: tuple[dict[str, SuffixEntry], dict[str, SuffixEntry]]
     suffix_lengths: tuple[int, ...]
     paths: tuple[dict[str, PerList], dict[str, PerList]]  # literal anchored path
     under: dict[str, PerList]  # "PREFIX/**": every level below PREFIX
+    root_hit: PerList | None  # "{root}" alone: the root directory itself
     fixed: dict[tuple[int, str], _RxClass]  # no "**": by depth and literal first component
-    tails: tuple[tuple[int, _RxClass], ...]  # "**/a/*.b": the last k components
-    anchored: _RxClass  # anything else anchored
-    base: _RxClass  # anything else matched against the last component
+    tails: tuple[tuple[int, _SuffixIndex], ...]  # "**/a/*.b": the last k components
+    anchored: _SuffixIndex  # anything else anchored
+    base: _RxClass | None  # last-component globs without a literal suffix
 
 
 def _is_literal(s: str) -> bool:
@@ -375,7 +428,15 @@ class RuleSet:
         for base, a in acc.items():
             all_files, all_dirs = a["all"].split()
             under_files, _ = a["under"].split()
-            suffixes = a["suffixes"].split()
+            pure = a["suffixes"].split()
+            last = _SuffixIndex(a["base"])
+            suffixes = tuple(
+                {
+                    k: (pure[sel].get(k), last.by_suffix.get(k))
+                    for k in set(pure[sel]) | set(last.by_suffix)
+                }
+                for sel in (0, 1)
+            )
             groups.append(
                 _Group(
                     root=base,
@@ -383,14 +444,15 @@ class RuleSet:
                     prefix_len=len(base) + 1,
                     match_all=(all_files.get("*"), all_dirs.get("*")),
                     names=a["names"].split(),
-                    suffixes=suffixes,
+                    suffixes=(suffixes[0], suffixes[1]),
                     suffix_lengths=tuple(sorted({len(k) for k in suffixes[1]})),
                     paths=a["paths"].split(),
+                    root_hit=a["paths"].split()[1].get(""),
                     under=under_files,
                     fixed={k: _combine_by_list(v) for k, v in a["fixed"].items()},
-                    tails=tuple((k, _combine_by_list(v)) for k, v in sorted(a["tails"].items())),
-                    anchored=_combine_by_list(a["anchored"]),
-                    base=_combine_by_list(a["base"]),
+                    tails=tuple((k, _SuffixIndex(v)) for k, v in sorted(a["tails"].items())),
+                    anchored=_SuffixIndex(a["anchored"]),
+                    base=last.general,
                 )
             )
         self._groups = tuple(sorted(groups, key=lambda gr: len(gr.root)))
@@ -476,7 +538,11 @@ class RuleSet:
         best: list[int] | None = None
         for gi, g in enumerate(self._groups):
             rl = g.prefix_len
-            if rl > start or not path.startswith(g.prefix):
+            if rl > start:
+                if g.root_hit is not None and end == rl - 1 and path.startswith(g.root):
+                    best = _merge(best, g.root_hit)  # this level is the root itself
+                continue
+            if not path.startswith(g.prefix):
                 continue
             level = path[rl:end]
             t = g.match_all[sel]
@@ -495,9 +561,12 @@ class RuleSet:
                 for ln in g.suffix_lengths:
                     if ln > lc:
                         break
-                    t = sfx.get(comp[lc - ln :])
-                    if t is not None:
-                        best = _merge(best, t)
+                    e = sfx.get(comp[lc - ln :])
+                    if e is not None:
+                        if e[0] is not None:
+                            best = _merge(best, e[0])
+                        if e[1] is not None:
+                            best = e[1].hits(comp, sel, best, n)
             t = g.paths[sel].get(level)
             if t is not None:
                 best = _merge(best, t)
@@ -511,16 +580,34 @@ class RuleSet:
                             best = c.hits(level, sel, best, n)
                 if g.tails:
                     cut, done = len(level), 0
-                    for k, c in g.tails:
+                    for k, tail in g.tails:
                         if k > depth:
                             break
                         while done < k:
                             cut = level.rfind("/", 0, cut)
                             done += 1
-                        best = c.hits(level[cut + 1 :], sel, best, n)
-            if g.anchored.per_list:
-                best = g.anchored.hits(level, sel, best, n)
-            if g.base.per_list:
+                        subject = level[cut + 1 :]
+                        ls = len(subject)
+                        for ln in tail.lengths:
+                            if ln > ls:
+                                break
+                            c = tail.by_suffix.get(subject[ls - ln :])
+                            if c is not None:
+                                best = c.hits(subject, sel, best, n)
+                        if tail.general is not None:
+                            best = tail.general.hits(subject, sel, best, n)
+            anch = g.anchored
+            if anch.any:
+                ls = len(level)
+                for ln in anch.lengths:
+                    if ln > ls:
+                        break
+                    c = anch.by_suffix.get(level[ls - ln :])
+                    if c is not None:
+                        best = c.hits(level, sel, best, n)
+                if anch.general is not None:
+                    best = anch.general.hits(level, sel, best, n)
+            if g.base is not None:
                 best = g.base.hits(comp, sel, best, n)
             if record is not None and g.under:
                 t = g.under.get(level)
@@ -558,7 +645,7 @@ def _classify(a: dict[str, Any], list_id: int, idx: int, p: Pattern) -> None:
         first = comps[0] if _is_literal(comps[0]) else ""
         a["fixed"].setdefault((len(comps), first), {}).setdefault(list_id, []).append((idx, p))
     elif stars[0] and not any(stars[1:]):
-        tail_src, _ = glob_to_regex("/".join(comps[1:]))
+        tail_src, _ = glob_to_regex(as_bytes("/".join(comps[1:])))
         assert tail_src is not None  # the whole body compiled, so its tail does
         tail = Pattern(
             p.text, p.negated, d, p.root, True, body, re.compile(tail_src, re.DOTALL), p.source
@@ -612,6 +699,10 @@ class CompiledList:
         """Every (level, pattern) pair where a pattern matches a level of ``path``."""
         hits: list[tuple[str, Pattern]] = []
         for p, base in zip(self.patterns, self._bases, strict=True):
+            if base is not None and p.body == "" and p.regex is not None:
+                if path == base or path.startswith(base + "/"):
+                    hits.append((base, p))
+                continue
             if base is None or not path.startswith(base + "/"):
                 continue
             rel = path[len(base) + 1 :]

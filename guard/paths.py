@@ -128,17 +128,27 @@ class Roots:
 
     def describe(self, path: str) -> str:
         """``{plans}/x.md``-style rendering of an absolute path, for messages."""
-        best: tuple[int, str] | None = None
-        for name in ("plans", "worktree", "data", "tmp", "home"):
-            root = self.get(name)
-            if root is None:
-                continue
-            r = str(root)
-            inside = path == r or path.startswith(r.rstrip("/") + "/")
-            if inside and (best is None or len(r) > best[0]):
-                rest = path[len(r) :].lstrip("/")
-                best = (len(r), "{" + name + "}" + ("/" + rest if rest else ""))
-        return best[1] if best else path
+        for prefix, name in self._prefixes():
+            if path.startswith(prefix):
+                return name + "/" + path[len(prefix) :]
+            if path == prefix[:-1]:
+                return name
+        return path
+
+    def _prefixes(self) -> list[tuple[str, str]]:
+        """(root + "/", "{name}"), the most specific root first."""
+        cached: list[tuple[str, str]] | None = _PREFIX_CACHE.get(self)
+        if cached is None:
+            pairs = []
+            for name in ("plans", "worktree", "data", "tmp", "home"):
+                root = self.get(name)
+                if root is not None:
+                    pairs.append((str(root).rstrip("/") + "/", "{" + name + "}"))
+            cached = _PREFIX_CACHE[self] = sorted(pairs, key=lambda p: -len(p[0]))
+        return cached
+
+
+_PREFIX_CACHE: dict[Roots, list[tuple[str, str]]] = {}
 
 
 @dataclass(frozen=True, slots=True)

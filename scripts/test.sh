@@ -4,9 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System tools the tests use for real: git (the oracle for gitignore semantics).
+# System tools the tests use for real: git (the oracle for gitignore semantics),
+# bash, node and npm (the real MCP filesystem server and host agents' CLIs).
 missing=()
 command -v git >/dev/null 2>&1 || missing+=(git)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
@@ -15,6 +18,15 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q -e '.[dev]'
+
+# npm packages for end-to-end tests, pinned, installed once into a cache
+MCP_FS_VERSION=2026.8.31
+export GUARD_MCP_FS_DIR="${GUARD_MCP_FS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/openoxide-guard-tests/server-filesystem-$MCP_FS_VERSION}"
+if [ ! -x "$GUARD_MCP_FS_DIR/node_modules/.bin/mcp-server-filesystem" ]; then
+  echo "installing @modelcontextprotocol/server-filesystem@$MCP_FS_VERSION into $GUARD_MCP_FS_DIR"
+  npm install --prefix "$GUARD_MCP_FS_DIR" --no-audit --no-fund --loglevel=error \
+    "@modelcontextprotocol/server-filesystem@$MCP_FS_VERSION"
+fi
 
 export GIT_AUTHOR_NAME="guard tests" GIT_AUTHOR_EMAIL="tests@guard.invalid"
 export GIT_COMMITTER_NAME="guard tests" GIT_COMMITTER_EMAIL="tests@guard.invalid"

@@ -1,0 +1,128 @@
+"""Benchmark: effects plus decision per Bash call, over 1,000+ realistic commands.
+
+For each command of a generated corpus (fixed seed), measures in one run:
+
+* total   -- ``effects_for("claude-code", "Bash", ...)`` + ``Guard.decide("plan", ...)``
+* effects -- ``effects_for`` alone (tree-sitter parse + walk)
+* parse   -- the tree-sitter parse alone (the baseline the analysis is built on)
+
+and prints the medians in microseconds, then, last, the share of the total spent
+parsing (median parse / median total).
+
+    python benchmarks/effects.py [--commands N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from guard.decide import Guard
+from guard.tools import effects_for
+from guard.tools.shell import _PARSER
+
+FILES = ["src/app.py", "src/guard/cli.py", "README.md", "tests/test_app.py", "setup.cfg",
+         "pyproject.toml", "docs/index.md", "src/utils/io.py", ".env", "Makefile",
+         "package.json", "src/main.rs", "lib/index.js", ".openoxide/plans/plan.md"]
+DIRS = ["src", "tests", "docs", ".", "lib", "src/guard", "build"]
+WORDS = ["TODO", "def main", "import os", "error", "config", "FIXME", "print(", "class "]
+
+TEMPLATES = [
+    "git status", "git status --short", "git diff", "git diff --stat", "git log --oneline -{n}",
+    "git log -p -{n} -- {f}", "git show HEAD:{f}", "git blame {f}", "git branch -a",
+    "git diff HEAD~{n} -- {f}", "git add {f}", "git commit -m 'wip {n}'", "git checkout -- {f}",
+    "ls", "ls -la {d}", "ls -R {d} | head -{n}0", "tree {d}", "cat {f}", "head -n {n}0 {f}",
+    "tail -n {n} {f}", "wc -l {f} {g}", "cat {f} | grep -n '{w}'", "grep -rn '{w}' {d}",
+    "grep -rl '{w}' {d} | xargs wc -l", "rg -n '{w}' {d}", "rg --files {d} | head",
+    "find {d} -name '*.py' -type f", "find {d} -name '*.pyc' -delete",
+    "find {d} -type f -exec grep -l '{w}' {{}} +", "sed -n '{n},{n}0p' {f}",
+    "sed -i 's/{w}/x/' {f}", "echo '{w}' >> {f}", "echo done > /dev/null",
+    "cat > {f} <<'EOF'\n{w}\nEOF", "mkdir -p {d}/new && touch {d}/new/__init__.py",
+    "cp {f} /tmp/backup", "mv {f} {g}", "rm -f {f}", "rm -rf {d}/__pycache__",
+    "python -m pytest -q {d}", "pytest -x {g}", "npm test", "npm run build", "make -j{n}",
+    "python3 -c 'import sys; print(sys.version)'", "cd {d} && ls -la", "cd {d} && git status",
+    "for f in {d}/*.py; do wc -l \"$f\"; done", "diff {f} {g}", "sort {f} | uniq -c | sort -rn",
+    "jq '.scripts' package.json", "du -sh {d}", "stat {f}", "file {f}",
+    "echo \"$(git rev-parse HEAD)\"", "bash -c 'ls {d} | wc -l'", "timeout 10 pytest {g}",
+    "curl -s https://example.com/api/{n}", "sed -n '/{w}/p' {f} | head -{n}", "realpath {f}",
+    "ls {d} 2>/dev/null || echo missing", "test -f {f} && cat {f}", "git stash list",
+    "awk '{{print $1}}' {f}", "tee -a .openoxide/plans/plan.md <<< '{w}'",
+]
+
+
+def corpus(n: int, seed: int = 0) -> list[str]:
+    rnd = random.Random(seed)
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        t = rnd.choice(TEMPLATES)
+        cmd = t.format(f=rnd.choice(FILES), g=rnd.choice(FILES), d=rnd.choice(DIRS),
+                       w=rnd.choice(WORDS), n=rnd.randint(1, 9))
+        if cmd not in seen:
+            seen.add(cmd)
+            out.append(cmd)
+        elif len(seen) >= len(TEMPLATES) * 40:
+            out.append(cmd)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--commands", type=int, default=1200)
+    ap.add_argument("--rounds", type=int, default=3, help="timing rounds; the best is kept")
+    args = ap.parse_args()
+    commands = corpus(args.commands)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "repo"
+        root.mkdir()
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+        for f in FILES:
+            (root / f).parent.mkdir(parents=True, exist_ok=True)
+            (root / f).write_text("x\n")
+        g = Guard.load("builtin:default", worktree=root)
+        cwd = str(root)
+        os.chdir(root)
+        print(f"{len(commands)} distinct Bash commands, {args.rounds} rounds, best round kept",
+              file=sys.stderr)
+        best: dict[str, list[float]] = {}
+        for r in range(args.rounds):
+            tot: list[float] = []
+            eff: list[float] = []
+            par: list[float] = []
+            for i, cmd in enumerate(commands):
+                data = {"command": cmd}
+                raw = cmd.encode()
+                t0 = time.perf_counter_ns()
+                _PARSER.parse(raw)
+                t1 = time.perf_counter_ns()
+                effects = effects_for("claude-code", "Bash", data, cwd)
+                t2 = time.perf_counter_ns()
+                g.decide("plan", effects, cwd)
+                t3 = time.perf_counter_ns()
+                par.append((t1 - t0) / 1000)
+                eff.append((t2 - t1) / 1000)
+                tot.append((t3 - t1) / 1000)
+                if i and i % 400 == 0:
+                    print(f"  round {r + 1}: {i}/{len(commands)}", file=sys.stderr)
+            if not best or statistics.median(tot) < statistics.median(best["total"]):
+                best = {"total": tot, "effects": eff, "parse": par}
+    med = {k: statistics.median(v) for k, v in best.items()}
+    p95 = sorted(best["total"])[int(len(best["total"]) * 0.95)]
+    print(f"median effects+decision per Bash call: {med['total']:.1f} us (p95 {p95:.1f} us)")
+    print(f"median effects_for alone:              {med['effects']:.1f} us")
+    print(f"median decide alone (by difference):   {med['total'] - med['effects']:.1f} us")
+    print(f"median tree-sitter parse alone:        {med['parse']:.1f} us")
+    share = med["parse"] / med["total"]
+    print(f"parse share of effects+decision: {share:.2f} ({med['parse']:.1f} us / "
+          f"{med['total']:.1f} us, medians)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Per-call overhead of `guard mcp` against calling the MCP server directly.
+
+Same client (the official Python SDK), same server (the real
+@modelcontextprotocol/server-filesystem), same 500 calls (reads and listings of
+a temporary git repository, all allowed in plan mode so both sides do the same
+server work), in one run. Startup is not timed. The ratio (proxied / direct
+wall time of the 500 calls) is printed last.
+
+    .venv/bin/python benchmarks/mcp.py [--calls 500] [--audit all|refusals]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# this script is named mcp.py: keep its directory from shadowing the `mcp` SDK package
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent / "tests" / "mcp"))
+
+from fsserver import VERSION, server_binary  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+
+def make_repo(root: Path) -> Path:
+    repo = root / "project"
+    (repo / "src").mkdir(parents=True)
+    for i in range(20):
+        (repo / "src" / f"m{i}.py").write_text(f"VALUE = {i}\n" * 20)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo.resolve()
+
+
+async def call(session: ClientSession, repo: Path, i: int) -> float:
+    """One call (read or listing); its latency in seconds."""
+    began = time.perf_counter()
+    if i % 2:
+        r = await session.call_tool("list_directory", {"path": str(repo / "src")})
+    else:
+        r = await session.call_tool("read_text_file", {"path": str(repo / "src" / f"m{i % 20}.py")})
+    took = time.perf_counter() - began
+    if getattr(r, "is_error", True):
+        raise SystemExit(f"call {i} failed: {r}")
+    return took
+
+
+async def compare(
+    direct: StdioServerParameters, proxied: StdioServerParameters, repo: Path, calls: int
+) -> tuple[list[float], list[float]]:
+    """Both connections open at once; each call goes to both, in alternating order, so the
+    two sides see the same machine load (a warm-up of 20 calls each is not counted)."""
+    with open(repo.parent / "server.stderr", "a") as errlog:
+        async with (
+            stdio_client(direct, errlog=errlog) as (r1, w1),
+            ClientSession(r1, w1) as s1,
+            stdio_client(proxied, errlog=errlog) as (r2, w2),
+            ClientSession(r2, w2) as s2,
+        ):
+            await s1.initialize()
+            await s2.initialize()
+            for i in range(20):
+                await call(s1, repo, i)
+                await call(s2, repo, i)
+            d: list[float] = []
+            p: list[float] = []
+            for i in range(calls):
+                if i % 2:
+                    d.append(await call(s1, repo, i))
+                    p.append(await call(s2, repo, i))
+                else:
+                    p.append(await call(s2, repo, i))
+                    d.append(await call(s1, repo, i))
+            return d, p
+
+
+def summary(name: str, lat: list[float]) -> str:
+    ordered = sorted(lat)
+    p95 = ordered[int(len(ordered) * 0.95) - 1]
+    return (
+        f"{name:8} total {sum(lat) * 1000:8.1f} ms   mean {statistics.mean(lat) * 1e6:7.0f} µs"
+        f"   median {statistics.median(lat) * 1e6:7.0f} µs   p95 {p95 * 1e6:7.0f} µs"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--audit", choices=["all", "refusals"], default="all")
+    args = parser.parse_args()
+    server = server_binary()
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = make_repo(Path(tmp))
+        direct = StdioServerParameters(command=str(server), args=[str(repo)], cwd=str(repo))
+        proxied = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "guard", "mcp", "--audit", args.audit, "--", str(server), str(repo)],
+            cwd=str(repo),
+        )
+        print(
+            f"{args.calls} tools/call (read_text_file / list_directory), Python SDK client,"
+            f" server-filesystem {VERSION}; proxy audit log: {args.audit}"
+        )
+        d, p = asyncio.run(compare(direct, proxied, repo, args.calls))
+    print(summary("direct", d))
+    print(summary("proxied", p))
+    print(
+        f"overhead per call: {(sum(p) - sum(d)) / args.calls * 1e6:.0f} µs (mean),"
+        f" {(statistics.median(p) - statistics.median(d)) * 1e6:.0f} µs (median)"
+    )
+    print(f"ratio proxied/direct (wall time of {args.calls} calls): {sum(p) / sum(d):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""``guard mcp``: put guard between any MCP client and a stdio MCP server."""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from guard.cli._app import app
+from guard.decide import Guard
+from guard.effects import GuardError
+from guard.planning.session import Mode, Session, SessionNotFound
+
+
+class AuditLevel(enum.StrEnum):
+    ALL = "all"
+    REFUSALS = "refusals"
+
+
+HELP = """\
+Run an MCP server behind guard: every tools/call is checked against the policy.
+
+The MCP client (Claude Desktop, Cursor, Codex, Gemini CLI...) starts `guard mcp`
+instead of the server; guard starts the server (the command after `--`) and
+forwards every message both ways. A denied call comes back as a tool result with
+isError and the reason; a call the policy asks about is put to the user through
+MCP elicitation when the client supports it, and refused otherwise.
+
+guard adds the planning tools plan_enter, plan_exit, update_plan and
+request_user_input. The proxy session starts in plan mode (--mode): the plan
+agent's rules apply (read the project, write only the plan file) until the user
+approves the plan (plan_exit, or `guard plan exit --approve --session ID`);
+then the build agent's rules apply. --agent pins one agent instead.
+
+stdout carries only MCP messages; logs go to stderr, decisions to the session's
+event log (`guard events --session ID`).
+
+Examples:
+
+  guard mcp -- npx -y @modelcontextprotocol/server-filesystem@2026.8.31 .
+
+  guard mcp --cwd ~/project -- mcp-server-filesystem ~/project   # from a host's config
+
+  guard mcp --mode build -- mcp-server-filesystem /path/to/project
+
+  guard mcp --agent plan --policy .openoxide/policy.toml -- ./my-server --stdio
+
+  guard mcp --session 20261202-abcd1234 -- mcp-server-filesystem .   # share a session
+"""
+
+
+@app.command("mcp", help=HELP, no_args_is_help=True)
+def mcp_command(
+    server: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="The server command and its arguments, after `--`.", show_default=False
+        ),
+    ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy", "-p", help="Policy file or builtin:NAME (default: discovered as usual)."
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", "-a", help="Pin the policy agent (default: by the session's mode)."
+        ),
+    ] = None,
+    mode: Annotated[
+        Mode, typer.Option("--mode", "-m", help="Mode of a new proxy session.")
+    ] = Mode.PLAN,
+    session_id: Annotated[
+        str | None,
+        typer.Option(
+            "--session", "-s", help="Join (or create) this session id instead of a new one."
+        ),
+    ] = None,
+    cwd: Annotated[
+        Path,
+        typer.Option(
+            "--cwd",
+            "-C",
+            help="Working directory of the server and of relative paths.",
+            file_okay=False,
+        ),
+    ] = Path("."),
+    audit: Annotated[
+        AuditLevel,
+        typer.Option(help="Which decisions go to the session's event log."),
+    ] = AuditLevel.ALL,
+    ask_timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for the user's answer before refusing.")
+    ] = 600.0,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log allowed calls to stderr too.")
+    ] = False,
+) -> None:
+    from guard.mcp.proxy import McpProxy, run_proxy
+
+    if not server:
+        raise GuardError(
+            "guard mcp: no server command; put it after `--`, e.g."
+            " `guard mcp -- mcp-server-filesystem .`"
+        )
+    if not cwd.is_dir():
+        raise GuardError(f"--cwd {cwd}: not a directory")
+    if ask_timeout <= 0:
+        raise GuardError(f"--ask-timeout {ask_timeout}: must be a positive number of seconds")
+    workdir = os.path.realpath(cwd)
+    guard = Guard.load(policy, cwd=workdir)
+    if session_id is not None:
+        try:
+            session = Session.load(session_id, workdir)
+        except SessionNotFound:
+            session = Session.start(workdir, mode, id=session_id, title="MCP proxy session")
+    else:
+        session = Session.start(workdir, mode, title="MCP proxy session")
+    # the protocol owns the real stdout; anything else printed by accident goes to stderr
+    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    proxy = McpProxy(
+        guard,
+        session,
+        list(server),
+        cwd=workdir,
+        agent=agent,
+        client_out=protocol_out,
+        verbose=verbose,
+        ask_timeout=ask_timeout,
+        audit_allowed=audit is AuditLevel.ALL,
+    )
+    try:
+        code = run_proxy(proxy)
+    except KeyboardInterrupt:
+        code = 130
+    # the stdin reader thread may still block in read(): leave without interpreter teardown
+    sys.stderr.flush()
+    protocol_out.close()
+    os._exit(code)

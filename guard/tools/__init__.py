@@ -1,0 +1,94 @@
+"""Tool-call interception: a host agent's tool call -> the effects the policy decides on.
+
+One module per dialect (``claude_code``, ``codex``, ``opencode``, ``gemini``,
+``mcp``), each a table ``TOOLS: {tool name: handler}``; shell commands are
+analysed by :mod:`guard.tools.shell`. The table of canonical names lives in
+docs/tools.md.
+
+>>> from guard.tools import effects_for
+>>> [str(e) for e in effects_for("claude-code", "Bash", {"command": "echo hi > x"}, None)]
+['tool bash', 'write x']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from guard.effects import Effect, ToolCall
+from guard.tools import claude_code, codex, gemini, mcp, opencode
+from guard.tools.interface import Call, Handler, ToolInputError, tool
+
+__all__ = ["CANONICAL_TOOLS", "DIALECTS", "ToolInputError", "effects_for", "effects_of"]
+
+_TABLES: dict[str, dict[str, Handler]] = {
+    claude_code.NAME: claude_code.TOOLS,
+    codex.NAME: codex.TOOLS,
+    opencode.NAME: opencode.TOOLS,
+    gemini.NAME: gemini.TOOLS,
+    mcp.NAME: mcp.TOOLS,
+}
+
+#: The dialects guard understands, by name.
+DIALECTS: tuple[str, ...] = tuple(_TABLES)
+
+#: Every canonical tool name a dialect maps a known tool to (the policy's tool table keys).
+CANONICAL_TOOLS: frozenset[str] = frozenset({
+    "read", "write", "edit", "multiedit", "notebook_edit", "glob", "grep", "list", "bash",
+    "webfetch", "websearch", "task", "todowrite", "todoread", "plan_exit", "plan_enter",
+    "request_user_input", "question", "apply_patch", "patch", "update_plan", "save_memory",
+    "ls", "create_directory", "move",
+})
+
+_MCP_PREFIXES = ("mcp__filesystem__", "filesystem.", "filesystem__", "filesystem:")
+
+
+def effects_for(
+    dialect: str, tool_name: str, tool_input: Mapping[str, Any], cwd: str | None
+) -> list[Effect]:
+    """The effects of one tool call: ``Effect.tool(<canonical name>)`` first, then the rest.
+
+    Raises :class:`ToolInputError` for an unknown dialect or malformed input. A tool the
+    dialect does not know yields only ``Effect.tool(<name lowercased>)`` so that the
+    policy's tool table and default decide it; when the lowercased name would be a
+    canonical name of a known tool (``write`` sent as an unknown tool), it becomes
+    ``unknown:<name as given>`` instead, so a look-alike never borrows a known tool's rule.
+    """
+    table = _TABLES.get(dialect)
+    if table is None:
+        raise ToolInputError(
+            f"unknown dialect {dialect!r}; expected one of: {', '.join(DIALECTS)}"
+        )
+    if not isinstance(tool_name, str) or not tool_name:
+        raise ToolInputError(f"{dialect}: tool name must be a non-empty string, got {tool_name!r}")
+    if not isinstance(tool_input, Mapping):
+        raise ToolInputError(
+            f"{dialect} tool {tool_name!r}: input must be a JSON object, got"
+            f" {type(tool_input).__name__}"
+        )
+    name = tool_name
+    if dialect == mcp.NAME:
+        for prefix in _MCP_PREFIXES:
+            if name.startswith(prefix) and name[len(prefix):] in table:
+                name = name[len(prefix):]
+                break
+    handler = table.get(name)
+    if handler is None:
+        return [tool(unknown_tool_name(tool_name), f"{dialect} tool {tool_name!r} is not known"
+                     " to guard: the policy's tool table and default decide")]
+    call = Call(dialect, tool_name, tool_input, cwd)
+    effects = handler(call)
+    return effects
+
+
+def unknown_tool_name(tool_name: str) -> str:
+    """The canonical form of a tool guard does not know (see :func:`effects_for`)."""
+    lowered = tool_name.lower()
+    if lowered in CANONICAL_TOOLS or lowered.startswith("task:"):
+        return f"unknown:{tool_name}"
+    return lowered
+
+
+def effects_of(dialect: str, call: ToolCall) -> list[Effect]:
+    """:func:`effects_for` for a :class:`~guard.effects.ToolCall`."""
+    return effects_for(dialect, call.name, call.args, call.cwd)
