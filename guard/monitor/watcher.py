@@ -468,9 +468,14 @@ class Monitor:
             if (
                 kind is EffectKind.WRITE
                 and path in self._plan_ancestors
+                and known in (None, _MISSING)
                 and (cur is None or cur.kind == "dir")
             ):
-                return None  # creating the directories that hold the plan file
+                # creating the directories that hold the plan file: their new state
+                # is the consistent one from now on (a later chmod is a change)
+                if cur is not None:
+                    self._known[path] = cur
+                return None
             key = (path, kind)
             if key in self._dirty:
                 return None
