@@ -184,6 +184,11 @@ class Guard:
         names = [n for n, a in self.loaded.model.agents.items() if a.mode == "build"]
         return "build" if "build" in names else (names[0] if names else None)
 
+    def patterns(self, agent: str, kind: EffectKind) -> dict[str, list[Pattern]]:
+        """The parsed, located patterns of an agent's lists for one kind, in checking order
+        (``protected`` first when it applies, then deny, ask, allow)."""
+        return {name: list(ps) for name, ps in self._compiled(agent).lists[kind].items()}
+
     def _compiled(self, name: str) -> _Agent:
         a = self._agents.get(name)
         if a is None:

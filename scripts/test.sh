@@ -33,4 +33,5 @@ export GIT_COMMITTER_NAME="guard tests" GIT_COMMITTER_EMAIL="tests@guard.invalid
 
 .venv/bin/ruff check .
 .venv/bin/mypy --strict guard
+.venv/bin/guard lint policies/
 .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,233 @@
+"""``guard lint``, ``guard review`` and ``guard import``: check the policies themselves."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from guard.cli._app import app
+from guard.effects import GuardError
+
+
+class OutputFormat(StrEnum):
+    pretty = "pretty"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+
+
+class FailLevel(StrEnum):
+    error = "error"
+    warning = "warning"
+    note = "note"
+
+
+def _default_target() -> str:
+    from guard.paths import find_worktree
+    from guard.policy import BUILTIN_PREFIX
+
+    env = os.environ.get("GUARD_POLICY")
+    if env:
+        return env
+    wt = find_worktree(os.getcwd())
+    if wt is not None and (wt / ".openoxide/policy.toml").is_file():
+        return str(wt / ".openoxide/policy.toml")
+    return BUILTIN_PREFIX + "default"
+
+
+@app.command(
+    "lint",
+    epilog=(
+        "Examples:\n\n"
+        "  guard lint                                # the policy guard would use here\n\n"
+        "  guard lint policies/ .openoxide/policy.toml\n\n"
+        "  guard lint --format sarif > guard.sarif   # for code scanning\n\n"
+        "  guard lint --format github                # annotations in GitHub Actions\n\n"
+        "  guard lint --fail-level warning           # fail on warnings too\n\n"
+        "  guard lint --list-rules ; guard lint --explain GL201\n\n"
+        "Configure in pyproject.toml ([tool.guard.lint]) or the policy ([lint]):\n\n"
+        '  ignore = ["GL105"]  and  [tool.guard.lint.levels] GL104 = "error"\n\n'
+        "Exit status: 0 clean, 3 findings at or above --fail-level, 2 unreadable input."
+    ),
+)
+def lint_command(
+    files: list[str] = typer.Argument(
+        None,
+        help="Policy files, directories of them, or builtin:NAME. Default: the policy guard"
+        " discovers here ($GUARD_POLICY, .openoxide/policy.toml, builtin:default).",
+        show_default=False,
+    ),
+    output_format: OutputFormat = typer.Option(
+        OutputFormat.pretty, "--format", "-f", help="Output format."
+    ),
+    fail_level: FailLevel = typer.Option(
+        FailLevel.error, "--fail-level", help="Lowest level that makes the exit status 3."
+    ),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        help="pyproject.toml holding [tool.guard.lint]. Default: the nearest one upwards.",
+    ),
+    list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule catalog."),
+    explain: str | None = typer.Option(
+        None, "--explain", metavar="CODE", help="Print one rule's documentation."
+    ),
+) -> None:
+    """Check policy files for mistakes that weaken plan mode: the rule catalog GLxxx."""
+    from guard.lint import RULES, Level, lint_paths, load_pyproject_config
+    from guard.lint.config import find_pyproject
+    from guard.lint.docs import rule_page
+    from guard.lint.formats import FORMATS, PrettyFormatter
+
+    if list_rules:
+        for r in RULES.values():
+            typer.echo(f"{r.code}  {r.name:<28} {r.level.value:<8} {r.summary}")
+        return
+    if explain is not None:
+        found = RULES.get(explain.upper())
+        if found is None:
+            raise GuardError(f"no lint rule {explain!r}; `guard lint --list-rules` lists them")
+        typer.echo(rule_page(found), nl=False)
+        return
+    if config is not None and not config.is_file():
+        raise GuardError(f"--config {config}: no such file")
+    cfg = load_pyproject_config(config if config is not None else find_pyproject(Path.cwd()))
+    targets = list(files) if files else [_default_target()]
+    tty = sys.stderr.isatty()
+
+    def progress(target: str) -> None:
+        if tty:
+            sys.stderr.write(f"\rguard lint: {target[-60:]:<60}")
+            sys.stderr.flush()
+
+    report = lint_paths(targets, cfg, progress=progress)
+    if tty:
+        sys.stderr.write("\r" + " " * 72 + "\r")
+    if output_format is OutputFormat.pretty:
+        text = PrettyFormatter(color=sys.stdout.isatty()).format(report)
+    else:
+        text = FORMATS[output_format.value]().format(report)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if report.fails(Level(fail_level.value)):
+        raise typer.Exit(3)
+
+
+class ReviewFormat(StrEnum):
+    markdown = "markdown"
+    json = "json"
+
+
+@app.command(
+    "review",
+    epilog=(
+        "Examples:\n\n"
+        "  guard review                          # markdown report for this repository\n\n"
+        "  guard review --format json > review.json\n\n"
+        "  guard review --policy builtin:readonly --agent readonly\n\n"
+        "Exit status: 0 when no operation gets through, 3 when a plan agent could complete"
+        " a write (or the tool-call analysis layer is missing), 2 for bad input."
+    ),
+)
+def review_command(
+    policy: str | None = typer.Option(
+        None, "--policy", "-p", help="Policy file or builtin:NAME. Default: discovered."
+    ),
+    agent: str | None = typer.Option(
+        None, "--agent", "-a", help="Plan-mode agent to review. Default: the policy's plan agent."
+    ),
+    output_format: ReviewFormat = typer.Option(
+        ReviewFormat.markdown, "--format", "-f", help="Output format."
+    ),
+) -> None:
+    """Security review of plan-mode isolation here: active layers and a red-team matrix.
+
+    Every operation of the built-in corpus (writes through each tool of each agent
+    dialect, shell tricks, symlinks, traversal, protected files) is decided for the
+    plan agent; any that it could complete is flagged.
+    """
+    from guard.lint.review import run_review, to_json, to_markdown
+
+    def progress(op_id: str) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\rguard review: {op_id:<30}")
+            sys.stderr.flush()
+
+    review = run_review(policy, agent, progress=progress)
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + " " * 45 + "\r")
+    text = to_json(review) if output_format is ReviewFormat.json else to_markdown(review)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if review.failed():
+        raise typer.Exit(3)
+
+
+import_app = typer.Typer(
+    help="Convert a host agent's permission settings into a guard policy (with notes on"
+    " every construct that does not convert exactly).",
+    no_args_is_help=True,
+)
+app.add_typer(import_app, name="import")
+
+
+def _import(kind: str, source: Path, output: Path | None, force: bool) -> None:
+    from guard.lint.importers import IMPORTERS, read_json, validate, write_atomically
+
+    data = read_json(str(source), f"{kind} settings file")
+    draft = IMPORTERS[kind](data, str(source))
+    text = draft.to_toml()
+    validate(text)
+    for note in draft.notes.items:
+        typer.echo(f"guard import: note: {note}", err=True)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    write_atomically(output, text, force)
+    typer.echo(
+        f"guard import: wrote {output} ({len(draft.notes.items)} note(s));"
+        f" check it with: guard lint {output}",
+        err=True,
+    )
+
+
+_OUT = typer.Option(None, "--output", "-o", help="Write the policy here (default: stdout).")
+_FORCE = typer.Option(False, "--force", help="Replace --output if it exists.")
+
+
+@import_app.command(
+    "claude-code",
+    epilog=(
+        "Examples:\n\n"
+        "  guard import claude-code .claude/settings.json\n\n"
+        "  guard import claude-code ~/.claude/settings.json -o .openoxide/policy.toml"
+    ),
+)
+def import_claude_code(
+    settings: Path = typer.Argument(..., help="A Claude Code settings.json."),
+    output: Path | None = _OUT,
+    force: bool = _FORCE,
+) -> None:
+    """Convert Claude Code's permissions.allow/ask/deny rules into a guard policy."""
+    _import("claude-code", settings, output, force)
+
+
+@import_app.command(
+    "opencode",
+    epilog=(
+        "Examples:\n\n"
+        "  guard import opencode opencode.json\n\n"
+        "  guard import opencode opencode.json -o .openoxide/policy.toml --force"
+    ),
+)
+def import_opencode(
+    config: Path = typer.Argument(..., help="An opencode.json."),
+    output: Path | None = _OUT,
+    force: bool = _FORCE,
+) -> None:
+    """Convert OpenCode's permission settings (and per-agent ones) into a guard policy."""
+    _import("opencode", config, output, force)

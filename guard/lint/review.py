@@ -1,0 +1,442 @@
+"""``guard review``: a security review of plan-mode isolation for one repository.
+
+Two parts: which layers are active here (policy, tool-call analysis, Landlock,
+monitor, host hooks), and the red-team matrix: every operation of
+:mod:`guard.lint.corpus` decided for the plan agent. The operations are decided
+against a scratch copy of the repository's layout (a fresh git repository with
+the same policy, made outside guard's roots and removed afterwards), so symlink
+attacks can be staged without touching the real worktree.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from guard.decide import Guard
+from guard.effects import Action, Decision, Effect, EffectKind, GuardError
+from guard.lint.corpus import CORPUS, Operation
+
+LANDLOCK_CREATE_RULESET = {"x86_64": 444, "aarch64": 444}
+LANDLOCK_CREATE_RULESET_VERSION = 1
+
+
+@dataclass
+class Layer:
+    name: str
+    active: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"layer": self.name, "active": self.active, "detail": self.detail}
+
+
+@dataclass
+class Row:
+    op: Operation
+    effects: list[Effect]
+    source: str  # "analysed" | "declared" | "error"
+    decision: Decision
+    shown: str = ""  # the effects with {root}-relative paths
+
+    @property
+    def through(self) -> bool:
+        """A write (or mode violation) the plan agent completes on its own."""
+        return self.op.writes and self.decision.action is Action.ALLOW
+
+    @property
+    def asks(self) -> bool:
+        return self.op.writes and self.decision.action is Action.ASK
+
+    @property
+    def control_broken(self) -> bool:
+        return self.op.category == "control" and self.decision.action is not Action.ALLOW
+
+    def verdict(self) -> str:
+        if self.through:
+            return "GETS THROUGH"
+        if self.asks:
+            return "asks the user"
+        if self.control_broken:
+            return "plan file blocked"
+        if self.op.category == "control":
+            return "ok"
+        if self.decision.action is Action.ALLOW:
+            return "allowed: changes only the plan directory"
+        return "blocked"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.op.id,
+            "category": self.op.category,
+            "dialect": self.op.dialect,
+            "tool": self.op.tool,
+            "effects": [e.to_json() for e in self.effects],
+            "effects_shown": self.shown,
+            "effects_source": self.source,
+            "decision": self.decision.action.value,
+            "reason": self.decision.reason,
+            "rule": self.decision.rule,
+            "verdict": self.verdict(),
+            "note": self.op.note,
+        }
+
+
+@dataclass
+class Review:
+    policy: str
+    discovery: str
+    agent: str
+    worktree: str
+    layers: list[Layer]
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def through(self) -> list[Row]:
+        return [r for r in self.rows if r.through]
+
+    @property
+    def missing(self) -> list[Layer]:
+        return [layer for layer in self.layers if not layer.active]
+
+    @property
+    def analysis_missing(self) -> bool:
+        return any(layer.name == "tool-call analysis" and not layer.active for layer in self.layers)
+
+    def failed(self) -> bool:
+        return bool(self.through) or self.analysis_missing
+
+    def verdict(self) -> str:
+        if self.through:
+            return (
+                f"FAIL: {len(self.through)} operation(s) a plan agent could complete:"
+                f" {', '.join(r.op.id for r in self.through)}"
+            )
+        if self.analysis_missing:
+            return (
+                "FAIL: the tool-call analysis layer (guard.tools) is missing, so hooks cannot"
+                " see what tool calls do; the matrix used the operations' declared effects"
+            )
+        return "PASS: no operation in the corpus lets the plan agent change anything"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "discovery": self.discovery,
+            "agent": self.agent,
+            "worktree": self.worktree,
+            "layers": [layer.to_json() for layer in self.layers],
+            "missing_layers": [layer.name for layer in self.missing],
+            "operations": [r.to_json() for r in self.rows],
+            "through": [r.op.id for r in self.through],
+            "verdict": self.verdict(),
+            "failed": self.failed(),
+        }
+
+
+# -- layers ------------------------------------------------------------------
+
+
+def landlock_abi() -> int | None:
+    """The kernel's Landlock ABI version, or None when Landlock is unavailable."""
+    nr = LANDLOCK_CREATE_RULESET.get(platform.machine())
+    if nr is None or platform.system() != "Linux":
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = int(libc.syscall(nr, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION))
+    return abi if abi > 0 else None
+
+
+def _module(name: str) -> Any | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _hook_files(worktree: Path | None, home: Path) -> list[tuple[str, Path]]:
+    out: list[tuple[str, Path]] = []
+    bases = [p for p in (worktree, home) if p is not None]
+    for base in bases:
+        out += [
+            ("Claude Code", base / ".claude/settings.json"),
+            ("Claude Code", base / ".claude/settings.local.json"),
+            ("Codex CLI", base / ".codex/hooks.json"),
+            ("Codex CLI", base / ".codex/config.toml"),
+            ("Gemini CLI", base / ".gemini/settings.json"),
+            ("Cursor", base / ".cursor/hooks.json"),
+        ]
+    return out
+
+
+_GUARD_CMD = re.compile(r"(?:^|[\s/\"'])guard(?:\s|$)|-m\s+guard\b")
+
+
+def _hook_commands(data: Any, events: list[str] | None = None, event: str = "") -> list[str]:
+    """``event: command`` for every hook command under a ``hooks`` object."""
+    found: list[str] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == "command" and isinstance(value, str):
+                found.append(f"{event}: {value}" if event else value)
+            else:
+                found += _hook_commands(value, events, event or (key if key != "hooks" else ""))
+    elif isinstance(data, list):
+        for item in data:
+            found += _hook_commands(item, events, event)
+    return found
+
+
+def host_hooks(worktree: Path | None, home: Path) -> list[Layer]:
+    """One layer per host configuration file that exists: which of its hooks call guard?"""
+    layers: list[Layer] = []
+    for host, path in _hook_files(worktree, home):
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+            data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            layers.append(Layer(f"{host} hooks", False, f"{path}: unreadable ({exc})"))
+            continue
+        hooks = data.get("hooks") if isinstance(data, dict) else None
+        commands = _hook_commands(hooks) if hooks is not None else []
+        ours = [c for c in commands if _GUARD_CMD.search(c.split(": ", 1)[-1])]
+        if ours:
+            detail = f"{path}: " + "; ".join(ours)
+        elif commands:
+            detail = f"{path}: {len(commands)} hook(s), none calls guard"
+        else:
+            detail = f"{path}: no hooks"
+        layers.append(Layer(f"{host} hooks", bool(ours), detail))
+    if not layers:
+        layers.append(
+            Layer("host hooks", False, "no host agent settings with hooks found (project or home)")
+        )
+    return layers
+
+
+def detect_layers(g: Guard, worktree: Path | None) -> list[Layer]:
+    layers = [
+        Layer("policy evaluator", True, f"{g.loaded.name} ({g.discovery})"),
+    ]
+    tools = _module("guard.tools")
+    if tools is not None and hasattr(tools, "effects_for"):
+        dialects = ", ".join(getattr(tools, "DIALECTS", ()))
+        layers.append(Layer("tool-call analysis", True, f"guard.tools: {dialects}"))
+    else:
+        layers.append(
+            Layer(
+                "tool-call analysis",
+                False,
+                "guard.tools is not installed: MISSING LAYER; operations below are decided on"
+                " their declared effects",
+            )
+        )
+    abi = landlock_abi()
+    sandbox = _module("guard.sandbox")
+    if abi is None:
+        layers.append(Layer("Landlock", False, "the kernel offers no Landlock here"))
+    else:
+        where = "guard run available" if sandbox is not None else "guard.sandbox not installed"
+        layers.append(Layer("Landlock", sandbox is not None, f"kernel ABI {abi}; {where}"))
+    watchdog = _module("watchdog")
+    monitor = _module("guard.monitor")
+    if monitor is not None and watchdog is not None:
+        layers.append(Layer("monitor", True, "guard.monitor with watchdog (inotify)"))
+    else:
+        missing = [n for n, m in (("guard.monitor", monitor), ("watchdog", watchdog)) if m is None]
+        layers.append(Layer("monitor", False, f"not installed: {', '.join(missing)}"))
+    layers += host_hooks(worktree, Path(os.path.expanduser("~")))
+    return layers
+
+
+# -- the matrix -----------------------------------------------------------------
+
+
+def _scratch_base(g: Guard) -> str:
+    """A directory outside every root of ``g`` for the scratch worktree."""
+    roots = [str(p) for p in (g.roots.worktree, g.roots.data, g.roots.home, g.roots.tmp) if p]
+    for base in ("/var/tmp", tempfile.gettempdir(), os.getcwd()):
+        real = os.path.realpath(base)
+        if os.path.isdir(real) and os.access(real, os.W_OK) and not any(
+            real == r or real.startswith(r.rstrip("/") + "/") for r in roots
+        ):
+            return real
+    return os.path.realpath(tempfile.gettempdir())
+
+
+def _subst(value: Any, names: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for key, repl in names.items():
+            value = value.replace("{" + key + "}", repl)
+        return value
+    if isinstance(value, list):
+        return [_subst(v, names) for v in value]
+    if isinstance(value, dict):
+        return {k: _subst(v, names) for k, v in value.items()}
+    return value
+
+
+def _declared(op: Operation, names: dict[str, str]) -> list[Effect]:
+    out = []
+    for kind, target in op.declared:
+        t = _subst(target, names)
+        out.append(Effect(EffectKind(kind), t or None, "declared by the corpus"))
+    return out
+
+
+def run_review(
+    policy: str | None = None,
+    agent: str | None = None,
+    cwd: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Review:
+    """Review plan-mode isolation for the repository around ``cwd``."""
+    here = Guard.load(policy, cwd=cwd)
+    name = agent or here.plan_agent_name
+    if name is None:
+        raise GuardError(f"policy {here.loaded.name} has no plan-mode agent to review")
+    if here.agent(name).mode != "plan":
+        raise GuardError(f"agent {name!r} is in {here.agent(name).mode} mode; review a plan agent")
+    spec = policy if policy is not None else here.loaded.name
+    layers = detect_layers(here, here.roots.worktree)
+    review = Review(
+        here.loaded.name,
+        here.discovery,
+        name,
+        str(here.roots.worktree) if here.roots.worktree else "(none: not under version control)",
+        layers,
+    )
+    tools = _module("guard.tools")
+    effects_for = getattr(tools, "effects_for", None) if tools is not None else None
+    scratch = tempfile.mkdtemp(prefix="guard-review-", dir=_scratch_base(here))
+    try:
+        wt = Path(scratch) / "repo"
+        (wt / "src").mkdir(parents=True)
+        (wt / "src/main.py").write_text("print('hi')\n")
+        (wt / "README.md").write_text("# readme\n")
+        (wt / ".openoxide/plans").mkdir(parents=True)
+        (wt / ".git/hooks").mkdir(parents=True)
+        if shutil.which("git"):
+            subprocess.run(["git", "init", "-q", str(wt)], check=False, capture_output=True)
+        g = Guard.load(spec, worktree=wt, cwd=wt)
+        names = {
+            "wt": str(g.roots.worktree),
+            "plans": str(g.roots.plans),
+            "home": str(g.roots.home),
+        }
+        for op in CORPUS:
+            if progress is not None:
+                progress(op.id)
+            for link, target in op.fixture:
+                link_path = Path(_subst(link, names))
+                link_path.parent.mkdir(parents=True, exist_ok=True)
+                if not link_path.is_symlink():
+                    link_path.symlink_to(_subst(target, names))
+            for new, existing in op.hardlinks:
+                new_path = Path(_subst(new, names))
+                if not new_path.exists():
+                    os.link(_subst(existing, names), new_path)
+            review.rows.append(_decide(g, name, op, names, effects_for, str(wt)))
+            for new, _ in op.hardlinks:  # a second name changes how its file is decided
+                Path(_subst(new, names)).unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return review
+
+
+def _decide(
+    g: Guard,
+    agent: str,
+    op: Operation,
+    names: dict[str, str],
+    effects_for: Callable[..., list[Effect]] | None,
+    cwd: str,
+) -> Row:
+    tool_input = _subst(op.input, names)
+    if effects_for is None:
+        effects = _declared(op, names)
+        source = "declared"
+    else:
+        try:
+            effects = list(effects_for(op.dialect, op.tool, tool_input, cwd))
+            source = "analysed"
+        except Exception as exc:  # the adapter refused the call: hooks deny it
+            d = Decision(Action.DENY, f"tool-call analysis refused the call: {exc}", "guard.tools")
+            return Row(op, [], "error", d)
+    shown = "; ".join(_show(g, e, cwd) for e in effects)
+    return Row(op, effects, source, g.decide(agent, effects, cwd=cwd), shown)
+
+
+def _show(g: Guard, e: Effect, cwd: str) -> str:
+    if e.target is None or e.kind in (EffectKind.TOOL, EffectKind.NETWORK):
+        return str(e)
+    path = os.path.normpath(os.path.join(cwd, os.path.expanduser(e.target)))
+    return f"{e.kind.value} {g.roots.describe(path)}"
+
+
+# -- output ------------------------------------------------------------------------
+
+
+def to_markdown(review: Review) -> str:
+    lines = [
+        "# guard review: plan-mode isolation",
+        "",
+        f"- policy: `{review.policy}` ({review.discovery})",
+        f"- plan agent: `{review.agent}`",
+        f"- worktree: `{review.worktree}`",
+        f"- **{review.verdict()}**",
+        "",
+        "## Layers",
+        "",
+        "| layer | active | detail |",
+        "|---|---|---|",
+    ]
+    for layer in review.layers:
+        mark = "yes" if layer.active else "**MISSING**"
+        lines.append(f"| {layer.name} | {mark} | {_cell(layer.detail)} |")
+    lines += [
+        "",
+        "## Attempted operations",
+        "",
+        "| id | category | dialect | tool | effects | decision | verdict | rule |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in review.rows:
+        effects = r.shown or "(none)"
+        if r.source == "declared":
+            effects += " (declared)"
+        verdict = f"**{r.verdict()}**" if r.through or r.control_broken else r.verdict()
+        lines.append(
+            f"| {r.op.id} | {r.op.category} | {r.op.dialect} | {r.op.tool} |"
+            f" {_cell(effects)} | {r.decision.action} | {verdict} | {_cell(r.decision.rule)} |"
+        )
+    lines += [
+        "",
+        f"{len(review.rows)} operations, {len(review.through)} get through,"
+        f" {sum(1 for r in review.rows if r.asks)} ask the user.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_json(review: Review) -> str:
+    return json.dumps(review.to_json(), indent=2) + "\n"
