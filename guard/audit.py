@@ -28,10 +28,16 @@ class AuditError(GuardError):
     """The audit log cannot be written or read."""
 
 
+def project_of(roots: Roots) -> str:
+    """The project key: of the worktree, or without one the fallback plan directory's name."""
+    if roots.worktree is not None:
+        return project_key(roots.worktree)
+    return roots.plans.name  # <data>/plans/<project key>
+
+
 def default_log_path(roots: Roots) -> Path:
-    """``<data>/audit/<project key>.jsonl`` for the worktree (or the plan directory without one)."""
-    anchor = roots.worktree if roots.worktree is not None else roots.plans
-    return roots.data / AUDIT_SUBDIR / f"{project_key(anchor)}.jsonl"
+    """``<data>/audit/<project key>.jsonl``: guard's data dir, which agents may not write."""
+    return roots.data / AUDIT_SUBDIR / f"{project_of(roots)}.jsonl"
 
 
 def now_iso() -> str:

@@ -28,6 +28,14 @@ if [ ! -x "$GUARD_MCP_FS_DIR/node_modules/.bin/mcp-server-filesystem" ]; then
     "@modelcontextprotocol/server-filesystem@$MCP_FS_VERSION"
 fi
 
+CLAUDE_CODE_VERSION=2.1.332
+export GUARD_E2E_PREFIX="${GUARD_E2E_PREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/openoxide-guard/claude-code-$CLAUDE_CODE_VERSION}"
+if [ ! -x "$GUARD_E2E_PREFIX/node_modules/.bin/claude" ]; then
+  echo "installing @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION into $GUARD_E2E_PREFIX"
+  npm install --prefix "$GUARD_E2E_PREFIX" --no-audit --no-fund --loglevel=error \
+    "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
+fi
+
 export GIT_AUTHOR_NAME="guard tests" GIT_AUTHOR_EMAIL="tests@guard.invalid"
 export GIT_COMMITTER_NAME="guard tests" GIT_COMMITTER_EMAIL="tests@guard.invalid"
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from guard.cli._app import app
@@ -133,11 +134,12 @@ def watch(
             if json_out:
                 print(json.dumps(v.to_json(), sort_keys=True), flush=True)
                 return
-            where = g.roots.describe(v.path)
-            extra = f" ({v.detail})" if v.detail else ""
+            where = escape(g.roots.describe(v.path))
+            extra = escape(f" ({v.detail})") if v.detail else ""
             out.print(
-                f"[bold red]VIOLATION[/] {v.timestamp[11:19]} {v.event}{extra} "
-                f"[bold]{where}[/]\n  {v.reason}\n  rule: {v.rule}\n  action: {v.action_taken}",
+                f"[bold red]VIOLATION[/] {v.timestamp[11:19]} {escape(v.event)}{extra} "
+                f"[bold]{where}[/]\n  {escape(v.reason)}\n  rule: {escape(v.rule)}\n"
+                f"  action: {escape(v.action_taken)}",
                 markup=True,
             )
 

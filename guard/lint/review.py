@@ -27,6 +27,7 @@ from typing import Any
 
 from guard.decide import Guard
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError
+from guard.integrations.interface import OUR_COMMAND
 from guard.lint.corpus import CORPUS, Operation
 
 LANDLOCK_CREATE_RULESET = {"x86_64": 444, "aarch64": 444}
@@ -182,7 +183,14 @@ def _hook_files(worktree: Path | None, home: Path) -> list[tuple[str, Path]]:
     return out
 
 
+
+
 _GUARD_CMD = re.compile(r"(?:^|[\s/\"'])guard(?:\s|$)|-m\s+guard\b")
+
+
+def _calls_guard(command: str) -> bool:
+    """A hook command written by `guard install`, or a hand-written `guard hook ...`."""
+    return bool(OUR_COMMAND.search(command) or _GUARD_CMD.search(command))
 
 
 def _hook_commands(data: Any, events: list[str] | None = None, event: str = "") -> list[str]:
@@ -214,7 +222,7 @@ def host_hooks(worktree: Path | None, home: Path) -> list[Layer]:
             continue
         hooks = data.get("hooks") if isinstance(data, dict) else None
         commands = _hook_commands(hooks) if hooks is not None else []
-        ours = [c for c in commands if _GUARD_CMD.search(c.split(": ", 1)[-1])]
+        ours = [c for c in commands if _calls_guard(c.split(": ", 1)[-1])]
         if ours:
             detail = f"{path}: " + "; ".join(ours)
         elif commands:

@@ -478,7 +478,20 @@ class Baseline:
     # -- restoring ---------------------------------------------------------
 
     def restore(self, path: str) -> Sig:
-        """Recreate ``path`` (which must not exist) as it was; parents too. Returns its new sig."""
+        """Recreate ``path`` (which must not exist) as it was; parents too. Returns its new sig.
+
+        A process deleting the parent meanwhile (``rm -rf`` still running) is
+        outlasted: the parent is recreated and the restore tried again.
+        """
+        for attempt in range(5):
+            try:
+                return self._restore_once(path)
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _restore_once(self, path: str) -> Sig:
         e = self.entries.get(path)
         if e is None:
             raise BaselineError(f"{path} was not in the baseline")

@@ -20,8 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from guard.audit import project_of
 from guard.effects import GuardError
-from guard.paths import Roots, project_key
+from guard.paths import Roots
 
 MANIFEST = "manifest.json"
 
@@ -34,7 +35,7 @@ def quarantine_root(roots: Roots) -> Path:
     """``<worktree>/.openoxide/quarantine``, or ``<data>/quarantine/<key>`` without a worktree."""
     if roots.worktree is not None:
         return roots.worktree / ".openoxide" / "quarantine"
-    return roots.data / "quarantine" / project_key(roots.plans)
+    return roots.data / "quarantine" / project_of(roots)
 
 
 def _stamp() -> str:

@@ -48,7 +48,6 @@ from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Progress, Sig, walk
 from guard.monitor.quarantine import Quarantine, quarantine_root
-from guard.paths import data_dir, project_key
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -198,6 +197,11 @@ class Monitor:
         final_reconcile: bool = True,
     ) -> None:
         guard.agent(agent)  # an unknown agent is a GuardError naming the known ones
+        self.session = session or new_session_id()
+        if not _SESSION_RE.match(self.session):
+            raise GuardError(
+                f"session id {self.session!r}: use letters, digits, '.', '_' or '-' (1-80 chars)"
+            )
         self.guard = guard
         self.agent = agent
         r = guard.roots
@@ -210,11 +214,6 @@ class Monitor:
             if not real.is_dir():
                 raise GuardError(f"cannot watch {root}: not a directory")
             self.roots.append(real)
-        self.session = session or new_session_id()
-        if not _SESSION_RE.match(self.session):
-            raise GuardError(
-                f"session id {self.session!r}: use letters, digits, '.', '_' or '-' (1-80 chars)"
-            )
         self.restore = restore
         self.on_violation = on_violation
         self.on_notice = on_notice
@@ -226,8 +225,7 @@ class Monitor:
         self.final_reconcile = final_reconcile
         self.audit_path = audit_path if audit_path is not None else audit.default_log_path(r)
         self.quarantine = Quarantine(quarantine_root(r), self.session)
-        anchor = r.worktree if r.worktree is not None else r.plans
-        self.store = data_dir() / "monitor" / project_key(anchor) / self.session
+        self.store = r.data / "monitor" / audit.project_of(r) / self.session
 
         self.violations: list[Violation] = []
         self.notices: list[Notice] = []
@@ -470,9 +468,14 @@ class Monitor:
             if (
                 kind is EffectKind.WRITE
                 and path in self._plan_ancestors
+                and known in (None, _MISSING)
                 and (cur is None or cur.kind == "dir")
             ):
-                return None  # creating the directories that hold the plan file
+                # creating the directories that hold the plan file: their new state
+                # is the consistent one from now on (a later chmod is a change)
+                if cur is not None:
+                    self._known[path] = cur
+                return None
             key = (path, kind)
             if key in self._dirty:
                 return None

@@ -697,6 +697,25 @@ for _names, _sv, _lv, _reads_files in (
             _PROGRAMS[_n] = _h
 
 
+@_program("file")
+def _file(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    p = parse_opts(args, "emfFPM", ("--exclude", "--files-from", "--separator", "--magic-file",
+                                   "--parameter", "--exclude-quiet"))
+    if p.dynamic:
+        ctx.unknown_write("file with a computed argument: it could be -C (writes a file)")
+    elif p.has("-C", "--compile"):
+        # -C compiles each magic file into <its basename>.mgc in the working directory
+        sources = [v.text for v in p.values("-m", "--magic-file")]
+        for src in sources or ["magic"]:
+            if src is None:
+                ctx.unknown_write("file -C with a computed magic file name")
+            else:
+                ctx.write(os.path.basename(src) + ".mgc", "file -C writes a compiled magic file")
+    _reads(ctx, name, p.pos)
+    for v in p.values("-m", "--magic-file", "-f", "--files-from"):
+        ctx.read(v, "file reads it")
+
+
 @_program("printf")
 def _printf(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
     p = parse_opts(args, "v")

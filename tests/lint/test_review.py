@@ -155,3 +155,14 @@ def test_hooks_that_do_not_call_guard_are_not_a_layer(repo: Path) -> None:
     assert "none calls guard" in layers["Gemini CLI hooks"].detail
     assert layers["Codex CLI hooks"].active
     assert "PreToolUse: python3 -m guard hook codex" in layers["Codex CLI hooks"].detail
+
+
+def test_hook_written_by_guard_install_is_detected(repo: Path) -> None:
+    """The entry `guard install claude-code --project` writes counts as a hook layer."""
+    r = subprocess.run(
+        [sys.executable, "-m", "guard", "install", "claude-code", "--project"],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    layers = {layer.name: layer for layer in run_review(cwd=str(repo)).layers}
+    assert layers["Claude Code hooks"].active, layers["Claude Code hooks"].detail

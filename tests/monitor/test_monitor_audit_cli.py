@@ -219,3 +219,62 @@ def test_watch_help_teaches_with_examples() -> None:
     )
     assert r.returncode == 0
     assert "guard watch --agent plan --restore" in r.stdout
+
+
+def test_guard_watch_text_output_shows_path_rule_and_action(wt: Path) -> None:
+    """A file name that looks like rich markup is printed as is, never interpreted."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "guard", "watch", "--worktree", str(wt),
+         "--reconcile-interval", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    out: list[str] = []
+    err: list[str] = []
+
+    def pump(stream: object, into: list[str]) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            into.append(line)
+
+    threads = [threading.Thread(target=pump, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, err), daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: any("Ctrl-C to stop" in line for line in err), "watching")
+        (wt / "src" / "[bold]x.py").write_text("x\n")
+        wait_for(lambda: any("action:" in line for line in out), "violation printed")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        for t in threads:
+            t.join(timeout=10)
+    text = "".join(out)
+    assert "VIOLATION" in text and "{worktree}/src/[bold]x.py" in text
+    assert "rule: agents.plan.write" in text and "action: reported" in text
+    assert proc.returncode == 1
+    assert "1 violations" in "".join(err)
+
+
+def test_without_version_control_the_fallback_plan_dir_is_watched_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No VCS: the plan directory lives under the data dir; it is watched alongside the
+    current directory, and the log and quarantine use the same project key."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    monkeypatch.chdir(proj)
+    g = Guard.load(cwd=proj)
+    assert g.roots.worktree is None
+    with Monitor(g, "plan", restore=True, reconcile_interval=None, session="nv") as m:
+        assert g.roots.plans in m.roots
+        (g.roots.plans / "plan.md").write_text("# plan\n")
+        bad = g.roots.plans / "payload.sh"
+        bad.write_text("echo\n")
+        wait_for(lambda: any(v.path == str(bad) for v in m.violations), "fallback violation")
+        assert [v.path for v in m.violations] == [str(bad)]
+    assert audit.default_log_path(g.roots).stem == g.roots.plans.name
+    from guard.monitor import list_items, quarantine_root
+
+    items = list_items(quarantine_root(g.roots))
+    assert [i.manifest["original"] for i in items] == [str(bad)]
+    assert quarantine_root(g.roots).parent == g.roots.data / "quarantine"

@@ -237,3 +237,39 @@ def test_unknown_agent_is_a_clear_error(guard_for: object) -> None:
 
     with pytest.raises(GuardError, match="no agent 'nobody'"):
         Monitor(guard_for, "nobody")  # type: ignore[arg-type]
+
+
+def test_setting_an_xattr_is_an_attribute_violation(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """Attack: stash data in an extended attribute (Landlock does not cover setxattr)."""
+    import pytest
+
+    target = wt / "src" / "app.py"
+    try:
+        os.setxattr(target, "user.guard-test", b"probe")
+        os.removexattr(target, "user.guard-test")
+    except OSError as exc:
+        pytest.skip(f"this file system has no user xattrs: {exc.strerror}")
+    m = start_monitor()
+    os.setxattr(target, "user.payload", b"exfiltrated")
+    wait_for(lambda: str(target) in [v.path for v in m.violations], "xattr violation")
+    assert only(m, target) == ["attrib"]
+
+
+def test_creating_the_plan_directory_is_allowed_but_chmod_of_it_is_not(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """The plan directory may be created (the plan needs it); opening it up to everyone
+    afterwards is an attribute change like any other."""
+    import shutil
+
+    shutil.rmtree(wt / ".openoxide")
+    m = start_monitor()
+    plans = wt / ".openoxide" / "plans"
+    plans.mkdir(parents=True)
+    (plans / "p.md").write_text("# plan\n")
+    sentinel(m, wt)
+    assert [v.path for v in m.violations] == [str(wt / "sentinel.txt")]
+    plans.chmod(0o777)
+    wait_for(lambda: str(plans) in [v.path for v in m.violations], "chmod of the plan dir")

@@ -113,7 +113,11 @@ def test_deleted_directory_tree_is_restored(
         shutil.rmtree(src)
     for name in before:
         violation_for(m, src / name)
-    wait_for(lambda: src.is_dir() and len(list(src.iterdir())) == len(before), "tree back")
+    try:
+        wait_for(lambda: src.is_dir() and len(list(src.iterdir())) == len(before), "tree back")
+    except AssertionError as exc:
+        now = sorted(p.name for p in src.iterdir()) if src.is_dir() else "no directory"
+        raise AssertionError(f"{exc}: now {now}; {m.violations}; {m.notices}") from None
     assert {p.name: (p.read_bytes(), mode(p)) for p in src.iterdir()} == before
 
 
@@ -224,3 +228,18 @@ def test_quarantine_keeps_a_file_named_manifest_json(
     item = get_item(quarantine_root(m.guard.roots), settled_item(m, target))
     assert item.stored.read_text() == '{"name": "ext"}\n'
     assert item.manifest["original"] == str(target)
+
+
+def test_chown_is_undone(wt: Path, start_monitor: Callable[..., Monitor]) -> None:
+    """Attack: hand a file to another user (needs root, as the tests run in CI)."""
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    target = wt / "docs" / "b.md"
+    owner = os.lstat(target).st_uid
+    m = start_monitor(restore=True)
+    os.chown(target, 4242, 4242)
+    violation_for(m, target)
+    wait_for(lambda: os.lstat(target).st_uid == owner, "owner restored")
+    assert target.read_text() == "# b\n"
