@@ -16,8 +16,12 @@ app = typer.Typer(
         "  guard demo                              # watch the default policy decide\n\n"
         "  guard check --agent plan write src/x.py # may the plan agent write there?\n\n"
         "  guard explain --agent plan write .openoxide/plans/p.md\n\n"
-        "  guard plan-dir                          # where plan files live here\n\n"
-        "  guard schema > policy.schema.json       # editor completion for policy files"
+        "  guard install claude-code               # wire guard into Claude Code's hooks\n\n"
+        "  guard run --agent plan -- aider         # confine any agent with Landlock\n\n"
+        "  guard watch --agent plan --restore      # report and undo violations\n\n"
+        "  guard mcp -- SERVER_CMD...              # guard any MCP server's tool calls\n\n"
+        "  guard lint && guard review              # check the policy itself\n\n"
+        "  guard plan-dir                          # where plan files live here"
     ),
     no_args_is_help=True,
     add_completion=False,
