@@ -16,15 +16,11 @@ from typing import TYPE_CHECKING, Any
 from guard.integrations.interface import (
     HookAnswer,
     HookCall,
-    HookInputError,
     HostAdapter,
     Scope,
     add_nested,
     find_nested,
-    optional_str,
     remove_nested,
-    require_object,
-    require_str,
 )
 
 if TYPE_CHECKING:
@@ -40,25 +36,10 @@ class ClaudeCode(HostAdapter):
     follows = "Claude Code 2.1.332 (npm @anthropic-ai/claude-code)"
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
-        event = optional_str(payload, "hook_event_name") or EVENT
-        if event != EVENT:
-            raise HookInputError(f"hook_event_name is {event!r}; guard answers only {EVENT} hooks")
-        return HookCall(
-            host=self.name,
-            event=event,
-            tool_name=require_str(payload, "tool_name"),
-            tool_input=require_object(payload, "tool_input"),
-            cwd=optional_str(payload, "cwd"),
-            session_id=optional_str(payload, "session_id"),
-            tool_use_id=optional_str(payload, "tool_use_id"),
-            permission_mode=optional_str(payload, "permission_mode"),
-            extra={k: payload[k] for k in ("agent_id", "agent_type") if k in payload},
-        )
+        return self.tool_event(payload, EVENT, ("agent_id", "agent_type"))
 
     def mode_hint(self, call: HookCall) -> str | None:
-        if call.permission_mode is None:
-            return None
-        return "plan" if call.permission_mode == "plan" else "build"
+        return self.permission_mode_hint(call)
 
     def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
         return HookAnswer.json(

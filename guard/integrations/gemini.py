@@ -15,15 +15,11 @@ from typing import TYPE_CHECKING, Any
 from guard.integrations.interface import (
     HookAnswer,
     HookCall,
-    HookInputError,
     HostAdapter,
     Scope,
     add_nested,
     find_nested,
-    optional_str,
     remove_nested,
-    require_object,
-    require_str,
 )
 
 if TYPE_CHECKING:
@@ -40,17 +36,7 @@ class Gemini(HostAdapter):
     honours_ask = False
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
-        event = optional_str(payload, "hook_event_name") or EVENT
-        if event != EVENT:
-            raise HookInputError(f"hook_event_name is {event!r}; guard answers only {EVENT}")
-        return HookCall(
-            host=self.name,
-            event=event,
-            tool_name=require_str(payload, "tool_name"),
-            tool_input=require_object(payload, "tool_input"),
-            cwd=optional_str(payload, "cwd"),
-            session_id=optional_str(payload, "session_id"),
-        )
+        return self.tool_event(payload, EVENT)
 
     def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
         action = decision.action.value

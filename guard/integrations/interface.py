@@ -141,6 +141,36 @@ class HostAdapter(ABC):
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         """Read the host's stdin payload. Raises HookInputError."""
 
+    def tool_event(
+        self, payload: Mapping[str, Any], event: str, extra: tuple[str, ...] = ()
+    ) -> HookCall:
+        """The common pre-tool payload shape (Claude Code, Codex, Gemini CLI).
+
+        ``hook_event_name`` must be ``event`` when present; ``extra`` names
+        host-specific fields kept for the audit record.
+        """
+        given = optional_str(payload, "hook_event_name") or event
+        if given != event:
+            raise HookInputError(f"hook_event_name is {given!r}; guard answers only {event} hooks")
+        return HookCall(
+            host=self.name,
+            event=event,
+            tool_name=require_str(payload, "tool_name"),
+            tool_input=require_object(payload, "tool_input"),
+            cwd=optional_str(payload, "cwd"),
+            session_id=optional_str(payload, "session_id"),
+            tool_use_id=optional_str(payload, "tool_use_id"),
+            permission_mode=optional_str(payload, "permission_mode"),
+            extra={k: payload[k] for k in extra if k in payload},
+        )
+
+    @staticmethod
+    def permission_mode_hint(call: HookCall) -> str | None:
+        """Hosts with a ``permission_mode``: its ``plan`` means guard's plan agent."""
+        if call.permission_mode is None:
+            return None
+        return "plan" if call.permission_mode == "plan" else "build"
+
     def effects(self, call: HookCall) -> list[Effect]:
         """The effects of the call, from the shared tool analysis."""
         return effects_for(self.dialect, call.tool_name, call.tool_input, call.cwd)
