@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -288,3 +291,35 @@ def test_builtins_that_assign_or_do_nothing() -> None:
     assert ("exec", None) in kinds("mapfile -C cb arr < f")
     assert kinds("coproc rm x") == {("delete", "x")}
     assert kinds("yes | head -3") == set()
+
+
+# Inputs that crashed the tree-sitter-bash 0.25 parser process (found by fuzzing): a
+# code point beyond the BMP after "${". A crash would kill a hook: fail open.
+PARSER_CRASHERS = [
+    "x${\U000e0000",
+    "x ${\U000e56d3",
+    "\ua0e0${\U000e56d3",
+    "\u517el\ue3ea\n\x19 ${\U00034a7c\uc2c2\\\ueba4z`\U0002e3fa<<${",
+    "\U00027f94 ${\x19x${\U00037d5a`EOF`${",
+]
+
+
+def test_parser_crashers_are_analysed_without_crashing_the_process() -> None:
+    """Attack: a command crafted to segfault the shell parser, killing the hook."""
+    code = (
+        "import json, sys\n"
+        "from guard.tools.shell import analyse\n"
+        "for c in json.loads(sys.stdin.read()):\n"
+        "    analyse(c, None)\n"
+        "print('survived')\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], input=json.dumps(PARSER_CRASHERS),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0 and "survived" in r.stdout, (r.returncode, r.stderr[-2000:])
+
+
+def test_names_beyond_the_bmp_keep_their_text() -> None:
+    effects = analyse("echo hi > notes\U0001f600.md && cat \U0001f4c4.txt", None)
+    assert [str(e) for e in effects] == ["write notes\U0001f600.md", "read \U0001f4c4.txt"]
