@@ -305,7 +305,10 @@ PARSER_CRASHERS = [
 
 
 def test_parser_crashers_are_analysed_without_crashing_the_process() -> None:
-    """Attack: a command crafted to segfault the shell parser, killing the hook."""
+    """Attack: a command crafted to segfault the shell parser, killing the hook.
+
+    Whether the old parser crashed depended on memory layout; the next test pins the
+    mechanism deterministically."""
     code = (
         "import json, sys\n"
         "from guard.tools.shell import analyse\n"
@@ -323,3 +326,24 @@ def test_parser_crashers_are_analysed_without_crashing_the_process() -> None:
 def test_names_beyond_the_bmp_keep_their_text() -> None:
     effects = analyse("echo hi > notes\U0001f600.md && cat \U0001f4c4.txt", None)
     assert [str(e) for e in effects] == ["write notes\U0001f600.md", "read \U0001f4c4.txt"]
+
+
+def test_parser_is_never_given_code_points_beyond_the_bmp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The crash above depends on memory layout, so also pin the mechanism: whatever
+    the command, the bytes handed to tree-sitter hold no 4-byte UTF-8 sequence."""
+    import guard.tools.shell as shell
+
+    seen: list[bytes] = []
+    real = shell._PARSER
+
+    class Recorder:
+        def parse(self, source: bytes) -> object:
+            seen.append(source)
+            return real.parse(source)
+
+    monkeypatch.setattr(shell, "_PARSER", Recorder())
+    for command in [*PARSER_CRASHERS, "bash -c 'echo \U0001f600 > x'", "cat \U0010ffff"]:
+        analyse(command, None)
+    assert seen and not any(b >= 0xF0 for source in seen for b in source)
