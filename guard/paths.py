@@ -195,8 +195,12 @@ def canonicalize(path: str, cwd: str | os.PathLike[str]) -> CanonicalPath:
         full = os.path.join(os.getcwd(), full)
     head, tail = os.path.split(full.rstrip("/") or "/")
     try:
-        real = os.path.realpath(full)
-        link = real if tail in ("", ".", "..") else os.path.join(os.path.realpath(head), tail)
+        if tail in ("", ".", ".."):
+            real = link = os.path.realpath(full)
+        else:
+            # the parent resolved once; the name needs resolving only if it is a link
+            link = os.path.join(os.path.realpath(head), tail)
+            real = os.path.realpath(link) if os.path.islink(link) else link
     except (OSError, ValueError) as exc:
         raise PathError(f"cannot resolve {path!r}: {exc}") from exc
     is_dir = False
