@@ -79,16 +79,7 @@ def test_sigterm_sent_to_guard_is_forwarded_to_the_command(tree: Tree) -> None:
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
-    proc = subprocess.Popen(
-        guard_argv("run", "--no-monitor", "-q", "--", sys.executable, "-c", script),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tree.worktree,
-        env=clean_env(),
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ready"
+    proc = _start_until_ready(tree, script)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert out.strip() == f"got {int(signal.SIGTERM)}", err
@@ -107,16 +98,7 @@ def test_sigint_sent_to_guard_is_forwarded_once(tree: Tree) -> None:
         "time.sleep(0.5)\n"
         "print('count', n, flush=True)\n"
     )
-    proc = subprocess.Popen(
-        guard_argv("run", "--no-monitor", "-q", "--", sys.executable, "-c", script),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tree.worktree,
-        env=clean_env(),
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ready"
+    proc = _start_until_ready(tree, script)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert out.strip() == "count 1"
@@ -482,3 +464,18 @@ def test_unconfined_run_is_loud_and_watched_by_the_monitor(tree: Tree, tmp_path:
     assert "UNCONFINED" in err.getvalue()
     assert tree.victim.read_text() == "changed\n"
     assert any(getattr(v, "path", "").endswith("src/app.py") for v in seen)
+
+
+def _start_until_ready(tree: Tree, script: str) -> subprocess.Popen[str]:
+    """`guard run` a Python script (no monitor) and wait for its 'ready' line."""
+    proc = subprocess.Popen(
+        guard_argv("run", "--no-monitor", "-q", "--", sys.executable, "-c", script),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tree.worktree,
+        env=clean_env(),
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
