@@ -242,7 +242,8 @@ class Guard:
             if not host or "/" in host:
                 raise GuardError(f"invalid network host {effect.target!r}")
             return self._decide_path(a, kind, f"{NETWORK_ROOT}/{host}", False, effect, host)
-        canon = canonicalize(effect.target, self._cwd(cwd))
+        canon = canonicalize(effect.target, self._cwd(cwd),
+                             write=kind in (EffectKind.WRITE, EffectKind.DELETE))
         decisions = [
             self._decide_path(a, kind, path, canon.is_dir, effect, None)
             for path in canon.candidates

@@ -180,8 +180,49 @@ def check_text(path: str) -> None:
         )
 
 
-def canonicalize(path: str, cwd: str | os.PathLike[str]) -> CanonicalPath:
-    """Resolve ``path`` as the kernel would, from ``cwd``. Raises PathError."""
+#: per-process magic links: they resolve in the process that opens them, which for the
+#: hook daemon (cwd /, another pid) is not the agent's process
+_MAGIC = re.compile(r"/proc/(self|thread-self|\d+)|/dev/(fd|stdin|stdout|stderr)")
+#: the descriptor names a redirection may use as they are
+_PLAIN_DESCRIPTORS = re.compile(r"/dev/(fd/\d+|stdout|stderr|null|tty)")
+
+
+def magic_link(full: str) -> str | None:
+    """The per-process magic link an absolute ``full`` path goes through (following
+    symlinks as the kernel does, ``..`` after them included), or None."""
+    if _PLAIN_DESCRIPTORS.fullmatch(full):
+        return None
+    todo = [c for c in reversed(full.split("/")) if c]
+    cur = "/"
+    for _ in range(4096):
+        if not todo:
+            return None
+        c = todo.pop()
+        if c == ".":
+            continue
+        if c == "..":
+            cur = os.path.dirname(cur)
+            continue
+        nxt = os.path.join(cur, c)
+        if _MAGIC.fullmatch(nxt):
+            return nxt
+        try:
+            target = os.readlink(nxt)
+        except OSError:
+            cur = nxt
+            continue
+        if target.startswith("/"):
+            cur = "/"
+        todo.extend(c for c in reversed(target.split("/")) if c)
+    return None
+
+
+def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False) -> CanonicalPath:
+    """Resolve ``path`` as the kernel would, from ``cwd``. Raises PathError.
+
+    With ``write``, a path through a per-process magic link (``/proc/self/...``,
+    ``/dev/fd/../...``) is refused: guard would resolve it in its own process.
+    """
     if not isinstance(path, str):
         raise PathError(f"path must be a string, got {type(path).__name__}")
     if path == "":
@@ -193,6 +234,9 @@ def canonicalize(path: str, cwd: str | os.PathLike[str]) -> CanonicalPath:
     full = os.path.join(os.fspath(cwd), expanded)
     if not os.path.isabs(full):
         full = os.path.join(os.getcwd(), full)
+    if write and (magic := magic_link(full)) is not None:
+        raise PathError(f"{path!r} goes through {magic}, which names whichever process opens"
+                        " it; guard cannot resolve it for the agent's process: refused")
     head, tail = os.path.split(full.rstrip("/") or "/")
     try:
         if tail in ("", ".", ".."):
