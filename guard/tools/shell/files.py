@@ -46,7 +46,27 @@ def _table_reader(spec: Spec, operands: str) -> ProgramHandler:
 
 
 for _name, (_spec, _operands) in tables.READERS.items():
-    register(_table_reader(_spec, _operands), _name)
+    if _operands != "file":
+        register(_table_reader(_spec, _operands), _name)
+
+
+@program("file")
+def _file(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    spec = tables.READERS["file"][0]
+    p = spec.parse(args)
+    if not apply(ctx, name, spec, p):
+        return
+    if p.dynamic:
+        ctx.unknown_write("file with a computed argument: it could be -C (writes a file)")
+    if p.has("-C"):
+        # -C compiles each magic file into <its basename>.mgc in the working directory
+        for src in p.values("-m") or [Arg("magic")]:
+            if src.literal is None:
+                ctx.unknown_write("file -C with a computed magic file name")
+            else:
+                ctx.write(posixpath.basename(src.literal) + ".mgc",
+                          "file -C writes a compiled magic file")
+    _reads(ctx, name, p.pos)
 
 
 def _pattern_then_files(ctx: Ctx, name: str, p: Parsed, explicit: bool) -> list[Arg]:
@@ -260,7 +280,46 @@ for _name in ("shred", "touch", "mkdir", "mkfifo", "mknod", "truncate"):
 register(_all_pos("tee"), "tee")
 
 
-@program("setfacl", "chattr", "setfattr", "chmod", "chown", "chgrp")
+@program("chmod", "chown", "chgrp")
+def _chmod(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    spec = tables.CHMOD if name == "chmod" else tables.CHOWN
+    mode = re.compile(r"-[rwxXstugoa=+,0-7-]+")
+    words = [a for a in args if not (name == "chmod" and a.literal and mode.fullmatch(a.literal))]
+    mode_given = len(words) != len(args)
+    p = spec.parse(words)
+    if p.error is not None or p.dynamic:
+        ctx.not_read_only(f"{name}: {p.error or 'a computed argument'}")
+        return
+    apply(ctx, name, spec, p)
+    targets = p.pos if (mode_given or p.has("--reference")) else p.pos[1:]
+    if not targets:
+        ctx.unknown_write(f"{name} without files")
+    for t in targets:
+        ctx.write(t, f"{name} changes its metadata")
+
+
+@program("tree")
+def _tree(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    p = tables.TREE.parse(args)
+    if apply(ctx, name, tables.TREE, p):
+        _reads(ctx, name, p.pos or [Arg(".")])
+
+
+@program("xxd")
+def _xxd(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    p = tables.XXD.parse(args)
+    if not apply(ctx, name, tables.XXD, p):
+        return
+    if p.dynamic:
+        ctx.unknown_write("xxd with a computed argument: its second operand is an output file")
+    _reads(ctx, name, p.pos[:1])
+    for out in p.pos[1:2]:
+        ctx.write(out, "xxd writes its second operand")
+    if len(p.pos) > 2:
+        ctx.not_read_only("xxd with an extra operand")
+
+
+@program("setfacl", "chattr", "setfattr")
 def _metadata(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
     """Metadata changers: every literal operand may be changed (modes, owners and ACL
     specifications among them are over-approximated as paths)."""

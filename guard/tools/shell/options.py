@@ -89,23 +89,31 @@ def could_be_option(arg: Arg) -> bool:
 class Spec:
     """Every option of one program (see the module docstring for the grammar)."""
 
-    __slots__ = ("abbrev", "dangerous", "long", "permute", "short")
+    __slots__ = ("abbrev", "dangerous", "exact", "long", "permute", "short", "words")
 
     def __init__(self, flags: str = "", opts: str = "", *, permute: bool = True,
-                 abbrev: bool = True) -> None:
+                 abbrev: bool = True, exact: bool = False) -> None:
         self.short: dict[str, Option] = {}
         self.long: dict[str, Option] = {}
+        self.words: dict[str, Option] = {}
         self.permute = permute  # options may follow operands (GNU); False: stop at the first
-        self.abbrev = abbrev  # long options may be abbreviated (getopt_long)
+        self.abbrev = abbrev and not exact  # long options may be abbreviated (getopt_long)
+        # exact: each option is a word of its own, exactly as listed (``-L 2``, ``-cols 8``),
+        # values are the next words; for programs whose own parsers bundle or attach
+        # differently from getopt, only this common form is understood
+        self.exact = exact
         for ch in flags:
             self._add(Option((f"-{ch}",), 0, ""))
         for token in opts.split():
-            self._add(_option(token))
+            self._add(_option(token, exact))
         self.dangerous = any(o.role in DANGEROUS for o in [*self.short.values(),
                                                            *self.long.values()])
 
     def _add(self, opt: Option) -> None:
         for n in opt.names:
+            if n in self.words:
+                raise ValueError(f"option {n} listed twice")
+            self.words[n] = opt
             table = self.long if n.startswith("--") else self.short
             key = n[2:] if n.startswith("--") else n[1:]
             if key in table:
@@ -149,6 +157,18 @@ class Spec:
             if t == "--":
                 p.pos.extend(args[i + 1 :])
                 break
+            if self.exact and t.startswith("-") and t != "-":
+                found_word = self.words.get(t)
+                if found_word is None:
+                    p.error = f"unknown option {t} (only the separate-word forms are understood)"
+                    return p
+                need = {0: 0, 1: 1, 2: 2, "?": 0}[found_word.arity]
+                if i + need >= len(args):
+                    p.error = f"option {t} needs a value"
+                    return p
+                p.opts.append((found_word, t, args[i + 1 : i + 1 + need]))
+                i += 1 + need
+                continue
             if t.startswith("--"):
                 name, eq, value = t[2:].partition("=")
                 found = self.resolve_long(name)
@@ -225,7 +245,7 @@ class Spec:
         return p
 
 
-def _option(token: str) -> Option:
+def _option(token: str, exact: bool = False) -> Option:
     names_part, _, role = token.partition("@")
     arity: Arity = 0
     for suffix, value in (("=?", "?"), ("=2", 2), ("=", 1)):
@@ -237,6 +257,8 @@ def _option(token: str) -> Option:
     if role not in ROLES:
         raise ValueError(f"option {token}: unknown role {role!r}")
     for n in names:
+        if exact and len(n) > 1 and n[0] == "-":
+            continue
         if not (n.startswith("--") and len(n) > 2) and not (len(n) == 2 and n[0] == "-"):
             raise ValueError(f"option {token}: bad name {n!r}")
     return Option(names, arity, role)

@@ -141,7 +141,7 @@ READERS: dict[str, tuple[Spec, str]] = {
                   " --extension --mime-type --mime-encoding -k|--keep-going -l|--list"
                   " -L|--dereference -h|--no-dereference -n|--no-buffer -N|--no-pad -0|--print0"
                   " -p|--preserve-date -P|--parameter= -r|--raw -s|--special-files"
-                  " -S|--no-sandbox -C|--compile@write -d|--debug"), "read"),
+                  " -S|--no-sandbox -C|--compile -d|--debug"), "file"),
     "namei": (Spec("", "-x|--mountpoints -m|--modes -o|--owners -l|--long -n|--nosymlinks"
                    " -v|--vertical -h|--help -V|--version"), "read"),
     "basename": (Spec("", "-a|--multiple -s|--suffix= -z|--zero --help --version"), "none"),
@@ -268,3 +268,19 @@ FIND_PRIMARIES: dict[str, tuple[int, str]] = {
     "-delete": (0, "delete"),
     **{p: (-1, "exec") for p in ("-exec", "-execdir", "-ok", "-okdir")},
 }
+
+#: tree and xxd parse their options themselves (bundling and attached values differ
+#: between versions): only separate words, exactly as listed, are understood
+TREE = Spec("", "-a -d -l -f -x -p -s -u -g -D -F -q -N -Q -r -t -c -U -v -C -n -A -S -h -i -J"
+            " -X --inodes --device --noreport --dirsfirst --gitignore --prune --matchdirs --du"
+            " --si --help --version -L= -P= -I= --charset= --filelimit= --timefmt= --sort="
+            " -o=@write", exact=True)
+XXD = Spec("", "-a -autoskip -b -bits -C -capitalize -E -EBCDIC -e -h -help -i -include -ps"
+           " -postscript -plain -r -revert -d -u -uppercase -v -version -c= -cols= -g="
+           " -groupsize= -l= -len= -n= -name= -o= -offset= -s= -seek=", exact=True)
+#: chmod/chown/chgrp: modes such as -x or -rw look like options and are modes
+CHMOD = Spec("", "-c|--changes -f|--silent|--quiet -v|--verbose --no-preserve-root"
+             " --preserve-root --reference=@read -R|--recursive --help --version")
+CHOWN = Spec("HLP", "-c|--changes -f|--silent|--quiet -v|--verbose --dereference"
+             " -h|--no-dereference --from= --no-preserve-root --preserve-root --reference=@read"
+             " -R|--recursive --help --version")

@@ -40,6 +40,7 @@ WRAPPERS: dict[str, tuple[Spec, int]] = {
     "chronic": (Spec("ev", permute=False), 0),
     "unbuffer": (Spec("p", permute=False), 0),
     "builtin": (Spec("", permute=False), 0),
+    "coproc": (Spec("", permute=False), 0),
     "exec": (Spec("cl", "-a=", permute=False), 0),
 }
 
