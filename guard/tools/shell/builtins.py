@@ -99,7 +99,7 @@ _INTERPRETERS = ("python", "python2", "python3", "node", "nodejs", "perl", "ruby
                  "trap", "alias", "unalias", "enable", "set", "shopt", "kill", "pkill", "killall",
                  "chroot", "nsenter", "unshare", "su", "runuser", "strace", "ltrace", "gdb",
                  "busybox", "open", "xdg-open", "tar", "zip", "unzip", "gzip", "gunzip", "bzip2",
-                 "xz", "unxz", "zstd", "7z", "cpio", "split", "csplit", "ar", "date", "hostname",
+                 "xz", "unxz", "zstd", "7z", "cpio", "split", "csplit", "ar",
                  "ip", "ifconfig", "iptables", "sysctl", "modprobe", "insmod", "reboot",
                  "shutdown", "halt", "poweroff", "useradd", "usermod", "passwd", "visudo")
 
@@ -115,10 +115,6 @@ def _interpreter(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> N
                 ctx.write(f, "perl -i edits it in place")
             if not files:
                 ctx.unknown_write("perl -i without a literal file")
-    if name == "date" and not any((a.text or "-s").startswith(("-s", "--set")) for a in args):
-        return
-    if name == "hostname" and not [a for a in args if not (a.text or "x").startswith("-")]:
-        return
     if name == "set" and all(a.text in ("-e", "-u", "-x", "+x", "+e", "-eu", "-ex", "-eux",
                                          "-euo", "pipefail", "-o", "-ux", "-xe") for a in args):
         return  # shell options that change no program's meaning

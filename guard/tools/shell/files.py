@@ -32,6 +32,12 @@ def _table_reader(spec: Spec, operands: str) -> ProgramHandler:
         elif operands == "shuf":  # shuf -e/-i: operands are lines, not files
             if not p.has("-e", "-i"):
                 _reads(ctx, name, p.pos)
+        elif operands == "date":  # date +FORMAT; date MMDDhhmm sets the clock
+            if any(a.literal is None or not a.literal.startswith("+") for a in p.pos):
+                ctx.not_read_only(f"{name} with an operand that is not +FORMAT sets the clock")
+        elif operands == "sets":  # hostname NAME sets it
+            if p.pos:
+                ctx.not_read_only(f"{name} with an operand changes system state")
         elif operands == "uniq":  # uniq [INPUT [OUTPUT]]
             if p.dynamic:
                 ctx.unknown_write("uniq with a computed argument: its second operand is an"

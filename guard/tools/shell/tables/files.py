@@ -176,6 +176,14 @@ READERS: dict[str, tuple[Spec, str]] = {
                    " -e|--extended=? -p|--parse=? -s|--sysroot=@read -x|--hex -y|--physical"
                    " --output-all -h|--help -V|--version"), "none"),
     "pwd": (Spec("", "-L|--logical -P|--physical --help --version"), "none"),
+    # system state: an operand sets the clock or the host name
+    "date": (Spec("", "-d|--date= --debug -f|--file=@read -I|--iso-8601=? --resolution"
+                  " -R|--rfc-email --rfc-3339= -r|--reference=@read -s|--set=@state"
+                  " -u|--utc|--universal --help --version"), "date"),
+    "hostname": (Spec("", "-a|--alias -A|--all-fqdns -b|--boot@state -d|--domain"
+                      " -f|--fqdn|--long -F|--file=@state -i|--ip-address"
+                      " -I|--all-ip-addresses -s|--short -y|--yp|--nis -h|--help"
+                      " -V|--version"), "sets"),
 }
 
 #: options of programs that write or delete their operands (their handlers name the effects)
