@@ -37,6 +37,9 @@ def check_name(ctx: Ctx, name: str | None, how: str) -> bool:
     if name is None or not SAFE_NAME.fullmatch(name):
         ctx.unknown_exec(f"{how} {clip(name or '<computed name>')}: bash evaluates the name"
                          " (an array subscript can run commands)")
+        if name is not None and "[" in name:
+            # the subscript is expanded first: what its substitutions run is analysed too
+            ctx.nested(": " + name[name.index("[") + 1 :].rstrip("]"), "an evaluated subscript")
         return False
     ctx.taint_if_dangerous(name.split("[", 1)[0])
     return True
