@@ -37,7 +37,6 @@ from guard.tools import effects_for
 from guard.tools.shell.options import Option, Spec
 from guard.tools.shell.tables import files as file_tables
 from guard.tools.shell.tables import git as git_tables
-from guard.tools.shell.tables import wrappers as wrapper_tables
 
 PLANS = ".openoxide/plans"
 FILES = ["src/app.py", "src/util.py", "README.md", "data.txt", "nums.txt", "doc/guide.md",
@@ -251,7 +250,12 @@ class Result:
     timeouts: int = 0
 
 
-def run(cases: int, seed: int, base: Path) -> Result:
+def run(cases: int, seed: int, base: Path, budget_s: float | None = None) -> Result:
+    """Generate and check ``cases`` commands (fewer when ``budget_s`` seconds run out:
+    the seeded sequence is the same, a slow machine checks a shorter prefix of it)."""
+    import time
+
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     rnd = random.Random(seed)
     programs = _programs()
     repo, env = make_scratch(base)
@@ -262,6 +266,8 @@ def run(cases: int, seed: int, base: Path) -> Result:
     before = snapshot(base, plans)
     every, roles = pairs(programs, seed)
     for k in range(cases):
+        if deadline is not None and time.monotonic() > deadline:
+            break
         first = roles[(k // 2) % len(roles)] if k % 2 else every[(k // 2) % len(every)]
         cmd = command(rnd, programs, first)
         result.cases += 1
