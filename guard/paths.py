@@ -234,19 +234,25 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
     full = os.path.join(os.fspath(cwd), expanded)
     if not os.path.isabs(full):
         full = os.path.join(os.getcwd(), full)
-    if write and (magic := magic_link(full)) is not None:
-        raise PathError(f"{path!r} goes through {magic}, which names whichever process opens"
-                        " it; guard cannot resolve it for the agent's process: refused")
     head, tail = os.path.split(full.rstrip("/") or "/")
     try:
         if tail in ("", ".", ".."):
             real = link = os.path.realpath(full)
+            linked = real != os.path.normpath(full)
         else:
             # the parent resolved once; the name needs resolving only if it is a link
-            link = os.path.join(os.path.realpath(head), tail)
-            real = os.path.realpath(link) if os.path.islink(link) else link
+            real_head = os.path.realpath(head)
+            link = os.path.join(real_head, tail)
+            linked = os.path.islink(link)
+            real = os.path.realpath(link) if linked else link
+            linked = linked or real_head != os.path.normpath(head)
     except (OSError, ValueError) as exc:
         raise PathError(f"cannot resolve {path!r}: {exc}") from exc
+    # only a path through a symlink, or one spelled under /proc or /dev, can be magic
+    if write and (linked or full.startswith(("/proc/", "/dev/"))) and (
+            magic := magic_link(full)) is not None:
+        raise PathError(f"{path!r} goes through {magic}, which names whichever process opens"
+                        " it; guard cannot resolve it for the agent's process: refused")
     is_dir = False
     nlink = 0
     try:

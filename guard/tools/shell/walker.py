@@ -128,11 +128,24 @@ _EXPRESSIONS = frozenset({"binary_expression", "postfix_expression", "ternary_ex
                           "unary_expression", "parenthesized_expression"})
 
 
+#: named nodes without named children worth a visit (most of a tree): returned from at once
+_LEAVES = frozenset({
+    "word", "number", "raw_string", "string_content", "variable_name", "special_variable_name",
+    "comment", "heredoc_content", "heredoc_start", "heredoc_end", "file_descriptor",
+    "test_operator", "regex", "extglob_pattern", "ansi_c_string",
+})
+#: containers whose children are walked with no check of their own
+_PLAIN = _STRUCTURAL - _LEAVES - {"compound_statement"}
+
+
 def _walk(ctx: Ctx, node: Node) -> None:
     t = node.type
-    if not node.is_named:
+    if t in _LEAVES or not node.is_named:
         return
-    if t == "command":
+    if t in _PLAIN:
+        for child in node.named_children:
+            _walk(ctx, child)
+    elif t == "command":
         _command_node(ctx, node)
     elif t == "redirected_statement":
         _redirected(ctx, node)
@@ -163,7 +176,8 @@ def _walk(ctx: Ctx, node: Node) -> None:
         evaluation.subscript(ctx, node)
         for child in node.named_children:
             _walk(ctx, child)
-    elif t in _ARITH_ROOTS or (t == "compound_statement" and text_of(node).startswith("((")):
+    elif t in _ARITH_ROOTS or (t == "compound_statement" and node.child_count > 0
+                               and node.children[0].type == "(("):
         for child in node.named_children:
             if child.type not in ("do_group", "compound_statement"):
                 evaluation.arithmetic(ctx, child, "arithmetic")
