@@ -135,7 +135,7 @@ _LEAVES = frozenset({
     "test_operator", "regex", "extglob_pattern", "ansi_c_string",
 })
 #: containers whose children are walked with no check of their own
-_PLAIN = _STRUCTURAL - _LEAVES - {"compound_statement"}
+_PLAIN = _STRUCTURAL - _LEAVES - {"compound_statement", "redirected_statement"}
 
 
 def _walk(ctx: Ctx, node: Node) -> None:
