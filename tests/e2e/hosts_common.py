@@ -66,7 +66,8 @@ def clean_env(home: Path) -> dict[str, str]:
     home (HOME and XDG folders inside it)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("GUARD_", "XDG_", "ANTHROPIC_", "CLAUDE", "PYTHON", "CODEX_",
-                                "GEMINI_", "GOOGLE_", "OPENAI_", "OPENCODE", "AIDER_"))}
+                                "GEMINI_", "GOOGLE_", "OPENAI_", "OPENCODE", "AIDER_"))
+           and k not in ("PWD", "OLDPWD")}  # OpenCode takes $PWD over its real cwd
     env.update(
         HOME=str(home),
         XDG_CONFIG_HOME=str(home / ".config"),

@@ -1,4 +1,4 @@
-"""End to end: the real Gemini CLI (pinned), guard wired by `guard install gemini`, a scripted model.
+"""End to end: the real Gemini CLI (pinned), wired by `guard install gemini`, a scripted model.
 
 ``gemini -y -p`` runs headless against a scripted Gemini API on 127.0.0.1
 (``GOOGLE_GEMINI_BASE_URL``; ``-m`` names the model, so no routing side call).
