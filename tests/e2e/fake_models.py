@@ -226,9 +226,10 @@ class FakeChat(_Server):
         results = {str(m["tool_call_id"]): _text_of(m.get("content"))
                    for m in messages if m.get("role") == "tool" and "tool_call_id" in m}
         steps = self.script.steps
-        if steps and steps[0].name == "text":  # aider: one text reply per assistant turn
-            step = sum(1 for m in messages if m.get("role") == "assistant")
+        if steps and steps[0].name == "text":
+            # aider: no tools, its prompt holds example assistant turns; one reply per request
             with self.lock:
+                step = len(self.script.requests)
                 self.script.requests.append(body)
             text = steps[step].args["text"] if step < len(steps) else self.script.final_text
             return self._reply(body, {"role": "assistant", "content": text}, "stop")

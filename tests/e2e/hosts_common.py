@@ -144,3 +144,21 @@ def stop_hookd(home: Path, settle: float = 2.0) -> None:
                 os.kill(pid, signal.SIGTERM)
             stopped.add(pid)
         time.sleep(0.2)
+
+
+def venv_binary(requirement: str, folder: str, binary: str) -> str:
+    """``binary`` of a PyPI package installed into its own venv in the cache (its
+    dependencies may clash with guard's)."""
+    prefix = PREFIX_ROOT / folder
+    path = prefix / "bin" / binary
+    if not path.exists():
+        python = shutil.which("python3") or sys.executable
+        steps = [[python, "-m", "venv", str(prefix)],
+                 [str(prefix / "bin/python"), "-m", "pip", "install", "-q", requirement]]
+        for step in steps:
+            proc = subprocess.run(step, capture_output=True, text=True, timeout=1800,
+                                  check=False)
+            if proc.returncode != 0:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+                unavailable(f"{' '.join(step[:4])} failed: {' | '.join(tail)}")
+    return str(path)
