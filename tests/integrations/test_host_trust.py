@@ -263,3 +263,15 @@ def test_opencode_uninstall_and_foreign_plugin(repo: Path, env: dict[str, str]) 
     proc = guard("install", "opencode", cwd=repo, env=env, code=None)
     assert proc.returncode != 0 and "not guard's plugin" in proc.stderr
     assert plugin.read_text() == "export const Mine = async () => ({});\n"
+
+
+def test_review_knows_the_opencode_plugin_and_skipped_hooks(
+    repo: Path, env: dict[str, str]
+) -> None:
+    guard("install", "opencode", cwd=repo, env=env)
+    guard("install", "gemini", "--project", cwd=repo, env=env, code=1)
+    proc = guard("review", "--format", "json", cwd=repo, env=env, code=None)
+    layers = {layer["layer"]: layer for layer in json.loads(proc.stdout)["layers"]}
+    assert layers["OpenCode plugin (project)"]["active"] is True
+    gem = layers["gemini (project) hook runs"]
+    assert gem["active"] is False and "workspace not trusted" in gem["detail"]

@@ -223,6 +223,17 @@ def test_opencode_plan_file_and_read_only_shell_are_allowed(
         assert out == {"decision": "allow"}, (tool, out)
 
 
+@pytest.mark.parametrize("target", [".opencode/plugin/guard.js", "~/.config/opencode/plugin/x.js",
+                                    "~/.gemini/trustedFolders.json"])
+def test_build_agent_cannot_unwire_opencode_or_gemini(
+    target: str, repo: Path, decide_hook: HookRunner
+) -> None:
+    """Attack: the build agent rewrites guard's plugin or distrusts the workspace."""
+    p = opencode_payload("write", {"filePath": target, "content": "export {}"}, repo)
+    out = answer_of(decide_hook("opencode", p, "--agent", "build"))
+    assert out["decision"] == "deny" and "protected" in out["reason"], out
+
+
 def test_opencode_ask_becomes_deny(repo: Path, decide_hook: HookRunner) -> None:
     (repo / ".env").write_text("TOKEN=1\n")
     p = opencode_payload("read", {"filePath": str(repo / ".env")}, repo)
