@@ -6,6 +6,13 @@ hook adapters, possibly several processes at once, so each record is written
 with a single ``write(2)`` on a descriptor opened with ``O_APPEND`` while an
 exclusive ``flock`` is held: records never interleave and a reader never sees
 half a line from a live writer.
+
+Every front door writes through one :class:`AuditSink` (the hook runner, ``guard
+check --audit-log``, the MCP proxy, the monitor), and every record shares one
+envelope: ``ts``, ``type`` (``verdict``, ``violation``, ``notice``), ``source``
+(``hook``, ``check``, ``mcp``, ``monitor``). A verdict record is made by
+:meth:`guard.gate.Verdict.record`, so a hook's and a proxy's decisions read the
+same.
 """
 
 from __future__ import annotations
@@ -13,10 +20,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from guard.effects import GuardError
 from guard.paths import Roots, project_key
@@ -93,6 +100,39 @@ def append(record: dict[str, Any], path: Path | None = None, roots: Roots | None
     finally:
         os.close(fd)
     return path
+
+
+class AuditSink(Protocol):
+    """Where a front door's records go. ``roots`` are those the decision was made against.
+
+    ``write`` raises :class:`AuditError` when the record cannot be kept; the gate
+    then turns the verdict into a deny (an unrecorded allow is not allowed).
+    """
+
+    def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None: ...
+
+
+class AuditLog:
+    """The audit log as a sink: ``path``, or the project's log of the decision's roots."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+
+    def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
+        if self.path is None and roots is None:
+            cwd = record.get("cwd")
+            roots = Roots.discover(cwd if isinstance(cwd, str) and cwd else None)
+        append(dict(record), self.path, roots=roots)
+
+
+class MemorySink:
+    """Keeps records in a list (tests, and front doors that show them later)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
+        self.records.append(dict(record))
 
 
 def read(path: Path) -> Iterator[dict[str, Any]]:
