@@ -10,6 +10,9 @@ project settings (``.gemini/settings.json``) only in a trusted workspace. An
 untrusted workspace run with ``--skip-trust`` has **no hooks at all**, so
 ``guard install gemini`` defaults to the user scope and ``guard doctor``
 reports a project install in an untrusted workspace (:func:`workspace_trust`).
+An allow_confined verdict is ``{"decision": "allow", "hookSpecificOutput":
+{"hookEventName": "BeforeTool", "tool_input": {...}}}`` with the whole tool
+input, ``command`` replaced: Gemini CLI runs that instead.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from guard.integrations.interface import (
     add_nested,
     find_nested,
     remove_nested,
+    rewritten_input,
 )
 
 if TYPE_CHECKING:
-    from guard.effects import Decision
+    from guard.gate import Verdict
 
 EVENT = "BeforeTool"
 
@@ -42,18 +46,23 @@ class Gemini(HostAdapter):
     dialect = "gemini"
     follows = "Gemini CLI 0.61.0 (npm @google/gemini-cli)"
     honours_ask = False
+    can_rewrite = True
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         return self.tool_event(payload, EVENT)
 
-    def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
-        action = decision.action.value
-        reason = f"guard: {decision.reason} [{decision.rule}]"
-        if action == "ask":
-            reason += " (guard's policy asks here; Gemini hooks cannot ask, so guard denies)"
-        return HookAnswer.json(
-            {"decision": "allow" if action == "allow" else "deny", "reason": reason}
-        )
+    def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
+        told = self.answered(verdict, hook)
+        out: dict[str, Any] = {
+            "decision": "allow" if told in ("allow", "allow_confined") else "deny",
+            "reason": self.reason(verdict, hook),
+        }
+        if told == "allow_confined":
+            out["hookSpecificOutput"] = {
+                "hookEventName": EVENT,
+                "tool_input": rewritten_input(hook, verdict),
+            }
+        return HookAnswer.json(out)
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
         base = project if scope == "project" else gemini_home(home)

@@ -12,7 +12,10 @@ guard's hook command on stdin as::
 and reads back ``{"decision": "allow"|"deny", "reason": "...", "args"?: {...}}``.
 The plugin throws on a deny (OpenCode refuses the call and shows the model the
 message), on exit 2, and on anything it cannot read; ``args`` replaces fields
-of the tool's arguments. A plugin cannot ask, so guard answers ask as deny.
+of the tool's arguments: an allow_confined verdict comes back as an allow with
+``args`` holding the whole input, ``command`` rewritten to run confined
+(OpenCode runs ``output.args`` as changed). A plugin cannot ask, so guard
+answers ask as deny.
 """
 
 from __future__ import annotations
@@ -24,10 +27,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard.integrations.interface import HookAnswer, HookCall, HostAdapter, Scope
+from guard.integrations.interface import (
+    HookAnswer,
+    HookCall,
+    HostAdapter,
+    Scope,
+    rewritten_input,
+)
 
 if TYPE_CHECKING:
-    from guard.effects import Decision
+    from guard.gate import Verdict
     from guard.integrations.install import Change
 
 EVENT = "tool.execute.before"
@@ -70,18 +79,19 @@ class OpenCode(HostAdapter):
     dialect = "opencode"
     follows = "OpenCode 1.18.33 plugins (npm opencode-ai)"
     honours_ask = False
+    can_rewrite = True
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         return self.tool_event(payload, EVENT)
 
-    def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
-        action = decision.action.value
-        if action == "allow":
+    def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
+        told = self.answered(verdict, hook)
+        if told == "allow":
             return HookAnswer.json({"decision": "allow"})
-        reason = f"guard: {decision.reason} [{decision.rule}]"
-        if action == "ask":
-            reason += " (guard's policy asks here; OpenCode plugins cannot ask, so guard denies)"
-        return HookAnswer.json({"decision": "deny", "reason": reason})
+        if told == "allow_confined":
+            return HookAnswer.json({"decision": "allow", "reason": self.reason(verdict, hook),
+                                    "args": rewritten_input(hook, verdict)})
+        return HookAnswer.json({"decision": "deny", "reason": self.reason(verdict, hook)})
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
         if scope == "project":

@@ -15,14 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from guard.effects import Effect, ToolCall
+from guard.effects import Effect, ToolCall, ToolInputError
 from guard.tools import claude_code, codex, gemini, mcp, opencode
-from guard.tools.interface import Call, Handler, ToolInputError, tool
+from guard.tools.interface import Handler, tool
 
 __all__ = [
     "CANONICAL_TOOLS",
     "DIALECTS",
     "GUESSED",
+    "ToolCall",
     "ToolInputError",
     "effects_for",
     "effects_of",
@@ -55,6 +56,11 @@ _MCP_PREFIXES = ("mcp__filesystem__", "filesystem.", "filesystem__", "filesystem
 def effects_for(
     dialect: str, tool_name: str, tool_input: Mapping[str, Any], cwd: str | None
 ) -> list[Effect]:
+    """:func:`effects_of` for a call given field by field."""
+    return effects_of(ToolCall(dialect, tool_name, tool_input, cwd))
+
+
+def effects_of(call: ToolCall) -> list[Effect]:
     """The effects of one tool call: ``Effect.tool(<canonical name>)`` first, then the rest.
 
     Raises :class:`ToolInputError` for an unknown dialect or malformed input. A tool the
@@ -65,6 +71,7 @@ def effects_for(
     canonical name of a known tool (``write`` sent as an unknown tool), it becomes
     ``unknown:<name as given>`` instead, so a look-alike never borrows a known tool's rule.
     """
+    dialect, tool_name, tool_input = call.dialect, call.name, call.input
     table = _TABLES.get(dialect)
     if table is None:
         raise ToolInputError(
@@ -84,13 +91,14 @@ def effects_for(
                 name = name[len(prefix):]
                 break
     handler = table.get(name)
-    call = Call(dialect, tool_name, tool_input, cwd)
     if handler is None:
         return [tool(unknown_tool_name(tool_name), f"{dialect} tool {tool_name!r} is not known"
                      f" to guard ({GUESSED}); the policy's tool table and default decide"),
                 *guess_effects(call)]
     effects = handler(call)
-    return effects
+    if not all(isinstance(e, Effect) for e in effects):
+        raise TypeError(f"the {dialect} handler of {tool_name!r} returned non-effects")
+    return list(effects)
 
 
 #: Marks the effects of a tool guard does not know (its detail), for the audit log and doctor.
@@ -101,7 +109,7 @@ _PATH_FIELDS = ("file_path", "path", "filePath", "notebook_path")
 _PATCH_START = "*** Begin Patch"
 
 
-def guess_effects(call: Call) -> list[Effect]:
+def guess_effects(call: ToolCall) -> list[Effect]:
     """What an unknown tool may do, read from its input, so a renamed tool fails safe.
 
     A ``command``/``cmd`` field is analysed as a shell command; a ``file_path``,
@@ -110,12 +118,11 @@ def guess_effects(call: Call) -> list[Effect]:
     whose value guard cannot read (a number, an object) is a write of an unknown
     target: denied wherever a write is not allowed everywhere.
     """
-    from guard.effects import Effect
     from guard.tools import shell
     from guard.tools._common import shell_tool
 
     found: list[Effect] = []
-    mark = f"{GUESSED}: {call.dialect} tool {call.tool!r}"
+    mark = f"{GUESSED}: {call.dialect} tool {call.name!r}"
     for field in _COMMAND_FIELDS:
         value = call.input.get(field)
         if value is None:
@@ -157,8 +164,3 @@ def unknown_tool_name(tool_name: str) -> str:
     if lowered in CANONICAL_TOOLS or lowered.startswith("task:"):
         return f"unknown:{tool_name}"
     return lowered
-
-
-def effects_of(dialect: str, call: ToolCall) -> list[Effect]:
-    """:func:`effects_for` for a :class:`~guard.effects.ToolCall`."""
-    return effects_for(dialect, call.name, call.args, call.cwd)
