@@ -286,3 +286,19 @@ def test_cursor_mcp_tool_input_as_json_string(repo: Path, decide_hook: HookRunne
 def test_cursor_unknown_event_blocks(repo: Path, decide_hook: HookRunner) -> None:
     proc = decide_hook("cursor", cursor_payload("afterFileEdit", repo, file_path="x"))
     assert proc.returncode == 2 and "afterFileEdit" in proc.stderr
+
+
+def test_opencode_answers_allow_confined_with_the_rewritten_args(repo: Path) -> None:
+    """The plugin copies `args` into output.args: OpenCode then runs the confined command."""
+    from guard.gate import Verdict, VerdictAction
+    from guard.integrations.opencode import ADAPTER
+
+    hook = ADAPTER.parse(opencode_payload("bash", {"command": "make", "description": "d"}, repo))
+    verdict = Verdict(VerdictAction.ALLOW_CONFINED, "runs confined", "guard.confined",
+                      hook.call, "plan", updated_input={"command": "guard run -- make"})
+    answer = json.loads(ADAPTER.answer(verdict, hook).stdout)
+    assert answer["decision"] == "allow"
+    assert answer["args"] == {"command": "guard run -- make", "description": "d"}
+    denied = Verdict(VerdictAction.DENY, "no", "r", hook.call, "plan")
+    assert json.loads(ADAPTER.answer(denied, hook).stdout) == {"decision": "deny",
+                                                               "reason": "guard: no [r]"}
