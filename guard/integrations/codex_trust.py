@@ -49,9 +49,14 @@ class CodexConfigError(GuardError):
 
 
 def codex_home() -> Path:
-    """``$CODEX_HOME``, else ``~/.codex`` (as Codex resolves it)."""
-    given = os.environ.get("CODEX_HOME", "").strip()
-    return Path(os.path.realpath(os.path.expanduser(given or "~/.codex")))
+    """As Codex resolves it: ``$CODEX_HOME`` canonicalized, else ``$HOME/.codex`` as is.
+
+    The path matters: it is part of every hook's trust key.
+    """
+    given = os.environ.get("CODEX_HOME", "")
+    if given:
+        return Path(os.path.realpath(given))
+    return Path(os.path.normpath(os.path.join(os.path.expanduser("~"), ".codex")))
 
 
 def config_path() -> Path:
