@@ -75,6 +75,29 @@ def plan_file_instruction(
     )
 
 
+def plan_refusal(cwd: str | os.PathLike[str] | None) -> str:
+    """The sentence a plan-mode refusal carries (the gate appends it); never raises.
+
+    Names the plan file of the session deciding for ``cwd`` when it is in plan
+    mode, else the plan directory of ``cwd``.
+    """
+    from guard.effects import GuardError
+
+    here = os.fspath(cwd) if cwd is not None else os.getcwd()
+    session: Session | None = None
+    try:
+        found = deciding_session(here)
+        if found is not None and found[0].mode is Mode.PLAN:
+            session = found[0]
+        return plan_file_instruction(here, session)
+    except (GuardError, OSError):
+        return (
+            "You are in plan mode: write your plan to a markdown file in the plan directory"
+            " (`guard plan-dir` prints it); other files cannot be changed until the plan is"
+            f" approved. When it is written, {APPROVE_HINT}."
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class CurrentAgent:
     """The agent the hooks use for a worktree right now, and why."""

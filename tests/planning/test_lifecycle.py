@@ -245,3 +245,17 @@ def test_a_killed_proxy_session_stops_deciding(repo: Path, tmp_path: Path) -> No
     assert deciding_session(repo) is None
     _, out, _ = guard("session", "list", "--cwd", str(repo))
     assert "orphaned" in out and "guard mcp" in out
+
+
+def test_plan_refusal_names_the_sessions_plan_file(repo: Path) -> None:
+    from guard.planning.runtime import plan_refusal
+
+    s = Session.start(repo, "plan", title="Add caching")
+    text = plan_refusal(repo / ".")
+    assert f"You are in plan mode (guard session {s.id}): write your plan to {s.plan_path}" in text
+    assert "guard plan exit --approve" in text
+    s.end("done")
+    text = plan_refusal(repo)
+    assert f"write your plan to a markdown file directly in {repo}/.openoxide/plans" in text
+    (s.directory / "pinned").write_text("not an id!\n")
+    assert "You are in plan mode" in plan_refusal(repo), "never raises"
