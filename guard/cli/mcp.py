@@ -98,7 +98,7 @@ def mcp_command(
     ] = Path("."),
     audit: Annotated[
         AuditLevel,
-        typer.Option(help="Which decisions go to the session's event log."),
+        typer.Option(help="Which verdicts are recorded (audit log and session event log)."),
     ] = AuditLevel.ALL,
     ask_timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the user's answer before refusing.")
