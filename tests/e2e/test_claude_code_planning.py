@@ -77,7 +77,12 @@ def test_walkthrough_plan_approve_build(claude: str, project: tuple[Path, dict[s
     first = next(b for b in script.requests if b.get("tools"))
     assert session.plan_path in conversation_text(first), "context injected before any refusal"
 
-    # 2. approve, outside the host
+    # 2. review and approve, outside the host
+    status = guard(repo, env, "plan", "status")
+    assert status.returncode == 0 and f"plan file {session.plan_path}" in status.stdout
+    assert "DENY  plan Write" in status.stdout, status.stdout
+    shown = guard(repo, env, "plan", "show", "--raw")
+    assert shown.returncode == 0 and shown.stdout == PLAN
     approved = guard(repo, env, "plan", "exit", "--approve")
     assert approved.returncode == 0, approved.stderr
     assert "the hooks now use build" in approved.stdout
@@ -160,3 +165,24 @@ def test_two_worktrees_never_cross(
     here = Script([ToolUse("toolu_a", "Write", write_a)])
     result = run_claude(claude, repo, env, here, "acceptEdits", None)
     assert denied_ids(result) == {"toolu_a"} and not (repo / "src/a.py").exists()
+
+
+def test_plan_agent_creates_the_plan_directory_and_nothing_else(
+    claude: str, project: tuple[Path, dict[str, str]]
+) -> None:
+    """`mkdir -p .openoxide/plans && cat > .openoxide/plans/p.md` runs; attacks: a directory
+    below the plan directory, one in src/, one through `..`."""
+    repo, env = project
+    assert not (repo / ".openoxide" / "plans").exists()
+    make_plan = "mkdir -p .openoxide/plans && cat > .openoxide/plans/p.md <<'EOF'\n# Plan\nEOF"
+    steps = [
+        ToolUse("toolu_plan", "Bash", {"command": make_plan, "description": "write the plan"}),
+        ToolUse("toolu_sub", "Bash", {"command": "mkdir -p .openoxide/plans/sub"}),
+        ToolUse("toolu_src", "Bash", {"command": "mkdir -p src/evil"}),
+        ToolUse("toolu_up", "Bash", {"command": "mkdir -p .openoxide/plans/../../src/up"}),
+    ]
+    result = run_claude(claude, repo, env, Script(steps), "acceptEdits", "plan")
+    assert denied_ids(result) == {"toolu_sub", "toolu_src", "toolu_up"}
+    assert (repo / ".openoxide/plans/p.md").read_text() == "# Plan\n"
+    assert not (repo / ".openoxide/plans/sub").exists()
+    assert not (repo / "src/evil").exists() and not (repo / "src/up").exists()

@@ -259,3 +259,14 @@ def test_plan_refusal_names_the_sessions_plan_file(repo: Path) -> None:
     assert f"write your plan to a markdown file directly in {repo}/.openoxide/plans" in text
     (s.directory / "pinned").write_text("not an id!\n")
     assert "You are in plan mode" in plan_refusal(repo), "never raises"
+
+
+def test_doctor_says_which_agent_the_hooks_use_and_why(repo: Path) -> None:
+    from guard.integrations.doctor import agent_check
+
+    s = Session.start(repo, "plan", title="x")
+    check = agent_check(repo)
+    assert check.status == "ok" and check.detail.startswith("plan: plan mode of session")
+    assert s.id in check.detail
+    s.end("done")
+    assert "host's permission mode" in agent_check(repo).detail
