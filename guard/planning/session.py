@@ -110,6 +110,14 @@ class Owner(BaseModel):
             return True
         if self.boot != _boot_id():
             return False
+        if not os.path.exists("/proc/self/stat"):  # no procfs: the pid alone must do
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
         return _process_start(self.pid) == self.started
 
     def describe(self) -> str:
