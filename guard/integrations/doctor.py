@@ -193,11 +193,7 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         if _has("guard.tools") and _tools_ready()
         else Check("tool analysis", "broken", "guard.tools.effects_for missing: hooks block all")
     )
-    checks.append(
-        Check("planning modes", "ok", "guard mode of the worktree picks the agent")
-        if _has("guard.planning")
-        else Check("planning modes", "off", "not installed: agent from --agent/$GUARD_AGENT/host")
-    )
+    checks.append(agent_check(cwd))
     checks.append(
         Check("audit log", "ok", "every hook decision is appended")
         if _has("guard.audit")
@@ -220,6 +216,14 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         else Check("monitor", "off", "guard.monitor or watchdog not installed")
     )
     return checks
+
+
+def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
+    """The agent the hooks use here right now, and why (planning's describe_current_agent)."""
+    from guard.planning.runtime import describe_current_agent
+
+    current = describe_current_agent(cwd if cwd is not None else os.getcwd())
+    return Check("hooks' agent now", "ok" if current.agent else "broken", current.line())
 
 
 def _tools_ready() -> bool:

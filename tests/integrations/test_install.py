@@ -38,8 +38,11 @@ def guard(
 
 
 def commands(settings: dict[str, Any], event: str) -> list[str]:
+    """The commands of an event's hooks; the planning hook (tests/planning/test_host.py) aside."""
     out: list[str] = []
     for group in settings.get("hooks", {}).get(event, []):
+        if group.get("matcher") == "ExitPlanMode":
+            continue
         out.extend(h["command"] for h in group.get("hooks", [group]) if "command" in h)
     return out
 
