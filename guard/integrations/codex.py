@@ -1,12 +1,21 @@
-"""Codex CLI: PreToolUse command hooks (format followed: Codex CLI 0.124 hooks.json).
+"""Codex CLI: PreToolUse command hooks (format followed: Codex CLI 0.171.0 hooks.json).
 
 stdin: ``session_id, turn_id, transcript_path, cwd, hook_event_name, model,
-permission_mode, tool_name, tool_input, tool_use_id``. Shell and apply_patch
-carry their text in ``tool_input.command``; MCP tools are ``mcp__server__tool``.
+permission_mode, tool_name, tool_input, tool_use_id``. The shell tool arrives as
+``Bash`` and apply_patch as ``apply_patch``, both with their text in
+``tool_input.command``; MCP tools are ``mcp__server__tool``. ``permission_mode``
+is ``bypassPermissions`` under ``codex exec`` whatever the sandbox: only a
+``plan`` value picks guard's plan agent; otherwise use ``guard mode plan``,
+``$GUARD_AGENT`` or ``--agent`` to hold Codex to the plan.
+
+Codex runs a hook only once the user trusted it; ``guard install codex``
+writes that trust (see :mod:`guard.integrations.codex_trust`).
 
 Codex honours only a deny (``hookSpecificOutput.permissionDecision: "deny"``
 or exit 2); an allow or an ask answer is ignored and the call runs. So guard
-answers **ask as deny** here (the reason says so), and allow as silence.
+answers **ask as deny** here (the reason says so), and allow as silence. Codex
+hooks cannot rewrite a call either: an allow_confined verdict is a deny whose
+reason says to run Codex under ``guard run``.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from guard.integrations.interface import (
 )
 
 if TYPE_CHECKING:
-    from guard.effects import Decision
+    from guard.gate import ModeHint, Verdict
 
 EVENT = "PreToolUse"
 
@@ -35,35 +44,34 @@ class Codex(HostAdapter):
     name = "codex"
     title = "Codex CLI"
     dialect = "codex"
-    follows = "Codex CLI 0.124 hooks (npm @openai/codex)"
+    follows = "Codex CLI 0.171.0 hooks (npm @openai/codex)"
     honours_ask = False
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         return self.tool_event(payload, EVENT, ("turn_id", "model"))
 
-    def mode_hint(self, call: HookCall) -> str | None:
-        return self.permission_mode_hint(call)
+    def mode_hint(self, hook: HookCall) -> ModeHint | None:
+        return self.permission_mode_hint(hook)
 
-    def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
-        action = decision.action.value
-        if action == "allow":
+    def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
+        if self.answered(verdict, hook) == "allow":
             return HookAnswer(0, "", "")
-        reason = f"guard: {decision.reason} [{decision.rule}]"
-        if action == "ask":
-            reason += " (guard's policy asks here; Codex hooks cannot ask, so guard denies)"
         return HookAnswer.json(
             {
                 "hookSpecificOutput": {
                     "hookEventName": EVENT,
                     "permissionDecision": "deny",
-                    "permissionDecisionReason": reason,
+                    "permissionDecisionReason": self.reason(verdict, hook),
                 }
             }
         )
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
-        base = project if scope == "project" else home
-        return base / ".codex" / "hooks.json"
+        if scope == "project":
+            return project / ".codex" / "hooks.json"
+        from guard.integrations.codex_trust import codex_home
+
+        return codex_home() / "hooks.json"
 
     def add_entry(self, settings: dict[str, Any], command: str) -> None:
         add_nested(

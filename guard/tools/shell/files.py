@@ -281,9 +281,30 @@ def _all_pos(kind: str = "write") -> ProgramHandler:
 
 for _name in ("rm", "rmdir", "unlink"):
     register(_all_pos("delete"), _name)
-for _name in ("shred", "touch", "mkdir", "mkfifo", "mknod", "truncate"):
+for _name in ("shred", "touch", "mkfifo", "mknod", "truncate"):
     register(_all_pos(), _name)
 register(_all_pos("tee"), "tee")
+
+
+@program("mkdir")
+def _mkdir(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    """mkdir only creates directories: each target is a ``creates_dir`` write (the policy
+    may let a plan agent create the plan directory). With a mode or a security context
+    it sets more than a new directory: plain writes."""
+    spec = tables.WRITERS["mkdir"]
+    p = spec.parse(args)
+    if p.error is not None:
+        ctx.not_read_only(f"{name}: {p.error}; guard cannot tell what it does")
+        return
+    if not p.pos:
+        ctx.unknown_write(f"{name} without operands")
+    plain = p.dynamic or p.has("-m", "--context", "-Z")
+    for t in p.pos:
+        for target in ctx.targets(t):
+            if plain or target is None:
+                ctx.add(Effect.write(target, f"{name} changes it"))
+            else:
+                ctx.add(Effect.mkdir(target, f"{name} creates it"))
 
 
 @program("chmod", "chown", "chgrp")
