@@ -230,7 +230,7 @@ def snapshot(root: Path, skip: Path) -> dict[str, tuple[object, ...]]:
             elif stat.S_ISREG(st.st_mode):
                 digest = hashlib.sha1(p.read_bytes()).hexdigest()
                 out[rel] = ("file", st.st_mode, st.st_uid, st.st_gid, st.st_size,
-                            st.st_mtime_ns, digest)
+                            st.st_mtime_ns, st.st_ctime_ns, st.st_nlink, digest)
             else:
                 out[rel] = ("other", st.st_mode)
     return out
@@ -287,7 +287,8 @@ def run(cases: int, seed: int, base: Path, budget_s: float | None = None) -> Res
         after = snapshot(base, plans)
         if after != before:
             changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-            result.escapes.append(f"{cmd!r} changed {changed}")
+            result.escapes.append(f"case {k}: {cmd!r} changed {changed}")
+            print("  ESCAPE", result.escapes[-1], flush=True)
             shutil.rmtree(base)
             base.mkdir()
             repo, env = make_scratch(base)

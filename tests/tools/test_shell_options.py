@@ -137,6 +137,7 @@ def test_writer_options_in_every_syntax(line: str, kind: str, target: str) -> No
     "sort --compress-prog=sh x", "sort --s x", "date -us 2020-01-01", "date 0101",
     "hostname -F f", "hostname x", "git grep -iOtouch x", "git remote -v add x y",
     "git fsck --lost-found", "git log --outp=x", "jobs -x touch y", "cat --nope f",
+    "file -p f", "file --preserve f",
     "file --comp -m m", "curl --outp x https://h/", "wget --output-doc=x https://h/",
 ])
 def test_not_read_only(line: str) -> None:

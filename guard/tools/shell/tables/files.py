@@ -140,7 +140,7 @@ READERS: dict[str, tuple[Spec, str]] = {
                   " --exclude-quiet= -f|--files-from=@read -F|--separator= -i|--mime --apple"
                   " --extension --mime-type --mime-encoding -k|--keep-going -l|--list"
                   " -L|--dereference -h|--no-dereference -n|--no-buffer -N|--no-pad -0|--print0"
-                  " -p|--preserve-date -P|--parameter= -r|--raw -s|--special-files"
+                  " -p|--preserve-date@state -P|--parameter= -r|--raw -s|--special-files"
                   " -S|--no-sandbox -C|--compile -d|--debug"), "file"),
     "namei": (Spec("", "-x|--mountpoints -m|--modes -o|--owners -l|--long -n|--nosymlinks"
                    " -v|--vertical -h|--help -V|--version"), "read"),
