@@ -147,13 +147,18 @@ def write_settings(path: Path, data: dict[str, Any]) -> Path | None:
     each either as before or wholly new, and no temporary file behind.
     """
     backup: Path | None = None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = 0o644
-    if path.exists():
-        backup = path.with_name(path.name + BACKUP_SUFFIX)
-        mode = path.stat().st_mode & 0o7777
-        _replace(backup, path.read_bytes(), mode)
-    _replace(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), mode)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = 0o644
+        if path.exists():
+            backup = path.with_name(path.name + BACKUP_SUFFIX)
+            mode = path.stat().st_mode & 0o7777
+            _replace(backup, path.read_bytes(), mode)
+        _replace(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), mode)
+    except OSError as exc:
+        raise SettingsError(
+            f"{path}: cannot write: {exc.strerror or exc}; guard left it as it was"
+        ) from None
     return backup
 
 
