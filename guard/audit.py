@@ -21,6 +21,13 @@ sees half a line from a live writer. Under the same lock a writer
   or written twice. Rotated files are never deleted by guard.
 
 :func:`read` yields the rotated parts first, then the current file.
+
+Every front door writes through one :class:`AuditSink` (the hook runner, ``guard
+check --audit-log``, the MCP proxy, the monitor), and every record shares one
+envelope: ``ts``, ``type`` (``verdict``, ``violation``, ``notice``), ``source``
+(``hook``, ``check``, ``mcp``, ``monitor``). A verdict record is made by
+:meth:`guard.gate.Verdict.record`, so a hook's and a proxy's decisions read the
+same.
 """
 
 from __future__ import annotations
@@ -30,10 +37,10 @@ import fcntl
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from guard.effects import GuardError
 from guard.paths import Roots, project_key
@@ -234,6 +241,39 @@ def _open_parts(path: Path) -> list[tuple[Path, Any]]:
         for _, h in handles:
             h.close()
     raise AuditError(f"cannot read audit log {path}: it keeps being rotated")
+
+
+class AuditSink(Protocol):
+    """Where a front door's records go. ``roots`` are those the decision was made against.
+
+    ``write`` raises :class:`AuditError` when the record cannot be kept; the gate
+    then turns the verdict into a deny (an unrecorded allow is not allowed).
+    """
+
+    def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None: ...
+
+
+class AuditLog:
+    """The audit log as a sink: ``path``, or the project's log of the decision's roots."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+
+    def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
+        if self.path is None and roots is None:
+            cwd = record.get("cwd")
+            roots = Roots.discover(cwd if isinstance(cwd, str) and cwd else None)
+        append(dict(record), self.path, roots=roots)
+
+
+class MemorySink:
+    """Keeps records in a list (tests, and front doors that show them later)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
+        self.records.append(dict(record))
 
 
 def read(path: Path) -> Iterator[dict[str, Any]]:
