@@ -10,8 +10,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from guard.cli._app import app
+from guard.cli._app import app, console, print_json
+from guard.cli._io import control_chars, printable, read_json_input
 from guard.decide import Guard
 from guard.effects import Action, Effect, EffectKind, GuardError
 from guard.paths import plan_dir
@@ -21,7 +23,10 @@ EXIT_CODES = {Action.ALLOW: 0, Action.DENY: 1, Action.ASK: 3}
 KINDS = ("read", "write", "delete", "exec", "network")
 
 AgentOpt = Annotated[
-    str, typer.Option("--agent", "-a", help="Agent of the policy to decide for (e.g. plan, build).")
+    str,
+    typer.Option(
+        "--agent", "-a", help="Agent of the policy to decide for (e.g. plan, build). Default: plan."
+    ),
 ]
 PolicyOpt = Annotated[
     str | None,
@@ -48,13 +53,24 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 
 
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return console()
 
 
 def _kind(kind: str) -> EffectKind:
     if kind not in KINDS:
         raise GuardError(f"unknown effect kind {kind!r}; use one of: {', '.join(KINDS)}")
     return EffectKind(kind)
+
+
+def _path_arg(path: str) -> str:
+    """PATH as given, refused (exit 2) when it holds a control character."""
+    bad = control_chars(path)
+    if bad is not None:
+        raise GuardError(
+            f"PATH '{printable(path)}' contains {bad}; guard refuses such names (a hook"
+            " denies them), so there is nothing to check"
+        )
+    return path
 
 
 def _load(policy: str | None, worktree: Path | None, cwd: Path | None) -> Guard:
@@ -70,14 +86,12 @@ def _tool_effects(
 ) -> list[Effect]:
     if tool is None:
         raise GuardError("--dialect needs --tool NAME (and usually --input JSON)")
-    try:
-        args: Any = json.loads(tool_input) if tool_input is not None else {}
-    except json.JSONDecodeError as exc:
-        raise GuardError(
-            f"--input is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+    args: Any = read_json_input(tool_input) if tool_input is not None else {}
     if not isinstance(args, dict):
-        raise GuardError('--input must be a JSON object, e.g. \'{"file_path": "src/a.py"}\'')
+        raise GuardError(
+            f"--input must be a JSON object, got {type(args).__name__};"
+            ' e.g. \'{"file_path": "src/a.py"}\''
+        )
     try:
         from guard.tools import effects_for
     except ImportError as exc:  # pragma: no cover - a broken install
@@ -98,7 +112,7 @@ def _tool_effects(
     )
 )
 def check(
-    agent: AgentOpt,
+    agent: AgentOpt = "plan",
     kind: Annotated[
         str | None, typer.Argument(help="Effect kind: read, write, delete, exec or network.")
     ] = None,
@@ -114,7 +128,12 @@ def check(
     ] = None,
     tool: Annotated[str | None, typer.Option(help="Tool name in that dialect, e.g. Bash.")] = None,
     tool_input: Annotated[
-        str | None, typer.Option("--input", help="The tool's input as a JSON object.")
+        str | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="The tool's input: a JSON object, @FILE holding one, or - for standard input.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -132,23 +151,26 @@ def check(
     else:
         if kind is None or path is None:
             raise GuardError("give KIND PATH (e.g. `write src/a.py`) or --dialect/--tool/--input")
-        effects = [Effect(_kind(kind), path)]
+        effects = [Effect(_kind(kind), _path_arg(path))]
     decision = g.decide(agent, effects, cwd)
+    each = [(e, g.decide_effect(agent, e, cwd)) for e in effects]
     if as_json:
+        # one shape for both forms: the overall decision and every effect with its own
         out: dict[str, Any] = decision.to_json()
-        if dialect is not None:
-            out["effects"] = [e.to_json() for e in effects]
-        print(json.dumps(out))
+        out["agent"] = agent
+        out["effects"] = [
+            {"kind": e.kind.value, "target": e.target, "detail": e.detail or None, **d.to_json()}
+            for e, d in each
+        ]
+        print_json(out)
     else:
         con = _out()
         if dialect is not None:
-            for e in effects:
-                d = g.decide_effect(agent, e, cwd)
-                con.print(
-                    f"  {_badge(d.action)} {e}" + (f"  [dim]({e.detail})[/]" if e.detail else "")
-                )
-        con.print(f"{_badge(decision.action)} {decision.reason}")
-        con.print(f"[dim]rule: {decision.rule}[/]")
+            for e, d in each:
+                extra = f"  [dim]({escape(printable(e.detail))})[/]" if e.detail else ""
+                con.print(f"  {_badge(d.action)} {escape(printable(str(e)))}{extra}")
+        con.print(f"{_badge(decision.action)} {escape(printable(decision.reason))}")
+        con.print(f"[dim]rule: {escape(printable(decision.rule))}[/]")
     raise typer.Exit(EXIT_CODES[decision.action])
 
 
@@ -167,9 +189,9 @@ def _badge(action: Action) -> str:
     )
 )
 def explain(
-    agent: AgentOpt,
     kind: Annotated[str, typer.Argument(help="read, write, delete, exec or network.")],
     path: Annotated[str, typer.Argument(help="Path (or host) to explain.")],
+    agent: AgentOpt = "plan",
     policy: PolicyOpt = None,
     worktree: WorktreeOpt = None,
     cwd: CwdOpt = None,
@@ -177,29 +199,37 @@ def explain(
     """Show every list consulted, every pattern that matched, and which one decided."""
     g = _load(policy, worktree, cwd)
     g.agent(agent)
-    ex = g.explain(agent, Effect(_kind(kind), path), cwd)
+    ex = g.explain(agent, Effect(_kind(kind), _path_arg(path)), cwd)
     con = _out()
     con.print(f"policy: {g.loaded.name} ({g.discovery})")
     if not ex.paths:
         con.print("no path checked (see the reason below)")
     for p in ex.paths:
         shown = g.roots.describe(p) if not p.startswith("//network/") else p[len("//network/") :]
-        con.print(f"\n[bold]{kind} {shown}[/]  [dim]{p}[/]")
+        con.print(f"\n[bold]{kind} {escape(printable(shown))}[/]  [dim]{escape(printable(p))}[/]")
         for hit in ex.lists[p]:
             head = f"  {hit.list_name:9}"
             if not hit.matches:
                 con.print(f"{head} [dim]no match[/]")
                 continue
-            for level, pat in hit.matches:
+            # the decider is marked once: at the deepest level it matched
+            marked = max(
+                (n for n, (_, pat) in enumerate(hit.matches) if pat is hit.decided_by),
+                default=-1,
+            )
+            for n, (level, pat) in enumerate(hit.matches):
                 src = pat.source
                 where = f"{src.file}:{src.line}" if src else "builtin:protected"
-                mark = "  [bold]<- decides this list[/]" if pat is hit.decided_by else ""
-                con.print(f"{head} {where}:{pat.text}\t{level}{mark}", markup=True)
+                mark = "  [bold]<- decides this list[/]" if n == marked else ""
+                shown_pat = escape(printable(pat.text))
+                con.print(f"{head} {where}:{shown_pat}\t{escape(printable(level))}{mark}")
                 head = " " * 11
             if hit.decided_by is not None and hit.decided_by.negated:
                 con.print(" " * 11 + "[dim](an exception: this list does not apply)[/]")
     d = ex.decision
-    con.print(f"\n{_badge(d.action)} {d.reason}\n[dim]rule: {d.rule}[/]")
+    con.print(
+        f"\n{_badge(d.action)} {escape(printable(d.reason))}\n[dim]rule: {escape(d.rule)}[/]"
+    )
     raise typer.Exit(EXIT_CODES[d.action])
 
 
@@ -227,7 +257,7 @@ def plan_dir_cmd(
         raise GuardError(f"--cwd {cwd}: not a directory")
     pd = plan_dir(cwd, worktree)
     if as_json:
-        print(json.dumps(pd.to_json()))
+        print_json(pd.to_json())
     else:
         print(pd.path)
         print(f"  because {pd.reason}", file=sys.stderr)

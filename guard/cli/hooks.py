@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import StrEnum
 
 import typer
 
-from guard.cli._app import app
+from guard.cli._app import app, console, print_json
 from guard.effects import GuardError
 
 
@@ -81,7 +80,7 @@ def install_cmd(
         host.value, "user" if scope == "user" else "project", agent=agent, policy=policy
     )
     if as_json:
-        print(json.dumps(change.to_json()))
+        print_json(change.to_json())
         return
     if not change.changed:
         print(f"guard is already wired into {host.value}: {change.path} (unchanged)")
@@ -114,7 +113,7 @@ def uninstall_cmd(
     scope = _scope(project, user)
     change = uninstall(host.value, "user" if scope == "user" else "project")
     if as_json:
-        print(json.dumps(change.to_json()))
+        print_json(change.to_json())
         return
     if not change.changed:
         print(f"guard was not wired into {host.value}: {change.path} (unchanged)")
@@ -132,7 +131,8 @@ def uninstall_cmd(
     help=(
         "Show which host agents are wired to guard here, whether their hook commands"
         " still run, and which guard layers are active on this machine.\n\n"
-        "Exits 1 when a wired hook is broken (it would block every call).\n\n"
+        "Exits 1 when anything is broken: a wired hook that would block every call, a"
+        " policy that does not load (every hook call is blocked), missing tool analysis.\n\n"
         "Example:\n\n  guard doctor\n\n"
         "  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
     ),
@@ -145,18 +145,15 @@ def doctor_cmd(
     hosts = host_checks()
     layers = layer_checks()
     if as_json:
-        print(
-            json.dumps(
-                {"hosts": [c.to_json() for c in hosts], "layers": [c.to_json() for c in layers]},
-                indent=2,
-            )
+        print_json(
+            {"hosts": [c.to_json() for c in hosts], "layers": [c.to_json() for c in layers]},
+            indent=2,
         )
     else:
-        from rich.console import Console
         from rich.table import Table
 
         style = {"ok": "green", "off": "dim", "broken": "bold red"}
-        console = Console()
+        out = console()
         for title, checks in (("Hosts", hosts), ("Layers", layers)):
             table = Table(title=title, show_lines=False)
             table.add_column("what")
@@ -164,6 +161,9 @@ def doctor_cmd(
             table.add_column("detail", overflow="fold")
             for c in checks:
                 table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
-            console.print(table)
-    if any(c.status == "broken" for c in hosts):
+            out.print(table)
+        for c in layers:
+            if c.name == "audit log" and c.extra.get("path"):
+                out.print(f"audit log: {c.extra['path']}", markup=False, soft_wrap=True)
+    if any(c.status == "broken" for c in [*hosts, *layers]):
         raise typer.Exit(1)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from guard.cli._app import app
+from guard.cli._app import app, console, print_json, with_schema
 from guard.effects import GuardError
 from guard.paths import Roots
 
@@ -56,11 +56,11 @@ def parse_size(text: str) -> int:
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return console(stderr=True)
 
 
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return console()
 
 
 @app.command(
@@ -132,7 +132,7 @@ def watch(
     def show_violation(v: Violation) -> None:
         with lock:
             if json_out:
-                print(json.dumps(v.to_json(), sort_keys=True), flush=True)
+                print(json.dumps(with_schema(v.to_json())), flush=True)
                 return
             where = escape(g.roots.describe(v.path))
             extra = escape(f" ({v.detail})") if v.detail else ""
@@ -146,7 +146,7 @@ def watch(
     def show_notice(n: Notice) -> None:
         with lock:
             if json_out:
-                print(json.dumps(n.to_json(), sort_keys=True), flush=True)
+                print(json.dumps(with_schema(n.to_json())), flush=True)
             else:
                 err.print(f"guard watch: {n.event}: {n.message}", markup=False)
 
@@ -224,7 +224,7 @@ def list_cmd(
     root = quarantine_root(_roots(worktree))
     items = list_items(root, session)
     if json_out:
-        print(json.dumps([i.to_json() for i in items], indent=2, sort_keys=True))
+        print_json({"items": [i.to_json() for i in items]}, indent=2)
         return
     out = _out()
     if not items:
@@ -252,7 +252,7 @@ def show_cmd(
     data: dict[str, Any] = item.to_json()
     data["stored_path"] = str(item.stored)
     if json_out:
-        print(json.dumps(data, indent=2, sort_keys=True))
+        print_json(data, indent=2)
         return
     out = _out()
     for key in ("id", "original", "stored_path", "event", "effect", "kind", "mode", "size",

@@ -6,12 +6,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from guard.cli._app import app
+from guard.cli._app import app, console, with_schema
 from guard.effects import GuardError
 from guard.planning import events as ev
 from guard.planning.artifact import list_plans, read_plan
@@ -58,7 +58,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    # wraps to the terminal's width on a terminal; never splits a line when piped
+    return console(soft_wrap=False)
 
 
 def _resolve(cwd: Path, session_id: str | None) -> Session:
@@ -72,8 +73,8 @@ def _resolve(cwd: Path, session_id: str | None) -> Session:
     return found[1]
 
 
-def _print_json(data: object) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+def _print_json(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(with_schema(data), indent=2) + "\n")
 
 
 # ---- guard session ----------------------------------------------------------------------------
@@ -128,7 +129,7 @@ def session_list(cwd: CwdOpt = Path("."), as_json: JsonOpt = False) -> None:
     """List the sessions of this worktree, most recently active first."""
     sessions = Session.list_all(cwd)
     if as_json:
-        _print_json([s.summary() for s in sessions])
+        _print_json({"sessions": [s.summary() for s in sessions]})
         return
     console = _console()
     if not sessions:
@@ -240,7 +241,7 @@ def plan_list(cwd: CwdOpt = Path("."), as_json: JsonOpt = False) -> None:
     """List the plan files of this worktree (or project), oldest first."""
     plans = list_plans(cwd)
     if as_json:
-        _print_json([p.to_json() for p in plans])
+        _print_json({"plans": [p.to_json() for p in plans]})
         return
     if not plans:
         sys.stdout.write("no plan files yet\n")
@@ -354,7 +355,7 @@ def events_command(
     try:
         for event in stream:
             if as_json:
-                sys.stdout.write(event.model_dump_json() + "\n")
+                sys.stdout.write(json.dumps(with_schema(event.model_dump(mode="json"))) + "\n")
                 sys.stdout.flush()
             else:
                 console.print(event_line(event))

@@ -145,11 +145,7 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         if _has("guard.planning")
         else Check("planning modes", "off", "not installed: agent from --agent/$GUARD_AGENT/host")
     )
-    checks.append(
-        Check("audit log", "ok", "every hook decision is appended")
-        if _has("guard.audit")
-        else Check("audit log", "off", "guard.audit not installed: decisions are not recorded")
-    )
+    checks.append(_audit_check(cwd))
     abi = landlock_abi()
     sandbox = _has("guard.sandbox.landlock") or _has("guard.sandbox")
     if abi and sandbox:
@@ -166,6 +162,22 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         else Check("monitor", "off", "guard.monitor or watchdog not installed")
     )
     return checks
+
+
+def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
+    """Where hook decisions of this directory are appended (the path is shown)."""
+    if not _has("guard.audit"):
+        return Check("audit log", "off", "guard.audit not installed: decisions are not recorded")
+    from guard.audit import default_log_path
+    from guard.paths import Roots
+
+    try:
+        path = default_log_path(Roots.discover(os.fspath(cwd) if cwd is not None else None))
+    except Exception as exc:
+        return Check("audit log", "broken", f"no audit log path here: {exc}")
+    return Check(
+        "audit log", "ok", f"every hook decision is appended to {path}", {"path": str(path)}
+    )
 
 
 def _tools_ready() -> bool:
