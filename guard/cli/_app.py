@@ -40,6 +40,7 @@ class ColorMode(StrEnum):
 
 
 _color: ColorMode = ColorMode.auto
+_json_mode = False
 
 
 def set_color(mode: ColorMode) -> None:
@@ -221,6 +222,15 @@ def wants_json(args: Sequence[str]) -> bool:
     return False
 
 
+def warn(message: str) -> None:
+    """One warning on stderr (a JSON object with --json); never changes the exit code."""
+    if _json_mode:
+        sys.stderr.write(json.dumps(with_schema({"warning": message})) + "\n")
+    else:
+        sys.stderr.write(f"guard: warning: {message}\n")
+    sys.stderr.flush()
+
+
 def fail(message: str, *, as_json: bool, code: int = 2, **extra: Any) -> None:
     """Report an error the conventional way and leave with ``code``."""
     if as_json:
@@ -249,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     args, mode, problem = _take_color(args)
     as_json = wants_json(args)
+    global _json_mode
+    _json_mode = as_json
     if problem is not None:
         fail(problem, as_json=as_json)
     set_color(mode or ColorMode.auto)

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from guard.cli._app import app, console, print_json
+from guard.cli._app import app, console, print_json, warn
 from guard.cli._io import control_chars, printable, read_json_input
 from guard.decide import Guard
 from guard.effects import Action, Effect, EffectKind, GuardError
@@ -78,7 +78,10 @@ def _load(policy: str | None, worktree: Path | None, cwd: Path | None) -> Guard:
         raise GuardError(f"--cwd {cwd}: not a directory")
     if worktree is not None and not worktree.is_dir():
         raise GuardError(f"--worktree {worktree}: not a directory")
-    return Guard.load(policy, worktree=worktree, cwd=cwd)
+    g = Guard.load(policy, worktree=worktree, cwd=cwd)
+    for message in g.loaded.warnings:
+        warn(message)
+    return g
 
 
 def _tool_effects(

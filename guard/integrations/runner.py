@@ -151,6 +151,8 @@ def decide(
         from guard.decide import Guard
 
         g = Guard.load(policy=policy or env.get("GUARD_POLICY") or None, cwd=call.cwd)
+        if g.loaded.warnings:  # patterns that can never match: recorded, not in the protocol
+            record["policy_warnings"] = list(g.loaded.warnings)
         name, why = choose_agent(g, adapter, call, agent, env)
         record.update(agent=name, agent_from=why)
         effects = adapter.effects(call)
