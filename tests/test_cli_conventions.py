@@ -366,3 +366,55 @@ def test_doctor_fails_on_a_broken_policy_and_shows_the_audit_log(repo: Path) -> 
     r = guard("doctor", cwd=repo)
     assert r.returncode == 1
     assert "broken" in r.stdout and "version" in r.stdout
+
+
+# ---- 8, 9. install outside a repository; plan exit text ---------------------------------------
+
+
+def test_install_outside_a_repository_says_there_is_no_worktree(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    r = guard("install", "claude-code", cwd=plain)
+    assert r.returncode == 0, r.stderr
+    assert (plain / ".claude" / "settings.json").is_file()
+    assert "not inside a worktree" in r.stdout and "data directory" in r.stdout
+    plans = json.loads(guard("plan-dir", "--json", cwd=plain).stdout)["path"]
+    assert plans in r.stdout
+    assert json.loads(guard("install", "claude-code", "--json", cwd=plain).stdout)[
+        "worktree"
+    ] is None
+
+
+def test_install_in_a_repository_says_nothing_about_worktrees(repo: Path) -> None:
+    r = guard("install", "claude-code", cwd=repo)
+    assert r.returncode == 0 and "worktree" not in r.stdout, r.stdout
+
+
+def test_plan_exit_speaks_to_the_user(repo: Path) -> None:
+    sid = guard("session", "start", "--mode", "plan", "--title", "t", cwd=repo).stdout.strip()
+    plan = guard("plan", "path", cwd=repo).stdout.strip()
+    Path(plan).write_text("# Plan\n")
+    r = guard("plan", "exit", "--refine", "split step 2", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"{sid}: plan: refinement asked (split step 2)")
+    assert "You are" not in r.stdout and "the model is told" in r.stdout
+    r = guard("plan", "exit", "--approve", cwd=repo)
+    assert r.returncode == 0 and "plan approved" in r.stdout and "You are" not in r.stdout
+
+
+def test_an_internal_error_is_one_line_not_a_traceback(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from guard.cli import _app, core
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(core, "_load", broken)
+    monkeypatch.delenv("GUARD_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as info:
+        _app.main(["check", "write", "src/app.py"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("guard: error: internal error: RuntimeError: simulated bug")
+    assert "Traceback" not in err and len(err.splitlines()) == 1

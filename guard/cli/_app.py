@@ -279,4 +279,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         fail(str(exc), as_json=as_json, problems=exc.problems)
     except GuardError as exc:
         fail(str(exc), as_json=as_json)
+    except Exception as exc:  # a bug: still one line, never a traceback (GUARD_DEBUG=1 shows it)
+        if os.environ.get("GUARD_DEBUG"):
+            raise
+        fail(
+            f"internal error: {type(exc).__name__}: {exc} (run again with GUARD_DEBUG=1 for"
+            " the traceback, and please report it)",
+            as_json=as_json,
+        )
     raise SystemExit(code if isinstance(code, int) else 0)

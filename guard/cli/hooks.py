@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import StrEnum
 
@@ -79,13 +80,18 @@ def install_cmd(
     change = install(
         host.value, "user" if scope == "user" else "project", agent=agent, policy=policy
     )
+    no_worktree = _no_worktree_note() if scope == "project" else None
     if as_json:
-        print_json(change.to_json())
+        print_json({**change.to_json(), "worktree": _worktree_or_none()})
         return
     if not change.changed:
         print(f"guard is already wired into {host.value}: {change.path} (unchanged)")
+        if no_worktree:
+            print(no_worktree)
         return
     print(f"wired guard into {host.value}: {change.path}")
+    if no_worktree:
+        print(no_worktree)
     if change.removed:
         print(
             f"  replaced {change.removed} older guard entr{'y' if change.removed == 1 else 'ies'}"
@@ -93,6 +99,26 @@ def install_cmd(
     if change.backup:
         print(f"  previous file kept as {change.backup}")
     print(f"  hook command: {change.command}")
+
+
+def _worktree_or_none() -> str | None:
+    from guard.paths import find_worktree
+
+    wt = find_worktree(os.getcwd())
+    return str(wt) if wt is not None else None
+
+
+def _no_worktree_note() -> str | None:
+    """Said when --project is used outside any repository."""
+    if _worktree_or_none() is not None:
+        return None
+    from guard.paths import plan_dir
+
+    return (
+        f"  note: {os.getcwd()} is not inside a worktree (no .git, .hg, .jj or .svn found);"
+        f" the settings file is written here and plans will go to the data directory:"
+        f" {plan_dir(os.getcwd()).path}"
+    )
 
 
 @app.command(

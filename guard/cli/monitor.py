@@ -26,7 +26,8 @@ quarantine_app = typer.Typer(
         "  guard quarantine list                       # every item, oldest first\n\n"
         "  guard quarantine show 20261202T151819Z-3a9f1c/20261202T151820.001Z\n\n"
         "  guard quarantine restore <id>               # put it back where it was\n\n"
-        "  guard quarantine restore <id> --force       # ...quarantining what is there now"
+        "  guard quarantine restore <id> --force       # ...quarantining what is there now\n\n"
+        "  guard quarantine restore <id> --to copy.txt # ...or put it somewhere else"
     ),
     no_args_is_help=True,
 )
@@ -266,7 +267,12 @@ def restore_cmd(
     item_id: IdArg,
     worktree: WorktreeOpt = None,
     to: Annotated[
-        Path | None, typer.Option("--to", help="Restore to this path instead of the original.")
+        Path | None,
+        typer.Option(
+            "--to",
+            help="Restore to this path instead of the original (it must not exist, unless"
+            " --force).",
+        ),
     ] = None,
     force: Annotated[
         bool,
@@ -276,6 +282,12 @@ def restore_cmd(
     """Move a quarantined version back (byte for byte, mode and times kept).
 
     Stop `guard watch` first, or it will report the restore as a change.
+
+    Examples:
+
+      guard quarantine restore <id>                 # to where it was
+
+      guard quarantine restore <id> --to old-a.md   # next to the current version
     """
     from guard.monitor import get_item, quarantine_root, restore_item
 

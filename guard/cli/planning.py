@@ -36,7 +36,8 @@ plan_app = typer.Typer(
         "  guard plan show                     # render it\n\n"
         "  guard plan list                     # all plan files of this worktree\n\n"
         "  guard plan exit --approve           # leave plan mode (the only way out)\n\n"
-        "  guard plan exit --reject 'too risky'   /   --refine 'split step 2'\n\n"
+        "  guard plan exit --reject 'too risky'   # stay in plan mode\n\n"
+        "  guard plan exit --refine 'split step 2'\n\n"
         "  guard plan answer 'SQLite'           # answer the model's request_user_input"
     ),
     no_args_is_help=True,
@@ -295,7 +296,19 @@ def plan_exit_command(
     outcome = plan_exit(session, decision, notify_model=True)
     if not outcome.ok and decision.choice == "approve":
         raise GuardError(outcome.text)
-    sys.stdout.write(f"{session.id}: {outcome.mode.value} — {outcome.text}\n")
+    # the model gets outcome.text on its next planning call; the user gets a summary
+    plan = session.plan_path or "the plan file"
+    if approve:
+        said = f"plan approved ({plan}); the session is in build mode now"
+    elif reject is not None:
+        said = f"plan rejected ({reject.strip()}); still in plan mode, the model reworks {plan}"
+    else:
+        said = (
+            f"refinement asked ({(refine or '').strip()}); still in plan mode, the model"
+            f" updates {plan} and asks again"
+        )
+    sys.stdout.write(f"{session.id}: {outcome.mode.value}: {said}\n")
+    sys.stdout.write("  the model is told on its next planning tool call\n")
 
 
 @plan_app.command("answer")
