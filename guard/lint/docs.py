@@ -71,7 +71,7 @@ tool, a virtualenv on PATH):
       name: guard lint
       entry: guard lint
       language: system
-      files: (^|/)(\.openoxide/policy\.(toml|json)|policies/[^/]+\.(toml|json))$
+      files: (^|/)(\\.openoxide/policy\\.(toml|json)|policies/[^/]+\\.(toml|json))$
 ```
 
 or let pre-commit install guard from a clone of its repository (a path or any
