@@ -15,11 +15,12 @@ from rich.markup import escape
 from guard.cli._app import app, console, print_json, warn
 from guard.cli._io import control_chars, printable, read_json_input
 from guard.decide import Guard
-from guard.effects import Action, Effect, EffectKind, GuardError
+from guard.effects import Effect, EffectKind, GuardError, ToolCall
 from guard.paths import plan_dir
 from guard.policy import json_schema
 
-EXIT_CODES = {Action.ALLOW: 0, Action.DENY: 1, Action.ASK: 3}
+#: Exit status per verdict; allow_confined (only with a confiner, which check has not) is 4.
+EXIT_CODES = {"allow": 0, "deny": 1, "ask": 3, "allow_confined": 4}
 KINDS = ("read", "write", "delete", "exec", "network")
 
 AgentOpt = Annotated[
@@ -84,9 +85,9 @@ def _load(policy: str | None, worktree: Path | None, cwd: Path | None) -> Guard:
     return g
 
 
-def _tool_effects(
+def _tool_call(
     dialect: str, tool: str | None, tool_input: str | None, cwd: Path | None
-) -> list[Effect]:
+) -> ToolCall:
     if tool is None:
         raise GuardError("--dialect needs --tool NAME (and usually --input JSON)")
     args: Any = read_json_input(tool_input) if tool_input is not None else {}
@@ -95,12 +96,8 @@ def _tool_effects(
             f"--input must be a JSON object, got {type(args).__name__};"
             ' e.g. \'{"file_path": "src/a.py"}\''
         )
-    try:
-        from guard.tools import effects_for
-    except ImportError as exc:  # pragma: no cover - a broken install
-        raise GuardError(f"tool-call analysis is unavailable: {exc}") from None
-    where = str(cwd) if cwd is not None else os.getcwd()
-    return effects_for(dialect, tool, args, where)
+    where = str(cwd.absolute()) if cwd is not None else os.getcwd()
+    return ToolCall(dialect, tool, args, where)
 
 
 @app.command(
@@ -111,7 +108,8 @@ def _tool_effects(
         "  guard check --agent plan --json read .env             # exit 3: ask\n\n"
         "  guard check --agent plan --dialect claude-code --tool Bash"
         ' --input \'{"command": "echo hi > src/x"}\'\n\n'
-        "Exit codes: 0 allow, 1 deny, 3 ask, 2 bad input or usage."
+        "Exit codes: 0 allow, 1 deny, 3 ask, 2 bad input or usage. With --audit-log the"
+        " verdict is also appended to that file, as the hook records it."
     )
 )
 def check(
@@ -139,27 +137,43 @@ def check(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    audit_log: Annotated[
+        Path | None,
+        typer.Option(help="Also append the verdict to this audit log (JSONL), as the hook does."),
+    ] = None,
 ) -> None:
     """Decide whether AGENT may do KIND to PATH (or make a whole tool call).
 
     Prints the decision and the reason; the exit code carries the decision.
+    The decision is the gate's, as for a hook or the MCP proxy.
     """
+    from guard.audit import AuditLog
+    from guard.gate import Gate
+
     g = _load(policy, worktree, cwd)
     g.agent(agent)  # unknown agent: a clear error, exit 2
-    effects: list[Effect]
+    gate = Gate(
+        guard=g,
+        agent=agent,
+        sink=AuditLog(audit_log) if audit_log is not None else None,
+        source="check",
+    )
     if dialect is not None:
         if kind is not None or path is not None:
             raise GuardError("give either KIND PATH or --dialect/--tool/--input, not both")
-        effects = _tool_effects(dialect, tool, tool_input, cwd)
+        verdict = gate.decide(_tool_call(dialect, tool, tool_input, cwd))
     else:
         if kind is None or path is None:
             raise GuardError("give KIND PATH (e.g. `write src/a.py`) or --dialect/--tool/--input")
-        effects = [Effect(_kind(kind), _path_arg(path))]
-    decision = g.decide(agent, effects, cwd)
-    each = [(e, g.decide_effect(agent, e, cwd)) for e in effects]
+        effect = Effect(_kind(kind), _path_arg(path))
+        where = str(cwd) if cwd is not None else None
+        verdict = gate.decide(ToolCall("effect", kind, {"target": path}, where), effects=[effect])
+    if verdict.failed:
+        raise GuardError(verdict.reason)  # bad input: exit 2 (the verdict is a deny)
+    each = [(e, g.decide_effect(agent, e, cwd)) for e in verdict.effects]
     if as_json:
-        # one shape for both forms: the overall decision and every effect with its own
-        out: dict[str, Any] = decision.to_json()
+        # one shape for both forms: the verdict and every effect with its own decision
+        out: dict[str, Any] = verdict.to_json()
         out["agent"] = agent
         out["effects"] = [
             {"kind": e.kind.value, "target": e.target, "detail": e.detail or None, **d.to_json()}
@@ -172,14 +186,14 @@ def check(
             for e, d in each:
                 extra = f"  [dim]({escape(printable(e.detail))})[/]" if e.detail else ""
                 con.print(f"  {_badge(d.action)} {escape(printable(str(e)))}{extra}")
-        con.print(f"{_badge(decision.action)} {escape(printable(decision.reason))}")
-        con.print(f"[dim]rule: {escape(printable(decision.rule))}[/]")
-    raise typer.Exit(EXIT_CODES[decision.action])
+        con.print(f"{_badge(verdict.action)} {escape(printable(verdict.reason))}")
+        con.print(f"[dim]rule: {escape(printable(verdict.rule))}[/]")
+    raise typer.Exit(EXIT_CODES[verdict.action])
 
 
-def _badge(action: Action) -> str:
-    color = {Action.ALLOW: "green", Action.ASK: "yellow", Action.DENY: "red"}[action]
-    return f"[bold {color}]{action.value.upper():5}[/]"
+def _badge(action: str) -> str:
+    color = {"allow": "green", "ask": "yellow", "deny": "red"}.get(action, "cyan")
+    return f"[bold {color}]{action.upper():5}[/]"
 
 
 @app.command(
@@ -233,7 +247,7 @@ def explain(
     con.print(
         f"\n{_badge(d.action)} {escape(printable(d.reason))}\n[dim]rule: {escape(d.rule)}[/]"
     )
-    raise typer.Exit(EXIT_CODES[d.action])
+    raise typer.Exit(EXIT_CODES[d.action.value])
 
 
 @app.command()
