@@ -123,7 +123,7 @@ app = typer.Typer(
         "An agent in plan mode may explore and ask, but change nothing except its plan"
         " file. Start with:\n\n"
         "  guard demo                              # watch the default policy decide\n\n"
-        "  guard check write src/x.py              # may the plan agent write there?\n\n"
+        "  guard check write src/x.py              # may the plan agent write? exit 1: no\n\n"
         "  guard explain --agent plan write .openoxide/plans/p.md\n\n"
         "  guard install claude-code               # wire guard into Claude Code's hooks\n\n"
         "  guard run --agent plan -- aider         # confine any agent with Landlock\n\n"

@@ -107,7 +107,7 @@ def _tool_call(
         "  guard check --agent plan write .openoxide/plans/p.md  # exit 0: allowed\n\n"
         "  guard check --agent plan --json read .env             # exit 3: ask\n\n"
         "  guard check --agent plan --dialect claude-code --tool Bash"
-        ' --input \'{"command": "echo hi > src/x"}\'\n\n'
+        ' --input \'{"command": "echo hi > src/x"}\'  # exit 1\n\n'
         "Exit codes: 0 allow, 1 deny, 3 ask, 2 bad input or usage. With --audit-log the"
         " verdict is also appended to that file, as the hook records it."
     )
