@@ -674,6 +674,8 @@ class Baseline:
     def _attrs(self, e: Entry, pfd: int, name: str, fd: int) -> None:
         """Mode, owner, times (and a directory's xattrs/flags) of ``e``, by descriptor."""
         k = e.sig.kind
+        if k == "dir":
+            _reset_dir_meta(fd, e)  # first: an append-only flag refuses chmod and chown
         if k != "link":
             os.chmod(fd, e.sig.mode)
         # not root: the file stays ours; the mode and content are what matter
@@ -686,8 +688,6 @@ class Baseline:
             os.utime(fd, ns=(e.atime_ns, e.sig.mtime_ns))
         elif k == "link":
             os.utime(name, ns=(e.atime_ns, e.sig.mtime_ns), dir_fd=pfd, follow_symlinks=False)
-        elif k == "dir":
-            _reset_dir_meta(fd, e)
 
     def reset_attrs(self, path: str) -> Sig | None:
         """Put mode/owner/times (directories: xattrs, ACLs, flags) of an existing path back."""

@@ -83,14 +83,15 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
 def during_baseline(m: Monitor, early: dict[str, str]) -> None:
     """Changes made while the baseline was taken: never adopted silently.
 
-    A change after a path's capture differs from the baseline and is handled
-    like any event. One before the capture (the baseline already holds the
-    new version) is reported as ``during-baseline``; a file created then is
-    not treated as an original (with --restore it goes to quarantine).
+    Each path that changed during the baseline (an inotify event before the
+    baseline finished, or an identity that moved between listing and reading)
+    is reported as ``during-baseline:<event>``: the baseline may already hold
+    the changed version, and the version before it was never read. If the path
+    has changed again since its capture, that change is then handled like any
+    event (with --restore: quarantined, the captured version restored).
     """
     assert m.baseline is not None
-    bl = m.baseline
-    for path, why in bl.changed.items():
+    for path, why in m.baseline.changed.items():
         early.setdefault(path, f"modified ({why})")
     for path, event in sorted(early.items()):
         if m._ignored(path) or path in m._plan_ancestors:
@@ -98,23 +99,14 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
         cur = m._sig(path)
         with m._lock:
             known = m._known.get(path, _MISSING)
-        if cur != known:
-            kind = EffectKind.DELETE if cur is None else EffectKind.WRITE
-            m._change(path, kind, event)
-            continue
-        if cur is None:
-            continue  # created and removed again while the baseline ran: nothing left
-        created = event.startswith(("created", "moved-to"))
-        if created and bl.entries.get(path) is not None and cur.kind != "dir":
-            with m._lock:
-                del bl.entries[path]
-                m._known.pop(path, None)
-            m._change(path, EffectKind.WRITE, "during-baseline:created", force=True)
-        else:
-            m._change(path, EffectKind.WRITE, "during-baseline:" + event.split(" ")[0],
-                         detail="the version before this change was never read",
-                         adopted=True)
-
+            in_baseline = path in m.baseline.entries
+        gone = cur is None and not in_baseline
+        kind = EffectKind.DELETE if gone else EffectKind.WRITE
+        detail = ("deleted before the baseline could read it" if gone
+                  else "the version before this change was never read")
+        m._change(path, kind, "during-baseline:" + event.split(" ")[0], detail, adopted=True)
+        if cur != known and not gone:
+            m._change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE, event)
 
 
 def index_change(m: Monitor, git_dir: str, event: str) -> Violation | None:

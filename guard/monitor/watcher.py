@@ -601,13 +601,13 @@ class Monitor(_Sink):
                                            writing=event in _WRITING_EVENTS)
             self._pending_cv.notify_all()
             return None
-        self._dirty.add(key)
-        if adopted:
-            action = ("reported: changed before the baseline could read it; the changed"
-                      " version is the baseline")
+        if adopted:  # reported, not acted on, and not a reason to skip the next change
+            action = "reported: the baseline holds the version found when it read the path"
         elif self.restore:
+            self._dirty.add(key)
             action = self._act(path, kind, cur, event, rule, reason)
         else:
+            self._dirty.add(key)
             action = "reported (watching without --restore)"
         v = Violation(
             timestamp=audit.now_iso(),
