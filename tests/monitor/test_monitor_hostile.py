@@ -187,7 +187,7 @@ def test_attack_directory_swapped_for_a_symlink_to_outside_moves_nothing_outside
     assert victim.read_bytes() == b"outside, must stay\n"
     assert (outside / "app.py").read_bytes() == b"outside app\n"
     assert sorted(p.name for p in outside.iterdir()) == ["app.py", "evil.txt"]
-    assert (moved / "evil.txt").read_bytes() == b"agent bytes\n"  # the agent's, left where it put it
+    assert (moved / "evil.txt").read_bytes() == b"agent bytes\n"  # left where the agent put it
     assert {p.name: p.read_bytes() for p in (wt / "src").iterdir()} == before_src
     for item in list_items(quarantine_root(m.guard.roots)):
         assert item.original.startswith(str(wt) + "/"), item.manifest
