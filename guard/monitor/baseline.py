@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import stat
 import subprocess
@@ -371,6 +372,7 @@ class Baseline:
     stats: BaselineStats = field(default_factory=BaselineStats)
     changed: dict[str, str] = field(default_factory=dict)
     anchor: Anchor | None = None
+    temp_names: set[str] = field(default_factory=set)  # the restore's own temporary files
     _index_mtime: int = 0
 
     @classmethod
@@ -659,9 +661,11 @@ class Baseline:
                 os.symlink(e.link, name, dir_fd=pfd)
                 fd = -1
             else:
-                fd = write_new_file(pfd, name, self.content(e), e.sig.mode)
+                self._restore_file(e, pfd, name)
+                fd = -1
             try:
-                self._attrs(e, pfd, name, fd)
+                if e.sig.kind != "file":
+                    self._attrs(e, pfd, name, fd)
             finally:
                 if fd >= 0:
                     os.close(fd)
@@ -670,6 +674,24 @@ class Baseline:
         finally:
             os.close(pfd)
         return Sig.of(st, meta)
+
+    def _restore_file(self, e: Entry, pfd: int, name: str) -> None:
+        """Write the content under a temporary name, then link(2) it into place.
+
+        Nobody ever sees a half-restored file, and link(2) never replaces what
+        may have appeared at the name meanwhile (EEXIST instead).
+        """
+        tmp = f".guard-restore-{secrets.token_hex(8)}"
+        self.temp_names.add(os.path.join(os.path.dirname(e.path), tmp))
+        fd = write_new_file(pfd, tmp, self.content(e), e.sig.mode)
+        try:
+            try:
+                self._attrs(e, pfd, tmp, fd)
+            finally:
+                os.close(fd)
+            os.link(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd, follow_symlinks=False)
+        finally:
+            os.unlink(tmp, dir_fd=pfd)
 
     def _attrs(self, e: Entry, pfd: int, name: str, fd: int) -> None:
         """Mode, owner, times (and a directory's xattrs/flags) of ``e``, by descriptor."""

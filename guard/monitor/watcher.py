@@ -218,6 +218,8 @@ class Monitor(_Sink):
         """
         if path in self._ignored_exact:
             return True
+        if self.baseline is not None and path in self.baseline.temp_names:
+            return True
         if _is_under(path, str(self.quarantine.session_dir)) or _is_under(path, str(self.store)):
             return True
         for g in self._git_dirs:
@@ -543,8 +545,8 @@ class Monitor(_Sink):
         """Decide one change and act on it. Logging and callbacks run after the lock is released."""
         if path in self._index_paths:
             return self._index_change(self._index_paths[path], event)
-        cur = self._sig(path)  # outside the lock: a directory's meta opens it
         with self._lock:
+            cur = self._sig(path)  # under the lock: our own restores are complete or not begun
             v = self._change_locked(path, kind, event, detail, cur, force=force, adopted=adopted)
         self._flush()
         return v
