@@ -224,7 +224,7 @@ def test_restore_brings_back_the_baseline_and_keeps_every_violating_version(
             touched: list[set[str]] = []
             seen: list[tuple[int, str, bytes | str]] = []
             plan: bytes | None = None
-            for i, op in enumerate(sequence):
+            for op in sequence:
                 try:
                     t, produced = apply(wt, op)
                 except OSError:
