@@ -18,6 +18,7 @@ from watchdog.observers.inotify_c import InotifyEvent, InotifyFD, Mask, Watch
 
 if TYPE_CHECKING:
     from guard.decide import Guard
+    from guard.monitor.baseline import Sig
 
 
 class _Sink:
@@ -135,3 +136,22 @@ def _is_under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A violating write to a regular file, waiting for the writer to finish (restore mode)."""
+
+    event: str
+    detail: str
+    first: float
+    since: float
+    sig: Sig | None
+    writing: bool  # a create/modify was seen and no close-after-write since
+
+
+#: a file whose last write was followed by a close is settled once it stays the same this long
+SETTLE_QUIET = 0.1
+#: without a close (a writer may still hold it open), it must stay the same this long
+SETTLE_OPEN_QUIET = 2.0
+#: and no file waits longer than this: a writer holding it open forever is not waited for
+SETTLE_MAX = 30.0
+_WRITING_EVENTS = ("created", "modified")

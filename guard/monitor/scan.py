@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor.baseline import Sig, walk
-from guard.monitor.events import Violation
+from guard.monitor.events import SETTLE_MAX, SETTLE_OPEN_QUIET, SETTLE_QUIET, Violation
 from guard.monitor.gitindex import quarantine_index, read_index, staged, write_index
 
 if TYPE_CHECKING:
@@ -155,3 +155,29 @@ def _restore_index(m: Monitor, git_dir: str, data: bytes | None, rule: str, reas
         m._notice("error", f"{git_dir}/index: restore failed: {exc}")
     return "; ".join(done)
 
+
+def drain_pending(m: Monitor, *, everything: bool = False) -> None:
+    """Act on every pending file that has settled (all of them with ``everything``)."""
+    with m._lock:
+        paths = list(m._pending)
+    for path in paths:
+        cur = m._sig(path)
+        now = time.monotonic()
+        with m._lock:
+            p = m._pending.get(path)
+            if p is None:
+                continue
+            if cur != p.sig and cur is not None and not everything:
+                p.sig, p.since = cur, now
+                continue
+            quiet = SETTLE_OPEN_QUIET if p.writing else SETTLE_QUIET
+            due = (everything or cur is None or now - p.since >= quiet
+                   or now - p.first >= SETTLE_MAX)
+            if not due:
+                continue
+            del m._pending[path]
+            m._pending_cv.notify_all()
+        detail = p.detail
+        if p.writing and cur is not None and not everything and now - p.first >= SETTLE_MAX:
+            detail = (detail + "; " if detail else "") + "still open for writing"
+        m._change(path, EffectKind.WRITE, p.event, detail, force=True)

@@ -22,7 +22,6 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -45,11 +44,13 @@ from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Progress, Sig
 from guard.monitor.events import (
+    _WRITING_EVENTS,
     Notice,
     Violation,
     _Handler,
     _is_under,
     _Observer,
+    _Pending,
     _Sink,
     default_roots,
     new_session_id,
@@ -57,7 +58,7 @@ from guard.monitor.events import (
 from guard.monitor.fsops import Anchor, Unsafe, dir_meta
 from guard.monitor.gitindex import read_index, staged
 from guard.monitor.quarantine import Quarantine, quarantine_root
-from guard.monitor.scan import during_baseline, index_change
+from guard.monitor.scan import drain_pending, during_baseline, index_change
 from guard.monitor.scan import reconcile as _reconcile
 
 if TYPE_CHECKING:
@@ -72,27 +73,6 @@ _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 _MISSING = object()
 #: the reconciliation interval used when inotify cannot watch everything
 DEGRADED_INTERVAL = 5.0
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A violating write to a regular file, waiting for the writer to finish (restore mode)."""
-
-    event: str
-    detail: str
-    first: float
-    since: float
-    sig: Sig | None
-    writing: bool  # a create/modify was seen and no close-after-write since
-
-
-#: a file whose last write was followed by a close is settled once it stays the same this long
-SETTLE_QUIET = 0.1
-#: without a close (a writer may still hold it open), it must stay the same this long
-SETTLE_OPEN_QUIET = 2.0
-#: and no file waits longer than this: a writer holding it open forever is not waited for
-SETTLE_MAX = 30.0
-_WRITING_EVENTS = ("created", "modified")
 
 
 class Monitor(_Sink):
@@ -123,6 +103,7 @@ class Monitor(_Sink):
         progress: Progress | None = None,
         on_notice: Callable[[Notice], None] | None = None,
         final_reconcile: bool = True,
+        sink: audit.AuditSink | None = None,
     ) -> None:
         guard.agent(agent)  # an unknown agent is a GuardError naming the known ones
         self.session = session or new_session_id()
@@ -152,6 +133,7 @@ class Monitor(_Sink):
         self.progress = progress
         self.final_reconcile = final_reconcile
         self.audit_path = audit_path if audit_path is not None else audit.default_log_path(r)
+        self.sink: audit.AuditSink = sink if sink is not None else audit.AuditLog(self.audit_path)
         self.anchor = Anchor([str(root) for root in self.roots])
         self.quarantine = Quarantine(quarantine_root(r), self.session, self.anchor)
         self.store = r.data / "monitor" / audit.project_of(r) / self.session
@@ -714,30 +696,7 @@ class Monitor(_Sink):
             self._stop.wait(0.05)
 
     def _drain_pending(self, *, everything: bool = False) -> None:
-        """Act on every pending file that has settled (all of them with ``everything``)."""
-        with self._lock:
-            paths = list(self._pending)
-        for path in paths:
-            cur = self._sig(path)
-            now = time.monotonic()
-            with self._lock:
-                p = self._pending.get(path)
-                if p is None:
-                    continue
-                if cur != p.sig and cur is not None and not everything:
-                    p.sig, p.since = cur, now
-                    continue
-                quiet = SETTLE_OPEN_QUIET if p.writing else SETTLE_QUIET
-                due = (everything or cur is None or now - p.since >= quiet
-                       or now - p.first >= SETTLE_MAX)
-                if not due:
-                    continue
-                del self._pending[path]
-                self._pending_cv.notify_all()
-            detail = p.detail
-            if p.writing and cur is not None and not everything and now - p.first >= SETTLE_MAX:
-                detail = (detail + "; " if detail else "") + "still open for writing"
-            self._change(path, EffectKind.WRITE, p.event, detail, force=True)
+        drain_pending(self, everything=everything)
 
     # -- git's index ---------------------------------------------------------------
 
@@ -794,7 +753,7 @@ class Monitor(_Sink):
 
     def _log(self, record: dict[str, Any]) -> None:
         try:
-            audit.append(record, self.audit_path)
+            self.sink.write(record, self.guard.roots)
         except GuardError as exc:
             # never silent: the record is still in memory and on stderr
             print(f"guard: monitor: {exc}", file=sys.stderr)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from components import require_component
 
 from .fake_anthropic import FakeAnthropic, Script, ToolUse
 
@@ -67,9 +68,7 @@ def _install_claude() -> tuple[str | None, str]:
 @pytest.fixture(scope="session")
 def claude() -> str:
     binary, why = _install_claude()
-    if binary is None:
-        pytest.skip(f"the Claude Code CLI cannot be installed here: {why}")
-    return binary
+    return str(require_component("the Claude Code CLI", binary, why))
 
 
 @pytest.fixture
@@ -110,15 +109,18 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
 
 def stop_hookd(home: Path) -> None:
     """Stop the hook daemon the run started, by the pid it recorded (it may still be starting)."""
-    pidfile = home / ".local/share/openoxide/run/hookd.pid"
+    run = home / ".local/share/openoxide/run"
     for _ in range(50):
-        try:
-            pid = int(pidfile.read_text().strip())
-        except (OSError, ValueError):
+        pids = []
+        for pidfile in run.glob("hookd-*.pid"):  # one per installation
+            with contextlib.suppress(OSError, ValueError):
+                pids.append(int(pidfile.read_text().strip()))
+        if not pids:
             time.sleep(0.1)
             continue
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGTERM)
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
         return
 
 
