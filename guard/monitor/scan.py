@@ -104,7 +104,8 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
         kind = EffectKind.DELETE if gone else EffectKind.WRITE
         detail = ("deleted before the baseline could read it" if gone
                   else "the version before this change was never read")
-        m._change(path, kind, "during-baseline:" + event.split(" ")[0], detail, adopted=True)
+        m._change(path, kind, "during-baseline:" + event.split(" ")[0], detail, force=True,
+                  adopted=True)
         if cur != known and not gone:
             m._change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE, event)
 

@@ -162,6 +162,8 @@ class Monitor(_Sink):
         self._barrier_seen = threading.Condition()
         self._barrier_done = 0
         self._ready = threading.Event()
+        #: set once inotify watches every root (before the baseline is taken)
+        self.watching = threading.Event()
         self._stop = threading.Event()
         self._stopping = False
         self._wake = threading.Event()
@@ -227,6 +229,7 @@ class Monitor(_Sink):
                 self._barrier_dir = None
                 self._notice("error", f"cannot create {self.quarantine.session_dir}: {exc}")
         self._start_observer()
+        self._await_watches()
         try:
             self.baseline = Baseline.take(
                 self.roots,
@@ -293,6 +296,19 @@ class Monitor(_Sink):
                     f"cannot watch every directory under {root}: {exc.strerror or exc}"
                     " (raise fs.inotify.max_user_watches)",
                 )
+
+    def _await_watches(self) -> None:
+        """watchdog adds its watches on the emitters' threads: wait until they are in place,
+        so that every change after this point is seen (the marker event proves it)."""
+        obs = self._observer
+        if obs is not None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not all(
+                getattr(em, "_inotify", None) is not None for em in obs.emitters
+            ):
+                time.sleep(0.005)
+            self.sync(30)
+        self.watching.set()
 
     def _degrade(self, event: str, message: str) -> None:
         self.watch_errors += 1

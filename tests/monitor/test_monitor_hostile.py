@@ -64,6 +64,8 @@ def keeps_reporting(m: Monitor, wt: Path, name: str) -> None:
 
 
 def item_for(m: Monitor, path: Path) -> dict[str, object]:
+    # the violation is recorded once the move and its manifest are done
+    wait_for(lambda: any(v.path == str(path) for v in m.violations), f"violation for {path}")
     items = [i for i in list_items(quarantine_root(m.guard.roots)) if i.original == str(path)]
     assert items, f"nothing quarantined for {path}: {m.violations}"
     return items[0].manifest
@@ -221,6 +223,7 @@ def test_attack_writes_during_the_baseline_never_lose_the_original(
                 session="baseline-race", audit_path=tmp_path / "a.jsonl")
     starter = threading.Thread(target=m.start)
     starter.start()
+    assert m.watching.wait(WAIT)  # what changed before watching began is the original
     n = 0
 
     def rewrite(p: Path, data: bytes) -> None:

@@ -158,7 +158,9 @@ def apply(wt: Path, op: Op) -> tuple[set[str], list[str]]:
         os.rename(a, b)
         return {op.a, op.b}, [op.b]
     if op.kind == "chmod":
-        os.chmod(a, op.n, follow_symlinks=False)
+        if os.path.islink(a):
+            raise OSError("a symlink's mode cannot be changed on Linux")
+        os.chmod(a, op.n)
         return {op.a}, [op.a]
     if op.kind == "symlink":
         tmp = a + ".swap"
