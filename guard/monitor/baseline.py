@@ -49,6 +49,8 @@ from guard.monitor.fsops import (
 )
 
 DEFAULT_SIZE_CAP = 16 * 1024 * 1024
+#: seconds any git command the monitor runs may take (a FIFO planted in .git must not hang it)
+GIT_TIMEOUT = 60
 _CHUNK = 1 << 20
 _IN_MEMORY = 1 << 20
 
@@ -191,7 +193,11 @@ def git_index(worktree: Path) -> dict[str, IndexEntry]:
             ["git", "-C", str(worktree), "ls-files", "--stage", "--debug", "-z"],
             capture_output=True,
             check=True,
+            stdin=subprocess.DEVNULL,
+            timeout=GIT_TIMEOUT,
         ).stdout
+    except subprocess.TimeoutExpired as exc:
+        raise BaselineError(f"git ls-files took over {GIT_TIMEOUT} s in {worktree}") from exc
     except FileNotFoundError:
         return {}  # no git binary: everything is hashed and copied instead
     except subprocess.CalledProcessError as exc:
@@ -595,8 +601,9 @@ class Baseline:
                     capture_output=True,
                     check=True,
                     stdin=subprocess.DEVNULL,
+                    timeout=GIT_TIMEOUT,  # an object swapped for a FIFO must not hang us
                 )
-            except (OSError, subprocess.CalledProcessError) as exc:
+            except (OSError, subprocess.SubprocessError) as exc:
                 raise BaselineError(f"cannot read git blob {e.blob} for {e.path}: {exc}") from exc
             return out.stdout
         if e.copy is not None:

@@ -61,9 +61,9 @@ def staged(data: bytes | None, worktree: str, scratch: Path) -> str:
         env = dict(os.environ, GIT_INDEX_FILE=tmp)
         res = subprocess.run(
             ["git", "-C", worktree, "ls-files", "--stage", "-z"],
-            capture_output=True, env=env, stdin=subprocess.DEVNULL, check=False,
+            capture_output=True, env=env, stdin=subprocess.DEVNULL, check=False, timeout=60,
         )
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         return f"unreadable: {exc}"
     finally:
         with contextlib.suppress(OSError):
