@@ -100,7 +100,7 @@ def quarantine_index(
         os.close(write_new_file(fd, dest.name, data, 0o600))
     finally:
         os.close(fd)
-    q.write_manifest(slot, {
+    q.write_manifest(slot, anchor=q.anchor, manifest={
         "session": q.session, "timestamp": slot.name, "original": original, "rel": rel,
         "stored": str(dest.relative_to(slot)), "kind": "file", "size": len(data),
         "sha256": hashlib.sha256(data).hexdigest(), **meta, "restored_at": None,

@@ -34,6 +34,7 @@ from guard.monitor.fsops import (
 from guard.paths import Roots
 
 MANIFEST = "manifest.json"
+MOVING = "moving"  # a manifest written before its move: see _recover
 
 
 class QuarantineError(GuardError):
@@ -192,8 +193,12 @@ class Quarantine:
         os.close(fd)
         return slot, dest
 
-    def write_manifest(self, slot: Path, manifest: dict[str, Any]) -> None:
-        _write_manifest(slot, manifest, self.anchor)
+    @staticmethod
+    def write_manifest(
+        slot: Path, manifest: dict[str, Any], anchor: Anchor | None = None
+    ) -> None:
+        """Replace the slot's manifest whole (a full disk leaves the old one and no temp file)."""
+        _write_manifest(slot, manifest, anchor)
 
     def put(self, path: str, rel: str, meta: dict[str, Any]) -> Item:
         """Move ``path`` into a new slot and write its manifest."""
@@ -205,11 +210,22 @@ class Quarantine:
     ) -> Item:
         """Move ``path`` to ``dest`` (by descriptors), then describe what is stored.
 
-        Size and SHA-256 in the manifest are computed from the stored copy after
-        the move, between two fstats that agree, so they describe exactly the
-        bytes kept (``stable: false`` if a writer still holding the file kept
-        changing it).
+        The manifest is written first (``state: moving``), so a version that was
+        moved is never in quarantine without one (:func:`_recover` finishes an
+        interrupted one). Size and SHA-256 are computed from the stored copy after
+        the move, between two fstats that agree, so they describe exactly the bytes
+        kept (``stable: false`` if a writer still holding the file kept changing it).
         """
+        manifest: dict[str, Any] = {
+            "session": self.session,
+            "timestamp": slot.name,
+            "original": path,
+            "rel": rel,
+            "stored": str(dest.relative_to(slot)),
+            **meta,
+            "restored_at": None,
+        }
+        _write_manifest(slot, {**manifest, "state": MOVING}, self.anchor)
         sfd, sname = _open_parent(path, self.anchor)
         try:
             dfd = self.dir_fd(dest.parent)
@@ -220,17 +236,8 @@ class Quarantine:
                 os.close(dfd)
         finally:
             os.close(sfd)
-        manifest = {
-            "session": self.session,
-            "timestamp": slot.name,
-            "original": path,
-            "rel": rel,
-            "stored": str(dest.relative_to(slot)),
-            **described,
-            **meta,
-            "restored_at": None,
-        }
-        self.write_manifest(slot, manifest)
+        manifest = {**manifest, **described, **meta, "restored_at": None}
+        _write_manifest(slot, manifest, self.anchor)
         return Item(f"{self.session}/{slot.name}", slot, manifest)
 
 
@@ -244,12 +251,17 @@ def _write_manifest(slot: Path, manifest: dict[str, Any], anchor: Anchor | None 
         tmp = MANIFEST + ".tmp"
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dfd)
-        fd = write_new_file(dfd, tmp, data, 0o600)
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, MANIFEST, src_dir_fd=dfd, dst_dir_fd=dfd)
+            fd = write_new_file(dfd, tmp, data, 0o600)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, MANIFEST, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)  # a full disk leaves the old manifest, no temp file
+            raise
     finally:
         os.close(dfd)
 
@@ -267,9 +279,32 @@ def list_items(root: Path, session: str | None = None) -> list[Item]:
             mpath = slot / MANIFEST
             if not mpath.is_file():
                 continue
-            items.append(Item(f"{sdir.name}/{slot.name}", slot, _load_manifest(mpath)))
+            manifest = _recover(slot, _load_manifest(mpath))
+            if manifest is not None:
+                items.append(Item(f"{sdir.name}/{slot.name}", slot, manifest))
     items.sort(key=lambda i: (i.manifest.get("timestamp", ""), i.id))
     return items
+
+
+def _recover(slot: Path, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """Finish a quarantine that was interrupted (guard killed) between manifest and move.
+
+    Moved: the manifest is completed from the stored copy, exactly what is kept.
+    Not moved: the version is still in place and the slot holds nothing (None).
+    """
+    if manifest.get("state") != MOVING:
+        return manifest
+    stored = slot / str(manifest["stored"])
+    if not os.path.lexists(stored):
+        return None
+    fixed = {k: v for k, v in manifest.items() if k != "state"}
+    pfd = os.open(str(stored.parent), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fixed.update(describe_stable(pfd, stored.name))
+    finally:
+        os.close(pfd)
+    _write_manifest(slot, fixed)
+    return fixed
 
 
 def _load_manifest(mpath: Path) -> dict[str, Any]:
@@ -330,9 +365,17 @@ def restore_item(item: Item, *, to: str | None = None, force: bool = False) -> l
 def _restore_item(
     item: Item, src: Path, anchor: Anchor, *, to: str | None, force: bool
 ) -> list[str]:
-    if anchor.lstat(str(src)) is None:
-        raise QuarantineError(f"{item.id}: the quarantined copy {src} is missing")
     dest = os.path.abspath(to) if to else item.original
+    if anchor.lstat(str(src)) is None:
+        sha = item.manifest.get("sha256")
+        if sha and os.path.isfile(dest) and not os.path.islink(dest):
+            from guard.monitor.baseline import hash_file
+
+            on = anchor if anchor.covers(dest) else None
+            if hash_file(dest, on) == sha:  # an interrupted restore moved it back already
+                _mark_restored(item, dest, anchor)
+                return [f"{item.id} was already back at {dest}; its manifest now says so"]
+        raise QuarantineError(f"{item.id}: the quarantined copy {src} is missing")
     done: list[str] = []
     in_the_way = anchor.lstat(dest) if anchor.covers(dest) else _lstat(dest)
     if in_the_way is not None:
@@ -350,11 +393,15 @@ def _restore_item(
         done.append(f"created {parent}")
     move(str(src), dest, anchor)
     done.append(f"restored {item.id} to {dest}")
+    _mark_restored(item, dest, anchor)
+    return done
+
+
+def _mark_restored(item: Item, dest: str, anchor: Anchor | None = None) -> None:
     manifest = dict(item.manifest)
     manifest["restored_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     manifest["restored_to"] = dest
     _write_manifest(item.dir, manifest, anchor)
-    return done
 
 
 def _lstat(path: str) -> os.stat_result | None:
