@@ -1,18 +1,15 @@
 """The ``guard`` command: a thin typer layer over the library.
 
-Each module in this package registers its commands on :data:`app`; modules
-are discovered, so adding a command family means adding one module.
+Each command module registers its commands on :data:`app` when imported; the
+list below is every command family (add a module there to add one).
+:mod:`guard.cli.options` and :mod:`guard.cli.show` hold what commands share.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from guard.cli import core, demo, effects, hooks, lint, mcp, monitor, planning, run
 from guard.cli._app import app, main
 
-for _info in pkgutil.iter_modules(__path__):
-    if not _info.name.startswith("_"):
-        importlib.import_module(f"{__name__}.{_info.name}")
+COMMAND_MODULES = (core, demo, effects, hooks, lint, mcp, monitor, planning, run)
 
 __all__ = ["app", "main"]

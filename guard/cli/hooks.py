@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 
 import typer
 
 from guard.cli._app import app
 from guard.effects import GuardError
+from guard.integrations import HOSTS
 
 
-class Host(StrEnum):
-    claude_code = "claude-code"
-    codex = "codex"
-    gemini = "gemini"
-    cursor = "cursor"
+def _known_host(host: str) -> str:
+    if host not in HOSTS:
+        raise typer.BadParameter(f"{host!r} is not a host guard knows; use one of: {HOST_LIST}")
+    return host
+
+
+HOST_LIST = ", ".join(HOSTS)
 
 
 @app.command(
@@ -35,7 +37,7 @@ class Host(StrEnum):
     ),
 )
 def hook_cmd(
-    host: str = typer.Argument(..., help="claude-code, codex, gemini or cursor"),
+    host: str = typer.Argument(..., help=f"One of: {HOST_LIST}.", callback=_known_host),
     agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
     policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
 ) -> None:
@@ -67,7 +69,9 @@ def _scope(project: bool, user: bool) -> str:
     ),
 )
 def install_cmd(
-    host: Host = typer.Argument(..., help="the host agent to wire"),
+    host: str = typer.Argument(
+        ..., help=f"The host agent to wire: {HOST_LIST}.", callback=_known_host
+    ),
     project: bool = typer.Option(False, "--project", help="this worktree's settings (default)"),
     user: bool = typer.Option(False, "--user", help="your user-wide settings"),
     agent: str | None = typer.Option(None, "--agent", help="pin the policy agent in the hook"),
@@ -78,15 +82,15 @@ def install_cmd(
 
     scope = _scope(project, user)
     change = install(
-        host.value, "user" if scope == "user" else "project", agent=agent, policy=policy
+        host, "user" if scope == "user" else "project", agent=agent, policy=policy
     )
     if as_json:
         print(json.dumps(change.to_json()))
         return
     if not change.changed:
-        print(f"guard is already wired into {host.value}: {change.path} (unchanged)")
+        print(f"guard is already wired into {host}: {change.path} (unchanged)")
         return
-    print(f"wired guard into {host.value}: {change.path}")
+    print(f"wired guard into {host}: {change.path}")
     if change.removed:
         print(
             f"  replaced {change.removed} older guard entr{'y' if change.removed == 1 else 'ies'}"
@@ -104,7 +108,9 @@ def install_cmd(
     ),
 )
 def uninstall_cmd(
-    host: Host = typer.Argument(..., help="the host agent to unwire"),
+    host: str = typer.Argument(
+        ..., help=f"The host agent to unwire: {HOST_LIST}.", callback=_known_host
+    ),
     project: bool = typer.Option(False, "--project", help="this worktree's settings (default)"),
     user: bool = typer.Option(False, "--user", help="your user-wide settings"),
     as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
@@ -112,12 +118,12 @@ def uninstall_cmd(
     from guard.integrations.install import uninstall
 
     scope = _scope(project, user)
-    change = uninstall(host.value, "user" if scope == "user" else "project")
+    change = uninstall(host, "user" if scope == "user" else "project")
     if as_json:
         print(json.dumps(change.to_json()))
         return
     if not change.changed:
-        print(f"guard was not wired into {host.value}: {change.path} (unchanged)")
+        print(f"guard was not wired into {host}: {change.path} (unchanged)")
         return
     print(
         f"removed {change.removed} guard entr{'y' if change.removed == 1 else 'ies'}"
