@@ -12,7 +12,14 @@ import typer
 from rich.console import Console
 
 from guard.cli._app import app
-from guard.cli.options import AgentOpt, CwdOpt, JsonOpt, PolicyOpt, WorktreeOpt
+from guard.cli.options import (
+    AgentOpt,
+    CwdOpt,
+    JsonOpt,
+    PolicyOpt,
+    WorktreeOpt,
+    read_tool_input,
+)
 from guard.decide import Guard
 from guard.effects import Effect, EffectKind, GuardError, ToolCall
 from guard.paths import plan_dir
@@ -47,12 +54,7 @@ def _tool_call(
 ) -> ToolCall:
     if tool is None:
         raise GuardError("--dialect needs --tool NAME (and usually --input JSON)")
-    try:
-        args: Any = json.loads(tool_input) if tool_input is not None else {}
-    except json.JSONDecodeError as exc:
-        raise GuardError(
-            f"--input is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+    args: Any = read_tool_input(tool_input) if tool_input is not None else {}
     if not isinstance(args, dict):
         raise GuardError('--input must be a JSON object, e.g. \'{"file_path": "src/a.py"}\'')
     where = str(cwd.absolute()) if cwd is not None else os.getcwd()
@@ -88,7 +90,10 @@ def check(
     ] = None,
     tool: Annotated[str | None, typer.Option(help="Tool name in that dialect, e.g. Bash.")] = None,
     tool_input: Annotated[
-        str | None, typer.Option("--input", help="The tool's input as a JSON object.")
+        str | None,
+        typer.Option(
+            "--input", help="The tool input: a JSON object, @FILE holding one, or - for stdin."
+        ),
     ] = None,
     as_json: JsonOpt = False,
     audit_log: Annotated[
