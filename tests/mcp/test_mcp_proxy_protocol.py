@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from components import require_component
 from fsserver import server_binary
 from rawclient import RawClient
 
@@ -28,7 +29,7 @@ def fs_server() -> Path:
     try:
         return server_binary()
     except RuntimeError as exc:
-        pytest.skip(f"the real MCP filesystem server is not installable here: {exc}")
+        return require_component("the real MCP filesystem server", None, str(exc))
 
 
 @pytest.fixture
