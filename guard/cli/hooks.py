@@ -37,7 +37,9 @@ HOST_LIST = ", ".join(HOSTS)
     ),
 )
 def hook_cmd(
-    host: str = typer.Argument(..., help=f"One of: {HOST_LIST}.", callback=_known_host),
+    host: str = typer.Argument(
+        ..., help=f"One of: {HOST_LIST}.", metavar="HOST", callback=_known_host
+    ),
     agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
     policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
 ) -> None:
@@ -70,7 +72,7 @@ def _scope(project: bool, user: bool) -> str:
 )
 def install_cmd(
     host: str = typer.Argument(
-        ..., help=f"The host agent to wire: {HOST_LIST}.", callback=_known_host
+        ..., help=f"The host agent to wire: {HOST_LIST}.", metavar="HOST", callback=_known_host
     ),
     project: bool = typer.Option(False, "--project", help="this worktree's settings (default)"),
     user: bool = typer.Option(False, "--user", help="your user-wide settings"),
@@ -109,7 +111,7 @@ def install_cmd(
 )
 def uninstall_cmd(
     host: str = typer.Argument(
-        ..., help=f"The host agent to unwire: {HOST_LIST}.", callback=_known_host
+        ..., help=f"The host agent to unwire: {HOST_LIST}.", metavar="HOST", callback=_known_host
     ),
     project: bool = typer.Option(False, "--project", help="this worktree's settings (default)"),
     user: bool = typer.Option(False, "--user", help="your user-wide settings"),
