@@ -1,22 +1,21 @@
 """Options shared by several commands: one spelling, one help text, one default.
 
-Use them as parameter annotations (``policy: PolicyOpt = None``);
-:func:`read_tool_input` reads the ``--input`` of ``guard effects`` and ``guard check``.
+Use them as parameter annotations (``policy: PolicyOpt = None``). Reading
+``--input`` and printing safely are :mod:`guard.cli._io`'s.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from guard.effects import GuardError
-
 AgentOpt = Annotated[
-    str, typer.Option("--agent", "-a", help="Agent of the policy to decide for (e.g. plan, build).")
+    str,
+    typer.Option(
+        "--agent", "-a", help="Agent of the policy to decide for (e.g. plan, build). Default: plan."
+    ),
 ]
 PolicyOpt = Annotated[
     str | None,
@@ -43,24 +42,3 @@ CwdOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-
-
-def read_tool_input(text: str) -> Any:
-    """--input JSON, ``@FILE`` (JSON in a file) or ``-`` (JSON on standard input)."""
-    where = "--input"
-    if text == "-":
-        text, where = sys.stdin.read(), "--input - (standard input)"
-    elif text.startswith("@"):
-        path = Path(text[1:])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise GuardError(f"--input @{path}: cannot read it: {exc.strerror}") from None
-        where = f"--input @{path}"
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GuardError(
-            f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno};"
-            ' expected an object such as \'{"command": "ls"}\''
-        ) from None

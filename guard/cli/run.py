@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
-from guard.cli._app import app
+from guard.cli._app import app, print_json
 from guard.cli.show import print_violation
 from guard.effects import GuardError
 
@@ -170,7 +169,7 @@ def run_command(
             "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
             "notes": plan.notes,
         }
-        print(json.dumps(doc, indent=2))
+        print_json(doc, indent=2)
         return
     monitor = None
     if not no_monitor:

@@ -1,6 +1,7 @@
 """Host adapters: wire guard into agents people already run, through their hooks.
 
-One module per host (``claude_code``, ``codex``, ``gemini``, ``cursor``), each
+One module per host (``claude_code``, ``codex``, ``gemini``, ``cursor``,
+``opencode``), each
 implementing :class:`guard.integrations.interface.HostAdapter`; :data:`HOSTS`
 is the one list of them. The hook's entry point is ``python -I -m
 guard.integrations HOST``: it imports nothing heavy before it has to (only the
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from guard.integrations.interface import HostAdapter
 
 #: Every host guard wires into, by the name used on the command line.
-HOSTS: tuple[str, ...] = ("claude-code", "codex", "gemini", "cursor")
+HOSTS: tuple[str, ...] = ("claude-code", "codex", "gemini", "cursor", "opencode")
 
 __all__ = ["HOSTS", "adapter_for"]
 
@@ -38,6 +39,10 @@ def adapter_for(host: str) -> HostAdapter:
         from guard.integrations import cursor
 
         return cursor.ADAPTER
+    if host == "opencode":
+        from guard.integrations import opencode
+
+        return opencode.ADAPTER
     from guard.integrations.interface import HookInputError
 
     raise HookInputError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")
