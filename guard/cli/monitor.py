@@ -244,7 +244,8 @@ def show_cmd(
         return
     out = _out()
     for key in ("id", "original", "stored_path", "event", "effect", "kind", "mode", "size",
-                "sha256", "agent", "rule", "reason", "in_baseline", "restored_at"):
+                "sha256", "stable", "target", "agent", "rule", "reason", "in_baseline",
+                "restored_at"):
         if key in data and data[key] is not None:
             out.print(f"{key:>12}: {data[key]}", markup=False)
 
