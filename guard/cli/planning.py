@@ -260,6 +260,38 @@ def mode_command(
 # ---- guard plan -------------------------------------------------------------------------------
 
 
+Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason
+
+
+def _recent_decisions(session: Session, cwd: Path, count: int = 5) -> list[Decided]:
+    """The last decisions taken while the session existed: its own event log (the MCP
+    proxy) and the project's audit log (the hooks, guard check)."""
+    from guard.audit import default_log_path, read
+    from guard.paths import Roots
+
+    found: list[Decided] = [
+        (e.at, e.action.value, e.agent or "-", e.tool or "-", e.reason)
+        for e in ev.read_events(session)
+        if isinstance(e, ev.Decision)
+    ]
+    log = default_log_path(Roots.discover(cwd))
+    if log.exists():
+        for r in read(log):
+            at = str(r.get("ts", ""))
+            if r.get("type") != "verdict" or r.get("source") == "mcp" or at < session.created_at:
+                continue
+            found.append(
+                (
+                    at,
+                    str(r.get("decision", "?")),
+                    str(r.get("agent", "-")),
+                    str(r.get("tool_name", "-")),
+                    str(r.get("reason", "")),
+                )
+            )
+    return sorted(found)[-count:]
+
+
 NEXT_STEPS = """\
 Next, in your agent (guard's hooks installed once with `guard install claude-code`):
   1. Ask it for the plan, e.g. "Plan: {title}". It may read everything and write
@@ -323,7 +355,7 @@ def plan_status(
             plan = read_plan(session)
         except GuardError as exc:
             plan = f"(unreadable: {exc})"
-    recent = [e for e in ev.read_events(session) if isinstance(e, ev.Decision)][-5:]
+    recent = _recent_decisions(session, cwd)
     if as_json:
         _print_json(
             {
@@ -333,7 +365,10 @@ def plan_status(
                 "plan_exists": plan is not None,
                 "checklist": [i.model_dump(mode="json") for i in session.checklist],
                 "exits": [d.model_dump(mode="json") for d in session.decisions[-5:]],
-                "decisions": [json.loads(e.model_dump_json()) for e in recent],
+                "decisions": [
+                    {"at": at, "action": action, "agent": agent, "tool": tool, "reason": why}
+                    for at, action, agent, tool, why in recent
+                ],
             }
         )
         return
@@ -357,9 +392,8 @@ def plan_status(
         out.write(f"exit      {d.at} {d.decision} by {d.by}: {d.text or '-'}\n")
     if recent:
         out.write("last decisions\n")
-        for e in recent:
-            out.write(f"  {e.at} {e.action.value.upper():5} {e.agent or '-'} {e.tool or '-'}")
-            out.write(f": {e.reason}\n")
+        for at, action, agent, tool, why in recent:
+            out.write(f"  {at} {action.upper():5} {agent} {tool}: {why}\n")
     if session.mode is Mode.PLAN:
         out.write(f"approve:  guard plan exit --approve --session {session.id}\n")
 
