@@ -279,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         fail(str(exc), as_json=as_json, problems=exc.problems)
     except GuardError as exc:
         fail(str(exc), as_json=as_json)
+    except OSError as exc:  # a full disk, a read-only file system, a permission
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail(f"{where}{exc.strerror or exc}", as_json=as_json)
     except Exception as exc:  # a bug: still one line, never a traceback (GUARD_DEBUG=1 shows it)
         if os.environ.get("GUARD_DEBUG"):
             raise

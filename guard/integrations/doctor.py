@@ -214,6 +214,14 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
     return checks
 
 
+def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
+    """The agent the hooks use here right now, and why (planning's describe_current_agent)."""
+    from guard.planning.runtime import describe_current_agent
+
+    current = describe_current_agent(cwd if cwd is not None else os.getcwd())
+    return Check("hooks' agent now", "ok" if current.agent else "broken", current.line())
+
+
 def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
     """Where hook decisions of this directory are appended (the path is shown)."""
     if not _has("guard.audit"):
@@ -228,14 +236,6 @@ def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
     return Check(
         "audit log", "ok", f"every hook decision is appended to {path}", {"path": str(path)}
     )
-
-
-def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
-    """The agent the hooks use here right now, and why (planning's describe_current_agent)."""
-    from guard.planning.runtime import describe_current_agent
-
-    current = describe_current_agent(cwd if cwd is not None else os.getcwd())
-    return Check("hooks' agent now", "ok" if current.agent else "broken", current.line())
 
 
 def _tools_ready() -> bool:

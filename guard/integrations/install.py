@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -131,20 +130,12 @@ def read_settings(path: Path) -> dict[str, Any]:
     return data
 
 
-def write_settings(path: Path, data: dict[str, Any]) -> Path | None:
-    """Write atomically; back up the previous file first. Returns the backup path."""
-    backup: Path | None = None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = 0o644
-    if path.exists():
-        backup = path.with_name(path.name + BACKUP_SUFFIX)
-        shutil.copy2(path, backup)
-        mode = path.stat().st_mode & 0o7777
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+def _replace(path: Path, data: bytes, mode: int) -> None:
+    """Put ``data`` at ``path`` whole or not at all: a synced temporary file renamed over it."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
@@ -153,6 +144,27 @@ def write_settings(path: Path, data: dict[str, Any]) -> Path | None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_settings(path: Path, data: dict[str, Any]) -> Path | None:
+    """Write atomically; back up the previous file first (atomically too). Returns the backup.
+
+    A crash or a full disk at any point leaves the settings file and its backup
+    each either as before or wholly new, and no temporary file behind.
+    """
+    backup: Path | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = 0o644
+        if path.exists():
+            backup = path.with_name(path.name + BACKUP_SUFFIX)
+            mode = path.stat().st_mode & 0o7777
+            _replace(backup, path.read_bytes(), mode)
+        _replace(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), mode)
+    except OSError as exc:
+        raise SettingsError(
+            f"{path}: cannot write: {exc.strerror or exc}; guard left it as it was"
+        ) from None
     return backup
 
 
