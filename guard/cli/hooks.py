@@ -189,10 +189,11 @@ def uninstall_cmd(
     help=(
         "Show which host agents are wired to guard here, whether their hook commands"
         " still run, and which guard layers are active on this machine.\n\n"
-        "Exits 1 when anything is broken or skipped: a wired hook that would block every"
-        " call, a policy that does not load (every hook call is blocked), or a hook the host"
-        " will not run (Codex hook or project trust missing or stale, Gemini workspace not"
-        " trusted, a settings file another tool rewrote).\n\n"
+        "Exits 1 when anything will block or skip: a wired hook that is broken (it would"
+        " block every call) or skipped (the host will not run it: Codex hook or project trust"
+        " missing or stale, Gemini workspace not trusted, a settings file another tool"
+        " rewrote), a policy that does not load (every hook call is blocked), missing tool"
+        " analysis. The last line names the audit log.\n\n"
         "Example:\n\n  guard doctor\n\n"
         "  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
     ),
