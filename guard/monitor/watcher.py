@@ -501,8 +501,8 @@ class Monitor:
                 effect=kind.value,
                 detail=detail,
             )
+            self._log(v.to_json())  # in the audit log before anyone can see it listed
             self.violations.append(v)
-            self._log(v.to_json())
             if self.on_violation is not None:
                 self.on_violation(v)
             return v
