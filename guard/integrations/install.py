@@ -16,7 +16,7 @@ import os
 import shlex
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,10 @@ class Change:
     removed: int
     backup: Path | None
     command: str | None
+    #: What else was done (trust written, scope chosen...), one sentence each.
+    notes: list[str] = field(default_factory=list)
+    #: Why the host will NOT run the hook as installed; empty when it will.
+    problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +53,8 @@ class Change:
             "removed": self.removed,
             "backup": str(self.backup) if self.backup else None,
             "command": self.command,
+            "notes": self.notes,
+            "problems": self.problems,
         }
 
 
@@ -188,16 +194,49 @@ def install(
     agent: str | None = None,
     policy: str | None = None,
 ) -> Change:
+    """Wire the hook, then make sure the host will run it (trust) and check that it will.
+
+    The returned change lists in ``problems`` every reason the host would still
+    skip the hook; callers must not report success when it is not empty.
+    """
+    from guard.integrations import host_state
+
     adapter = adapter_for(host)
-    path = settings_file(adapter, scope, cwd)
-    return _edit(path, adapter, hook_command(host, python=python, agent=agent, policy=policy))
+    command = hook_command(host, python=python, agent=agent, policy=policy)
+    if host == "opencode":
+        from guard.integrations import opencode
+
+        change = opencode.install_plugin(scope, project_dir(cwd), command)
+    else:
+        path = settings_file(adapter, scope, cwd)
+        change = _edit(path, adapter, command)
+    notes = list(change.notes)
+    notes += host_state.after_install(host, scope, change.path, project_dir(cwd))
+    host_state.remember(host, scope, change.path, command)
+    problems = host_state.skip_reasons(host, scope, change.path, project_dir(cwd))
+    return Change(change.path, change.changed or bool(notes), change.added, change.removed,
+                  change.backup, change.command, notes, problems)
 
 
 def uninstall(
     host: str, scope: Scope = "project", *, cwd: str | os.PathLike[str] | None = None
 ) -> Change:
+    from guard.integrations import host_state
+
     adapter = adapter_for(host)
+    if host == "opencode":
+        from guard.integrations import opencode
+
+        change = opencode.uninstall_plugin(scope, project_dir(cwd))
+        host_state.forget(host, scope, change.path)
+        return change
     path = settings_file(adapter, scope, cwd)
     if not path.exists():
+        host_state.forget(host, scope, path)
         return Change(path, False, False, 0, None, None)
-    return _edit(path, adapter, None)
+    before = host_state.before_uninstall(host, path)
+    change = _edit(path, adapter, None)
+    notes = host_state.after_uninstall(host, before)
+    host_state.forget(host, scope, path)
+    return Change(change.path, change.changed or bool(notes), False, change.removed,
+                  change.backup, None, notes)
