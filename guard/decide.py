@@ -34,6 +34,7 @@ PROTECTED_PATTERNS = (
     "/.codex/",
     "/.gemini/settings.json",
     "/.cursor/hooks.json",
+    "/.opencode/plugin/",
     "{data}/*",
     "!{data}/plans",
     "{home}/.bashrc",
@@ -53,6 +54,8 @@ PROTECTED_PATTERNS = (
     "{home}/.codex/",
     "{home}/.gemini/settings.json",
     "{home}/.cursor/hooks.json",
+    "{home}/.gemini/trustedFolders.json",
+    "{home}/.config/opencode/plugin/",
 )
 PROTECTED_SOURCE = "builtin:protected"
 

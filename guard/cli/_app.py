@@ -39,3 +39,7 @@ def main() -> None:
     except GuardError as exc:
         print(f"guard: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except OSError as exc:  # a full disk, a read-only file system, a permission
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"guard: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        raise SystemExit(2) from None

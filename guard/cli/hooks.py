@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from enum import StrEnum
+from typing import Any
 
 import typer
 
@@ -17,6 +18,7 @@ class Host(StrEnum):
     codex = "codex"
     gemini = "gemini"
     cursor = "cursor"
+    opencode = "opencode"
 
 
 @app.command(
@@ -35,7 +37,7 @@ class Host(StrEnum):
     ),
 )
 def hook_cmd(
-    host: str = typer.Argument(..., help="claude-code, codex, gemini or cursor"),
+    host: str = typer.Argument(..., help="claude-code, codex, gemini, cursor or opencode"),
     agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
     policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
 ) -> None:
@@ -47,9 +49,11 @@ def hook_cmd(
     raise typer.Exit(answer.exit_code)
 
 
-def _scope(project: bool, user: bool) -> str:
+def _scope(project: bool, user: bool, host: str = "") -> str:
     if project and user:
         raise GuardError("choose one of --project and --user")
+    if not project and not user and host == "gemini":
+        return "user"  # Gemini skips project hooks in an untrusted workspace
     return "user" if user else "project"
 
 
@@ -58,11 +62,17 @@ def _scope(project: bool, user: bool) -> str:
     help=(
         "Wire guard's hook into a host agent's settings file.\n\n"
         "Idempotent; keeps every other key and hook; writes atomically and keeps the"
-        " previous file as <file>.guard-backup. --project (default) writes the file of"
-        " the current worktree, --user the one in your home directory.\n\n"
+        " previous file as <file>.guard-backup. --project (default; for gemini --user)"
+        " writes the file of the current worktree, --user the one in your home directory."
+        " For Codex it also records the hook (and a project install's project) as trusted"
+        " in ~/.codex/config.toml, which Codex requires before it runs any hook; for"
+        " OpenCode it writes a plugin. It ends by checking that the host will run the hook"
+        " and exits 1, naming the reason, when it will not.\n\n"
         "Examples:\n\n"
         "  guard install claude-code            # .claude/settings.json of this repo\n\n"
-        "  guard install codex --user           # ~/.codex/hooks.json\n\n"
+        "  guard install codex --user           # ~/.codex/hooks.json, trusted\n\n"
+        "  guard install gemini                 # ~/.gemini/settings.json\n\n"
+        "  guard install opencode               # .opencode/plugin/guard.js\n\n"
         "  guard install claude-code --agent plan   # always decide as the plan agent"
     ),
 )
@@ -76,24 +86,40 @@ def install_cmd(
 ) -> None:
     from guard.integrations.install import install
 
-    scope = _scope(project, user)
+    scope = _scope(project, user, host.value)
     change = install(
         host.value, "user" if scope == "user" else "project", agent=agent, policy=policy
     )
     if as_json:
         print(json.dumps(change.to_json()))
+        if change.problems:
+            raise typer.Exit(1)
         return
+    _report_install(host.value, change)
+
+
+def _report_install(host: str, change: Any) -> None:
     if not change.changed:
-        print(f"guard is already wired into {host.value}: {change.path} (unchanged)")
-        return
-    print(f"wired guard into {host.value}: {change.path}")
+        print(f"guard is already wired into {host}: {change.path} (unchanged)")
+    else:
+        print(f"wired guard into {host}: {change.path}")
     if change.removed:
         print(
             f"  replaced {change.removed} older guard entr{'y' if change.removed == 1 else 'ies'}"
         )
-    if change.backup:
+    if change.changed and change.backup:
         print(f"  previous file kept as {change.backup}")
-    print(f"  hook command: {change.command}")
+    if change.changed:
+        print(f"  hook command: {change.command}")
+    for note in change.notes:
+        print(f"  {note}")
+    if change.problems:
+        for problem in change.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"error: {host} will NOT run guard's hook; fix the above, then check with"
+              " guard doctor", file=sys.stderr)
+        raise typer.Exit(1)
+    print(f"  checked: {host} will run the hook")
 
 
 @app.command(
@@ -111,7 +137,7 @@ def uninstall_cmd(
 ) -> None:
     from guard.integrations.install import uninstall
 
-    scope = _scope(project, user)
+    scope = _scope(project, user, host.value)
     change = uninstall(host.value, "user" if scope == "user" else "project")
     if as_json:
         print(json.dumps(change.to_json()))
@@ -125,6 +151,8 @@ def uninstall_cmd(
     )
     if change.backup:
         print(f"  previous file kept as {change.backup}")
+    for note in change.notes:
+        print(f"  {note}")
 
 
 @app.command(
@@ -132,7 +160,9 @@ def uninstall_cmd(
     help=(
         "Show which host agents are wired to guard here, whether their hook commands"
         " still run, and which guard layers are active on this machine.\n\n"
-        "Exits 1 when a wired hook is broken (it would block every call).\n\n"
+        "Exits 1 when a wired hook is broken (it would block every call) or skipped"
+        " (the host will not run it: Codex hook or project trust missing or stale, Gemini"
+        " workspace not trusted, a settings file another tool rewrote).\n\n"
         "Example:\n\n  guard doctor\n\n"
         "  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
     ),
@@ -155,7 +185,7 @@ def doctor_cmd(
         from rich.console import Console
         from rich.table import Table
 
-        style = {"ok": "green", "off": "dim", "broken": "bold red"}
+        style = {"ok": "green", "off": "dim", "broken": "bold red", "skipped": "bold red"}
         console = Console()
         for title, checks in (("Hosts", hosts), ("Layers", layers)):
             table = Table(title=title, show_lines=False)
@@ -165,5 +195,5 @@ def doctor_cmd(
             for c in checks:
                 table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
             console.print(table)
-    if any(c.status == "broken" for c in hosts):
+    if any(c.status in ("broken", "skipped") for c in hosts):
         raise typer.Exit(1)
