@@ -354,6 +354,8 @@ class Gate:
             return verdict
         try:
             record = verdict.record(self.source, context)
+            if g is not None and g.loaded.warnings:  # patterns that can never match (GL101)
+                record["policy_warnings"] = list(g.loaded.warnings)
             if answered is not None:
                 told = answered(verdict)
                 if told != verdict.action.value:

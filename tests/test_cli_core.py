@@ -33,8 +33,17 @@ def test_check_exit_codes(repo: Path, args: list[str], code: int) -> None:
 def test_check_json(repo: Path) -> None:
     r = guard("check", "--agent", "plan", "--json", "write", "src/app.py", cwd=repo)
     out = json.loads(r.stdout)
-    assert set(out) == {"decision", "reason", "rule"}
+    assert set(out) == {"schema_version", "decision", "reason", "rule", "agent", "effects"}
     assert out["decision"] == "deny" and out["rule"] == "agents.plan.write.default"
+    assert out["schema_version"] == 1
+    [effect] = out["effects"]
+    assert {k: v for k, v in effect.items() if k != "reason"} == {
+        "kind": "write", "target": "src/app.py", "detail": None, "decision": "deny",
+        "rule": out["rule"],
+    }
+    # the verdict repeats the effect's reason and tells the model where its plan goes
+    assert out["reason"].startswith(effect["reason"])
+    assert "You are in plan mode" in out["reason"] and ".openoxide/plans" in out["reason"]
 
 
 @pytest.mark.parametrize(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 from enum import StrEnum
 from typing import Any
 
 import typer
 
-from guard.cli._app import app
+from guard.cli._app import app, console, print_json
 from guard.effects import GuardError
 
 
@@ -90,19 +90,22 @@ def install_cmd(
     change = install(
         host.value, "user" if scope == "user" else "project", agent=agent, policy=policy
     )
+    no_worktree = _no_worktree_note() if scope == "project" else None
     if as_json:
-        print(json.dumps(change.to_json()))
+        print_json({**change.to_json(), "worktree": _worktree_or_none()})
         if change.problems:
             raise typer.Exit(1)
         return
-    _report_install(host.value, change)
+    _report_install(host.value, change, no_worktree)
 
 
-def _report_install(host: str, change: Any) -> None:
+def _report_install(host: str, change: Any, no_worktree: str | None = None) -> None:
     if not change.changed:
         print(f"guard is already wired into {host}: {change.path} (unchanged)")
     else:
         print(f"wired guard into {host}: {change.path}")
+    if no_worktree:
+        print(no_worktree)
     if change.removed:
         print(
             f"  replaced {change.removed} older guard entr{'y' if change.removed == 1 else 'ies'}"
@@ -120,6 +123,26 @@ def _report_install(host: str, change: Any) -> None:
               " guard doctor", file=sys.stderr)
         raise typer.Exit(1)
     print(f"  checked: {host} will run the hook")
+
+
+def _worktree_or_none() -> str | None:
+    from guard.paths import find_worktree
+
+    wt = find_worktree(os.getcwd())
+    return str(wt) if wt is not None else None
+
+
+def _no_worktree_note() -> str | None:
+    """Said when --project is used outside any repository."""
+    if _worktree_or_none() is not None:
+        return None
+    from guard.paths import plan_dir
+
+    return (
+        f"  note: {os.getcwd()} is not inside a worktree (no .git, .hg, .jj or .svn found);"
+        f" the settings file is written here and plans will go to the data directory:"
+        f" {plan_dir(os.getcwd()).path}"
+    )
 
 
 @app.command(
@@ -140,7 +163,7 @@ def uninstall_cmd(
     scope = _scope(project, user, host.value)
     change = uninstall(host.value, "user" if scope == "user" else "project")
     if as_json:
-        print(json.dumps(change.to_json()))
+        print_json(change.to_json())
         return
     if not change.changed:
         print(f"guard was not wired into {host.value}: {change.path} (unchanged)")
@@ -160,9 +183,10 @@ def uninstall_cmd(
     help=(
         "Show which host agents are wired to guard here, whether their hook commands"
         " still run, and which guard layers are active on this machine.\n\n"
-        "Exits 1 when a wired hook is broken (it would block every call) or skipped"
-        " (the host will not run it: Codex hook or project trust missing or stale, Gemini"
-        " workspace not trusted, a settings file another tool rewrote).\n\n"
+        "Exits 1 when anything is broken or skipped: a wired hook that would block every"
+        " call, a policy that does not load (every hook call is blocked), or a hook the host"
+        " will not run (Codex hook or project trust missing or stale, Gemini workspace not"
+        " trusted, a settings file another tool rewrote).\n\n"
         "Example:\n\n  guard doctor\n\n"
         "  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
     ),
@@ -175,18 +199,15 @@ def doctor_cmd(
     hosts = host_checks()
     layers = layer_checks()
     if as_json:
-        print(
-            json.dumps(
-                {"hosts": [c.to_json() for c in hosts], "layers": [c.to_json() for c in layers]},
-                indent=2,
-            )
+        print_json(
+            {"hosts": [c.to_json() for c in hosts], "layers": [c.to_json() for c in layers]},
+            indent=2,
         )
     else:
-        from rich.console import Console
         from rich.table import Table
 
         style = {"ok": "green", "off": "dim", "broken": "bold red", "skipped": "bold red"}
-        console = Console()
+        out = console()
         for title, checks in (("Hosts", hosts), ("Layers", layers)):
             table = Table(title=title, show_lines=False)
             table.add_column("what")
@@ -194,6 +215,9 @@ def doctor_cmd(
             table.add_column("detail", overflow="fold")
             for c in checks:
                 table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
-            console.print(table)
-    if any(c.status in ("broken", "skipped") for c in hosts):
+            out.print(table)
+        for c in layers:
+            if c.name == "audit log" and c.extra.get("path"):
+                out.print(f"audit log: {c.extra['path']}", markup=False, soft_wrap=True)
+    if any(c.status in ("broken", "skipped") for c in [*hosts, *layers]):
         raise typer.Exit(1)

@@ -6,12 +6,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from guard.cli._app import app
+from guard.cli._app import app, console, with_schema
 from guard.effects import GuardError
 from guard.planning import events as ev
 from guard.planning.artifact import read_plan
@@ -45,7 +45,8 @@ plan_app = typer.Typer(
         "  guard plan show                     # render it\n\n"
         "  guard plan list                     # all plan files of this worktree\n\n"
         "  guard plan exit --approve           # leave plan mode (the only way out)\n\n"
-        "  guard plan exit --reject 'too risky'   /   --refine 'split step 2'\n\n"
+        "  guard plan exit --reject 'too risky'   # stay in plan mode\n\n"
+        "  guard plan exit --refine 'split step 2'\n\n"
         "  guard plan answer 'SQLite'           # answer the model's request_user_input"
     ),
     no_args_is_help=True,
@@ -71,7 +72,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    # wraps to the terminal's width on a terminal; never splits a line when piped
+    return console(soft_wrap=False)
 
 
 def _resolve(cwd: Path, session_id: str | None) -> Session:
@@ -89,8 +91,8 @@ def _resolve(cwd: Path, session_id: str | None) -> Session:
     return found[0]
 
 
-def _print_json(data: object) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+def _print_json(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(with_schema(data), indent=2) + "\n")
 
 
 # ---- guard session ----------------------------------------------------------------------------
@@ -154,7 +156,9 @@ def session_list(cwd: CwdOpt = Path("."), as_json: JsonOpt = False) -> None:
     found = deciding_session(cwd) if sessions else None
     deciding = found[0].id if found else None
     if as_json:
-        _print_json([{**s.summary(), "deciding": s.id == deciding} for s in sessions])
+        _print_json(
+            {"sessions": [{**s.summary(), "deciding": s.id == deciding} for s in sessions]}
+        )
         return
     console = _console()
     if not sessions:
@@ -441,7 +445,7 @@ def plan_list(cwd: CwdOpt = Path("."), as_json: JsonOpt = False) -> None:
     """List the plan files of this worktree (or project), oldest first."""
     plans = list_plans(cwd)
     if as_json:
-        _print_json([p.to_json() for p in plans])
+        _print_json({"plans": [p.to_json() for p in plans]})
         return
     if not plans:
         sys.stdout.write("no plan files yet\n")
@@ -495,7 +499,19 @@ def plan_exit_command(
     outcome = plan_exit(session, decision, notify_model=True)
     if not outcome.ok and decision.choice == "approve":
         raise GuardError(outcome.text)
-    sys.stdout.write(f"{session.id}: {outcome.mode.value} — {outcome.text}\n")
+    # the model gets outcome.text on its next planning call; the user gets a summary
+    plan = session.plan_path or "the plan file"
+    if approve:
+        said = f"plan approved ({plan}); the session is in build mode now"
+    elif reject is not None:
+        said = f"plan rejected ({reject.strip()}); still in plan mode, the model reworks {plan}"
+    else:
+        said = (
+            f"refinement asked ({(refine or '').strip()}); still in plan mode, the model"
+            f" updates {plan} and asks again"
+        )
+    sys.stdout.write(f"{session.id}: {outcome.mode.value}: {said}\n")
+    sys.stdout.write("  the model is told on its next planning tool call\n")
     if outcome.ok:
         sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
 
@@ -557,7 +573,7 @@ def events_command(
     try:
         for event in stream:
             if as_json:
-                sys.stdout.write(event.model_dump_json() + "\n")
+                sys.stdout.write(json.dumps(with_schema(event.model_dump(mode="json"))) + "\n")
                 sys.stdout.flush()
             else:
                 console.print(event_line(event))

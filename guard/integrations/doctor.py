@@ -194,11 +194,7 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         else Check("tool analysis", "broken", "guard.tools.effects_for missing: hooks block all")
     )
     checks.append(agent_check(cwd))
-    checks.append(
-        Check("audit log", "ok", "every hook decision is appended")
-        if _has("guard.audit")
-        else Check("audit log", "off", "guard.audit not installed: decisions are not recorded")
-    )
+    checks.append(_audit_check(cwd))
     abi = landlock_abi()
     sandbox = _has("guard.sandbox.landlock") or _has("guard.sandbox")
     if abi and sandbox:
@@ -224,6 +220,22 @@ def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
 
     current = describe_current_agent(cwd if cwd is not None else os.getcwd())
     return Check("hooks' agent now", "ok" if current.agent else "broken", current.line())
+
+
+def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
+    """Where hook decisions of this directory are appended (the path is shown)."""
+    if not _has("guard.audit"):
+        return Check("audit log", "off", "guard.audit not installed: decisions are not recorded")
+    from guard.audit import default_log_path
+    from guard.paths import Roots
+
+    try:
+        path = default_log_path(Roots.discover(os.fspath(cwd) if cwd is not None else None))
+    except Exception as exc:
+        return Check("audit log", "broken", f"no audit log path here: {exc}")
+    return Check(
+        "audit log", "ok", f"every hook decision is appended to {path}", {"path": str(path)}
+    )
 
 
 def _tools_ready() -> bool:
