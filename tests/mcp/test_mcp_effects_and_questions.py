@@ -18,7 +18,7 @@ from guard.mcp import asking
 from guard.mcp.effects import mcp_effects
 from guard.planning.checklist import RequestUserInputArgs
 from guard.planning.handshake import ExitChoice, ExitRequest
-from guard.tools import ToolInputError
+from guard.tools import ToolInputError, effects_for
 from guard.tools.mcp import TOOLS as MCP_TOOLS
 
 
@@ -74,9 +74,25 @@ def test_build_agent_may_write_and_move_inside_the_worktree(
     for tool, arguments in (
         ("write_file", {"path": "src/a.py", "content": "x"}),
         ("move_file", {"source": "src/a.py", "destination": "src/b.py"}),
-        ("execute_command", {"command": "make"}),  # unknown tools: build's table allows "*"
+        # an unknown tool with a command is analysed as shell; a read-only one is allowed
+        ("execute_command", {"command": "ls src"}),
     ):
         assert g.decide("build", mcp_effects(tool, arguments, str(repo)), repo).allowed
+
+
+def test_unknown_mcp_command_tool_is_decided_like_the_shell(
+    guard_in_repo: tuple[Guard, Path],
+) -> None:
+    """Attack: a server exposes its shell under a name guard does not know, hoping to be waved
+    through by the tool table; build decides it exactly as it decides the same Bash command."""
+    g, repo = guard_in_repo
+    for command in ("make", "echo x > ~/.bashrc", "ls"):
+        guessed = mcp_effects("execute_command", {"command": command}, str(repo))
+        unknown = g.decide("build", guessed, repo)
+        bash = g.decide(
+            "build", effects_for("claude-code", "Bash", {"command": command}, str(repo)), repo
+        )
+        assert unknown.action is bash.action, command
 
 
 def test_every_tool_of_the_filesystem_server_is_in_the_table() -> None:
