@@ -55,7 +55,15 @@ def test_editing_a_tracked_file_is_reported_with_rule_and_logged(
     with target.open("a") as f:
         f.write("print('changed')\n")
     wait_for(lambda: str(target) in [v.path for v in m.violations], "modify violation")
-    records = [r for r in audit.read(m.audit_path) if r.get("type") == "violation"]
+
+    def logged() -> list[dict[str, object]]:
+        if not m.audit_path.exists():
+            return []
+        return [r for r in audit.read(m.audit_path) if r.get("type") == "violation"]
+
+    # the record is written after the violation is known, outside the monitor's lock
+    wait_for(lambda: bool(logged()), "the violation's audit record")
+    records = logged()
     assert [r["path"] for r in records] == [str(target)]
     rec = records[0]
     for key in ("ts", "timestamp", "session", "agent", "event", "path", "rule", "action_taken"):
