@@ -167,7 +167,7 @@ def main() -> int:
             mw, mc = statistics.median(wall[name]), statistics.median(cpu[name])
             print(f"  {name:<24} {mw:8.3f}s x{mw / bare_w:6.3f}   {mc:8.3f}s x{mc / bare_c:6.3f}")
         last = "guard run (+ monitor)" if has_monitor else "guard run --no-monitor"
-        kernel = statistics.median(wall["landlock only"]) / bare_w
+        kernel = statistics.median(wall["helper only"]) / bare_w
         print(f"kernel layer alone (helper + Landlock) vs bare, wall: x{kernel:.3f}")
         ratio = statistics.median(wall[last]) / bare_w
         print(f"ratio {last} / bare, wall: x{ratio:.3f}")
