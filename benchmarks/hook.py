@@ -103,13 +103,13 @@ def wait_for_daemon(hook: list[str], payload: bytes, repo: Path, env: dict[str, 
 
 def stop_daemon(home: Path) -> None:
     """Stop the hook daemon this benchmark started (by the pid it recorded)."""
-    pidfile = home / ".local/share/openoxide/run/hookd.pid"
-    try:
-        pid = int(pidfile.read_text().strip())
-    except (OSError, ValueError):
-        return
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGTERM)
+    for pidfile in (home / ".local/share/openoxide/run").glob("hookd-*.pid"):
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
 
 
 if __name__ == "__main__":

@@ -4,27 +4,55 @@ Run as a file (``python -I .../guard/integrations/_client.py HOST [options]``)
 so that it imports neither guard nor pydantic: a hook call then costs one bare
 interpreter start plus a round trip over a Unix socket to ``hookd``, which
 keeps the policy core loaded. When no trustworthy daemon answers, the call is
-decided in-process (``python -I -m guard.integrations``) and a daemon is
-started for the next call. Every failure exits 2, which hosts treat as a block.
+decided in-process and a daemon is started for the next call. Every failure
+exits 2, which hosts treat as a block.
 
-Trust: the socket must be a socket owned by this user, in a directory owned by
-this user that nobody else can write; the daemon checks the peer's uid.
-``GUARD_HOOK_DAEMON=0`` turns the daemon off.
+One daemon per installation. The installation is the guard package this file
+belongs to (its resolved path), its version, the interpreter's prefix and a
+fingerprint of its code and shipped policies (path, inode, size, mtime and
+ctime of every ``.py``/``.toml``/``.json`` file in the package). The socket,
+lock and pid file are named by a hash of that identity, and every request
+carries the identity in full: the daemon refuses a client of another
+installation, and the client accepts only an answer that names its own
+installation. A daemon and the in-process fallback import guard from this
+file's own package, whatever else the interpreter could import.
+
+Trust: the run directory must be a directory owned by this user that nobody
+else can write, the socket a socket owned by this user; the daemon checks the
+peer's uid. ``GUARD_HOOK_DAEMON=0`` turns the daemon off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
+import re
 import socket
 import stat
 import sys
 
-PROTOCOL = 1
+PROTOCOL = 2
 TIMEOUT = 25.0
 ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY")
 SAME_ENV = ("HOME", "XDG_DATA_HOME", "TMPDIR")
+FINGERPRINTED = (".py", ".toml", ".json", ".typed")
+
+# <site>/guard/integrations/_client.py -> <site>/guard
+PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+SITE = os.path.dirname(PACKAGE)
+
+# Import guard from this installation, never from another one on sys.path.
+_BOOT = (
+    "import sys; sys.path.insert(0, {site!r}); from {module} import main; raise SystemExit(main())"
+)
+
+
+def boot_command(module: str) -> list[str]:
+    """``python -I -c ...`` running ``module.main()`` from this file's own installation."""
+    return [sys.executable, "-I", "-c", _BOOT.format(site=SITE, module=module)]
 
 
 def run_dir() -> str:
@@ -35,8 +63,93 @@ def run_dir() -> str:
     return os.path.join(os.path.realpath(base), "openoxide", "run")
 
 
-def socket_path() -> str:
-    return os.path.join(run_dir(), "hookd.sock")
+def version() -> str:
+    """``guard.__version__``, read from the package's ``__init__.py`` without importing it."""
+    try:
+        with open(os.path.join(PACKAGE, "__init__.py"), encoding="utf-8") as fh:
+            found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", fh.read(), re.M)
+    except OSError:
+        return "unknown"
+    return found.group(1) if found else "unknown"
+
+
+def fingerprint() -> str:
+    """Changes whenever a file of guard's code or shipped policies changes on disk.
+
+    ctime is part of it: no write, rename or ``touch -d`` can keep it.
+    """
+    h = hashlib.sha256()
+    stack = [PACKAGE]
+    while stack:
+        top = stack.pop()
+        try:
+            entries = sorted(os.scandir(top), key=lambda e: e.name)
+        except OSError as exc:
+            h.update(f"{top}\0error {exc.errno}\n".encode())
+            continue
+        for entry in entries:
+            if entry.name == "__pycache__":
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(entry.path)
+            elif entry.name.endswith(FINGERPRINTED):
+                h.update(
+                    f"{entry.path}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}"
+                    f"\0{st.st_ctime_ns}\n".encode("utf-8", "surrogateescape")
+                )
+    return h.hexdigest()
+
+
+def identity() -> dict[str, str]:
+    """Who this installation is, as both ends of the socket compare it."""
+    return {
+        "package": PACKAGE,
+        "version": version(),
+        "prefix": os.path.realpath(sys.prefix),
+        "fingerprint": fingerprint(),
+    }
+
+
+def key_of(ident: dict[str, str]) -> str:
+    """The name of an installation's socket, lock and pid file: ``hookd-<key>.*``."""
+    text = json.dumps(ident, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def files(key: str) -> dict[str, str]:
+    """Names (inside :func:`run_dir`) of one installation's socket, lock and pid file."""
+    return {kind: f"hookd-{key}.{kind}" for kind in ("sock", "lock", "pid")}
+
+
+def socket_path(key: str | None = None) -> str:
+    """This installation's socket (or the one of ``key``)."""
+    return os.path.join(run_dir(), files(key or key_of(identity()))["sock"])
+
+
+def pid_path(key: str | None = None) -> str:
+    """This installation's daemon pid file (or the one of ``key``)."""
+    return os.path.join(run_dir(), files(key or key_of(identity()))["pid"])
+
+
+def open_run_dir(create: bool = False) -> int | None:
+    """An ``O_PATH`` descriptor of the run directory, if it is ours and nobody else can write it."""
+    path = run_dir()
+    if create:
+        with contextlib.suppress(OSError):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        os.close(fd)
+        return None
+    return fd
 
 
 def trusted(path: str) -> bool:
@@ -56,15 +169,23 @@ def trusted(path: str) -> bool:
     )
 
 
-def ask_daemon(request: dict[str, object]) -> dict[str, object] | None:
-    """The daemon's answer, or None when no trustworthy daemon answered properly."""
-    path = socket_path()
-    if not trusted(path):
+def ask_daemon(request: dict[str, object], key: str) -> dict[str, object] | None:
+    """The daemon's answer, or None when no trustworthy daemon of ours answered properly."""
+    dirfd = open_run_dir()
+    if dirfd is None:
         return None
     try:
+        name = files(key)["sock"]
+        try:
+            st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+            return None
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(TIMEOUT)
-            sock.connect(path)
+            # through the checked directory descriptor: no path swap, no length limit
+            sock.connect(f"/proc/self/fd/{dirfd}/{name}")
             sock.sendall(json.dumps(request).encode() + b"\n")
             sock.shutdown(socket.SHUT_WR)
             chunks = []
@@ -76,20 +197,51 @@ def ask_daemon(request: dict[str, object]) -> dict[str, object] | None:
         reply = json.loads(b"".join(chunks))
     except (OSError, ValueError):
         return None
-    if not isinstance(reply, dict) or not isinstance(reply.get("exit_code"), int):
+    finally:
+        os.close(dirfd)
+    if not isinstance(reply, dict) or reply.get("retry"):
         return None
-    if reply.get("retry"):
+    if reply.get("v") != PROTOCOL or reply.get("id") != request["id"]:
+        return None  # answered by another installation's daemon: never trust it
+    if not isinstance(reply.get("exit_code"), int) or reply.get("payload") != request["digest"]:
         return None
     return reply
 
 
-def start_daemon() -> None:
-    """Start hookd detached; it refuses to run twice, so racing starts are harmless."""
+def daemon_running(key: str) -> bool:
+    """True when the installation's lock is held: a daemon runs or is starting."""
+    dirfd = open_run_dir(create=True)
+    if dirfd is None:
+        return True  # an untrusted run directory: do not start anything there
+    try:
+        fd = os.open(
+            files(key)["lock"],
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=dirfd,
+        )
+    except OSError:
+        return True
+    finally:
+        os.close(dirfd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # releases the lock if we took it
+    return False
+
+
+def start_daemon(key: str) -> None:
+    """Start this installation's hookd detached, unless one runs; racing starts are harmless."""
     import subprocess
 
+    if daemon_running(key):
+        return
     with contextlib.suppress(OSError):
         subprocess.Popen(
-            [sys.executable, "-I", "-m", "guard.integrations.hookd"],
+            [*boot_command("guard.integrations.hookd"), "hookd"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -102,27 +254,32 @@ def main(argv: list[str]) -> int:
     payload = sys.stdin.buffer.read()
     trace = os.environ.get("GUARD_HOOK_TRACE") == "1"
     use_daemon = os.environ.get("GUARD_HOOK_DAEMON", "1") != "0"
+    key = ""
     if use_daemon:
+        ident = identity()
+        key = key_of(ident)
         request = {
             "v": PROTOCOL,
+            "id": ident,
             "argv": argv,
             "env": {k: os.environ[k] for k in ENV_KEYS if k in os.environ},
             "same_env": {k: os.environ.get(k) for k in SAME_ENV},
             "cwd": os.getcwd(),
             "payload": payload.decode("utf-8", "surrogateescape"),
+            "digest": hashlib.sha256(payload).hexdigest(),
         }
-        reply = ask_daemon(request)
+        reply = ask_daemon(request, key)
         if reply is not None:
             sys.stdout.write(str(reply.get("stdout", "")))
             sys.stdout.flush()
             sys.stderr.write(str(reply.get("stderr", "")))
             if trace:
-                sys.stderr.write("guard hook: answered by hookd\n")
+                sys.stderr.write(f"guard hook: answered by hookd pid {reply.get('pid')}\n")
             return int(str(reply["exit_code"]))
     import subprocess  # only on the slow path: keeps the daemon path's start cheap
 
     proc = subprocess.run(
-        [sys.executable, "-I", "-m", "guard.integrations", *argv],
+        [*boot_command("guard.integrations.__main__"), *argv],
         input=payload,
         capture_output=True,
         check=False,
@@ -133,7 +290,7 @@ def main(argv: list[str]) -> int:
     if trace:
         sys.stderr.write("guard hook: answered in-process\n")
     if use_daemon:
-        start_daemon()
+        start_daemon(key)
     return proc.returncode if proc.returncode in (0, 2) else 2
 
 

@@ -105,10 +105,10 @@ def landlock_abi() -> int | None:
 
 
 def daemon_check() -> Check:
-    from guard.integrations._client import socket_path, trusted
+    from guard.integrations._client import pid_path, socket_path, trusted
 
     path = socket_path()
-    pidfile = os.path.join(os.path.dirname(path), "hookd.pid")
+    pidfile = pid_path()
     try:
         with open(pidfile) as fh:
             pid = int(fh.read().strip())

@@ -1,12 +1,22 @@
 """hookd: keeps guard's policy core loaded so that each hook call stays cheap.
 
-Started on demand by the hook client (:mod:`guard.integrations._client`),
-one per user and data directory. It answers on ``<data>/run/hookd.sock``
-(directory 0700, socket 0600, peers of another uid refused), decides each
-call exactly as ``python -m guard.integrations`` would, and exits after
-``$GUARD_HOOKD_IDLE`` seconds without calls (default 600), or as soon as
-guard's code or shipped policies change on disk (the client then decides
-in-process and starts a fresh daemon).
+Started on demand by the hook client (:mod:`guard.integrations._client`), one
+per user, data directory and installation: it answers on
+``<data>/run/hookd-<key>.sock``, where ``<key>`` names the installation (the
+package's resolved path, its version, the interpreter prefix and a fingerprint
+of its code and shipped policies). The directory is 0700, the socket 0600 and
+peers of another uid are refused. Each request names the client's
+installation in full; a request from another installation is refused, and a
+reply always names the daemon's own, which the client checks.
+
+It decides each call exactly as ``python -m guard.integrations`` would, and
+exits after ``$GUARD_HOOKD_IDLE`` seconds without calls (default 600), or as
+soon as guard's code or shipped policies change on disk: a client that sees a
+changed installation asks another socket, and a request that reaches the old
+daemon is refused (the client then decides in-process and starts a fresh
+daemon). A killed daemon leaves its lock free: the next daemon of the same
+installation takes it and replaces the stale socket and pid file, and any
+daemon sweeps the files of installations whose lock nobody holds.
 """
 
 from __future__ import annotations
@@ -21,34 +31,26 @@ import socketserver
 import struct
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-import guard
-from guard.integrations.__main__ import parse_args
-from guard.integrations._client import PROTOCOL, SAME_ENV, run_dir, socket_path
-from guard.integrations.runner import decide
+from guard.integrations._client import (
+    PROTOCOL,
+    SAME_ENV,
+    files,
+    identity,
+    key_of,
+    open_run_dir,
+)
 
 MAX_REQUEST = 16 << 20
-
-
-def fingerprint() -> str:
-    """Changes whenever guard's code or shipped policies change on disk."""
-    root = Path(guard.__file__).parent
-    h = hashlib.sha256()
-    for p in sorted([*root.rglob("*.py"), *root.rglob("*.toml")]):
-        with contextlib.suppress(OSError):
-            st = p.stat()
-            h.update(f"{p}\0{st.st_mtime_ns}\0{st.st_size}\n".encode())
-    return h.hexdigest()
 
 
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, ident: dict[str, str]) -> None:
         super().__init__(path, Handler)
-        self.fp = fingerprint()
+        self.ident = ident
         self.env = {k: os.environ.get(k) for k in SAME_ENV}
         self.last = time.monotonic()
         self.stopping = False
@@ -64,31 +66,53 @@ class Handler(socketserver.StreamRequestHandler):
         if uid != os.getuid():
             return  # not ours: close without an answer
         reply = self.answer(self.rfile.read(MAX_REQUEST))
+        reply.update(v=PROTOCOL, id=self.server.ident, pid=os.getpid())
         self.wfile.write(json.dumps(reply).encode() + b"\n")
         self.server.last = time.monotonic()
+
+    def refuse(self, why: str) -> dict[str, Any]:
+        return {"retry": True, "exit_code": 2, "why": why}
 
     def answer(self, data: bytes) -> dict[str, Any]:
         try:
             req = json.loads(data)
             if not isinstance(req, dict) or req.get("v") != PROTOCOL:
-                return {"retry": True, "exit_code": 2}
-            client_env = req.get("env") or {}
+                return self.refuse("another protocol")
+            if self.server.stopping:
+                return self.refuse("stopping")
+            theirs = req.get("id")
+            if not isinstance(theirs, dict):
+                return self.refuse("no installation named")
+            mine = self.server.ident
+            if any(theirs.get(k) != mine[k] for k in ("package", "version", "prefix")):
+                return self.refuse("another installation")
+            if theirs.get("fingerprint") != mine["fingerprint"]:
+                if identity()["fingerprint"] != mine["fingerprint"]:
+                    self.server.stopping = True  # our code or policies changed: stop now
+                return self.refuse("another fingerprint")
             same = req.get("same_env") or {}
             if any(same.get(k) != self.server.env[k] for k in SAME_ENV):
-                return {"retry": True, "exit_code": 2}
-            if fingerprint() != self.server.fp:
-                self.server.stopping = True
-                return {"retry": True, "exit_code": 2}
+                return self.refuse("another environment")
+            from guard.integrations.__main__ import parse_args
+            from guard.integrations.runner import decide
+
             host, agent, policy = parse_args([str(a) for a in req["argv"]])
+            payload = str(req["payload"]).encode("utf-8", "surrogateescape")
+            client_env = req.get("env") or {}
             answer = decide(
                 host,
-                str(req["payload"]).encode("utf-8", "surrogateescape"),
+                payload,
                 agent=agent,
                 policy=policy,
                 env={str(k): str(v) for k, v in dict(client_env).items()},
                 cwd=str(req["cwd"]),
             )
-            return {"exit_code": answer.exit_code, "stdout": answer.stdout, "stderr": answer.stderr}
+            return {
+                "exit_code": answer.exit_code,
+                "stdout": answer.stdout,
+                "stderr": answer.stderr,
+                "payload": hashlib.sha256(payload).hexdigest(),
+            }
         except BaseException as exc:  # fail closed
             return {
                 "exit_code": 2,
@@ -97,38 +121,90 @@ class Handler(socketserver.StreamRequestHandler):
             }
 
 
+def take_lock(dirfd: int, name: str) -> int | None:
+    """An exclusive lock on ``name`` (a file that is still at that name), or None when held."""
+    for _ in range(5):
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, 0o600, dir_fd=dirfd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        try:
+            same = os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # swept away while we waited: lock the file now at that name
+    return None
+
+
+def sweep(dirfd: int, mine: str) -> None:
+    """Remove the socket, pid and lock files of daemons that no longer run."""
+    for name in os.listdir(f"/proc/self/fd/{dirfd}"):
+        if not (name.startswith("hookd") and name.endswith(".lock")) or name == mine:
+            continue
+        fd = take_lock(dirfd, name)
+        if fd is None:
+            continue  # its daemon runs
+        stem = name[: -len(".lock")]
+        for suffix in (".sock", ".pid", ".lock"):
+            with contextlib.suppress(OSError):
+                os.unlink(stem + suffix, dir_fd=dirfd)
+        os.close(fd)
+
+
+def write_pid(dirfd: int, name: str) -> None:
+    tmp = f".{name}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600, dir_fd=dirfd)
+    try:
+        os.write(fd, f"{os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+
+
 def main() -> int:
     idle = float(os.environ.get("GUARD_HOOKD_IDLE", "600"))
     for key in ("GUARD_AGENT", "GUARD_POLICY"):  # each call brings its own
         os.environ.pop(key, None)
     os.chdir("/")
-    run = run_dir()
-    os.makedirs(run, mode=0o700, exist_ok=True)
-    st = os.lstat(run)
-    if st.st_uid != os.getuid():
-        return 1
-    lock = os.open(os.path.join(run, "hookd.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return 0  # another hookd is running
-    os.chmod(run, 0o700)
-    path = socket_path()
+    ident = identity()
+    names = files(key_of(ident))
+    dirfd = open_run_dir(create=True)
+    if dirfd is None:
+        return 1  # not a directory only we can write: refuse to serve from it
+    lock = take_lock(dirfd, names["lock"])
+    if lock is None:
+        return 0  # this installation's daemon runs (or is starting)
+    sweep(dirfd, names["lock"])
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+        os.unlink(names["sock"], dir_fd=dirfd)  # a killed daemon's stale socket
+    from guard.integrations import runner  # noqa: F401  (load the policy core before serving)
+
+    path = f"/proc/self/fd/{dirfd}/{names['sock']}"
     old = os.umask(0o177)
     try:
-        server = Server(path)
+        server = Server(path, ident)
     finally:
         os.umask(old)
-    pidfile = os.path.join(run, "hookd.pid")
-    with open(pidfile, "w") as fh:
-        fh.write(f"{os.getpid()}\n")
+    bound = os.stat(names["sock"], dir_fd=dirfd, follow_symlinks=False).st_ino
+    write_pid(dirfd, names["pid"])
+
+    def ours() -> bool:
+        try:
+            return os.stat(names["sock"], dir_fd=dirfd, follow_symlinks=False).st_ino == bound
+        except OSError:
+            return False
 
     def reaper() -> None:
         while True:
             time.sleep(min(1.0, idle / 4))
-            if server.stopping or time.monotonic() - server.last > idle:
+            changed = identity()["fingerprint"] != ident["fingerprint"]
+            if changed or server.stopping or not ours() or time.monotonic() - server.last > idle:
+                server.stopping = True
                 server.shutdown()
                 return
 
@@ -136,10 +212,12 @@ def main() -> int:
     try:
         server.serve_forever(poll_interval=0.5)
     finally:
+        # still under our lock: nobody else can have put their files there
+        if ours():
+            with contextlib.suppress(OSError):
+                os.unlink(names["sock"], dir_fd=dirfd)
         with contextlib.suppress(OSError):
-            os.unlink(path)
-        with contextlib.suppress(OSError):
-            os.unlink(pidfile)
+            os.unlink(names["pid"], dir_fd=dirfd)
         server.server_close()
     return 0
 

@@ -110,15 +110,18 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
 
 def stop_hookd(home: Path) -> None:
     """Stop the hook daemon the run started, by the pid it recorded (it may still be starting)."""
-    pidfile = home / ".local/share/openoxide/run/hookd.pid"
+    run = home / ".local/share/openoxide/run"
     for _ in range(50):
-        try:
-            pid = int(pidfile.read_text().strip())
-        except (OSError, ValueError):
+        pids = []
+        for pidfile in run.glob("hookd-*.pid"):  # one per installation
+            with contextlib.suppress(OSError, ValueError):
+                pids.append(int(pidfile.read_text().strip()))
+        if not pids:
             time.sleep(0.1)
             continue
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGTERM)
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
         return
 
 

@@ -37,14 +37,15 @@ def stop_hookd(home: Path, settle: float = 3.0) -> None:
     stopped: set[int] = set()
     deadline = time.monotonic() + settle
     while time.monotonic() < deadline:
-        try:
-            pid = int((run / "hookd.pid").read_text().strip())
-        except (OSError, ValueError):
-            pid = 0
-        if pid and pid not in stopped:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
-            stopped.add(pid)
+        for pidfile in run.glob("hookd-*.pid"):  # one per installation
+            try:
+                pid = int(pidfile.read_text().strip())
+            except (OSError, ValueError):
+                continue
+            if pid not in stopped:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+                stopped.add(pid)
         time.sleep(0.2)
 
 

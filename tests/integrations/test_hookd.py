@@ -81,10 +81,10 @@ def test_daemon_failure_blocks_instead_of_allowing(repo: Path, env: dict[str, st
 def test_killed_daemon_falls_back_to_deciding_in_process(
     repo: Path, env: dict[str, str], home: Path
 ) -> None:
-    """Attack: the agent kills the daemon (`kill $(cat .../hookd.pid)`) hoping calls pass."""
+    """Attack: the agent kills the daemon (`kill $(cat .../hookd-*.pid)`) hoping calls pass."""
     p = claude_payload("Write", {"file_path": str(repo / "src/n.py"), "content": ""}, repo)
     wait_for_hookd(repo, env, p)
-    pidfile = home / ".local/share/openoxide/run/hookd.pid"
+    (pidfile,) = (home / ".local/share/openoxide/run").glob("hookd-*.pid")
     pid = int(pidfile.read_text())
     os.kill(pid, signal.SIGKILL)
     proc = run_installed(repo, env, p, GUARD_AGENT="plan")
@@ -115,4 +115,4 @@ def test_daemon_can_be_turned_off(repo: Path, env: dict[str, str], home: Path) -
         proc = run_installed(repo, env, p, GUARD_HOOK_DAEMON="0", GUARD_AGENT="plan")
         assert decision(proc) == "deny" and "answered in-process" in proc.stderr
     time.sleep(1)
-    assert not (home / ".local/share/openoxide/run/hookd.sock").exists()
+    assert not list((home / ".local/share/openoxide/run").glob("hookd*.sock"))

@@ -333,17 +333,17 @@ def test_parser_is_never_given_code_points_beyond_the_bmp(
 ) -> None:
     """The crash above depends on memory layout, so also pin the mechanism: whatever
     the command, the bytes handed to tree-sitter hold no 4-byte UTF-8 sequence."""
-    import guard.tools.shell as shell
+    import guard.tools.shell.walker as walker
 
     seen: list[bytes] = []
-    real = shell._PARSER
+    real = walker.PARSER
 
     class Recorder:
         def parse(self, source: bytes) -> object:
             seen.append(source)
             return real.parse(source)
 
-    monkeypatch.setattr(shell, "_PARSER", Recorder())
+    monkeypatch.setattr(walker, "PARSER", Recorder())
     for command in [*PARSER_CRASHERS, "bash -c 'echo \U0001f600 > x'", "cat \U0010ffff"]:
         analyse(command, None)
     assert seen and not any(b >= 0xF0 for source in seen for b in source)

@@ -1,0 +1,185 @@
+"""What the walk knows while it goes: working directories, taint, and the effects found.
+
+Program handlers receive a :class:`Ctx` and never import the walker: they run an
+inner command line through :meth:`Ctx.run` (``sudo ls`` runs ``ls``) and a shell
+script given as text through :meth:`Ctx.nested` (``bash -c '...'``). The walker
+installs both callbacks when it creates the first context.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from guard.effects import Effect, EffectKind
+from guard.tools.shell.words import Arg
+
+MAX_CWDS = 16  # possible working directories tracked before giving up on precision
+
+SILENT_READS = frozenset({"/dev/zero", "/dev/urandom", "/dev/random", "/dev/null", "/dev/stdin"})
+
+# Variables whose assignment changes what later commands do (which program runs, what a
+# program loads or executes). Anything not known to be harmless counts.
+_HARMLESS_VARS = re.compile(
+    r"^(LANG|LANGUAGE|LC_[A-Z]+|TZ|NO_COLOR|CLICOLOR|COLUMNS|LINES|TERM|FORCE_COLOR"
+    r"|GREP_COLOR|GREP_COLORS|[a-z_][a-z0-9_]*)$"
+)
+# Lower-case names are script variables, but a few are read by programs anyway.
+_DANGEROUS_LOWER = frozenset({"http_proxy", "https_proxy", "all_proxy", "no_proxy"})
+
+
+def is_dangerous_var(name: str) -> bool:
+    """Whether setting ``name`` can change what a later program does."""
+    return not _HARMLESS_VARS.match(name) or name in _DANGEROUS_LOWER
+
+
+@dataclass(frozen=True, slots=True)
+class Walker:
+    """The walker's entry points, handed to program handlers through the context."""
+
+    command: Callable[[Ctx, list[Arg], str | None], None]
+    source: Callable[[str, Ctx], None]
+
+
+def _no_walker() -> Walker:
+    def command(ctx: Ctx, argv: list[Arg], heredoc: str | None) -> None:
+        raise RuntimeError("shell context without a walker")
+
+    def source(text: str, ctx: Ctx) -> None:
+        raise RuntimeError("shell context without a walker")
+
+    return Walker(command, source)
+
+
+@dataclass
+class Ctx:
+    """What the walk knows so far, and the effects it found."""
+
+    depth: int = 0
+    cwd: str | None = None  # the call's working directory, to look at the filesystem
+    cwds: list[str | None] = field(default_factory=lambda: [""])
+    tainted: str | None = None  # why later programs cannot be trusted to be what they seem
+    effects: list[Effect] = field(default_factory=list)
+    seen: set[tuple[EffectKind, str | None, str]] = field(default_factory=set)
+    walker: Walker = field(default_factory=_no_walker)
+
+    def add(self, effect: Effect) -> None:
+        key = (effect.kind, effect.target, effect.detail)
+        if key not in self.seen:
+            self.seen.add(key)
+            self.effects.append(effect)
+
+    def targets(self, arg: Arg | str | None) -> list[str | None]:
+        """Where a path word points, once for each possible working directory."""
+        text = arg.literal if isinstance(arg, Arg) else arg
+        if text is None or text == "":
+            return [None]
+        if text.startswith(("/", "~")):
+            return [text]
+        out: list[str | None] = []
+        for cwd in self.cwds:
+            if cwd is None:
+                out.append(None)
+            else:
+                joined = posixpath.join(cwd, text) if cwd else text
+                out.append(joined)
+        return out
+
+    def path(self, kind: EffectKind, arg: Arg | str | None, detail: str) -> None:
+        if isinstance(arg, Arg) and arg.pipe and kind is EffectKind.READ:
+            return  # <(...) is a pipe; its command is analysed on its own
+        if kind is EffectKind.READ and isinstance(arg, Arg) and arg.glob and arg.text:
+            # a glob reads only below its literal directory part
+            from guard.tools.interface import glob_base
+
+            for target in self.targets(glob_base(arg.text)):
+                self.add(Effect(kind, target, detail))
+            return
+        for target in self.targets(arg):
+            self.add(Effect(kind, target, detail))
+
+    def is_dir(self, target: str) -> bool | None:
+        """Whether ``target`` names a directory now; None when there is no cwd to ask."""
+        if os.path.isabs(target):
+            return os.path.isdir(target)
+        if target.startswith("~"):
+            return os.path.isdir(os.path.expanduser(target))
+        if self.cwd is None:
+            return None
+        return os.path.isdir(os.path.join(self.cwd, target))
+
+    def read(self, arg: Arg | str | None, detail: str) -> None:
+        text = arg.literal if isinstance(arg, Arg) else arg
+        if text in SILENT_READS:
+            return
+        self.path(EffectKind.READ, arg, detail)
+
+    def write(self, arg: Arg | str | None, detail: str) -> None:
+        self.path(EffectKind.WRITE, arg, detail)
+
+    def delete(self, arg: Arg | str | None, detail: str) -> None:
+        self.path(EffectKind.DELETE, arg, detail)
+
+    def unknown_exec(self, detail: str) -> None:
+        self.add(Effect.exec(None, detail))
+
+    def unknown_write(self, detail: str) -> None:
+        self.add(Effect.write(None, detail))
+
+    def network(self, host: str | None, detail: str) -> None:
+        self.add(Effect.network(host, detail))
+
+
+
+    # ---- the walker's seam
+
+    def child(self, cwds: list[str | None] | None = None) -> Ctx:
+        """A context for an inner command or script: one level deeper, same knowledge."""
+        return Ctx(depth=self.depth + 1, cwd=self.cwd,
+                   cwds=list(self.cwds) if cwds is None else cwds,
+                   tainted=self.tainted, walker=self.walker)
+
+    def run(self, argv: list[Arg], heredoc: str | None) -> None:
+        """Analyse ``argv`` as a command run here (by a wrapper such as ``sudo``)."""
+        if argv:
+            self.walker.command(self, argv, heredoc)
+
+    def nested(self, source: str, how: str) -> None:
+        """Analyse ``source`` as a shell script run by a nested shell (``bash -c``)."""
+        sub = self.child()
+        self.walker.source(source, sub)
+        for e in sub.effects:
+            self.add(e)
+        self.cwds = merge_cwds(self.cwds, sub.cwds)
+        self.tainted = self.tainted or sub.tainted
+
+    # ---- shell state
+
+    def chdir(self, arg: Arg | None) -> None:
+        """``cd ARG``: one more possible working directory (None: computed, ``~``: home)."""
+        if arg is None:
+            new: list[str | None] = ["~"]
+        elif arg.literal is None or arg.text == "-":
+            new = [None]
+        else:
+            new = list(self.targets(arg))
+        self.cwds = merge_cwds(self.cwds, new)
+
+    def taint_if_dangerous(self, name: str) -> None:
+        if is_dangerous_var(name):
+            self.tainted = self.tainted or f"the script sets {name}, which changes what programs do"
+
+
+def merge_cwds(old: list[str | None], new: list[str | None]) -> list[str | None]:
+    out = list(old)
+    for c in new:
+        if c not in out:
+            out.append(c)
+    if len(out) > MAX_CWDS:
+        out = [c for c in out[:MAX_CWDS]]
+        if None not in out:
+            out.append(None)
+    return out

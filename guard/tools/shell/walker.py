@@ -1,0 +1,369 @@
+"""The walk: a bash command line -> a tree-sitter tree -> the effects of every command in it.
+
+Bash constructs are handled here; each simple command goes to the handler of its
+program in :mod:`guard.tools.shell.registry` (filled by the program modules, imported
+at the end of this module). Handlers call back through :class:`Ctx` and never
+import this module.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shutil
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
+
+from guard.effects import Effect
+from guard.tools.shell.context import Ctx, Walker, is_dangerous_var
+from guard.tools.shell.registry import PROGRAMS, WRAPPERS
+from guard.tools.shell.words import SOURCE, Arg, clip, text_of, word_arg
+
+_LANGUAGE = Language(tree_sitter_bash.language())
+PARSER = Parser(_LANGUAGE)
+
+MAX_NESTING = 8  # bash -c inside bash -c inside ... beyond this is refused
+
+_SILENT_TARGETS = frozenset(
+    {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"}
+)
+# Absolute program paths taken to be the program of that name (root-owned system dirs).
+_SYSTEM_BIN_DIRS = frozenset({"/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin"})
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def analyse(command: str, cwd: str | None = None) -> list[Effect]:
+    """The effects of running ``command`` with bash in ``cwd``. Never raises.
+
+    Relative paths stay relative (to ``cwd``, which the evaluator applies).
+    """
+    ctx = Ctx(cwd=cwd, walker=WALKER)
+    try:
+        _analyse_source(command, ctx)
+    except RecursionError:
+        ctx.unknown_write("unparseable shell: nested too deeply to analyse")
+    except Exception as exc:  # fail closed: an analyser bug is an unknown write
+        ctx.unknown_write(f"unparseable shell: analysis failed ({type(exc).__name__}: {exc})")
+    return ctx.effects
+
+
+def analyse_argv(argv: list[str], cwd: str | None = None) -> list[Effect]:
+    """The effects of executing ``argv`` directly (no shell), e.g. Codex's shell tool."""
+    ctx = Ctx(cwd=cwd, walker=WALKER)
+    try:
+        if not argv or not all(isinstance(a, str) for a in argv):
+            ctx.unknown_write("unparseable command: empty argv or non-string element")
+        else:
+            _command(ctx, [Arg(a) for a in argv], heredoc=None)
+    except RecursionError:
+        ctx.unknown_write("unparseable shell: nested too deeply to analyse")
+    except Exception as exc:
+        ctx.unknown_write(f"unparseable shell: analysis failed ({type(exc).__name__}: {exc})")
+    return ctx.effects
+
+
+def _analyse_source(command: str, ctx: Ctx) -> None:
+    if ctx.depth > MAX_NESTING:
+        ctx.unknown_write(f"unparseable shell: more than {MAX_NESTING} nested shells")
+        return
+    if "\x00" in command:
+        ctx.unknown_write("unparseable shell: NUL byte in command")
+        return
+    source = command.encode("utf-8", "surrogatepass")
+    # tree-sitter-bash 0.25 crashes the process on some code points beyond the BMP
+    # after "${" (found by fuzzing). The parser gets each one as four ASCII bytes
+    # (same offsets, same word structure); texts are read back from the original.
+    safe = _ASTRAL.sub("____", command).encode("utf-8", "surrogatepass")
+    tree = PARSER.parse(safe)
+    root = tree.root_node
+    if root.has_error:
+        bad = _first_error(root)
+        where = f" at line {bad.start_point[0] + 1}, column {bad.start_point[1] + 1}" if bad else ""
+        ctx.unknown_write(f"unparseable shell: syntax error{where}")
+        return
+    token = SOURCE.set(source)
+    try:
+        _walk(ctx, root)
+    finally:
+        SOURCE.reset(token)
+
+
+#: Code points the parser is not given (see _analyse_source): everything beyond the BMP.
+_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
+
+
+def _first_error(node: Node) -> Node | None:
+    if node.type == "ERROR" or node.is_missing:
+        return node
+    for child in node.children:
+        if child.has_error or child.is_missing:
+            found = _first_error(child)
+            if found is not None:
+                return found
+    return None
+
+
+# --------------------------------------------------------------------------- tree walk
+
+_STRUCTURAL = frozenset(
+    {
+        "program", "list", "pipeline", "subshell", "compound_statement", "redirected_statement",
+        "if_statement", "elif_clause", "else_clause", "while_statement", "for_statement",
+        "do_group", "case_statement", "case_item", "negated_command", "heredoc_body",
+        "command_substitution", "process_substitution", "string", "concatenation",
+        "simple_expansion", "word", "raw_string", "number", "variable_name",
+        "special_variable_name", "string_content", "heredoc_content", "heredoc_start",
+        "heredoc_end", "file_descriptor", "comment", "array", "ansi_c_string",
+        "translated_string", "command_name", "test_operator", "regex", "extglob_pattern",
+        "brace_expression", "unary_expression", "parenthesized_expression",
+        "herestring_redirect", "variable_assignments", "unset_command",
+    }
+)
+_ARITHMETIC = frozenset(
+    {
+        "arithmetic_expansion", "subscript", "c_style_for_statement", "binary_expression",
+        "postfix_expression", "ternary_expression",
+    }
+)
+_ARITH_TEST_OPS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+
+
+def _walk(ctx: Ctx, node: Node) -> None:
+    t = node.type
+    if not node.is_named:
+        return
+    if t == "command":
+        _command_node(ctx, node)
+    elif t == "redirected_statement":
+        _redirected(ctx, node)
+    elif t == "file_redirect":
+        _file_redirect(ctx, node)
+    elif t == "heredoc_redirect":
+        if not _heredoc_quoted(node):
+            # the grammar leaves `...` in a heredoc body as text; bash runs it
+            for child in node.named_children:
+                if child.type == "heredoc_body":
+                    for m in _BACKTICKS.finditer(text_of(child)):
+                        ctx.nested(m.group(1).replace("\\`", "`"), "backticks in a heredoc")
+        for child in node.named_children:
+            _walk(ctx, child)
+    elif t == "function_definition":
+        body = node.child_by_field_name("body")
+        if body is not None:
+            _walk(ctx, body)
+    elif t == "variable_assignment":
+        _assignment(ctx, node, exported=False)
+    elif t == "declaration_command":
+        _declaration(ctx, node)
+    elif t == "expansion":
+        if any(c.type == "!" for c in node.children):
+            ctx.unknown_exec("indirect expansion ${!...} can evaluate array subscripts")
+        for child in node.named_children:
+            _walk(ctx, child)
+    elif t in _ARITHMETIC or (t == "compound_statement" and text_of(node).startswith("((")):
+        if t == "binary_expression" and not _is_arith_binary(node):
+            for child in node.named_children:
+                _walk(ctx, child)
+            return
+        if _mentions_variable(node):
+            ctx.unknown_exec(
+                "arithmetic on a variable can run commands hidden in its value"
+                f" ({clip(text_of(node))})"
+            )
+        for child in node.named_children:
+            _walk(ctx, child)
+    elif t == "test_command" or t in _STRUCTURAL:
+        for child in node.named_children:
+            _walk(ctx, child)
+    else:
+        ctx.unknown_exec(f"shell construct {t!r} not analysed: {clip(text_of(node))}")
+        for child in node.named_children:
+            _walk(ctx, child)
+
+
+def _is_arith_binary(node: Node) -> bool:
+    """A binary_expression inside [[ ]] is arithmetic only with -eq, -lt, ..."""
+    op = node.child_by_field_name("operator")
+    parent = node.parent
+    while parent is not None and parent.type in ("binary_expression", "parenthesized_expression",
+                                                  "unary_expression"):
+        parent = parent.parent
+    if parent is not None and parent.type == "test_command":
+        return op is not None and text_of(op) in _ARITH_TEST_OPS
+    return True
+
+
+def _mentions_variable(node: Node) -> bool:
+    if node.type in ("variable_name", "simple_expansion", "expansion", "command_substitution"):
+        return True
+    if node.type == "word" and re.search(r"[A-Za-z_]", text_of(node)):
+        return True  # inside arithmetic a bare word is a variable name
+    return any(_mentions_variable(c) for c in node.named_children)
+
+
+
+
+def _redirected(ctx: Ctx, node: Node) -> None:
+    heredoc: str | None = None
+    for child in node.named_children:
+        if child.type == "heredoc_redirect":
+            heredoc = _heredoctext_of(child)
+    body = node.child_by_field_name("body")
+    for child in node.named_children:
+        if body is not None and child.id == body.id and body.type == "command":
+            _command_node(ctx, body, heredoc=heredoc)
+        else:
+            _walk(ctx, child)
+
+
+_BACKTICKS = re.compile(r"`((?:[^`\\]|\\.)*)`", re.S)
+
+
+def _heredoc_quoted(node: Node) -> bool:
+    start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
+    return start is not None and any(q in text_of(start) for q in "'\"\\")
+
+
+def _heredoctext_of(node: Node) -> str | None:
+    """The literal body of a heredoc, or None when it expands anything."""
+    quoted = _heredoc_quoted(node)
+    for child in node.named_children:
+        if child.type == "heredoc_body":
+            if any(c.type != "heredoc_content" for c in child.named_children):
+                return None
+            text = text_of(child)
+            if not quoted and ("`" in text or "$" in text or "\\" in text):
+                return None
+            return text
+    return None
+
+
+def _file_redirect(ctx: Ctx, node: Node) -> None:
+    op = ""
+    for child in node.children:
+        if not child.is_named:
+            op = text_of(child)
+            break
+    dest = node.child_by_field_name("destination")
+    for child in node.named_children:
+        _walk(ctx, child)
+    if dest is None:
+        ctx.unknown_write(f"redirection without a target: {clip(text_of(node))}")
+        return
+    arg = word_arg(dest)
+    if op in ("<&", ">&", "<&-", ">&-") and arg.text is not None and (
+        arg.text.isdigit() or arg.text == "-"
+    ):
+        return  # duplicating or closing a descriptor
+    if arg.literal in _SILENT_TARGETS or (arg.literal or "").startswith("/dev/fd/"):
+        return
+    if op == "<":
+        ctx.read(arg, "redirection <")
+        return
+    if op in ("<>",):
+        ctx.read(arg, f"redirection {op}")
+    ctx.write(arg, f"redirection {op or '?'}")
+
+
+def _assignment(ctx: Ctx, node: Node, exported: bool) -> None:
+    name_node = node.child_by_field_name("name")
+    name = text_of(name_node) if name_node is not None else ""
+    if name_node is not None and name_node.type == "subscript":
+        _walk(ctx, name_node)
+        name = text_of(name_node.child_by_field_name("name") or name_node)
+    ctx.taint_if_dangerous(name)
+    for child in node.named_children:
+        if name_node is None or child.id != name_node.id:
+            _walk(ctx, child)
+
+
+def _declaration(ctx: Ctx, node: Node) -> None:
+    keyword = text_of(node.children[0]) if node.children else ""
+    for child in node.named_children:
+        if child.type == "variable_assignment":
+            _assignment(ctx, child, exported=True)
+        elif child.type == "word":
+            text = text_of(child)
+            if text.startswith("-") and re.search(r"[inA-Za]*[in]", text.lstrip("-+")):
+                if set(text.lstrip("-+")) & {"i", "n"}:
+                    ctx.unknown_exec(f"{keyword} {text}: integer and nameref variables evaluate"
+                                     " their values")
+            elif keyword in ("export", "readonly", "declare", "typeset", "local"):
+                ctx.taint_if_dangerous(text.split("=", 1)[0])
+        else:
+            _walk(ctx, child)
+
+
+def _command_node(ctx: Ctx, node: Node, heredoc: str | None = None) -> None:
+    argv: list[Arg] = []
+    assigns: list[str] = []
+    for child in node.named_children:
+        if child.type == "variable_assignment":
+            name_node = child.child_by_field_name("name")
+            assigns.append(text_of(name_node) if name_node is not None else "?")
+            for sub in child.named_children:
+                _walk(ctx, sub)
+        elif child.type == "command_name":
+            inner = child.named_children
+            argv.append(word_arg(inner[0]) if inner else Arg(None))
+            for sub in inner:
+                _walk(ctx, sub)
+        elif child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+            if child.type == "heredoc_redirect" and heredoc is None:
+                heredoc = _heredoctext_of(child)
+            _walk(ctx, child)
+        elif child.type == "comment":
+            continue
+        else:
+            argv.append(word_arg(child))
+            _walk(ctx, child)
+    if not argv:
+        return
+    saved = ctx.tainted
+    for name in assigns:
+        if is_dangerous_var(name):
+            ctx.tainted = ctx.tainted or f"{name}=... set for this command changes what it does"
+    _command(ctx, argv, heredoc)
+    ctx.tainted = saved  # a prefix assignment lasts for this command only
+
+
+def _command(ctx: Ctx, argv: list[Arg], heredoc: str | None) -> None:
+    name_arg = argv[0]
+    args = argv[1:]
+    name = name_arg.literal
+    if name is None:
+        ctx.unknown_exec("program name is computed at run time (variable or substitution)")
+        ctx.unknown_write("a computed program name can be any program")
+        return
+    if "/" in name:
+        head, base = posixpath.split(posixpath.normpath(name))
+        if not (name.startswith("/") and head in _SYSTEM_BIN_DIRS and base in PROGRAMS):
+            ctx.add(Effect.exec(name, f"program given by path: {name} (not analysed)"))
+            ctx.unknown_exec(f"{name} is not the allowlisted program of the same name")
+            return
+        name = base  # /usr/bin/rm is rm: system directories hold the real programs
+    handler = PROGRAMS.get(name)
+    if handler is None:
+        _unknown_program(ctx, name, args)
+        return
+    if ctx.tainted and handler not in WRAPPERS:
+        ctx.unknown_exec(f"{name}: {ctx.tainted}")
+    handler(ctx, name, args, heredoc)
+
+
+def _unknown_program(ctx: Ctx, name: str, args: list[Arg]) -> None:
+    found = shutil.which(name)
+    if found is None:
+        ctx.unknown_exec(f"program {name!r} is not known to guard and not found on PATH")
+    else:
+        ctx.add(Effect.exec(found, f"{name}: program not analysed, may do anything"))
+        ctx.unknown_exec(f"{name}: program not analysed, may do anything")
+
+
+WALKER = Walker(command=_command, source=_analyse_source)
+
+# The program modules register their handlers on import.
+from guard.tools.shell import builtins, files, git, network, patch, wrappers  # noqa: E402,F401

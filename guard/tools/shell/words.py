@@ -1,0 +1,108 @@
+"""Shell words: a tree-sitter word node -> an :class:`Arg` after the static expansions."""
+
+from __future__ import annotations
+
+import contextvars
+import re
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+BRACE_EXPANSION = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
+
+#: The original bytes of the tree being walked, for node texts.
+SOURCE: contextvars.ContextVar[bytes | None] = contextvars.ContextVar("SOURCE", default=None)
+
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """A word after the expansions we can do statically.
+
+    ``text`` is None when the word is dynamic (variables, substitutions, brace
+    expansion...). ``glob`` is set when it holds unquoted glob characters.
+    """
+
+    text: str | None
+    glob: bool = False
+    pipe: bool = False  # a process substitution: a pipe, not a file
+
+    @property
+    def literal(self) -> str | None:
+        return None if self.glob else self.text
+
+    def is_option(self) -> bool:
+        return self.text is not None and self.text.startswith("-") and self.text != "-"
+
+
+def _unescape_unquoted(text: str) -> tuple[str, bool]:
+    if "\\" not in text:
+        return text, ("*" in text or "?" in text or "[" in text)
+    out: list[str] = []
+    glob = False
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            if text[i + 1] != "\n":
+                out.append(text[i + 1])
+            i += 2
+            continue
+        if ch in "*?[":
+            glob = True
+        out.append(ch)
+        i += 1
+    return "".join(out), glob
+
+
+def _unescape_double(text: str) -> str:
+    return re.sub(r'\\([\\"$`\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+
+
+def word_arg(node: Node) -> Arg:
+    t = node.type
+    raw = text_of(node)
+    if t in ("word", "number"):
+        if BRACE_EXPANSION.search(raw):
+            return Arg(None)  # brace expansion
+        text, glob = _unescape_unquoted(raw)
+        return Arg(text, glob)
+    if t == "raw_string":
+        return Arg(raw[1:-1])
+    if t in ("string", "translated_string"):
+        parts: list[str] = []
+        for child in node.named_children:
+            if child.type == "string_content":
+                parts.append(_unescape_double(text_of(child)))
+            else:
+                return Arg(None)
+        return Arg("".join(parts))
+    if t == "concatenation":
+        texts: list[str] = []
+        glob = False
+        children = node.named_children
+        if BRACE_EXPANSION.search(raw):
+            return Arg(None)  # brace expansion split into words by the grammar
+        for child in children:
+            arg = word_arg(child)
+            if arg.text is None:
+                return Arg(None)
+            texts.append(arg.text)
+            glob = glob or arg.glob
+        return Arg("".join(texts), glob)
+    if t == "process_substitution":
+        return Arg(None, pipe=True)
+    return Arg(None)
+
+
+def text_of(node: Node) -> str:
+    source = SOURCE.get()
+    data = source[node.start_byte : node.end_byte] if source is not None else node.text
+    return data.decode("utf-8", "surrogateescape") if data is not None else ""
+
+
+
+def clip(text: str, n: int = 60) -> str:
+    """``text`` on one line, cut to ``n`` characters for a reason."""
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
