@@ -130,7 +130,7 @@ def main() -> int:
         scratch.mkdir()
         helper = [
             "env", f"TMPDIR={scratch}",
-            sys.executable, "-E", "-s", "-S", confine.__file__,
+            sys.executable, "-E", "-s", "-S", confine.HELPER,
             "--write", str(plans), "--write", "/dev/null", "--write", str(scratch), "--",
         ]  # fmt: skip
         guard = [sys.executable, "-m", "guard", "run", "--agent", "plan", "-q"]

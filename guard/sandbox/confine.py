@@ -1,9 +1,10 @@
 """Run one command confined: the helper between a launcher and the command, and its API.
 
-As a script (stdlib only, nothing slow to import; it runs before every
-confined shell command of a plan-mode agent, and under ``guard run``)::
+As the helper (stdlib only, nothing slow to import; it runs before every
+confined shell command of a plan-mode agent, and under ``guard run``; the entry
+point is the tiny :mod:`guard.sandbox.run_confined`)::
 
-    python3 -E -s -S /path/to/guard/sandbox/confine.py \\
+    python3 -E -s -S /path/to/guard/sandbox/run_confined.py \\
         --plans DIR --tmpdir DIR --devices [--write DIR]... -- bash -c 'COMMAND'
 
 it, in this order: makes sure the private temporary directory exists and is
@@ -25,14 +26,13 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import stat
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
     from guard.sandbox import landlock, seccomp
-else:  # run by path as the helper: import the siblings alone, not the package (start-up cost)
+else:  # imported by run_confined.py: the siblings alone, not the package (start-up cost)
     import landlock
     import seccomp
 
@@ -44,6 +44,8 @@ TERMINAL_DEVICES = ("/dev/tty", "/dev/pts", "/dev/ptmx")
 #: Writable sinks every shell script assumes.
 SINK_DEVICES = ("/dev/null",)
 NOT_STARTED = 126
+#: The helper's entry point, run by path.
+HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_confined.py")
 
 _USAGE = (
     "usage: confine.py [--plans DIR]... [--write PATH]... [--ioctl PATH]... [--devices]"
@@ -201,10 +203,7 @@ def _exec(args: _Args) -> int:
     landlock.close_fds_from(3, keep=keep)
     if args.status_fd is not None:
         os.set_inheritable(args.status_fd, False)
-    signal.pthread_sigmask(signal.SIG_SETMASK, set())
-    # Python ignores SIGPIPE and SIGXFSZ; the command expects the defaults.
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(sig, signal.SIG_DFL)
+    seccomp.reset_signals()
     command = args.command
     try:
         os.execvp(command[0], command)
@@ -243,7 +242,7 @@ def helper_argv(
     extra: Sequence[str] = (),
 ) -> list[str]:
     """The argv that runs ``command`` under this helper."""
-    argv = [python or sys.executable, "-E", "-s", "-S", os.path.abspath(__file__)]
+    argv = [python or sys.executable, "-E", "-s", "-S", HELPER]
     for p in plans:
         argv += ["--plans", p]
     for w in writable:
@@ -306,6 +305,3 @@ def wrap_command(
     )
     return " ".join(shlex.quote(a) for a in argv)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -393,6 +393,22 @@ def install_filter() -> None:
         raise OSError(err, f"cannot install the seccomp filter: {os.strerror(err)}")
 
 
+SIG_SETMASK, SIG_DFL, SIGPIPE, SIGXFSZ = 2, 0, 13, 25
+
+
+def reset_signals() -> None:
+    """Before exec: an empty signal mask, and SIGPIPE and SIGXFSZ back to their defaults
+    (Python ignores both; the command expects the defaults). Through libc rather than
+    the signal module, whose import costs more than the rest of the helper."""
+    empty = (ctypes.c_ulong * 16)()  # a zeroed sigset_t (1024 bits)
+    if _lib().pthread_sigmask(SIG_SETMASK, ctypes.byref(empty), None) != 0:
+        raise OSError(errno.EINVAL, "cannot reset the signal mask")
+    handler = _lib().signal
+    handler.restype = ctypes.c_void_p
+    for sig in (SIGPIPE, SIGXFSZ):
+        handler(sig, ctypes.c_void_p(SIG_DFL))
+
+
 def _capget() -> tuple[int, int, int]:
     """(effective, permitted, inheritable) of this thread, 64-bit masks."""
     hdr = _CapHeader(_CAP_VERSION_3, 0)

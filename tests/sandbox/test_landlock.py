@@ -375,7 +375,7 @@ def test_helper_resets_the_signal_mask_and_sigpipe(tree: Tree) -> None:
 
 def test_helper_rejects_bad_usage_with_exit_2() -> None:
     proc = subprocess.run(
-        [sys.executable, confine.__file__, "--write"], capture_output=True, text=True
+        [sys.executable, confine.HELPER, "--write"], capture_output=True, text=True
     )
     assert proc.returncode == 2
     assert "usage:" in proc.stderr and "Traceback" not in proc.stderr
