@@ -1,27 +1,53 @@
-"""The audit log: one JSON object per line, appended atomically.
+"""The audit log: one JSON object per line, appended atomically, rotated by size.
 
 The log lives under guard's data directory (``<data>/audit/<project key>.jsonl``),
 which every shipped agent is denied writing. Writers are the monitor and the
-hook adapters, possibly several processes at once, so each record is written
+hook adapters, possibly several processes at once. Each record is written
 with a single ``write(2)`` on a descriptor opened with ``O_APPEND`` while an
-exclusive ``flock`` is held: records never interleave and a reader never sees
-half a line from a live writer.
+exclusive ``flock`` is held, so records never interleave and a reader never
+sees half a line from a live writer. Under the same lock a writer
+
+* removes a torn last line left by a writer that was killed inside its
+  ``write(2)`` (the kernel can stop a large write at a page boundary on
+  SIGKILL), so a record is never glued to the rest of a dead one;
+* takes a failed or short write (a full disk) back with ``ftruncate`` to the
+  size it found, and raises :class:`AuditError`: a record is wholly in the
+  log or not at all, and the caller (the hook) then fails closed;
+* rotates the log once the next record would take it past
+  ``$GUARD_AUDIT_MAX_BYTES`` (default 16 MiB, ``0`` turns rotation off): the
+  full file is renamed to ``<name>.<n>`` (``n`` = 1, 2, ... oldest first) and
+  the record starts a new file. Writers waiting for the lock on the old file
+  notice that its name now points elsewhere and reopen, so no record is lost
+  or written twice. Rotated files are never deleted by guard.
+
+:func:`read` yields the rotated parts first, then the current file.
+
+Every front door writes through one :class:`AuditSink` (the hook runner, ``guard
+check --audit-log``, the MCP proxy, the monitor), and every record shares one
+envelope: ``ts``, ``type`` (``verdict``, ``violation``, ``notice``), ``source``
+(``hook``, ``check``, ``mcp``, ``monitor``). A verdict record is made by
+:meth:`guard.gate.Verdict.record`, so a hook's and a proxy's decisions read the
+same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from guard.effects import GuardError
 from guard.paths import Roots, project_key
 
 AUDIT_SUBDIR = "audit"
+MAX_BYTES_ENV = "GUARD_AUDIT_MAX_BYTES"
+DEFAULT_MAX_BYTES = 16 << 20
 
 
 class AuditError(GuardError):
@@ -54,6 +80,86 @@ def encode(record: dict[str, Any]) -> bytes:
     return line.encode("utf-8", "surrogateescape") + b"\n"
 
 
+def max_bytes() -> int:
+    """The size at which the log rotates: ``$GUARD_AUDIT_MAX_BYTES``, 0 for never."""
+    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise AuditError(
+            f"${MAX_BYTES_ENV}={raw!r} is not a number of bytes; set it to an integer"
+            " (0 turns rotation off) or unset it"
+        ) from None
+    if value < 0:
+        raise AuditError(f"${MAX_BYTES_ENV}={raw!r} is negative; use 0 to turn rotation off")
+    return value
+
+
+def rotated(path: Path) -> list[Path]:
+    """The rotated parts of the log at ``path``, oldest first (``<name>.1``, ``<name>.2`` ...)."""
+    pattern = re.compile(re.escape(path.name) + r"\.([0-9]+)")
+    found: list[tuple[int, Path]] = []
+    try:
+        names = os.listdir(path.parent)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise AuditError(f"cannot list {path.parent}: {exc.strerror or exc}") from exc
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m:
+            found.append((int(m.group(1)), path.parent / name))
+    return [p for _, p in sorted(found)]
+
+
+def _open(path: Path) -> int:
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        try:
+            return os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return os.open(path, flags, 0o600)
+    except OSError as exc:
+        raise AuditError(f"cannot open audit log {path}: {exc.strerror or exc}") from exc
+
+
+def _still_at(fd: int, path: Path) -> bool:
+    """True when ``path`` still names the file open on ``fd`` (no rotation in between)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _whole_records_end(fd: int, size: int) -> int:
+    """The offset just after the last newline: a killed writer's torn tail starts there."""
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    end = size
+    while end > 0:
+        start = max(0, end - 65536)
+        chunk = os.pread(fd, end - start, start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        end = start
+    return 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = 0
+    while written < len(data):
+        n = os.write(fd, data[written:])
+        if n == 0:
+            raise OSError(28, "short write (no space left on device?)")
+        written += n
+
+
 def append(record: dict[str, Any], path: Path | None = None, roots: Roots | None = None) -> Path:
     """Append ``record`` to the audit log at ``path`` (default: the project's log).
 
@@ -66,54 +172,121 @@ def append(record: dict[str, Any], path: Path | None = None, roots: Roots | None
     if "ts" not in record:
         record = {"ts": now_iso(), **record}
     data = encode(record)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-    try:
+    limit = max_bytes()
+    for _attempt in range(100):
+        fd = _open(path)
         try:
-            fd = os.open(path, flags, 0o600)
-        except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(path, flags, 0o600)
-    except OSError as exc:
-        raise AuditError(f"cannot open audit log {path}: {exc.strerror or exc}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            written = os.write(fd, data)
-            # A short write on a regular file means the disk is full; finish the
-            # line under the lock so the log stays one record per line.
-            while written < len(data):
-                n = os.write(fd, data[written:])
-                if n == 0:
-                    raise OSError("short write")
-                written += n
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not _still_at(fd, path):
+                continue  # rotated (or moved away) while we waited: open the new file
+            size = os.fstat(fd).st_size
+            whole = _whole_records_end(fd, size)
+            if whole != size:
+                os.ftruncate(fd, whole)  # a killed writer's torn tail, never a record
+                size = whole
+            if limit and size and size + len(data) > limit:
+                parts = rotated(path)
+                number = int(parts[-1].name.rsplit(".", 1)[1]) + 1 if parts else 1
+                os.rename(path, path.with_name(f"{path.name}.{number}"))
+                continue  # still holding the lock: waiting writers see the rename
+            try:
+                _write_all(fd, data)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # take back a partial record
+                raise
+            return path
+        except OSError as exc:
+            raise AuditError(f"cannot append to audit log {path}: {exc.strerror or exc}") from exc
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    except OSError as exc:
-        raise AuditError(f"cannot append to audit log {path}: {exc.strerror or exc}") from exc
-    finally:
-        os.close(fd)
-    return path
+            os.close(fd)  # releases the lock
+    raise AuditError(f"cannot append to audit log {path}: it keeps being replaced")
+
+
+def _records(handle: Any, path: Path) -> Iterator[dict[str, Any]]:
+    for number, raw in enumerate(handle, start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            raise AuditError(
+                f"{path}:{number}: not a JSON record ({exc}); the log may have been edited"
+                " by hand — move the bad line aside to read the rest"
+            ) from exc
+        if not isinstance(value, dict):
+            raise AuditError(f"{path}:{number}: record is not a JSON object")
+        yield value
+
+
+def _open_parts(path: Path) -> list[tuple[Path, Any]]:
+    """Open every part of the log at once, so that a rotation cannot hide one from us."""
+    for _attempt in range(100):
+        parts = rotated(path)
+        handles: list[tuple[Path, Any]] = []
+        try:
+            for part in [*parts, path]:
+                try:
+                    handles.append((part, part.open("rb")))
+                except FileNotFoundError:
+                    if part != path:
+                        break  # renamed under us: start again
+            else:
+                if rotated(path) == parts:
+                    return handles
+        except OSError as exc:
+            for _, h in handles:
+                h.close()
+            raise AuditError(f"cannot read audit log {path}: {exc.strerror or exc}") from exc
+        for _, h in handles:
+            h.close()
+    raise AuditError(f"cannot read audit log {path}: it keeps being rotated")
+
+
+class AuditSink(Protocol):
+    """Where a front door's records go. ``roots`` are those the decision was made against.
+
+    ``write`` raises :class:`AuditError` when the record cannot be kept; the gate
+    then turns the verdict into a deny (an unrecorded allow is not allowed).
+    """
+
+    def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None: ...
+
+
+class AuditLog:
+    """The audit log as a sink: ``path``, or the project's log of the decision's roots."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+
+    def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
+        if self.path is None and roots is None:
+            cwd = record.get("cwd")
+            roots = Roots.discover(cwd if isinstance(cwd, str) and cwd else None)
+        append(dict(record), self.path, roots=roots)
+
+
+class MemorySink:
+    """Keeps records in a list (tests, and front doors that show them later)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
+        self.records.append(dict(record))
 
 
 def read(path: Path) -> Iterator[dict[str, Any]]:
-    """The records of a log, in order. A malformed line is an error naming its line number."""
+    """The records of a log, rotated parts first, in order.
+
+    Every part is opened before the first is read, so a rotation meanwhile
+    neither hides nor repeats a record. A malformed line is an error naming
+    its file and line number.
+    """
+    handles = _open_parts(path)
     try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise AuditError(f"cannot read audit log {path}: {exc.strerror or exc}") from exc
-    with handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                value = json.loads(raw)
-            except ValueError as exc:
-                raise AuditError(
-                    f"{path}:{number}: not a JSON record ({exc}); the log may have been edited"
-                    " by hand — move the bad line aside to read the rest"
-                ) from exc
-            if not isinstance(value, dict):
-                raise AuditError(f"{path}:{number}: record is not a JSON object")
-            yield value
+        for part, handle in handles:
+            yield from _records(handle, part)
+    finally:
+        for _, handle in handles:
+            handle.close()

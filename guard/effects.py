@@ -2,10 +2,11 @@
 
 The data flow is one way (see DESIGN.md):
 
-    tool call (agent dialect) --adapter--> ToolCall
-    ToolCall --effects()--> [Effect]
+    tool call (host payload, MCP message, CLI) --adapter--> ToolCall
+    ToolCall --guard.tools.effects_of--> [Effect]
     Effect --canonicalize--> Effect with a real, absolute path
-    (agent, effects) --decide--> Decision
+    (agent, effects) --Guard.decide--> Decision
+    Decision --guard.gate--> Verdict (allow, ask, deny, allow_confined)
 """
 
 from __future__ import annotations
@@ -108,11 +109,66 @@ class Effect:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call in an agent's own dialect, before any interpretation."""
+    """One pending tool call, whoever announced it: the one type every layer passes around.
 
+    ``dialect`` names the tool vocabulary (``claude-code``, ``codex``, ``opencode``,
+    ``gemini``, ``mcp``; see :data:`guard.tools.DIALECTS`), ``name`` the tool as the
+    agent sent it, ``input`` its JSON arguments, ``cwd`` the directory relative paths
+    are resolved from (None: the caller's), ``session`` the host's session id if any.
+    Host adapters build it from a hook payload, the MCP proxy from a ``tools/call``,
+    ``guard check --dialect`` from its options; :mod:`guard.gate` decides it and the
+    dialect handlers in :mod:`guard.tools` read it with the helpers below.
+    """
+
+    dialect: str
     name: str
-    args: Mapping[str, Any] = field(default_factory=dict)
+    input: Mapping[str, Any] = field(default_factory=dict)
     cwd: str | None = None
+    session: str | None = None
+
+    def where(self, key: str) -> str:
+        return f"{self.dialect} tool {self.name!r}: field {key!r}"
+
+    def str_field(self, *names: str, required: bool = True, what: str = "a path") -> str | None:
+        """The first of ``names`` present in the input; it must be a non-empty string."""
+        for name in names:
+            if name in self.input and self.input[name] is not None:
+                value = self.input[name]
+                if not isinstance(value, str):
+                    raise ToolInputError(
+                        f"{self.where(name)} must be a string ({what}),"
+                        f" got {type(value).__name__}: {short_repr(value)}"
+                    )
+                if value == "" and what.endswith("path"):
+                    raise ToolInputError(f"{self.where(name)} is empty; expected {what}")
+                return value
+        if required:
+            alts = " or ".join(repr(n) for n in names)
+            raise ToolInputError(
+                f"{self.dialect} tool {self.name!r}: missing field {alts} ({what});"
+                f" input has {sorted(self.input)}"
+            )
+        return None
+
+    def str_list_field(self, name: str, what: str = "a list of paths") -> list[str]:
+        value = self.input.get(name)
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ToolInputError(
+                f"{self.where(name)} must be {what} (non-empty strings), got {short_repr(value)}"
+            )
+        return list(value)
+
+    def to_json(self) -> dict[str, Any]:
+        """The call as an audit record names it (the input is left out: it may hold secrets)."""
+        out: dict[str, Any] = {"dialect": self.dialect, "tool_name": self.name, "cwd": self.cwd}
+        if self.session is not None:
+            out["session_id"] = self.session
+        return out
+
+
+def short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,3 +196,7 @@ class Decision:
 
 class GuardError(Exception):
     """An error with a message meant for the user (no traceback is shown)."""
+
+
+class ToolInputError(GuardError):
+    """A tool call that cannot be understood: unknown dialect or malformed input."""

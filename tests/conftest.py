@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# CI never passes by skipping: a hook from tests/components.py (tests/ is on sys.path here)
+from components import pytest_runtest_makereport  # noqa: F401
+
 
 @pytest.fixture(autouse=True)
 def _isolated_home(

@@ -13,11 +13,12 @@ from rich.console import Console
 
 from guard.cli._app import app
 from guard.decide import Guard
-from guard.effects import Action, Effect, EffectKind, GuardError
+from guard.effects import Effect, EffectKind, GuardError, ToolCall
 from guard.paths import plan_dir
 from guard.policy import json_schema
 
-EXIT_CODES = {Action.ALLOW: 0, Action.DENY: 1, Action.ASK: 3}
+#: Exit status per verdict; allow_confined (only with a confiner, which check has not) is 4.
+EXIT_CODES = {"allow": 0, "deny": 1, "ask": 3, "allow_confined": 4}
 KINDS = ("read", "write", "delete", "exec", "network")
 
 AgentOpt = Annotated[
@@ -65,9 +66,9 @@ def _load(policy: str | None, worktree: Path | None, cwd: Path | None) -> Guard:
     return Guard.load(policy, worktree=worktree, cwd=cwd)
 
 
-def _tool_effects(
+def _tool_call(
     dialect: str, tool: str | None, tool_input: str | None, cwd: Path | None
-) -> list[Effect]:
+) -> ToolCall:
     if tool is None:
         raise GuardError("--dialect needs --tool NAME (and usually --input JSON)")
     try:
@@ -78,12 +79,8 @@ def _tool_effects(
         ) from None
     if not isinstance(args, dict):
         raise GuardError('--input must be a JSON object, e.g. \'{"file_path": "src/a.py"}\'')
-    try:
-        from guard.tools import effects_for
-    except ImportError as exc:  # pragma: no cover - a broken install
-        raise GuardError(f"tool-call analysis is unavailable: {exc}") from None
-    where = str(cwd) if cwd is not None else os.getcwd()
-    return effects_for(dialect, tool, args, where)
+    where = str(cwd.absolute()) if cwd is not None else os.getcwd()
+    return ToolCall(dialect, tool, args, where)
 
 
 @app.command(
@@ -94,7 +91,8 @@ def _tool_effects(
         "  guard check --agent plan --json read .env             # exit 3: ask\n\n"
         "  guard check --agent plan --dialect claude-code --tool Bash"
         ' --input \'{"command": "echo hi > src/x"}\'\n\n'
-        "Exit codes: 0 allow, 1 deny, 3 ask, 2 bad input or usage."
+        "Exit codes: 0 allow, 1 deny, 3 ask, 2 bad input or usage. With --audit-log the"
+        " verdict is also appended to that file, as the hook records it."
     )
 )
 def check(
@@ -117,44 +115,60 @@ def check(
         str | None, typer.Option("--input", help="The tool's input as a JSON object.")
     ] = None,
     as_json: JsonOpt = False,
+    audit_log: Annotated[
+        Path | None,
+        typer.Option(help="Also append the verdict to this audit log (JSONL), as the hook does."),
+    ] = None,
 ) -> None:
     """Decide whether AGENT may do KIND to PATH (or make a whole tool call).
 
     Prints the decision and the reason; the exit code carries the decision.
+    The decision is the gate's, as for a hook or the MCP proxy.
     """
+    from guard.audit import AuditLog
+    from guard.gate import Gate
+
     g = _load(policy, worktree, cwd)
     g.agent(agent)  # unknown agent: a clear error, exit 2
-    effects: list[Effect]
+    gate = Gate(
+        guard=g,
+        agent=agent,
+        sink=AuditLog(audit_log) if audit_log is not None else None,
+        source="check",
+    )
     if dialect is not None:
         if kind is not None or path is not None:
             raise GuardError("give either KIND PATH or --dialect/--tool/--input, not both")
-        effects = _tool_effects(dialect, tool, tool_input, cwd)
+        verdict = gate.decide(_tool_call(dialect, tool, tool_input, cwd))
     else:
         if kind is None or path is None:
             raise GuardError("give KIND PATH (e.g. `write src/a.py`) or --dialect/--tool/--input")
-        effects = [Effect(_kind(kind), path)]
-    decision = g.decide(agent, effects, cwd)
+        effect = Effect(_kind(kind), path)
+        where = str(cwd) if cwd is not None else None
+        verdict = gate.decide(ToolCall("effect", kind, {"target": path}, where), effects=[effect])
+    if verdict.failed:
+        raise GuardError(verdict.reason)  # bad input: exit 2 (the verdict is a deny)
     if as_json:
-        out: dict[str, Any] = decision.to_json()
+        out: dict[str, Any] = verdict.to_json()
         if dialect is not None:
-            out["effects"] = [e.to_json() for e in effects]
+            out["effects"] = [e.to_json() for e in verdict.effects]
         print(json.dumps(out))
     else:
         con = _out()
         if dialect is not None:
-            for e in effects:
+            for e in verdict.effects:
                 d = g.decide_effect(agent, e, cwd)
                 con.print(
                     f"  {_badge(d.action)} {e}" + (f"  [dim]({e.detail})[/]" if e.detail else "")
                 )
-        con.print(f"{_badge(decision.action)} {decision.reason}")
-        con.print(f"[dim]rule: {decision.rule}[/]")
-    raise typer.Exit(EXIT_CODES[decision.action])
+        con.print(f"{_badge(verdict.action)} {verdict.reason}")
+        con.print(f"[dim]rule: {verdict.rule}[/]")
+    raise typer.Exit(EXIT_CODES[verdict.action])
 
 
-def _badge(action: Action) -> str:
-    color = {Action.ALLOW: "green", Action.ASK: "yellow", Action.DENY: "red"}[action]
-    return f"[bold {color}]{action.value.upper():5}[/]"
+def _badge(action: str) -> str:
+    color = {"allow": "green", "ask": "yellow", "deny": "red"}.get(action, "cyan")
+    return f"[bold {color}]{action.upper():5}[/]"
 
 
 @app.command(
@@ -200,7 +214,7 @@ def explain(
                 con.print(" " * 11 + "[dim](an exception: this list does not apply)[/]")
     d = ex.decision
     con.print(f"\n{_badge(d.action)} {d.reason}\n[dim]rule: {d.rule}[/]")
-    raise typer.Exit(EXIT_CODES[d.action])
+    raise typer.Exit(EXIT_CODES[d.action.value])
 
 
 @app.command()

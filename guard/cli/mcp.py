@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +15,7 @@ import typer
 from guard.cli._app import app
 from guard.decide import Guard
 from guard.effects import GuardError
-from guard.planning.session import Mode, Session, SessionNotFound
+from guard.planning.session import Mode, Owner, Session, SessionNotFound, state_dirs
 
 
 class AuditLevel(enum.StrEnum):
@@ -34,7 +36,10 @@ guard adds the planning tools plan_enter, plan_exit, update_plan and
 request_user_input. The proxy session starts in plan mode (--mode): the plan
 agent's rules apply (read the project, write only the plan file) until the user
 approves the plan (plan_exit, or `guard plan exit --approve --session ID`);
-then the build agent's rules apply. --agent pins one agent instead.
+then the build agent's rules apply. --agent pins one agent instead. A session
+the proxy starts belongs to it and ends when it exits (if the proxy is killed,
+the session counts as orphaned and decides nothing); a proxy that cannot start
+its server leaves no session behind.
 
 stdout carries only MCP messages; logs go to stderr, decisions to the session's
 event log (`guard events --session ID`).
@@ -93,7 +98,7 @@ def mcp_command(
     ] = Path("."),
     audit: Annotated[
         AuditLevel,
-        typer.Option(help="Which decisions go to the session's event log."),
+        typer.Option(help="Which verdicts are recorded (audit log and session event log)."),
     ] = AuditLevel.ALL,
     ask_timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the user's answer before refusing.")
@@ -114,14 +119,21 @@ def mcp_command(
     if ask_timeout <= 0:
         raise GuardError(f"--ask-timeout {ask_timeout}: must be a positive number of seconds")
     workdir = os.path.realpath(cwd)
+    _check_server_command(server[0], workdir)
     guard = Guard.load(policy, cwd=workdir)
+    owner = Owner.this_process("guard mcp")
+    fresh = [d for d in state_dirs(workdir) if not d.exists()]
+    created = True
     if session_id is not None:
         try:
             session = Session.load(session_id, workdir)
+            created = False
         except SessionNotFound:
-            session = Session.start(workdir, mode, id=session_id, title="MCP proxy session")
+            session = Session.start(
+                workdir, mode, id=session_id, title="MCP proxy session", owner=owner
+            )
     else:
-        session = Session.start(workdir, mode, title="MCP proxy session")
+        session = Session.start(workdir, mode, title="MCP proxy session", owner=owner)
     # the protocol owns the real stdout; anything else printed by accident goes to stderr
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -140,7 +152,30 @@ def mcp_command(
         code = run_proxy(proxy)
     except KeyboardInterrupt:
         code = 130
+    except GuardError:
+        if created:  # the server never ran: leave no session behind
+            session.remove(fresh)
+            created = False
+        raise
+    finally:
+        if created:
+            with contextlib.suppress(GuardError, OSError):
+                session.end("the guard mcp proxy that owned it exited")
     # the stdin reader thread may still block in read(): leave without interpreter teardown
     sys.stderr.flush()
     protocol_out.close()
     os._exit(code)
+
+
+def _check_server_command(program: str, workdir: str) -> None:
+    """Refuse, before anything is written, a server command that cannot be started."""
+    if os.sep in program:
+        path = program if os.path.isabs(program) else os.path.join(workdir, program)
+        found = path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    else:
+        found = shutil.which(program)
+    if found is None:
+        raise GuardError(
+            f"cannot start the MCP server {program!r}: no such executable"
+            f"{' on $PATH' if os.sep not in program else ''}; check the command after `--`"
+        )

@@ -14,24 +14,33 @@ from rich.console import Console
 from guard.cli._app import app
 from guard.effects import GuardError
 from guard.planning import events as ev
-from guard.planning.artifact import list_plans, read_plan
+from guard.planning.artifact import read_plan
 from guard.planning.handshake import UserDecision, plan_exit
 from guard.planning.render import event_line, plan_panel, session_view
-from guard.planning.session import Mode, Session, current_mode, sessions_dir
+from guard.planning.runtime import describe_current_agent, list_plans
+from guard.planning.session import Mode, Session, deciding_session, pin, sessions_dir
 
 session_app = typer.Typer(
     help=(
         "Agent sessions: their mode (build or plan), plan artifact and checklist.\n\n"
+        "A session has an owner and an end. One started from the command line is the"
+        " user's and stays open until `guard session end`; one started by `guard mcp`"
+        " ends when that proxy exits. The newest open session decides for the worktree"
+        " (or the one pinned with `guard mode MODE --session ID`); ended sessions, and"
+        " sessions whose owning process died, never decide.\n\n"
         "  guard session start                 # new build-mode session, prints its id\n\n"
         "  guard session start --mode plan --title 'Add caching'\n\n"
-        "  guard session list                  # most recently active first\n\n"
-        "  guard session show                  # checklist and plan, side by side lanes"
+        "  guard session list                  # newest first: state and owner\n\n"
+        "  guard session show                  # checklist and plan, side by side lanes\n\n"
+        "  guard session end                   # the deciding session stops deciding"
     ),
     no_args_is_help=True,
 )
 plan_app = typer.Typer(
     help=(
-        "Plan artifacts and the plan-mode exit.\n\n"
+        "Plan mode for the worktree: start it, follow it, approve the plan.\n\n"
+        "  guard plan start 'Add caching'      # plan mode here; prints what to do next\n\n"
+        "  guard plan status                   # mode, plan file, checklist, last decisions\n\n"
         "  guard plan path                     # the current session's plan file\n\n"
         "  guard plan show                     # render it\n\n"
         "  guard plan list                     # all plan files of this worktree\n\n"
@@ -52,7 +61,11 @@ CwdOpt = Annotated[
 ]
 SessionOpt = Annotated[
     str | None,
-    typer.Option("--session", "-s", help="Session id (default: the most recently active one)."),
+    typer.Option(
+        "--session",
+        "-s",
+        help="Session id (default: the one deciding here: pinned, else the newest open one).",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -66,10 +79,14 @@ def _resolve(cwd: Path, session_id: str | None) -> Session:
         raise GuardError(f"--cwd {cwd}: not a directory")
     if session_id:
         return Session.load(session_id, cwd)
-    found = current_mode(cwd)
+    found = deciding_session(cwd)
     if found is None:
-        raise GuardError(f"no session in {sessions_dir(cwd)}: start one with `guard session start`")
-    return found[1]
+        raise GuardError(
+            f"no open session in {sessions_dir(cwd)} (ended ones and those whose process died"
+            " do not count): start one with `guard plan start TITLE`, or name one with"
+            " --session ID from `guard session list`"
+        )
+    return found[0]
 
 
 def _print_json(data: object) -> None:
@@ -125,21 +142,54 @@ def session_show(
 
 @session_app.command("list")
 def session_list(cwd: CwdOpt = Path("."), as_json: JsonOpt = False) -> None:
-    """List the sessions of this worktree, most recently active first."""
-    sessions = Session.list_all(cwd)
+    """List the sessions of this worktree, newest first, with their state and owner.
+
+    The session marked * decides for the worktree. States: open; ended
+    (`guard session end`, or its process exited); orphaned (its process died
+    without ending it: it decides nothing).
+    """
+    sessions = sorted(
+        Session.list_all(cwd), key=lambda s: (s.created_at, s.active_ns), reverse=True
+    )
+    found = deciding_session(cwd) if sessions else None
+    deciding = found[0].id if found else None
     if as_json:
-        _print_json([s.summary() for s in sessions])
+        _print_json([{**s.summary(), "deciding": s.id == deciding} for s in sessions])
         return
     console = _console()
     if not sessions:
-        console.print(f"no sessions in {sessions_dir(cwd)} (start one: guard session start)")
+        console.print(f"no sessions in {sessions_dir(cwd)} (start one: guard plan start TITLE)")
         return
     for s in sessions:
         style = "bold magenta" if s.mode is Mode.PLAN else "bold cyan"
+        mark = "*" if s.id == deciding else " "
+        owner = s.owner.describe() if s.owner else "user"
         console.print(
-            f"{s.id}  [{style}]{s.mode.value:5}[/]  updated {s.updated_at}"
-            f"  {len(s.checklist)} steps  {s.plan_path or ''}"
+            f"{mark} {s.id}  [{style}]{s.mode.value:5}[/]  {s.status:8}  owner {owner}"
+            f"  started {s.created_at}  {s.plan_path or ''}",
+            markup=True,
         )
+
+
+@session_app.command("end")
+def session_end(
+    session_id: Annotated[
+        str | None, typer.Argument(help="Session id (default: the one deciding here).")
+    ] = None,
+    cwd: CwdOpt = Path("."),
+) -> None:
+    """End a session: it no longer decides anything (its files stay, for the record).
+
+    Ending a session in plan mode does not approve its plan: the hooks go back
+    to the next open session, or to the host's own permission mode.
+
+    Example: guard session end 20261202-1a2b3c4d
+    """
+    session = _resolve(cwd, session_id)
+    if not session.end("ended by the user with `guard session end`"):
+        raise GuardError(f"session {session.id} has already ended ({session.end_reason})")
+    sys.stdout.write(f"{session.id}: ended\n")
+    sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
 
 
 # ---- guard mode -------------------------------------------------------------------------------
@@ -156,21 +206,32 @@ def mode_command(
     ] = None,
     cwd: CwdOpt = Path("."),
 ) -> None:
-    """Print or set a session's mode.
+    """Print or set a session's mode, and the agent guard's hooks use here, with the reason.
 
     Entering plan mode is the user's approval of plan_enter. Leaving it is not
     possible here: only an approved exit leaves plan mode (guard plan exit --approve).
+    Setting a mode with --session also pins that session: it decides for the
+    worktree (instead of the newest open one) until it ends.
 
     Examples:
+
+      guard mode                           # the mode here and the hooks' agent
 
       guard mode --session ID              # prints plan or build
 
       guard mode plan --session ID --title "Refactor auth"
     """
-    session = _resolve(cwd, session_id)
     if mode is None:
-        sys.stdout.write(session.mode.value + "\n")
+        if session_id:
+            sys.stdout.write(_resolve(cwd, session_id).mode.value + "\n")
+            return
+        if not cwd.is_dir():
+            raise GuardError(f"--cwd {cwd}: not a directory")
+        found = deciding_session(cwd)
+        sys.stdout.write((found[0].mode.value if found else "no open session") + "\n")
+        sys.stdout.write(f"the hooks use {describe_current_agent(cwd).line()}\n")
         return
+    session = _resolve(cwd, session_id)
     if mode is Mode.BUILD and session.mode is Mode.PLAN:
         raise GuardError(
             f"session {session.id} is in plan mode; only an approved exit leaves it:"
@@ -182,6 +243,8 @@ def mode_command(
             s.title = title
     was_requested = any(p.kind == "plan_enter" for p in session.pending)
     session.set_mode(mode, "set by the user with `guard mode`")
+    if session_id:
+        pin(session.directory, session.id)
     if was_requested and session.mode is Mode.PLAN:
         session.deliver(f"The user accepted plan mode. Write your plan to {session.plan_path}.")
     sys.stdout.write(f"{session.id}: {session.mode.value}")
@@ -191,6 +254,110 @@ def mode_command(
 
 
 # ---- guard plan -------------------------------------------------------------------------------
+
+
+NEXT_STEPS = """\
+Next, in your agent (guard's hooks installed once with `guard install claude-code`):
+  1. Ask it for the plan, e.g. "Plan: {title}". It may read everything and write
+     only the plan file; guard tells it the path at each turn and in every refusal.
+  2. Read the plan:      guard plan show
+  3. Approve it:         guard plan exit --approve     (or --refine NOTE / --reject REASON)
+     In Claude Code the agent may instead call ExitPlanMode: guard keeps its plan as
+     the plan file, and you approve in Claude Code's prompt or with the command above.
+  4. Build: the same agent session carries on under the build agent; no restart.
+Stop planning without a plan: guard session end {sid}
+"""
+
+
+@plan_app.command("start")
+def plan_start(
+    title: Annotated[str, typer.Argument(help="What the plan is for; names the plan file.")],
+    cwd: CwdOpt = Path("."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Enter plan mode for this worktree and print what to do next in your agent.
+
+    Starts a session in plan mode, owned by you: it decides for the worktree
+    (the hooks use the plan agent) until you approve the plan or end it.
+
+    Example: guard plan start "Add caching"
+    """
+    if not title.strip():
+        raise GuardError("guard plan start: give a title, e.g. `guard plan start 'Add caching'`")
+    if not cwd.is_dir():
+        raise GuardError(f"--cwd {cwd}: not a directory")
+    session = Session.start(cwd, Mode.PLAN, title=title.strip())
+    current = describe_current_agent(cwd)
+    if as_json:
+        _print_json({**session.summary(), "agent": current.agent, "why": current.reason})
+        return
+    where = session.worktree or session.project
+    out = sys.stdout
+    out.write(f"Plan mode for {where} (session {session.id}).\n")
+    out.write(f"Plan file: {session.plan_path}\n")
+    out.write(f"The hooks use {current.line()}\n")
+    if current.session is None or current.session.id != session.id:
+        out.write(
+            "warning: this session does not decide here (see the reason above);"
+            " unset $GUARD_AGENT or end the pinned session for the hooks to follow it\n"
+        )
+    out.write("\n" + NEXT_STEPS.format(title=title.strip(), sid=session.id))
+
+
+@plan_app.command("status")
+def plan_status(
+    session_id: SessionOpt = None,
+    cwd: CwdOpt = Path("."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the mode, the plan file, the checklist and the last decisions of a session."""
+    session = _resolve(cwd, session_id)
+    current = describe_current_agent(cwd)
+    plan = None
+    if session.plan_path:
+        try:
+            plan = read_plan(session)
+        except GuardError as exc:
+            plan = f"(unreadable: {exc})"
+    recent = [e for e in ev.read_events(session) if isinstance(e, ev.Decision)][-5:]
+    if as_json:
+        _print_json(
+            {
+                **session.summary(),
+                "agent": current.agent,
+                "why": current.reason,
+                "plan_exists": plan is not None,
+                "checklist": [i.model_dump(mode="json") for i in session.checklist],
+                "exits": [d.model_dump(mode="json") for d in session.decisions[-5:]],
+                "decisions": [json.loads(e.model_dump_json()) for e in recent],
+            }
+        )
+        return
+    out = sys.stdout
+    out.write(f"session   {session.id} ({session.status}, owner ")
+    out.write(f"{session.owner.describe() if session.owner else 'user'})\n")
+    out.write(f"mode      {session.mode.value}\n")
+    out.write(f"hooks     {current.line()}\n")
+    if session.plan_path:
+        state = "missing: not written yet" if plan is None else f"{len(plan)} characters"
+        out.write(f"plan file {session.plan_path} ({state})\n")
+    else:
+        out.write("plan file none (the session never entered plan mode)\n")
+    for p in session.pending:
+        out.write(f"waiting   {p.kind} since {p.at}\n")
+    if session.checklist:
+        out.write("checklist\n")
+        for item in session.checklist:
+            out.write(f"  [{item.status.value}] {item.step}\n")
+    for d in session.decisions[-3:]:
+        out.write(f"exit      {d.at} {d.decision} by {d.by}: {d.text or '-'}\n")
+    if recent:
+        out.write("last decisions\n")
+        for e in recent:
+            out.write(f"  {e.at} {e.action.value.upper():5} {e.agent or '-'} {e.tool or '-'}")
+            out.write(f": {e.reason}\n")
+    if session.mode is Mode.PLAN:
+        out.write(f"approve:  guard plan exit --approve --session {session.id}\n")
 
 
 @plan_app.command("path")
@@ -295,6 +462,8 @@ def plan_exit_command(
     if not outcome.ok and decision.choice == "approve":
         raise GuardError(outcome.text)
     sys.stdout.write(f"{session.id}: {outcome.mode.value} — {outcome.text}\n")
+    if outcome.ok:
+        sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
 
 
 @plan_app.command("answer")

@@ -3,8 +3,9 @@
 Run as a file (``python -I .../guard/integrations/_client.py HOST [options]``)
 so that it imports neither guard nor pydantic: a hook call then costs one bare
 interpreter start plus a round trip over a Unix socket to ``hookd``, which
-keeps the policy core loaded. When no trustworthy daemon answers, the call is
-decided in-process and a daemon is started for the next call. Every failure
+keeps the policy core loaded. When no daemon runs, the client starts one and
+asks it once it is up (at most :data:`STARTUP_WAIT` seconds); when no
+trustworthy daemon answers, the call is decided in-process. Every failure
 exits 2, which hosts treat as a block.
 
 One daemon per installation. The installation is the guard package this file
@@ -36,6 +37,7 @@ import sys
 
 PROTOCOL = 2
 TIMEOUT = 25.0
+STARTUP_WAIT = 5.0  # seconds to wait for a daemon that is coming up
 ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY")
 SAME_ENV = ("HOME", "XDG_DATA_HOME", "TMPDIR")
 FINGERPRINTED = (".py", ".toml", ".json", ".typed")
@@ -169,11 +171,20 @@ def trusted(path: str) -> bool:
     )
 
 
+class Refused(Exception):
+    """A daemon answered but refused the call (another installation or environment)."""
+
+
 def ask_daemon(request: dict[str, object], key: str) -> dict[str, object] | None:
-    """The daemon's answer, or None when no trustworthy daemon of ours answered properly."""
+    """The daemon's answer, or None when no trustworthy daemon of ours answered properly.
+
+    Raises :class:`Refused` when a daemon refused: waiting for it is pointless.
+    """
     dirfd = open_run_dir()
     if dirfd is None:
-        return None
+        if not os.path.lexists(run_dir()):
+            return None  # no daemon ever ran here
+        raise Refused("the run directory is not ours alone")
     try:
         name = files(key)["sock"]
         try:
@@ -181,7 +192,7 @@ def ask_daemon(request: dict[str, object], key: str) -> dict[str, object] | None
         except OSError:
             return None
         if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
-            return None
+            raise Refused(f"{name} is not a socket of ours")
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(TIMEOUT)
             # through the checked directory descriptor: no path swap, no length limit
@@ -199,10 +210,10 @@ def ask_daemon(request: dict[str, object], key: str) -> dict[str, object] | None
         return None
     finally:
         os.close(dirfd)
-    if not isinstance(reply, dict) or reply.get("retry"):
+    if not isinstance(reply, dict):
         return None
-    if reply.get("v") != PROTOCOL or reply.get("id") != request["id"]:
-        return None  # answered by another installation's daemon: never trust it
+    if reply.get("retry") or reply.get("v") != PROTOCOL or reply.get("id") != request["id"]:
+        raise Refused(str(reply.get("why", "another installation")))  # never trust it
     if not isinstance(reply.get("exit_code"), int) or reply.get("payload") != request["digest"]:
         return None
     return reply
@@ -233,13 +244,16 @@ def daemon_running(key: str) -> bool:
     return False
 
 
-def start_daemon(key: str) -> None:
-    """Start this installation's hookd detached, unless one runs; racing starts are harmless."""
+def start_daemon(key: str) -> bool:
+    """Start this installation's hookd detached, unless one runs; racing starts are harmless.
+
+    True when a daemon runs or was started.
+    """
     import subprocess
 
     if daemon_running(key):
-        return
-    with contextlib.suppress(OSError):
+        return True
+    try:
         subprocess.Popen(
             [*boot_command("guard.integrations.hookd"), "hookd"],
             stdin=subprocess.DEVNULL,
@@ -248,6 +262,36 @@ def start_daemon(key: str) -> None:
             start_new_session=True,
             close_fds=True,
         )
+    except OSError:
+        return False
+    return True
+
+
+def ask_or_start(request: dict[str, object], key: str) -> dict[str, object] | None:
+    """Ask the daemon; when none answers, start one and keep asking while it comes up.
+
+    A daemon starts in a fraction of the time an in-process decision takes, so
+    under load (or after the daemon was killed) waiting for it is the cheap
+    path. Gives up after :data:`STARTUP_WAIT` seconds, at once when a daemon
+    refused the call, and after a second when no daemon holds the lock.
+    """
+    import time
+
+    try:
+        reply = ask_daemon(request, key)
+        if reply is not None or not start_daemon(key):
+            return reply
+        start = time.monotonic()
+        while time.monotonic() - start < STARTUP_WAIT:
+            time.sleep(0.05)
+            reply = ask_daemon(request, key)
+            if reply is not None:
+                return reply
+            if time.monotonic() - start > 1.0 and not daemon_running(key):
+                return None  # it died or refused to start: decide in-process
+    except Refused:
+        return None
+    return None
 
 
 def main(argv: list[str]) -> int:
@@ -268,7 +312,7 @@ def main(argv: list[str]) -> int:
             "payload": payload.decode("utf-8", "surrogateescape"),
             "digest": hashlib.sha256(payload).hexdigest(),
         }
-        reply = ask_daemon(request, key)
+        reply = ask_or_start(request, key)
         if reply is not None:
             sys.stdout.write(str(reply.get("stdout", "")))
             sys.stdout.flush()
@@ -289,8 +333,6 @@ def main(argv: list[str]) -> int:
     sys.stderr.buffer.write(proc.stderr)
     if trace:
         sys.stderr.write("guard hook: answered in-process\n")
-    if use_daemon:
-        start_daemon(key)
     return proc.returncode if proc.returncode in (0, 2) else 2
 
 

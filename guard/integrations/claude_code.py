@@ -4,7 +4,9 @@ stdin: ``session_id, transcript_path, cwd, permission_mode, hook_event_name,
 tool_name, tool_input, tool_use_id`` (others ignored). Answer: exit 0 with
 ``{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision":
 "allow"|"deny"|"ask", "permissionDecisionReason": "..."}}``. Exit 2 blocks;
-any other failure lets the call run, hence the fail-closed runner.
+any other failure lets the call run, hence the fail-closed runner. An
+allow_confined verdict is ``permissionDecision: "allow"`` with ``updatedInput``
+(the whole tool input, ``command`` replaced): Claude Code runs that instead.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from guard.integrations.interface import (
     add_nested,
     find_nested,
     remove_nested,
+    rewritten_input,
 )
 
 if TYPE_CHECKING:
-    from guard.effects import Decision
+    from guard.gate import ModeHint, Verdict
 
 EVENT = "PreToolUse"
 
@@ -34,23 +37,24 @@ class ClaudeCode(HostAdapter):
     title = "Claude Code"
     dialect = "claude-code"
     follows = "Claude Code 2.1.332 (npm @anthropic-ai/claude-code)"
+    can_rewrite = True
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         return self.tool_event(payload, EVENT, ("agent_id", "agent_type"))
 
-    def mode_hint(self, call: HookCall) -> str | None:
-        return self.permission_mode_hint(call)
+    def mode_hint(self, hook: HookCall) -> ModeHint | None:
+        return self.permission_mode_hint(hook)
 
-    def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
-        return HookAnswer.json(
-            {
-                "hookSpecificOutput": {
-                    "hookEventName": EVENT,
-                    "permissionDecision": decision.action.value,
-                    "permissionDecisionReason": f"guard: {decision.reason} [{decision.rule}]",
-                }
-            }
-        )
+    def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
+        out: dict[str, Any] = {
+            "hookEventName": EVENT,
+            "permissionDecision": self.answered(verdict, hook),
+            "permissionDecisionReason": self.reason(verdict, hook),
+        }
+        if verdict.action.value == "allow_confined":
+            out["permissionDecision"] = "allow"
+            out["updatedInput"] = rewritten_input(hook, verdict)
+        return HookAnswer.json({"hookSpecificOutput": out})
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
         base = project if scope == "project" else home

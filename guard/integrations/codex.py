@@ -6,7 +6,9 @@ carry their text in ``tool_input.command``; MCP tools are ``mcp__server__tool``.
 
 Codex honours only a deny (``hookSpecificOutput.permissionDecision: "deny"``
 or exit 2); an allow or an ask answer is ignored and the call runs. So guard
-answers **ask as deny** here (the reason says so), and allow as silence.
+answers **ask as deny** here (the reason says so), and allow as silence. Codex
+hooks cannot rewrite a call either: an allow_confined verdict is a deny whose
+reason says to run Codex under ``guard run``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from guard.integrations.interface import (
 )
 
 if TYPE_CHECKING:
-    from guard.effects import Decision
+    from guard.gate import ModeHint, Verdict
 
 EVENT = "PreToolUse"
 
@@ -41,22 +43,18 @@ class Codex(HostAdapter):
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         return self.tool_event(payload, EVENT, ("turn_id", "model"))
 
-    def mode_hint(self, call: HookCall) -> str | None:
-        return self.permission_mode_hint(call)
+    def mode_hint(self, hook: HookCall) -> ModeHint | None:
+        return self.permission_mode_hint(hook)
 
-    def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
-        action = decision.action.value
-        if action == "allow":
+    def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
+        if self.answered(verdict, hook) == "allow":
             return HookAnswer(0, "", "")
-        reason = f"guard: {decision.reason} [{decision.rule}]"
-        if action == "ask":
-            reason += " (guard's policy asks here; Codex hooks cannot ask, so guard denies)"
         return HookAnswer.json(
             {
                 "hookSpecificOutput": {
                     "hookEventName": EVENT,
                     "permissionDecision": "deny",
-                    "permissionDecisionReason": reason,
+                    "permissionDecisionReason": self.reason(verdict, hook),
                 }
             }
         )

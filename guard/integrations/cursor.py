@@ -9,7 +9,9 @@ One command serves three events, told apart by ``hook_event_name``:
 Every payload also carries ``conversation_id``, ``generation_id`` and
 ``workspace_roots``. Answer: ``{"permission": "allow"|"deny"|"ask",
 "user_message", "agent_message"}``; beforeReadFile knows only allow/deny, so
-ask is answered as deny there.
+ask is answered as deny there. Cursor's hooks cannot rewrite a command: an
+allow_confined verdict is a deny whose reason says to run Cursor's agent under
+``guard run``.
 """
 
 from __future__ import annotations
@@ -19,20 +21,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guard.effects import ToolCall
 from guard.integrations.interface import (
     HookAnswer,
     HookCall,
     HookInputError,
     HostAdapter,
     Scope,
-    effects_for,
     is_ours,
     optional_str,
     require_str,
 )
 
 if TYPE_CHECKING:
-    from guard.effects import Decision, Effect
+    from guard.gate import Verdict
 
 SHELL, MCP, READ = "beforeShellExecution", "beforeMCPExecution", "beforeReadFile"
 EVENTS = (SHELL, MCP, READ)
@@ -41,7 +43,7 @@ EVENTS = (SHELL, MCP, READ)
 class Cursor(HostAdapter):
     name = "cursor"
     title = "Cursor"
-    dialect = "cursor"
+    dialect = "claude-code"  # shell and reads; MCP calls use the mcp dialect (see parse)
     follows = "Cursor 1.7 agent hooks (hooks.json version 1)"
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
@@ -51,16 +53,15 @@ class Cursor(HostAdapter):
         session = optional_str(payload, "conversation_id")
         generation = optional_str(payload, "generation_id")
         if event == SHELL:
-            return HookCall(
-                tool_name="shell",
-                tool_input={"command": require_str(payload, "command")},
-                cwd=optional_str(payload, "cwd") or root,
-                host=self.name,
-                event=event,
-                session_id=session,
-                tool_use_id=generation,
+            # a shell command is analysed like Claude Code's Bash tool
+            call = ToolCall(
+                "claude-code",
+                "Bash",
+                {"command": require_str(payload, "command")},
+                optional_str(payload, "cwd") or root,
+                session,
             )
-        if event == MCP:
+        elif event == MCP:
             raw = payload.get("tool_input", {})
             if isinstance(raw, str):
                 try:
@@ -69,47 +70,36 @@ class Cursor(HostAdapter):
                     raise HookInputError(f"field 'tool_input' is not valid JSON: {exc}") from None
             if not isinstance(raw, Mapping):
                 raise HookInputError("field 'tool_input' must be a JSON object")
-            return HookCall(
-                tool_name=require_str(payload, "tool_name"),
-                tool_input=raw,
-                cwd=root,
-                host=self.name,
-                event=event,
-                session_id=session,
-                tool_use_id=generation,
+            call = ToolCall("mcp", require_str(payload, "tool_name"), raw, root, session)
+        elif event == READ:
+            # a file read is Claude Code's Read tool
+            path = require_str(payload, "file_path")
+            call = ToolCall("claude-code", "Read", {"file_path": path}, root, session)
+        else:
+            raise HookInputError(
+                f"hook_event_name {event!r} is not one guard answers ({', '.join(EVENTS)})"
             )
-        if event == READ:
-            return HookCall(
-                tool_name="read",
-                tool_input={"file_path": require_str(payload, "file_path")},
-                cwd=root,
-                host=self.name,
-                event=event,
-                session_id=session,
-                tool_use_id=generation,
+        return HookCall(host=self.name, event=event, call=call, tool_use_id=generation)
+
+    def answered(self, verdict: Verdict, hook: HookCall | None = None) -> str:
+        told = super().answered(verdict, hook)
+        if told == "ask" and hook is not None and hook.event == READ:
+            return "deny"
+        return told
+
+    def reason(self, verdict: Verdict, hook: HookCall | None = None) -> str:
+        if verdict.action.value == "ask" and self.answered(verdict, hook) == "deny":
+            return (
+                f"guard: {verdict.reason} [{verdict.rule}] (guard's policy asks here;"
+                " Cursor's beforeReadFile cannot ask)"
             )
-        raise HookInputError(
-            f"hook_event_name {event!r} is not one guard answers ({', '.join(EVENTS)})"
-        )
+        return super().reason(verdict, hook)
 
-    def effects(self, call: HookCall) -> list[Effect]:
-        from guard.effects import Effect
-
-        args = dict(call.tool_input)
-        if call.event == SHELL:
-            return list(effects_for("claude-code", "Bash", args, call.cwd))
-        if call.event == MCP:
-            return list(effects_for("mcp", call.tool_name, args, call.cwd))
-        return [Effect.tool("read"), Effect.read(str(args["file_path"]), "cursor beforeReadFile")]
-
-    def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
-        action = decision.action.value
-        reason = f"guard: {decision.reason} [{decision.rule}]"
-        if call.event == READ and action == "ask":
-            action = "deny"
-            reason += " (guard's policy asks here; Cursor's beforeReadFile cannot ask)"
+    def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
+        action = self.answered(verdict, hook)
         out: dict[str, Any] = {"permission": action}
         if action != "allow":
+            reason = self.reason(verdict, hook)
             out["user_message"] = reason
             out["agent_message"] = reason
         return HookAnswer.json(out)

@@ -4,6 +4,9 @@ stdin: ``session_id, transcript_path, cwd, hook_event_name, timestamp,
 tool_name, tool_input``. Answer: exit 0 with ``{"decision": "allow"|"deny",
 "reason": "..."}``; exit 2 blocks; other exits only warn. Gemini's hook
 protocol has no "ask", so guard answers **ask as deny** (the reason says so).
+An allow_confined verdict is ``{"decision": "allow", "hookSpecificOutput":
+{"hookEventName": "BeforeTool", "tool_input": {...}}}`` with the whole tool
+input, ``command`` replaced: Gemini CLI runs that instead.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from guard.integrations.interface import (
     add_nested,
     find_nested,
     remove_nested,
+    rewritten_input,
 )
 
 if TYPE_CHECKING:
-    from guard.effects import Decision
+    from guard.gate import Verdict
 
 EVENT = "BeforeTool"
 
@@ -34,18 +38,23 @@ class Gemini(HostAdapter):
     dialect = "gemini"
     follows = "Gemini CLI hooks reference (npm @google/gemini-cli 0.26)"
     honours_ask = False
+    can_rewrite = True
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         return self.tool_event(payload, EVENT)
 
-    def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
-        action = decision.action.value
-        reason = f"guard: {decision.reason} [{decision.rule}]"
-        if action == "ask":
-            reason += " (guard's policy asks here; Gemini hooks cannot ask, so guard denies)"
-        return HookAnswer.json(
-            {"decision": "allow" if action == "allow" else "deny", "reason": reason}
-        )
+    def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
+        told = self.answered(verdict, hook)
+        out: dict[str, Any] = {
+            "decision": "allow" if told in ("allow", "allow_confined") else "deny",
+            "reason": self.reason(verdict, hook),
+        }
+        if told == "allow_confined":
+            out["hookSpecificOutput"] = {
+                "hookEventName": EVENT,
+                "tool_input": rewritten_input(hook, verdict),
+            }
+        return HookAnswer.json(out)
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
         base = project if scope == "project" else home

@@ -121,16 +121,25 @@ class Handler(socketserver.StreamRequestHandler):
             }
 
 
-def take_lock(dirfd: int, name: str) -> int | None:
-    """An exclusive lock on ``name`` (a file that is still at that name), or None when held."""
+def take_lock(dirfd: int, name: str, patience: float = 0.0) -> int | None:
+    """An exclusive lock on ``name`` (a file that is still at that name), or None when held.
+
+    ``patience``: seconds to keep trying, for the hook clients' brief checks
+    of the lock (:func:`guard.integrations._client.daemon_running`).
+    """
+    deadline = time.monotonic() + patience
     for _ in range(5):
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(name, flags, 0o600, dir_fd=dirfd)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return None
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return None
+                time.sleep(0.01)
         try:
             same = os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:
@@ -176,7 +185,7 @@ def main() -> int:
     dirfd = open_run_dir(create=True)
     if dirfd is None:
         return 1  # not a directory only we can write: refuse to serve from it
-    lock = take_lock(dirfd, names["lock"])
+    lock = take_lock(dirfd, names["lock"], patience=0.5)
     if lock is None:
         return 0  # this installation's daemon runs (or is starting)
     sweep(dirfd, names["lock"])

@@ -2,15 +2,22 @@
 
 A host adapter knows two things about its host and nothing else:
 
-* the hook protocol: how a pending tool call arrives on stdin
-  (:meth:`HostAdapter.parse`) and how an answer must look for the host to
-  honour it (:meth:`HostAdapter.answer`);
+* the hook protocol: how a pending tool call arrives on stdin and becomes a
+  :class:`~guard.effects.ToolCall` (:meth:`HostAdapter.parse`), and how a
+  :class:`~guard.gate.Verdict` must look for the host to honour it
+  (:meth:`HostAdapter.answer`);
 * the hook configuration: which settings file holds hooks and what our entry
   in it looks like (:meth:`HostAdapter.settings_path`, :meth:`HostAdapter.add_entry`,
   :meth:`HostAdapter.remove_entries`, :meth:`HostAdapter.find_entries`).
 
 Everything between (choosing the agent, computing effects, deciding, the audit
-record) is shared and lives in :mod:`guard.integrations.runner`.
+record) is the gate's (:mod:`guard.gate`); :mod:`guard.integrations.runner`
+connects the two.
+
+An ``allow_confined`` verdict (run the call confined instead) needs a host that
+can rewrite a tool call: Claude Code (``updatedInput``) and Gemini CLI
+(``hookSpecificOutput.tool_input``) can; the others answer it as a deny whose
+reason says why (:func:`cannot_confine`).
 
 This module must stay cheap to import: the hook runs on every tool call.
 """
@@ -25,8 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from guard.effects import GuardError, ToolCall
+
 if TYPE_CHECKING:
-    from guard.effects import Decision, Effect
+    from guard.gate import ModeHint, Verdict
 
 Scope = Literal["project", "user"]
 
@@ -41,32 +50,25 @@ OUR_COMMAND = re.compile(
 BLOCK_EXIT = 2
 
 
-class HookInputError(Exception):
+class HookInputError(GuardError):
     """The payload on stdin is not what the host's documented format says."""
 
 
 @dataclass(frozen=True, slots=True)
 class HookCall:
-    """A pending tool call as a host announced it, in the host's own vocabulary."""
+    """A pending tool call as a host announced it: the call, and the hook's own fields."""
 
     host: str
     event: str
-    tool_name: str
-    tool_input: Mapping[str, Any]
-    cwd: str | None
-    session_id: str | None = None
+    call: ToolCall
     tool_use_id: str | None = None
     permission_mode: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "host": self.host,
-            "event": self.event,
-            "tool_name": self.tool_name,
-            "cwd": self.cwd,
-        }
-        for key in ("session_id", "tool_use_id", "permission_mode"):
+        """The hook's part of the audit record (the call's part is the verdict's)."""
+        out: dict[str, Any] = {"host": self.host, "event": self.event}
+        for key in ("tool_use_id", "permission_mode"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -128,12 +130,15 @@ class HostAdapter(ABC):
     name: str
     #: Human name, for messages.
     title: str
-    #: The tool dialect passed to ``guard.tools.effects_for``.
+    #: The tool dialect of the calls it announces (see ``guard.tools.DIALECTS``).
     dialect: str
     #: The host version whose documented format this adapter follows.
     follows: str
     #: Whether the host honours an ``ask`` answer; if not, ask is answered as deny.
     honours_ask: bool = True
+    #: Whether the host runs a tool input rewritten by the hook; if not,
+    #: allow_confined is answered as deny.
+    can_rewrite: bool = False
 
     # -- the hook protocol -------------------------------------------------
 
@@ -152,36 +157,59 @@ class HostAdapter(ABC):
         given = optional_str(payload, "hook_event_name") or event
         if given != event:
             raise HookInputError(f"hook_event_name is {given!r}; guard answers only {event} hooks")
+        call = ToolCall(
+            dialect=self.dialect,
+            name=require_str(payload, "tool_name"),
+            input=require_object(payload, "tool_input"),
+            cwd=optional_str(payload, "cwd"),
+            session=optional_str(payload, "session_id"),
+        )
         return HookCall(
             host=self.name,
             event=event,
-            tool_name=require_str(payload, "tool_name"),
-            tool_input=require_object(payload, "tool_input"),
-            cwd=optional_str(payload, "cwd"),
-            session_id=optional_str(payload, "session_id"),
+            call=call,
             tool_use_id=optional_str(payload, "tool_use_id"),
             permission_mode=optional_str(payload, "permission_mode"),
             extra={k: payload[k] for k in extra if k in payload},
         )
 
-    @staticmethod
-    def permission_mode_hint(call: HookCall) -> str | None:
+    def permission_mode_hint(self, hook: HookCall) -> ModeHint | None:
         """Hosts with a ``permission_mode``: its ``plan`` means guard's plan agent."""
-        if call.permission_mode is None:
+        from guard.gate import ModeHint
+
+        if hook.permission_mode is None:
             return None
-        return "plan" if call.permission_mode == "plan" else "build"
+        mode = "plan" if hook.permission_mode == "plan" else "build"
+        return ModeHint(mode, f"{self.title} permission_mode {hook.permission_mode!r}")
 
-    def effects(self, call: HookCall) -> list[Effect]:
-        """The effects of the call, from the shared tool analysis."""
-        return effects_for(self.dialect, call.tool_name, call.tool_input, call.cwd)
-
-    def mode_hint(self, call: HookCall) -> str | None:
+    def mode_hint(self, hook: HookCall) -> ModeHint | None:
         """The guard mode ("plan" or "build") the host's own state suggests, if any."""
         return None
 
+    def answered(self, verdict: Verdict, hook: HookCall | None = None) -> str:
+        """What the host is told: ask and allow_confined become deny where not honoured."""
+        action = verdict.action.value
+        if action == "ask" and not self.honours_ask:
+            return "deny"
+        if action == "allow_confined" and not self.can_rewrite:
+            return "deny"
+        return action
+
+    def reason(self, verdict: Verdict, hook: HookCall | None = None) -> str:
+        """The reason shown to the agent, saying why when the host is told less than guard."""
+        text = f"guard: {verdict.reason} [{verdict.rule}]"
+        action, told = verdict.action.value, self.answered(verdict, hook)
+        if action == told:
+            return text
+        if action == "allow_confined":
+            return text + cannot_confine(self.title)
+        return text + (
+            f" (guard's policy asks here; {self.title} hooks cannot ask, so guard denies)"
+        )
+
     @abstractmethod
-    def answer(self, decision: Decision, call: HookCall) -> HookAnswer:
-        """The host's answer for a decision."""
+    def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
+        """The host's answer for a verdict."""
 
     # -- the hook configuration --------------------------------------------
 
@@ -202,20 +230,20 @@ class HostAdapter(ABC):
         """Remove our entries (and only ours) from parsed settings; how many were removed."""
 
 
-def effects_for(
-    dialect: str, tool_name: str, tool_input: Mapping[str, Any], cwd: str | None
-) -> list[Effect]:
-    """``guard.tools.effects_for``, checked: a missing module or a bad answer raises."""
-    import importlib
+def cannot_confine(title: str) -> str:
+    """Why an allow_confined verdict is a deny on a host that cannot rewrite a call."""
+    return (
+        f" (guard would run this command confined, but {title} hooks cannot rewrite a"
+        f" tool call: here guard's shell analysis decides alone and refuses it; run"
+        f" {title} under `guard run` to have such commands run confined)"
+    )
 
-    from guard.effects import Effect
 
-    tools = importlib.import_module("guard.tools")
-    found = tools.effects_for(dialect, tool_name, dict(tool_input), cwd)
-    effects = list(found)
-    if not all(isinstance(e, Effect) for e in effects):
-        raise TypeError(f"guard.tools.effects_for returned non-effects for {tool_name!r}")
-    return effects
+def rewritten_input(hook: HookCall, verdict: Verdict) -> dict[str, Any]:
+    """The whole tool input a rewriting host must run for an allow_confined verdict."""
+    if verdict.updated_input is None:
+        raise ValueError("an allow_confined verdict without the input to run instead")
+    return {**hook.call.input, **verdict.updated_input}
 
 
 # -- helpers shared by the hosts whose files nest event -> groups -> handlers --------

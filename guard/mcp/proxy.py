@@ -3,8 +3,8 @@
 The client talks to guard; guard starts the real server and forwards every
 message both ways, unchanged, except:
 
-* ``tools/call``: the arguments become effects (:mod:`guard.mcp.effects`), the
-  policy decides for the current agent. Allow forwards the call; deny answers
+* ``tools/call``: the call is decided by the gate (:mod:`guard.gate`, MCP side in
+  :mod:`guard.mcp.gate`) for the current agent. Allow forwards the call; deny answers
   it with a tool result ``isError: true`` carrying the reason; ask puts the
   question to the user through elicitation when the client declared that
   capability, and otherwise refuses with the reason.
@@ -20,10 +20,13 @@ message both ways, unchanged, except:
   so clients fall back to the ``initialize`` handshake guard follows.
 * JSON-RPC batches (removed from MCP in 2025-06-18) and lines that are not
   JSON are refused, never forwarded: nothing reaches the server unchecked.
+  A request sent as a notification (no ``id``; any method but
+  ``notifications/*``), e.g. a ``tools/call`` that would run without an answer
+  to check, is dropped and recorded as a deny.
 
 Wire format: newline-delimited JSON-RPC 2.0 over stdio, MCP revision
-2025-11-25. stdout carries only MCP messages; logs go to stderr, decisions
-also to the session's event log (the audit trail).
+2025-11-25. stdout carries only MCP messages; logs go to stderr, verdicts to
+the audit log and the session's event log (:class:`guard.mcp.gate.McpSink`).
 """
 
 from __future__ import annotations
@@ -32,20 +35,26 @@ import asyncio
 import contextlib
 import json
 import os
-import queue
 import secrets
 import sys
 import threading
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from guard.decide import Guard
-from guard.effects import PATH_KINDS, Action, Decision, Effect, GuardError
+from guard.effects import GuardError, ToolCall
+from guard.gate import Gate, Verdict, VerdictAction
 from guard.mcp import asking
 from guard.mcp.effects import EffectsFn, mcp_effects
-from guard.planning import events
+from guard.mcp.gate import (
+    McpAnalyser,
+    McpSink,
+    McpStats,
+    is_file_uri,
+    resource_call,
+    tool_call,
+)
 from guard.planning.checklist import RequestUserInputArgs
 from guard.planning.handshake import EnterRequest, ExitRequest, UserDecision
 from guard.planning.session import Mode, Session
@@ -71,14 +80,7 @@ T = TypeVar("T")
 Json = dict[str, Any]
 
 
-@dataclass
-class ProxyStats:
-    forwarded: int = 0
-    allowed: int = 0
-    denied: int = 0
-    asked: int = 0
-    planning: int = 0
-    decisions: list[Json] = field(default_factory=list)
+ProxyStats = McpStats
 
 
 def _dumps(message: Json) -> bytes:
@@ -140,7 +142,18 @@ class McpProxy:
         self.verbose = verbose
         self.ask_timeout = ask_timeout
         self.audit_allowed = audit_allowed
-        self.stats = ProxyStats()
+        self.stats = McpStats()
+        self.sink = McpSink(
+            session, self.stats, self.log, verbose=verbose, audit_allowed=audit_allowed
+        )
+        self.gate = Gate(
+            guard=guard,
+            agent=agent,
+            mode=self._mode_of,
+            analyse=McpAnalyser(self.effects_fn, lambda: self.relative_base_mismatch),
+            sink=self.sink,
+            source="mcp",
+        )
         self.client_can_elicit = False
         self._prefix = f"guard-{secrets.token_hex(4)}-"
         self._next_id = 0
@@ -155,8 +168,6 @@ class McpProxy:
         self._session_lock = threading.Lock()
         self._initialized = False
         self._roots_requests: set[Any] = set()
-        self._audit_queue: queue.Queue[events.Decision | None] = queue.Queue()
-        self._audit_thread: threading.Thread | None = None
 
     # -- small helpers -----------------------------------------------------------------------
 
@@ -167,14 +178,10 @@ class McpProxy:
     def mode(self) -> Mode:
         return self._mode
 
-    @property
-    def agent(self) -> str:
-        if self.fixed_agent is not None:
-            return self.fixed_agent
-        g = self.guard
-        name = g.plan_agent_name if self._mode is Mode.PLAN else g.build_agent_name
-        assert name is not None  # checked in __init__
-        return name
+    def _mode_of(self, call: ToolCall) -> str:
+        """The gate's mode source: this proxy's session, re-read when its file changed."""
+        self._sync_mode()
+        return self._mode.value
 
     def _send_client(self, message: Json | bytes) -> None:
         data = message if isinstance(message, bytes) else _dumps(message)
@@ -193,18 +200,6 @@ class McpProxy:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def _check_relative(self, effects: list[Effect]) -> None:
-        """Refuse relative paths when guard and the server would resolve them differently."""
-        if self.relative_base_mismatch is None:
-            return
-        for e in effects:
-            target = e.target
-            if e.kind in PATH_KINDS and target and not target.startswith(("/", "~")):
-                raise GuardError(
-                    f"relative path {target!r}: {self.relative_base_mismatch}; give an"
-                    " absolute path"
-                )
 
     # -- mode ------------------------------------------------------------------------------
 
@@ -290,7 +285,7 @@ class McpProxy:
     async def run(self) -> int:
         """Serve until the client closes stdin or the server exits; the server's exit code."""
         self._loop = asyncio.get_running_loop()
-        self._start_audit()
+        self.sink.start()
         try:
             self._server = await asyncio.create_subprocess_exec(
                 *self.server_cmd,
@@ -300,7 +295,7 @@ class McpProxy:
                 limit=MAX_LINE,
             )
         except OSError as exc:
-            self._stop_audit()
+            self.sink.stop()
             raise GuardError(
                 f"cannot start the MCP server {self.server_cmd[0]!r}: {exc.strerror or exc};"
                 " check the command after `--`"
@@ -365,7 +360,7 @@ class McpProxy:
         for req_id in list(self._pending):
             self._send_client(_error(req_id, INTERNAL_ERROR, "the MCP server exited"))
         self._pending.clear()
-        await asyncio.to_thread(self._stop_audit)
+        await asyncio.to_thread(self.sink.stop)
         code = proc.returncode or 0
         self.log(
             f"server exited with {proc.returncode}; {self.stats.allowed} calls allowed,"
@@ -442,6 +437,9 @@ class McpProxy:
                 self._send_client(_error(message["id"], INVALID_REQUEST, "method must be a string"))
             return
         if not has_id:  # a notification
+            if not method.startswith("notifications/"):
+                self._drop_request_without_id(method, message.get("params"))
+                return
             if method == "notifications/initialized":
                 self._initialized = True
             await self._forward(line)
@@ -479,6 +477,23 @@ class McpProxy:
         except (ConnectionError, OSError) as exc:
             self.log(f"cannot forward to the server: {exc}")
 
+    def _drop_request_without_id(self, method: str, params: Any) -> None:
+        """A request sent as a notification would run unchecked and unanswered: drop it."""
+        reason = (
+            f"{method} sent as a notification (no id): guard answers no such call, so it is"
+            " never forwarded"
+        )
+        self.stats.denied += 1
+        name = params.get("name") if isinstance(params, dict) else None
+        if method == "tools/call" and isinstance(name, str):
+            call = tool_call(name, params.get("arguments"), self.cwd, self.session.id)
+        else:
+            call = ToolCall("mcp-request", method, {}, self.cwd, self.session.id)
+        self.gate.audit(
+            Verdict(VerdictAction.DENY, reason, "guard.mcp.notification", call, self.fixed_agent),
+            {"method": method},
+        )
+
     async def _tools_call(self, msg_id: Any, params: Any, line: bytes) -> None:
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
             self._send_client(
@@ -487,70 +502,53 @@ class McpProxy:
             return
         name: str = params["name"]
         arguments = params.get("arguments")
-        if arguments is None:
-            arguments = {}
-        try:
-            self._sync_mode()
-            agent = self.agent
-            if not isinstance(arguments, dict):
-                raise GuardError(
-                    f"tools/call {name!r}: arguments must be a JSON object,"
-                    f" got {type(arguments).__name__}"
-                )
-            if name in TOOL_NAMES:
-                effects = [Effect.tool(name, "guard planning tool")]
-            else:
-                effects = self.effects_fn(name, arguments, self.cwd)
-                self._check_relative(effects)
-            decision = self.guard.decide(agent, effects, self.cwd)
-        except Exception as exc:  # fail closed
-            agent = self.fixed_agent or "?"
-            decision = Decision(Action.DENY, f"cannot decide: {exc}", "guard.mcp.error")
-        self._record(agent, name, decision)
-        if decision.action is Action.DENY:
-            self.stats.denied += 1
-            self._send_client(_tool_error(msg_id, _refusal(name, decision)))
-            return
-        if decision.action is Action.ASK:
+        call = tool_call(name, arguments, self.cwd, self.session.id)
+        verdict = self.gate.decide(call, context={"method": "tools/call"})
+        if verdict.action is VerdictAction.ASK:
             self.stats.asked += 1
-            self._spawn(self._ask_then_run(msg_id, name, arguments, agent, decision, line))
+            self._spawn(self._ask_then_run(msg_id, call, verdict, line))
+            return
+        if verdict.action is not VerdictAction.ALLOW:  # MCP cannot rewrite: confined is deny
+            self.stats.denied += 1
+            self._send_client(_tool_error(msg_id, _refusal(name, verdict)))
             return
         self.stats.allowed += 1
         if name in TOOL_NAMES:
-            self._spawn(self._planning_call(msg_id, name, arguments))
+            self._spawn(self._planning_call(msg_id, name, dict(call.input)))
         else:
             self._pending[msg_id] = "tools/call"
             await self._forward(line)
 
-    async def _ask(self, agent: str, what: str, arguments: Json, d: Decision) -> Decision:
+    async def _ask(self, verdict: Verdict, context: Json) -> Verdict:
         """Put an "ask" to the user; the verdict is an allow only on an explicit yes."""
         if not self.client_can_elicit:
             reason = (
-                f"{d.reason}; the policy asks the user first and this client cannot be asked"
-                " (no elicitation capability), so the call is refused"
+                f"{verdict.reason}; the policy asks the user first and this client cannot be"
+                " asked (no elicitation capability), so the call is refused"
             )
-            return _with(d, reason, Action.DENY)
-        message, schema = asking.call_question(agent, what, arguments, d)
+            return verdict.resolved(VerdictAction.DENY, reason)
+        call = verdict.call
+        assert call is not None and verdict.decision is not None
+        agent = verdict.agent or "?"
+        message, schema = asking.call_question(agent, call.name, dict(call.input), verdict.decision)
         try:
             yes = asking.read_call_answer(await self._elicit(message, schema))
         except asking.AskFailed as exc:
-            return _with(d, f"{d.reason}; {exc}", Action.DENY)
-        verdict = _with(
-            d,
-            f"the user {'allowed' if yes else 'refused'} it when asked ({d.reason})",
-            Action.ALLOW if yes else Action.DENY,
+            return verdict.resolved(VerdictAction.DENY, f"{verdict.reason}; {exc}")
+        answered = verdict.resolved(
+            VerdictAction.ALLOW if yes else VerdictAction.DENY,
+            f"the user {'allowed' if yes else 'refused'} it when asked ({verdict.reason})",
         )
-        self._record(agent, what, verdict)
-        return verdict
+        return self.gate.audit(answered, {**context, "asked": True}, self.guard)
 
     async def _ask_then_run(
-        self, msg_id: Any, name: str, arguments: Json, agent: str, d: Decision, line: bytes
+        self, msg_id: Any, call: ToolCall, verdict: Verdict, line: bytes
     ) -> None:
-        verdict = await self._ask(agent, name, arguments, d)
+        verdict = await self._ask(verdict, {"method": "tools/call"})
         if not verdict.allowed:
-            self._send_client(_tool_error(msg_id, _refusal(name, verdict)))
-        elif name in TOOL_NAMES:
-            await self._planning_call(msg_id, name, arguments)
+            self._send_client(_tool_error(msg_id, _refusal(call.name, verdict)))
+        elif call.name in TOOL_NAMES:
+            await self._planning_call(msg_id, call.name, dict(call.input))
         else:
             self._pending[msg_id] = "tools/call"
             await self._forward(line)
@@ -563,33 +561,21 @@ class McpProxy:
                 _error(msg_id, INVALID_PARAMS, "resources/read needs params.uri (a string)")
             )
             return
-        if urlsplit(uri).scheme.lower() != "file":
+        if not is_file_uri(uri):
             self._pending[msg_id] = "resources/read"
             await self._forward(line)
             return
-        agent = self.fixed_agent or "?"
-        try:
-            parts = urlsplit(uri)
-            if parts.netloc not in ("", "localhost"):
-                raise GuardError(f"file URI {uri!r} names a remote host")
-            self._sync_mode()
-            agent = self.agent
-            effects = [
-                Effect.tool("read", "mcp resources/read"),
-                Effect.read(unquote(parts.path), f"resources/read {uri}"),
-            ]
-            decision = self.guard.decide(agent, effects, self.cwd)
-        except Exception as exc:  # fail closed
-            decision = Decision(Action.DENY, f"cannot decide: {exc}", "guard.mcp.error")
-        self._record(agent, "resources/read", decision)
-        if decision.action is Action.ASK:
-            decision = await self._ask(agent, "resources/read", {"uri": uri}, decision)
-        if decision.allowed:
+        context = {"method": "resources/read"}
+        call = resource_call(uri, self.cwd, self.session.id)
+        verdict = self.gate.decide(call, context=context)
+        if verdict.action is VerdictAction.ASK:
+            verdict = await self._ask(verdict, context)
+        if verdict.action is VerdictAction.ALLOW:
             self._pending[msg_id] = "resources/read"
             await self._forward(line)
         else:
             self.stats.denied += 1
-            text = _refusal("resources/read", decision)
+            text = _refusal("resources/read", verdict)
             self._send_client(_error(msg_id, INVALID_REQUEST, text))
 
     async def _planning_call(self, msg_id: Any, name: str, arguments: Json) -> None:
@@ -696,49 +682,6 @@ class McpProxy:
             kept.extend(self._planning_tools())
         result["tools"] = kept
 
-    # -- audit -----------------------------------------------------------------------------
-
-    def _record(self, agent: str, tool: str, d: Decision) -> None:
-        entry = {"agent": agent, "tool": tool, **d.to_json()}
-        if len(self.stats.decisions) < 10000:
-            self.stats.decisions.append(entry)
-        if d.action is not Action.ALLOW or self.verbose:
-            target = f" {d.effect}" if d.effect is not None else ""
-            self.log(f"{d.action.value} {tool}{target} for {agent}: {d.reason} [{d.rule}]")
-        if d.action is Action.ALLOW and not self.audit_allowed:
-            return
-        event = events.Decision.from_decision(d, agent=agent, tool=tool, source="mcp")
-        if self._audit_thread is not None:
-            self._audit_queue.put(event)  # written in order by the audit thread (fsync per line)
-        else:
-            self._write_audit(event)
-
-    def _write_audit(self, event: events.Decision) -> None:
-        try:
-            events.publish(self.session, event)
-        except Exception as exc:
-            self.log(f"cannot write the audit log: {exc}")
-
-    def _audit_worker(self) -> None:
-        while True:
-            event = self._audit_queue.get()
-            if event is None:
-                return
-            self._write_audit(event)
-
-    def _start_audit(self) -> None:
-        self._audit_thread = threading.Thread(target=self._audit_worker, daemon=True)
-        self._audit_thread.start()
-
-    def _stop_audit(self) -> None:
-        thread = self._audit_thread
-        if thread is not None:
-            self._audit_queue.put(None)
-            thread.join(30)
-            if thread.is_alive():
-                self.log(f"audit log: {self._audit_queue.qsize()} decisions not yet written")
-            self._audit_thread = None
-
 
 def _relative_base_mismatch(server_cmd: list[str], cwd: str) -> str | None:
     """Why relative paths are ambiguous, or None.
@@ -762,12 +705,8 @@ def _relative_base_mismatch(server_cmd: list[str], cwd: str) -> str | None:
     )
 
 
-def _with(d: Decision, reason: str, action: Action | None = None) -> Decision:
-    return Decision(action or d.action, reason, d.rule, d.effect)
-
-
-def _refusal(tool: str, d: Decision) -> str:
-    return f"guard refused {tool}: {d.reason} (rule: {d.rule})"
+def _refusal(tool: str, v: Verdict) -> str:
+    return f"guard refused {tool}: {v.reason} (rule: {v.rule})"
 
 
 def run_proxy(proxy: McpProxy) -> int:

@@ -195,6 +195,7 @@ class Monitor:
         progress: Progress | None = None,
         on_notice: Callable[[Notice], None] | None = None,
         final_reconcile: bool = True,
+        sink: audit.AuditSink | None = None,
     ) -> None:
         guard.agent(agent)  # an unknown agent is a GuardError naming the known ones
         self.session = session or new_session_id()
@@ -224,6 +225,7 @@ class Monitor:
         self.progress = progress
         self.final_reconcile = final_reconcile
         self.audit_path = audit_path if audit_path is not None else audit.default_log_path(r)
+        self.sink: audit.AuditSink = sink if sink is not None else audit.AuditLog(self.audit_path)
         self.quarantine = Quarantine(quarantine_root(r), self.session)
         self.store = r.data / "monitor" / audit.project_of(r) / self.session
 
@@ -653,7 +655,7 @@ class Monitor:
 
     def _log(self, record: dict[str, Any]) -> None:
         try:
-            audit.append(record, self.audit_path)
+            self.sink.write(record, self.guard.roots)
         except GuardError as exc:
             # never silent: the record is still in memory and on stderr
             print(f"guard: monitor: {exc}", file=sys.stderr)

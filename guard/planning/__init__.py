@@ -5,7 +5,8 @@ Three concepts stay separate: the execution checklist (``update_plan``), plan
 mode (``plan_enter``/``plan_exit``), and the plan artifact (a markdown file).
 """
 
-from guard.planning.artifact import list_plans, read_plan, slugify, write_plan
+from guard.planning._base import Mode
+from guard.planning.artifact import read_plan, slugify, write_plan
 from guard.planning.checklist import (
     PayloadError,
     PlanItem,
@@ -24,15 +25,31 @@ from guard.planning.handshake import (
     request_user_input,
     update_plan,
 )
-from guard.planning.session import Mode, Session, SessionError, current_mode, sessions_dir
+from guard.planning.runtime import (
+    CurrentAgent,
+    describe_current_agent,
+    list_plans,
+    plan_file_instruction,
+    publish_current,
+)
+from guard.planning.session import (
+    Owner,
+    Session,
+    SessionError,
+    current_mode,
+    deciding_session,
+    sessions_dir,
+)
 from guard.planning.stream import ProposedPlanParser, Segment, stream_into_session
 from guard.planning.tools import TOOL_DEFINITIONS, ToolResult, handle_tool_call
 
 __all__ = [
     "TOOL_DEFINITIONS",
+    "CurrentAgent",
     "ExitChoice",
     "Mode",
     "Outcome",
+    "Owner",
     "PayloadError",
     "PlanItem",
     "ProposedPlanParser",
@@ -46,11 +63,15 @@ __all__ = [
     "UpdatePlanArgs",
     "UserDecision",
     "current_mode",
+    "deciding_session",
+    "describe_current_agent",
     "handle_tool_call",
     "list_plans",
     "plan_enter",
     "plan_exit",
+    "plan_file_instruction",
     "publish",
+    "publish_current",
     "read_events",
     "read_plan",
     "request_user_input",

@@ -11,17 +11,28 @@ import errno
 import os
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from guard.effects import GuardError
 from guard.paths import plan_dir
 from guard.planning._store import atomic_write_text, read_nofollow
 
-if TYPE_CHECKING:
-    from guard.planning.session import Session
+
+class PlanHolder(Protocol):
+    """What the artifact functions need of a session (a ``Session``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def plans_dir(self) -> str: ...
+
+    @property
+    def plan_path(self) -> str | None: ...
 
 SLUG_MAX = 48
 ARTIFACT_RE = re.compile(
@@ -46,12 +57,12 @@ def artifact_name(session_id: str, title: str | None, when: datetime | None = No
     return f"{stamp}-{session_id}-{slugify(title)}.md"
 
 
-def artifact_path(session: Session, title: str | None, when: datetime | None = None) -> Path:
+def artifact_path(session: PlanHolder, title: str | None, when: datetime | None = None) -> Path:
     """The path a session's plan artifact gets when it enters plan mode."""
     return Path(session.plans_dir) / artifact_name(session.id, title, when)
 
 
-def _checked_target(session: Session) -> Path:
+def _checked_target(session: PlanHolder) -> Path:
     if not session.plan_path:
         raise ArtifactError(
             f"session {session.id} has no plan artifact yet: enter plan mode first"
@@ -67,7 +78,7 @@ def _checked_target(session: Session) -> Path:
     return target
 
 
-def write_plan(session: Session, text: str) -> Path:
+def write_plan(session: PlanHolder, text: str) -> Path:
     """Write the plan document atomically to the session's fixed artifact path."""
     target = _checked_target(session)
     plans = target.parent
@@ -84,7 +95,7 @@ def write_plan(session: Session, text: str) -> Path:
     return target
 
 
-def read_plan(session: Session) -> str | None:
+def read_plan(session: PlanHolder) -> str | None:
     """The plan document, or None when the artifact does not exist yet. Never follows a link."""
     if not session.plan_path:
         return None
@@ -117,18 +128,19 @@ class Artifact:
         }
 
 
-def list_plans(cwd: str | os.PathLike[str]) -> list[Artifact]:
+def list_plans(
+    cwd: str | os.PathLike[str], owners: Mapping[str, str] | None = None
+) -> list[Artifact]:
     """Plan artifacts in the plan directory of ``cwd``, oldest first.
 
-    The owning session is looked up from the sessions (ids and slugs may both
-    hold hyphens, so the file name alone is ambiguous).
+    ``owners`` maps a plan path to the id of the session that owns it (ids and
+    slugs may both hold hyphens, so the file name alone is ambiguous);
+    :func:`guard.planning.runtime.list_plans` fills it from the sessions.
     """
-    from guard.planning.session import Session
-
     directory = plan_dir(cwd).path
     if not directory.is_dir():
         return []
-    owners = {s.plan_path: s.id for s in Session.list_all(cwd) if s.plan_path}
+    owners = owners or {}
     out: list[Artifact] = []
     for entry in sorted(directory.iterdir()):
         match = ARTIFACT_RE.match(entry.name)

@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from guard import effects
 from guard.effects import GuardError
+from guard.planning._base import Mode, utc_now
+from guard.planning._store import append_line
 from guard.planning.checklist import PlanItem, Question, StepStatus
-from guard.planning.session import Mode, utc_now
-
-if TYPE_CHECKING:
-    from guard.planning.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -177,31 +174,31 @@ def subscribe(callback: Subscriber, session_id: str | None = None) -> Callable[[
     return unsubscribe
 
 
-def publish(target: Session | str | os.PathLike[str] | None, event: Event) -> Path | None:
-    """Record ``event`` for a session (or the current session of a worktree/cwd) and deliver it.
+class Recorder(Protocol):
+    """What publishing needs of a session: its id and its event log (a ``Session``)."""
 
-    Returns the JSONL file the event was appended to, or None when ``target``
-    names a directory without any session (then only in-process subscribers
-    see it). A subscriber that raises is logged and does not stop the others.
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def events_path(self) -> Path: ...
+
+
+def publish(session: Recorder, event: Event) -> Path:
+    """Append ``event`` to the session's event log and deliver it in this process.
+
+    The event is stamped with the session's id. Returns the JSONL file. A
+    subscriber that raises is logged and does not stop the others.
     """
-    from guard.planning.session import Session, current_mode
-
-    session: Session | None
-    if isinstance(target, Session):
-        session = target
-    elif target is None:
-        session = None
-    else:
-        found = current_mode(target)
-        session = found[1] if found else None
-    if session is not None and event.session is None:
+    if event.session is None:
         event = event.model_copy(update={"session": session.id})
-    written: Path | None = None
-    if session is not None:
-        from guard.planning._store import append_line
+    append_line(session.events_path, event.model_dump_json())
+    deliver(event)
+    return session.events_path
 
-        append_line(session.events_path, event.model_dump_json())
-        written = session.events_path
+
+def deliver(event: Event) -> None:
+    """Hand ``event`` to this process's subscribers only (nothing is written)."""
     with _lock:
         targets = [cb for sid, cb in _subscribers if sid is None or sid == event.session]
     for callback in targets:
@@ -209,16 +206,15 @@ def publish(target: Session | str | os.PathLike[str] | None, event: Event) -> Pa
             callback(event)
         except Exception:  # a broken subscriber must not break the publisher
             log.exception("event subscriber %r failed on %s", callback, event.type)
-    return written
 
 
-def read_events(session: Session) -> list[Event]:
+def read_events(session: Recorder) -> list[Event]:
     """All events of a session, in order. A malformed line raises EventLogError naming it."""
     return list(_iter_file(session.events_path, follow=False))
 
 
 def follow(
-    session: Session,
+    session: Recorder,
     *,
     from_start: bool = True,
     poll: float = 0.2,

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from guard.planning import events
+import guard.planning.events as events
+from guard.planning._base import Mode, utc_now
 from guard.planning.artifact import ArtifactError, read_plan
 from guard.planning.checklist import (
     RequestUserInputArgs,
@@ -28,7 +29,7 @@ from guard.planning.checklist import (
     parse_request_user_input,
     parse_update_plan,
 )
-from guard.planning.session import ExitRecord, Mode, PendingRequest, Session, utc_now
+from guard.planning.session import ExitRecord, PendingRequest, Session
 
 UPDATE_PLAN_IN_PLAN_MODE = "update_plan is a TODO/checklist tool and is not allowed in Plan mode"
 REQUEST_USER_INPUT_OUTSIDE_PLAN = (

@@ -8,10 +8,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from guard.planning import events
+import guard.planning.events as events
+from guard.planning._base import Mode
 from guard.planning.artifact import read_plan
 from guard.planning.checklist import PlanItem, StepStatus
-from guard.planning.session import Mode, Session
+from guard.planning.session import Session
 
 MARKS = {
     StepStatus.COMPLETED: ("✓", "green"),

@@ -2,6 +2,12 @@
 
 A session is one JSON file, ``<worktree>/.openoxide/sessions/<id>.json`` (or
 ``<data dir>/sessions/<project key>/<id>.json`` outside version control).
+It has an owner and an end: a session started by a process (``guard mcp``)
+records that process (pid, its start time, the boot and the host) and is
+ended when the process exits; a process that died without ending it makes
+the session *orphaned*, and an orphaned or ended session never decides
+anything again. A session started from the command line is owned by the
+user and stays open until ``guard session end``.
 Every change is a read-modify-write under an exclusive ``flock`` on
 ``<id>.lock`` and lands through an atomic rename, so hooks, proxies and the
 monitor running in separate processes share one truth and never see a torn
@@ -12,13 +18,13 @@ policies protect from agent writes: a model cannot flip its own mode.
 from __future__ import annotations
 
 import contextlib
-import enum
 import json
 import os
 import re
 import secrets
+import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -27,8 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from guard.effects import GuardError
 from guard.paths import data_dir, find_worktree, plan_dir, project_key
+from guard.planning._base import Mode as Mode
+from guard.planning._base import utc_now as utc_now
 from guard.planning._store import atomic_write_text, locked
+from guard.planning.artifact import artifact_path
 from guard.planning.checklist import PlanItem
+from guard.planning.events import Event, ModeChanged, TurnEnded
+from guard.planning.events import publish as publish_event
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 SESSIONS_SUBDIR = Path(".openoxide") / "sessions"
@@ -38,13 +49,72 @@ class SessionError(GuardError):
     """A session that cannot be found, read or changed as asked."""
 
 
-class Mode(enum.StrEnum):
-    BUILD = "build"
-    PLAN = "plan"
+PIN_FILE = "pinned"
+SessionState = Literal["open", "ended"]
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def _process_start(pid: int) -> int | None:
+    """The start time of process ``pid`` (clock ticks since boot), None when it does not run."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: split after the last ')'
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        state, start = fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+    return None if state in (b"Z", b"X") else start
+
+
+class Owner(BaseModel):
+    """The process a session belongs to; the session ends with it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pid: int
+    started: int
+    boot: str
+    host: str
+    command: str = ""
+
+    @classmethod
+    def this_process(cls, command: str) -> Owner:
+        pid = os.getpid()
+        return cls(
+            pid=pid,
+            started=_process_start(pid) or 0,
+            boot=_boot_id(),
+            host=socket.gethostname(),
+            command=command,
+        )
+
+    def alive(self) -> bool:
+        """True while the owning process runs (a reused pid does not count).
+
+        An owner on another host cannot be checked from here: it counts as alive.
+        """
+        if self.host != socket.gethostname():
+            return True
+        if self.boot != _boot_id():
+            return False
+        return _process_start(self.pid) == self.started
+
+    def describe(self) -> str:
+        where = "" if self.host == socket.gethostname() else f" on {self.host}"
+        return f"{self.command or 'process'} (pid {self.pid}{where})"
 
 
 class ExitRecord(BaseModel):
@@ -79,6 +149,21 @@ def sessions_dir(cwd: str | os.PathLike[str]) -> Path:
     return data_dir() / "sessions" / project_key(start)
 
 
+def state_dirs(cwd: str | os.PathLike[str]) -> list[Path]:
+    """The directories a session start may create for ``cwd`` (sessions, plans, their parents)."""
+    start = Path(os.path.realpath(cwd))
+    wt = find_worktree(start)
+    out: list[Path] = []
+    for leaf in (sessions_dir(start), plan_dir(start).path):
+        for directory in (leaf, *leaf.parents):
+            if wt is not None and directory == wt:
+                break
+            if wt is None and directory in (data_dir(), *data_dir().parents):
+                break
+            out.append(directory)
+    return out
+
+
 def check_session_id(session_id: str) -> str:
     if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
         raise SessionError(
@@ -89,6 +174,7 @@ def check_session_id(session_id: str) -> str:
 
 
 def new_session_id() -> str:
+    """A fresh id: the UTC date and 8 random hex digits."""
     return datetime.now(UTC).strftime("%Y%m%d") + "-" + secrets.token_hex(4)
 
 
@@ -104,6 +190,11 @@ class Session(BaseModel):
     version: Literal[1] = 1
     id: str
     mode: Mode
+    state: SessionState = "open"
+    owner: Owner | None = None
+    ended_at: str | None = None
+    end_reason: str | None = None
+    plan_since_ns: int = 0
     worktree: str | None
     project: str
     plans_dir: str
@@ -150,14 +241,15 @@ class Session(BaseModel):
         *,
         id: str | None = None,
         title: str | None = None,
+        owner: Owner | None = None,
     ) -> Session:
         """Create and persist a new session for the worktree (or project) around ``cwd``.
 
         Starting straight in plan mode fixes the plan artifact path at once.
         A given ``id`` (e.g. the host agent's session id) must not exist yet.
+        ``owner`` is the process the session ends with (None: the user owns it
+        and ends it with ``guard session end``).
         """
-        from guard.planning.artifact import artifact_path
-
         try:
             mode = Mode(mode)
         except ValueError:
@@ -180,6 +272,7 @@ class Session(BaseModel):
             created_at=now,
             updated_at=now,
             active_ns=time.time_ns(),
+            owner=owner,
         )
         session._dir = directory
         with locked(session.lock_path):
@@ -188,14 +281,12 @@ class Session(BaseModel):
             if mode is Mode.PLAN:
                 session.mode = Mode.PLAN
                 session.plan_path = str(artifact_path(session, title))
+                session.plan_since_ns = time.time_ns()
                 Path(session.plans_dir).mkdir(parents=True, exist_ok=True)
             atomic_write_text(session.path, session.model_dump_json(indent=2) + "\n")
         if mode is Mode.PLAN:
-            from guard.planning import events
-
-            events.publish(
-                session,
-                events.ModeChanged(old=Mode.BUILD, new=Mode.PLAN, reason="session started in plan"),
+            session.publish(
+                ModeChanged(old=Mode.BUILD, new=Mode.PLAN, reason="session started in plan")
             )
         return session
 
@@ -283,13 +374,67 @@ class Session(BaseModel):
 
     # ---- small operations ------------------------------------------------------------------
 
+    def publish(self, event: Event) -> Path:
+        """Record ``event`` in this session's event log and deliver it in this process."""
+        return publish_event(self, event)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def owner_alive(self) -> bool:
+        """The owning process still runs (always true for a session the user owns)."""
+        return self.owner is None or self.owner.alive()
+
+    @property
+    def live(self) -> bool:
+        """Open, and its owner (if any) still runs: only a live session may decide."""
+        return self.state == "open" and self.owner_alive
+
+    @property
+    def status(self) -> str:
+        """open, ended, or orphaned (open but its owning process is gone)."""
+        if self.state == "ended":
+            return "ended"
+        return "open" if self.owner_alive else "orphaned"
+
+    def end(self, reason: str) -> bool:
+        """End the session (it no longer decides anything). False when it had ended already."""
+        with self.transaction() as s:
+            if s.state == "ended":
+                return False
+            s.state = "ended"
+            s.ended_at = utc_now()
+            s.end_reason = reason
+        unpin(self.directory, self.id)
+        return True
+
+    def remove(self, created: Iterable[Path] = ()) -> None:
+        """Delete every file of this session (for a start that failed before anything ran).
+
+        ``created`` lists directories that did not exist before the start
+        (see :func:`state_dirs`); they are removed too when nothing else is in them.
+        """
+        unpin(self.directory, self.id)
+        for path in (self.path, self.events_path, self.lock_path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        for directory in sorted(created, key=lambda p: len(p.parts), reverse=True):
+            if directory == self.directory and [p.name for p in directory.iterdir()] == [
+                ".gitignore"
+            ]:
+                (directory / ".gitignore").unlink()
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only when empty
+
     def set_mode(self, mode: Mode | str, reason: str, *, via_approved_exit: bool = False) -> None:
         """Switch modes. Leaving plan mode needs an approved exit (see handshake.plan_exit)."""
-        from guard.planning import events
-        from guard.planning.artifact import artifact_path
-
         new = Mode(mode)
         with self.transaction() as s:
+            if s.state == "ended":
+                raise SessionError(
+                    f"session {s.id} has ended ({s.end_reason or 'no reason given'});"
+                    " start a new one: `guard plan start TITLE` or `guard session start`"
+                )
             old = s.mode
             if old is new:
                 return
@@ -305,9 +450,10 @@ class Session(BaseModel):
                 if s.title is None and requested and requested[-1].detail.get("title"):
                     s.title = str(requested[-1].detail["title"])
                 s.plan_path = str(artifact_path(s, s.title))
+                s.plan_since_ns = time.time_ns()
                 Path(s.plans_dir).mkdir(parents=True, exist_ok=True)
             s.pending = [p for p in s.pending if p.kind != "plan_enter"]
-        events.publish(self, events.ModeChanged(old=old, new=new, reason=reason))
+        self.publish(ModeChanged(old=old, new=new, reason=reason))
 
     def deliver(self, message: str) -> None:
         """Queue the user's words for the model's next planning tool call."""
@@ -324,18 +470,18 @@ class Session(BaseModel):
 
     def end_turn(self) -> int:
         """Mark the end of the model's turn (closes the todo-list item); returns the turn number."""
-        from guard.planning import events
-
         with self.transaction() as s:
             ended = s.turn
             s.turn += 1
-        events.publish(self, events.TurnEnded(turn=ended))
+        self.publish(TurnEnded(turn=ended))
         return ended
 
     def summary(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "mode": self.mode.value,
+            "state": self.status,
+            "owner": self.owner.describe() if self.owner else "user",
             "worktree": self.worktree,
             "plan_path": self.plan_path,
             "title": self.title,
@@ -360,16 +506,72 @@ def _ensure_dir(directory: Path) -> Path:
     return directory
 
 
-def current_mode(worktree_or_cwd: str | os.PathLike[str]) -> tuple[str, Session] | None:
-    """The most recently active session of that worktree and its mode; None without sessions.
+def pin(directory: Path, session_id: str) -> None:
+    """Make session ``session_id`` the one that decides for its worktree while it is live."""
+    atomic_write_text(directory / PIN_FILE, check_session_id(session_id) + "\n")
 
-    A corrupt session file raises SessionError (callers deciding on it fail closed).
+
+def unpin(directory: Path, session_id: str | None = None) -> None:
+    """Drop the pin (only when it names ``session_id``, if given)."""
+    path = directory / PIN_FILE
+    if session_id is not None and pinned_id(directory) != session_id:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def pinned_id(directory: Path) -> str | None:
+    """The pinned session id, or None. A pin file that is not an id is an error."""
+    try:
+        text = (directory / PIN_FILE).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SessionError(f"cannot read {directory / PIN_FILE}: {exc.strerror}") from None
+    try:
+        return check_session_id(text)
+    except SessionError:
+        raise SessionError(
+            f"{directory / PIN_FILE}: not a session id ({text[:40]!r}); remove the file"
+            " or pin a session again with `guard mode MODE --session ID`"
+        ) from None
+
+
+def deciding_session(worktree_or_cwd: str | os.PathLike[str]) -> tuple[Session, str] | None:
+    """The session whose mode decides for that worktree, and why; None when none is live.
+
+    The pinned session (``guard mode ... --session ID``) while it is live,
+    else the newest live session (open, its owner still running). An ended
+    or orphaned session never decides. A corrupt session or pin file raises
+    SessionError (callers deciding on it fail closed).
     """
     sessions = Session.list_all(worktree_or_cwd)
     if not sessions:
         return None
-    latest = sessions[0]
-    return latest.mode.value, latest
+    pinned = pinned_id(sessions[0].directory)
+    live = [s for s in sessions if s.live]
+    for s in live:
+        if s.id == pinned:
+            return s, f"session {s.id} (pinned with `guard mode --session`)"
+    if not live:
+        return None
+    newest = max(live, key=lambda s: (s.created_at, s.active_ns))
+    others = len(live) - 1
+    why = f"session {newest.id} (the newest open session"
+    why += f"; {others} older one{'s' if others > 1 else ''} open)" if others else ")"
+    return newest, why
+
+
+def current_mode(worktree_or_cwd: str | os.PathLike[str]) -> tuple[str, Session] | None:
+    """The mode of the session that decides for that worktree (see :func:`deciding_session`).
+
+    None when no session is live there. A corrupt session file raises
+    SessionError (callers deciding on it fail closed).
+    """
+    found = deciding_session(worktree_or_cwd)
+    if found is None:
+        return None
+    return found[0].mode.value, found[0]
 
 
 def session_json(session: Session) -> str:

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from guard.planning.session import Session
+import guard.planning.events as events
+from guard.planning._base import Mode
+from guard.planning.artifact import write_plan
+from guard.planning.session import Session
 
 OPEN_TAG = "<proposed_plan>"
 CLOSE_TAG = "</proposed_plan>"
@@ -179,10 +181,6 @@ def stream_into_session(
     fixed) and publish ``PlanCompleted``. ``on_segment`` sees every segment (to draw the
     two lanes). Returns the last proposed plan, or None when the reply held none.
     """
-    from guard.planning import events
-    from guard.planning.artifact import write_plan
-    from guard.planning.session import Mode
-
     parser = ProposedPlanParser()
 
     def handle(segments: list[Segment]) -> None:

@@ -15,11 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from guard.effects import Effect, ToolCall
+from guard.effects import Effect, ToolCall, ToolInputError
 from guard.tools import claude_code, codex, gemini, mcp, opencode
-from guard.tools.interface import Call, Handler, ToolInputError, tool
+from guard.tools.interface import Handler, tool
 
-__all__ = ["CANONICAL_TOOLS", "DIALECTS", "ToolInputError", "effects_for", "effects_of"]
+__all__ = [
+    "CANONICAL_TOOLS",
+    "DIALECTS",
+    "ToolCall",
+    "ToolInputError",
+    "effects_for",
+    "effects_of",
+]
 
 _TABLES: dict[str, dict[str, Handler]] = {
     claude_code.NAME: claude_code.TOOLS,
@@ -46,6 +53,11 @@ _MCP_PREFIXES = ("mcp__filesystem__", "filesystem.", "filesystem__", "filesystem
 def effects_for(
     dialect: str, tool_name: str, tool_input: Mapping[str, Any], cwd: str | None
 ) -> list[Effect]:
+    """:func:`effects_of` for a call given field by field."""
+    return effects_of(ToolCall(dialect, tool_name, tool_input, cwd))
+
+
+def effects_of(call: ToolCall) -> list[Effect]:
     """The effects of one tool call: ``Effect.tool(<canonical name>)`` first, then the rest.
 
     Raises :class:`ToolInputError` for an unknown dialect or malformed input. A tool the
@@ -54,6 +66,7 @@ def effects_for(
     canonical name of a known tool (``write`` sent as an unknown tool), it becomes
     ``unknown:<name as given>`` instead, so a look-alike never borrows a known tool's rule.
     """
+    dialect, tool_name, tool_input = call.dialect, call.name, call.input
     table = _TABLES.get(dialect)
     if table is None:
         raise ToolInputError(
@@ -76,9 +89,10 @@ def effects_for(
     if handler is None:
         return [tool(unknown_tool_name(tool_name), f"{dialect} tool {tool_name!r} is not known"
                      " to guard: the policy's tool table and default decide")]
-    call = Call(dialect, tool_name, tool_input, cwd)
     effects = handler(call)
-    return effects
+    if not all(isinstance(e, Effect) for e in effects):
+        raise TypeError(f"the {dialect} handler of {tool_name!r} returned non-effects")
+    return list(effects)
 
 
 def unknown_tool_name(tool_name: str) -> str:
@@ -87,8 +101,3 @@ def unknown_tool_name(tool_name: str) -> str:
     if lowered in CANONICAL_TOOLS or lowered.startswith("task:"):
         return f"unknown:{tool_name}"
     return lowered
-
-
-def effects_of(dialect: str, call: ToolCall) -> list[Effect]:
-    """:func:`effects_for` for a :class:`~guard.effects.ToolCall`."""
-    return effects_for(dialect, call.name, call.args, call.cwd)

@@ -7,18 +7,26 @@ from collections.abc import Callable
 
 from guard.effects import Effect
 from guard.tools import shell
-from guard.tools.interface import Call, Handler, ToolInputError, glob_base, tool, under, url_host
+from guard.tools.interface import (
+    Handler,
+    ToolCall,
+    ToolInputError,
+    glob_base,
+    tool,
+    under,
+    url_host,
+)
 
 
 def path_tool(canonical: str, kind: str, *fields: str) -> Handler:
     """A tool acting on one path field: ``read``, ``write`` or ``delete`` it."""
 
-    def handler(call: Call) -> list[Effect]:
+    def handler(call: ToolCall) -> list[Effect]:
         path = call.str_field(*fields, what=f"the file to {kind}, a path")
         assert path is not None
         make: Callable[[str, str], Effect] = getattr(Effect, kind)
-        return [tool(canonical, f"{call.dialect} {call.tool}"),
-                make(path, f"{call.dialect} {call.tool} {kind}s it")]
+        return [tool(canonical, f"{call.dialect} {call.name}"),
+                make(path, f"{call.dialect} {call.name} {kind}s it")]
 
     return handler
 
@@ -30,21 +38,21 @@ def search_tool(canonical: str, path_fields: tuple[str, ...], pattern_field: str
     With ``default_path=None`` the path field is required.
     """
 
-    def handler(call: Call) -> list[Effect]:
+    def handler(call: ToolCall) -> list[Effect]:
         path = call.str_field(*path_fields, required=default_path is None,
                               what="a directory path")
         root = path if path is not None else default_path
         assert root is not None
-        effects = [tool(canonical, f"{call.dialect} {call.tool}")]
+        effects = [tool(canonical, f"{call.dialect} {call.name}")]
         if pattern_field is not None:
             pattern = call.str_field(pattern_field, what="a pattern")
             assert pattern is not None
             if canonical == "glob":
                 base = glob_base(pattern)
                 target = root if base == "." else under(root, base)
-                effects.append(Effect.read(target, f"{call.tool} matches {pattern!r} below it"))
+                effects.append(Effect.read(target, f"{call.name} matches {pattern!r} below it"))
                 return effects
-        effects.append(Effect.read(root, f"{call.tool} reads below it"))
+        effects.append(Effect.read(root, f"{call.name} reads below it"))
         return effects
 
     return handler
@@ -54,7 +62,7 @@ def shell_tool(canonical: str, command_fields: tuple[str, ...],
                workdir_fields: tuple[str, ...] = ()) -> Handler:
     """A shell tool: its command analysed by :mod:`guard.tools.shell`."""
 
-    def handler(call: Call) -> list[Effect]:
+    def handler(call: ToolCall) -> list[Effect]:
         workdir = call.str_field(*workdir_fields, required=False, what="a directory path") if \
             workdir_fields else None
         value = None
@@ -77,9 +85,9 @@ def shell_tool(canonical: str, command_fields: tuple[str, ...],
                 f"{call.where(used)} must be a command string or a non-empty list of strings"
                 f" (argv), got {type(value).__name__ if value is not None else 'nothing'}"
             )
-        effects = [tool(canonical, f"{call.dialect} {call.tool}")]
+        effects = [tool(canonical, f"{call.dialect} {call.name}")]
         if workdir:
-            effects.append(Effect.read(workdir, f"{call.tool} runs in this directory"))
+            effects.append(Effect.read(workdir, f"{call.name} runs in this directory"))
         for e in found:
             if workdir and e.target is not None and e.kind.value in ("read", "write", "delete"):
                 e = Effect(e.kind, under(workdir, e.target), e.detail)
@@ -90,11 +98,11 @@ def shell_tool(canonical: str, command_fields: tuple[str, ...],
 
 
 def fetch_tool(canonical: str, url_field: str) -> Handler:
-    def handler(call: Call) -> list[Effect]:
+    def handler(call: ToolCall) -> list[Effect]:
         url = call.str_field(url_field, what="a URL")
         assert url is not None
-        return [tool(canonical, f"{call.dialect} {call.tool}"),
-                Effect.network(url_host(url), f"{call.tool} fetches {url}")]
+        return [tool(canonical, f"{call.dialect} {call.name}"),
+                Effect.network(url_host(url), f"{call.name} fetches {url}")]
 
     return handler
 
@@ -102,8 +110,8 @@ def fetch_tool(canonical: str, url_field: str) -> Handler:
 def plain(canonical: str) -> Handler:
     """A tool with no effect beyond itself (plan exit, questions, checklists...)."""
 
-    def handler(call: Call) -> list[Effect]:
-        return [tool(canonical, f"{call.dialect} {call.tool}")]
+    def handler(call: ToolCall) -> list[Effect]:
+        return [tool(canonical, f"{call.dialect} {call.name}")]
 
     return handler
 
@@ -111,10 +119,10 @@ def plain(canonical: str) -> Handler:
 def patch_tool(canonical: str, *fields: str) -> Handler:
     """apply_patch-style tools: the patch body's headers become writes and deletes."""
 
-    def handler(call: Call) -> list[Effect]:
+    def handler(call: ToolCall) -> list[Effect]:
         body = call.str_field(*fields, what="a patch body (*** Begin Patch ...)")
         assert body is not None
-        return [tool(canonical, f"{call.dialect} {call.tool}"), *shell.parse_patch(body)]
+        return [tool(canonical, f"{call.dialect} {call.name}"), *shell.parse_patch(body)]
 
     return handler
 
@@ -123,7 +131,7 @@ def edits_tool(canonical: str, path_fields: tuple[str, ...], edits_field: str) -
     """MultiEdit-style tools: one path, a list of edits (checked to be a list)."""
     inner = path_tool(canonical, "write", *path_fields)
 
-    def handler(call: Call) -> list[Effect]:
+    def handler(call: ToolCall) -> list[Effect]:
         edits = call.input.get(edits_field)
         if not isinstance(edits, list):
             raise ToolInputError(f"{call.where(edits_field)} must be a list of edits,"

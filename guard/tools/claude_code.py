@@ -11,12 +11,12 @@ from guard.tools._common import (
     search_tool,
     shell_tool,
 )
-from guard.tools.interface import Call, Handler, task_effects
+from guard.tools.interface import Handler, ToolCall, task_effects
 
 NAME = "claude-code"
 
 
-def _task(call: Call) -> list[Effect]:
+def _task(call: ToolCall) -> list[Effect]:
     return task_effects(NAME, call)
 
 

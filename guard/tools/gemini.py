@@ -6,13 +6,13 @@ import re
 
 from guard.effects import Effect
 from guard.tools._common import path_tool, plain, search_tool, shell_tool
-from guard.tools.interface import Call, Handler, ToolInputError, tool, url_host
+from guard.tools.interface import Handler, ToolCall, ToolInputError, tool, url_host
 
 NAME = "gemini"
 
 
-def _read_many(call: Call) -> list[Effect]:
-    effects = [tool("read", f"{NAME} {call.tool}")]
+def _read_many(call: ToolCall) -> list[Effect]:
+    effects = [tool("read", f"{NAME} {call.name}")]
     paths = call.input.get("paths", call.input.get("include"))
     if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
         raise ToolInputError(f"{call.where('paths')} must be a list of paths or globs,"
@@ -21,24 +21,24 @@ def _read_many(call: Call) -> list[Effect]:
 
     for p in paths:
         effects.append(Effect.read(glob_base(p) if re.search(r"[*?\[{]", p) else p,
-                                   f"{call.tool} reads {p!r}"))
+                                   f"{call.name} reads {p!r}"))
     return effects
 
 
-def _web_fetch(call: Call) -> list[Effect]:
+def _web_fetch(call: ToolCall) -> list[Effect]:
     prompt = call.str_field("prompt", "url", what="a prompt naming URLs")
     assert prompt is not None
-    effects = [tool("webfetch", f"{NAME} {call.tool}")]
+    effects = [tool("webfetch", f"{NAME} {call.name}")]
     urls = re.findall(r"https?://[^\s)\"'>]+", prompt)
     for u in urls:
-        effects.append(Effect.network(url_host(u), f"{call.tool} fetches {u}"))
+        effects.append(Effect.network(url_host(u), f"{call.name} fetches {u}"))
     if not urls:
-        effects.append(Effect.network(None, f"{call.tool}: no URL found in the prompt"))
+        effects.append(Effect.network(None, f"{call.name}: no URL found in the prompt"))
     return effects
 
 
-def _save_memory(call: Call) -> list[Effect]:
-    return [tool("save_memory", f"{NAME} {call.tool}"),
+def _save_memory(call: ToolCall) -> list[Effect]:
+    return [tool("save_memory", f"{NAME} {call.name}"),
             Effect.write("~/.gemini/GEMINI.md", "save_memory appends to the global memory file")]
 
 

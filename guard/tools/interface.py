@@ -1,7 +1,8 @@
 """The one interface every agent dialect implements, and helpers they share.
 
 A dialect module turns a host agent's tool call (``tool_name`` plus its JSON
-``tool_input``) into :class:`~guard.effects.Effect` values. The first effect
+``tool_input``, as a :class:`~guard.effects.ToolCall`) into
+:class:`~guard.effects.Effect` values. The first effect
 is always ``Effect.tool(<canonical tool name>)``; path, exec and network
 effects follow. Dialects never decide anything: the evaluator does.
 """
@@ -11,66 +12,24 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from guard.effects import Effect, EffectKind, GuardError
+from guard.effects import Effect, EffectKind, ToolCall, ToolInputError, short_repr
+
+__all__ = [
+    "Handler",
+    "ToolCall",
+    "ToolInputError",
+    "glob_base",
+    "task_effects",
+    "tool",
+    "under",
+    "url_host",
+]
 
 #: Signature of a handler for one tool of one dialect.
-Handler = Callable[["Call"], list[Effect]]
-
-
-class ToolInputError(GuardError):
-    """A tool call that cannot be understood: unknown dialect or malformed input."""
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One tool call as a handler sees it: the dialect, the name as sent, its input."""
-
-    dialect: str
-    tool: str
-    input: Mapping[str, Any]
-    cwd: str | None
-
-    def where(self, field: str) -> str:
-        return f"{self.dialect} tool {self.tool!r}: field {field!r}"
-
-    def str_field(self, *names: str, required: bool = True, what: str = "a path") -> str | None:
-        """The first of ``names`` present in the input; it must be a non-empty string."""
-        for name in names:
-            if name in self.input and self.input[name] is not None:
-                value = self.input[name]
-                if not isinstance(value, str):
-                    raise ToolInputError(
-                        f"{self.where(name)} must be a string ({what}),"
-                        f" got {type(value).__name__}: {_short(value)}"
-                    )
-                if value == "" and what.endswith("path"):
-                    raise ToolInputError(f"{self.where(name)} is empty; expected {what}")
-                return value
-        if required:
-            alts = " or ".join(repr(n) for n in names)
-            raise ToolInputError(
-                f"{self.dialect} tool {self.tool!r}: missing field {alts} ({what});"
-                f" input has {sorted(self.input)}"
-            )
-        return None
-
-    def str_list_field(self, name: str, what: str = "a list of paths") -> list[str]:
-        value = self.input.get(name)
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise ToolInputError(
-                f"{self.where(name)} must be {what} (non-empty strings), got {_short(value)}"
-            )
-        return list(value)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+Handler = Callable[[ToolCall], list[Effect]]
 
 
 def tool(name: str, detail: str = "") -> Effect:
@@ -113,17 +72,17 @@ def url_host(url: str) -> str | None:
         return None
 
 
-def task_effects(dialect: str, call: Call, canonical: str = "task") -> list[Effect]:
+def task_effects(dialect: str, call: ToolCall, canonical: str = "task") -> list[Effect]:
     """A subagent spawn: ``task`` plus ``task:<type>`` when a type is named."""
     kind = call.input.get("subagent_type")
     if kind is None:
         kind = call.input.get("subagentType")
-    effects = [tool(canonical, f"{dialect} {call.tool}")]
+    effects = [tool(canonical, f"{dialect} {call.name}")]
     if kind is not None:
         if not isinstance(kind, str) or not kind.strip():
             raise ToolInputError(
                 f"{call.where('subagent_type')} must be a non-empty string naming the"
-                f" subagent, got {_short(kind)}"
+                f" subagent, got {short_repr(kind)}"
             )
-        effects.append(tool(f"task:{kind.strip()}", f"{dialect} {call.tool} spawns {kind!r}"))
+        effects.append(tool(f"task:{kind.strip()}", f"{dialect} {call.name} spawns {kind!r}"))
     return effects

@@ -4,44 +4,44 @@ from __future__ import annotations
 
 from guard.effects import Effect
 from guard.tools._common import path_tool, plain, search_tool
-from guard.tools.interface import Call, Handler, ToolInputError, tool
+from guard.tools.interface import Handler, ToolCall, ToolInputError, tool
 
 NAME = "mcp"
 
 
-def _read_multiple(call: Call) -> list[Effect]:
+def _read_multiple(call: ToolCall) -> list[Effect]:
     paths = call.str_list_field("paths")
-    return [tool("read", f"{NAME} {call.tool}"),
-            *(Effect.read(p, f"{call.tool} reads it") for p in paths)]
+    return [tool("read", f"{NAME} {call.name}"),
+            *(Effect.read(p, f"{call.name} reads it") for p in paths)]
 
 
-def _edit(call: Call) -> list[Effect]:
+def _edit(call: ToolCall) -> list[Effect]:
     path = call.str_field("path")
     assert path is not None
     if not isinstance(call.input.get("edits"), list):
         raise ToolInputError(f"{call.where('edits')} must be a list of"
                              " {oldText, newText} edits")
     if call.input.get("dryRun") is True:
-        return [tool("read", f"{NAME} {call.tool} (dryRun: shows a diff only)"),
+        return [tool("read", f"{NAME} {call.name} (dryRun: shows a diff only)"),
                 Effect.read(path, "edit_file dryRun reads it")]
-    return [tool("edit", f"{NAME} {call.tool}"), Effect.write(path, "edit_file changes it")]
+    return [tool("edit", f"{NAME} {call.name}"), Effect.write(path, "edit_file changes it")]
 
 
-def _move(call: Call) -> list[Effect]:
+def _move(call: ToolCall) -> list[Effect]:
     src = call.str_field("source", what="the file to move, a path")
     dst = call.str_field("destination", what="where to move it, a path")
     assert src is not None and dst is not None
-    return [tool("move", f"{NAME} {call.tool}"),
+    return [tool("move", f"{NAME} {call.name}"),
             Effect.read(src, "move_file reads it"),
             Effect.delete(src, "move_file removes it from here"),
             Effect.write(dst, "move_file puts it here")]
 
 
-def _search(call: Call) -> list[Effect]:
+def _search(call: ToolCall) -> list[Effect]:
     path = call.str_field("path", what="the directory to search, a path")
     call.str_field("pattern", what="a search pattern")
     assert path is not None
-    return [tool("glob", f"{NAME} {call.tool}"), Effect.read(path, "search_files reads below it")]
+    return [tool("glob", f"{NAME} {call.name}"), Effect.read(path, "search_files reads below it")]
 
 
 TOOLS: dict[str, Handler] = {

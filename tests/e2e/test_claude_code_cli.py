@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from components import require_component
 
 from .fake_anthropic import FakeAnthropic, Script, ToolUse
 
@@ -67,9 +68,7 @@ def _install_claude() -> tuple[str | None, str]:
 @pytest.fixture(scope="session")
 def claude() -> str:
     binary, why = _install_claude()
-    if binary is None:
-        pytest.skip(f"the Claude Code CLI cannot be installed here: {why}")
-    return binary
+    return str(require_component("the Claude Code CLI", binary, why))
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from components import require_component
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -33,7 +34,7 @@ def fs_server() -> Path:
     try:
         return server_binary()
     except RuntimeError as exc:
-        pytest.skip(f"the real MCP filesystem server is not installable here: {exc}")
+        return require_component("the real MCP filesystem server", None, str(exc))
 
 
 @pytest.fixture

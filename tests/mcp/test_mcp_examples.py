@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from components import require_component
 from fsserver import PACKAGE, VERSION, server_binary
 from rawclient import RawClient
 
@@ -30,7 +31,7 @@ def fs_server() -> Path:
     try:
         return server_binary()
     except RuntimeError as exc:
-        pytest.skip(f"the real MCP filesystem server is not installable here: {exc}")
+        return require_component("the real MCP filesystem server", None, str(exc))
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from components import require_component
 from fsserver import server_binary
 from rawclient import RawClient
 
@@ -28,7 +29,7 @@ def fs_server() -> Path:
     try:
         return server_binary()
     except RuntimeError as exc:
-        pytest.skip(f"the real MCP filesystem server is not installable here: {exc}")
+        return require_component("the real MCP filesystem server", None, str(exc))
 
 
 @pytest.fixture
@@ -289,3 +290,31 @@ def test_relative_paths_are_refused_when_guard_and_server_resolve_them_different
         assert "relative paths will be refused" in client.stderr()
     finally:
         client.close()
+
+
+def test_tools_call_sent_as_a_notification_never_reaches_the_server(
+    scripted: tuple[RawClient, Path], repo: Path
+) -> None:
+    """Attack: send a tools/call without an id (a JSON-RPC notification, which gets no
+    answer) hoping the proxy forwards notifications unchecked, so the server runs it."""
+    from guard.audit import default_log_path, read
+    from guard.paths import Roots
+
+    client, log = scripted
+    client.send(
+        {
+            "jsonrpc": "2.0",
+            "method": "tools/call",
+            "params": {"name": "run_shell", "arguments": {"command": "touch src/pwned"}},
+        }
+    )
+    # the connection still works, and the smuggled call was never forwarded
+    answer = client.call("echo", {"text": "after"}, msg_id=12)
+    assert answer["result"]["isError"] is True  # echo is unknown to the plan agent: refused
+    client.close()
+    assert all(m.get("method") != "tools/call" for m in received(log)), received(log)
+    assert not (repo / "src" / "pwned").exists()
+    records = list(read(default_log_path(Roots.discover(repo))))
+    dropped = [r for r in records if r.get("rule") == "guard.mcp.notification"]
+    assert len(dropped) == 1 and dropped[0]["decision"] == "deny", records
+    assert dropped[0]["tool_name"] == "run_shell" and "notification" in dropped[0]["reason"]

@@ -141,7 +141,7 @@ def test_plan_exit_cli_needs_exactly_one_choice(repo: Path, plan_session: Sessio
 
 def test_no_session_is_a_clear_error(repo: Path) -> None:
     proc = guard_proc("session", "show", cwd=repo)
-    assert proc.returncode == 2 and "guard session start" in proc.stderr
+    assert proc.returncode == 2 and "guard plan start TITLE" in proc.stderr
     proc = guard_proc("mode", "plan", "--session", "../x", cwd=repo)
     assert proc.returncode == 2 and "invalid session id" in proc.stderr
 

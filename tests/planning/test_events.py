@@ -6,7 +6,15 @@ from pathlib import Path
 import pytest
 
 from guard.effects import Action, Decision, Effect
-from guard.planning import Session, events, publish, read_events, subscribe, update_plan
+from guard.planning import (
+    Session,
+    events,
+    publish,
+    publish_current,
+    read_events,
+    subscribe,
+    update_plan,
+)
 from guard.planning.checklist import PlanItem, StepStatus
 from guard.planning.events import (
     EventLogError,
@@ -83,7 +91,7 @@ def test_publish_by_worktree_goes_to_the_current_session(repo: Path) -> None:
     newest = Session.start(repo)
     sub = repo / "deep"
     sub.mkdir()
-    assert publish(sub, events.Violation(path="/x", kind="write")) == newest.events_path
+    assert publish_current(sub, events.Violation(path="/x", kind="write")) == newest.events_path
     assert [e.type for e in read_events(newest)] == ["violation"]
 
 
@@ -91,7 +99,7 @@ def test_publish_without_any_session_reaches_subscribers_only(repo: Path) -> Non
     got: list[events.Event] = []
     stop = subscribe(got.append)
     try:
-        assert publish(repo, events.Violation(path="/x", kind="write")) is None
+        assert publish_current(repo, events.Violation(path="/x", kind="write")) is None
     finally:
         stop()
     assert len(got) == 1 and not (repo / ".openoxide").exists()

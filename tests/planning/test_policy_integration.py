@@ -8,7 +8,7 @@ import pytest
 
 from guard import Effect, Guard
 from guard.effects import Action
-from guard.planning import Session, events, publish, read_events, write_plan
+from guard.planning import Session, events, publish, publish_current, read_events, write_plan
 
 
 @pytest.mark.parametrize("agent", ["plan", "build"])
@@ -47,7 +47,8 @@ def test_real_decisions_publish_as_typed_events(repo: Path) -> None:
     s = Session.start(repo, "plan", title="z")
     g = Guard.load(worktree=repo, cwd=repo)
     d = g.decide("plan", [Effect.write(str(repo / "src/x.py"))], cwd=repo)
-    publish(repo, events.Decision.from_decision(d, agent="plan", tool="write", source="test"))
+    event = events.Decision.from_decision(d, agent="plan", tool="write", source="test")
+    publish_current(repo, event)
     ev = read_events(s)[-1]
     assert isinstance(ev, events.Decision)
     assert ev.action is Action.DENY and ev.rule == d.rule and ev.session == s.id

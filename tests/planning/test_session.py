@@ -93,14 +93,17 @@ def test_current_mode_is_none_without_sessions(repo: Path) -> None:
     assert current_mode(repo) is None
 
 
-def test_current_mode_picks_most_recently_active(repo: Path) -> None:
+def test_current_mode_is_the_newest_open_sessions(repo: Path) -> None:
     a = Session.start(repo)
     b = Session.start(repo)
     found = current_mode(repo)
     assert found is not None and found[1].id == b.id and found[0] == "build"
     a.set_mode("plan", "test")
     found = current_mode(repo / ".")
-    assert found is not None and found == ("plan", found[1]) and found[1].id == a.id
+    assert found is not None and found[1].id == b.id, "activity in an older session changes nothing"
+    b.set_mode("plan", "test")
+    found = current_mode(repo / ".")
+    assert found is not None and found == ("plan", found[1]) and found[1].id == b.id
 
 
 def test_leaving_plan_mode_without_approved_exit_is_refused(plan_session: Session) -> None:

@@ -1,0 +1,364 @@
+"""The gate: the one place where guard decides a tool call.
+
+Every front door (the hook runner, ``guard check``, the MCP proxy) hands the gate
+a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
+
+    host payload / MCP tools/call / CLI options --front door--> ToolCall
+    ToolCall --guard.tools.effects_of--> [Effect]
+    --agent > $GUARD_AGENT > the worktree's guard mode > the host's hint --> agent
+    (agent, effects) --Guard.decide--> Decision
+    Decision --confiner (plan-mode calls the policy refuses)--> Verdict
+    Verdict --AuditSink.write(Verdict.record(...))--> the audit log
+    Verdict --front door--> the host's answer
+
+**Verdict.** ``allow``, ``ask``, ``deny`` or ``allow_confined``: allowed because
+the call will run under kernel confinement. An ``allow_confined`` verdict
+carries ``updated_input``, the whole tool input the host must run instead (the
+shell command wrapped for confined execution); hosts that cannot rewrite a call
+answer it as a deny (see :mod:`guard.integrations.interface`).
+
+**Fail closed.** Any exception anywhere in the pipeline (the policy cannot be
+loaded, no agent can be chosen, malformed input, a bug in a dialect, the
+confiner, the audit sink) is a ``deny`` whose reason is the error, with
+``failed=True`` so that a front door may answer it in its strongest form (the
+hook exits 2). A verdict the audit sink cannot record becomes such a deny too.
+
+**Audit.** One :class:`~guard.audit.AuditSink` per gate; one record shape
+(:meth:`Verdict.record`) for every front door, so the hook's, the check's and
+the proxy's records read the same; the front door adds its own context (host,
+event, JSON-RPC method, ...).
+
+**The confiner seam.** A :class:`Confiner` (none by default) is asked about
+every call of a plan-mode agent that the policy does not allow (deny or ask).
+It answers ``None`` (the policy's verdict stands) or a :class:`Confinement`:
+the tool input to run instead and why that is safe; the verdict becomes
+``allow_confined``. The sandbox layer provides the confiner that wraps shell
+commands for confined execution; the gate knows nothing of how.
+
+This module must stay cheap to import: the hook imports it on every call. The
+policy core, the dialects and the planning runtime are imported when used.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from guard.effects import Action, Decision, Effect, GuardError, ToolCall
+
+if TYPE_CHECKING:
+    from guard.audit import AuditSink
+    from guard.decide import Guard
+
+__all__ = [
+    "AgentChoiceError",
+    "Confinement",
+    "Confiner",
+    "Gate",
+    "ModeHint",
+    "ToolCall",
+    "Verdict",
+    "VerdictAction",
+    "choose_agent",
+]
+
+
+class VerdictAction(enum.StrEnum):
+    """What a front door does with a call."""
+
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+    ALLOW_CONFINED = "allow_confined"
+
+
+class AgentChoiceError(GuardError):
+    """No agent can be chosen for this call."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModeHint:
+    """The guard mode (``plan`` or ``build``) a host's own state suggests, and where from."""
+
+    mode: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Confinement:
+    """A confiner's answer: run ``updated_input`` (the whole tool input) instead, confined."""
+
+    updated_input: Mapping[str, Any]
+    reason: str
+    rule: str = "guard.confined"
+
+
+class Confiner(Protocol):
+    """Decides whether a call the policy refuses may run confined instead.
+
+    Asked for calls of plan-mode agents whose policy decision is deny or ask;
+    ``verdict`` is that provisional verdict (its call, agent, effects, decision).
+    Return None to let it stand. An exception is a deny (fail closed).
+    """
+
+    def confine(self, verdict: Verdict, guard: Guard) -> Confinement | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The gate's answer for one tool call."""
+
+    action: VerdictAction
+    reason: str
+    rule: str
+    call: ToolCall | None = None
+    agent: str | None = None
+    agent_from: str = ""
+    effects: tuple[Effect, ...] = ()
+    #: The policy's decision (None when the pipeline failed before deciding).
+    decision: Decision | None = None
+    #: For allow_confined: the whole tool input the host must run instead.
+    updated_input: Mapping[str, Any] | None = None
+    #: The pipeline failed: the reason is the error.
+    failed: bool = False
+
+    @property
+    def allowed(self) -> bool:
+        return self.action in (VerdictAction.ALLOW, VerdictAction.ALLOW_CONFINED)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"decision": self.action.value, "reason": self.reason, "rule": self.rule}
+
+    def resolved(self, action: VerdictAction, reason: str) -> Verdict:
+        """This verdict after a question was answered (an ask became allow or deny)."""
+        return replace(self, action=action, reason=reason)
+
+    def record(self, source: str, context: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The audit record: the one shape every front door writes.
+
+        ``type`` and ``source`` first, then the front door's ``context``, the call
+        (dialect, tool_name, cwd, session_id), the agent and why, the effects, the
+        deciding effect, and the verdict (decision, reason, rule).
+        """
+        out: dict[str, Any] = {"type": "verdict", "source": source}
+        if context:
+            out.update(context)
+        if self.call is not None:
+            out.update(self.call.to_json())
+        if self.agent is not None:
+            out["agent"] = self.agent
+        if self.agent_from:
+            out["agent_from"] = self.agent_from
+        if self.effects:
+            out["effects"] = [e.to_json() for e in self.effects]
+        if self.decision is not None and self.decision.effect is not None:
+            out["effect"] = self.decision.effect.to_json()
+        if self.decision is not None and self.decision.action.value != self.action.value:
+            out["policy_decision"] = self.decision.action.value
+        if self.updated_input is not None:
+            out["updated_input"] = dict(self.updated_input)
+        out.update(self.to_json())
+        return out
+
+
+#: How a front door finds the worktree's guard mode for a call (None: no session).
+ModeSource = Callable[[ToolCall], "str | None"]
+#: Turns a call into its effects (default: the dialect tables of guard.tools).
+Analyser = Callable[[ToolCall], "list[Effect]"]
+
+
+def worktree_mode(call: ToolCall) -> str | None:
+    """The mode of the worktree's most recent guard planning session, if there is one."""
+    from guard.planning.session import current_mode
+
+    found = current_mode(call.cwd if call.cwd is not None else os.getcwd())
+    return None if found is None else str(found[0])
+
+
+def tool_effects(call: ToolCall) -> list[Effect]:
+    from guard.tools import effects_of
+
+    return effects_of(call)
+
+
+def agent_for_mode(g: Guard, mode: str) -> str:
+    """The policy's agent for a guard mode: its plan agent, or its build agent."""
+    found = g.plan_agent_name if mode == "plan" else g.build_agent_name
+    if found is not None and mode in ("plan", "build"):
+        return found
+    names = list(g.agent_names)
+    raise AgentChoiceError(
+        f"the policy defines no agent with mode {mode!r} (agents: {', '.join(names) or 'none'})"
+    )
+
+
+def choose_agent(
+    g: Guard,
+    call: ToolCall,
+    *,
+    agent: str | None,
+    env: Mapping[str, str],
+    mode: ModeSource | None,
+    hint: ModeHint | None,
+) -> tuple[str, str]:
+    """(agent name, why). First match wins: --agent, $GUARD_AGENT, guard mode, host hint."""
+    names = list(g.agent_names)
+
+    def known(name: str, source: str) -> str:
+        if name not in names:
+            raise AgentChoiceError(
+                f"{source} names agent {name!r}, which the policy does not define"
+                f" (agents: {', '.join(names) or 'none'})"
+            )
+        return name
+
+    if agent:
+        return known(agent, "--agent"), "--agent"
+    env_agent = env.get("GUARD_AGENT", "").strip()
+    if env_agent:
+        return known(env_agent, "$GUARD_AGENT"), "$GUARD_AGENT"
+    found = mode(call) if mode is not None else None
+    if found is not None:
+        why = f"guard mode {found!r} of this worktree"
+        return (found if found in names else agent_for_mode(g, found)), why
+    if hint is not None:
+        return agent_for_mode(g, hint.mode), hint.source
+    return agent_for_mode(g, "build"), "no mode given: build"
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a one-line reason: the message of guard's own errors, else kind: text."""
+    text = str(exc).strip()
+    if isinstance(exc, GuardError):
+        return text or type(exc).__name__
+    kind = type(exc).__name__
+    return f"{kind}: {text}" if text else kind
+
+
+FAIL_RULE = "guard.gate: fail closed"
+
+
+@dataclass
+class Gate:
+    """The pipeline, configured once per front door.
+
+    ``guard``: a loaded policy; without one, each call loads ``policy`` (else
+    ``$GUARD_POLICY``, else the worktree's, else the default) from the call's cwd.
+    ``agent``: the --agent of the front door. ``mode``: how to find the worktree's
+    guard mode (default: the planning sessions of the call's cwd). ``analyse``: how
+    a call becomes effects (default: :func:`guard.tools.effects_of`). ``sink``:
+    where records go (None: nowhere). ``source``: names the front door in records.
+    """
+
+    guard: Guard | None = None
+    policy: str | None = None
+    agent: str | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    mode: ModeSource | None = worktree_mode
+    analyse: Analyser = tool_effects
+    sink: AuditSink | None = None
+    confiner: Confiner | None = None
+    source: str = "gate"
+
+    def load(self, call: ToolCall) -> Guard:
+        if self.guard is not None:
+            return self.guard
+        from guard.decide import Guard
+
+        return Guard.load(policy=self.policy or self.env.get("GUARD_POLICY") or None, cwd=call.cwd)
+
+    def decide(
+        self,
+        call: ToolCall,
+        *,
+        hint: ModeHint | None = None,
+        effects: Sequence[Effect] | None = None,
+        context: Mapping[str, Any] | None = None,
+        answered: Callable[[Verdict], str] | None = None,
+    ) -> Verdict:
+        """Decide ``call`` and record the verdict. Never raises.
+
+        ``effects`` skips the analysis (``guard check KIND PATH`` knows them);
+        ``context`` goes into the record; ``answered`` says what the host will
+        actually be told (recorded as ``answered`` when it differs).
+        """
+        g: Guard | None = None
+        try:
+            g = self.load(call)
+            verdict = self._decide(g, call, hint, effects)
+        except Exception as exc:  # fail closed, whatever went wrong
+            verdict = self.failure(call, exc)
+        return self.audit(verdict, context, g, answered)
+
+    def _decide(
+        self,
+        g: Guard,
+        call: ToolCall,
+        hint: ModeHint | None,
+        given: Sequence[Effect] | None,
+    ) -> Verdict:
+        name, why = choose_agent(g, call, agent=self.agent, env=self.env, mode=self.mode, hint=hint)
+        found = list(given) if given is not None else self.analyse(call)
+        if not all(isinstance(e, Effect) for e in found):
+            raise TypeError(f"the analysis of {call.name!r} returned non-effects")
+        decision = g.decide(name, found, cwd=call.cwd)
+        verdict = Verdict(
+            VerdictAction(decision.action.value),
+            decision.reason,
+            decision.rule,
+            call,
+            name,
+            why,
+            tuple(found),
+            decision,
+        )
+        if (
+            self.confiner is not None
+            and decision.action is not Action.ALLOW
+            and g.agent(name).mode == "plan"
+        ):
+            confined = self.confiner.confine(verdict, g)
+            if confined is not None:
+                verdict = replace(
+                    verdict,
+                    action=VerdictAction.ALLOW_CONFINED,
+                    reason=confined.reason,
+                    rule=confined.rule,
+                    updated_input=dict(confined.updated_input),
+                )
+        return verdict
+
+    def failure(self, call: ToolCall | None, exc: BaseException) -> Verdict:
+        """The deny verdict for an error in the pipeline: its reason is the error."""
+        return Verdict(
+            VerdictAction.DENY, describe(exc), FAIL_RULE, call, self.agent, failed=True
+        )
+
+    def audit(
+        self,
+        verdict: Verdict,
+        context: Mapping[str, Any] | None = None,
+        g: Guard | None = None,
+        answered: Callable[[Verdict], str] | None = None,
+    ) -> Verdict:
+        """Write the verdict's record; a record that cannot be written makes it a deny."""
+        if self.sink is None:
+            return verdict
+        try:
+            record = verdict.record(self.source, context)
+            if answered is not None:
+                told = answered(verdict)
+                if told != verdict.action.value:
+                    record["answered"] = told
+            self.sink.write(record, g.roots if g is not None else None)
+        except Exception as exc:
+            reason = f"the audit log could not record the verdict: {describe(exc)}"
+            if verdict.failed:
+                reason = f"{verdict.reason}; {reason}"
+            return replace(
+                verdict, action=VerdictAction.DENY, reason=reason, rule=FAIL_RULE, failed=True
+            )
+        return verdict

@@ -1,0 +1,126 @@
+"""The planning runtime as the rest of guard sees it.
+
+* which session decides for a worktree (:func:`guard.planning.session.deciding_session`:
+  the pinned one while it is live, else the newest live one; never an ended
+  or orphaned one) and which agent the hooks will therefore use
+  (:func:`describe_current_agent`, printed by ``guard mode`` and ``guard doctor``);
+* what the model is told in plan mode: :func:`plan_file_instruction` is the
+  sentence every plan-mode refusal carries and the context a host injects at
+  the start of each turn, naming the plan file the model may write;
+* the plan files of a worktree with their owning sessions (:func:`list_plans`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from guard.paths import plan_dir
+from guard.planning._base import Mode
+from guard.planning.artifact import Artifact
+from guard.planning.artifact import list_plans as _list_plans
+from guard.planning.events import Event, deliver
+from guard.planning.session import Session, deciding_session
+
+APPROVE_HINT = "the user approves it with `guard plan exit --approve`"
+
+
+def list_plans(cwd: str | os.PathLike[str]) -> list[Artifact]:
+    """Plan files in the plan directory of ``cwd``, oldest first, with their sessions."""
+    owners = {s.plan_path: s.id for s in Session.list_all(cwd) if s.plan_path}
+    return _list_plans(cwd, owners)
+
+
+def publish_current(cwd: str | os.PathLike[str], event: Event) -> Path | None:
+    """Publish ``event`` to the session deciding for ``cwd``'s worktree.
+
+    Returns the event log written, or None when no session is live there (then
+    only this process's subscribers see the event).
+    """
+    found = deciding_session(cwd)
+    if found is None:
+        deliver(event)
+        return None
+    return found[0].publish(event)
+
+
+def plan_file_instruction(
+    cwd: str | os.PathLike[str], session: Session | None = None, *, exit_hint: str = ""
+) -> str:
+    """The words a model in plan mode acts on: where to write the plan, what else holds.
+
+    With a session, its plan file (fixed when it entered plan mode); without
+    one, the plan directory of ``cwd``. ``exit_hint`` names the host's own way
+    to hand the plan over (e.g. Claude Code's ExitPlanMode).
+    """
+    if session is not None and session.plan_path:
+        where = (
+            f"write your plan to {session.plan_path} (a markdown file; any other *.md file"
+            f" directly in {session.plans_dir} also counts)"
+        )
+        whose = f" (guard session {session.id})"
+    else:
+        directory = plan_dir(cwd).path
+        where = (
+            f"write your plan to a markdown file directly in {directory}"
+            f" (for example {directory / 'plan.md'})"
+        )
+        whose = ""
+    then = f" When the plan is written, {exit_hint}; " if exit_hint else " When it is written, "
+    return (
+        f"You are in plan mode{whose}: {where}; other files cannot be changed until the plan"
+        f" is approved.{then}{APPROVE_HINT}."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentAgent:
+    """The agent the hooks use for a worktree right now, and why."""
+
+    agent: str | None
+    reason: str
+    session: Session | None = None
+    mode: Mode | None = None
+
+    def line(self) -> str:
+        return f"{self.agent or '(host decides)'}: {self.reason}"
+
+
+def describe_current_agent(
+    cwd: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    policy: str | None = None,
+) -> CurrentAgent:
+    """The agent guard's hooks will use for a call in ``cwd``, and the reason.
+
+    The order is the hooks' own: ``$GUARD_AGENT`` (from ``env``, default this
+    process's environment), then the mode of the session that decides for the
+    worktree, then the host's permission mode (only known inside a hook call).
+    Errors (a corrupt session file, a policy that does not load) are reported
+    as the reason with no agent: the hooks deny every call then.
+    """
+    from guard.decide import Guard
+    from guard.effects import GuardError
+
+    env = os.environ if env is None else env
+    named = env.get("GUARD_AGENT", "").strip()
+    if named:
+        return CurrentAgent(named, f"$GUARD_AGENT={named} (set in this environment)")
+    try:
+        found = deciding_session(cwd)
+        g = Guard.load(policy or env.get("GUARD_POLICY") or None, cwd=cwd)
+    except GuardError as exc:
+        return CurrentAgent(None, f"the hooks deny every call: {exc}")
+    if found is not None:
+        session, why = found
+        mode = session.mode
+        agent = g.plan_agent_name if mode is Mode.PLAN else g.build_agent_name
+        extra = f"; plan file {session.plan_path}" if mode is Mode.PLAN else ""
+        return CurrentAgent(agent, f"{mode.value} mode of {why}{extra}", session, mode)
+    return CurrentAgent(
+        g.build_agent_name,
+        "no open guard session here: the host's permission mode decides"
+        f" ({g.plan_agent_name} in the host's plan mode, {g.build_agent_name} otherwise)",
+    )

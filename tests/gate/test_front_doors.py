@@ -1,0 +1,163 @@
+"""One call, three front doors: the hook, `guard check --dialect` and the MCP proxy decide
+it through the same gate, so they give the same verdict and write the same audit record.
+
+Each front door runs for real, as its own process: the hook as hosts run it (Cursor's
+beforeMCPExecution carries an MCP tool call), `guard check` through the CLI, and
+`guard mcp` in front of a scripted MCP server speaking JSON-RPC on stdio.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from guard.audit import default_log_path, read
+from guard.paths import Roots
+
+SCRIPTED = Path(__file__).parent.parent / "mcp" / "scripted_server.py"
+
+#: What only one front door knows: dropped before comparing records.
+FRONT_DOOR_KEYS = {
+    "ts",
+    "source",
+    "host",
+    "event",
+    "tool_use_id",
+    "permission_mode",
+    "method",
+    "session_id",
+    "answered",
+}
+
+CALLS = [
+    ("write_file", {"path": "src/app.py", "content": "pwned"}, "deny"),
+    ("write_file", {"path": ".openoxide/plans/p.md", "content": "# plan"}, "allow"),
+    ("read_text_file", {"path": "src/app.py"}, "allow"),
+]
+
+
+def hook(repo: Path, name: str, arguments: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    payload = {
+        "hook_event_name": "beforeMCPExecution",
+        "tool_name": name,
+        "tool_input": arguments,
+        "conversation_id": "c-1",
+        "generation_id": "g-1",
+        "workspace_roots": [str(repo)],
+    }
+    return subprocess.run(
+        [sys.executable, "-I", "-m", "guard.integrations", "cursor", "--agent", "plan"],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=120,
+        check=False,
+    )
+
+
+def check(
+    repo: Path, name: str, arguments: dict[str, Any], log: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable, "-m", "guard", "check", "--agent", "plan", "--json",
+            "--dialect", "mcp", "--tool", name, "--input", json.dumps(arguments),
+            "--cwd", str(repo), "--audit-log", str(log),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=120,
+        check=False,
+    )
+
+
+def through_proxy(repo: Path, server_log: Path) -> list[dict[str, Any]]:
+    """Send every call of CALLS through `guard mcp --agent plan`; the answers, in order."""
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "guard", "mcp", "--agent", "plan", "--",
+            sys.executable, str(SCRIPTED), str(server_log),
+        ],
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+
+    def answer(msg_id: Any) -> dict[str, Any]:
+        assert proc.stdout is not None
+        while True:
+            line = proc.stdout.readline()
+            assert line, "guard mcp closed stdout"
+            message: dict[str, Any] = json.loads(line)
+            if message.get("id") == msg_id:
+                return message
+
+    try:
+        send({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "front-door-test", "version": "1"},
+            },
+        })
+        answer(0)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        answers = []
+        for i, (name, arguments, _) in enumerate(CALLS, start=1):
+            send({
+                "jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            })
+            answers.append(answer(i))
+        proc.stdin.close()
+        proc.wait(timeout=120)  # the proxy writes its records before it exits
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return answers
+
+
+def common(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in FRONT_DOOR_KEYS}
+
+
+def test_the_same_call_gets_the_same_verdict_and_record_at_every_front_door(
+    repo: Path,
+) -> None:
+    check_log = repo.parent / "check-audit.jsonl"
+    project_log = default_log_path(Roots.discover(repo))
+
+    hook_answers = [json.loads(hook(repo, n, a).stdout) for n, a, _ in CALLS]
+    check_runs = [check(repo, n, a, check_log) for n, a, _ in CALLS]
+    hook_records = [r for r in read(project_log) if r.get("source") == "hook"]
+    proxy_answers = through_proxy(repo, repo.parent / "server.jsonl")
+    proxy_records = [r for r in read(project_log) if r.get("source") == "mcp"]
+    check_records = list(read(check_log))
+
+    expected = [want for _, _, want in CALLS]
+    assert [a["permission"] for a in hook_answers] == expected
+    assert [json.loads(r.stdout)["decision"] for r in check_runs] == expected
+    assert [r.returncode for r in check_runs] == [1 if w == "deny" else 0 for w in expected]
+    assert ["isError" in a.get("result", {}) and a["result"]["isError"] for a in proxy_answers] \
+        == [w == "deny" for w in expected]
+
+    assert len(hook_records) == len(check_records) == len(proxy_records) == len(CALLS)
+    for h, c, p, want in zip(hook_records, check_records, proxy_records, expected, strict=True):
+        assert h["decision"] == want
+        assert common(h) == common(c) == common(p)
+        assert (h["source"], c["source"], p["source"]) == ("hook", "check", "mcp")
+        assert h["type"] == "verdict" and h["dialect"] == "mcp" and h["agent"] == "plan"
+    assert (repo / "src" / "app.py").read_text() == "print('hi')\n"

@@ -1,0 +1,260 @@
+"""The gate itself: agent choice, fail closed anywhere in the pipeline, the confiner seam,
+and how each host renders a verdict (allow_confined included)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guard.audit import AuditError, MemorySink
+from guard.decide import Guard
+from guard.effects import Effect, ToolCall
+from guard.gate import Confinement, Gate, ModeHint, Verdict, VerdictAction
+from guard.integrations.runner import adapter_for
+from guard.integrations.runner import decide as hook_decide
+from guard.paths import Roots
+
+
+def write_call(repo: Path, path: str = "src/app.py") -> ToolCall:
+    tool_input = {"file_path": str(repo / path), "content": "x"}
+    return ToolCall("claude-code", "Write", tool_input, str(repo))
+
+
+def bash_call(repo: Path, command: str = "rm -rf src") -> ToolCall:
+    return ToolCall(
+        "claude-code", "Bash", {"command": command, "description": "clean up"}, str(repo)
+    )
+
+
+def no_mode(call: ToolCall) -> str | None:
+    return None
+
+
+# -- agent choice ------------------------------------------------------------------------
+
+
+def test_agent_choice_precedence(repo: Path) -> None:
+    g = Guard.load(cwd=repo)
+    call = write_call(repo)
+    hint = ModeHint("plan", "Host permission_mode 'plan'")
+
+    def plan_mode(c: ToolCall) -> str | None:
+        return "plan"
+
+    cases: list[tuple[Gate, str, str]] = [
+        (Gate(guard=g, agent="build", env={"GUARD_AGENT": "plan"}, mode=plan_mode), "build",
+         "--agent"),
+        (Gate(guard=g, env={"GUARD_AGENT": "build"}, mode=plan_mode), "build", "$GUARD_AGENT"),
+        (Gate(guard=g, env={}, mode=plan_mode), "plan", "guard mode 'plan' of this worktree"),
+        (Gate(guard=g, env={}, mode=no_mode), "plan", "Host permission_mode 'plan'"),
+    ]
+    for gate, agent, why in cases:
+        v = gate.decide(call, hint=hint)
+        assert (v.agent, v.agent_from) == (agent, why)
+        assert v.action is (VerdictAction.DENY if agent == "plan" else VerdictAction.ALLOW)
+    v = Gate(guard=g, env={}, mode=no_mode).decide(call)
+    assert (v.agent, v.action) == ("build", VerdictAction.ALLOW)
+
+
+# -- fail closed -------------------------------------------------------------------------
+
+
+def _boom(call: ToolCall) -> list[Effect]:
+    raise RuntimeError("analyser on fire")
+
+
+def _mode_boom(call: ToolCall) -> str | None:
+    raise OSError("session file unreadable")
+
+
+class _BadConfiner:
+    def confine(self, verdict: Verdict, guard: Guard) -> Confinement | None:
+        raise ValueError("confiner broke")
+
+
+class _BadSink:
+    def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
+        raise AuditError("disk full")
+
+
+@pytest.mark.parametrize(
+    ("gate_args", "reason"),
+    [
+        ({"analyse": _boom}, "RuntimeError: analyser on fire"),
+        ({"mode": _mode_boom}, "OSError: session file unreadable"),
+        ({"policy": "/nonexistent/policy.toml", "guard": None}, "does not exist"),
+        ({"agent": "nobody"}, "--agent names agent 'nobody'"),
+        ({"agent": "plan", "confiner": _BadConfiner()}, "ValueError: confiner broke"),
+    ],
+)
+def test_an_exception_anywhere_is_a_deny_whose_reason_is_the_error(
+    repo: Path, gate_args: dict[str, Any], reason: str
+) -> None:
+    sink = MemorySink()
+    args: dict[str, Any] = {"guard": Guard.load(cwd=repo), "env": {}, "sink": sink, **gate_args}
+    # a call the build agent would allow: only the failure can make it a deny
+    v = Gate(**args).decide(write_call(repo))
+    assert v.action is VerdictAction.DENY and v.failed
+    assert reason in v.reason
+    [record] = sink.records
+    assert record["decision"] == "deny" and reason in record["reason"]
+    assert record["tool_name"] == "Write"
+
+
+def test_a_verdict_the_sink_cannot_record_is_a_deny(repo: Path) -> None:
+    gate = Gate(guard=Guard.load(cwd=repo), agent="build", env={}, sink=_BadSink())
+    v = gate.decide(write_call(repo))
+    assert v.action is VerdictAction.DENY and v.failed
+    assert "the audit log could not record the verdict: disk full" in v.reason
+
+
+def test_malformed_input_is_a_deny_naming_the_field(repo: Path) -> None:
+    gate = Gate(guard=Guard.load(cwd=repo), agent="build", env={})
+    v = gate.decide(ToolCall("claude-code", "Write", {"file_path": 7}, str(repo)))
+    assert v.action is VerdictAction.DENY and "field 'file_path' must be a string" in v.reason
+
+
+def test_a_dialect_bug_blocks_the_hook_with_the_error(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack surface: a handler that crashes must not let the host run the call."""
+    from guard.tools import claude_code
+
+    def broken(call: ToolCall) -> list[Effect]:
+        raise KeyError("handler bug")
+
+    monkeypatch.setitem(claude_code.TOOLS, "Write", broken)
+    payload = {
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": str(repo / "src/app.py"), "content": "x"},
+        "cwd": str(repo),
+    }
+    answer = hook_decide("claude-code", json.dumps(payload), agent="build", env={})
+    assert answer.exit_code == 2
+    assert "KeyError: 'handler bug'" in answer.stderr
+
+
+# -- the confiner seam -------------------------------------------------------------------
+
+
+class _Wrap:
+    """A confiner as the sandbox layer will provide: wraps the shell command."""
+
+    def __init__(self) -> None:
+        self.asked: list[Verdict] = []
+
+    def confine(self, verdict: Verdict, guard: Guard) -> Confinement | None:
+        self.asked.append(verdict)
+        call = verdict.call
+        if call is None or call.name != "Bash":
+            return None
+        return Confinement({"command": f"confined -- {call.input['command']}"}, "runs confined")
+
+
+def test_a_confiner_turns_a_refused_plan_shell_call_into_allow_confined(repo: Path) -> None:
+    confiner, sink = _Wrap(), MemorySink()
+    g = Guard.load(cwd=repo)
+    plan = Gate(guard=g, agent="plan", env={}, confiner=confiner, sink=sink, source="test")
+    v = plan.decide(bash_call(repo))
+    assert v.action is VerdictAction.ALLOW_CONFINED and v.allowed
+    assert v.updated_input == {"command": "confined -- rm -rf src"}
+    assert v.decision is not None and v.decision.action.value == "deny"
+    assert sink.records[0]["decision"] == "allow_confined"
+    assert sink.records[0]["policy_decision"] == "deny"
+    # a refused call that is not a shell command: the confiner says no, the deny stands
+    assert plan.decide(write_call(repo)).action is VerdictAction.DENY
+    # allowed calls and build agents are never offered to the confiner
+    asked = len(confiner.asked)
+    assert plan.decide(write_call(repo, ".openoxide/plans/p.md")).action is VerdictAction.ALLOW
+    build = Gate(guard=g, agent="build", env={}, confiner=confiner)
+    assert build.decide(bash_call(repo, "rm -rf /etc")).action is not VerdictAction.ALLOW_CONFINED
+    assert len(confiner.asked) == asked
+
+
+# -- rendering a verdict for each host ---------------------------------------------------
+
+
+def confined_verdict(call: ToolCall) -> Verdict:
+    return Verdict(
+        VerdictAction.ALLOW_CONFINED,
+        "the command runs confined to the plan directory",
+        "guard.confined",
+        call,
+        "plan",
+        updated_input={"command": "guard-confine -- rm -rf src"},
+    )
+
+
+def test_claude_code_runs_the_rewritten_command(repo: Path) -> None:
+    adapter = adapter_for("claude-code")
+    hook = adapter.parse(
+        {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "rm -rf src", "description": "clean up", "timeout": 5},
+            "cwd": str(repo),
+        }
+    )
+    answer = adapter.answer(confined_verdict(hook.call), hook)
+    assert answer.exit_code == 0
+    out = json.loads(answer.stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "allow"
+    assert out["updatedInput"] == {
+        "command": "guard-confine -- rm -rf src",
+        "description": "clean up",
+        "timeout": 5,
+    }
+
+
+def test_gemini_runs_the_rewritten_command(repo: Path) -> None:
+    adapter = adapter_for("gemini")
+    hook = adapter.parse(
+        {
+            "hook_event_name": "BeforeTool",
+            "tool_name": "run_shell_command",
+            "tool_input": {"command": "rm -rf src", "description": "clean up"},
+            "cwd": str(repo),
+        }
+    )
+    out = json.loads(adapter.answer(confined_verdict(hook.call), hook).stdout)
+    assert out["decision"] == "allow"
+    assert out["hookSpecificOutput"] == {
+        "hookEventName": "BeforeTool",
+        "tool_input": {"command": "guard-confine -- rm -rf src", "description": "clean up"},
+    }
+
+
+def test_codex_and_cursor_cannot_rewrite_so_confined_is_a_deny(repo: Path) -> None:
+    codex = adapter_for("codex")
+    hook = codex.parse(
+        {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "shell",
+            "tool_input": {"command": "rm -rf src"},
+            "cwd": str(repo),
+        }
+    )
+    out = json.loads(codex.answer(confined_verdict(hook.call), hook).stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"
+    assert "cannot rewrite" in out["permissionDecisionReason"]
+    assert "guard run" in out["permissionDecisionReason"]
+    assert "updatedInput" not in out
+
+    cursor = adapter_for("cursor")
+    hook = cursor.parse(
+        {
+            "hook_event_name": "beforeShellExecution",
+            "command": "rm -rf src",
+            "cwd": str(repo),
+            "workspace_roots": [str(repo)],
+        }
+    )
+    assert (hook.call.dialect, hook.call.name) == ("claude-code", "Bash")
+    out = json.loads(cursor.answer(confined_verdict(hook.call), hook).stdout)
+    assert out["permission"] == "deny" and "guard run" in out["agent_message"]
+    assert cursor.answered(confined_verdict(hook.call), hook) == "deny"

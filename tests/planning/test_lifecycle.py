@@ -1,0 +1,247 @@
+"""Sessions have an owner and an end; only a live session decides for a worktree."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from guard.planning import (
+    Mode,
+    Owner,
+    Session,
+    SessionError,
+    current_mode,
+    deciding_session,
+    describe_current_agent,
+)
+from guard.planning.session import _process_start, pin, sessions_dir
+
+from .test_cli import guard, guard_proc
+
+SCRIPTED_SERVER = Path(__file__).parent.parent / "mcp" / "scripted_server.py"
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A real process that owns sessions in these tests."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def owner_of(proc: subprocess.Popen[bytes]) -> Owner:
+    me = Owner.this_process("test")
+    started = _process_start(proc.pid)
+    assert started is not None
+    return me.model_copy(update={"pid": proc.pid, "started": started, "command": "sleeper"})
+
+
+def wait_for(predicate: object, what: str, seconds: float = 60.0) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_the_newest_open_session_decides(repo: Path) -> None:
+    older = Session.start(repo, "plan", title="old")
+    newer = Session.start(repo)
+    found = deciding_session(repo)
+    assert found is not None and found[0].id == newer.id and "newest open" in found[1]
+    older.refresh()
+    assert current_mode(repo) == ("build", found[0])
+
+
+def test_an_ended_session_never_decides(repo: Path) -> None:
+    """The stale-session bug: an old plan session must not flip the hooks back to plan."""
+    stale = Session.start(repo, "plan", title="stale")
+    assert stale.end("test")
+    assert deciding_session(repo) is None
+    assert describe_current_agent(repo, env={}).agent == "build"
+    assert not stale.end("again"), "ending twice reports it"
+    with pytest.raises(SessionError, match="has ended"):
+        stale.set_mode(Mode.BUILD, "x", via_approved_exit=True)
+    assert Session.load(stale.id, repo).status == "ended"
+
+
+def test_a_dead_owner_makes_the_session_orphaned(
+    repo: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    """A proxy killed with SIGKILL cannot end its session: its death must end it for us."""
+    s = Session.start(repo, "plan", title="owned", owner=owner_of(sleeper))
+    found = deciding_session(repo)
+    assert found is not None and found[0].id == s.id and s.status == "open"
+    sleeper.kill()
+    sleeper.wait()
+    assert Session.load(s.id, repo).status == "orphaned"
+    assert deciding_session(repo) is None
+
+
+def test_a_reused_pid_is_not_the_owner(repo: Path) -> None:
+    """Attack on the liveness check: the pid lives again, but it is another process."""
+    me = Owner.this_process("test")
+    impostor = me.model_copy(update={"started": me.started + 1})
+    s = Session.start(repo, "plan", owner=impostor)
+    assert s.status == "orphaned" and deciding_session(repo) is None
+    other_boot = me.model_copy(update={"boot": "not-this-boot"})
+    assert not other_boot.alive()
+
+
+def test_a_pinned_session_decides_while_it_is_live(repo: Path) -> None:
+    pinned = Session.start(repo, "plan", title="pinned")
+    newer = Session.start(repo)
+    pin(pinned.directory, pinned.id)
+    found = deciding_session(repo)
+    assert found is not None and found[0].id == pinned.id and "pinned" in found[1]
+    pinned.end("done")
+    found = deciding_session(repo)
+    assert found is not None and found[0].id == newer.id
+    assert not (pinned.directory / "pinned").exists()
+
+
+def test_a_corrupt_pin_is_an_error_not_a_guess(repo: Path) -> None:
+    s = Session.start(repo)
+    (s.directory / "pinned").write_text("../../etc/passwd\n")
+    with pytest.raises(SessionError, match="not a session id"):
+        deciding_session(repo)
+
+
+def test_cli_end_list_and_mode_say_who_decides(repo: Path) -> None:
+    code, out, _ = guard("plan", "start", "Add caching", "--cwd", str(repo))
+    assert code == 0, out
+    sid = next(s.id for s in Session.list_all(repo))
+    assert f"session {sid}" in out and "add-caching.md" in out
+    assert "guard plan exit --approve" in out and "The hooks use plan" in out
+    code, out, _ = guard("mode", "--cwd", str(repo))
+    assert code == 0 and out.splitlines()[0] == "plan"
+    assert f"session {sid}" in out and "the hooks use plan" in out
+    code, out, _ = guard("session", "list", "--cwd", str(repo))
+    assert code == 0 and out.startswith(f"* {sid}") and "open" in out and "owner user" in out
+    code, out, _ = guard("session", "end", "--cwd", str(repo))
+    assert code == 0 and f"{sid}: ended" in out and "the hooks now use build" in out
+    code, out, _ = guard("session", "list", "--cwd", str(repo), "--json")
+    rows = json.loads(out)
+    assert [(r["id"], r["state"], r["deciding"]) for r in rows] == [(sid, "ended", False)]
+    code, out, _ = guard("mode", "--cwd", str(repo))
+    assert out.splitlines()[0] == "no open session" and "host's permission mode" in out
+    code, _, err = guard("session", "end", sid, "--cwd", str(repo))
+    assert code == 2 and "already ended" in err
+
+
+def test_mode_with_session_pins_it(repo: Path) -> None:
+    a = Session.start(repo)
+    Session.start(repo)
+    code, _, _ = guard("mode", "plan", "--session", a.id, "--cwd", str(repo))
+    assert code == 0
+    found = deciding_session(repo)
+    assert found is not None and found[0].id == a.id and found[0].mode is Mode.PLAN
+
+
+def test_guard_agent_overrides_and_says_so(repo: Path) -> None:
+    Session.start(repo, "plan")
+    current = describe_current_agent(repo, env={"GUARD_AGENT": "build"})
+    assert current.agent == "build" and "$GUARD_AGENT" in current.reason
+
+
+def test_plan_status_shows_mode_file_checklist_and_decisions(repo: Path) -> None:
+    from guard import Effect, Guard
+    from guard.planning import events
+
+    s = Session.start(repo, "plan", title="Status")
+    g = Guard.load(cwd=repo)
+    d = g.decide("plan", [Effect.write(str(repo / "src/x.py"))], cwd=repo)
+    s.publish(events.Decision.from_decision(d, agent="plan", tool="Write", source="hook"))
+    code, out, _ = guard("plan", "status", "--cwd", str(repo))
+    assert code == 0
+    assert "mode      plan" in out and "missing: not written yet" in out
+    assert "DENY  plan Write" in out and "guard plan exit --approve" in out
+    code, out, _ = guard("plan", "status", "--cwd", str(repo), "--json")
+    data = json.loads(out)
+    assert data["agent"] == "plan" and data["decisions"][0]["action"] == "deny"
+
+
+# ---- guard mcp owns its session ----------------------------------------------------------
+
+
+def test_a_failed_mcp_start_leaves_no_session(repo: Path) -> None:
+    for server in ("nonexistent-server", str(repo / "no-such-server")):
+        proc = guard_proc("mcp", "--", server, cwd=repo)
+        assert proc.returncode == 2 and "cannot start the MCP server" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert not (repo / ".openoxide").exists()
+
+
+def test_a_server_that_cannot_be_executed_leaves_no_session(repo: Path) -> None:
+    """The command exists and is executable but the kernel refuses to run it."""
+    bad = repo / "server"
+    bad.write_bytes(b"\x7fELF garbage")
+    bad.chmod(0o755)
+    proc = guard_proc("mcp", "--", str(bad), cwd=repo)
+    assert proc.returncode == 2 and "cannot start the MCP server" in proc.stderr
+    assert not (repo / ".openoxide").exists(), list((repo / ".openoxide").rglob("*"))
+
+
+def _proxy(repo: Path, log: Path) -> subprocess.Popen[bytes]:
+    server = [sys.executable, str(SCRIPTED_SERVER), str(log)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "guard", "mcp", "--", *server],
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _only_session(repo: Path) -> Session | None:
+    found = Session.list_all(repo) if sessions_dir(repo).exists() else []
+    return found[0] if len(found) == 1 else None
+
+
+def test_the_mcp_proxy_session_ends_when_the_proxy_exits(repo: Path, tmp_path: Path) -> None:
+    proxy = _proxy(repo, tmp_path / "log")
+    try:
+        wait_for(lambda: _only_session(repo) is not None, "the proxy's session")
+        s = _only_session(repo)
+        assert s is not None and s.owner is not None and s.owner.pid == proxy.pid
+        assert s.status == "open" and s.mode is Mode.PLAN
+        found = deciding_session(repo)
+        assert found is not None and found[0].id == s.id
+        assert proxy.stdin is not None
+        proxy.stdin.close()  # the client goes away: the proxy exits
+        proxy.wait(timeout=60)
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait()
+    ended = Session.load(s.id, repo)
+    assert ended.status == "ended" and ended.end_reason and "proxy" in ended.end_reason
+    assert deciding_session(repo) is None
+
+
+def test_a_killed_proxy_session_stops_deciding(repo: Path, tmp_path: Path) -> None:
+    proxy = _proxy(repo, tmp_path / "log")
+    try:
+        wait_for(lambda: _only_session(repo) is not None, "the proxy's session")
+        os.kill(proxy.pid, signal.SIGKILL)
+        proxy.wait(timeout=60)
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait()
+    s = _only_session(repo)
+    assert s is not None and s.state == "open" and s.status == "orphaned"
+    assert deciding_session(repo) is None
+    _, out, _ = guard("session", "list", "--cwd", str(repo))
+    assert "orphaned" in out and "guard mcp" in out
