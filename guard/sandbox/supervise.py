@@ -102,17 +102,41 @@ def _read_status(fd: int) -> list[dict[str, Any]]:
 
 
 def _wait_forwarding(proc: subprocess.Popen[bytes], watched: Sequence[int]) -> int:
-    """Wait for ``proc``, forwarding every signal sent to guard by another process."""
-    while True:
-        info = signal.sigtimedwait(watched, 0.5)
-        if info is not None and info.si_signo != signal.SIGCHLD:
-            if info.si_code != _SI_KERNEL:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, info.si_signo)
-            continue
-        code = proc.poll()
-        if code is not None:
-            return code if code >= 0 else 128 - code
+    """Wait for ``proc``, forwarding every signal sent to guard by another process.
+
+    Signals go through a pidfd taken while the command is known to be alive (it
+    has not been waited for), so a forwarded signal can only ever reach the
+    command: never another process that reused its pid after it exited.
+    """
+    pidfd = _pidfd(proc)
+    try:
+        while True:
+            info = signal.sigtimedwait(watched, 0.5)
+            if info is not None and info.si_signo != signal.SIGCHLD:
+                if info.si_code != _SI_KERNEL:
+                    _forward(proc, pidfd, info.si_signo)
+                continue
+            code = proc.poll()
+            if code is not None:
+                return code if code >= 0 else 128 - code
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _pidfd(proc: subprocess.Popen[bytes]) -> int | None:
+    try:
+        return os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # before Linux 5.3: plain kill() below
+        return None
+
+
+def _forward(proc: subprocess.Popen[bytes], pidfd: int | None, signo: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        if pidfd is not None:
+            signal.pidfd_send_signal(pidfd, signo)
+        elif proc.returncode is None:
+            os.kill(proc.pid, signo)
 
 
 def enforcement_summary(report: dict[str, Any]) -> str:
@@ -280,10 +304,8 @@ def _spawn_and_wait(
             f"the sandbox helper exited ({code}) without confirming the restriction;"
             " the command was NOT started"
         )
-    if not confined:
-        return _wait_forwarding(proc, watched)
     # The helper announced what it enforced (before exec, so before the command's
-    # own output) unless quiet; the report is kept for callers in the status.
+    # own output) unless quiet.
     return _wait_forwarding(proc, watched)
 
 
