@@ -34,6 +34,7 @@ PROTECTED_PATTERNS = (
     "/.codex/",
     "/.gemini/settings.json",
     "/.cursor/hooks.json",
+    "/.opencode/plugin/",
     "{data}/*",
     "!{data}/plans",
     "{home}/.bashrc",
@@ -53,6 +54,8 @@ PROTECTED_PATTERNS = (
     "{home}/.codex/",
     "{home}/.gemini/settings.json",
     "{home}/.cursor/hooks.json",
+    "{home}/.gemini/trustedFolders.json",
+    "{home}/.config/opencode/plugin/",
 )
 PROTECTED_SOURCE = "builtin:protected"
 
@@ -243,6 +246,10 @@ class Guard:
                 raise GuardError(f"invalid network host {effect.target!r}")
             return self._decide_path(a, kind, f"{NETWORK_ROOT}/{host}", False, effect, host)
         canon = canonicalize(effect.target, self._cwd(cwd))
+        if effect.creates_dir and kind is EffectKind.WRITE and a.mode == "plan":
+            made = self._plan_dir_creation(a, canon, effect)
+            if made is not None:
+                return made
         decisions = [
             self._decide_path(a, kind, path, canon.is_dir, effect, None)
             for path in canon.candidates
@@ -257,6 +264,29 @@ class Guard:
             if problem is not None:
                 return Decision(Action.DENY, f"write {problem}", "guard.plan-file", worst.effect)
         return self._hardlink_check(a, kind, canon, worst)
+
+    def _plan_dir_creation(
+        self, a: _Agent, canon: CanonicalPath, effect: Effect
+    ) -> Decision | None:
+        """``mkdir`` of ``{plans}`` or of its missing parents inside the worktree (or the
+        data dir): allowed to a plan agent that may write plan files there. Only these
+        directories, through no link; anything else is decided as a write."""
+        plans = self.roots.plans
+        top = self.roots.worktree if self.roots.worktree is not None else self.roots.data
+        allowed = {plans, *[p for p in plans.parents if top in p.parents]}
+        if canon.link != canon.real or Path(canon.real) not in allowed:
+            return None
+        probe = self._decide_path(a, EffectKind.WRITE, str(plans / "plan.md"), False, effect, None)
+        if not probe.allowed:
+            return None
+        where = self.roots.describe(canon.real)
+        return Decision(
+            Action.ALLOW,
+            f"mkdir {where}: creating the plan directory (only the directory; each plan"
+            " file is decided on its own)",
+            "guard.plan-dir",
+            effect,
+        )
 
     def _cwd(self, cwd: str | os.PathLike[str] | None) -> str:
         if cwd is not None:

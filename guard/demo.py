@@ -70,7 +70,8 @@ def run_demo(con: Console, keep: bool = False) -> None:
                 con.print(f"        [dim]{d.reason}[/]")
             con.print()
         con.print(
-            "Try it yourself: [bold]guard check --agent plan write src/app.py[/],"
+            "Try it yourself (in a git repository, with guard on PATH):"
+            " [bold]guard check --agent plan write src/app.py[/],"
             " [bold]guard explain --agent plan write .openoxide/plans/p.md[/]"
         )
         if keep:

@@ -71,6 +71,8 @@ class Effect:
     kind: EffectKind
     target: str | None = None
     detail: str = ""
+    #: A write that only creates the directory ``target`` (``mkdir``), nothing in it.
+    creates_dir: bool = False
 
     @classmethod
     def read(cls, path: str | None, detail: str = "") -> Effect:
@@ -79,6 +81,11 @@ class Effect:
     @classmethod
     def write(cls, path: str | None, detail: str = "") -> Effect:
         return cls(EffectKind.WRITE, path, detail)
+
+    @classmethod
+    def mkdir(cls, path: str | None, detail: str = "") -> Effect:
+        """A write that creates the directory ``path`` and nothing else."""
+        return cls(EffectKind.WRITE, path, detail, creates_dir=True)
 
     @classmethod
     def delete(cls, path: str | None, detail: str = "") -> Effect:
@@ -100,6 +107,8 @@ class Effect:
         out: dict[str, Any] = {"kind": self.kind.value, "target": self.target}
         if self.detail:
             out["detail"] = self.detail
+        if self.creates_dir:
+            out["creates_dir"] = True
         return out
 
     def __str__(self) -> str:

@@ -306,9 +306,14 @@ class Gate:
         if not all(isinstance(e, Effect) for e in found):
             raise TypeError(f"the analysis of {call.name!r} returned non-effects")
         decision = g.decide(name, found, cwd=call.cwd)
+        reason = decision.reason
+        if decision.action is not Action.ALLOW and g.agent(name).mode == "plan":
+            from guard.planning.runtime import plan_refusal  # tells the model where to write
+
+            reason = f"{reason}. {plan_refusal(call.cwd, call.session)}"
         verdict = Verdict(
             VerdictAction(decision.action.value),
-            decision.reason,
+            reason,
             decision.rule,
             call,
             name,
@@ -346,6 +351,8 @@ class Gate:
             return verdict
         try:
             record = verdict.record(self.source, context)
+            if g is not None and g.loaded.warnings:  # patterns that can never match (GL101)
+                record["policy_warnings"] = list(g.loaded.warnings)
             if answered is not None:
                 told = answered(verdict)
                 if told != verdict.action.value:

@@ -38,6 +38,25 @@ if [ ! -x "$GUARD_E2E_PREFIX/node_modules/.bin/claude" ]; then
     "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
 fi
 
+# Host CLIs driven end to end (tests/e2e/), pinned, each in its own folder of the cache.
+# The tests install them the same way when missing; in CI (CI=true) a failed install fails.
+E2E_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/openoxide-guard"
+npm_host() {  # folder version package binary
+  if [ ! -x "$E2E_CACHE/$1-$2/node_modules/.bin/$4" ]; then
+    echo "installing $3@$2 into $E2E_CACHE/$1-$2"
+    npm install --prefix "$E2E_CACHE/$1-$2" --no-audit --no-fund --loglevel=error "$3@$2"
+  fi
+}
+npm_host codex 0.171.0 @openai/codex codex
+npm_host gemini-cli 0.61.0 @google/gemini-cli gemini
+npm_host opencode 1.18.33 opencode-ai opencode
+AIDER_VERSION=0.86.2
+if [ ! -x "$E2E_CACHE/aider-$AIDER_VERSION/bin/aider" ]; then
+  echo "installing aider-chat==$AIDER_VERSION into its own venv $E2E_CACHE/aider-$AIDER_VERSION"
+  python3 -m venv "$E2E_CACHE/aider-$AIDER_VERSION"
+  "$E2E_CACHE/aider-$AIDER_VERSION/bin/python" -m pip install -q "aider-chat==$AIDER_VERSION"
+fi
+
 export GIT_AUTHOR_NAME="guard tests" GIT_AUTHOR_EMAIL="tests@guard.invalid"
 export GIT_COMMITTER_NAME="guard tests" GIT_COMMITTER_EMAIL="tests@guard.invalid"
 

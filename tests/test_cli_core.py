@@ -33,8 +33,13 @@ def test_check_exit_codes(repo: Path, args: list[str], code: int) -> None:
 def test_check_json(repo: Path) -> None:
     r = guard("check", "--agent", "plan", "--json", "write", "src/app.py", cwd=repo)
     out = json.loads(r.stdout)
-    assert set(out) == {"decision", "reason", "rule"}
+    assert set(out) == {"schema_version", "decision", "reason", "rule", "agent", "effects"}
     assert out["decision"] == "deny" and out["rule"] == "agents.plan.write.default"
+    assert out["schema_version"] == 1
+    assert out["effects"] == [
+        {"kind": "write", "target": "src/app.py", "detail": None, "decision": "deny",
+         "reason": out["reason"], "rule": out["rule"]}
+    ]
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from guard.cli._app import app
+from guard.cli._app import app, console, print_json, warn
+from guard.cli._io import control_chars, printable, read_json_input
 from guard.decide import Guard
 from guard.effects import Effect, EffectKind, GuardError, ToolCall
 from guard.paths import plan_dir
@@ -22,7 +24,10 @@ EXIT_CODES = {"allow": 0, "deny": 1, "ask": 3, "allow_confined": 4}
 KINDS = ("read", "write", "delete", "exec", "network")
 
 AgentOpt = Annotated[
-    str, typer.Option("--agent", "-a", help="Agent of the policy to decide for (e.g. plan, build).")
+    str,
+    typer.Option(
+        "--agent", "-a", help="Agent of the policy to decide for (e.g. plan, build). Default: plan."
+    ),
 ]
 PolicyOpt = Annotated[
     str | None,
@@ -49,7 +54,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 
 
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return console()
 
 
 def _kind(kind: str) -> EffectKind:
@@ -58,12 +63,26 @@ def _kind(kind: str) -> EffectKind:
     return EffectKind(kind)
 
 
+def _path_arg(path: str) -> str:
+    """PATH as given, refused (exit 2) when it holds a control character."""
+    bad = control_chars(path)
+    if bad is not None:
+        raise GuardError(
+            f"PATH '{printable(path)}' contains {bad}; guard refuses such names (a hook"
+            " denies them), so there is nothing to check"
+        )
+    return path
+
+
 def _load(policy: str | None, worktree: Path | None, cwd: Path | None) -> Guard:
     if cwd is not None and not cwd.is_dir():
         raise GuardError(f"--cwd {cwd}: not a directory")
     if worktree is not None and not worktree.is_dir():
         raise GuardError(f"--worktree {worktree}: not a directory")
-    return Guard.load(policy, worktree=worktree, cwd=cwd)
+    g = Guard.load(policy, worktree=worktree, cwd=cwd)
+    for message in g.loaded.warnings:
+        warn(message)
+    return g
 
 
 def _tool_call(
@@ -71,14 +90,12 @@ def _tool_call(
 ) -> ToolCall:
     if tool is None:
         raise GuardError("--dialect needs --tool NAME (and usually --input JSON)")
-    try:
-        args: Any = json.loads(tool_input) if tool_input is not None else {}
-    except json.JSONDecodeError as exc:
-        raise GuardError(
-            f"--input is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+    args: Any = read_json_input(tool_input) if tool_input is not None else {}
     if not isinstance(args, dict):
-        raise GuardError('--input must be a JSON object, e.g. \'{"file_path": "src/a.py"}\'')
+        raise GuardError(
+            f"--input must be a JSON object, got {type(args).__name__};"
+            ' e.g. \'{"file_path": "src/a.py"}\''
+        )
     where = str(cwd.absolute()) if cwd is not None else os.getcwd()
     return ToolCall(dialect, tool, args, where)
 
@@ -90,13 +107,13 @@ def _tool_call(
         "  guard check --agent plan write .openoxide/plans/p.md  # exit 0: allowed\n\n"
         "  guard check --agent plan --json read .env             # exit 3: ask\n\n"
         "  guard check --agent plan --dialect claude-code --tool Bash"
-        ' --input \'{"command": "echo hi > src/x"}\'\n\n'
+        ' --input \'{"command": "echo hi > src/x"}\'  # exit 1\n\n'
         "Exit codes: 0 allow, 1 deny, 3 ask, 2 bad input or usage. With --audit-log the"
         " verdict is also appended to that file, as the hook records it."
     )
 )
 def check(
-    agent: AgentOpt,
+    agent: AgentOpt = "plan",
     kind: Annotated[
         str | None, typer.Argument(help="Effect kind: read, write, delete, exec or network.")
     ] = None,
@@ -112,7 +129,12 @@ def check(
     ] = None,
     tool: Annotated[str | None, typer.Option(help="Tool name in that dialect, e.g. Bash.")] = None,
     tool_input: Annotated[
-        str | None, typer.Option("--input", help="The tool's input as a JSON object.")
+        str | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="The tool's input: a JSON object, @FILE holding one, or - for standard input.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
     audit_log: Annotated[
@@ -143,26 +165,29 @@ def check(
     else:
         if kind is None or path is None:
             raise GuardError("give KIND PATH (e.g. `write src/a.py`) or --dialect/--tool/--input")
-        effect = Effect(_kind(kind), path)
+        effect = Effect(_kind(kind), _path_arg(path))
         where = str(cwd) if cwd is not None else None
         verdict = gate.decide(ToolCall("effect", kind, {"target": path}, where), effects=[effect])
     if verdict.failed:
         raise GuardError(verdict.reason)  # bad input: exit 2 (the verdict is a deny)
+    each = [(e, g.decide_effect(agent, e, cwd)) for e in verdict.effects]
     if as_json:
+        # one shape for both forms: the verdict and every effect with its own decision
         out: dict[str, Any] = verdict.to_json()
-        if dialect is not None:
-            out["effects"] = [e.to_json() for e in verdict.effects]
-        print(json.dumps(out))
+        out["agent"] = agent
+        out["effects"] = [
+            {"kind": e.kind.value, "target": e.target, "detail": e.detail or None, **d.to_json()}
+            for e, d in each
+        ]
+        print_json(out)
     else:
         con = _out()
         if dialect is not None:
-            for e in verdict.effects:
-                d = g.decide_effect(agent, e, cwd)
-                con.print(
-                    f"  {_badge(d.action)} {e}" + (f"  [dim]({e.detail})[/]" if e.detail else "")
-                )
-        con.print(f"{_badge(verdict.action)} {verdict.reason}")
-        con.print(f"[dim]rule: {verdict.rule}[/]")
+            for e, d in each:
+                extra = f"  [dim]({escape(printable(e.detail))})[/]" if e.detail else ""
+                con.print(f"  {_badge(d.action)} {escape(printable(str(e)))}{extra}")
+        con.print(f"{_badge(verdict.action)} {escape(printable(verdict.reason))}")
+        con.print(f"[dim]rule: {escape(printable(verdict.rule))}[/]")
     raise typer.Exit(EXIT_CODES[verdict.action])
 
 
@@ -181,9 +206,9 @@ def _badge(action: str) -> str:
     )
 )
 def explain(
-    agent: AgentOpt,
     kind: Annotated[str, typer.Argument(help="read, write, delete, exec or network.")],
     path: Annotated[str, typer.Argument(help="Path (or host) to explain.")],
+    agent: AgentOpt = "plan",
     policy: PolicyOpt = None,
     worktree: WorktreeOpt = None,
     cwd: CwdOpt = None,
@@ -191,29 +216,37 @@ def explain(
     """Show every list consulted, every pattern that matched, and which one decided."""
     g = _load(policy, worktree, cwd)
     g.agent(agent)
-    ex = g.explain(agent, Effect(_kind(kind), path), cwd)
+    ex = g.explain(agent, Effect(_kind(kind), _path_arg(path)), cwd)
     con = _out()
     con.print(f"policy: {g.loaded.name} ({g.discovery})")
     if not ex.paths:
         con.print("no path checked (see the reason below)")
     for p in ex.paths:
         shown = g.roots.describe(p) if not p.startswith("//network/") else p[len("//network/") :]
-        con.print(f"\n[bold]{kind} {shown}[/]  [dim]{p}[/]")
+        con.print(f"\n[bold]{kind} {escape(printable(shown))}[/]  [dim]{escape(printable(p))}[/]")
         for hit in ex.lists[p]:
             head = f"  {hit.list_name:9}"
             if not hit.matches:
                 con.print(f"{head} [dim]no match[/]")
                 continue
-            for level, pat in hit.matches:
+            # the decider is marked once: at the deepest level it matched
+            marked = max(
+                (n for n, (_, pat) in enumerate(hit.matches) if pat is hit.decided_by),
+                default=-1,
+            )
+            for n, (level, pat) in enumerate(hit.matches):
                 src = pat.source
                 where = f"{src.file}:{src.line}" if src else "builtin:protected"
-                mark = "  [bold]<- decides this list[/]" if pat is hit.decided_by else ""
-                con.print(f"{head} {where}:{pat.text}\t{level}{mark}", markup=True)
+                mark = "  [bold]<- decides this list[/]" if n == marked else ""
+                shown_pat = escape(printable(pat.text))
+                con.print(f"{head} {where}:{shown_pat}\t{escape(printable(level))}{mark}")
                 head = " " * 11
             if hit.decided_by is not None and hit.decided_by.negated:
                 con.print(" " * 11 + "[dim](an exception: this list does not apply)[/]")
     d = ex.decision
-    con.print(f"\n{_badge(d.action)} {d.reason}\n[dim]rule: {d.rule}[/]")
+    con.print(
+        f"\n{_badge(d.action)} {escape(printable(d.reason))}\n[dim]rule: {escape(d.rule)}[/]"
+    )
     raise typer.Exit(EXIT_CODES[d.action.value])
 
 
@@ -241,7 +274,7 @@ def plan_dir_cmd(
         raise GuardError(f"--cwd {cwd}: not a directory")
     pd = plan_dir(cwd, worktree)
     if as_json:
-        print(json.dumps(pd.to_json()))
+        print_json(pd.to_json())
     else:
         print(pd.path)
         print(f"  because {pd.reason}", file=sys.stderr)

@@ -2,41 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from guard.cli._app import app
+from guard.cli._app import app, console, print_json
+from guard.cli._io import printable, read_json_input
 from guard.effects import GuardError
 from guard.tools import DIALECTS, effects_for
-
-
-def _read_input(text: str) -> Any:
-    """--input JSON, ``@FILE`` (JSON in a file) or ``-`` (JSON on standard input)."""
-    where = "--input"
-    if text == "-":
-        text, where = sys.stdin.read(), "--input - (standard input)"
-    elif text.startswith("@"):
-        path = Path(text[1:])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise GuardError(f"--input @{path}: cannot read it: {exc.strerror}") from None
-        where = f"--input @{path}"
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GuardError(
-            f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno};"
-            ' expected an object such as \'{"command": "ls"}\''
-        ) from None
-
 
 HELP = (
     "Print the effects guard finds in one tool call (reads, writes, deletes, exec, network)."
@@ -84,7 +60,7 @@ def effects(
     """Print the effects guard finds in one tool call (see HELP)."""
     if cwd is not None and not cwd.is_dir():
         raise GuardError(f"--cwd {cwd}: not a directory")
-    args = _read_input(tool_input)
+    args = read_json_input(tool_input)
     if not isinstance(args, dict):
         raise GuardError(
             f"--input must be a JSON object, got {type(args).__name__};"
@@ -93,12 +69,14 @@ def effects(
     where = str(cwd) if cwd is not None else os.getcwd()
     found = effects_for(dialect, tool, args, where)
     if as_json:
-        payload = {"dialect": dialect, "tool": tool, "effects": [e.to_json() for e in found]}
-        print(json.dumps(payload, indent=2))
+        effects_json = [
+            {"kind": e.kind.value, "target": e.target, "detail": e.detail or None} for e in found
+        ]
+        print_json({"dialect": dialect, "tool": tool, "effects": effects_json}, indent=2)
         return
-    out = Console(highlight=False, soft_wrap=True)
+    out = console()
     width = max(len(e.kind.value) for e in found)
     for e in found:
         target = e.target if e.target is not None else "<unknown>"
-        detail = f"  [dim]# {escape(e.detail)}[/dim]" if e.detail else ""
-        out.print(f"{e.kind.value:<{width}}  {escape(target)}{detail}")
+        detail = f"  [dim]# {escape(printable(e.detail))}[/dim]" if e.detail else ""
+        out.print(f"{e.kind.value:<{width}}  {escape(printable(target))}{detail}")

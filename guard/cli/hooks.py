@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 from enum import StrEnum
+from typing import Any
 
 import typer
 
-from guard.cli._app import app
+from guard.cli._app import app, console, print_json
 from guard.effects import GuardError
 
 
@@ -17,6 +18,7 @@ class Host(StrEnum):
     codex = "codex"
     gemini = "gemini"
     cursor = "cursor"
+    opencode = "opencode"
 
 
 @app.command(
@@ -35,7 +37,7 @@ class Host(StrEnum):
     ),
 )
 def hook_cmd(
-    host: str = typer.Argument(..., help="claude-code, codex, gemini or cursor"),
+    host: str = typer.Argument(..., help="claude-code, codex, gemini, cursor or opencode"),
     agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
     policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
 ) -> None:
@@ -47,9 +49,11 @@ def hook_cmd(
     raise typer.Exit(answer.exit_code)
 
 
-def _scope(project: bool, user: bool) -> str:
+def _scope(project: bool, user: bool, host: str = "") -> str:
     if project and user:
         raise GuardError("choose one of --project and --user")
+    if not project and not user and host == "gemini":
+        return "user"  # Gemini skips project hooks in an untrusted workspace
     return "user" if user else "project"
 
 
@@ -58,11 +62,17 @@ def _scope(project: bool, user: bool) -> str:
     help=(
         "Wire guard's hook into a host agent's settings file.\n\n"
         "Idempotent; keeps every other key and hook; writes atomically and keeps the"
-        " previous file as <file>.guard-backup. --project (default) writes the file of"
-        " the current worktree, --user the one in your home directory.\n\n"
+        " previous file as <file>.guard-backup. --project (default; for gemini --user)"
+        " writes the file of the current worktree, --user the one in your home directory."
+        " For Codex it also records the hook (and a project install's project) as trusted"
+        " in ~/.codex/config.toml, which Codex requires before it runs any hook; for"
+        " OpenCode it writes a plugin. It ends by checking that the host will run the hook"
+        " and exits 1, naming the reason, when it will not.\n\n"
         "Examples:\n\n"
         "  guard install claude-code            # .claude/settings.json of this repo\n\n"
-        "  guard install codex --user           # ~/.codex/hooks.json\n\n"
+        "  guard install codex --user           # ~/.codex/hooks.json, trusted\n\n"
+        "  guard install gemini                 # ~/.gemini/settings.json\n\n"
+        "  guard install opencode               # .opencode/plugin/guard.js\n\n"
         "  guard install claude-code --agent plan   # always decide as the plan agent"
     ),
 )
@@ -76,24 +86,63 @@ def install_cmd(
 ) -> None:
     from guard.integrations.install import install
 
-    scope = _scope(project, user)
+    scope = _scope(project, user, host.value)
     change = install(
         host.value, "user" if scope == "user" else "project", agent=agent, policy=policy
     )
+    no_worktree = _no_worktree_note() if scope == "project" else None
     if as_json:
-        print(json.dumps(change.to_json()))
+        print_json({**change.to_json(), "worktree": _worktree_or_none()})
+        if change.problems:
+            raise typer.Exit(1)
         return
+    _report_install(host.value, change, no_worktree)
+
+
+def _report_install(host: str, change: Any, no_worktree: str | None = None) -> None:
     if not change.changed:
-        print(f"guard is already wired into {host.value}: {change.path} (unchanged)")
-        return
-    print(f"wired guard into {host.value}: {change.path}")
+        print(f"guard is already wired into {host}: {change.path} (unchanged)")
+    else:
+        print(f"wired guard into {host}: {change.path}")
+    if no_worktree:
+        print(no_worktree)
     if change.removed:
         print(
             f"  replaced {change.removed} older guard entr{'y' if change.removed == 1 else 'ies'}"
         )
-    if change.backup:
+    if change.changed and change.backup:
         print(f"  previous file kept as {change.backup}")
-    print(f"  hook command: {change.command}")
+    if change.changed:
+        print(f"  hook command: {change.command}")
+    for note in change.notes:
+        print(f"  {note}")
+    if change.problems:
+        for problem in change.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"error: {host} will NOT run guard's hook; fix the above, then check with"
+              " guard doctor", file=sys.stderr)
+        raise typer.Exit(1)
+    print(f"  checked: {host} will run the hook")
+
+
+def _worktree_or_none() -> str | None:
+    from guard.paths import find_worktree
+
+    wt = find_worktree(os.getcwd())
+    return str(wt) if wt is not None else None
+
+
+def _no_worktree_note() -> str | None:
+    """Said when --project is used outside any repository."""
+    if _worktree_or_none() is not None:
+        return None
+    from guard.paths import plan_dir
+
+    return (
+        f"  note: {os.getcwd()} is not inside a worktree (no .git, .hg, .jj or .svn found);"
+        f" the settings file is written here and plans will go to the data directory:"
+        f" {plan_dir(os.getcwd()).path}"
+    )
 
 
 @app.command(
@@ -111,10 +160,10 @@ def uninstall_cmd(
 ) -> None:
     from guard.integrations.install import uninstall
 
-    scope = _scope(project, user)
+    scope = _scope(project, user, host.value)
     change = uninstall(host.value, "user" if scope == "user" else "project")
     if as_json:
-        print(json.dumps(change.to_json()))
+        print_json(change.to_json())
         return
     if not change.changed:
         print(f"guard was not wired into {host.value}: {change.path} (unchanged)")
@@ -125,6 +174,8 @@ def uninstall_cmd(
     )
     if change.backup:
         print(f"  previous file kept as {change.backup}")
+    for note in change.notes:
+        print(f"  {note}")
 
 
 @app.command(
@@ -132,7 +183,10 @@ def uninstall_cmd(
     help=(
         "Show which host agents are wired to guard here, whether their hook commands"
         " still run, and which guard layers are active on this machine.\n\n"
-        "Exits 1 when a wired hook is broken (it would block every call).\n\n"
+        "Exits 1 when anything is broken or skipped: a wired hook that would block every"
+        " call, a policy that does not load (every hook call is blocked), or a hook the host"
+        " will not run (Codex hook or project trust missing or stale, Gemini workspace not"
+        " trusted, a settings file another tool rewrote).\n\n"
         "Example:\n\n  guard doctor\n\n"
         "  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
     ),
@@ -145,18 +199,15 @@ def doctor_cmd(
     hosts = host_checks()
     layers = layer_checks()
     if as_json:
-        print(
-            json.dumps(
-                {"hosts": [c.to_json() for c in hosts], "layers": [c.to_json() for c in layers]},
-                indent=2,
-            )
+        print_json(
+            {"hosts": [c.to_json() for c in hosts], "layers": [c.to_json() for c in layers]},
+            indent=2,
         )
     else:
-        from rich.console import Console
         from rich.table import Table
 
-        style = {"ok": "green", "off": "dim", "broken": "bold red"}
-        console = Console()
+        style = {"ok": "green", "off": "dim", "broken": "bold red", "skipped": "bold red"}
+        out = console()
         for title, checks in (("Hosts", hosts), ("Layers", layers)):
             table = Table(title=title, show_lines=False)
             table.add_column("what")
@@ -164,6 +215,9 @@ def doctor_cmd(
             table.add_column("detail", overflow="fold")
             for c in checks:
                 table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
-            console.print(table)
-    if any(c.status == "broken" for c in hosts):
+            out.print(table)
+        for c in layers:
+            if c.name == "audit log" and c.extra.get("path"):
+                out.print(f"audit log: {c.extra['path']}", markup=False, soft_wrap=True)
+    if any(c.status in ("broken", "skipped") for c in [*hosts, *layers]):
         raise typer.Exit(1)

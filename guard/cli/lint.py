@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from guard.cli._app import app
+from guard.cli._app import app, color_enabled, with_schema
 from guard.effects import GuardError
 
 
@@ -108,7 +110,7 @@ def lint_command(
     if tty:
         sys.stderr.write("\r" + " " * 72 + "\r")
     if output_format is OutputFormat.pretty:
-        text = PrettyFormatter(color=sys.stdout.isatty()).format(report)
+        text = PrettyFormatter(color=color_enabled(sys.stdout)).format(report)
     else:
         text = FORMATS[output_format.value]().format(report)
     sys.stdout.write(text)
@@ -150,7 +152,10 @@ def review_command(
     dialect, shell tricks, symlinks, traversal, protected files) is decided for the
     plan agent; any that it could complete is flagged.
     """
-    from guard.lint.review import run_review, to_json, to_markdown
+    from guard.lint.review import run_review, to_markdown
+
+    def json_text(review: Any) -> str:
+        return json.dumps(with_schema(review.to_json()), indent=2) + "\n"
 
     def progress(op_id: str) -> None:
         if sys.stderr.isatty():
@@ -160,7 +165,7 @@ def review_command(
     review = run_review(policy, agent, progress=progress)
     if sys.stderr.isatty():
         sys.stderr.write("\r" + " " * 45 + "\r")
-    text = to_json(review) if output_format is ReviewFormat.json else to_markdown(review)
+    text = json_text(review) if output_format is ReviewFormat.json else to_markdown(review)
     sys.stdout.write(text)
     sys.stdout.flush()
     if review.failed():

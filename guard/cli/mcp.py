@@ -58,7 +58,7 @@ Examples:
 """
 
 
-@app.command("mcp", help=HELP, no_args_is_help=True)
+@app.command("mcp", help=HELP)
 def mcp_command(
     server: Annotated[
         list[str] | None,
@@ -111,8 +111,8 @@ def mcp_command(
 
     if not server:
         raise GuardError(
-            "guard mcp: no server command; put it after `--`, e.g."
-            " `guard mcp -- mcp-server-filesystem .`"
+            "no server command: put it after `--`, e.g."
+            " `guard mcp -- mcp-server-filesystem .` (see `guard mcp --help`)"
         )
     if not cwd.is_dir():
         raise GuardError(f"--cwd {cwd}: not a directory")

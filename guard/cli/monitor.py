@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from guard.cli._app import app
+from guard.cli._app import app, console, print_json, with_schema
 from guard.effects import GuardError
 from guard.paths import Roots
 
@@ -26,7 +26,8 @@ quarantine_app = typer.Typer(
         "  guard quarantine list                       # every item, oldest first\n\n"
         "  guard quarantine show 20261202T151819Z-3a9f1c/20261202T151820.001Z\n\n"
         "  guard quarantine restore <id>               # put it back where it was\n\n"
-        "  guard quarantine restore <id> --force       # ...quarantining what is there now"
+        "  guard quarantine restore <id> --force       # ...quarantining what is there now\n\n"
+        "  guard quarantine restore <id> --to copy.txt # ...or put it somewhere else"
     ),
     no_args_is_help=True,
 )
@@ -56,11 +57,11 @@ def parse_size(text: str) -> int:
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return console(stderr=True)
 
 
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return console()
 
 
 @app.command(
@@ -132,7 +133,7 @@ def watch(
     def show_violation(v: Violation) -> None:
         with lock:
             if json_out:
-                print(json.dumps(v.to_json(), sort_keys=True), flush=True)
+                print(json.dumps(with_schema(v.to_json())), flush=True)
                 return
             where = escape(g.roots.describe(v.path))
             extra = escape(f" ({v.detail})") if v.detail else ""
@@ -146,7 +147,7 @@ def watch(
     def show_notice(n: Notice) -> None:
         with lock:
             if json_out:
-                print(json.dumps(n.to_json(), sort_keys=True), flush=True)
+                print(json.dumps(with_schema(n.to_json())), flush=True)
             else:
                 err.print(f"guard watch: {n.event}: {n.message}", markup=False)
 
@@ -224,7 +225,7 @@ def list_cmd(
     root = quarantine_root(_roots(worktree))
     items = list_items(root, session)
     if json_out:
-        print(json.dumps([i.to_json() for i in items], indent=2, sort_keys=True))
+        print_json({"items": [i.to_json() for i in items]}, indent=2)
         return
     out = _out()
     if not items:
@@ -252,7 +253,7 @@ def show_cmd(
     data: dict[str, Any] = item.to_json()
     data["stored_path"] = str(item.stored)
     if json_out:
-        print(json.dumps(data, indent=2, sort_keys=True))
+        print_json(data, indent=2)
         return
     out = _out()
     for key in ("id", "original", "stored_path", "event", "effect", "kind", "mode", "size",
@@ -266,7 +267,12 @@ def restore_cmd(
     item_id: IdArg,
     worktree: WorktreeOpt = None,
     to: Annotated[
-        Path | None, typer.Option("--to", help="Restore to this path instead of the original.")
+        Path | None,
+        typer.Option(
+            "--to",
+            help="Restore to this path instead of the original (it must not exist, unless"
+            " --force).",
+        ),
     ] = None,
     force: Annotated[
         bool,
@@ -276,6 +282,12 @@ def restore_cmd(
     """Move a quarantined version back (byte for byte, mode and times kept).
 
     Stop `guard watch` first, or it will report the restore as a change.
+
+    Examples:
+
+      guard quarantine restore <id>                 # to where it was
+
+      guard quarantine restore <id> --to old-a.md   # next to the current version
     """
     from guard.monitor import get_item, quarantine_root, restore_item
 

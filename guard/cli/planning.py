@@ -6,12 +6,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from guard.cli._app import app
+from guard.cli._app import app, console, with_schema
 from guard.effects import GuardError
 from guard.planning import events as ev
 from guard.planning.artifact import read_plan
@@ -45,7 +45,8 @@ plan_app = typer.Typer(
         "  guard plan show                     # render it\n\n"
         "  guard plan list                     # all plan files of this worktree\n\n"
         "  guard plan exit --approve           # leave plan mode (the only way out)\n\n"
-        "  guard plan exit --reject 'too risky'   /   --refine 'split step 2'\n\n"
+        "  guard plan exit --reject 'too risky'   # stay in plan mode\n\n"
+        "  guard plan exit --refine 'split step 2'\n\n"
         "  guard plan answer 'SQLite'           # answer the model's request_user_input"
     ),
     no_args_is_help=True,
@@ -71,7 +72,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    # wraps to the terminal's width on a terminal; never splits a line when piped
+    return console(soft_wrap=False)
 
 
 def _resolve(cwd: Path, session_id: str | None) -> Session:
@@ -89,8 +91,8 @@ def _resolve(cwd: Path, session_id: str | None) -> Session:
     return found[0]
 
 
-def _print_json(data: object) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+def _print_json(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(with_schema(data), indent=2) + "\n")
 
 
 # ---- guard session ----------------------------------------------------------------------------
@@ -154,7 +156,9 @@ def session_list(cwd: CwdOpt = Path("."), as_json: JsonOpt = False) -> None:
     found = deciding_session(cwd) if sessions else None
     deciding = found[0].id if found else None
     if as_json:
-        _print_json([{**s.summary(), "deciding": s.id == deciding} for s in sessions])
+        _print_json(
+            {"sessions": [{**s.summary(), "deciding": s.id == deciding} for s in sessions]}
+        )
         return
     console = _console()
     if not sessions:
@@ -256,6 +260,38 @@ def mode_command(
 # ---- guard plan -------------------------------------------------------------------------------
 
 
+Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason
+
+
+def _recent_decisions(session: Session, cwd: Path, count: int = 5) -> list[Decided]:
+    """The last decisions taken while the session existed: its own event log (the MCP
+    proxy) and the project's audit log (the hooks, guard check)."""
+    from guard.audit import default_log_path, read
+    from guard.paths import Roots
+
+    found: list[Decided] = [
+        (e.at, e.action.value, e.agent or "-", e.tool or "-", e.reason)
+        for e in ev.read_events(session)
+        if isinstance(e, ev.Decision)
+    ]
+    log = default_log_path(Roots.discover(cwd))
+    if log.exists():
+        for r in read(log):
+            at = str(r.get("ts", ""))
+            if r.get("type") != "verdict" or r.get("source") == "mcp" or at < session.created_at:
+                continue
+            found.append(
+                (
+                    at,
+                    str(r.get("decision", "?")),
+                    str(r.get("agent", "-")),
+                    str(r.get("tool_name", "-")),
+                    str(r.get("reason", "")),
+                )
+            )
+    return sorted(found)[-count:]
+
+
 NEXT_STEPS = """\
 Next, in your agent (guard's hooks installed once with `guard install claude-code`):
   1. Ask it for the plan, e.g. "Plan: {title}". It may read everything and write
@@ -319,7 +355,7 @@ def plan_status(
             plan = read_plan(session)
         except GuardError as exc:
             plan = f"(unreadable: {exc})"
-    recent = [e for e in ev.read_events(session) if isinstance(e, ev.Decision)][-5:]
+    recent = _recent_decisions(session, cwd)
     if as_json:
         _print_json(
             {
@@ -329,7 +365,10 @@ def plan_status(
                 "plan_exists": plan is not None,
                 "checklist": [i.model_dump(mode="json") for i in session.checklist],
                 "exits": [d.model_dump(mode="json") for d in session.decisions[-5:]],
-                "decisions": [json.loads(e.model_dump_json()) for e in recent],
+                "decisions": [
+                    {"at": at, "action": action, "agent": agent, "tool": tool, "reason": why}
+                    for at, action, agent, tool, why in recent
+                ],
             }
         )
         return
@@ -353,9 +392,8 @@ def plan_status(
         out.write(f"exit      {d.at} {d.decision} by {d.by}: {d.text or '-'}\n")
     if recent:
         out.write("last decisions\n")
-        for e in recent:
-            out.write(f"  {e.at} {e.action.value.upper():5} {e.agent or '-'} {e.tool or '-'}")
-            out.write(f": {e.reason}\n")
+        for at, action, agent, tool, why in recent:
+            out.write(f"  {at} {action.upper():5} {agent} {tool}: {why}\n")
     if session.mode is Mode.PLAN:
         out.write(f"approve:  guard plan exit --approve --session {session.id}\n")
 
@@ -407,7 +445,7 @@ def plan_list(cwd: CwdOpt = Path("."), as_json: JsonOpt = False) -> None:
     """List the plan files of this worktree (or project), oldest first."""
     plans = list_plans(cwd)
     if as_json:
-        _print_json([p.to_json() for p in plans])
+        _print_json({"plans": [p.to_json() for p in plans]})
         return
     if not plans:
         sys.stdout.write("no plan files yet\n")
@@ -461,7 +499,19 @@ def plan_exit_command(
     outcome = plan_exit(session, decision, notify_model=True)
     if not outcome.ok and decision.choice == "approve":
         raise GuardError(outcome.text)
-    sys.stdout.write(f"{session.id}: {outcome.mode.value} — {outcome.text}\n")
+    # the model gets outcome.text on its next planning call; the user gets a summary
+    plan = session.plan_path or "the plan file"
+    if approve:
+        said = f"plan approved ({plan}); the session is in build mode now"
+    elif reject is not None:
+        said = f"plan rejected ({reject.strip()}); still in plan mode, the model reworks {plan}"
+    else:
+        said = (
+            f"refinement asked ({(refine or '').strip()}); still in plan mode, the model"
+            f" updates {plan} and asks again"
+        )
+    sys.stdout.write(f"{session.id}: {outcome.mode.value}: {said}\n")
+    sys.stdout.write("  the model is told on its next planning tool call\n")
     if outcome.ok:
         sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
 
@@ -523,7 +573,7 @@ def events_command(
     try:
         for event in stream:
             if as_json:
-                sys.stdout.write(event.model_dump_json() + "\n")
+                sys.stdout.write(json.dumps(with_schema(event.model_dump(mode="json"))) + "\n")
                 sys.stdout.flush()
             else:
                 console.print(event_line(event))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any
 
 import typer
 
-from guard.cli._app import app
+from guard.cli._app import app, print_json
 from guard.effects import GuardError
 
 _HELP = "\n\n".join(
@@ -178,7 +177,7 @@ def run_command(
             "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
             "notes": plan.notes,
         }
-        print(json.dumps(doc, indent=2))
+        print_json(doc, indent=2)
         return
     monitor = None
     if not no_monitor:

@@ -1,6 +1,6 @@
 """Host adapters: wire guard into agents people already run, through their hooks.
 
-One module per host (``claude_code``, ``codex``, ``gemini``, ``cursor``), each
+One module per host (``claude_code``, ``codex``, ``gemini``, ``cursor``, ``opencode``), each
 implementing :class:`guard.integrations.interface.HostAdapter`. The hook's
 entry point is ``python -I -m guard.integrations HOST``: it imports nothing
 heavy before it has to, and fails closed (exit 2) on any error.
@@ -13,6 +13,7 @@ HOSTS: dict[str, str] = {
     "codex": "guard.integrations.codex",
     "gemini": "guard.integrations.gemini",
     "cursor": "guard.integrations.cursor",
+    "opencode": "guard.integrations.opencode",
 }
 
 __all__ = ["HOSTS"]

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from guard.gate import ModeHint, Verdict
 
 EVENT = "PreToolUse"
+#: Every event guard wires: the policy hook, and the planning side (guard.planning.host).
+PLANNING_EVENTS = (EVENT, "SessionStart", "UserPromptSubmit", "PostToolUse")
 
 
 class ClaudeCode(HostAdapter):
@@ -61,17 +63,30 @@ class ClaudeCode(HostAdapter):
         return base / ".claude" / "settings.json"
 
     def add_entry(self, settings: dict[str, Any], command: str) -> None:
+        from guard.planning.host import CLAUDE_CODE_EVENTS, planning_command
+
         add_nested(
             settings,
             EVENT,
             {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30}]},
         )
+        # the planning side: the mode and plan file told at each turn, ExitPlanMode handled
+        planning = planning_command(command)
+        if planning is None:
+            return
+        for event, matcher in CLAUDE_CODE_EVENTS:
+            group: dict[str, Any] = {
+                "hooks": [{"type": "command", "command": planning, "timeout": 30}]
+            }
+            if matcher is not None:
+                group = {"matcher": matcher, **group}
+            add_nested(settings, event, group)
 
     def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
         return find_nested(settings, (EVENT,))
 
     def remove_entries(self, settings: dict[str, Any]) -> int:
-        return remove_nested(settings, (EVENT,))
+        return remove_nested(settings, PLANNING_EVENTS)
 
 
 ADAPTER = ClaudeCode()

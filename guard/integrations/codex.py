@@ -1,8 +1,15 @@
-"""Codex CLI: PreToolUse command hooks (format followed: Codex CLI 0.124 hooks.json).
+"""Codex CLI: PreToolUse command hooks (format followed: Codex CLI 0.171.0 hooks.json).
 
 stdin: ``session_id, turn_id, transcript_path, cwd, hook_event_name, model,
-permission_mode, tool_name, tool_input, tool_use_id``. Shell and apply_patch
-carry their text in ``tool_input.command``; MCP tools are ``mcp__server__tool``.
+permission_mode, tool_name, tool_input, tool_use_id``. The shell tool arrives as
+``Bash`` and apply_patch as ``apply_patch``, both with their text in
+``tool_input.command``; MCP tools are ``mcp__server__tool``. ``permission_mode``
+is ``bypassPermissions`` under ``codex exec`` whatever the sandbox: only a
+``plan`` value picks guard's plan agent; otherwise use ``guard mode plan``,
+``$GUARD_AGENT`` or ``--agent`` to hold Codex to the plan.
+
+Codex runs a hook only once the user trusted it; ``guard install codex``
+writes that trust (see :mod:`guard.integrations.codex_trust`).
 
 Codex honours only a deny (``hookSpecificOutput.permissionDecision: "deny"``
 or exit 2); an allow or an ask answer is ignored and the call runs. So guard
@@ -37,7 +44,7 @@ class Codex(HostAdapter):
     name = "codex"
     title = "Codex CLI"
     dialect = "codex"
-    follows = "Codex CLI 0.124 hooks (npm @openai/codex)"
+    follows = "Codex CLI 0.171.0 hooks (npm @openai/codex)"
     honours_ask = False
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
@@ -60,8 +67,11 @@ class Codex(HostAdapter):
         )
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
-        base = project if scope == "project" else home
-        return base / ".codex" / "hooks.json"
+        if scope == "project":
+            return project / ".codex" / "hooks.json"
+        from guard.integrations.codex_trust import codex_home
+
+        return codex_home() / "hooks.json"
 
     def add_entry(self, settings: dict[str, Any], command: str) -> None:
         add_nested(

@@ -17,7 +17,9 @@ from guard.integrations.install import interpreter_of, read_settings, settings_f
 from guard.integrations.interface import Scope
 from guard.integrations.runner import adapter_for
 
-Status = Literal["ok", "off", "broken"]
+#: ``skipped``: wired, but the host will not run the hook (trust missing, file
+#: rewritten...): as bad as ``broken`` for the exit status.
+Status = Literal["ok", "off", "broken", "skipped"]
 
 
 @dataclass(slots=True)
@@ -58,6 +60,10 @@ def check_command(command: str) -> tuple[Status, str]:
 
 
 def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
+    from guard.integrations import host_state, opencode
+    from guard.integrations.install import project_dir
+
+    project = project_dir(cwd)
     checks: list[Check] = []
     for host in HOSTS:
         adapter = adapter_for(host)
@@ -66,22 +72,69 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
             path = settings_file(adapter, sc, cwd)
             name = f"{host} ({scope})"
             extra: dict[str, Any] = {"host": host, "scope": scope, "path": str(path)}
+            rewritten: str | None = None
             try:
-                commands = sorted(set(adapter.find_entries(read_settings(path))))
+                if host == "opencode":
+                    command, problem = opencode.installed_command(path)
+                    if problem is not None and command is None:
+                        raise ValueError(problem)
+                    rewritten = problem
+                    commands = [command] if command else []
+                else:
+                    settings = read_settings(path)
+                    commands = sorted(set(adapter.find_entries(settings)))
+                    rewritten = host_state.rewritten(host, path, settings)
             except Exception as exc:
                 checks.append(Check(name, "broken", str(exc), extra))
                 continue
             if not commands:
-                checks.append(Check(name, "off", f"not wired ({path})", extra))
+                if rewritten:
+                    checks.append(Check(name, "skipped", rewritten, extra))
+                else:
+                    checks.append(Check(name, "off", f"not wired ({path})", extra))
                 continue
             extra["commands"] = commands
             results = [check_command(c) for c in commands]
             bad = [d for s, d in results if s != "ok"]
             if bad:
                 checks.append(Check(name, "broken", f"{path}: " + "; ".join(bad), extra))
+                continue
+            skips = host_state.skip_reasons(host, sc, path, project)
+            if rewritten:
+                skips.append(rewritten)
+            if skips:
+                extra["skip_reasons"] = skips
+                checks.append(Check(name, "skipped", "; ".join(skips), extra))
             else:
                 checks.append(Check(name, "ok", f"wired in {path}; {results[0][1]}", extra))
     return checks
+
+
+def guessed_tools(cwd: str | os.PathLike[str] | None = None, limit: int = 2000) -> Check:
+    """Tool names guard did not know and had to analyse by their input (from the audit log)."""
+    from guard.audit import default_log_path, read
+    from guard.paths import Roots
+    from guard.tools import GUESSED
+
+    try:
+        log = default_log_path(Roots.discover(os.fspath(cwd) if cwd is not None else
+                                              os.getcwd()))
+        records = list(read(log))[-limit:] if log.exists() else []
+    except Exception as exc:
+        return Check("guessed tool names", "off", f"audit log unreadable: {exc}")
+    seen: dict[str, int] = {}
+    for r in records:
+        effects = r.get("effects")
+        if isinstance(effects, list) and effects and isinstance(effects[0], dict) and \
+                GUESSED in str(effects[0].get("detail", "")):
+            key = f"{r.get('host', '?')}:{r.get('tool_name', '?')}"
+            seen[key] = seen.get(key, 0) + 1
+    if not seen:
+        return Check("guessed tool names", "ok", "every tool name in the audit log is known")
+    names = ", ".join(f"{k} ({n}x)" for k, n in sorted(seen.items()))
+    return Check("guessed tool names", "off",
+                 f"guard did not know these tools and analysed them by their input: {names};"
+                 " a host may have renamed a tool (update guard)", {"guessed": seen})
 
 
 def _has(module: str) -> bool:
@@ -140,16 +193,8 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         if _has("guard.tools") and _tools_ready()
         else Check("tool analysis", "broken", "guard.tools.effects_for missing: hooks block all")
     )
-    checks.append(
-        Check("planning modes", "ok", "guard mode of the worktree picks the agent")
-        if _has("guard.planning")
-        else Check("planning modes", "off", "not installed: agent from --agent/$GUARD_AGENT/host")
-    )
-    checks.append(
-        Check("audit log", "ok", "every hook decision is appended")
-        if _has("guard.audit")
-        else Check("audit log", "off", "guard.audit not installed: decisions are not recorded")
-    )
+    checks.append(agent_check(cwd))
+    checks.append(_audit_check(cwd))
     abi = landlock_abi()
     sandbox = _has("guard.sandbox.landlock") or _has("guard.sandbox")
     if abi and sandbox:
@@ -159,6 +204,7 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         why += [] if sandbox else ["guard.sandbox not installed"]
         checks.append(Check("kernel confinement", "off", "; ".join(why)))
     checks.append(daemon_check())
+    checks.append(guessed_tools(cwd))
     monitor = _has("guard.monitor") and _has("watchdog")
     checks.append(
         Check("monitor", "ok", "watchdog available; guard's monitor can run")
@@ -166,6 +212,30 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         else Check("monitor", "off", "guard.monitor or watchdog not installed")
     )
     return checks
+
+
+def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
+    """The agent the hooks use here right now, and why (planning's describe_current_agent)."""
+    from guard.planning.runtime import describe_current_agent
+
+    current = describe_current_agent(cwd if cwd is not None else os.getcwd())
+    return Check("hooks' agent now", "ok" if current.agent else "broken", current.line())
+
+
+def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
+    """Where hook decisions of this directory are appended (the path is shown)."""
+    if not _has("guard.audit"):
+        return Check("audit log", "off", "guard.audit not installed: decisions are not recorded")
+    from guard.audit import default_log_path
+    from guard.paths import Roots
+
+    try:
+        path = default_log_path(Roots.discover(os.fspath(cwd) if cwd is not None else None))
+    except Exception as exc:
+        return Check("audit log", "broken", f"no audit log path here: {exc}")
+    return Check(
+        "audit log", "ok", f"every hook decision is appended to {path}", {"path": str(path)}
+    )
 
 
 def _tools_ready() -> bool:

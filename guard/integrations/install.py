@@ -14,10 +14,9 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,10 @@ class Change:
     removed: int
     backup: Path | None
     command: str | None
+    #: What else was done (trust written, scope chosen...), one sentence each.
+    notes: list[str] = field(default_factory=list)
+    #: Why the host will NOT run the hook as installed; empty when it will.
+    problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +53,8 @@ class Change:
             "removed": self.removed,
             "backup": str(self.backup) if self.backup else None,
             "command": self.command,
+            "notes": self.notes,
+            "problems": self.problems,
         }
 
 
@@ -125,20 +130,12 @@ def read_settings(path: Path) -> dict[str, Any]:
     return data
 
 
-def write_settings(path: Path, data: dict[str, Any]) -> Path | None:
-    """Write atomically; back up the previous file first. Returns the backup path."""
-    backup: Path | None = None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = 0o644
-    if path.exists():
-        backup = path.with_name(path.name + BACKUP_SUFFIX)
-        shutil.copy2(path, backup)
-        mode = path.stat().st_mode & 0o7777
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+def _replace(path: Path, data: bytes, mode: int) -> None:
+    """Put ``data`` at ``path`` whole or not at all: a synced temporary file renamed over it."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
@@ -147,6 +144,27 @@ def write_settings(path: Path, data: dict[str, Any]) -> Path | None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_settings(path: Path, data: dict[str, Any]) -> Path | None:
+    """Write atomically; back up the previous file first (atomically too). Returns the backup.
+
+    A crash or a full disk at any point leaves the settings file and its backup
+    each either as before or wholly new, and no temporary file behind.
+    """
+    backup: Path | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = 0o644
+        if path.exists():
+            backup = path.with_name(path.name + BACKUP_SUFFIX)
+            mode = path.stat().st_mode & 0o7777
+            _replace(backup, path.read_bytes(), mode)
+        _replace(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), mode)
+    except OSError as exc:
+        raise SettingsError(
+            f"{path}: cannot write: {exc.strerror or exc}; guard left it as it was"
+        ) from None
     return backup
 
 
@@ -176,16 +194,49 @@ def install(
     agent: str | None = None,
     policy: str | None = None,
 ) -> Change:
+    """Wire the hook, then make sure the host will run it (trust) and check that it will.
+
+    The returned change lists in ``problems`` every reason the host would still
+    skip the hook; callers must not report success when it is not empty.
+    """
+    from guard.integrations import host_state
+
     adapter = adapter_for(host)
-    path = settings_file(adapter, scope, cwd)
-    return _edit(path, adapter, hook_command(host, python=python, agent=agent, policy=policy))
+    command = hook_command(host, python=python, agent=agent, policy=policy)
+    if host == "opencode":
+        from guard.integrations import opencode
+
+        change = opencode.install_plugin(scope, project_dir(cwd), command)
+    else:
+        path = settings_file(adapter, scope, cwd)
+        change = _edit(path, adapter, command)
+    notes = list(change.notes)
+    notes += host_state.after_install(host, scope, change.path, project_dir(cwd))
+    host_state.remember(host, scope, change.path, command)
+    problems = host_state.skip_reasons(host, scope, change.path, project_dir(cwd))
+    return Change(change.path, change.changed or bool(notes), change.added, change.removed,
+                  change.backup, change.command, notes, problems)
 
 
 def uninstall(
     host: str, scope: Scope = "project", *, cwd: str | os.PathLike[str] | None = None
 ) -> Change:
+    from guard.integrations import host_state
+
     adapter = adapter_for(host)
+    if host == "opencode":
+        from guard.integrations import opencode
+
+        change = opencode.uninstall_plugin(scope, project_dir(cwd))
+        host_state.forget(host, scope, change.path)
+        return change
     path = settings_file(adapter, scope, cwd)
     if not path.exists():
+        host_state.forget(host, scope, path)
         return Change(path, False, False, 0, None, None)
-    return _edit(path, adapter, None)
+    before = host_state.before_uninstall(host, path)
+    change = _edit(path, adapter, None)
+    notes = host_state.after_uninstall(host, before)
+    host_state.forget(host, scope, path)
+    return Change(change.path, change.changed or bool(notes), False, change.removed,
+                  change.backup, None, notes)

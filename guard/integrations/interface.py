@@ -43,7 +43,7 @@ Scope = Literal["project", "user"]
 #: command runs guard's hook client, ``-m guard.integrations`` or ``guard hook``.
 OUR_COMMAND = re.compile(
     r"(?:guard/integrations/_client\.py|-m\s+guard\.integrations(?:\.__main__)?\b"
-    r"|\bguard\s+hook\b)"
+    r"|\bguard\s+hook\b|-m\s+guard\.planning\.host\b)"
 )
 
 #: Exit status every host treats as "block this call".

@@ -61,11 +61,27 @@ ignore = ["GL105"]
 GL104 = "error"   # error | warning | note | off
 ```
 
-pre-commit (`.pre-commit-config.yaml`):
+pre-commit (`.pre-commit-config.yaml`), with guard already installed (pipx, uv
+tool, a virtualenv on PATH):
 
 ```yaml
-- repo: <URL of the guard repository>
-  rev: v0.1.0
+- repo: local
+  hooks:
+    - id: guard-lint
+      name: guard lint
+      entry: guard lint
+      language: system
+      files: (^|/)(\\.openoxide/policy\\.(toml|json)|policies/[^/]+\\.(toml|json))$
+```
+
+or let pre-commit install guard from a clone of its repository (a path or any
+URL git can clone). `rev` must name a commit: a full commit SHA
+(`git -C /path/to/openoxide-guard rev-parse HEAD`); releases are tagged
+`v<version>` (annotated tags, e.g. `v0.1.0`) once they are cut, and a tag works too:
+
+```yaml
+- repo: /path/to/openoxide-guard
+  rev: 0123456789abcdef0123456789abcdef01234567   # a commit SHA of that clone
   hooks:
     - id: guard-lint
 ```

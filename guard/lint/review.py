@@ -230,10 +230,25 @@ def host_hooks(worktree: Path | None, home: Path) -> list[Layer]:
         else:
             detail = f"{path}: no hooks"
         layers.append(Layer(f"{host} hooks", bool(ours), detail))
+    layers += _host_runtime(worktree)
     if not layers:
         layers.append(
             Layer("host hooks", False, "no host agent settings with hooks found (project or home)")
         )
+    return layers
+
+
+def _host_runtime(worktree: Path | None) -> list[Layer]:
+    """guard doctor's view: OpenCode plugins, and hooks a host would skip (trust, rewrites)."""
+    from guard.integrations.doctor import host_checks
+
+    layers: list[Layer] = []
+    for check in host_checks(worktree):
+        if check.name.startswith("opencode") and check.status != "off":
+            layers.append(Layer(f"OpenCode plugin ({check.extra.get('scope')})",
+                                check.status == "ok", check.detail))
+        elif check.status == "skipped":
+            layers.append(Layer(f"{check.name} hook runs", False, check.detail))
     return layers
 
 

@@ -10,6 +10,7 @@ guard.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -25,6 +26,7 @@ from guard.effects import GuardError
 from guard.paths import Roots
 
 MANIFEST = "manifest.json"
+MOVING = "moving"  # a manifest written before its move: see _recover
 
 
 class QuarantineError(GuardError):
@@ -127,9 +129,15 @@ class Quarantine:
 
     @staticmethod
     def write_manifest(slot: Path, manifest: dict[str, Any]) -> None:
+        """Replace the slot's manifest whole (a full disk leaves the old one and no temp file)."""
         tmp = slot / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, slot / MANIFEST)
+        try:
+            tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            os.replace(tmp, slot / MANIFEST)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def put(self, path: str, rel: str, meta: dict[str, Any]) -> Item:
         """Move ``path`` into a new slot and write its manifest."""
@@ -139,22 +147,25 @@ class Quarantine:
     def finish(
         self, slot: Path, dest: Path, path: str, rel: str, meta: dict[str, Any]
     ) -> Item:
+        manifest: dict[str, Any] = {
+            "session": self.session,
+            "timestamp": slot.name,
+            "original": path,
+            "rel": rel,
+            "stored": str(dest.relative_to(slot)),
+            **meta,
+            "restored_at": None,
+        }
+        # Crash safety: the manifest exists before the move, so a version that was
+        # moved is never in quarantine without one (see _recover for the rest).
+        self.write_manifest(slot, {**manifest, "state": MOVING})
         described = _describe(path)
         if described["kind"] == "file":
             from guard.monitor.baseline import hash_file
 
             described["sha256"] = hash_file(path)
         move(path, str(dest))
-        manifest = {
-            "session": self.session,
-            "timestamp": slot.name,
-            "original": path,
-            "rel": rel,
-            "stored": str(dest.relative_to(slot)),
-            **described,
-            **meta,
-            "restored_at": None,
-        }
+        manifest = {**manifest, **described, **meta, "restored_at": None}
         self.write_manifest(slot, manifest)
         return Item(f"{self.session}/{slot.name}", slot, manifest)
 
@@ -172,9 +183,32 @@ def list_items(root: Path, session: str | None = None) -> list[Item]:
             mpath = slot / MANIFEST
             if not mpath.is_file():
                 continue
-            items.append(Item(f"{sdir.name}/{slot.name}", slot, _load_manifest(mpath)))
+            manifest = _recover(slot, _load_manifest(mpath))
+            if manifest is not None:
+                items.append(Item(f"{sdir.name}/{slot.name}", slot, manifest))
     items.sort(key=lambda i: (i.manifest.get("timestamp", ""), i.id))
     return items
+
+
+def _recover(slot: Path, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """Finish a quarantine that was interrupted (guard killed) between manifest and move.
+
+    Moved: the manifest is completed from the stored copy, exactly what is kept.
+    Not moved: the version is still in place and the slot holds nothing (None).
+    """
+    if manifest.get("state") != MOVING:
+        return manifest
+    stored = slot / str(manifest["stored"])
+    if not os.path.lexists(stored):
+        return None
+    fixed = {k: v for k, v in manifest.items() if k != "state"}
+    fixed.update(_describe(str(stored)))
+    if fixed["kind"] == "file":
+        from guard.monitor.baseline import hash_file
+
+        fixed["sha256"] = hash_file(str(stored))
+    Quarantine.write_manifest(slot, fixed)
+    return fixed
 
 
 def _load_manifest(mpath: Path) -> dict[str, Any]:
@@ -221,9 +255,16 @@ def restore_item(item: Item, *, to: str | None = None, force: bool = False) -> l
             f" to {item.manifest.get('restored_to', item.original)}"
         )
     src = item.stored
-    if not os.path.lexists(src):
-        raise QuarantineError(f"{item.id}: the quarantined copy {src} is missing")
     dest = os.path.abspath(to) if to else item.original
+    if not os.path.lexists(src):
+        sha = item.manifest.get("sha256")
+        if sha and os.path.isfile(dest) and not os.path.islink(dest):
+            from guard.monitor.baseline import hash_file
+
+            if hash_file(dest) == sha:  # an interrupted restore moved it back already
+                _mark_restored(item, dest)
+                return [f"{item.id} was already back at {dest}; its manifest now says so"]
+        raise QuarantineError(f"{item.id}: the quarantined copy {src} is missing")
     done: list[str] = []
     if os.path.lexists(dest):
         if not force:
@@ -241,8 +282,12 @@ def restore_item(item: Item, *, to: str | None = None, force: bool = False) -> l
         done.append(f"created {parent}")
     move(str(src), dest)
     done.append(f"restored {item.id} to {dest}")
+    _mark_restored(item, dest)
+    return done
+
+
+def _mark_restored(item: Item, dest: str) -> None:
     manifest = dict(item.manifest)
     manifest["restored_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     manifest["restored_to"] = dest
     Quarantine.write_manifest(item.dir, manifest)
-    return done

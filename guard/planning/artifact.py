@@ -1,15 +1,20 @@
 """The plan artifact: a durable markdown file in ``{plans}``.
 
-Its name is ``<UTC YYYYMMDDTHHMMSSZ>-<session id>-<slug>.md``. The path is
-fixed when the session enters plan mode; writes are atomic and refuse any
-target that is not directly inside the session's plan directory.
+Its name is ``<UTC YYYYMMDDTHHMMSSZ>-<session id>-<slug>.md``, fixed when the
+session enters plan mode. A model may write its plan to another ``*.md`` file
+directly in the plan directory instead: :func:`find_written_plan` finds it, and
+the session adopts it at the exit, so the handshake never dead-ends on a name.
+Writes are atomic and refuse any target that is not a ``*.md`` file directly
+inside the session's plan directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +43,9 @@ SLUG_MAX = 48
 ARTIFACT_RE = re.compile(
     r"^(?P<ts>\d{8}T\d{6}Z)-(?P<session>[A-Za-z0-9][A-Za-z0-9_-]*)-(?P<slug>[a-z0-9-]+)\.md$"
 )
+
+
+PLAN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]*\.md$")
 
 
 class ArtifactError(GuardError):
@@ -70,10 +78,10 @@ def _checked_target(session: PlanHolder) -> Path:
         )
     target = Path(session.plan_path)
     plans = Path(session.plans_dir)
-    if target.parent != plans or not ARTIFACT_RE.match(target.name):
+    if target.parent != plans or not PLAN_NAME_RE.match(target.name):
         raise ArtifactError(
-            f"refusing plan artifact path {target}: it must be a file named"
-            f" <timestamp>-<session>-<slug>.md directly inside {plans}"
+            f"refusing plan artifact path {target}: it must be a markdown file (*.md)"
+            f" directly inside {plans}"
         )
     return target
 
@@ -142,11 +150,61 @@ def list_plans(
         return []
     owners = owners or {}
     out: list[Artifact] = []
-    for entry in sorted(directory.iterdir()):
-        match = ARTIFACT_RE.match(entry.name)
-        if not match or entry.is_symlink() or not entry.is_file():
+    for entry in directory.iterdir():
+        if not PLAN_NAME_RE.match(entry.name) or entry.is_symlink() or not entry.is_file():
             continue
-        ts = match["ts"]
-        created = f"{ts[0:4]}-{ts[4:6]}-{ts[6:8]}T{ts[9:11]}:{ts[11:13]}:{ts[13:15]}Z"
-        out.append(Artifact(entry, owners.get(str(entry)), created, entry.stat().st_size))
+        match = ARTIFACT_RE.match(entry.name)
+        st = entry.stat()
+        if match:
+            ts = match["ts"]
+            created = f"{ts[0:4]}-{ts[4:6]}-{ts[6:8]}T{ts[9:11]}:{ts[11:13]}:{ts[13:15]}Z"
+        else:
+            when = datetime.fromtimestamp(st.st_mtime, UTC)
+            created = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+        out.append(Artifact(entry, owners.get(str(entry)), created, st.st_size))
+    out.sort(key=lambda a: (a.created, a.path.name))
     return out
+
+
+def _signature(st: os.stat_result) -> list[int]:
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def snapshot_plans(plans_dir: str | os.PathLike[str]) -> dict[str, list[int]]:
+    """The ``*.md`` files in ``plans_dir`` now (name -> inode, size, mtime), to compare later."""
+    directory = Path(plans_dir)
+    if not directory.is_dir():
+        return {}
+    out: dict[str, list[int]] = {}
+    for entry in directory.iterdir():
+        if PLAN_NAME_RE.match(entry.name):
+            with contextlib.suppress(OSError):
+                out[entry.name] = _signature(entry.lstat())
+    return out
+
+
+def find_written_plan(
+    plans_dir: str | os.PathLike[str], seen: dict[str, list[int]], exclude: set[str]
+) -> tuple[Path | None, list[Path]]:
+    """The plan file a model wrote in ``plans_dir`` since ``seen`` was taken, if exactly one.
+
+    Candidates are non-empty regular ``*.md`` files directly in the directory
+    (never links), new or changed since the snapshot ``seen`` (see
+    :func:`snapshot_plans`) and not in ``exclude`` (other sessions' plan
+    files). Returns (the one candidate or None, all candidates).
+    """
+    directory = Path(plans_dir)
+    if not directory.is_dir():
+        return None, []
+    found: list[Path] = []
+    for entry in sorted(directory.iterdir()):
+        if not PLAN_NAME_RE.match(entry.name) or str(entry) in exclude:
+            continue
+        try:
+            st = entry.lstat()
+        except OSError:
+            continue
+        changed = seen.get(entry.name) != _signature(st)
+        if stat.S_ISREG(st.st_mode) and st.st_size > 0 and changed:
+            found.append(entry)
+    return (found[0] if len(found) == 1 else None), found

@@ -172,6 +172,7 @@ def plan_exit(
             False,
             session.mode,
         )
+    _, candidates = session.adopt_written_plan()
     plan_path = session.plan_path or ""
     problem: str | None = None
     try:
@@ -183,6 +184,10 @@ def plan_exit(
         what = "does not exist" if plan is None else "is empty"
         if problem is None:
             problem = f"the plan file {plan_path} {what}"
+        if len(candidates) > 1:
+            names = ", ".join(str(c) for c in candidates)
+            problem += f" and several plan files were written meanwhile ({names}), so none is"
+            problem += " taken"
         text = (
             f"plan_exit refused: {problem}. Write your plan there"
             " (markdown), then call plan_exit again. You are still in plan mode."

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -73,6 +74,35 @@ def plan_file_instruction(
         f"You are in plan mode{whose}: {where}; other files cannot be changed until the plan"
         f" is approved.{then}{APPROVE_HINT}."
     )
+
+
+def plan_refusal(cwd: str | os.PathLike[str] | None, session_id: str | None = None) -> str:
+    """The sentence a plan-mode refusal carries (the gate appends it); never raises.
+
+    Names the plan file of session ``session_id`` (a front door that runs its
+    own session, like ``guard mcp``), else of the session deciding for
+    ``cwd``, when that session is in plan mode; otherwise the plan directory.
+    """
+    from guard.effects import GuardError
+
+    here = os.fspath(cwd) if cwd is not None else os.getcwd()
+    session: Session | None = None
+    try:
+        if session_id is not None:
+            with contextlib.suppress(GuardError):
+                session = Session.load(session_id, here)
+        if session is None:
+            found = deciding_session(here)
+            session = found[0] if found is not None else None
+        if session is not None and session.mode is not Mode.PLAN:
+            session = None
+        return plan_file_instruction(here, session)
+    except (GuardError, OSError):
+        return (
+            "You are in plan mode: write your plan to a markdown file in the plan directory"
+            " (`guard plan-dir` prints it); other files cannot be changed until the plan is"
+            f" approved. When it is written, {APPROVE_HINT}."
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from guard.paths import data_dir, find_worktree, plan_dir, project_key
 from guard.planning._base import Mode as Mode
 from guard.planning._base import utc_now as utc_now
 from guard.planning._store import atomic_write_text, locked
-from guard.planning.artifact import artifact_path
+from guard.planning.artifact import artifact_path, find_written_plan, snapshot_plans
 from guard.planning.checklist import PlanItem
 from guard.planning.events import Event, ModeChanged, TurnEnded
 from guard.planning.events import publish as publish_event
@@ -110,6 +110,14 @@ class Owner(BaseModel):
             return True
         if self.boot != _boot_id():
             return False
+        if not os.path.exists("/proc/self/stat"):  # no procfs: the pid alone must do
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
         return _process_start(self.pid) == self.started
 
     def describe(self) -> str:
@@ -194,7 +202,7 @@ class Session(BaseModel):
     owner: Owner | None = None
     ended_at: str | None = None
     end_reason: str | None = None
-    plan_since_ns: int = 0
+    plans_seen: dict[str, list[int]] = Field(default_factory=dict)
     worktree: str | None
     project: str
     plans_dir: str
@@ -281,8 +289,8 @@ class Session(BaseModel):
             if mode is Mode.PLAN:
                 session.mode = Mode.PLAN
                 session.plan_path = str(artifact_path(session, title))
-                session.plan_since_ns = time.time_ns()
                 Path(session.plans_dir).mkdir(parents=True, exist_ok=True)
+                session.plans_seen = snapshot_plans(session.plans_dir)
             atomic_write_text(session.path, session.model_dump_json(indent=2) + "\n")
         if mode is Mode.PLAN:
             session.publish(
@@ -312,7 +320,11 @@ class Session(BaseModel):
     @classmethod
     def list_all(cls, cwd: str | os.PathLike[str]) -> list[Session]:
         """All sessions of the worktree around ``cwd``, most recently active first."""
-        directory = sessions_dir(cwd)
+        return cls.list_in(sessions_dir(cwd))
+
+    @classmethod
+    def list_in(cls, directory: Path) -> list[Session]:
+        """All sessions stored in ``directory``, most recently active first."""
         if not directory.is_dir():
             return []
         found = [cls._read(p) for p in directory.glob("*.json")]
@@ -426,6 +438,33 @@ class Session(BaseModel):
             with contextlib.suppress(OSError):
                 directory.rmdir()  # only when empty
 
+    def adopt_written_plan(self) -> tuple[Path | None, list[Path]]:
+        """While the fixed plan file is missing or empty, adopt the plan the model wrote.
+
+        The one ``*.md`` file written directly in the plan directory since this
+        session entered plan mode (not another session's plan file) becomes this
+        session's plan file. Returns (the adopted file or None, the candidates):
+        with several candidates nothing is adopted.
+        """
+        self.refresh()
+        if self.mode is not Mode.PLAN or not self.plan_path:
+            return None, []
+        current = Path(self.plan_path)
+        with contextlib.suppress(OSError):
+            if not current.is_symlink() and current.is_file() and current.stat().st_size > 0:
+                return None, []
+        others = {s.plan_path for s in Session.list_in(self.directory) if s.id != self.id}
+        found, candidates = find_written_plan(
+            self.plans_dir, self.plans_seen, {p for p in others if p}
+        )
+        if found is None:
+            return None, candidates
+        with self.transaction() as s:
+            if s.plan_path == self.plan_path:
+                s.plan_path = str(found)
+                s.notes.append(f"adopted the plan file {found} written by the model")
+        return found, candidates
+
     def set_mode(self, mode: Mode | str, reason: str, *, via_approved_exit: bool = False) -> None:
         """Switch modes. Leaving plan mode needs an approved exit (see handshake.plan_exit)."""
         new = Mode(mode)
@@ -450,8 +489,8 @@ class Session(BaseModel):
                 if s.title is None and requested and requested[-1].detail.get("title"):
                     s.title = str(requested[-1].detail["title"])
                 s.plan_path = str(artifact_path(s, s.title))
-                s.plan_since_ns = time.time_ns()
                 Path(s.plans_dir).mkdir(parents=True, exist_ok=True)
+                s.plans_seen = snapshot_plans(s.plans_dir)
             s.pending = [p for p in s.pending if p.kind != "plan_enter"]
         self.publish(ModeChanged(old=old, new=new, reason=reason))
 

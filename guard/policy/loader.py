@@ -6,6 +6,7 @@ to fix it`` inside a :class:`PolicyError`; nothing here prints a traceback.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 from guard.effects import GuardError
 from guard.match import Pattern, PatternError, Source, parse_pattern
 from guard.paths import ROOT_NAMES
+from guard.policy.locate import line_of
 from guard.policy.schema import PolicyFile
 
 BUILTIN_PREFIX = "builtin:"
@@ -44,6 +46,8 @@ class LoadedPolicy:
     paths: list[Path]  # real paths of the files read (for protection)
     texts: dict[str, str] = field(repr=False)
     provenance: dict[Loc, str] = field(repr=False)
+    #: located lines about patterns that load but can never match (lint rule GL101)
+    warnings: list[str] = field(default_factory=list)
 
     def file_of(self, loc: Loc) -> str:
         for n in range(len(loc), -1, -1):
@@ -174,6 +178,11 @@ def load_policy(spec: str | Path) -> LoadedPolicy:
                     except PatternError as exc:
                         problems.append(_located(loaded, loc, f"{exc}; remove the character"))
                         continue
+                    never = never_match_message(p) if p is not None else None
+                    if never is not None:
+                        loaded.warnings.append(
+                            _located(loaded, loc, f"{never}; fix the glob or remove it (GL101)")
+                        )
                     if p is not None and p.root not in ROOT_NAMES and p.root != "/":
                         problems.append(
                             _located(
@@ -251,6 +260,15 @@ def _load_into(
     return name
 
 
+def never_match_message(p: Pattern) -> str | None:
+    """Why pattern ``p`` can never match any path, or None (lint rule GL101's check)."""
+    if p.problem is None:
+        return None
+    if p.problem.startswith("empty"):
+        return f"pattern {p.text!r} can never match: {p.problem}"
+    return f"pattern {p.text!r} can never match: it {p.problem}"
+
+
 def _located(loaded: LoadedPolicy, loc: Loc, message: str) -> str:
     f, line = loaded.locate(loc)
     return f"{f}:{line}: {format_loc(loc)}: {message}"
@@ -286,7 +304,13 @@ def _format_error(loaded: LoadedPolicy, err: Any) -> str:
     f, line = loaded.locate(loc)
     if etype == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1])
-        msg = f"unknown key {loc[-1]!r}; allowed here: {allowed}" if allowed else _FIXES[etype]
+        close = difflib.get_close_matches(str(loc[-1]), allowed.split(", "), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close and allowed else ""
+        msg = (
+            f"unknown key {loc[-1]!r}; {hint}allowed here: {allowed}"
+            if allowed
+            else _FIXES[etype]
+        )
     elif etype in ("enum", "literal_error"):
         msg = f"{err['msg'].lower()}, got {err.get('input')!r}"
     else:
@@ -320,12 +344,17 @@ def _key_rx(key: str) -> str:
 
 
 def locate_line(text: str, loc: Loc) -> int:
-    """The 1-based line where ``loc`` is written in TOML or JSON ``text`` (best effort).
+    """The 1-based line where ``loc`` (or its longest written prefix) is in ``text``.
 
-    The longest TOML table header that names a prefix of ``loc`` is found
-    first; the remaining keys are searched in order after it; a list index
-    counts string items after the list's opening bracket.
+    The text is scanned as TOML or JSON (:mod:`guard.policy.locate`); only when
+    that scan fails does a best-effort search by regular expressions answer.
     """
+    found = line_of(text, loc)
+    return found if found is not None else _guess_line(text, loc)
+
+
+def _guess_line(text: str, loc: Loc) -> int:
+    """Best effort: the longest table header naming a prefix, then the keys after it."""
     keys: list[str] = []
     for part in loc:
         if isinstance(part, int):

@@ -22,10 +22,13 @@ from guard.tools.interface import Handler, tool
 __all__ = [
     "CANONICAL_TOOLS",
     "DIALECTS",
+    "GUESSED",
     "ToolCall",
     "ToolInputError",
     "effects_for",
     "effects_of",
+    "guess_effects",
+    "is_guessed",
 ]
 
 _TABLES: dict[str, dict[str, Handler]] = {
@@ -61,8 +64,10 @@ def effects_of(call: ToolCall) -> list[Effect]:
     """The effects of one tool call: ``Effect.tool(<canonical name>)`` first, then the rest.
 
     Raises :class:`ToolInputError` for an unknown dialect or malformed input. A tool the
-    dialect does not know yields only ``Effect.tool(<name lowercased>)`` so that the
-    policy's tool table and default decide it; when the lowercased name would be a
+    dialect does not know yields ``Effect.tool(<name lowercased>)`` so that the
+    policy's tool table and default decide it, followed by what its input says it
+    may do (:func:`guess_effects`), so a renamed or new tool never bypasses path
+    rules; when the lowercased name would be a
     canonical name of a known tool (``write`` sent as an unknown tool), it becomes
     ``unknown:<name as given>`` instead, so a look-alike never borrows a known tool's rule.
     """
@@ -88,11 +93,69 @@ def effects_of(call: ToolCall) -> list[Effect]:
     handler = table.get(name)
     if handler is None:
         return [tool(unknown_tool_name(tool_name), f"{dialect} tool {tool_name!r} is not known"
-                     " to guard: the policy's tool table and default decide")]
+                     f" to guard ({GUESSED}); the policy's tool table and default decide"),
+                *guess_effects(call)]
     effects = handler(call)
     if not all(isinstance(e, Effect) for e in effects):
         raise TypeError(f"the {dialect} handler of {tool_name!r} returned non-effects")
     return list(effects)
+
+
+#: Marks the effects of a tool guard does not know (its detail), for the audit log and doctor.
+GUESSED = "guessed from its input"
+_COMMAND_FIELDS = ("command", "cmd")
+_WORKDIR_FIELDS = ("workdir", "cwd", "directory", "dir_path")
+_PATH_FIELDS = ("file_path", "path", "filePath", "notebook_path")
+_PATCH_START = "*** Begin Patch"
+
+
+def guess_effects(call: ToolCall) -> list[Effect]:
+    """What an unknown tool may do, read from its input, so a renamed tool fails safe.
+
+    A ``command``/``cmd`` field is analysed as a shell command; a ``file_path``,
+    ``path``, ``filePath`` or ``notebook_path`` field is a write of that path; a
+    string holding an apply_patch body is a patch. A field of the right name
+    whose value guard cannot read (a number, an object) is a write of an unknown
+    target: denied wherever a write is not allowed everywhere.
+    """
+    from guard.tools import shell
+    from guard.tools._common import shell_tool
+
+    found: list[Effect] = []
+    mark = f"{GUESSED}: {call.dialect} tool {call.name!r}"
+    for field in _COMMAND_FIELDS:
+        value = call.input.get(field)
+        if value is None:
+            continue
+        if isinstance(value, str) and value.lstrip().startswith(_PATCH_START):
+            found += shell.parse_patch(value)
+            continue
+        try:
+            shelled = shell_tool("bash", (field,), _WORKDIR_FIELDS)(call)[1:]
+        except ToolInputError:
+            shelled = [Effect.write(None, f"field {field!r} is not a command guard can read")]
+        found += [Effect(e.kind, e.target, f"{mark}: field {field!r} as a shell command;"
+                         f" {e.detail}") for e in shelled]
+    for field in _PATH_FIELDS:
+        value = call.input.get(field)
+        if value is None:
+            continue
+        paths = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+        if not paths or not all(isinstance(p, str) and p for p in paths):
+            found.append(Effect.write(None, f"{mark}: field {field!r} is not a path"))
+            continue
+        found += [Effect.write(p, f"{mark}: field {field!r} taken as a write") for p in paths]
+    for field, value in call.input.items():
+        if field not in _COMMAND_FIELDS and isinstance(value, str) and \
+                value.lstrip().startswith(_PATCH_START):
+            found += [Effect(e.kind, e.target, f"{mark}: field {field!r} as a patch")
+                      for e in shell.parse_patch(value)]
+    return found
+
+
+def is_guessed(effects: list[Effect]) -> bool:
+    """Whether these effects come from a tool guard had to guess (see :func:`guess_effects`)."""
+    return bool(effects) and GUESSED in effects[0].detail
 
 
 def unknown_tool_name(tool_name: str) -> str:

@@ -1,4 +1,11 @@
-"""Codex CLI: shell tools (argv list or string), apply_patch, update_plan, request_user_input."""
+"""Codex CLI: shell tools (argv list or string), apply_patch, update_plan, request_user_input.
+
+Codex 0.171 hands PreToolUse hooks its shell tool as ``Bash`` with
+``{"command": "<text>"}`` (whatever the model called: ``exec_command``,
+``shell``...) and apply_patch as ``apply_patch`` with the patch body in
+``command``. The older names stay mapped for older releases and for
+transcripts.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ NAME = "codex"
 _SHELL = shell_tool("bash", ("command", "cmd"), ("workdir", "cwd"))
 
 TOOLS: dict[str, Handler] = {
+    "Bash": _SHELL,  # 0.171: every shell call reaches hooks under this name
     "shell": _SHELL,
     "shell_command": _SHELL,
     "exec_command": _SHELL,

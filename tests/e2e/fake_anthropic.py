@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,9 +20,15 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class ToolUse:
+    """One scripted tool call. ``input`` may be a function of the request body: a scripted
+    model that reads something from the conversation (e.g. the path it was told)."""
+
     id: str
     name: str
-    input: dict[str, Any]
+    input: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+
+    def input_for(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.input(body) if callable(self.input) else self.input
 
 
 @dataclass
@@ -42,6 +49,17 @@ class Script:
                     if isinstance(block, dict) and block.get("type") == "tool_result":
                         out[block["tool_use_id"]] = _text(block.get("content"))
         return out
+
+
+def conversation_text(body: dict[str, Any]) -> str:
+    """Everything the model is shown in one request: system prompt, messages, tool results."""
+    parts: list[str] = [_text(body.get("system"))]
+    for msg in body.get("messages", []):
+        content = msg.get("content")
+        parts.append(_text(content))
+        if isinstance(content, list):
+            parts += [_text(b.get("content")) for b in content if isinstance(b, dict)]
+    return "\n".join(parts)
 
 
 def _text(content: Any) -> str:
@@ -181,7 +199,8 @@ class FakeAnthropic:
         step = self.next_step(body)
         if step < len(self.script.steps):
             t = self.script.steps[step]
-            return [{"type": "tool_use", "id": t.id, "name": t.name, "input": t.input}], "tool_use"
+            block = {"type": "tool_use", "id": t.id, "name": t.name, "input": t.input_for(body)}
+            return [block], "tool_use"
         return [{"type": "text", "text": self.script.final_text}], "end_turn"
 
     def next_step(self, body: dict[str, Any]) -> int:

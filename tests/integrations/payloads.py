@@ -33,18 +33,30 @@ def answer_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def codex_payload(tool_name: str, tool_input: dict[str, Any], cwd: Path) -> dict[str, Any]:
-    """A PreToolUse payload in the shape Codex CLI's hooks send."""
+    """A PreToolUse payload in the shape Codex CLI 0.171.0 sends (seen under `codex exec`)."""
     return {
-        "session_id": "s-codex",
-        "turn_id": "t-1",
-        "transcript_path": None,
+        "session_id": "019a0000-0000-7000-8000-000000000001",
+        "turn_id": "019a0000-0000-7000-8000-000000000002",
+        "transcript_path": str(cwd / ".codex-home/sessions/2026/12/03/rollout-x.jsonl"),
         "cwd": str(cwd),
         "hook_event_name": "PreToolUse",
-        "model": "gpt-5-codex",
-        "permission_mode": "default",
+        "model": "gpt-5.5",
+        "permission_mode": "bypassPermissions",
         "tool_name": tool_name,
         "tool_input": tool_input,
         "tool_use_id": "call_1",
+    }
+
+
+def opencode_payload(tool_name: str, tool_input: dict[str, Any], cwd: Path) -> dict[str, Any]:
+    """What guard's OpenCode plugin sends for one tool.execute.before (OpenCode 1.18.33)."""
+    return {
+        "hook_event_name": "tool.execute.before",
+        "tool_name": tool_name,
+        "tool_input": tool_input,
+        "cwd": str(cwd),
+        "session_id": "ses_1",
+        "tool_use_id": "call_0",
     }
 
 

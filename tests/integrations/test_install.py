@@ -38,8 +38,11 @@ def guard(
 
 
 def commands(settings: dict[str, Any], event: str) -> list[str]:
+    """The commands of an event's hooks; the planning hook (tests/planning/test_host.py) aside."""
     out: list[str] = []
     for group in settings.get("hooks", {}).get(event, []):
+        if group.get("matcher") == "ExitPlanMode":
+            continue
         out.extend(h["command"] for h in group.get("hooks", [group]) if "command" in h)
     return out
 
@@ -47,13 +50,15 @@ def commands(settings: dict[str, Any], event: str) -> list[str]:
 @pytest.mark.parametrize("host", list(HOSTS))
 def test_install_writes_a_working_entry_once(host: str, repo: Path, env: dict[str, str]) -> None:
     rel, event = HOSTS[host]
+    if host == "gemini":  # Gemini loads project hooks only in a trusted workspace
+        env = {**env, "GEMINI_CLI_TRUST_WORKSPACE": "true"}
     guard("install", host, "--project", cwd=repo / "src", env=env)
     path = repo / rel
     data = json.loads(path.read_text())
     ours = [c for c in commands(data, event) if OUR_COMMAND.search(c)]
     assert ours == [hook_command(host)]
     before = path.read_bytes()
-    proc = guard("install", host, cwd=repo, env=env)
+    proc = guard("install", host, "--project", cwd=repo, env=env)
     assert "unchanged" in proc.stdout
     assert path.read_bytes() == before
     assert not path.with_name(path.name + BACKUP_SUFFIX).exists()
@@ -137,7 +142,7 @@ def test_install_refuses_hooks_of_the_wrong_shape(repo: Path, env: dict[str, str
     path = repo / ".gemini/settings.json"
     path.parent.mkdir()
     path.write_text('{"hooks": ["not", "an", "object"]}')
-    proc = guard("install", "gemini", cwd=repo, env=env, code=2)
+    proc = guard("install", "gemini", "--project", cwd=repo, env=env, code=2)
     assert str(path) in proc.stderr and "'hooks' must be an object" in proc.stderr
     assert json.loads(path.read_text()) == {"hooks": ["not", "an", "object"]}
 
@@ -203,17 +208,18 @@ def test_doctor_reports_wired_hosts_and_layers(repo: Path, env: dict[str, str]) 
 
 
 def test_doctor_flags_a_hook_whose_interpreter_is_gone(
-    repo: Path, env: dict[str, str], tmp_path: Path
+    repo: Path, env: dict[str, str], tmp_path: Path, home: Path
 ) -> None:
     venv = tmp_path / "venv/bin"
     venv.mkdir(parents=True)
     fake = venv / "python"
     fake.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     fake.chmod(0o755)
-    guard("install", "gemini", cwd=repo, env=env)
-    path = repo / ".gemini/settings.json"
-    text = path.read_text().replace(json.dumps(sys.executable)[1:-1], str(fake))
-    path.write_text(text)
+    from guard.integrations.install import install
+
+    (home / ".gemini").mkdir()  # a trusted workspace: Gemini loads its project hooks
+    (home / ".gemini/trustedFolders.json").write_text(json.dumps({str(repo): "TRUST_FOLDER"}))
+    assert install("gemini", "project", cwd=repo, python=str(fake)).problems == []
     assert "ok" in guard("doctor", cwd=repo, env=env).stdout
     fake.unlink()
     proc = guard("doctor", "--json", cwd=repo, env=env, code=1)

@@ -192,7 +192,7 @@ def test_quarantine_cli_list_show_restore_force_keeps_both(
     m.stop()
     res = guard_cli("quarantine", "list", "--worktree", str(wt), "--json")
     assert res.returncode == 0, res.stderr
-    listed = json.loads(res.stdout)
+    listed = json.loads(res.stdout)["items"]
     assert [i["id"] for i in listed] == [item_id]
     res = guard_cli("quarantine", "show", item_id, "--worktree", str(wt))
     assert res.returncode == 0 and str(target) in res.stdout and "rule" in res.stdout

@@ -101,7 +101,9 @@ def test_write_plan_refuses_a_tampered_plan_path(plan_session: Session, tmp_path
     for bad in (
         str(tmp_path / "x.md"),
         os.path.join(plan_session.plans_dir, "..", "x.md"),
-        os.path.join(plan_session.plans_dir, "notes.md"),
+        os.path.join(plan_session.plans_dir, "sub", "x.md"),
+        os.path.join(plan_session.plans_dir, ".hidden.md"),
+        os.path.join(plan_session.plans_dir, "notes.txt"),
     ):
         plan_session.plan_path = bad
         with pytest.raises(ArtifactError, match="refusing"):

@@ -44,7 +44,7 @@ def test_session_start_list_show(repo: Path) -> None:
     sid = out.strip()
     assert Session.load(sid, repo).mode is Mode.BUILD
     code, out, _ = guard("session", "list", "--cwd", str(repo), "--json")
-    assert code == 0 and [s["id"] for s in json.loads(out)] == [sid]
+    assert code == 0 and [s["id"] for s in json.loads(out)["sessions"]] == [sid]
     update_plan(
         Session.load(sid, repo),
         {
@@ -99,7 +99,7 @@ def test_plan_path_show_list(repo: Path, plan_session: Session) -> None:
     code, out, _ = guard("plan", "show", "--raw", "--cwd", str(repo))
     assert (code, out) == (0, "# Plan\n\nbody\n")
     code, out, _ = guard("plan", "list", "--cwd", str(repo), "--json")
-    rows = json.loads(out)
+    rows = json.loads(out)["plans"]
     assert [(r["session"], r["path"]) for r in rows] == [(plan_session.id, plan_session.plan_path)]
 
 

@@ -245,3 +245,61 @@ def test_a_killed_proxy_session_stops_deciding(repo: Path, tmp_path: Path) -> No
     assert deciding_session(repo) is None
     _, out, _ = guard("session", "list", "--cwd", str(repo))
     assert "orphaned" in out and "guard mcp" in out
+
+
+def test_plan_refusal_names_the_sessions_plan_file(repo: Path) -> None:
+    from guard.planning.runtime import plan_refusal
+
+    s = Session.start(repo, "plan", title="Add caching")
+    text = plan_refusal(repo / ".")
+    assert f"You are in plan mode (guard session {s.id}): write your plan to {s.plan_path}" in text
+    assert "guard plan exit --approve" in text
+    s.end("done")
+    text = plan_refusal(repo)
+    assert f"write your plan to a markdown file directly in {repo}/.openoxide/plans" in text
+    (s.directory / "pinned").write_text("not an id!\n")
+    assert "You are in plan mode" in plan_refusal(repo), "never raises"
+
+
+def test_doctor_says_which_agent_the_hooks_use_and_why(repo: Path) -> None:
+    from guard.integrations.doctor import agent_check
+
+    s = Session.start(repo, "plan", title="x")
+    check = agent_check(repo)
+    assert check.status == "ok" and check.detail.startswith("plan: plan mode of session")
+    assert s.id in check.detail
+    s.end("done")
+    assert "host's permission mode" in agent_check(repo).detail
+
+
+def test_two_concurrent_proxy_sessions_never_cross(repo: Path, tmp_path: Path) -> None:
+    """Two `guard mcp` proxies in one worktree: each refusal names its own session's plan
+    file, and approving one session's plan leaves the other in plan mode."""
+    sys.path.insert(0, str(SCRIPTED_SERVER.parent))
+    from rawclient import RawClient  # type: ignore[import-not-found]
+
+    log = tmp_path / "server.jsonl"
+    server = [sys.executable, str(SCRIPTED_SERVER), str(log)]
+    a = RawClient([], repo, server)
+    b = RawClient([], repo, server)
+    try:
+        a.initialize()
+        b.initialize()
+        by_pid = {s.owner.pid: s for s in Session.list_all(repo) if s.owner}
+        sa, sb = by_pid[a.proc.pid], by_pid[b.proc.pid]
+        assert sa.id != sb.id and sa.plan_path != sb.plan_path
+        for client, own, other in ((a, sa, sb), (b, sb, sa)):
+            answer = client.call("run_shell", {"command": "echo x > src/x"})
+            text = json.dumps(answer)
+            assert answer["result"]["isError"] is True
+            assert f"write your plan to {own.plan_path}" in text
+            assert str(other.plan_path) not in text
+        assert sa.plan_path
+        Path(sa.plan_path).write_text("# plan a\n")
+        code, _, err = guard("plan", "exit", "--approve", "--session", sa.id, "--cwd", str(repo))
+        assert code == 0, err
+        assert sa.refresh().mode is Mode.BUILD and sb.refresh().mode is Mode.PLAN
+    finally:
+        a.close()
+        b.close()
+    assert {s.status for s in Session.list_all(repo)} == {"ended"}

@@ -52,3 +52,51 @@ def test_real_decisions_publish_as_typed_events(repo: Path) -> None:
     ev = read_events(s)[-1]
     assert isinstance(ev, events.Decision)
     assert ev.action is Action.DENY and ev.rule == d.rule and ev.session == s.id
+
+
+def _bash(g: Guard, repo: Path, command: str) -> Action:
+    from guard.effects import ToolCall
+    from guard.tools import effects_of
+
+    call = ToolCall("claude-code", "Bash", {"command": command}, str(repo))
+    return g.decide("plan", effects_of(call), cwd=repo).action
+
+
+def test_plan_agent_may_create_the_plan_directory_and_nothing_else(repo: Path) -> None:
+    """Attacks: mkdir beside, below or through the plan directory, or with a mode."""
+    g = Guard.load(worktree=repo, cwd=repo)
+    allowed = [
+        "mkdir -p .openoxide/plans && cat > .openoxide/plans/p.md <<'EOF'\n# plan\nEOF",
+        "mkdir .openoxide",
+        "mkdir -p -v .openoxide/plans",
+    ]
+    for command in allowed:
+        assert _bash(g, repo, command) is Action.ALLOW, command
+    denied = [
+        "mkdir -p .openoxide/plans/sub",
+        "mkdir .openoxide/sessions",
+        "mkdir -m 777 .openoxide/plans",
+        "mkdir --mode=777 .openoxide/plans",
+        "mkdir -p .openoxide/plans/../../src/x",
+        "mkdir src",
+        "mkdir -p .openoxide/plans && touch .openoxide/plans/x.sh",
+        f"mkdir {repo.parent}/elsewhere",
+    ]
+    for command in denied:
+        assert _bash(g, repo, command) is Action.DENY, command
+
+
+def test_mkdir_of_the_plan_directory_through_a_link_is_a_plain_write(repo: Path) -> None:
+    """Attack: .openoxide/plans is a link to src/new; mkdir -p would create src/new."""
+    (repo / ".openoxide").mkdir()
+    (repo / ".openoxide" / "plans").symlink_to(repo / "src" / "new")
+    g = Guard.load(worktree=repo, cwd=repo)
+    assert _bash(g, repo, "mkdir -p .openoxide/plans") is Action.DENY
+    assert _bash(g, repo, "mkdir -p .openoxide/plans/deeper") is Action.DENY
+
+
+def test_the_build_agent_is_unaffected_by_the_mkdir_rule(repo: Path) -> None:
+    g = Guard.load(worktree=repo, cwd=repo)
+    e = Effect.mkdir(str(repo / "src" / "pkg"))
+    assert g.decide("build", [e], cwd=repo).action is Action.ALLOW
+    assert g.decide("plan", [e], cwd=repo).action is Action.DENY

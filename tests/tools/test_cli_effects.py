@@ -138,4 +138,5 @@ def test_check_with_a_dialect_denies_a_plan_mode_shell_write(repo: Path) -> None
     assert p.returncode == 1, p.stderr
     out = json.loads(p.stdout)
     assert out["decision"] == "deny"
-    assert {"kind": "write", "target": "src/app.py", "detail": "redirection >"} in out["effects"]
+    shown = [(e["kind"], e["target"], e["detail"], e["decision"]) for e in out["effects"]]
+    assert ("write", "src/app.py", "redirection >", "deny") in shown

@@ -179,8 +179,10 @@ def test_every_known_tool_yields_a_canonical_name_first() -> None:
 def test_unknown_tools_are_lowercased_and_never_borrow_a_known_name() -> None:
     """Attack: a tool named like a known one in another case ('write', 'READ')."""
     assert fx("claude-code", "SomeNewTool", {}) == [("tool", "somenewtool")]
-    assert fx("claude-code", "write", {"file_path": "a"}) == [("tool", "unknown:write")]
-    assert fx("opencode", "Read", {"filePath": "a"}) == [("tool", "unknown:Read")]
+    # the input still counts: a path field is taken as a write (see guess_effects)
+    assert fx("claude-code", "write", {"file_path": "a"}) == [("tool", "unknown:write"),
+                                                               ("write", "a")]
+    assert fx("opencode", "Read", {"filePath": "a"}) == [("tool", "unknown:Read"), ("write", "a")]
     assert fx("codex", "Task:x", {}) == [("tool", "unknown:Task:x")]
 
 

@@ -13,7 +13,7 @@ class JsonFormatter(Formatter):
 
     def format(self, report: Report) -> str:
         data = {
-            "version": 1,
+            "schema_version": 1,
             "files": report.files,
             "findings": [f.to_json() for f in report.findings],
             "summary": report.summary(),

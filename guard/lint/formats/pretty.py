@@ -26,6 +26,7 @@ class PrettyFormatter(Formatter):
             file=buf,
             force_terminal=bool(self.color),
             no_color=not self.color,
+            color_system="auto" if self.color else None,
             width=self.width,
             highlight=False,
             soft_wrap=True,

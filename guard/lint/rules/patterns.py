@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from guard.lint.context import ALL_KINDS, LISTS, PATH_KINDS, LintContext
 from guard.lint.model import Finding, Level, rule
 from guard.match import Pattern
-from guard.policy.loader import Loc
+from guard.policy.loader import Loc, never_match_message
 
 #: Top-level directories of a Unix filesystem: `/etc/x` almost surely means `//etc/x`.
 SYSTEM_DIRS = frozenset(
@@ -46,13 +46,12 @@ def loc_of(agent: str, kind: str, list_name: str, p: Pattern) -> Loc:
 def _never(ctx: LintContext) -> Iterable[Finding]:
     for agent, kind, list_name, pats in each_list(ctx):
         for p in pats:
-            if p.problem is not None:
+            message = never_match_message(p)
+            if message is not None:
                 yield ctx.finding(
                     "GL101",
                     loc_of(agent, kind, list_name, p),
-                    f"pattern {p.text!r} can never match: it {p.problem}"
-                    if not p.problem.startswith("empty")
-                    else f"pattern {p.text!r} can never match: {p.problem}",
+                    message,
                     "fix the glob or remove the pattern",
                 )
 

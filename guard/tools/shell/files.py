@@ -358,7 +358,23 @@ register(_all_pos(kind="delete"), "rmdir")
 register(_all_pos(kind="delete"), "unlink")
 register(_all_pos("ns", ("--iterations", "--size", "--random-source")), "shred")
 register(_all_pos("dtr", ("--date", "--reference", "--time")), "touch")
-register(_all_pos("m", ("--mode", "--context")), "mkdir")
+def _mkdir(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    """mkdir only creates directories: each target is a ``creates_dir`` write (the policy
+    may let a plan agent create the plan directory). With a mode or a security context
+    it sets more than a new directory: plain writes."""
+    p = parse_opts(args, "m", ("--mode", "--context"))
+    if not p.pos:
+        ctx.unknown_write(f"{name} without operands")
+    plain = p.has("-m", "--mode", "--context", "-Z")
+    for t in p.pos:
+        for target in ctx.targets(t):
+            if plain or target is None:
+                ctx.add(Effect.write(target, f"{name} changes it"))
+            else:
+                ctx.add(Effect.mkdir(target, f"{name} creates it"))
+
+
+register(_mkdir, "mkdir")
 register(_all_pos("m", ("--mode",)), "mkfifo")
 register(_all_pos("m", ("--mode",)), "mknod")
 register(_all_pos("sr", ("--size", "--reference")), "truncate")

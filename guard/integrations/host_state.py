@@ -1,0 +1,157 @@
+"""Will the host really run guard's hook? Each host's own reasons to skip it silently.
+
+* Codex 0.171: hook trust (``[hooks.state]`` in the user's config.toml) and,
+  for a project hook, project trust (:mod:`guard.integrations.codex_trust`).
+* Gemini CLI 0.61: project hooks load only in a trusted workspace
+  (:func:`guard.integrations.gemini.workspace_trust`).
+* Every host: a settings file another tool rewrote after ``guard install``
+  (guard remembers what it wrote in ``<data>/hosts.json`` and compares).
+
+``install`` calls :func:`after_install` (write the trust the user asked for)
+and :func:`skip_reasons` (check it); ``guard doctor`` calls :func:`skip_reasons`
+and :func:`rewritten`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+REGISTRY = "hosts.json"
+
+
+def _registry_path() -> Path:
+    from guard.paths import data_dir
+
+    return data_dir() / REGISTRY
+
+
+def _load() -> list[dict[str, Any]]:
+    try:
+        data = json.loads(_registry_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+
+
+def _save(entries: list[dict[str, Any]]) -> None:
+    path = _registry_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".hosts.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(entries, fh, indent=2)
+    os.replace(tmp, path)
+
+
+def remember(host: str, scope: str, path: Path, command: str) -> None:
+    """Record what ``guard install`` wrote, so doctor can tell when someone rewrote it."""
+    entries = [e for e in _load() if (e.get("host"), e.get("path")) != (host, str(path))]
+    entries.append({"host": host, "scope": scope, "path": str(path), "command": command})
+    _save(entries)
+
+
+def forget(host: str, scope: str, path: Path) -> None:
+    entries = _load()
+    kept = [e for e in entries if (e.get("host"), e.get("path")) != (host, str(path))]
+    if kept != entries:
+        _save(kept)
+
+
+def remembered(host: str, path: Path) -> str | None:
+    """The hook command ``guard install`` last wrote into ``path`` for ``host``."""
+    for e in _load():
+        if (e.get("host"), e.get("path")) == (host, str(path)) and isinstance(e.get("command"),
+                                                                               str):
+            return str(e["command"])
+    return None
+
+
+def after_install(host: str, scope: str, path: Path, project: Path) -> list[str]:
+    """Make the host run the hook just written (Codex: trust). What was done."""
+    if host != "codex":
+        return []
+    from guard.integrations import codex_trust
+    from guard.integrations.install import read_settings
+
+    hooks = codex_trust.our_hooks(path, read_settings(path))
+    return codex_trust.trust(hooks, project if scope == "project" else None)
+
+
+def before_uninstall(host: str, path: Path) -> list[str]:
+    """Keys of the host state guard wrote for the entries about to be removed."""
+    if host != "codex":
+        return []
+    from guard.integrations import codex_trust
+    from guard.integrations.install import read_settings
+
+    return [h.key for h in codex_trust.our_hooks(path, read_settings(path))]
+
+
+def after_uninstall(host: str, keys: list[str]) -> list[str]:
+    if host != "codex" or not keys:
+        return []
+    from guard.integrations import codex_trust
+
+    return codex_trust.untrust(keys)
+
+
+def skip_reasons(host: str, scope: str, path: Path, project: Path) -> list[str]:
+    """Every reason the host would not run guard's hook wired in ``path``: [] when it will."""
+    from guard.integrations.install import SettingsError, read_settings
+
+    if host == "codex":
+        from guard.integrations import codex_trust
+
+        try:
+            settings = read_settings(path)
+        except SettingsError as exc:
+            return [str(exc)]
+        hooks = codex_trust.our_hooks(path, settings)
+        if not hooks:
+            return [f"no guard entry in {path}"]
+        return [f"wired, but Codex will skip it: {why}" for why in
+                codex_trust.skip_reasons(hooks, project if scope == "project" else None)]
+    if host == "gemini" and scope == "project":
+        from guard.integrations.gemini import workspace_trust
+
+        trusted, why = workspace_trust(project)
+        if not trusted:
+            return [f"wired, but Gemini will skip it: workspace not trusted ({why})"]
+    return []
+
+
+def rewritten(host: str, path: Path, settings: Mapping[str, Any]) -> str | None:
+    """Why the file no longer holds what ``guard install`` wrote, or None when it does."""
+    command = remembered(host, path)
+    if command is None or host == "opencode":
+        return None
+    from guard.integrations.runner import adapter_for
+
+    expected: dict[str, Any] = {}
+    adapter_for(host).add_entry(expected, command)
+    hooks = settings.get("hooks")
+    hooks = hooks if isinstance(hooks, Mapping) else {}
+    for event, items in expected.get("hooks", {}).items():
+        actual = hooks.get(event)
+        actual = actual if isinstance(actual, list) else []
+        for item in items:
+            if item in actual:
+                continue
+            if command in json.dumps(actual):
+                return (f"another tool rewrote {path}: guard's {event} entry was changed"
+                        f" (now {_ours_in(actual, command)}); run guard install {host} again")
+            return (f"another tool rewrote {path}: guard's {event} entry is gone;"
+                    f" run guard install {host} again")
+    return None
+
+
+def _ours_in(items: list[Any], command: str) -> str:
+    for item in items:
+        if command in json.dumps(item):
+            text = json.dumps(item, ensure_ascii=False)
+            return text if len(text) < 200 else text[:197] + "..."
+    return "?"

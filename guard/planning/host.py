@@ -1,0 +1,300 @@
+"""The planning side of a host's hooks: what the model is told, and the host's plan gesture.
+
+``guard install claude-code`` wires this module next to the policy hook::
+
+    SessionStart, UserPromptSubmit   -> additionalContext: the mode, the plan file, how
+                                        the plan is approved (at the start of each turn)
+    PreToolUse  ExitPlanMode {plan}  -> the plan text becomes the plan file when the model
+                                        wrote none; the exit is recorded as pending and the
+                                        answer is "ask": the user approves in Claude Code's
+                                        prompt, or with `guard plan exit --approve`
+    PostToolUse ExitPlanMode         -> the tool ran, so the user said yes to that prompt:
+                                        the pending exit is approved and the hooks switch to
+                                        the build agent for the session, without a restart
+
+Run as ``python -I -m guard.planning.host claude-code [--agent A] [--policy P]`` with the
+host's payload on stdin. Context events never block the user's prompt (exit 0, and a
+failure is reported as context); the ExitPlanMode gate fails closed (exit 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from guard.planning._base import Mode, utc_now
+from guard.planning.artifact import read_plan, write_plan
+from guard.planning.events import PlanExit
+from guard.planning.handshake import UserDecision, plan_exit
+from guard.planning.runtime import describe_current_agent, plan_file_instruction
+from guard.planning.session import PendingRequest, Session
+
+HOSTS = ("claude-code",)
+MODULE = "guard.planning.host"
+EXIT_TOOL = "ExitPlanMode"
+EXIT_HINT = (
+    "call ExitPlanMode with the plan (guard keeps it as the plan file and asks the user)"
+)
+#: Claude Code permission modes in which an "ask" answer reaches the user as a prompt.
+PROMPTING_MODES = frozenset({"default", "plan", "acceptEdits"})
+CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
+
+#: (event, matcher) pairs ``guard install claude-code`` wires to this module.
+CLAUDE_CODE_EVENTS: tuple[tuple[str, str | None], ...] = (
+    ("SessionStart", None),
+    ("UserPromptSubmit", None),
+    ("PreToolUse", EXIT_TOOL),
+    ("PostToolUse", EXIT_TOOL),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+def planning_command(hook_command: str) -> str | None:
+    """The command for this module, built from guard's policy hook command.
+
+    Same interpreter and ``--agent``/``--policy`` options; None when the hook
+    command has no absolute interpreter to reuse.
+    """
+    try:
+        words = shlex.split(hook_command.split("||", 1)[0])
+    except ValueError:
+        return None
+    if not words or not os.path.isabs(words[0]):
+        return None
+    options: list[str] = []
+    it = iter(words[1:])
+    for word in it:
+        if word in ("--agent", "--policy"):
+            options += [word, next(it, "")]
+        elif word.startswith(("--agent=", "--policy=")):
+            options.append(word)
+    parts = [words[0], "-I", "-m", MODULE, "claude-code", *options]
+    return " ".join(shlex.quote(p) for p in parts) + " || exit 2"
+
+
+def _parse_args(argv: list[str]) -> tuple[str, str | None, str | None]:
+    host: str | None = None
+    agent: str | None = None
+    policy: str | None = None
+    it = iter(argv)
+    for arg in it:
+        if arg in ("--agent", "--policy"):
+            value = next(it, "")
+            if not value:
+                raise ValueError(f"{arg} needs a value")
+            agent, policy = (value, policy) if arg == "--agent" else (agent, value)
+        elif arg.startswith("--agent="):
+            agent = arg.split("=", 1)[1]
+        elif arg.startswith("--policy="):
+            policy = arg.split("=", 1)[1]
+        elif arg in HOSTS and host is None:
+            host = arg
+        else:
+            raise ValueError(f"unexpected argument {arg!r} (hosts: {', '.join(HOSTS)})")
+    if host is None:
+        raise ValueError(f"which host? ({', '.join(HOSTS)})")
+    return host, agent, policy
+
+
+def context_text(
+    cwd: str,
+    env: Mapping[str, str],
+    *,
+    agent: str | None = None,
+    policy: str | None = None,
+    permission_mode: str | None = None,
+) -> str:
+    """What the model is told at the start of a session and of each turn ('' for nothing)."""
+    if agent:
+        env = {**env, "GUARD_AGENT": agent}
+    current = describe_current_agent(cwd, env=env, policy=policy)
+    session = current.session
+    if current.agent is None:
+        return f"guard: {current.reason}. Tell the user; every tool call is refused until then."
+    if session is not None and current.mode is Mode.PLAN:
+        return "guard: " + plan_file_instruction(cwd, session, exit_hint=EXIT_HINT)
+    if session is not None:
+        approved = [d for d in session.decisions if d.decision == "approve"]
+        if approved and approved[-1].plan_path:
+            return (
+                f"guard: build mode (session {session.id}): the user approved the plan in"
+                f" {approved[-1].plan_path}; carry it out."
+            )
+        return ""
+    plan_agent = permission_mode == "plan" or (env.get("GUARD_AGENT", "").strip() == "plan")
+    if plan_agent:
+        planning = _plan_session(cwd)
+        return "guard: " + plan_file_instruction(cwd, planning, exit_hint=EXIT_HINT)
+    return ""
+
+
+def _json(payload: Mapping[str, Any]) -> Answer:
+    return Answer(0, json.dumps(payload, ensure_ascii=False) + "\n")
+
+
+def _context_answer(event: str, text: str) -> Answer:
+    if not text:
+        return Answer(0)
+    return _json({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
+
+
+def _plan_session(cwd: str) -> Session | None:
+    from guard.planning.session import deciding_session
+
+    found = deciding_session(cwd)
+    if found is None or found[0].mode is not Mode.PLAN:
+        return None
+    return found[0]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def exit_requested(cwd: str, tool_input: Mapping[str, Any], tool_use_id: str | None) -> Answer:
+    """PreToolUse ExitPlanMode: keep the plan, record the request, ask the user."""
+    session = _plan_session(cwd)
+    if session is None:
+        return Answer(0)  # no guard plan session here: the policy hook decides alone
+    session.adopt_written_plan()
+    plan = read_plan(session)
+    given = tool_input.get("plan")
+    if (plan is None or not plan.strip()) and isinstance(given, str) and given.strip():
+        write_plan(session, given)
+        plan = read_plan(session)
+    if plan is None or not plan.strip():
+        reason = (
+            f"guard: there is no plan to approve yet. {plan_file_instruction(cwd, session)}"
+        )
+        return _json(_pre_answer("deny", reason))
+    with session.transaction() as s:
+        s.pending = [p for p in s.pending if p.kind != "plan_exit"]
+        s.pending.append(
+            PendingRequest(
+                kind="plan_exit",
+                at=utc_now(),
+                detail={
+                    "via": "claude-code ExitPlanMode",
+                    "tool_use_id": tool_use_id,
+                    "plan_sha256": _digest(plan),
+                },
+            )
+        )
+    session.publish(
+        PlanExit(outcome="requested", text="ExitPlanMode", plan_path=session.plan_path)
+    )
+    reason = (
+        f"guard: the plan is saved in {session.plan_path}. The user approves it here, or with"
+        f" `guard plan exit --approve` (session {session.id}); until then plan mode holds."
+    )
+    return _json(_pre_answer("ask", reason))
+
+
+def _pre_answer(decision: str, reason: str) -> dict[str, Any]:
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": decision,
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+def exit_ran(cwd: str, tool_use_id: str | None, permission_mode: str | None) -> Answer:
+    """PostToolUse ExitPlanMode: the user let the exit run; approve the plan they saw."""
+    session = _plan_session(cwd)
+    if session is None:
+        return Answer(0)
+    pending = [
+        p
+        for p in session.pending
+        if p.kind == "plan_exit" and tool_use_id and p.detail.get("tool_use_id") == tool_use_id
+    ]
+    if not pending or permission_mode not in PROMPTING_MODES:
+        why = (
+            "guard did not ask the user about this exit"
+            if not pending
+            else f"in permission mode {permission_mode!r} Claude Code does not ask the user"
+        )
+        return _post_context(
+            f"guard: plan mode continues ({why}); the user approves the plan with"
+            f" `guard plan exit --approve --session {session.id}`."
+        )
+    plan = read_plan(session)
+    if plan is None or _digest(plan) != pending[-1].detail.get("plan_sha256"):
+        return _post_context(
+            "guard: the plan file changed after the user was asked; plan mode continues."
+            " Call ExitPlanMode again."
+        )
+    outcome = plan_exit(session, UserDecision.approve("approved in Claude Code's prompt"))
+    return _post_context("guard: " + outcome.text)
+
+
+def _post_context(text: str) -> Answer:
+    output = {"hookEventName": "PostToolUse", "additionalContext": text}
+    return _json({"hookSpecificOutput": output})
+
+
+def answer(
+    payload_text: bytes | str,
+    argv: list[str],
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> Answer:
+    """Answer one hook call of the planning side."""
+    env = os.environ if env is None else env
+    event = "?"
+    try:
+        _host, agent, policy = _parse_args(argv)
+        payload = json.loads(payload_text)
+        if not isinstance(payload, dict):
+            raise ValueError("stdin must be a JSON object")
+        event = str(payload.get("hook_event_name") or "?")
+        where = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+        here = where or cwd or os.getcwd()
+        mode = payload.get("permission_mode")
+        mode = mode if isinstance(mode, str) else None
+        if event in CONTEXT_EVENTS:
+            text = context_text(here, env, agent=agent, policy=policy, permission_mode=mode)
+            return _context_answer(event, text)
+        tool = payload.get("tool_name")
+        tool_input = payload.get("tool_input")
+        use_id = payload.get("tool_use_id") if isinstance(payload.get("tool_use_id"), str) else None
+        if tool != EXIT_TOOL or (agent and agent != "plan"):
+            return Answer(0)
+        if event == "PreToolUse":
+            return exit_requested(here, tool_input if isinstance(tool_input, dict) else {}, use_id)
+        if event == "PostToolUse":
+            return exit_ran(here, use_id, mode)
+        return Answer(0)
+    except Exception as exc:
+        reason = f"guard (planning hook): {type(exc).__name__}: {exc}"
+        if event in CONTEXT_EVENTS:  # never block the user's prompt; say what broke
+            return _context_answer(event, reason)
+        return Answer(2, "", reason + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    result = answer(sys.stdin.buffer.read(), sys.argv[1:] if argv is None else argv)
+    if result.stdout:
+        sys.stdout.write(result.stdout)
+        sys.stdout.flush()
+    if result.stderr:
+        sys.stderr.write(result.stderr)
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
