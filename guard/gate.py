@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from guard.effects import Decision, Effect, GuardError, ToolCall
+from guard.effects import Action, Decision, Effect, GuardError, ToolCall
 
 if TYPE_CHECKING:
     from guard.audit import AuditSink
