@@ -12,31 +12,35 @@ Names are imported on first use, so `import guard` (and the hook client) stays c
 
 from __future__ import annotations
 
-import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from guard.decide import Explanation, Guard
     from guard.effects import Action, Decision, Effect, EffectKind, GuardError, ToolCall
+    from guard.gate import Gate, Verdict, VerdictAction
     from guard.paths import PlanDir, Roots, canonicalize, find_worktree, plan_dir
     from guard.policy import PolicyError, load_policy
 
 _WHERE = {
-    "Explanation": "guard.decide",
-    "Guard": "guard.decide",
-    "Action": "guard.effects",
-    "Decision": "guard.effects",
-    "Effect": "guard.effects",
-    "EffectKind": "guard.effects",
-    "GuardError": "guard.effects",
-    "ToolCall": "guard.effects",
-    "PlanDir": "guard.paths",
-    "Roots": "guard.paths",
-    "canonicalize": "guard.paths",
-    "find_worktree": "guard.paths",
-    "plan_dir": "guard.paths",
-    "PolicyError": "guard.policy",
-    "load_policy": "guard.policy",
+    "Explanation": "decide",
+    "Guard": "decide",
+    "Action": "effects",
+    "Decision": "effects",
+    "Effect": "effects",
+    "EffectKind": "effects",
+    "GuardError": "effects",
+    "ToolCall": "effects",
+    "Gate": "gate",
+    "Verdict": "gate",
+    "VerdictAction": "gate",
+    "PlanDir": "paths",
+    "Roots": "paths",
+    "canonicalize": "paths",
+    "find_worktree": "paths",
+    "plan_dir": "paths",
+    "PolicyError": "policy",
+    "load_policy": "policy",
 }
 
 __all__ = [
@@ -45,12 +49,15 @@ __all__ = [
     "Effect",
     "EffectKind",
     "Explanation",
+    "Gate",
     "Guard",
     "GuardError",
     "PlanDir",
     "PolicyError",
     "Roots",
     "ToolCall",
+    "Verdict",
+    "VerdictAction",
     "canonicalize",
     "find_worktree",
     "load_policy",
@@ -59,10 +66,32 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+def _module(name: str) -> ModuleType:
+    if name == "decide":
+        from guard import decide
+
+        return decide
+    if name == "effects":
+        from guard import effects
+
+        return effects
+    if name == "gate":
+        from guard import gate
+
+        return gate
+    if name == "paths":
+        from guard import paths
+
+        return paths
+    from guard import policy
+
+    return policy
+
+
 def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'guard' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_module(module), name)
     globals()[name] = value
     return value

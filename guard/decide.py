@@ -245,7 +245,8 @@ class Guard:
             if not host or "/" in host:
                 raise GuardError(f"invalid network host {effect.target!r}")
             return self._decide_path(a, kind, f"{NETWORK_ROOT}/{host}", False, effect, host)
-        canon = canonicalize(effect.target, self._cwd(cwd))
+        canon = canonicalize(effect.target, self._cwd(cwd),
+                             write=kind in (EffectKind.WRITE, EffectKind.DELETE))
         if effect.creates_dir and kind is EffectKind.WRITE and a.mode == "plan":
             made = self._plan_dir_creation(a, canon, effect)
             if made is not None:

@@ -47,6 +47,16 @@ class EffectKind(enum.StrEnum):
     TOOL = "tool"
 
 
+#: Every canonical tool name a dialect maps a known tool to: the keys a policy's tool
+#: table may use (besides ``*``, ``task:<type>`` and ``mcp__server__tool``). The
+#: dialect tables in :mod:`guard.tools` produce only these; docs/tools.md lists them.
+CANONICAL_TOOLS: frozenset[str] = frozenset({
+    "read", "write", "edit", "multiedit", "notebook_edit", "glob", "grep", "list", "ls",
+    "bash", "webfetch", "websearch", "task", "todowrite", "todoread", "plan_exit",
+    "plan_enter", "request_user_input", "question", "apply_patch", "patch", "update_plan",
+    "save_memory", "create_directory", "move",
+})  # fmt: skip
+
 PATH_KINDS = (EffectKind.READ, EffectKind.WRITE, EffectKind.DELETE, EffectKind.EXEC)
 RULE_KINDS = (
     EffectKind.READ,

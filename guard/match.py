@@ -139,13 +139,25 @@ def _ends_with_escape(s: str) -> bool:
     return n % 2 == 1
 
 
-def glob_to_regex(glob: str) -> tuple[str | None, str | None]:
-    """Translate a wildmatch glob (WM_PATHNAME) into a regex for fullmatch.
+#: Token kinds of a wildmatch glob (see :func:`glob_tokens`).
+STAR = "star"  # ``*``: any run of characters but ``/``
+DSTAR_END = "dstar-end"  # a trailing ``**`` after ``/`` (or alone): anything
+DSTAR_DIR = "dstar-dir"  # ``**/`` at the start or after ``/``: zero or more directories
+ANY = "any"  # ``?``: one character but ``/``
+LIT = "lit"  # one literal character (escapes resolved)
+CLASS = "class"  # ``[...]``: the value is its regex
+
+GlobToken = tuple[str, str]
+
+
+def glob_tokens(glob: str) -> tuple[list[GlobToken] | None, str | None]:
+    """Split a wildmatch glob (WM_PATHNAME) into tokens: the one tokenizer of globs.
 
     Returns ``(None, reason)`` for a glob git can never match (an unterminated
-    bracket, a trailing backslash, an unknown character class).
+    bracket, a trailing backslash, an unknown character class). Used to build
+    the matcher's regexes (:func:`glob_to_regex`) and lint's sample paths.
     """
-    out: list[str] = []
+    out: list[GlobToken] = []
     i, n = 0, len(glob)
     while i < n:
         c = glob[i]
@@ -155,31 +167,49 @@ def glob_to_regex(glob: str) -> tuple[str | None, str | None]:
                 j += 1
             double = j - i >= 2 and (i == 0 or glob[i - 1] == "/") and (j == n or glob[j] == "/")
             if not double:
-                out.append("[^/]*")
+                out.append((STAR, ""))
             elif j == n:
-                out.append(".*")
+                out.append((DSTAR_END, ""))
             else:
-                out.append("(?:.*/)?")
+                out.append((DSTAR_DIR, ""))
                 j += 1
             i = j
         elif c == "?":
-            out.append("[^/]")
+            out.append((ANY, ""))
             i += 1
         elif c == "\\":
             if i + 1 >= n:
                 return None, "ends with a lone backslash"
-            out.append(re.escape(glob[i + 1]))
+            out.append((LIT, glob[i + 1]))
             i += 2
         elif c == "[":
             parsed = _bracket(glob, i)
             if parsed is None:
                 return None, "has an unterminated or invalid [...] class"
             cls, i = parsed
-            out.append(cls)
+            out.append((CLASS, cls))
         else:
-            out.append(re.escape(c))
+            out.append((LIT, c))
             i += 1
-    return "".join(out), None
+    return out, None
+
+
+_TOKEN_REGEX = {STAR: "[^/]*", DSTAR_END: ".*", DSTAR_DIR: "(?:.*/)?", ANY: "[^/]"}
+
+
+def glob_to_regex(glob: str) -> tuple[str | None, str | None]:
+    """Translate a wildmatch glob (WM_PATHNAME) into a regex for fullmatch.
+
+    Returns ``(None, reason)`` for a glob git can never match (see :func:`glob_tokens`).
+    """
+    tokens, problem = glob_tokens(glob)
+    if tokens is None:
+        return None, problem
+    parts = [
+        re.escape(value) if kind == LIT else value if kind == CLASS else _TOKEN_REGEX[kind]
+        for kind, value in tokens
+    ]
+    return "".join(parts), None
 
 
 def _bracket(glob: str, start: int) -> tuple[str, int] | None:

@@ -250,8 +250,49 @@ def check_text(path: str) -> None:
         )
 
 
-def canonicalize(path: str, cwd: str | os.PathLike[str]) -> CanonicalPath:
-    """Resolve ``path`` as the kernel would, from ``cwd``. Raises PathError."""
+#: per-process magic links: they resolve in the process that opens them, which for the
+#: hook daemon (cwd /, another pid) is not the agent's process
+_MAGIC = re.compile(r"/proc/(self|thread-self|\d+)|/dev/(fd|stdin|stdout|stderr)")
+#: the descriptor names a redirection may use as they are
+_PLAIN_DESCRIPTORS = re.compile(r"/dev/(fd/\d+|stdout|stderr|null|tty)")
+
+
+def magic_link(full: str) -> str | None:
+    """The per-process magic link an absolute ``full`` path goes through (following
+    symlinks as the kernel does, ``..`` after them included), or None."""
+    if _PLAIN_DESCRIPTORS.fullmatch(full):
+        return None
+    todo = [c for c in reversed(full.split("/")) if c]
+    cur = "/"
+    for _ in range(4096):
+        if not todo:
+            return None
+        c = todo.pop()
+        if c == ".":
+            continue
+        if c == "..":
+            cur = os.path.dirname(cur)
+            continue
+        nxt = os.path.join(cur, c)
+        if _MAGIC.fullmatch(nxt):
+            return nxt
+        try:
+            target = os.readlink(nxt)
+        except OSError:
+            cur = nxt
+            continue
+        if target.startswith("/"):
+            cur = "/"
+        todo.extend(c for c in reversed(target.split("/")) if c)
+    return None
+
+
+def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False) -> CanonicalPath:
+    """Resolve ``path`` as the kernel would, from ``cwd``. Raises PathError.
+
+    With ``write``, a path through a per-process magic link (``/proc/self/...``,
+    ``/dev/fd/../...``) is refused: guard would resolve it in its own process.
+    """
     if not isinstance(path, str):
         raise PathError(f"path must be a string, got {type(path).__name__}")
     if path == "":
@@ -267,12 +308,21 @@ def canonicalize(path: str, cwd: str | os.PathLike[str]) -> CanonicalPath:
     try:
         if tail in ("", ".", ".."):
             real = link = os.path.realpath(full)
+            linked = real != os.path.normpath(full)
         else:
             # the parent resolved once; the name needs resolving only if it is a link
-            link = os.path.join(os.path.realpath(head), tail)
-            real = os.path.realpath(link) if os.path.islink(link) else link
+            real_head = os.path.realpath(head)
+            link = os.path.join(real_head, tail)
+            linked = os.path.islink(link)
+            real = os.path.realpath(link) if linked else link
+            linked = linked or real_head != os.path.normpath(head)
     except (OSError, ValueError) as exc:
         raise PathError(f"cannot resolve {path!r}: {exc}") from exc
+    # only a path through a symlink, or one spelled under /proc or /dev, can be magic
+    if write and (linked or full.startswith(("/proc/", "/dev/"))) and (
+            magic := magic_link(full)) is not None:
+        raise PathError(f"{path!r} goes through {magic}, which names whichever process opens"
+                        " it; guard cannot resolve it for the agent's process: refused")
     is_dir = False
     nlink = 0
     mode = 0

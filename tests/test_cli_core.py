@@ -36,10 +36,14 @@ def test_check_json(repo: Path) -> None:
     assert set(out) == {"schema_version", "decision", "reason", "rule", "agent", "effects"}
     assert out["decision"] == "deny" and out["rule"] == "agents.plan.write.default"
     assert out["schema_version"] == 1
-    assert out["effects"] == [
-        {"kind": "write", "target": "src/app.py", "detail": None, "decision": "deny",
-         "reason": out["reason"], "rule": out["rule"]}
-    ]
+    [effect] = out["effects"]
+    assert {k: v for k, v in effect.items() if k != "reason"} == {
+        "kind": "write", "target": "src/app.py", "detail": None, "decision": "deny",
+        "rule": out["rule"],
+    }
+    # the verdict repeats the effect's reason and tells the model where its plan goes
+    assert out["reason"].startswith(effect["reason"])
+    assert "You are in plan mode" in out["reason"] and ".openoxide/plans" in out["reason"]
 
 
 @pytest.mark.parametrize(

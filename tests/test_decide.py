@@ -140,7 +140,7 @@ def test_any_exception_while_deciding_is_a_deny(
 ) -> None:
     import guard.decide as decide_mod
 
-    def boom(path: str, cwd: str) -> None:
+    def boom(path: str, cwd: str, write: bool = False) -> None:
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(decide_mod, "canonicalize", boom)

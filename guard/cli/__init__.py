@@ -2,11 +2,24 @@
 
 Each module in this package registers its commands on :data:`app` when it is
 imported; a new command family is a new module imported here.
+:mod:`guard.cli.options` and :mod:`guard.cli.show` hold what commands share.
 """
 
 from __future__ import annotations
 
-from guard.cli import core, effects, hooks, lint, mcp, monitor, planning, run
+from guard.cli import core, demo, effects, hooks, lint, mcp, monitor, planning, run
 from guard.cli._app import app, main
 
-__all__ = ["app", "core", "effects", "hooks", "lint", "main", "mcp", "monitor", "planning", "run"]
+__all__ = [
+    "app",
+    "core",
+    "demo",
+    "effects",
+    "hooks",
+    "lint",
+    "main",
+    "mcp",
+    "monitor",
+    "planning",
+    "run",
+]

@@ -1,4 +1,4 @@
-"""`guard check`, `guard explain`, `guard schema`, `guard plan-dir`, `guard demo`."""
+"""`guard check`, `guard explain`, `guard schema`, `guard plan-dir`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from guard.cli._app import app, console, print_json, warn
 from guard.cli._io import control_chars, printable, read_json_input
+from guard.cli.options import AgentOpt, CwdOpt, JsonOpt, PolicyOpt, WorktreeOpt
 from guard.decide import Guard
 from guard.effects import Effect, EffectKind, GuardError, ToolCall
 from guard.paths import plan_dir
@@ -23,34 +24,6 @@ from guard.policy import json_schema
 EXIT_CODES = {"allow": 0, "deny": 1, "ask": 3, "allow_confined": 4}
 KINDS = ("read", "write", "delete", "exec", "network")
 
-AgentOpt = Annotated[
-    str,
-    typer.Option(
-        "--agent", "-a", help="Agent of the policy to decide for (e.g. plan, build). Default: plan."
-    ),
-]
-PolicyOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--policy",
-        "-p",
-        help="Policy file or builtin:NAME. Default: $GUARD_POLICY, then"
-        " <worktree>/.openoxide/policy.toml, then builtin:default.",
-    ),
-]
-WorktreeOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--worktree", "-w", help="Worktree root. Default: found from --cwd by VCS marker."
-    ),
-]
-CwdOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cwd", help="Directory relative paths are resolved from. Default: the current one."
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
 def _out() -> Console:
@@ -278,18 +251,3 @@ def plan_dir_cmd(
     else:
         print(pd.path)
         print(f"  because {pd.reason}", file=sys.stderr)
-
-
-@app.command()
-def demo(
-    keep: Annotated[
-        bool, typer.Option(help="Keep the scratch repository and print its path.")
-    ] = False,
-) -> None:
-    """Feed scripted tool calls to the built-in default policy and show each decision.
-
-    A scratch git repository is made in a temporary directory; nothing else is touched.
-    """
-    from guard.demo import run_demo
-
-    run_demo(_out(), keep=keep)

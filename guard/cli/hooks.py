@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import StrEnum
 from typing import Any
 
 import typer
 
 from guard.cli._app import app, console, print_json
 from guard.effects import GuardError
+from guard.integrations import HOSTS
+
+HOST_LIST = ", ".join(HOSTS)
 
 
-class Host(StrEnum):
-    claude_code = "claude-code"
-    codex = "codex"
-    gemini = "gemini"
-    cursor = "cursor"
-    opencode = "opencode"
+def _known_host(host: str) -> str:
+    if host not in HOSTS:
+        raise typer.BadParameter(f"{host!r} is not a host guard knows; use one of: {HOST_LIST}")
+    return host
 
 
 @app.command(
@@ -37,7 +37,9 @@ class Host(StrEnum):
     ),
 )
 def hook_cmd(
-    host: str = typer.Argument(..., help="claude-code, codex, gemini, cursor or opencode"),
+    host: str = typer.Argument(
+        ..., help=f"One of: {HOST_LIST}.", metavar="HOST", callback=_known_host
+    ),
     agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
     policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
 ) -> None:
@@ -77,7 +79,9 @@ def _scope(project: bool, user: bool, host: str = "") -> str:
     ),
 )
 def install_cmd(
-    host: Host = typer.Argument(..., help="the host agent to wire"),
+    host: str = typer.Argument(
+        ..., help=f"The host agent to wire: {HOST_LIST}.", metavar="HOST", callback=_known_host
+    ),
     project: bool = typer.Option(False, "--project", help="this worktree's settings (default)"),
     user: bool = typer.Option(False, "--user", help="your user-wide settings"),
     agent: str | None = typer.Option(None, "--agent", help="pin the policy agent in the hook"),
@@ -86,9 +90,9 @@ def install_cmd(
 ) -> None:
     from guard.integrations.install import install
 
-    scope = _scope(project, user, host.value)
+    scope = _scope(project, user, host)
     change = install(
-        host.value, "user" if scope == "user" else "project", agent=agent, policy=policy
+        host, "user" if scope == "user" else "project", agent=agent, policy=policy
     )
     no_worktree = _no_worktree_note() if scope == "project" else None
     if as_json:
@@ -96,7 +100,7 @@ def install_cmd(
         if change.problems:
             raise typer.Exit(1)
         return
-    _report_install(host.value, change, no_worktree)
+    _report_install(host, change, no_worktree)
 
 
 def _report_install(host: str, change: Any, no_worktree: str | None = None) -> None:
@@ -153,20 +157,22 @@ def _no_worktree_note() -> str | None:
     ),
 )
 def uninstall_cmd(
-    host: Host = typer.Argument(..., help="the host agent to unwire"),
+    host: str = typer.Argument(
+        ..., help=f"The host agent to unwire: {HOST_LIST}.", metavar="HOST", callback=_known_host
+    ),
     project: bool = typer.Option(False, "--project", help="this worktree's settings (default)"),
     user: bool = typer.Option(False, "--user", help="your user-wide settings"),
     as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
 ) -> None:
     from guard.integrations.install import uninstall
 
-    scope = _scope(project, user, host.value)
-    change = uninstall(host.value, "user" if scope == "user" else "project")
+    scope = _scope(project, user, host)
+    change = uninstall(host, "user" if scope == "user" else "project")
     if as_json:
         print_json(change.to_json())
         return
     if not change.changed:
-        print(f"guard was not wired into {host.value}: {change.path} (unchanged)")
+        print(f"guard was not wired into {host}: {change.path} (unchanged)")
         return
     print(
         f"removed {change.removed} guard entr{'y' if change.removed == 1 else 'ies'}"
@@ -183,10 +189,11 @@ def uninstall_cmd(
     help=(
         "Show which host agents are wired to guard here, whether their hook commands"
         " still run, and which guard layers are active on this machine.\n\n"
-        "Exits 1 when anything is broken or skipped: a wired hook that would block every"
-        " call, a policy that does not load (every hook call is blocked), or a hook the host"
-        " will not run (Codex hook or project trust missing or stale, Gemini workspace not"
-        " trusted, a settings file another tool rewrote).\n\n"
+        "Exits 1 when anything will block or skip: a wired hook that is broken (it would"
+        " block every call) or skipped (the host will not run it: Codex hook or project trust"
+        " missing or stale, Gemini workspace not trusted, a settings file another tool"
+        " rewrote), a policy that does not load (every hook call is blocked), missing tool"
+        " analysis. The last line names the audit log.\n\n"
         "Example:\n\n  guard doctor\n\n"
         "  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
     ),

@@ -13,10 +13,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from guard.cli._app import app, console, print_json, with_schema
+from guard.cli.options import JsonOpt, WorktreeOpt
+from guard.cli.show import print_violation
 from guard.effects import GuardError
 from guard.paths import Roots
 
@@ -33,16 +34,9 @@ quarantine_app = typer.Typer(
 )
 app.add_typer(quarantine_app, name="quarantine")
 
-WorktreeOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--worktree", "-w", help="Worktree root. Default: found from the current directory."
-    ),
-]
 IdArg = Annotated[
     str, typer.Argument(metavar="ID", help="<session>/<timestamp> from `guard quarantine list`.")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 
@@ -135,14 +129,7 @@ def watch(
             if json_out:
                 print(json.dumps(with_schema(v.to_json())), flush=True)
                 return
-            where = escape(g.roots.describe(v.path))
-            extra = escape(f" ({v.detail})") if v.detail else ""
-            out.print(
-                f"[bold red]VIOLATION[/] {v.timestamp[11:19]} {escape(v.event)}{extra} "
-                f"[bold]{where}[/]\n  {escape(v.reason)}\n  rule: {escape(v.rule)}\n"
-                f"  action: {escape(v.action_taken)}",
-                markup=True,
-            )
+            print_violation(out, v, g.roots)
 
     def show_notice(n: Notice) -> None:
         with lock:
@@ -257,7 +244,8 @@ def show_cmd(
         return
     out = _out()
     for key in ("id", "original", "stored_path", "event", "effect", "kind", "mode", "size",
-                "sha256", "agent", "rule", "reason", "in_baseline", "restored_at"):
+                "sha256", "stable", "target", "agent", "rule", "reason", "in_baseline",
+                "restored_at"):
         if key in data and data[key] is not None:
             out.print(f"{key:>12}: {data[key]}", markup=False)
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.console import Console
 
 from guard.cli._app import app, print_json
+from guard.cli.show import print_violation
 from guard.effects import GuardError
+
+if TYPE_CHECKING:
+    from guard.monitor import Violation
 
 _HELP = "\n\n".join(
     [
@@ -50,9 +55,6 @@ class _MonitorHandle:
     def __init__(
         self, guard: Any, agent: str, *, restore: bool, audit: Path | None, quiet: bool
     ) -> None:
-        from guard.monitor import Monitor
-
-        self._cls = Monitor
         self.guard = guard
         self.agent = agent
         self.restore = restore
@@ -60,14 +62,10 @@ class _MonitorHandle:
         self.quiet = quiet
         self.monitor: Any = None
         self._tty = sys.stderr.isatty()
+        self._err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-    def _violation(self, v: Any) -> None:
-        rel = self.guard.roots.describe(v.path) if hasattr(self.guard.roots, "describe") else v.path
-        print(
-            f"guard monitor: VIOLATION {v.event} {rel}: {v.reason} ({v.rule}); {v.action_taken}",
-            file=sys.stderr,
-            flush=True,
-        )
+    def _violation(self, v: Violation) -> None:
+        print_violation(self._err, v, self.guard.roots, prefix="guard monitor: ")
 
     def _notice(self, n: Any) -> None:
         if self.quiet and n.event in ("start", "stop"):
@@ -82,7 +80,9 @@ class _MonitorHandle:
         print(f"\rguard monitor: baseline {stage} {done}{of} files", end=end, file=sys.stderr)
 
     def __call__(self) -> Any:
-        self.monitor = self._cls(
+        from guard.monitor import Monitor
+
+        self.monitor = Monitor(
             self.guard,
             self.agent,
             restore=self.restore,
@@ -104,12 +104,9 @@ class _MonitorHandle:
 
 def _monitor_factory(
     guard: Any, agent: str, *, restore: bool, audit: Path | None, quiet: bool = False
-) -> _MonitorHandle | None:
-    """A factory for guard's monitor, or None when this install has no monitor."""
-    try:
-        return _MonitorHandle(guard, agent, restore=restore, audit=audit, quiet=quiet)
-    except ImportError:
-        return None
+) -> _MonitorHandle:
+    """A factory for guard's monitor, which runs alongside the command."""
+    return _MonitorHandle(guard, agent, restore=restore, audit=audit, quiet=quiet)
 
 
 @app.command(
@@ -182,12 +179,6 @@ def run_command(
     monitor = None
     if not no_monitor:
         monitor = _monitor_factory(guard, agent, restore=restore, audit=audit, quiet=quiet)
-        if monitor is None:
-            print(
-                "guard run: warning: the monitor is not part of this install; chmod, chown,"
-                " utime and xattr changes will go unnoticed",
-                file=sys.stderr,
-            )
     elif not quiet:
         print("guard run: --no-monitor: chmod/chown/utime/xattr go unwatched", file=sys.stderr)
     status = supervise.run(

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import ctypes
-import importlib
-import importlib.util
 import os
-import platform
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +12,7 @@ from guard.integrations import HOSTS
 from guard.integrations.install import interpreter_of, read_settings, settings_file
 from guard.integrations.interface import Scope
 from guard.integrations.runner import adapter_for
+from guard.sandbox import landlock
 
 #: ``skipped``: wired, but the host will not run the hook (trust missing, file
 #: rewritten...): as bad as ``broken`` for the exit status.
@@ -137,26 +134,6 @@ def guessed_tools(cwd: str | os.PathLike[str] | None = None, limit: int = 2000) 
                  " a host may have renamed a tool (update guard)", {"guessed": seen})
 
 
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def landlock_abi() -> int | None:
-    """The kernel's Landlock ABI version, or None when unavailable."""
-    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "aarch64"):
-        return None
-    nr = 444  # landlock_create_ruleset, same number on x86_64 and aarch64
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        abi = int(libc.syscall(nr, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
-    except (OSError, AttributeError):
-        return None
-    return abi if abi > 0 else None
-
-
 def daemon_check() -> Check:
     from guard.integrations._client import pid_path, socket_path, trusted
 
@@ -188,29 +165,17 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         )
     except Exception as exc:
         checks.append(Check("policy evaluator", "broken", f"{type(exc).__name__}: {exc}"))
-    checks.append(
-        Check("tool analysis", "ok", "guard.tools.effects_for available")
-        if _has("guard.tools") and _tools_ready()
-        else Check("tool analysis", "broken", "guard.tools.effects_for missing: hooks block all")
-    )
+    checks.append(_tools_check())
     checks.append(agent_check(cwd))
     checks.append(_audit_check(cwd))
-    abi = landlock_abi()
-    sandbox = _has("guard.sandbox.landlock") or _has("guard.sandbox")
-    if abi and sandbox:
+    abi = landlock.abi_version()
+    if abi:
         checks.append(Check("kernel confinement", "ok", f"Landlock ABI {abi}; guard run confines"))
     else:
-        why = [] if abi else ["kernel has no Landlock"]
-        why += [] if sandbox else ["guard.sandbox not installed"]
-        checks.append(Check("kernel confinement", "off", "; ".join(why)))
+        checks.append(Check("kernel confinement", "off", landlock.unavailable_reason()))
     checks.append(daemon_check())
     checks.append(guessed_tools(cwd))
-    monitor = _has("guard.monitor") and _has("watchdog")
-    checks.append(
-        Check("monitor", "ok", "watchdog available; guard's monitor can run")
-        if monitor
-        else Check("monitor", "off", "guard.monitor or watchdog not installed")
-    )
+    checks.append(Check("monitor", "ok", "watchdog available; guard's monitor can run"))
     return checks
 
 
@@ -224,8 +189,6 @@ def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
 
 def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
     """Where hook decisions of this directory are appended (the path is shown)."""
-    if not _has("guard.audit"):
-        return Check("audit log", "off", "guard.audit not installed: decisions are not recorded")
     from guard.audit import default_log_path
     from guard.paths import Roots
 
@@ -238,12 +201,15 @@ def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
     )
 
 
-def _tools_ready() -> bool:
+def _tools_check() -> Check:
+    """The tool-call analysis, tried on a shell command (it loads the bash parser)."""
+    from guard.tools import effects_for
+
     try:
-        tools = importlib.import_module("guard.tools")
-    except Exception:
-        return False
-    return callable(getattr(tools, "effects_for", None))
+        effects_for("claude-code", "Bash", {"command": "echo hi > x"}, "/")
+    except Exception as exc:
+        return Check("tool analysis", "broken", f"{type(exc).__name__}: {exc}: hooks block all")
+    return Check("tool analysis", "ok", "guard.tools analyses tool calls")
 
 
 def project_of(cwd: str | None) -> Path:

@@ -72,6 +72,8 @@ class HookCall:
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        for key, value in self.extra.items():  # host-specific fields, e.g. agent_id
+            out.setdefault(key, value)
         return out
 
 

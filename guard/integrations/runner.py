@@ -15,28 +15,21 @@ guard itself broke.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from guard.integrations import HOSTS
-from guard.integrations.interface import HookAnswer, HookInputError, HostAdapter
+from guard.integrations import adapter_for
+from guard.integrations.interface import HookAnswer, HookInputError
+
+__all__ = ["PREFIX", "adapter_for", "decide", "hook_gate"]
 
 if TYPE_CHECKING:
     from guard.gate import Gate
 
 PREFIX = "guard (fail-closed): "
 SOURCE = "hook"
-
-
-def adapter_for(host: str) -> HostAdapter:
-    module = HOSTS.get(host)
-    if module is None:
-        raise HookInputError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")
-    adapter: HostAdapter = importlib.import_module(module).ADAPTER
-    return adapter
 
 
 def hook_gate(

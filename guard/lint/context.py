@@ -21,7 +21,18 @@ from pathlib import Path
 from guard.decide import Guard
 from guard.effects import Action, Decision, Effect, EffectKind
 from guard.lint.model import Finding
-from guard.match import CompiledList, Pattern, parse_pattern
+from guard.match import (
+    ANY,
+    CLASS,
+    DSTAR_DIR,
+    DSTAR_END,
+    LIT,
+    STAR,
+    CompiledList,
+    Pattern,
+    glob_tokens,
+    parse_pattern,
+)
 from guard.paths import Roots
 from guard.policy import LoadedPolicy, patterns_of
 from guard.policy.loader import Loc
@@ -201,59 +212,11 @@ def pattern_samples(p: Pattern) -> Iterator[str]:
 
 
 def _fill(body: str, style: tuple[str, str, str], c: str) -> str | None:
+    """A path the glob ``body`` matches: wildcards filled per ``style``, classes with ``c``."""
+    tokens, _ = glob_tokens(body)
+    if tokens is None:
+        return None
     star, dstar, tail = style
-    out: list[str] = []
-    i, n = 0, len(body)
-    while i < n:
-        ch = body[i]
-        if ch == "*":
-            j = i
-            while j < n and body[j] == "*":
-                j += 1
-            double = j - i >= 2 and (i == 0 or body[i - 1] == "/") and (j == n or body[j] == "/")
-            if double:
-                out.append(tail if j == n else dstar)  # an empty "**" leaves "//": collapsed
-            else:
-                out.append(star)
-            i = j
-        elif ch == "?":
-            out.append(c if c != "." else "q")
-            i += 1
-        elif ch == "\\":
-            if i + 1 >= n:
-                return None
-            out.append(body[i + 1])
-            i += 2
-        elif ch == "[":
-            end = _bracket_end(body, i)
-            if end < 0:
-                return None
-            out.append(c)
-            i = end + 1
-        else:
-            out.append(ch)
-            i += 1
-    rel = re.sub("/+", "/", "".join(out)).strip("/")
-    return rel
-
-
-def _bracket_end(body: str, start: int) -> int:
-    i = start + 1
-    if i < len(body) and body[i] in "!^":
-        i += 1
-    if i < len(body) and body[i] == "]":
-        i += 1
-    while i < len(body):
-        if body[i] == "[" and body.startswith("[:", i):
-            end = body.find(":]", i + 2)
-            if end < 0:
-                return -1
-            i = end + 2
-            continue
-        if body[i] == "\\":
-            i += 2
-            continue
-        if body[i] == "]":
-            return i
-        i += 1
-    return -1
+    fill = {STAR: star, DSTAR_END: tail, DSTAR_DIR: dstar + "/", ANY: c if c != "." else "q"}
+    out = [value if kind == LIT else c if kind == CLASS else fill[kind] for kind, value in tokens]
+    return re.sub("/+", "/", "".join(out)).strip("/")

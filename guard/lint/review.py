@@ -10,11 +10,8 @@ attacks can be staged without touching the real worktree.
 
 from __future__ import annotations
 
-import ctypes
-import importlib
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -26,12 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from guard.decide import Guard
-from guard.effects import Action, Decision, Effect, EffectKind, GuardError
+from guard.effects import Action, Decision, Effect, EffectKind, GuardError, ToolCall
 from guard.integrations.interface import OUR_COMMAND
 from guard.lint.corpus import CORPUS, Operation
-
-LANDLOCK_CREATE_RULESET = {"x86_64": 444, "aarch64": 444}
-LANDLOCK_CREATE_RULESET_VERSION = 1
+from guard.sandbox.landlock import abi_version, unavailable_reason
+from guard.tools import DIALECTS, effects_of
 
 
 @dataclass
@@ -112,23 +108,14 @@ class Review:
     def missing(self) -> list[Layer]:
         return [layer for layer in self.layers if not layer.active]
 
-    @property
-    def analysis_missing(self) -> bool:
-        return any(layer.name == "tool-call analysis" and not layer.active for layer in self.layers)
-
     def failed(self) -> bool:
-        return bool(self.through) or self.analysis_missing
+        return bool(self.through)
 
     def verdict(self) -> str:
         if self.through:
             return (
                 f"FAIL: {len(self.through)} operation(s) a plan agent could complete:"
                 f" {', '.join(r.op.id for r in self.through)}"
-            )
-        if self.analysis_missing:
-            return (
-                "FAIL: the tool-call analysis layer (guard.tools) is missing, so hooks cannot"
-                " see what tool calls do; the matrix used the operations' declared effects"
             )
         return "PASS: no operation in the corpus lets the plan agent change anything"
 
@@ -148,24 +135,6 @@ class Review:
 
 
 # -- layers ------------------------------------------------------------------
-
-
-def landlock_abi() -> int | None:
-    """The kernel's Landlock ABI version, or None when Landlock is unavailable."""
-    nr = LANDLOCK_CREATE_RULESET.get(platform.machine())
-    if nr is None or platform.system() != "Linux":
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    abi = int(libc.syscall(nr, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION))
-    return abi if abi > 0 else None
-
-
-def _module(name: str) -> Any | None:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
 
 
 def _hook_files(worktree: Path | None, home: Path) -> list[tuple[str, Path]]:
@@ -256,33 +225,13 @@ def detect_layers(g: Guard, worktree: Path | None) -> list[Layer]:
     layers = [
         Layer("policy evaluator", True, f"{g.loaded.name} ({g.discovery})"),
     ]
-    tools = _module("guard.tools")
-    if tools is not None and hasattr(tools, "effects_for"):
-        dialects = ", ".join(getattr(tools, "DIALECTS", ()))
-        layers.append(Layer("tool-call analysis", True, f"guard.tools: {dialects}"))
+    layers.append(Layer("tool-call analysis", True, f"guard.tools: {', '.join(DIALECTS)}"))
+    abi = abi_version()
+    if abi == 0:
+        layers.append(Layer("Landlock", False, f"no Landlock here: {unavailable_reason()}"))
     else:
-        layers.append(
-            Layer(
-                "tool-call analysis",
-                False,
-                "guard.tools is not installed: MISSING LAYER; operations below are decided on"
-                " their declared effects",
-            )
-        )
-    abi = landlock_abi()
-    sandbox = _module("guard.sandbox")
-    if abi is None:
-        layers.append(Layer("Landlock", False, "the kernel offers no Landlock here"))
-    else:
-        where = "guard run available" if sandbox is not None else "guard.sandbox not installed"
-        layers.append(Layer("Landlock", sandbox is not None, f"kernel ABI {abi}; {where}"))
-    watchdog = _module("watchdog")
-    monitor = _module("guard.monitor")
-    if monitor is not None and watchdog is not None:
-        layers.append(Layer("monitor", True, "guard.monitor with watchdog (inotify)"))
-    else:
-        missing = [n for n, m in (("guard.monitor", monitor), ("watchdog", watchdog)) if m is None]
-        layers.append(Layer("monitor", False, f"not installed: {', '.join(missing)}"))
+        layers.append(Layer("Landlock", True, f"kernel ABI {abi}; guard run available"))
+    layers.append(Layer("monitor", True, "guard.monitor with watchdog (inotify)"))
     layers += host_hooks(worktree, Path(os.path.expanduser("~")))
     return layers
 
@@ -314,14 +263,6 @@ def _subst(value: Any, names: dict[str, str]) -> Any:
     return value
 
 
-def _declared(op: Operation, names: dict[str, str]) -> list[Effect]:
-    out = []
-    for kind, target in op.declared:
-        t = _subst(target, names)
-        out.append(Effect(EffectKind(kind), t or None, "declared by the corpus"))
-    return out
-
-
 def run_review(
     policy: str | None = None,
     agent: str | None = None,
@@ -344,8 +285,6 @@ def run_review(
         str(here.roots.worktree) if here.roots.worktree else "(none: not under version control)",
         layers,
     )
-    tools = _module("guard.tools")
-    effects_for = getattr(tools, "effects_for", None) if tools is not None else None
     scratch = tempfile.mkdtemp(prefix="guard-review-", dir=_scratch_base(here))
     try:
         wt = Path(scratch) / "repo"
@@ -374,7 +313,7 @@ def run_review(
                 new_path = Path(_subst(new, names))
                 if not new_path.exists():
                     os.link(_subst(existing, names), new_path)
-            review.rows.append(_decide(g, name, op, names, effects_for, str(wt)))
+            review.rows.append(_decide(g, name, op, names, str(wt)))
             for new, _ in op.hardlinks:  # a second name changes how its file is decided
                 Path(_subst(new, names)).unlink(missing_ok=True)
     finally:
@@ -387,20 +326,15 @@ def _decide(
     agent: str,
     op: Operation,
     names: dict[str, str],
-    effects_for: Callable[..., list[Effect]] | None,
     cwd: str,
 ) -> Row:
     tool_input = _subst(op.input, names)
-    if effects_for is None:
-        effects = _declared(op, names)
-        source = "declared"
-    else:
-        try:
-            effects = list(effects_for(op.dialect, op.tool, tool_input, cwd))
-            source = "analysed"
-        except Exception as exc:  # the adapter refused the call: hooks deny it
-            d = Decision(Action.DENY, f"tool-call analysis refused the call: {exc}", "guard.tools")
-            return Row(op, [], "error", d)
+    try:
+        effects = effects_of(ToolCall(op.dialect, op.tool, tool_input, cwd))
+        source = "analysed"
+    except Exception as exc:  # the adapter refused the call: hooks deny it
+        d = Decision(Action.DENY, f"tool-call analysis refused the call: {exc}", "guard.tools")
+        return Row(op, [], "error", d)
     shown = "; ".join(_show(g, e, cwd) for e in effects)
     return Row(op, effects, source, g.decide(agent, effects, cwd=cwd), shown)
 
@@ -441,8 +375,6 @@ def to_markdown(review: Review) -> str:
     ]
     for r in review.rows:
         effects = r.shown or "(none)"
-        if r.source == "declared":
-            effects += " (declared)"
         verdict = f"**{r.verdict()}**" if r.through or r.control_broken else r.verdict()
         lines.append(
             f"| {r.op.id} | {r.op.category} | {r.op.dialect} | {r.op.tool} |"

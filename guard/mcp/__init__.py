@@ -1,5 +1,7 @@
-"""The MCP proxy: guard every tool call of any MCP client (``guard mcp -- SERVER…``)."""
+"""The MCP proxy: guard every tool call of any MCP client (``guard mcp -- SERVER…``).
 
-from guard.mcp.proxy import MCP_REVISION, McpProxy, run_proxy
-
-__all__ = ["MCP_REVISION", "McpProxy", "run_proxy"]
+:mod:`guard.mcp.proxy` routes each message; :mod:`guard.mcp.jsonrpc` frames and
+pumps them; :mod:`guard.mcp.gate` is the MCP side of :mod:`guard.gate`;
+:mod:`guard.mcp.bridge` answers guard's planning tools; :mod:`guard.mcp.asking`
+puts questions to the user through elicitation.
+"""

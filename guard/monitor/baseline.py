@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import stat
 import subprocess
@@ -29,11 +30,27 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 from guard.effects import GuardError
+from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
+from guard.monitor.fsops import (
+    Anchor,
+    Identity,
+    NotRegular,
+    Unsafe,
+    dir_meta,
+    hash_fd,
+    inode_flags,
+    open_dir_at,
+    open_regular,
+    set_inode_flags,
+    write_new_file,
+    xattrs_of,
+)
 
 DEFAULT_SIZE_CAP = 16 * 1024 * 1024
+#: seconds any git command the monitor runs may take (a FIFO planted in .git must not hang it)
+GIT_TIMEOUT = 60
 _CHUNK = 1 << 20
 _IN_MEMORY = 1 << 20
 
@@ -50,8 +67,10 @@ class Sig:
     """What an ``lstat`` says about a path, reduced to what a change alters.
 
     Files compare every field (``ctime`` and the inode catch a content change
-    whose mtime was set back with ``utime``); directories compare only type,
-    mode and owner (their times move with every child).
+    whose mtime was set back with ``utime``, or an xattr/ACL change); directories
+    compare type, mode, owner and ``meta`` — a digest of their extended attributes
+    (ACLs included) and user inode flags — but not times, which move with every
+    child.
     """
 
     kind: str  # file | dir | link | other
@@ -62,12 +81,13 @@ class Sig:
     mtime_ns: int = 0
     ctime_ns: int = 0
     ino: int = 0
+    meta: str = ""
 
     @classmethod
-    def of(cls, st: os.stat_result) -> Sig:
+    def of(cls, st: os.stat_result, meta: str = "") -> Sig:
         m = st.st_mode
         if stat.S_ISDIR(m):
-            return cls("dir", stat.S_IMODE(m), st.st_uid, st.st_gid)
+            return cls("dir", stat.S_IMODE(m), st.st_uid, st.st_gid, meta=meta)
         kind = "file" if stat.S_ISREG(m) else "link" if stat.S_ISLNK(m) else "other"
         return cls(
             kind, stat.S_IMODE(m), st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns,
@@ -100,6 +120,8 @@ class Entry:
     copy: str | None = None  # path of the copy in the store
     link: str | None = None  # symlink target
     unrestorable: str | None = None  # why the content cannot be put back
+    xattrs: dict[str, bytes] | None = None  # directories: extended attributes and ACLs
+    flags: int | None = None  # directories: user inode flags (chattr)
 
     @property
     def restorable(self) -> bool:
@@ -117,6 +139,7 @@ class BaselineStats:
     copied_bytes: int = 0
     over_cap: int = 0
     unreadable: int = 0
+    special: int = 0
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -130,6 +153,8 @@ class BaselineStats:
             parts.append(f"{self.over_cap:,} over the size cap (not restorable)")
         if self.unreadable:
             parts.append(f"{self.unreadable:,} unreadable (not restorable)")
+        if self.special:
+            parts.append(f"{self.special:,} FIFOs, sockets or devices (never opened)")
         return "; ".join(parts) + f"; took {self.seconds:.2f} s"
 
 
@@ -168,7 +193,11 @@ def git_index(worktree: Path) -> dict[str, IndexEntry]:
             ["git", "-C", str(worktree), "ls-files", "--stage", "--debug", "-z"],
             capture_output=True,
             check=True,
+            stdin=subprocess.DEVNULL,
+            timeout=GIT_TIMEOUT,
         ).stdout
+    except subprocess.TimeoutExpired as exc:
+        raise BaselineError(f"git ls-files took over {GIT_TIMEOUT} s in {worktree}") from exc
     except FileNotFoundError:
         return {}  # no git binary: everything is hashed and copied instead
     except subprocess.CalledProcessError as exc:
@@ -230,63 +259,126 @@ def _index_mtime_ns(worktree: Path | None) -> int:
         return 0
 
 
-def git_blob_id(path: str) -> str:
-    """The id git would give the file's content as a blob."""
-    size = os.lstat(path).st_size
+def git_blob_id(path: str, anchor: Anchor | None = None) -> str:
+    """The id git would give the file's content as a blob (read by descriptor, never a FIFO)."""
     h = hashlib.sha1(usedforsecurity=False)
-    h.update(b"blob %d\0" % size)
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
+    with _open_file(path, anchor) as (fd, st):
+        h.update(b"blob %d\0" % st.st_size)
+        while chunk := os.read(fd, _CHUNK):
             h.update(chunk)
     return h.hexdigest()
 
 
-def walk(roots: list[Path], ignore: Callable[[str], bool]) -> Iterator[tuple[str, os.stat_result]]:
-    """Every path under ``roots`` (roots included) with its lstat, minus ignored subtrees."""
-    stack = [str(r) for r in roots]
-    for r in stack:
+@contextlib.contextmanager
+def _open_file(path: str, anchor: Anchor | None) -> Iterator[tuple[int, os.stat_result]]:
+    if anchor is not None:
+        pfd, name = anchor.parent(path)
+    else:
+        pfd, name = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY), \
+            os.path.basename(path)
+    try:
+        with open_regular(pfd, name) as item:
+            yield item
+    finally:
+        os.close(pfd)
+
+
+#: (path, lstat, directory meta digest, parent fd or None for a root, name in the parent)
+WalkItem = tuple[str, os.stat_result, str, "int | None", str]
+
+
+def walk(roots: list[Path], ignore: Callable[[str], bool]) -> Iterator[WalkItem]:
+    """Every path under ``roots`` (roots included) with its lstat, minus ignored subtrees.
+
+    Directories are descended by descriptor (``openat`` with O_NOFOLLOW), so a
+    directory swapped for a symlink while the walk runs is never followed; at most
+    one descriptor per level is open. The parent fd in each item is valid only
+    until the generator resumes.
+    """
+    for r in roots:
         try:
-            yield r, os.lstat(r)
-        except FileNotFoundError:
-            continue
-    while stack:
-        d = stack.pop()
-        try:
-            it = os.scandir(d)
+            rfd = os.open(str(r), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except (FileNotFoundError, NotADirectoryError):
             continue
+        try:
+            yield str(r), os.fstat(rfd), dir_meta(rfd), None, ""
+            yield from _walk_dir(str(r), rfd, ignore)
+        finally:
+            os.close(rfd)
+
+
+def _walk_dir(top: str, top_fd: int, ignore: Callable[[str], bool]) -> Iterator[WalkItem]:
+    stack: list[tuple[str, int, Iterator[os.DirEntry[str]]]] = []
+
+    def push(path: str, fd: int) -> None:
+        try:
+            with os.scandir(fd) as it:
+                entries = list(it)
         except PermissionError as exc:
-            raise BaselineError(f"cannot list {d}: {exc.strerror}") from exc
-        with it:
-            for e in it:
-                p = e.path
-                if ignore(p):
-                    continue
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                yield p, st
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(p)
+            os.close(fd)
+            raise BaselineError(f"cannot list {path}: {exc.strerror}") from exc
+        stack.append((path, fd, iter(entries)))
+
+    push(top, os.dup(top_fd))
+    try:
+        while stack:
+            path, fd, it = stack[-1]
+            e = next(it, None)
+            if e is None:
+                stack.pop()
+                os.close(fd)
+                continue
+            p = path + "/" + e.name
+            if ignore(p):
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                yield p, st, "", fd, e.name
+                continue
+            try:
+                sub = open_dir_at(fd, e.name)
+            except (FileNotFoundError, Unsafe):
+                continue  # gone or swapped for something else: its own event says so
+            except PermissionError as exc:
+                raise BaselineError(f"cannot list {p}: {exc.strerror}") from exc
+            try:
+                yield p, os.fstat(sub), dir_meta(sub), fd, e.name
+            except BaseException:
+                os.close(sub)
+                raise
+            push(p, sub)
+    finally:
+        for _, fd, _ in stack:
+            os.close(fd)
 
 
-def hash_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+def hash_file(path: str, anchor: Anchor | None = None) -> str:
+    """SHA-256 of a regular file, read by descriptor (a FIFO or device is refused)."""
+    with _open_file(path, anchor) as (fd, _):
+        return hash_fd(fd)[0]
 
 
 @dataclass
 class Baseline:
-    """The state of the watched trees at one point, and the means to restore it."""
+    """The state of the watched trees at one point, and the means to restore it.
+
+    Each file's identity (device, inode, size, mtime, ctime) is captured together
+    with its content: the bytes are read by descriptor between two fstats that
+    agree, and that identity is what the monitor compares later. A file whose
+    identity differs between the listing and the read changed while the baseline
+    was taken: it is named in ``changed`` (the monitor reports it).
+    """
 
     store: Path
     worktree: Path | None
     entries: dict[str, Entry] = field(default_factory=dict)
     stats: BaselineStats = field(default_factory=BaselineStats)
+    changed: dict[str, str] = field(default_factory=dict)
+    anchor: Anchor | None = None
+    temp_names: set[str] = field(default_factory=set)  # the restore's own temporary files
     _index_mtime: int = 0
 
     @classmethod
@@ -303,36 +395,44 @@ class Baseline:
         start = time.perf_counter()
         store.mkdir(parents=True, exist_ok=True, mode=0o700)
         (store / "objects").mkdir(exist_ok=True)
-        bl = cls(store=store, worktree=worktree)
+        bl = cls(store=store, worktree=worktree, anchor=Anchor([str(r) for r in roots]))
         index = git_index(worktree) if worktree is not None else {}
         bl._index_mtime = _index_mtime_ns(worktree)
-        listing: list[tuple[str, os.stat_result]] = []
-        for i, item in enumerate(walk(roots, ignore), start=1):
-            listing.append(item)
-            if progress is not None and i % 2000 == 0:
-                progress("scanning", i, 0)
-        total = len(listing)
+        n = 0
+        for path, st, meta, pfd, name in walk(roots, ignore):
+            bl.entries[path] = bl._record(path, st, meta, pfd, name, index.get(path), size_cap)
+            n += 1
+            if progress is not None and n % 500 == 0:
+                # one pass lists and reads (so identity and content belong together):
+                # the total is known only at the end
+                progress("scanning", n, 0)
         if progress is not None:
-            progress("scanning", total, total)
-        for i, (path, st) in enumerate(listing, start=1):
-            bl.entries[path] = bl._record(path, st, index.get(path), size_cap)
-            if progress is not None and (i % 500 == 0 or i == total):
-                progress("hashing", i, total)
+            progress("hashing", n, n)
         bl.stats.seconds = time.perf_counter() - start
         return bl
 
     def _record(
-        self, path: str, st: os.stat_result, ie: IndexEntry | None, cap: int
+        self, path: str, st: os.stat_result, meta: str, pfd: int | None, name: str,
+        ie: IndexEntry | None, cap: int,
     ) -> Entry:
-        sig = Sig.of(st)
+        sig = Sig.of(st, meta)
         e = Entry(path, sig, atime_ns=st.st_atime_ns)
         s = self.stats
         if sig.kind == "dir":
             s.dirs += 1
+            if meta:
+                with contextlib.suppress(OSError):
+                    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                 dir_fd=pfd) if pfd is not None else os.open(path, os.O_RDONLY)
+                    try:
+                        e.xattrs = xattrs_of(fd)
+                        e.flags = (inode_flags(fd) or 0) & _USER_FLAGS
+                    finally:
+                        os.close(fd)
         elif sig.kind == "link":
             s.links += 1
             try:
-                e.link = os.readlink(path)
+                e.link = os.readlink(name, dir_fd=pfd) if pfd is not None else os.readlink(path)
             except OSError as exc:
                 e.unrestorable = f"cannot read the symlink: {exc.strerror}"
         elif sig.kind == "file":
@@ -346,12 +446,17 @@ class Baseline:
                 s.from_git += 1
                 return e
             try:
-                self._content(e, ie.blob if ie is not None else None, cap)
+                assert pfd is not None
+                self._content(e, st, pfd, name, ie.blob if ie is not None else None, cap)
+            except NotRegular:
+                self.changed[path] = "replaced by something that is not a file"
+                e.unrestorable = "replaced by something that is not a file while the baseline ran"
             except OSError as exc:
                 s.unreadable += 1
                 e.unrestorable = f"could not be read when the baseline was taken: {exc.strerror}"
         else:
-            e.unrestorable = "not a regular file, directory or symlink"
+            s.special += 1
+            e.unrestorable = "not a regular file, directory or symlink (never opened)"
         return e
 
     def _clean(self, st: os.stat_result, ie: IndexEntry) -> bool:
@@ -366,68 +471,93 @@ class Baseline:
         )
 
     def same_content(self, e: Entry, path: str) -> bool:
-        """Whether ``path`` now holds the baseline bytes of ``e`` (hashing it)."""
+        """Whether ``path`` now holds the baseline bytes of ``e`` (hashing it by descriptor)."""
         if e.sha256 is not None:
-            return hash_file(path) == e.sha256
+            return hash_file(path, self.anchor) == e.sha256
         if e.blob is not None:
-            return git_blob_id(path) == e.blob
+            return git_blob_id(path, self.anchor) == e.blob
         return False
 
-    def _content(self, e: Entry, blob: str | None, cap: int) -> None:
-        size = e.sig.size
+    def _content(
+        self, e: Entry, listed: os.stat_result, pfd: int, name: str, blob: str | None, cap: int
+    ) -> None:
+        """Read the file once by descriptor; identity before == after, or read again."""
+        with open_regular(pfd, name) as (fd, before):
+            if Identity.of(before) != Identity.of(listed):
+                self.changed[e.path] = "changed between the listing and the read"
+            for _ in range(5):
+                data, sha, gid, n = self._read(fd, before.st_size, blob, cap)
+                after = os.fstat(fd)
+                if Identity.of(after) == Identity.of(before) and n == after.st_size:
+                    break
+                self.changed[e.path] = "changed while it was being read"
+                before = after
+            else:
+                e.unrestorable = "kept changing while the baseline was taken"
+                return
+        # the identity the content belongs to: later comparisons are against it
+        e.sig = Sig.of(after)
+        e.atime_ns = after.st_atime_ns
+        e.sha256 = sha
+        if blob is not None and gid == blob:
+            e.blob = blob
+            self.stats.from_git += 1
+        elif data is not None:
+            e.copy = data
+            self.stats.copied += 1
+            self.stats.copied_bytes += n
+        else:
+            self._over_cap(e, cap)
+
+    def _read(
+        self, fd: int, size: int, blob: str | None, cap: int
+    ) -> tuple[str | None, str, str | None, int]:
+        """(copy path or None, sha256, git blob id or None, bytes read)."""
+        os.lseek(fd, 0, os.SEEK_SET)
         sha = hashlib.sha256()
         git = hashlib.sha1(usedforsecurity=False) if blob is not None else None
-        with open(e.path, "rb") as f:
-            if size <= _IN_MEMORY:
-                data = f.read()
-                sha.update(data)
+        if git is not None:
+            # a size that differs from what is read fails the identity check: read again
+            git.update(b"blob %d\0" % size)
+        chunks: list[bytes] = []
+        tmp_fd, tmp_name = (-1, "")
+        keep = size <= cap
+        if keep and size > _IN_MEMORY:
+            tmp_fd, tmp_name = tempfile.mkstemp(dir=self.store)
+        n = 0
+        try:
+            while chunk := os.read(fd, _CHUNK):
+                n += len(chunk)
+                sha.update(chunk)
                 if git is not None:
-                    git.update(b"blob %d\0" % len(data))
-                    git.update(data)
-                e.sha256 = sha.hexdigest()
-                if git is not None and git.hexdigest() == blob:
-                    e.blob = blob
-                    self.stats.from_git += 1
-                elif len(data) <= cap:
-                    e.copy = self._store_bytes(e.sha256, data)
-                    self.stats.copied += 1
-                    self.stats.copied_bytes += len(data)
-                else:
-                    self._over_cap(e, cap)
-                return
-            tmp: BinaryIO | None = None
-            tmp_name = ""
-            if size <= cap:
-                fd, tmp_name = tempfile.mkstemp(dir=self.store)
-                tmp = os.fdopen(fd, "wb")
-            try:
-                if git is not None:
-                    git.update(b"blob %d\0" % size)
-                n = 0
-                while chunk := f.read(_CHUNK):
-                    n += len(chunk)
-                    sha.update(chunk)
-                    if git is not None:
-                        git.update(chunk)
-                    if tmp is not None:
-                        tmp.write(chunk)
-                e.sha256 = sha.hexdigest()
-                if git is not None and n == size and git.hexdigest() == blob:
-                    e.blob = blob
-                    self.stats.from_git += 1
-                elif tmp is not None:
-                    tmp.close()
-                    dest = self.store / "objects" / e.sha256
-                    os.replace(tmp_name, dest)
-                    tmp = None
-                    e.copy = str(dest)
-                    self.stats.copied += 1
-                    self.stats.copied_bytes += n
-                else:
-                    self._over_cap(e, cap)
-            finally:
-                if tmp is not None:
-                    tmp.close()
+                    git.update(chunk)
+                if keep and n > cap:
+                    keep = False
+                if tmp_fd >= 0:
+                    if keep:
+                        os.write(tmp_fd, chunk)
+                elif keep:
+                    chunks.append(chunk)
+            digest = sha.hexdigest()
+            gid = git.hexdigest() if git is not None else None
+            if gid is not None and gid == blob:
+                return None, digest, gid, n
+            if not keep:
+                return None, digest, gid, n
+            dest = self.store / "objects" / digest
+            if tmp_fd >= 0:
+                os.close(tmp_fd)
+                tmp_fd = -1
+                os.replace(tmp_name, dest)
+                tmp_name = ""
+            elif not dest.exists():
+                self._store_bytes(digest, b"".join(chunks))
+            return str(dest), digest, gid, n
+        finally:
+            if tmp_fd >= 0:
+                os.close(tmp_fd)
+            if tmp_name:
+                with contextlib.suppress(OSError):
                     os.unlink(tmp_name)
 
     def _over_cap(self, e: Entry, cap: int) -> None:
@@ -451,6 +581,10 @@ class Baseline:
     def get(self, path: str) -> Entry | None:
         return self.entries.get(path)
 
+    def over_cap(self) -> list[Entry]:
+        """Files that cannot be restored because they were too large to copy."""
+        return [e for e in self.entries.values() if e.unrestorable and "size cap" in e.unrestorable]
+
     def under(self, directory: str) -> list[Entry]:
         """Entries strictly below ``directory``, parents before children."""
         prefix = directory.rstrip("/") + "/"
@@ -466,8 +600,10 @@ class Baseline:
                     ["git", "-C", str(self.worktree), "cat-file", "blob", e.blob],
                     capture_output=True,
                     check=True,
+                    stdin=subprocess.DEVNULL,
+                    timeout=GIT_TIMEOUT,  # an object swapped for a FIFO must not hang us
                 )
-            except (OSError, subprocess.CalledProcessError) as exc:
+            except (OSError, subprocess.SubprocessError) as exc:
                 raise BaselineError(f"cannot read git blob {e.blob} for {e.path}: {exc}") from exc
             return out.stdout
         if e.copy is not None:
@@ -480,8 +616,10 @@ class Baseline:
     def restore(self, path: str) -> Sig:
         """Recreate ``path`` (which must not exist) as it was; parents too. Returns its new sig.
 
-        A process deleting the parent meanwhile (``rm -rf`` still running) is
-        outlasted: the parent is recreated and the restore tried again.
+        Every directory on the way is opened with O_NOFOLLOW from the watched root:
+        a parent swapped for a symlink is refused (:class:`Unsafe`), never written
+        through. A process deleting the parent meanwhile (``rm -rf`` still running)
+        is outlasted: the parent is recreated and the restore tried again.
         """
         for attempt in range(5):
             try:
@@ -491,58 +629,153 @@ class Baseline:
                     raise
         raise AssertionError("unreachable")
 
+    def _anchor(self) -> Anchor:
+        if self.anchor is None:
+            raise BaselineError("this baseline has no anchored roots")
+        return self.anchor
+
     def _restore_once(self, path: str) -> Sig:
         e = self.entries.get(path)
         if e is None:
             raise BaselineError(f"{path} was not in the baseline")
         if not e.restorable:
             raise BaselineError(f"{path} cannot be restored: {e.unrestorable}")
+        anchor = self._anchor()
         parent = os.path.dirname(path)
-        if not os.path.lexists(parent):
+        if parent in self.entries and anchor.lstat(parent) is None:
+            self.restore(parent)
+        try:
+            pfd, name = anchor.parent(path)
+        except FileNotFoundError:
             if parent in self.entries:
                 self.restore(parent)
+                pfd, name = anchor.parent(path)
             else:
-                raise BaselineError(f"{path}: parent {parent} is gone and was not in the baseline")
-        if e.sig.kind == "dir":
-            if os.path.lexists(path):
-                if not os.path.isdir(path) or os.path.islink(path):
-                    raise BaselineError(f"{path}: something else is in the way")
+                raise BaselineError(
+                    f"{path}: parent {parent} is gone and was not in the baseline"
+                ) from None
+        try:
+            if e.sig.kind == "dir":
+                try:
+                    os.mkdir(name, 0o700, dir_fd=pfd)
+                except FileExistsError:
+                    st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+                    if not stat.S_ISDIR(st.st_mode):
+                        raise BaselineError(f"{path}: something else is in the way") from None
+                fd = open_dir_at(pfd, name)
+            elif e.sig.kind == "link":
+                assert e.link is not None
+                os.symlink(e.link, name, dir_fd=pfd)
+                fd = -1
             else:
-                os.mkdir(path, 0o700)
-        elif e.sig.kind == "link":
-            assert e.link is not None
-            os.symlink(e.link, path)
-        else:
-            data = self.content(e)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-        self._attrs(e)
-        sig = Sig.lstat(path)
-        if sig is None:
-            raise BaselineError(f"{path} vanished while it was being restored")
-        return sig
+                self._restore_file(e, pfd, name)
+                fd = -1
+            try:
+                if e.sig.kind != "file":
+                    self._attrs(e, pfd, name, fd)
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            meta = _dir_meta_at(pfd, name) if e.sig.kind == "dir" else ""
+        finally:
+            os.close(pfd)
+        return Sig.of(st, meta)
 
-    def _attrs(self, e: Entry) -> None:
-        p = e.path
-        if e.sig.kind != "link":
-            os.chmod(p, e.sig.mode)
+    def _restore_file(self, e: Entry, pfd: int, name: str) -> None:
+        """Write the content under a temporary name, then link(2) it into place.
+
+        Nobody ever sees a half-restored file, and link(2) never replaces what
+        may have appeared at the name meanwhile (EEXIST instead).
+        """
+        tmp = f".guard-restore-{secrets.token_hex(8)}"
+        self.temp_names.add(os.path.join(os.path.dirname(e.path), tmp))
+        fd = write_new_file(pfd, tmp, self.content(e), e.sig.mode)
+        try:
+            try:
+                self._attrs(e, pfd, tmp, fd)
+            finally:
+                os.close(fd)
+            os.link(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd, follow_symlinks=False)
+        finally:
+            os.unlink(tmp, dir_fd=pfd)
+
+    def _attrs(self, e: Entry, pfd: int, name: str, fd: int) -> None:
+        """Mode, owner, times (and a directory's xattrs/flags) of ``e``, by descriptor."""
+        k = e.sig.kind
+        if k == "dir":
+            _reset_dir_meta(fd, e)  # first: an append-only flag refuses chmod and chown
+        if k != "link":
+            os.chmod(fd, e.sig.mode)
         # not root: the file stays ours; the mode and content are what matter
         with contextlib.suppress(PermissionError):
-            os.chown(p, e.sig.uid, e.sig.gid, follow_symlinks=False)
-        if e.sig.kind == "file":
-            os.utime(p, ns=(e.atime_ns, e.sig.mtime_ns))
-        elif e.sig.kind == "link":
-            os.utime(p, ns=(e.atime_ns, e.sig.mtime_ns), follow_symlinks=False)
+            if k == "link":
+                os.chown(name, e.sig.uid, e.sig.gid, dir_fd=pfd, follow_symlinks=False)
+            else:
+                os.chown(fd, e.sig.uid, e.sig.gid)
+        if k == "file":
+            os.utime(fd, ns=(e.atime_ns, e.sig.mtime_ns))
+        elif k == "link":
+            os.utime(name, ns=(e.atime_ns, e.sig.mtime_ns), dir_fd=pfd, follow_symlinks=False)
 
     def reset_attrs(self, path: str) -> Sig | None:
-        """Put mode/owner/times of an existing path back (for an attribute-only change)."""
+        """Put mode/owner/times (directories: xattrs, ACLs, flags) of an existing path back."""
         e = self.entries.get(path)
         if e is None:
             return None
-        self._attrs(e)
-        return Sig.lstat(path)
+        anchor = self._anchor()
+        pfd, name = anchor.parent(path)
+        try:
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            if Sig.of(st).kind != e.sig.kind:
+                raise BaselineError(f"{path}: something else is in the way")
+            if e.sig.kind == "dir":
+                fd = open_dir_at(pfd, name)
+            elif e.sig.kind == "file":
+                with open_regular(pfd, name) as (rfd, _):
+                    fd = os.dup(rfd)
+            else:
+                fd = -1
+            try:
+                self._attrs(e, pfd, name, fd)
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            meta = _dir_meta_at(pfd, name) if e.sig.kind == "dir" else ""
+        finally:
+            os.close(pfd)
+        return Sig.of(st, meta)
 
     def discard(self) -> None:
         """Delete the store (guard's own copies, nothing anyone else wrote)."""
+        if self.anchor is not None:
+            self.anchor.close()
         shutil.rmtree(self.store, ignore_errors=True)
+
+
+def _dir_meta_at(pfd: int, name: str) -> str:
+    fd = open_dir_at(pfd, name)
+    try:
+        return dir_meta(fd)
+    finally:
+        os.close(fd)
+
+
+def _reset_dir_meta(fd: int, e: Entry) -> None:
+    """Remove added xattrs/ACLs, put back the baseline ones and the user inode flags."""
+    want = e.xattrs or {}
+    have = xattrs_of(fd)
+    for k in have:
+        if k not in want:
+            with contextlib.suppress(OSError):
+                os.removexattr(fd, k)
+    for k, v in want.items():
+        if have.get(k) != v:
+            with contextlib.suppress(OSError):
+                os.setxattr(fd, k, v)
+    cur = inode_flags(fd)
+    if cur is not None and (cur & _USER_FLAGS) != (e.flags or 0):
+        with contextlib.suppress(OSError):
+            set_inode_flags(fd, (cur & ~_USER_FLAGS) | (e.flags or 0))
+

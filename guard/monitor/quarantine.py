@@ -14,7 +14,6 @@ import contextlib
 import errno
 import json
 import os
-import shutil
 import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +22,15 @@ from typing import Any
 
 from guard.audit import project_of
 from guard.effects import GuardError
+from guard.monitor.fsops import (
+    Anchor,
+    copy_fd_to,
+    describe_stable,
+    kind_of,
+    open_dir_at,
+    open_regular,
+    write_new_file,
+)
 from guard.paths import Roots
 
 MANIFEST = "manifest.json"
@@ -44,26 +52,53 @@ def _stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
-def _describe(path: str) -> dict[str, Any]:
-    st = os.lstat(path)
-    m = st.st_mode
-    kind = "dir" if stat.S_ISDIR(m) else "symlink" if stat.S_ISLNK(m) else "file"
-    return {"kind": kind, "mode": oct(stat.S_IMODE(m)), "size": st.st_size if kind == "file" else 0}
+def move_at(src_dfd: int, src_name: str, dst_dfd: int, dst_name: str) -> None:
+    """renameat(2): the very object named in the source directory, never a symlink's target.
 
-
-def move(src: str, dest: str) -> None:
-    """rename(2); across file systems a copy that keeps metadata, then the source goes."""
+    Across file systems a regular file or symlink is copied (mode and times kept,
+    read by descriptor) and the source unlinked; anything else is refused.
+    """
     try:
-        os.rename(src, dest)
+        os.rename(src_name, dst_name, src_dir_fd=src_dfd, dst_dir_fd=dst_dfd)
+        return
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-        if os.path.isdir(src) and not os.path.islink(src):
-            shutil.copytree(src, dest, symlinks=True, copy_function=shutil.copy2)
-            shutil.rmtree(src)
-        else:
-            shutil.copy2(src, dest, follow_symlinks=False)
-            os.unlink(src)
+    st = os.stat(src_name, dir_fd=src_dfd, follow_symlinks=False)
+    if stat.S_ISREG(st.st_mode):
+        with open_regular(src_dfd, src_name) as (fd, _):
+            copy_fd_to(fd, dst_dfd, dst_name, stat.S_IMODE(st.st_mode))
+    elif stat.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(src_name, dir_fd=src_dfd), dst_name, dir_fd=dst_dfd)
+    else:
+        raise QuarantineError(
+            f"{src_name}: a {kind_of(st.st_mode)} cannot be moved across file systems;"
+            " left in place"
+        )
+    os.unlink(src_name, dir_fd=src_dfd)
+
+
+def _open_parent(path: str, anchor: Anchor | None, *, create: bool = False) -> tuple[int, str]:
+    """The parent's descriptor (without following, when anchored) and the last name."""
+    if anchor is not None and anchor.covers(path):
+        return anchor.parent(path, create=create)  # a symlink on the way: Unsafe, refused
+    parent = os.path.dirname(path) or "."
+    if create:
+        os.makedirs(parent, exist_ok=True)
+    return os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), os.path.basename(path)
+
+
+def move(src: str, dest: str, anchor: Anchor | None = None) -> None:
+    """Move ``src`` to ``dest`` by their parents' descriptors (see :func:`move_at`)."""
+    sfd, sname = _open_parent(src, anchor)
+    try:
+        dfd, dname = _open_parent(dest, anchor, create=True)
+        try:
+            move_at(sfd, sname, dfd, dname)
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,29 +122,59 @@ class Item:
 
 
 class Quarantine:
-    """The quarantine of one session under ``root``."""
+    """The quarantine of one session under ``root``.
 
-    def __init__(self, root: Path, session: str) -> None:
+    With an ``anchor`` (the monitor's), every directory inside the watched trees
+    is reached without following symlinks, so a quarantine directory swapped for
+    a symlink by the agent is refused rather than written through.
+    """
+
+    def __init__(self, root: Path, session: str, anchor: Anchor | None = None) -> None:
         self.root = root
         self.session = session
         self.session_dir = root / session
+        self.anchor = anchor
+
+    def dir_fd(self, path: Path) -> int:
+        """A descriptor of ``path`` (created), reached without following inside the trees."""
+        p = str(path)
+        if self.anchor is not None and self.anchor.covers(p):
+            return self.anchor.dir(p, create=True)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def session_fd(self) -> int:
+        """The session directory's descriptor (created, with the quarantine's .gitignore)."""
+        rfd = self.dir_fd(self.root)
+        try:
+            # keep quarantined versions out of `git status` and `git add -A`
+            with contextlib.suppress(FileExistsError):
+                fd = os.open(".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o644, dir_fd=rfd)
+                try:
+                    os.write(fd, b"*\n")
+                finally:
+                    os.close(fd)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(self.session, 0o700, dir_fd=rfd)
+            return open_dir_at(rfd, self.session)
+        finally:
+            os.close(rfd)
 
     def new_slot(self) -> Path:
         """A fresh ``<session>/<timestamp>`` directory (suffixed when the clock repeats)."""
-        if not self.session_dir.is_dir():
-            self.session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            ignore = self.root / ".gitignore"
-            if not ignore.exists():
-                # keep quarantined versions out of `git status` and `git add -A`
-                ignore.write_text("*\n", encoding="utf-8")
-        base = _stamp()
-        for n in range(1000):
-            slot = self.session_dir / (base if n == 0 else f"{base}-{n}")
-            try:
-                slot.mkdir(mode=0o700)
-                return slot
-            except FileExistsError:
-                continue
+        sfd = self.session_fd()
+        try:
+            base = _stamp()
+            for n in range(1000):
+                name = base if n == 0 else f"{base}-{n}"
+                try:
+                    os.mkdir(name, 0o700, dir_fd=sfd)
+                    return self.session_dir / name
+                except FileExistsError:
+                    continue
+        finally:
+            os.close(sfd)
         raise QuarantineError(f"cannot create a quarantine slot under {self.session_dir}")
 
     @staticmethod
@@ -124,20 +189,16 @@ class Quarantine:
         """(slot, destination) for quarantining the path ``rel``; the parents exist."""
         slot = self.new_slot()
         dest = slot / self.stored_name(rel)
-        dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = self.dir_fd(dest.parent)
+        os.close(fd)
         return slot, dest
 
     @staticmethod
-    def write_manifest(slot: Path, manifest: dict[str, Any]) -> None:
+    def write_manifest(
+        slot: Path, manifest: dict[str, Any], anchor: Anchor | None = None
+    ) -> None:
         """Replace the slot's manifest whole (a full disk leaves the old one and no temp file)."""
-        tmp = slot / (MANIFEST + ".tmp")
-        try:
-            tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-            os.replace(tmp, slot / MANIFEST)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        _write_manifest(slot, manifest, anchor)
 
     def put(self, path: str, rel: str, meta: dict[str, Any]) -> Item:
         """Move ``path`` into a new slot and write its manifest."""
@@ -147,6 +208,14 @@ class Quarantine:
     def finish(
         self, slot: Path, dest: Path, path: str, rel: str, meta: dict[str, Any]
     ) -> Item:
+        """Move ``path`` to ``dest`` (by descriptors), then describe what is stored.
+
+        The manifest is written first (``state: moving``), so a version that was
+        moved is never in quarantine without one (:func:`_recover` finishes an
+        interrupted one). Size and SHA-256 are computed from the stored copy after
+        the move, between two fstats that agree, so they describe exactly the bytes
+        kept (``stable: false`` if a writer still holding the file kept changing it).
+        """
         manifest: dict[str, Any] = {
             "session": self.session,
             "timestamp": slot.name,
@@ -156,18 +225,45 @@ class Quarantine:
             **meta,
             "restored_at": None,
         }
-        # Crash safety: the manifest exists before the move, so a version that was
-        # moved is never in quarantine without one (see _recover for the rest).
-        self.write_manifest(slot, {**manifest, "state": MOVING})
-        described = _describe(path)
-        if described["kind"] == "file":
-            from guard.monitor.baseline import hash_file
-
-            described["sha256"] = hash_file(path)
-        move(path, str(dest))
+        _write_manifest(slot, {**manifest, "state": MOVING}, self.anchor)
+        sfd, sname = _open_parent(path, self.anchor)
+        try:
+            dfd = self.dir_fd(dest.parent)
+            try:
+                move_at(sfd, sname, dfd, dest.name)
+                described = describe_stable(dfd, dest.name)
+            finally:
+                os.close(dfd)
+        finally:
+            os.close(sfd)
         manifest = {**manifest, **described, **meta, "restored_at": None}
-        self.write_manifest(slot, manifest)
+        _write_manifest(slot, manifest, self.anchor)
         return Item(f"{self.session}/{slot.name}", slot, manifest)
+
+
+def _write_manifest(slot: Path, manifest: dict[str, Any], anchor: Anchor | None = None) -> None:
+    data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    if anchor is not None and anchor.covers(str(slot)):
+        dfd = anchor.dir(str(slot))
+    else:
+        dfd = os.open(str(slot), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        tmp = MANIFEST + ".tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)
+        try:
+            fd = write_new_file(dfd, tmp, data, 0o600)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, MANIFEST, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)  # a full disk leaves the old manifest, no temp file
+            raise
+    finally:
+        os.close(dfd)
 
 
 def list_items(root: Path, session: str | None = None) -> list[Item]:
@@ -202,12 +298,12 @@ def _recover(slot: Path, manifest: dict[str, Any]) -> dict[str, Any] | None:
     if not os.path.lexists(stored):
         return None
     fixed = {k: v for k, v in manifest.items() if k != "state"}
-    fixed.update(_describe(str(stored)))
-    if fixed["kind"] == "file":
-        from guard.monitor.baseline import hash_file
-
-        fixed["sha256"] = hash_file(str(stored))
-    Quarantine.write_manifest(slot, fixed)
+    pfd = os.open(str(stored.parent), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fixed.update(describe_stable(pfd, stored.name))
+    finally:
+        os.close(pfd)
+    _write_manifest(slot, fixed)
     return fixed
 
 
@@ -255,39 +351,61 @@ def restore_item(item: Item, *, to: str | None = None, force: bool = False) -> l
             f" to {item.manifest.get('restored_to', item.original)}"
         )
     src = item.stored
+    qroot = item.dir.parent.parent
+    bases = [str(qroot)]
+    if qroot.name == "quarantine" and qroot.parent.name == ".openoxide":
+        bases.append(str(qroot.parent.parent))  # the worktree: reached without following
+    anchor = Anchor(bases)
+    try:
+        return _restore_item(item, src, anchor, to=to, force=force)
+    finally:
+        anchor.close()
+
+
+def _restore_item(
+    item: Item, src: Path, anchor: Anchor, *, to: str | None, force: bool
+) -> list[str]:
     dest = os.path.abspath(to) if to else item.original
-    if not os.path.lexists(src):
+    if anchor.lstat(str(src)) is None:
         sha = item.manifest.get("sha256")
         if sha and os.path.isfile(dest) and not os.path.islink(dest):
             from guard.monitor.baseline import hash_file
 
-            if hash_file(dest) == sha:  # an interrupted restore moved it back already
-                _mark_restored(item, dest)
+            on = anchor if anchor.covers(dest) else None
+            if hash_file(dest, on) == sha:  # an interrupted restore moved it back already
+                _mark_restored(item, dest, anchor)
                 return [f"{item.id} was already back at {dest}; its manifest now says so"]
         raise QuarantineError(f"{item.id}: the quarantined copy {src} is missing")
     done: list[str] = []
-    if os.path.lexists(dest):
+    in_the_way = anchor.lstat(dest) if anchor.covers(dest) else _lstat(dest)
+    if in_the_way is not None:
         if not force:
             raise QuarantineError(
                 f"{dest} exists; pass --force to move it into quarantine first and put"
                 f" {item.id} back, or --to PATH to restore elsewhere"
             )
-        q = Quarantine(item.dir.parent.parent, item.dir.parent.name)
+        q = Quarantine(item.dir.parent.parent, item.dir.parent.name, anchor)
         moved = q.put(dest, str(item.manifest.get("rel", os.path.basename(dest))),
                       {"event": "in the way of a restore", "restore_of": item.id})
         done.append(f"moved {dest} (in the way) to quarantine item {moved.id}")
     parent = os.path.dirname(dest)
     if not os.path.isdir(parent):
-        os.makedirs(parent, exist_ok=True)
         done.append(f"created {parent}")
-    move(str(src), dest)
+    move(str(src), dest, anchor)
     done.append(f"restored {item.id} to {dest}")
-    _mark_restored(item, dest)
+    _mark_restored(item, dest, anchor)
     return done
 
 
-def _mark_restored(item: Item, dest: str) -> None:
+def _mark_restored(item: Item, dest: str, anchor: Anchor | None = None) -> None:
     manifest = dict(item.manifest)
     manifest["restored_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     manifest["restored_to"] = dest
-    Quarantine.write_manifest(item.dir, manifest)
+    _write_manifest(item.dir, manifest, anchor)
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None

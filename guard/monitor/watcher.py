@@ -1,27 +1,27 @@
 """The monitor: watch the trees with inotify, decide every change, report and restore.
 
 Threads: watchdog's inotify reader and dispatcher (events reach
-:meth:`Monitor._on_fs_event`), and one reconciler (periodic scans, and the
-scan that follows an inotify overflow or watch-limit error). Every change,
-from an event or a scan, goes through :meth:`Monitor._change` under one lock,
-which compares the path with its last consistent state, decides the effect
-with the policy, and acts once per violation.
+:meth:`Monitor._on_fs_event`), one reconciler (periodic scans, and the scan
+that follows an inotify overflow or watch-limit error) and one settler (acts on
+written files once their writer is done). Every change, from an event or a
+scan, goes through :meth:`Monitor._change`: it compares the path with its last
+consistent state, decides the effect with the policy, and acts once per
+violation under one lock; the audit log and callbacks are written after the
+lock is released, and nothing done under it can block (files are never opened
+unless they are regular files, by descriptor, see :mod:`guard.monitor.fsops`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
-import secrets
+import stat
 import sys
 import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -38,19 +38,33 @@ from watchdog.events import (
     FileModifiedEvent,
     FileMovedEvent,
     FileSystemEvent,
-    FileSystemEventHandler,
 )
-from watchdog.observers.api import BaseObserver
-from watchdog.observers.inotify import InotifyFullEmitter
-from watchdog.observers.inotify_c import InotifyEvent, InotifyFD, Mask, Watch
 
 from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
-from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Progress, Sig, walk
+from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Progress, Sig
+from guard.monitor.events import (
+    _WRITING_EVENTS,
+    Notice,
+    Violation,
+    _Handler,
+    _is_under,
+    _Observer,
+    _Pending,
+    _Sink,
+    default_roots,
+    new_session_id,
+)
+from guard.monitor.fsops import Anchor, Unsafe, dir_meta
+from guard.monitor.gitindex import read_index, staged
 from guard.monitor.quarantine import Quarantine, quarantine_root
+from guard.monitor.scan import drain_pending, during_baseline, index_change
+from guard.monitor.scan import reconcile as _reconcile
 
 if TYPE_CHECKING:
     from guard.decide import Guard
+
+__all__ = ["Monitor", "Notice", "Violation", "default_roots", "new_session_id"]
 
 # watchdog warns when its own directory-creation race re-registers a watch; harmless noise
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog\.")
@@ -61,123 +75,17 @@ _MISSING = object()
 DEGRADED_INTERVAL = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class Violation:
-    """A change the agent's policy does not allow, and what the monitor did about it."""
-
-    timestamp: str
-    session: str
-    agent: str
-    event: str  # created | modified | closed-after-write | attrib | deleted | moved-from | ...
-    path: str
-    rule: str
-    reason: str
-    action_taken: str
-    effect: str = "write"  # the effect the event maps to: write | delete
-    detail: str = ""  # e.g. the other end of a move
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "violation", "source": "monitor", **asdict(self)}
-
-
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """Something the user must know that is not a violation (overflow, scan result, error)."""
-
-    timestamp: str
-    session: str
-    event: str
-    message: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "notice", "source": "monitor", **asdict(self)}
-
-
-def new_session_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-
-
-class _FD(InotifyFD):
-    """watchdog's inotify reader, telling us about overflows and watch errors.
-
-    watchdog 7 handles ``IN_Q_OVERFLOW`` itself (it rebuilds its watches) and
-    only logs it; a watch-limit error while adding a new directory's watch
-    would end its reader thread. Here both reach the monitor instead.
-    """
-
-    def __init__(self, trouble: Callable[[str, str], None]) -> None:
-        super().__init__()
-        self._trouble = trouble
-
-    def handle_event(self, event: InotifyEvent) -> None:
-        try:
-            super().handle_event(event)
-        except OSError as exc:
-            kind = "watch-limit" if exc.errno in (errno.ENOSPC, errno.EMFILE) else "watch-error"
-            self._trouble(kind, f"inotify could not add a watch: {exc.strerror or exc}")
-            return
-        if event.is_queue_overflow:
-            self._trouble("overflow", "the kernel's inotify queue overflowed: events were lost")
-
-
-    def _get_or_create_watch(self, path: bytes, mask: Mask) -> Watch:
-        # watchdog swallows errors on subdirectories (they may vanish while being
-        # walked); a watch limit is not such a case: the directory stays unwatched.
-        try:
-            return super()._get_or_create_watch(path, mask)
-        except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EMFILE):
-                self._trouble(
-                    "watch-limit",
-                    f"inotify could not watch {os.fsdecode(path)}: {exc.strerror or exc}"
-                    " (raise fs.inotify.max_user_watches)",
-                )
-            raise
-
-
-class _Observer(BaseObserver):
-    def __init__(self, trouble: Callable[[str, str], None]) -> None:
-        self._inotify_fd = _FD(trouble)
-        self._inotify_fd.start()
-        super().__init__(InotifyFullEmitter, timeout=0.2, inotify_fd=self._inotify_fd)
-
-    def on_thread_stop(self) -> None:
-        super().on_thread_stop()
-        self._inotify_fd.stop()
-        self._inotify_fd.join()
-
-
-class _Handler(FileSystemEventHandler):
-    def __init__(self, monitor: Monitor) -> None:
-        self.monitor = monitor
-
-    def dispatch(self, event: FileSystemEvent) -> None:
-        self.monitor._on_fs_event(event)
-
-
-def default_roots(guard: Guard) -> list[Path]:
-    """The worktree (or, without one, the current directory) and an outside plan directory."""
-    r = guard.roots
-    base = r.worktree if r.worktree is not None else Path(os.path.realpath(os.getcwd()))
-    out = [base]
-    if not _is_under(str(r.plans), str(base)):
-        out.append(r.plans)
-    return out
-
-
-def _is_under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-class Monitor:
+class Monitor(_Sink):
     """Watch ``roots`` while ``agent`` works; every change its policy does not allow is a violation.
 
     ``start()`` takes the baseline (``progress`` is told how far it got) and
     starts the inotify observer; ``stop()`` stops it after a last
     reconciliation. With ``restore=True`` violating versions are moved into
-    quarantine and the baseline is put back. Violations are appended to the
-    audit log and passed to ``on_violation``; notices (overflow, scans,
-    errors) to ``on_notice``.
+    quarantine and the baseline is put back; a written file is acted on once it
+    has settled (closed after writing, or unchanged for a while), so what is
+    quarantined is the whole version. Violations are appended to the audit log
+    and passed to ``on_violation``; notices (overflow, scans, errors) to
+    ``on_notice``. :meth:`settle` waits until everything seen so far is handled.
     """
 
     def __init__(
@@ -226,7 +134,8 @@ class Monitor:
         self.final_reconcile = final_reconcile
         self.audit_path = audit_path if audit_path is not None else audit.default_log_path(r)
         self.sink: audit.AuditSink = sink if sink is not None else audit.AuditLog(self.audit_path)
-        self.quarantine = Quarantine(quarantine_root(r), self.session)
+        self.anchor = Anchor([str(root) for root in self.roots])
+        self.quarantine = Quarantine(quarantine_root(r), self.session, self.anchor)
         self.store = r.data / "monitor" / audit.project_of(r) / self.session
 
         self.violations: list[Violation] = []
@@ -240,27 +149,42 @@ class Monitor:
 
         self._lock = threading.RLock()
         self._recon_lock = threading.Lock()
+        self._out_lock = threading.Lock()
+        self._outbox: list[Violation | Notice] = []
         self._known: dict[str, Sig | None] = {}
         self._dirty: set[tuple[str, EffectKind]] = set()
         self._quarantined: set[str] = set()
         self._own_moves: set[tuple[str, str]] = set()
+        self._pending: dict[str, _Pending] = {}
+        self._pending_cv = threading.Condition(self._lock)
+        self._early: dict[str, str] = {}
+        self._barrier_seq = 0
+        self._barrier_seen = threading.Condition()
+        self._barrier_done = 0
         self._ready = threading.Event()
+        #: set once inotify watches every root (before the baseline is taken)
+        self.watching = threading.Event()
         self._stop = threading.Event()
+        self._stopping = False
         self._wake = threading.Event()
         self._wake_reason = "periodic"
         self._observer: _Observer | None = None
-        self._reconciler: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._started = False
 
         self._git_dirs = [str(root / ".git") for root in self.roots if (root / ".git").is_dir()]
+        self._index_paths = {g + "/index": g for g in self._git_dirs}
+        self._index_base: dict[str, tuple[bytes | None, str]] = {}
+        self._index_known: dict[str, str] = {}
+        self._plans = str(r.plans)
         self._plan_ancestors = self._ancestors(str(r.plans))
         self._ignored_exact = {
             str(self.quarantine.root),
             str(self.quarantine.root / ".gitignore"),
             str(self.audit_path),
         }
-
-    # -- what is not watched -------------------------------------------------
+        sd = str(self.quarantine.session_dir)
+        self._barrier_dir = sd if any(_is_under(sd, str(root)) for root in self.roots) else None
 
     def _ancestors(self, path: str) -> set[str]:
         """The plan directory and its ancestors inside the watched roots (created to hold plans)."""
@@ -272,8 +196,13 @@ class Monitor:
         return out
 
     def _ignored(self, path: str) -> bool:
-        """The monitor's own files and git's object/index churn (see docs/monitor.md)."""
+        """The monitor's own files and git's object churn (see docs/monitor.md).
+
+        ``.git/index`` is compared by its staged entries, not walked or hashed.
+        """
         if path in self._ignored_exact:
+            return True
+        if self.baseline is not None and path in self.baseline.temp_names:
             return True
         if _is_under(path, str(self.quarantine.session_dir)) or _is_under(path, str(self.store)):
             return True
@@ -293,7 +222,14 @@ class Monitor:
             raise GuardError("this monitor was already started")
         self._started = True
         t0 = time.perf_counter()
+        if self._barrier_dir is not None:
+            try:
+                os.close(self.quarantine.session_fd())
+            except OSError as exc:
+                self._barrier_dir = None
+                self._notice("error", f"cannot create {self.quarantine.session_dir}: {exc}")
         self._start_observer()
+        self._await_watches()
         try:
             self.baseline = Baseline.take(
                 self.roots,
@@ -303,11 +239,20 @@ class Monitor:
                 size_cap=self.size_cap,
                 progress=self.progress,
             )
+            for g in self._git_dirs:
+                data = read_index(g)
+                digest = staged(data, os.path.dirname(g), self.store)
+                self._index_base[g] = (data, digest)
+                self._index_known[g] = digest
         except BaseException:
             self._stop_observer()
+            self.anchor.close()
             raise
+        # every event generated while the baseline ran is now recorded in _early
+        self.sync()
         with self._lock:
             self._known = {p: e.sig for p, e in self.baseline.entries.items()}
+            early, self._early = self._early, {}
         self.startup_seconds = time.perf_counter() - t0
         self._ready.set()
         self._notice(
@@ -316,9 +261,21 @@ class Monitor:
             f" ({'restore' if self.restore else 'report only'});"
             f" baseline: {self.baseline.stats.summary()}; start-up {self.startup_seconds:.2f} s",
         )
-        self._reconciler = threading.Thread(target=self._reconcile_loop, daemon=True,
-                                            name="guard-reconcile")
-        self._reconciler.start()
+        over = self.baseline.over_cap()
+        if over:
+            names = ", ".join(e.path for e in over[:5]) + (" ..." if len(over) > 5 else "")
+            self._notice(
+                "not-restorable",
+                f"{len(over)} files are over the size cap and not in git: a change to them is"
+                f" reported but cannot be undone: {names}",
+            )
+        self._flush()
+        during_baseline(self, early)
+        for target, name in ((self._reconcile_loop, "guard-reconcile"),
+                             (self._settle_loop, "guard-settle")):
+            t = threading.Thread(target=target, daemon=True, name=name)
+            t.start()
+            self._threads.append(t)
         return self
 
     def _start_observer(self) -> None:
@@ -339,6 +296,19 @@ class Monitor:
                     f"cannot watch every directory under {root}: {exc.strerror or exc}"
                     " (raise fs.inotify.max_user_watches)",
                 )
+
+    def _await_watches(self) -> None:
+        """watchdog adds its watches on the emitters' threads: wait until they are in place,
+        so that every change after this point is seen (the marker event proves it)."""
+        obs = self._observer
+        if obs is not None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not all(
+                getattr(em, "_inotify", None) is not None for em in obs.emitters
+            ):
+                time.sleep(0.005)
+            self.sync(30)
+        self.watching.set()
 
     def _degrade(self, event: str, message: str) -> None:
         self.watch_errors += 1
@@ -363,9 +333,13 @@ class Monitor:
         self._stop.set()
         self._wake.set()
         self._ready.set()
+        with self._pending_cv:
+            self._pending_cv.notify_all()
         self._stop_observer()
-        if self._reconciler is not None:
-            self._reconciler.join()
+        for t in self._threads:
+            t.join()
+        self._stopping = True  # from here on nothing waits to settle
+        self._drain_pending(everything=True)
         if self.final_reconcile and self.baseline is not None:
             self.reconcile("final")
         self._notice(
@@ -373,8 +347,13 @@ class Monitor:
             f"stopped: {len(self.violations)} violations, {self.overflows} overflows,"
             f" {self.reconciliations} reconciliations",
         )
+        self._flush()
         if self.baseline is not None:
             self.baseline.discard()
+        self.anchor.close()
+        if self._barrier_dir is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(self._barrier_dir)  # only when empty: nothing was quarantined
 
     def __enter__(self) -> Monitor:
         return self.start()
@@ -386,6 +365,56 @@ class Monitor:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    # -- waiting for a consistent state -----------------------------------------
+
+    def sync(self, timeout: float = 60.0) -> bool:
+        """Wait until every inotify event generated before this call has been handled.
+
+        A marker file is created and removed in this session's quarantine
+        directory (inside the watched worktree); inotify delivers events in
+        order, so once the marker's event is handled, every earlier one was.
+        Returns False when there is no such directory (quarantine outside the
+        watched trees) or no observer, or on timeout.
+        """
+        if self._barrier_dir is None or self._observer is None or self._stop.is_set():
+            return False
+        with self._barrier_seen:
+            self._barrier_seq += 1
+            seq = self._barrier_seq
+        name = os.path.join(self._barrier_dir, f".sync-{seq}")
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            os.close(fd)
+            os.unlink(name)
+        except OSError:
+            return False
+        deadline = time.monotonic() + timeout
+        with self._barrier_seen:
+            while self._barrier_done < seq:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    return False
+                self._barrier_seen.wait(min(left, 0.5))
+        return True
+
+    def settle(self, timeout: float = 120.0) -> bool:
+        """Wait until the monitor has handled everything: events, settling files, a clean scan.
+
+        Returns True once a reconciliation scan, run after every earlier event was
+        handled and no file was waiting to settle, finds nothing new.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.sync(max(0.1, deadline - time.monotonic()))
+            with self._pending_cv:
+                while self._pending and time.monotonic() < deadline:
+                    self._pending_cv.wait(0.2)
+            if self.reconcile("settle") or self._pending:
+                continue
+            self._flush()
+            return True
+        return False
 
     # -- inotify ---------------------------------------------------------------
 
@@ -402,13 +431,23 @@ class Monitor:
             self._degrade(kind, message)
             self._wake_reason = f"after {kind}"
         self._wake.set()
+        self._flush()
 
     def _on_fs_event(self, ev: FileSystemEvent) -> None:
-        self._ready.wait()
+        src = os.fsdecode(ev.src_path)
+        if (self._barrier_dir is not None and isinstance(ev, FileCreatedEvent)
+                and os.path.dirname(src) == self._barrier_dir
+                and os.path.basename(src).startswith(".sync-")):
+            with self._barrier_seen:
+                self._barrier_done = max(self._barrier_done, int(src.rsplit("-", 1)[1]))
+                self._barrier_seen.notify_all()
+            return
         if self._stop.is_set():
             return
         try:
-            src = os.fsdecode(ev.src_path)
+            if not self._ready.is_set():
+                self._record_early(ev)
+                return
             if isinstance(ev, FileMovedEvent | DirMovedEvent):
                 dest = os.fsdecode(ev.dest_path)
                 if src and dest and self._own_move(src, dest):
@@ -431,6 +470,27 @@ class Monitor:
             # read-only closes change nothing.
         except Exception as exc:  # keep watching whatever one event did
             self._notice("error", f"while handling {ev!r}: {type(exc).__name__}: {exc}")
+        self._flush()
+
+    def _record_early(self, ev: FileSystemEvent) -> None:
+        """While the baseline runs: remember which paths changed (first event wins)."""
+        names: list[tuple[str, str]] = []
+        src = os.fsdecode(ev.src_path)
+        if isinstance(ev, FileMovedEvent | DirMovedEvent):
+            dest = os.fsdecode(ev.dest_path)
+            names = [(src, "moved-from"), (dest, "moved-to")]
+        elif isinstance(ev, FileCreatedEvent | DirCreatedEvent):
+            names = [(src, "created")]
+        elif isinstance(ev, FileModifiedEvent | FileClosedEvent):
+            names = [(src, "modified")]
+        elif isinstance(ev, FileAttribEvent | DirAttribEvent):
+            names = [(src, "attrib")]
+        elif isinstance(ev, FileDeletedEvent | DirDeletedEvent):
+            names = [(src, "deleted")]
+        with self._lock:
+            for p, what in names:
+                if p:
+                    self._early.setdefault(p, what)
 
     def _own_move(self, src: str, dest: str) -> bool:
         with self._lock:
@@ -442,6 +502,26 @@ class Monitor:
 
     # -- deciding and acting ---------------------------------------------------
 
+    def _sig(self, path: str) -> Sig | None:
+        """The path's signature, reached without following symlinks (directories: with meta)."""
+        try:
+            st = self.anchor.lstat(path)
+        except OSError:
+            return None
+        if st is None:
+            return None
+        meta = ""
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                fd = self.anchor.dir(path)
+            except OSError:
+                return Sig.of(st)
+            try:
+                meta = dir_meta(fd)
+            finally:
+                os.close(fd)
+        return Sig.of(st, meta)
+
     def _in_quarantined(self, path: str) -> bool:
         p = path
         while p and p != "/":
@@ -451,61 +531,99 @@ class Monitor:
         return False
 
     def _change(
-        self, path: str, kind: EffectKind, event: str, detail: str = ""
+        self,
+        path: str,
+        kind: EffectKind,
+        event: str,
+        detail: str = "",
+        *,
+        force: bool = False,
+        adopted: bool = False,
     ) -> Violation | None:
+        """Decide one change and act on it. Logging and callbacks run after the lock is released."""
+        if path in self._index_paths:
+            return self._index_change(self._index_paths[path], event)
         with self._lock:
-            if self._ignored(path):
-                return None
-            cur = Sig.lstat(path)
-            known = self._known.get(path, _MISSING)
-            if cur is not None and known == cur:
-                # as it was at the last consistent point (e.g. our own restore)
-                self._dirty.discard((path, EffectKind.WRITE))
-                self._dirty.discard((path, EffectKind.DELETE))
-                return None
-            if cur is None and known in (None, _MISSING) and self._in_quarantined(path):
-                return None  # the rest of a change already quarantined
+            cur = self._sig(path)  # under the lock: our own restores are complete or not begun
+            v = self._change_locked(path, kind, event, detail, cur, force=force, adopted=adopted)
+        self._flush()
+        return v
+
+    def _change_locked(
+        self, path: str, kind: EffectKind, event: str, detail: str, cur: Sig | None,
+        *, force: bool, adopted: bool,
+    ) -> Violation | None:
+        if self._ignored(path):
+            return None
+        known = self._known.get(path, _MISSING)
+        pend = self._pending.get(path)
+        if pend is not None and not force:
+            # a file waiting to settle: note what the writer did, act later
+            pend.writing = event in _WRITING_EVENTS or (
+                pend.writing and event != "closed-after-write")
+            pend.since = time.monotonic()
+            return None
+        if cur is not None and known == cur and not adopted:
+            # as it was at the last consistent point (e.g. our own restore)
+            self._dirty.discard((path, EffectKind.WRITE))
+            self._dirty.discard((path, EffectKind.DELETE))
+            return None
+        if cur is None and known in (None, _MISSING) and self._in_quarantined(path):
+            return None  # the rest of a change already quarantined
+        if cur is not None:
+            self._quarantined.discard(path)
+        if (
+            kind is EffectKind.WRITE
+            and path in self._plan_ancestors
+            and known in (None, _MISSING)
+            and (cur is None or cur.kind == "dir")
+        ):
+            # creating the directories that hold the plan file: their new state
+            # is the consistent one from now on (a later chmod is a change)
             if cur is not None:
-                self._quarantined.discard(path)
-            if (
-                kind is EffectKind.WRITE
-                and path in self._plan_ancestors
-                and known in (None, _MISSING)
-                and (cur is None or cur.kind == "dir")
-            ):
-                # creating the directories that hold the plan file: their new state
-                # is the consistent one from now on (a later chmod is a change)
-                if cur is not None:
-                    self._known[path] = cur
-                return None
-            key = (path, kind)
-            if key in self._dirty:
-                return None
+                self._known[path] = cur
+            return None
+        key = (path, kind)
+        if key in self._dirty and not force:
+            return None
+        if cur is not None and cur.kind == "other" and _is_under(path, self._plans):
+            rule, reason = ("monitor:special-file",
+                            "a FIFO, socket or device in the plan directory (plans are files)")
+        else:
             decision = self.guard.decide(self.agent, [Effect(kind, path, detail=event)])
             if decision.allowed:
                 return None
+            rule, reason = decision.rule, decision.reason
+        if (self.restore and not force and not self._stopping and kind is EffectKind.WRITE
+                and cur is not None and cur.kind == "file" and not adopted):
+            now = time.monotonic()
+            self._pending[path] = _Pending(event, detail, now, now, cur,
+                                           writing=event in _WRITING_EVENTS)
+            self._pending_cv.notify_all()
+            return None
+        if adopted:  # reported, not acted on, and not a reason to skip the next change
+            action = "reported: the baseline holds the version found when it read the path"
+        elif self.restore:
             self._dirty.add(key)
-            if self.restore:
-                action = self._act(path, kind, cur, event, decision.rule, decision.reason)
-            else:
-                action = "reported (watching without --restore)"
-            v = Violation(
-                timestamp=audit.now_iso(),
-                session=self.session,
-                agent=self.agent,
-                event=event,
-                path=path,
-                rule=decision.rule,
-                reason=decision.reason,
-                action_taken=action,
-                effect=kind.value,
-                detail=detail,
-            )
-            self.violations.append(v)
-            self._log(v.to_json())
-            if self.on_violation is not None:
-                self.on_violation(v)
-            return v
+            action = self._act(path, kind, cur, event, rule, reason)
+        else:
+            self._dirty.add(key)
+            action = "reported (watching without --restore)"
+        v = Violation(
+            timestamp=audit.now_iso(),
+            session=self.session,
+            agent=self.agent,
+            event=event,
+            path=path,
+            rule=rule,
+            reason=reason,
+            action_taken=action,
+            effect=kind.value,
+            detail=detail,
+        )
+        self.violations.append(v)
+        self._outbox.append(v)
+        return v
 
     def _rel(self, path: str) -> str:
         for root in sorted(self.roots, key=lambda p: -len(str(p))):
@@ -542,7 +660,7 @@ class Monitor:
                     new = self.baseline.reset_attrs(path)
                     self._known[path] = new
                     self._dirty.discard((path, kind))
-                    return "directory mode and owner restored from the baseline"
+                    return "directory mode, owner and attributes restored from the baseline"
                 item = self._quarantine(path, meta)
                 done.append(f"moved to quarantine {item}")
             elif entry is None:
@@ -551,6 +669,10 @@ class Monitor:
             done.append(restored)
             self._dirty.discard((path, kind))
             return "; ".join(done)
+        except Unsafe as exc:
+            msg = f"refused: {exc.strerror or exc} (left as it is; nothing outside is touched)"
+            self._notice("error", f"{path}: {msg}")
+            return "; ".join([*done, msg])
         except (OSError, BaselineError, GuardError) as exc:
             msg = f"restore failed: {exc}"
             self._notice("error", f"{path}: {msg}")
@@ -569,10 +691,33 @@ class Monitor:
             return f"restored from {source}"
         count = 0
         for child in self.baseline.under(path):
-            if not os.path.lexists(child.path) and child.restorable:
+            if self.anchor.lstat(child.path) is None and child.restorable:
                 self._known[child.path] = self.baseline.restore(child.path)
                 count += 1
         return f"directory restored with {count} entries from the baseline"
+
+    # -- settling ----------------------------------------------------------------
+
+    def _settle_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._pending_cv:
+                if not self._pending:
+                    self._pending_cv.wait(0.5)
+                    continue
+            try:
+                self._drain_pending()
+            except Exception as exc:
+                self._notice("error", f"settling failed: {type(exc).__name__}: {exc}")
+                self._flush()
+            self._stop.wait(0.05)
+
+    def _drain_pending(self, *, everything: bool = False) -> None:
+        drain_pending(self, everything=everything)
+
+    # -- git's index ---------------------------------------------------------------
+
+    def _index_change(self, git_dir: str, event: str) -> Violation | None:
+        return index_change(self, git_dir, event)
 
     # -- reconciliation ----------------------------------------------------------
 
@@ -587,71 +732,40 @@ class Monitor:
                 self.reconcile(reason)
             except Exception as exc:
                 self._notice("error", f"reconciliation failed: {type(exc).__name__}: {exc}")
+                self._flush()
 
     def reconcile(self, reason: str = "requested") -> list[Violation]:
         """Scan the trees against the last consistent state (stat, then hash).
 
-        Returns the violations the scan found.
-
-        A path whose lstat signature is unchanged is unchanged; a file whose
-        signature moved is hashed to tell a content change from an attribute
-        change. Every difference is decided like an event.
+        Returns the violations the scan found. A path whose lstat signature is
+        unchanged is unchanged; a file whose signature moved is hashed to tell a
+        content change from an attribute change. Every difference is decided like
+        an event; ``.git/index`` is compared by what it stages.
         """
-        if self.baseline is None:
-            raise GuardError("the monitor has not been started")
-        baseline = self.baseline
-        with self._recon_lock:
-            t0 = time.perf_counter()
-            before = len(self.violations)
-            seen: set[str] = set()
-            changed = 0
-            for path, st in walk(self.roots, self._ignored):
-                seen.add(path)
-                cur = Sig.of(st)
-                with self._lock:
-                    known = self._known.get(path, _MISSING)
-                if known == cur:
-                    continue
-                changed += 1
-                if not isinstance(known, Sig):
-                    event = "created"
-                else:
-                    event = "modified"
-                    entry = baseline.get(path)
-                    if cur.kind == known.kind == "file" and entry is not None:
-                        with contextlib.suppress(OSError):
-                            if baseline.same_content(entry, path):
-                                event = "attrib"
-                    elif cur.kind == known.kind:
-                        event = "attrib"
-                self._change(path, EffectKind.WRITE, f"reconcile:{event}")
-            with self._lock:
-                gone = [p for p, s in self._known.items() if s is not None and p not in seen]
-            for path in gone:
-                if os.path.lexists(path):
-                    continue
-                changed += 1
-                self._change(path, EffectKind.DELETE, "reconcile:deleted")
-            new = self.violations[before:]
-            self.reconciliations += 1
-            took = time.perf_counter() - t0
-            if reason != "periodic" or new:
-                self._notice(
-                    "reconcile",
-                    f"reconciliation ({reason}) scanned {len(seen):,} paths in {took:.2f} s:"
-                    f" {changed} differ from the last consistent state, {len(new)} new violations",
-                )
-            return new
+        return _reconcile(self, reason)
 
     # -- output ------------------------------------------------------------------
 
     def _notice(self, event: str, message: str) -> None:
         n = Notice(audit.now_iso(), self.session, event, message)
-        self.notices.append(n)
-        self._log(n.to_json())
-        if self.on_notice is not None:
-            with contextlib.suppress(Exception):
-                self.on_notice(n)
+        with self._lock:
+            self.notices.append(n)
+            self._outbox.append(n)
+
+    def _flush(self) -> None:
+        """Write queued records and call the callbacks, in order, never under the main lock."""
+        with self._out_lock:
+            with self._lock:
+                out, self._outbox = self._outbox, []
+            for rec in out:
+                self._log(rec.to_json())
+                cb = self.on_violation if isinstance(rec, Violation) else self.on_notice
+                if cb is not None:
+                    if isinstance(rec, Violation):
+                        cb(rec)  # type: ignore[arg-type]
+                    else:
+                        with contextlib.suppress(Exception):
+                            cb(rec)  # type: ignore[arg-type]
 
     def _log(self, record: dict[str, Any]) -> None:
         try:
@@ -659,3 +773,4 @@ class Monitor:
         except GuardError as exc:
             # never silent: the record is still in memory and on stderr
             print(f"guard: monitor: {exc}", file=sys.stderr)
+

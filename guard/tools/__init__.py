@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from guard.effects import Effect, ToolCall, ToolInputError
+from guard.effects import CANONICAL_TOOLS, Effect, ToolCall, ToolInputError
 from guard.tools import claude_code, codex, gemini, mcp, opencode
 from guard.tools.interface import Handler, tool
 
@@ -41,14 +41,6 @@ _TABLES: dict[str, dict[str, Handler]] = {
 
 #: The dialects guard understands, by name.
 DIALECTS: tuple[str, ...] = tuple(_TABLES)
-
-#: Every canonical tool name a dialect maps a known tool to (the policy's tool table keys).
-CANONICAL_TOOLS: frozenset[str] = frozenset({
-    "read", "write", "edit", "multiedit", "notebook_edit", "glob", "grep", "list", "bash",
-    "webfetch", "websearch", "task", "todowrite", "todoread", "plan_exit", "plan_enter",
-    "request_user_input", "question", "apply_patch", "patch", "update_plan", "save_memory",
-    "ls", "create_directory", "move",
-})
 
 _MCP_PREFIXES = ("mcp__filesystem__", "filesystem.", "filesystem__", "filesystem:")
 

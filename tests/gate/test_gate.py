@@ -261,3 +261,24 @@ def test_codex_and_cursor_cannot_rewrite_so_confined_is_a_deny(repo: Path) -> No
     out = json.loads(cursor.answer(confined_verdict(hook.call), hook).stdout)
     assert out["permission"] == "deny" and "guard run" in out["agent_message"]
     assert cursor.answered(confined_verdict(hook.call), hook) == "deny"
+
+
+def test_the_hook_record_keeps_host_specific_fields(repo: Path) -> None:
+    """A subagent's call is recorded with Claude Code's agent_id/agent_type."""
+    sink = MemorySink()
+    adapter = adapter_for("claude-code")
+    hook = adapter.parse(
+        {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Write",
+            "tool_input": {"file_path": str(repo / "src/app.py"), "content": "x"},
+            "cwd": str(repo),
+            "agent_id": "a-7",
+            "agent_type": "Explore",
+        }
+    )
+    gate = Gate(guard=Guard.load(cwd=repo), agent="plan", env={}, sink=sink, source="hook")
+    gate.decide(hook.call, context=hook.to_json())
+    [record] = sink.records
+    assert (record["agent_id"], record["agent_type"]) == ("a-7", "Explore")
+    assert record["agent"] == "plan" and record["decision"] == "deny"

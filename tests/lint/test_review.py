@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,11 +11,10 @@ from pathlib import Path
 
 from guard.effects import Action
 from guard.lint.corpus import CORPUS
-from guard.lint.review import landlock_abi, run_review
+from guard.lint.review import run_review
+from guard.sandbox.landlock import abi_version
 
 from .helpers import guard
-
-TOOLS_LAYER = importlib.util.find_spec("guard.tools") is not None
 
 LEAKY_PLAN = """version = 1
 [agents.plan]
@@ -80,36 +78,31 @@ def test_layers_report_what_is_here(repo: Path) -> None:
     review = run_review(cwd=str(repo))
     layers = {layer.name: layer for layer in review.layers}
     assert layers["policy evaluator"].active
-    assert layers["tool-call analysis"].active is TOOLS_LAYER
-    abi = landlock_abi()
+    assert layers["tool-call analysis"].active
+    abi = abi_version()
+    assert layers["Landlock"].active is (abi > 0)
     assert (f"kernel ABI {abi}" in layers["Landlock"].detail) if abi else True
     assert "host hooks" in layers  # nothing installed in a fresh repository
 
 
-def test_rows_use_the_tool_analysis_when_installed(repo: Path) -> None:
+def test_rows_use_the_tool_analysis(repo: Path) -> None:
     review = run_review(cwd=str(repo))
-    if TOOLS_LAYER:
-        assert all(r.source in ("analysed", "error") for r in review.rows)
-        assert not review.failed()
-    else:
-        assert all(r.source == "declared" for r in review.rows)
+    assert all(r.source in ("analysed", "error") for r in review.rows)
+    assert not review.failed()
 
 
-def test_missing_tool_analysis_is_said_and_fails(repo: Path) -> None:
-    """Without guard.tools (import made to fail), the review names the missing layer,
-    decides on declared effects, and exits 3: it cannot vouch for the hooks."""
+def test_a_broken_install_is_an_error_not_a_weaker_review(repo: Path) -> None:
+    """The tool-call analysis is part of guard, not an optional layer: when it cannot be
+    imported (a broken install), the review stops with that error instead of deciding
+    on weaker grounds."""
     code = (
         "import sys; sys.modules['guard.tools'] = None\n"
-        "from guard.lint.review import run_review, to_markdown\n"
-        "review = run_review(); print(to_markdown(review)); sys.exit(3 if review.failed() else 0)"
+        "from guard.lint.review import run_review\n"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
                        timeout=120)
-    assert r.returncode == 3, r.stderr
-    assert "MISSING LAYER" in r.stdout and "(declared)" in r.stdout
-    assert "tool-call analysis layer (guard.tools) is missing" in r.stdout
-    md_rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| cc-write |")]
-    assert md_rows and "| deny | blocked |" in md_rows[0]
+    assert r.returncode != 0
+    assert "guard.tools" in r.stderr and "ModuleNotFoundError" in r.stderr
 
 
 def test_installed_hook_is_detected(repo: Path) -> None:
@@ -124,7 +117,7 @@ def test_installed_hook_is_detected(repo: Path) -> None:
 def test_markdown_report_and_exit_code(repo: Path) -> None:
     r = guard("review", cwd=repo)
     assert "## Attempted operations" in r.stdout and "| cc-write |" in r.stdout
-    assert r.returncode == (0 if TOOLS_LAYER else 3), r.stdout[-400:]
+    assert r.returncode == 0, r.stdout[-400:]
 
 
 def test_review_of_a_build_agent_is_refused(repo: Path) -> None:

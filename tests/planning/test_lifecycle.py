@@ -132,7 +132,7 @@ def test_cli_end_list_and_mode_say_who_decides(repo: Path) -> None:
     code, out, _ = guard("session", "end", "--cwd", str(repo))
     assert code == 0 and f"{sid}: ended" in out and "the hooks now use build" in out
     code, out, _ = guard("session", "list", "--cwd", str(repo), "--json")
-    rows = json.loads(out)
+    rows = json.loads(out)["sessions"]
     assert [(r["id"], r["state"], r["deciding"]) for r in rows] == [(sid, "ended", False)]
     code, out, _ = guard("mode", "--cwd", str(repo))
     assert out.splitlines()[0] == "no open session" and "host's permission mode" in out

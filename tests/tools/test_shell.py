@@ -347,3 +347,38 @@ def test_parser_is_never_given_code_points_beyond_the_bmp(
     for command in [*PARSER_CRASHERS, "bash -c 'echo \U0001f600 > x'", "cat \U0010ffff"]:
         analyse(command, None)
     assert seen and not any(b >= 0xF0 for source in seen for b in source)
+
+
+@pytest.mark.parametrize("command", [
+    "[[ -v 'a[$(id)]' ]]", "[[ 'a[$(id)]' -eq 1 ]]", "[[ x -gt 1 ]]", "test -v 'a[$(id)]'",
+    "[ -v \"$n\" ]", "unset 'a[$(id)]'", "declare 'a[$(id)]=1'", "local -a 'x=($(id))'",
+    "export 'a[$(id)]'", "wait -p 'a[$(id)]'", "printf -v 'a[$(id)]' x", "read -a 'a[$(id)]'",
+    "mapfile 'a[$(id)]'", "getopts a 'a[$(id)]'", "echo ${x@P}", "echo ${y:x}",
+    "echo ${y:0:n}", "echo $((x))", "(( x ))", "let x=y", "echo ${!x}", "echo ${a[i]}",
+])
+def test_constructs_that_evaluate_code_are_unknown_exec(command: str) -> None:
+    """Attack: code hidden where bash evaluates arithmetic or a variable name."""
+    assert ("exec", None) in kinds(command), command
+
+
+@pytest.mark.parametrize("command", [
+    "[[ -v name ]]", "[[ 1 -eq 1 ]]", "test -v x", "unset x y", "declare -a a=(1 2)",
+    "printf -v out %s x", "read -r line", "echo ${x:1:2}", "echo ${x:-d}", "echo $((1 + 2))",
+    "echo ${a[0]}", "wait -p pid", "[[ -n $x && $y == 1 ]]",
+])
+def test_literal_operands_evaluate_nothing(command: str) -> None:
+    assert ("exec", None) not in kinds(command), command
+
+
+def test_a_literal_subscript_is_analysed_as_the_code_it_runs() -> None:
+    """Attack: unset 'a[$(rm -rf src)]' runs rm: the delete is named, not only 'unknown'."""
+    assert ("delete", "src") in kinds("unset 'a[$(rm -rf src)]'")
+
+
+def test_descriptor_writes_reach_files_opened_for_reading() -> None:
+    """Attack: /dev/fd/3 (or /dev/stdout) reopens by path the file a redirection opened."""
+    assert ("write", "src/app.py") in kinds("{ echo x > /dev/fd/3; } 3< src/app.py")
+    assert ("write", "src/app.py") in kinds("{ echo x > /dev/stdout; } 1< src/app.py")
+    assert ("write", "src/app.py") in kinds("cat < src/app.py > /dev/stdin")
+    assert kinds("echo x > /dev/fd/1 2>/dev/stderr") == set()
+    assert ("write", "/dev/fd/../cwd/a") in kinds("echo x > /dev/fd/../cwd/a")

@@ -40,7 +40,8 @@ def test_the_once_overridden_names_have_one_deliberate_handler() -> None:
     """file, printf, which, type and command used to be registered twice."""
     assert PROGRAMS["file"].__name__ == "_file"
     assert PROGRAMS["printf"].__name__ == "_printf"
-    for name in ("which", "type", "command"):
+    assert PROGRAMS["command"].__name__ == "_command_builtin"
+    for name in ("which", "type"):
         assert PROGRAMS[name].__name__ == "_command_builtin", name
 
 

@@ -3,36 +3,17 @@
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Iterable
 
+from guard.effects import CANONICAL_TOOLS
 from guard.lint.context import LintContext
 from guard.lint.model import Finding, Level, rule
-
-#: Canonical tool names guard's dialect adapters produce (see docs/tools.md).
-KNOWN_TOOLS = frozenset(
-    {
-        "read", "write", "edit", "multiedit", "notebook_edit", "glob", "grep", "list", "ls",
-        "bash", "webfetch", "websearch", "task", "todowrite", "todoread", "plan_exit",
-        "plan_enter", "request_user_input", "question", "apply_patch", "patch", "update_plan",
-        "save_memory", "create_directory", "move",
-    }
-)  # fmt: skip
 
 #: Tools whose calls may change files; fine in plan mode only when paths confine writes.
 WRITE_TOOLS = (
     "bash", "write", "edit", "multiedit", "patch", "apply_patch", "notebook_edit",
     "create_directory", "move", "save_memory",
 )  # fmt: skip
-
-
-def known_tools() -> frozenset[str]:
-    """Guard's built-in list, plus the adapters' table when the tools layer is installed."""
-    try:
-        mod = importlib.import_module("guard.tools")
-    except ImportError:
-        return KNOWN_TOOLS
-    return KNOWN_TOOLS | frozenset(str(t) for t in getattr(mod, "CANONICAL_TOOLS", ()))
 
 
 def is_wildcard(name: str) -> bool:
@@ -53,7 +34,7 @@ def is_wildcard(name: str) -> bool:
     good='[agents.plan.tools]\nbash = "deny"\n"*" = "deny"',
 )
 def _unknown_tool(ctx: LintContext) -> Iterable[Finding]:
-    known = known_tools()
+    known = CANONICAL_TOOLS
     for agent in ctx.agents:
         for name in ctx.loaded.model.agents[agent].tools:
             if name == "*" or name in known or name.startswith("mcp__"):

@@ -7,7 +7,8 @@ import shutil
 
 from guard.effects import Effect
 from guard.tools.shell.context import Ctx
-from guard.tools.shell.options import parse_opts
+from guard.tools.shell.evaluation import check_assignment_word, check_name
+from guard.tools.shell.options import Spec, parse_opts
 from guard.tools.shell.registry import program
 from guard.tools.shell.words import Arg
 
@@ -98,7 +99,7 @@ _INTERPRETERS = ("python", "python2", "python3", "node", "nodejs", "perl", "ruby
                  "trap", "alias", "unalias", "enable", "set", "shopt", "kill", "pkill", "killall",
                  "chroot", "nsenter", "unshare", "su", "runuser", "strace", "ltrace", "gdb",
                  "busybox", "open", "xdg-open", "tar", "zip", "unzip", "gzip", "gunzip", "bzip2",
-                 "xz", "unxz", "zstd", "7z", "cpio", "split", "csplit", "ar", "date", "hostname",
+                 "xz", "unxz", "zstd", "7z", "cpio", "split", "csplit", "ar",
                  "ip", "ifconfig", "iptables", "sysctl", "modprobe", "insmod", "reboot",
                  "shutdown", "halt", "poweroff", "useradd", "usermod", "passwd", "visudo")
 
@@ -114,10 +115,6 @@ def _interpreter(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> N
                 ctx.write(f, "perl -i edits it in place")
             if not files:
                 ctx.unknown_write("perl -i without a literal file")
-    if name == "date" and not any((a.text or "-s").startswith(("-s", "--set")) for a in args):
-        return
-    if name == "hostname" and not [a for a in args if not (a.text or "x").startswith("-")]:
-        return
     if name == "set" and all(a.text in ("-e", "-u", "-x", "+x", "+e", "-eu", "-ex", "-eux",
                                          "-euo", "pipefail", "-o", "-ux", "-xe") for a in args):
         return  # shell options that change no program's meaning
@@ -145,41 +142,124 @@ def _cd(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
     ctx.chdir(rest[0] if rest else None)
 
 
-@program("export", "readonly", "declare", "typeset", "local", "unset", wrapper=True)
+@program("export", "readonly", "declare", "typeset", "local", wrapper=True)
 def _export_cmd(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    """Reached as ``builtin declare ...`` or ``command export ...`` (the grammar parses the
+    plain forms itself; the walker checks those)."""
     for a in args:
-        if a.text is None:
-            ctx.tainted = ctx.tainted or f"{name} with a computed name"
-            ctx.unknown_exec(f"{name} with a computed argument")
-        elif not a.text.startswith("-"):
-            ctx.taint_if_dangerous(a.text.split("=", 1)[0])
+        text = a.literal
+        if text is not None and text.startswith(("-", "+")) and len(text) > 1:
+            if set(text[1:]) & {"i", "n"}:
+                ctx.unknown_exec(f"{name} {text}: integer and nameref variables evaluate"
+                                 " their values")
+        else:
+            check_assignment_word(ctx, text, name)
+
+
+@program("unset", wrapper=True)
+def _unset_cmd(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    for a in args:
+        if a.literal is not None and a.literal.startswith("-"):
+            continue
+        check_name(ctx, a.literal, "unset")
+
+
+_READ = Spec("ers", "-a= -d= -i= -n= -N= -p= -t= -u=", permute=False)
+_MAPFILE = Spec("t", "-d= -n= -O= -s= -u= -C= -c=", permute=False)
 
 
 @program("read", "mapfile", "readarray")
 def _read_builtin(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    """read/mapfile assign variables; a subscripted name or -C callback evaluates code."""
-    p = parse_opts(args, "adinNptuCcs", ())
+    """read/mapfile assign variables: a subscripted name is evaluated; -C runs a callback."""
+    spec = _READ if name == "read" else _MAPFILE
+    p = spec.parse(args)
+    if p.error is not None:
+        ctx.unknown_exec(f"{name}: {p.error}")
+        return
     if p.has("-C"):
         ctx.unknown_exec(f"{name} -C runs a callback")
     for a in [*p.pos, *p.values("-a")]:
-        if a.text is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", a.text):
-            ctx.unknown_exec(f"{name} into {a.text or 'a computed name'}: subscripts are evaluated")
-        else:
-            ctx.taint_if_dangerous(a.text)
+        check_name(ctx, a.literal, f"{name} into")
+    if name != "read" and p.values("-O"):
+        for v in p.values("-O"):
+            if v.literal is None or not v.literal.isdigit():
+                ctx.unknown_exec(f"{name} -O {v.text or '<computed>'} is evaluated")
 
 
 @program("let")
 def _let(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    ctx.unknown_exec("let evaluates arithmetic, which can run commands hidden in variables")
-
+    if any(a.literal is None or re.search(r"[A-Za-z_$`]", a.literal) for a in args):
+        ctx.unknown_exec("let evaluates arithmetic, which can run commands hidden in variables")
 
 
 @program("printf")
 def _printf(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "v")
-    for v in p.values("-v"):
-        if v.text is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v.text):
-            ctx.unknown_exec("printf -v with an array subscript evaluates it")
-        else:
-            ctx.taint_if_dangerous(v.text)
+    """bash's printf: ``-v NAME`` assigns (a subscript is evaluated); the rest is data."""
+    i = 0
+    while i < len(args) and (args[i].text or "").startswith("-"):
+        t = args[i].text or ""
+        if t == "--":
+            i += 1
+            break
+        if t == "-v" and i + 1 < len(args):
+            check_name(ctx, args[i + 1].literal, "printf -v")
+            i += 2
+            continue
+        if t.startswith("-v"):
+            check_name(ctx, t[2:], "printf -v")
+            i += 1
+            continue
+        break  # the format
+    if i < len(args) and args[i].text is None and i == 0:
+        ctx.unknown_exec("printf with a computed first word: it could be -v NAME")
 
+
+@program("echo", "true", "false", ":", "times", "caller", "break", "continue", "return",
+         "exit", "shift", "disown", "bg", "fg", "help", "dirs", "clear", "tput", "locale")
+def _no_effect(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    """Builtins and programs that print or exit and never write, whatever their words:
+    their numeric operands are checked numbers (legal_number), not arithmetic."""
+    return None
+
+
+@program("test", "[")
+def _test(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    """``test``/``[``: -v and -R take a variable name, which bash evaluates."""
+    for i, a in enumerate(args):
+        if a.text is None and i > 0 and args[i - 1].text in ("-v", "-R"):
+            check_name(ctx, None, f"{name} {args[i - 1].text}")
+        elif a.text in ("-v", "-R") and i + 1 < len(args):
+            check_name(ctx, args[i + 1].literal, f"{name} {a.text}")
+        elif a.text is None and i + 1 < len(args) and args[i + 1].text is not None:
+            pass  # a computed operand of a comparison: compared, not evaluated
+
+
+@program("wait")
+def _wait(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    p = _WAIT.parse(args)
+    if p.error is not None:
+        ctx.unknown_exec(f"wait: {p.error}")
+    for v in p.values("-p"):
+        check_name(ctx, v.literal, "wait -p")
+
+
+_WAIT = Spec("fn", "-p=", permute=False)
+
+
+@program("jobs")
+def _jobs(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    p = _JOBS.parse(args)
+    if p.error is not None or p.dynamic:
+        ctx.not_read_only("jobs -x runs a command; guard cannot tell which options these are")
+    elif p.has("-x"):
+        ctx.run(p.pos, heredoc)
+
+
+_JOBS = Spec("lnprsx", permute=False)
+
+
+@program("getopts")
+def _getopts(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    if len(args) < 2:
+        return
+    check_name(ctx, args[1].literal, "getopts into")

@@ -20,6 +20,28 @@ from guard.tools.shell.words import Arg
 MAX_CWDS = 16  # possible working directories tracked before giving up on precision
 
 SILENT_READS = frozenset({"/dev/zero", "/dev/urandom", "/dev/random", "/dev/null", "/dev/stdin"})
+#: write targets that change nothing on disk
+SILENT_WRITES = frozenset({"/dev/null", "/dev/tty", "/dev/zero", "/dev/full"})
+#: write targets that are one of the process's open descriptors: exactly these texts
+_DESCRIPTOR = re.compile(r"/dev/fd/\d+|/dev/std(in|out|err)")
+
+
+@dataclass
+class Descriptors:
+    """Shared by a whole command line: files opened for reading on a descriptor
+    (``3< f``, ``< f``), and whether something writes through ``/dev/fd/N`` or
+    ``/dev/std*``. Writing ``/dev/fd/3`` reopens the file descriptor 3 holds, by path,
+    for writing: ``{ echo x > /dev/fd/3; } 3< src/app.py`` rewrites ``src/app.py``."""
+
+    inputs: list[str | None] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+
+    def effects(self) -> list[Effect]:
+        if not self.written:
+            return []
+        how = ", ".join(sorted(set(self.written)))
+        return [Effect.write(t, f"written through {how}: the descriptor may hold this file,"
+                                " opened by a redirection") for t in self.inputs]
 
 # Variables whose assignment changes what later commands do (which program runs, what a
 # program loads or executes). Anything not known to be harmless counts.
@@ -65,6 +87,7 @@ class Ctx:
     effects: list[Effect] = field(default_factory=list)
     seen: set[tuple[EffectKind, str | None, str]] = field(default_factory=set)
     walker: Walker = field(default_factory=_no_walker)
+    fds: Descriptors = field(default_factory=Descriptors)
 
     def add(self, effect: Effect) -> None:
         key = (effect.kind, effect.target, effect.detail)
@@ -113,12 +136,25 @@ class Ctx:
 
     def read(self, arg: Arg | str | None, detail: str) -> None:
         text = arg.literal if isinstance(arg, Arg) else arg
-        if text in SILENT_READS:
+        if text in SILENT_READS or (text is not None and _DESCRIPTOR.fullmatch(text)):
             return
         self.path(EffectKind.READ, arg, detail)
 
     def write(self, arg: Arg | str | None, detail: str) -> None:
+        text = arg.literal if isinstance(arg, Arg) else arg
+        if text in SILENT_WRITES:
+            return
+        if text is not None and _DESCRIPTOR.fullmatch(text):
+            self.fds.written.append(text)  # resolved against the redirections at the end
+            return
         self.path(EffectKind.WRITE, arg, detail)
+
+    def input_redirect(self, arg: Arg) -> None:
+        """A file opened for reading on a descriptor (``N< file``)."""
+        text = arg.literal
+        if text in SILENT_READS or (text is not None and _DESCRIPTOR.fullmatch(text)):
+            return
+        self.fds.inputs.extend(self.targets(arg))
 
     def delete(self, arg: Arg | str | None, detail: str) -> None:
         self.path(EffectKind.DELETE, arg, detail)
@@ -127,6 +163,11 @@ class Ctx:
         self.add(Effect.exec(None, detail))
 
     def unknown_write(self, detail: str) -> None:
+        self.add(Effect.write(None, detail))
+
+    def not_read_only(self, detail: str) -> None:
+        """The command may write anything or run anything: an unknown write and exec."""
+        self.add(Effect.exec(None, detail))
         self.add(Effect.write(None, detail))
 
     def network(self, host: str | None, detail: str) -> None:
@@ -140,7 +181,7 @@ class Ctx:
         """A context for an inner command or script: one level deeper, same knowledge."""
         return Ctx(depth=self.depth + 1, cwd=self.cwd,
                    cwds=list(self.cwds) if cwds is None else cwds,
-                   tainted=self.tainted, walker=self.walker)
+                   tainted=self.tainted, walker=self.walker, fds=self.fds)
 
     def run(self, argv: list[Arg], heredoc: str | None) -> None:
         """Analyse ``argv`` as a command run here (by a wrapper such as ``sudo``)."""

@@ -1,234 +1,206 @@
-"""File programs: readers whose options cannot make them write, and the programs that write."""
+"""File programs: readers driven by their option tables, and the programs that write."""
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
-from collections.abc import Iterable
 
 from guard.effects import Effect, EffectKind
 from guard.tools.shell.context import Ctx
-from guard.tools.shell.options import parse_opts
+from guard.tools.shell.options import Parsed, Spec, apply, could_be_option
 from guard.tools.shell.registry import ProgramHandler, program, register
+from guard.tools.shell.tables import files as tables
 from guard.tools.shell.words import Arg, clip
 
 
-def _reads(ctx: Ctx, name: str, args: Iterable[Arg]) -> None:
+def _reads(ctx: Ctx, name: str, args: list[Arg]) -> None:
     for a in args:
         if a.text == "-":
             continue
         ctx.read(a, f"{name} reads it")
 
 
-def _simple_reader(short_value: str = "", long_value: Iterable[str] = (),
-                   skip: int = 0, reads: bool = True) -> ProgramHandler:
+def _table_reader(spec: Spec, operands: str) -> ProgramHandler:
     def handler(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-        p = parse_opts(args, short_value, long_value)
-        if reads:
-            _reads(ctx, name, p.pos[skip:])
-            for _, v in p.opts:
-                if v is not None and v.text and "/" in v.text:
-                    ctx.read(v, f"{name} option value")
+        p = spec.parse(args)
+        if not apply(ctx, name, spec, p):
+            return
+        if operands == "read":
+            _reads(ctx, name, p.pos)
+        elif operands == "look":  # look STRING [FILE]
+            _reads(ctx, name, p.pos[1:2])
+        elif operands == "shuf":  # shuf -e/-i: operands are lines, not files
+            if not p.has("-e", "-i"):
+                _reads(ctx, name, p.pos)
+        elif operands == "date":  # date +FORMAT; date MMDDhhmm sets the clock
+            if any(a.literal is None or not a.literal.startswith("+") for a in p.pos):
+                ctx.not_read_only(f"{name} with an operand that is not +FORMAT sets the clock")
+        elif operands == "sets":  # hostname NAME sets it
+            if p.pos:
+                ctx.not_read_only(f"{name} with an operand changes system state")
+        elif operands == "uniq":  # uniq [INPUT [OUTPUT]]
+            if p.dynamic:
+                ctx.unknown_write("uniq with a computed argument: its second operand is an"
+                                  " output file")
+            _reads(ctx, name, p.pos[:1])
+            for out in p.pos[1:2]:
+                ctx.write(out, "uniq writes its second operand")
+            if len(p.pos) > 2:
+                ctx.not_read_only("uniq with an extra operand")
 
     return handler
 
 
-for _names, _sv, _lv, _reads_files in (
-    (("cat", "tac", "rev", "wc", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum",
-      "sha512sum", "b2sum", "cksum", "sum", "base32", "base64", "expand", "unexpand", "fmt",
-      "realpath", "readlink", "stat", "du", "df", "cmp", "comm", "strings", "ls",
-      "dir", "vdir", "lsattr", "getfacl", "namei", "shasum", "sha3sum", "zcat", "bzcat",
-      "xzcat", "zstdcat", "lz4cat"),
-     "nNcwkmsBIdtTfDFbgejlLp", ("--max-depth", "--format", "--printf", "--block-size",
-                                "--hide", "--ignore", "--width", "--tabsize", "--time-style",
-                                "--bytes", "--lines", "--exclude"), True),
-    (("head", "tail"), "ncs", ("--lines", "--bytes", "--pid", "--sleep-interval"), True),
-    (("nl", "pr", "fold", "cut", "paste", "join", "column", "od", "hexdump", "hd", "diff",
-      "diff3", "sdiff", "colordiff", "look", "numfmt", "shuf", "split_not_really"),
-     "bdfhilnpsvwcjtoxeNAIjLC12", ("--delimiter", "--fields", "--characters", "--width",
-                                   "--label", "--separator", "--output-delimiter"), True),
-    (("echo", "true", "false", ":", "pwd", "whoami", "id", "uname", "groups",
-      "nproc", "arch", "tty", "locale", "printenv", "basename", "dirname", "seq", "tr",
-      "hash_not_really", "dirs", "logname", "users", "uptime", "free",
-      "getconf", "jobs", "wait", "sleep", "test", "[", "expr", "factor", "cal", "ps",
-      "lscpu", "lsblk", "ulimit_not_really", "help", "umask_not_really", "yes", "break",
-      "continue", "return", "exit", "shift", "getopts", "caller", "times", "disown", "bg",
-      "fg", "nl_not_really", "tput", "stty_not_really", "clear", "env_not_really"),
-     "", (), False),
-):
-    register(_simple_reader(_sv, _lv, reads=_reads_files),
-             *(n for n in _names if not n.endswith("_not_really")))
+for _name, (_spec, _operands) in tables.READERS.items():
+    if _operands != "file":
+        register(_table_reader(_spec, _operands), _name)
 
 
 @program("file")
 def _file(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "emfFPM", ("--exclude", "--files-from", "--separator", "--magic-file",
-                                   "--parameter", "--exclude-quiet"))
+    spec = tables.READERS["file"][0]
+    p = spec.parse(args)
+    if not apply(ctx, name, spec, p):
+        return
     if p.dynamic:
         ctx.unknown_write("file with a computed argument: it could be -C (writes a file)")
-    elif p.has("-C", "--compile"):
+    if p.has("-C"):
         # -C compiles each magic file into <its basename>.mgc in the working directory
-        sources = [v.text for v in p.values("-m", "--magic-file")]
-        for src in sources or ["magic"]:
-            if src is None:
+        for src in p.values("-m") or [Arg("magic")]:
+            if src.literal is None:
                 ctx.unknown_write("file -C with a computed magic file name")
             else:
-                ctx.write(os.path.basename(src) + ".mgc", "file -C writes a compiled magic file")
+                ctx.write(posixpath.basename(src.literal) + ".mgc",
+                          "file -C writes a compiled magic file")
     _reads(ctx, name, p.pos)
-    for v in p.values("-m", "--magic-file", "-f", "--files-from"):
-        ctx.read(v, "file reads it")
 
 
-
-@program("grep", "egrep", "fgrep", "zgrep", "ag", "ack")
-def _grep(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "efmABCdD", ("--regexp", "--file", "--max-count", "--context",
-                                      "--after-context", "--before-context", "--include",
-                                      "--exclude", "--exclude-dir", "--label", "--color",
-                                      "--binary-files", "--devices", "--directories"))
-    explicit = p.has("-e", "-f", "--regexp", "--file")
+def _pattern_then_files(ctx: Ctx, name: str, p: Parsed, explicit: bool) -> list[Arg]:
     files = p.pos if explicit else p.pos[1:]
-    _reads(ctx, name, files or [])
+    _reads(ctx, name, files)
+    return files
+
+
+@program("grep", "egrep", "fgrep")
+def _grep(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    p = tables.GREP.parse(args)
+    if not apply(ctx, name, tables.GREP, p):
+        return
+    files = _pattern_then_files(ctx, name, p, p.has("-e", "-f"))
     if not files and p.has("-r", "-R", "--recursive", "--dereference-recursive"):
         ctx.read(".", f"{name} -r reads the working directory")
-    for v in p.values("-f", "--file"):
-        ctx.read(v, f"{name} -f reads patterns from it")
 
 
 @program("rg")
 def _rg(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "efgmABCtTMjE", ("--regexp", "--file", "--glob", "--type",
-                                          "--max-count", "--context", "--pre", "--pre-glob",
-                                          "--type-add", "--ignore-file", "--encoding",
-                                          "--max-depth", "--sort", "--sortr", "--color",
-                                          "--replace", "--iglob"))
-    if p.dynamic:
-        ctx.unknown_write("rg with a computed argument: it could be --pre (runs a program)")
-    if p.has("--pre", "--search-zip", "-z"):
-        ctx.unknown_exec("rg --pre/--search-zip runs other programs on each file")
-    explicit = p.has("-e", "-f", "--regexp", "--file")
-    files = p.pos if explicit else p.pos[1:]
-    _reads(ctx, name, files)
-    if not files:
+    p = tables.RG.parse(args)
+    if not apply(ctx, name, tables.RG, p):
+        return
+    explicit = p.has("-e", "-f", "--regexp", "--file") or p.has("--files", "--type-list")
+    if not _pattern_then_files(ctx, name, p, explicit):
         ctx.read(".", "rg searches the working directory")
-    for v in p.values("-f", "--file", "--ignore-file"):
-        ctx.read(v, "rg reads it")
 
 
 @program("jq")
 def _jq(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "fL", ("--arg", "--argjson", "--slurpfile", "--rawfile", "--indent",
-                                "--from-file", "--args", "--jsonargs"))
-    files = p.pos if p.has("-f", "--from-file") else p.pos[1:]
-    _reads(ctx, name, files)
-    for v in p.values("-f", "--from-file", "-L"):
-        ctx.read(v, "jq reads it")
+    p = tables.JQ.parse(args)
+    if not apply(ctx, name, tables.JQ, p):
+        return
+    _pattern_then_files(ctx, name, p, False)
+    if p.has("-f"):
+        _reads(ctx, name, p.pos[:1])
 
 
-@program("sort")
-def _sort(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "ktoST", ("--key", "--field-separator", "--output",
-                                   "--buffer-size", "--temporary-directory", "--parallel",
-                                   "--files0-from", "--compress-program", "--sort", "--batch-size"))
-    if p.dynamic:
-        ctx.unknown_write("sort with a computed argument: it could be -o FILE")
-    for v in p.values("-o", "--output"):
-        ctx.write(v, "sort -o writes it")
-    if p.has("--compress-program"):
-        ctx.unknown_exec("sort --compress-program runs a program")
-    _reads(ctx, name, p.pos)
-
-
-@program("uniq")
-def _uniq(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "fsw", ("--skip-fields", "--skip-chars", "--check-chars", "--group",
-                                 "--all-repeated"))
-    if p.dynamic:
-        ctx.unknown_write("uniq with a computed argument: its second operand is an output file")
-    _reads(ctx, name, p.pos[:1])
-    for out in p.pos[1:2]:
-        ctx.write(out, "uniq writes its second operand")
-
-
-@program("tree")
-def _tree(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "LPIoH", ("--filelimit", "--timefmt", "--sort", "--charset"))
-    for v in p.values("-o"):
-        ctx.write(v, "tree -o writes it")
-    _reads(ctx, name, p.pos or [Arg(".")])
-
-
-@program("xxd")
-def _xxd(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "cglosnC", ("-cols", "-groupsize", "-len", "-offset", "-seek", "-name"))
-    if p.dynamic:
-        ctx.unknown_write("xxd with a computed argument: its second operand is an output file")
-    _reads(ctx, name, p.pos[:1])
-    for out in p.pos[1:2]:
-        ctx.write(out, "xxd writes its second operand")
+def _find_words(ctx: Ctx, expr: list[Arg]) -> list[tuple[Arg, list[Arg], int]] | None:
+    """Split a find expression into (primary, its arguments, index); None when a word is
+    not a known primary (reported as not read-only)."""
+    out: list[tuple[Arg, list[Arg], int]] = []
+    j = 0
+    while j < len(expr):
+        a = expr[j]
+        t = a.text
+        if t is None or could_be_option(a):
+            ctx.not_read_only("find with a computed expression word: it could be -delete or -exec")
+            return None
+        known = tables.FIND_PRIMARIES.get(t)
+        if known is None and re.fullmatch(r"-newer[aBcmt][aBcmt]", t):
+            known = (1, "")
+        if known is None:
+            ctx.not_read_only(f"find: unknown primary {t!r}; guard cannot tell what it does")
+            return None
+        arity, _ = known
+        if arity < 0:  # -exec ... ; or +
+            k = j + 1
+            while k < len(expr) and expr[k].text not in (";", "+"):
+                k += 1
+            if k >= len(expr):
+                ctx.not_read_only(f"find {t} without a terminating ; or +")
+                return None
+            out.append((a, expr[j + 1 : k], j))
+            j = k + 1
+            continue
+        if j + arity >= len(expr) + (0 if arity else 1):
+            ctx.not_read_only(f"find {t} without its argument")
+            return None
+        out.append((a, expr[j + 1 : j + 1 + arity], j))
+        j += 1 + arity
+    return out
 
 
 @program("find")
 def _find(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
     i = 0
-    while i < len(args) and args[i].text in ("-H", "-L", "-P", "-D", "-O"):
-        i += 2 if args[i].text in ("-D", "-O") else 1
+    while i < len(args) and args[i].text in tables.FIND_FRONT:
+        i += 1 + tables.FIND_FRONT[args[i].text or ""]
     roots: list[Arg] = []
-    while i < len(args) and args[i].text is not None and not (
-        args[i].text.startswith("-") or args[i].text in ("(", "!", ")", ",")  # type: ignore[union-attr]
+    while i < len(args) and not could_be_option(args[i]) and not (
+        (args[i].text or "").startswith("-") or args[i].text in ("(", "!", ")", ",")
     ):
         roots.append(args[i])
         i += 1
-    expr = args[i:]
+    words = _find_words(ctx, args[i:])
+    if words is None:
+        return
     for r in roots or [Arg(".")]:
         ctx.read(r, "find walks it")
-    skip_until = -1
-    for j, a in enumerate(expr):
-        if j <= skip_until:
-            continue
-        if a.text is None:
-            ctx.unknown_write("find with a computed expression word: it could be -delete or -exec")
-            continue
-        if a.text in ("-exec", "-execdir", "-ok", "-okdir"):
-            inner = []
-            skip_until = len(expr)
-            for k, b in enumerate(expr[j + 1 :], start=j + 1):
-                if b.text in (";", "+"):
-                    skip_until = k
-                    break
-                braces = b.text is None or "{}" in b.text
-                inner.append(Arg(None) if braces else b)
-            if inner:
-                # -execdir runs in each match's directory: relative names are unknown there
-                cwds: list[str | None] = [None] if a.text in ("-execdir", "-okdir") else ctx.cwds
-                sub = ctx.child(cwds)
-                sub.run(inner, None)
-                # {} is a path found below the roots: for a read that is precise enough;
-                # writes and deletes stay unknown (the root's rule is not its files' rule)
-                literal = all(b.text is not None for b in expr[j + 1 : skip_until])
-                named = [r for r in roots or [Arg(".")] if r.literal is not None]
-                for e in sub.effects:
-                    if (e.kind is EffectKind.READ and e.target is None and literal and named
-                            and a.text in ("-exec", "-ok") and len(named) == len(roots or [1])):
-                        for r in named:
-                            ctx.read(r, f"find {a.text} {inner[0].text} reads files below it")
-                    else:
-                        ctx.add(e)
-            else:
-                ctx.unknown_exec(f"find {a.text} without a command")
-        elif a.text == "-delete":
+    for a, vals, _ in words:
+        t = a.text or ""
+        role = tables.FIND_PRIMARIES.get(t, (1, ""))[1]
+        if role == "read":
+            ctx.read(vals[0], f"find {t} reads it")
+        elif role == "write":
+            ctx.write(vals[0], f"find {t} writes it")
+        elif role == "delete":
             for r in roots or [Arg(".")]:
                 if r.literal is None:
                     ctx.delete(None, "find -delete below a computed root")
                 else:
                     ctx.delete(r, "find -delete removes matches below it")
             ctx.delete(None, "find -delete removes whatever matches")
-        elif a.text in ("-fprint", "-fprint0", "-fprintf", "-fls"):
-            if j + 1 < len(expr):
-                ctx.write(expr[j + 1], f"find {a.text} writes it")
-            else:
-                ctx.unknown_write(f"find {a.text} without a file")
+        elif role == "exec":
+            _find_exec(ctx, t, vals, roots)
+
+
+def _find_exec(ctx: Ctx, t: str, words: list[Arg], roots: list[Arg]) -> None:
+    inner = [Arg(None) if (b.text is None or "{}" in b.text) else b for b in words]
+    if not inner:
+        ctx.not_read_only(f"find {t} without a command")
+        return
+    # -execdir runs in each match's directory: relative names are unknown there
+    cwds: list[str | None] = [None] if t in ("-execdir", "-okdir") else ctx.cwds
+    sub = ctx.child(cwds)
+    sub.run(inner, None)
+    # {} is a path found below the roots: for a read that is precise enough;
+    # writes and deletes stay unknown (the root's rule is not its files' rule)
+    literal = all(b.text is not None for b in words)
+    named = [r for r in roots or [Arg(".")] if r.literal is not None]
+    for e in sub.effects:
+        if (e.kind is EffectKind.READ and e.target is None and literal and named
+                and t in ("-exec", "-ok") and len(named) == len(roots or [1])):
+            for r in named:
+                ctx.read(r, f"find {t} {inner[0].text} reads files below it")
+        else:
+            ctx.add(e)
 
 
 _SED_SAFE_CMD = re.compile(r"^\s*(\d+|\$|/[^/]*/)?(,(\d+|\$|/[^/]*/))?\s*[pdqn=lPDNgGhHxz]?\s*$")
@@ -256,116 +228,77 @@ def _sed_script_safe(script: str) -> bool:
     return True
 
 
-@program("sed", "gsed")
+@program("sed")
 def _sed(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    in_place = False
-    scripts: list[Arg] = []
-    files: list[Arg] = []
-    dynamic = False
-    i = 0
-    while i < len(args):
-        a = args[i]
-        t = a.text
-        if t is None:
-            dynamic = True
-            files.append(a)
-        elif t == "--":
-            files.extend(args[i + 1 :])
-            break
-        elif t.startswith("--"):
-            if t.startswith("--in-place"):
-                in_place = True
-            elif t == "--expression" and i + 1 < len(args):
-                scripts.append(args[i + 1])
-                i += 1
-            elif t == "--file" and i + 1 < len(args):
-                ctx.read(args[i + 1], "sed -f reads its script")
-                scripts.append(Arg(None))
-                i += 1
-            elif t.startswith("--expression="):
-                scripts.append(Arg(t.split("=", 1)[1]))
-            elif t.startswith("--file="):
-                ctx.read(t.split("=", 1)[1], "sed -f reads its script")
-                scripts.append(Arg(None))
-        elif t.startswith("-") and len(t) > 1:
-            j = 1
-            while j < len(t):
-                ch = t[j]
-                if ch == "i":
-                    in_place = True
-                    break  # the rest is a backup suffix
-                if ch in "ef":
-                    rest = t[j + 1 :]
-                    value = Arg(rest) if rest else (args[i + 1] if i + 1 < len(args) else Arg(None))
-                    if not rest:
-                        i += 1
-                    if ch == "e":
-                        scripts.append(value)
-                    else:
-                        ctx.read(value, "sed -f reads its script")
-                        scripts.append(Arg(None))
-                    break
-                if ch in "l":
-                    if not t[j + 1 :]:
-                        i += 1
-                    break
-                j += 1
-        elif not scripts and not any(x is a for x in files):
-            scripts.append(a)
-        else:
-            files.append(a)
-        i += 1
-    if dynamic:
-        ctx.unknown_write("sed with a computed argument: it could be -i (edit in place)")
-    if in_place:
+    p = tables.SED.parse(args)
+    if not apply(ctx, name, tables.SED, p):
+        return
+    if p.dynamic:
+        ctx.not_read_only("sed with a computed argument: it could be -i (edit in place)")
+        return
+    scripts = p.values("-e")
+    files = p.pos
+    if not scripts and not p.has("-f"):
+        scripts, files = p.pos[:1], p.pos[1:]
+    if p.has("-i"):
         for f in files:
             ctx.write(f, "sed -i edits it in place")
         if not files:
             ctx.unknown_write("sed -i without a file")
     else:
         _reads(ctx, name, files)
+    if p.has("-f"):
+        ctx.unknown_write("sed -f: a script file may write files or run commands (w, e, r)")
     for s in scripts:
         if s.text is None or not _sed_script_safe(s.text):
-            ctx.unknown_write(f"sed script may write files or run commands (w, e, r): "
+            ctx.not_read_only(f"sed script may write files or run commands (w, e, r): "
                               f"{clip(s.text or '<computed>')}")
 
 
 # ---- mutating programs
 
 
-def _all_pos(short_value: str = "", long_value: Iterable[str] = (), kind: str = "write",
-             skip: int = 0) -> ProgramHandler:
+def _all_pos(kind: str = "write") -> ProgramHandler:
     def handler(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-        p = parse_opts(args, short_value, long_value)
-        targets = p.pos[skip:]
-        if kind in ("delete", "tee") and not targets:
+        spec = tables.WRITERS[name]
+        p = spec.parse(args)
+        if p.error is not None:
+            ctx.not_read_only(f"{name}: {p.error}; guard cannot tell what it does")
+            return
+        apply(ctx, name, spec, p)
+        if kind in ("delete", "tee") and not p.pos:
             return  # rm without operands fails; tee without files only prints
-        if not targets:
+        if not p.pos:
             ctx.unknown_write(f"{name} without operands")
-        for t in targets:
+        for t in p.pos:
             if kind == "delete":
                 ctx.delete(t, f"{name} removes it")
             else:
                 ctx.write(t, f"{name} changes it")
-        for v in p.values("-r", "--reference"):
-            ctx.read(v, f"{name} reads it")
 
     return handler
 
 
-register(_all_pos(kind="delete"), "rm")
-register(_all_pos(kind="delete"), "rmdir")
-register(_all_pos(kind="delete"), "unlink")
-register(_all_pos("ns", ("--iterations", "--size", "--random-source")), "shred")
-register(_all_pos("dtr", ("--date", "--reference", "--time")), "touch")
+for _name in ("rm", "rmdir", "unlink"):
+    register(_all_pos("delete"), _name)
+for _name in ("shred", "touch", "mkfifo", "mknod", "truncate"):
+    register(_all_pos(), _name)
+register(_all_pos("tee"), "tee")
+
+
+@program("mkdir")
 def _mkdir(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
     """mkdir only creates directories: each target is a ``creates_dir`` write (the policy
     may let a plan agent create the plan directory). With a mode or a security context
     it sets more than a new directory: plain writes."""
-    p = parse_opts(args, "m", ("--mode", "--context"))
+    spec = tables.WRITERS["mkdir"]
+    p = spec.parse(args)
+    if p.error is not None:
+        ctx.not_read_only(f"{name}: {p.error}; guard cannot tell what it does")
+        return
     if not p.pos:
         ctx.unknown_write(f"{name} without operands")
-    plain = p.has("-m", "--mode", "--context", "-Z")
+    plain = p.dynamic or p.has("-m", "--context", "-Z")
     for t in p.pos:
         for target in ctx.targets(t):
             if plain or target is None:
@@ -374,40 +307,71 @@ def _mkdir(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
                 ctx.add(Effect.mkdir(target, f"{name} creates it"))
 
 
-register(_mkdir, "mkdir")
-register(_all_pos("m", ("--mode",)), "mkfifo")
-register(_all_pos("m", ("--mode",)), "mknod")
-register(_all_pos("sr", ("--size", "--reference")), "truncate")
-register(_all_pos(kind="tee"), "tee")
-register(_all_pos("mMxX", ("--modify", "--remove", "--set", "--set-file")), "setfacl")
-register(_all_pos("vp"), "chattr")
-register(_all_pos("nvx", ("--name", "--value", "--remove", "--restore")), "setfattr")
-
-
 @program("chmod", "chown", "chgrp")
 def _chmod(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "", ("--reference", "--from"))
-    # chmod -x file: a mode may look like an option; treat short "options" that are modes
-    mode_given = p.has("--reference") or any(
-        re.fullmatch(r"-[rwxXstugo]+", o) for o, _ in p.opts)
-    targets = p.pos if mode_given else p.pos[1:]
+    spec = tables.CHMOD if name == "chmod" else tables.CHOWN
+    mode = re.compile(r"-[rwxXstugoa=+,0-7-]+")
+    words = [a for a in args if not (name == "chmod" and a.literal and mode.fullmatch(a.literal))]
+    mode_given = len(words) != len(args)
+    p = spec.parse(words)
+    if p.error is not None or p.dynamic:
+        ctx.not_read_only(f"{name}: {p.error or 'a computed argument'}")
+        return
+    apply(ctx, name, spec, p)
+    targets = p.pos if (mode_given or p.has("--reference")) else p.pos[1:]
     if not targets:
         ctx.unknown_write(f"{name} without files")
     for t in targets:
         ctx.write(t, f"{name} changes its metadata")
-    for v in p.values("--reference"):
-        ctx.read(v, f"{name} reads it")
 
 
-def _copy_like(ctx: Ctx, name: str, args: list[Arg], short_value: str,
-               long_value: Iterable[str], remove_sources: bool, link: bool = False) -> None:
-    p = parse_opts(args, short_value, long_value)
-    target_dir = p.values("-t", "--target-directory")
-    if not link and p.has("-l", "--link", "-s", "--symbolic-link"):
+@program("tree")
+def _tree(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    p = tables.TREE.parse(args)
+    if apply(ctx, name, tables.TREE, p):
+        _reads(ctx, name, p.pos or [Arg(".")])
+
+
+@program("xxd")
+def _xxd(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    p = tables.XXD.parse(args)
+    if not apply(ctx, name, tables.XXD, p):
+        return
+    if p.dynamic:
+        ctx.unknown_write("xxd with a computed argument: its second operand is an output file")
+    _reads(ctx, name, p.pos[:1])
+    for out in p.pos[1:2]:
+        ctx.write(out, "xxd writes its second operand")
+    if len(p.pos) > 2:
+        ctx.not_read_only("xxd with an extra operand")
+
+
+@program("setfacl", "chattr", "setfattr")
+def _metadata(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    """Metadata changers: every literal operand may be changed (modes, owners and ACL
+    specifications among them are over-approximated as paths)."""
+    for a in args:
+        if a.text is None or could_be_option(a):
+            ctx.unknown_write(f"{name} with a computed argument")
+        elif not a.text.startswith("-") or a.text == "-":
+            ctx.write(a, f"{name} changes its metadata")
+    ctx.unknown_write(f"{name} changes file metadata")
+
+
+def _copy_like(ctx: Ctx, name: str, args: list[Arg], remove_sources: bool,
+               link: bool = False) -> None:
+    spec = tables.WRITERS["ln" if name == "link" else name]
+    p = spec.parse(args)
+    if p.error is not None:
+        ctx.not_read_only(f"{name}: {p.error}; guard cannot tell what it does")
+        return
+    apply(ctx, name, spec, p)
+    target_dir = p.values("-t")
+    if not link and p.has("-l", "-s"):
         link = True  # cp -l / -s makes links instead of copies
-        symbolic = p.has("-s", "--symbolic-link")
+        symbolic = p.has("-s")
     else:
-        symbolic = link and p.has("-s", "--symbolic")
+        symbolic = link and p.has("-s")
     if p.dynamic:
         ctx.unknown_write(f"{name} with a computed argument: destination unknown")
     if target_dir:
@@ -420,7 +384,7 @@ def _copy_like(ctx: Ctx, name: str, args: list[Arg], short_value: str,
         ctx.unknown_write(f"{name} with a missing operand")
         return
     into_dir = bool(target_dir) or len(sources) > 1 or (link and len(p.pos) == 1)
-    no_target = p.has("-T", "--no-target-directory")
+    no_target = p.has("-T")
     for d in dests:
         for target in ctx.targets(d):
             if target is None:
@@ -441,6 +405,8 @@ def _copy_like(ctx: Ctx, name: str, args: list[Arg], short_value: str,
                     why = "into the destination directory" if is_dir else \
                         "if the destination is a directory"
                     ctx.add(Effect.write(posixpath.join(target, base), f"{name} writes it {why}"))
+    if p.has("--parents"):
+        ctx.unknown_write(f"{name} --parents writes below the destination")
     for s in sources:
         if link and not symbolic:
             ctx.write(s, "a hard link makes the source writable through its new name")
@@ -452,31 +418,30 @@ def _copy_like(ctx: Ctx, name: str, args: list[Arg], short_value: str,
 
 @program("cp")
 def _cp(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    _copy_like(ctx, name, args, "tSV", ("--target-directory", "--suffix", "--backup",
-                                         "--sparse", "--reflink", "--preserve"), False)
+    _copy_like(ctx, name, args, False)
 
 
 @program("mv")
 def _mv(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    _copy_like(ctx, name, args, "tS", ("--target-directory", "--suffix", "--backup"), True)
+    _copy_like(ctx, name, args, True)
 
 
 @program("ln", "link")
 def _ln(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    _copy_like(ctx, name, args, "tS", ("--target-directory", "--suffix", "--backup"), False,
-               link=True)
+    _copy_like(ctx, name, args, False, link=True)
 
 
 @program("install")
 def _install(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "gmotS", ("--group", "--mode", "--owner", "--target-directory",
-                                   "--suffix"))
-    if p.has("-d", "--directory"):
+    p = tables.WRITERS["install"].parse(args)
+    if p.error is None and p.has("-d"):
+        apply(ctx, name, tables.WRITERS["install"], p)
         for t in p.pos:
             ctx.write(t, "install -d creates it")
+        if not p.pos:
+            ctx.unknown_write("install -d without operands")
         return
-    _copy_like(ctx, name, args, "gmotS", ("--group", "--mode", "--owner",
-                                          "--target-directory", "--suffix"), False)
+    _copy_like(ctx, name, args, False)
 
 
 @program("dd")
@@ -492,17 +457,9 @@ def _dd(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
 
 @program("patch")
 def _patch(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "iopdDFrBVYzgx", ("--input", "--output", "--directory",
-                                            "--reject-file", "--strip", "--prefix"))
-    for v in p.values("-i", "--input"):
-        ctx.read(v, "patch reads the diff")
-    for v in p.values("-o", "--output", "-r", "--reject-file"):
-        ctx.write(v, "patch writes it")
-    if p.has("--dry-run"):
-        return
-    if p.pos:
-        ctx.write(p.pos[0], "patch edits it")
-        if len(p.pos) > 1:
-            ctx.read(p.pos[1], "patch reads the diff")
-    ctx.unknown_write("patch edits the files named inside the diff")
-
+    """patch edits the files its diff names (and may run ed for ed-style diffs), whatever
+    its options say (--dry-run included): never read-only."""
+    for a in args:
+        if a.literal is not None and not a.literal.startswith("-"):
+            ctx.write(a, "patch may edit it")
+    ctx.not_read_only("patch edits the files named inside the diff and may run ed")

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 
 from guard.tools.shell.context import Ctx
+from guard.tools.shell.options import Parsed, Spec, apply
 from guard.tools.shell.registry import program
+from guard.tools.shell.tables import git as tables
 from guard.tools.shell.words import Arg
 
-_GIT_READ = frozenset({
-    "status", "log", "diff", "show", "blame", "annotate", "rev-parse", "ls-files", "ls-tree",
-    "cat-file", "describe", "shortlog", "grep", "rev-list", "name-rev", "whatchanged",
-    "merge-base", "for-each-ref", "show-ref", "show-branch", "version", "help", "count-objects",
-    "diff-tree", "diff-files", "diff-index", "check-ignore", "check-attr", "var", "cherry",
-    "range-diff", "verify-commit", "verify-tag", "fsck",
-})
 _GIT_INDEX_ONLY = frozenset({"add", "commit", "stash", "tag", "fetch", "notes", "update-ref",
                              "update-index", "gc", "prune", "repack", "reflog", "replace",
                              "branch", "remote", "symbolic-ref", "push", "submodule",
@@ -27,8 +23,77 @@ _GIT_TREE = frozenset({"checkout", "switch", "reset", "restore", "merge", "rebas
                        "bisect", "sparse-checkout"})
 _GIT_NETWORK = frozenset({"fetch", "pull", "push", "clone", "ls-remote", "submodule",
                           "remote", "archive", "lfs"})
-_GIT_READ_OPTS_BAD = ("--output", "--ext-diff", "-O", "--open-files-in-pager", "--exec",
-                      "--upload-pack", "--receive-pack")
+
+
+def _read_only(ctx: Ctx, sub: str, rest: list[Arg], repo_read: Callable[[], None]) -> bool:
+    """Whether ``git SUB REST`` only reads (its effects then added); False: it may write
+    the repository (the caller names how). A read subcommand with an option outside its
+    table is reported as not read-only and counts as handled."""
+
+    def parsed(spec: Spec, words: list[Arg]) -> Parsed | None:
+        p = spec.parse(words)
+        if p.error is not None or p.dynamic:
+            why = p.error or "a computed argument that could be an option"
+            ctx.not_read_only(f"git {sub}: {why}; it could write files or run programs")
+            return None
+        apply(ctx, f"git {sub}", spec, p)
+        return p
+
+    spec = tables.READ.get(sub)
+    if spec is not None:
+        p = parsed(spec, rest)
+        if p is not None:
+            repo_read()
+            if p.has("--no-index"):
+                for a in p.pos:
+                    ctx.read(a, f"git {sub} --no-index reads it")
+        return True
+    if sub == "rev-parse":  # prints names and paths; no option writes or runs anything
+        repo_read()
+        return True
+    words = [a.text for a in rest]
+    if sub in ("branch", "tag"):
+        p = (tables.BRANCH if sub == "branch" else tables.TAG).parse(rest)
+        listing = p.error is None and not p.dynamic and (not p.pos or p.has("-l"))
+        if listing:
+            repo_read()
+        return listing
+    if sub == "remote":
+        p = tables.REMOTE.parse(rest)
+        if p.error is not None or p.dynamic:
+            return False
+        if not p.pos:
+            repo_read()
+            return True
+        action = p.pos[0].text or ""
+        inner = tables.REMOTE_READ.get(action)
+        if inner is None:
+            return False
+        q = parsed(inner, p.pos[1:])
+        if q is not None:
+            repo_read()
+            if action == "show" and not q.has("-n"):
+                ctx.network(None, "git remote show asks the remote")
+        return True
+    if sub == "config":
+        p = tables.CONFIG_READ.parse(rest)
+        if (p.error is not None or p.dynamic
+                or not any(p.has(a) for a in tables.CONFIG_ACTIONS) or len(p.pos) > 2):
+            return False
+        apply(ctx, "git config", tables.CONFIG_READ, p)
+        repo_read()
+        return True
+    if sub in ("stash", "reflog", "worktree"):
+        first = words[0] if words else None
+        inner_spec = {("stash", "list"): tables.READ["log"], ("stash", "show"): tables.READ["diff"],
+                      ("reflog", "show"): tables.READ["log"], ("reflog", None): tables.READ["log"],
+                      ("worktree", "list"): tables.WORKTREE_LIST}.get((sub, first))
+        if inner_spec is None:
+            return False
+        if parsed(inner_spec, rest[1:] if first else rest) is not None:
+            repo_read()
+        return True
+    return False
 
 
 @program("git")
@@ -53,22 +118,15 @@ def _git(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
             base = None if d is None else (posixpath.join(base, d) if base else d)
             i += 2
             continue
-        if t.startswith(("--git-dir", "--work-tree", "--namespace", "--super-prefix")):
-            ctx.unknown_write(f"git {t}: repository chosen on the command line")
-            i += 1 if "=" in t else 2
-            continue
-        if t in ("--no-pager", "-P", "--paginate", "-p", "--no-replace-objects", "--bare",
-                 "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs",
-                 "--icase-pathspecs", "--no-optional-locks", "--version", "--help", "-h",
-                 "--html-path", "--man-path", "--info-path"):
-            if t in ("--version", "--help", "-h"):
-                return
+        if t in tables.GLOBAL_FLAGS:
             i += 1
             continue
+        if t in ("--version", "--help", "-h", "--html-path", "--man-path", "--info-path"):
+            return
         if t.startswith("-"):
-            ctx.unknown_exec(f"git option {t} not analysed")
-            i += 1
-            continue
+            ctx.not_read_only(f"git option {t} not analysed (pagers, bare repositories and"
+                              " paths chosen on the command line change what git does)")
+            return
         break
     if i >= len(args):
         return
@@ -82,46 +140,11 @@ def _git(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
         return posixpath.normpath(posixpath.join(repo, path)) if repo != "." else path
 
     rest_texts = [a.text for a in rest]
-    dyn = any(t is None for t in rest_texts)
-    bad_opt = next((t for t in rest_texts if t and t.startswith(_GIT_READ_OPTS_BAD)), None)
 
-    readonly = sub in _GIT_READ
-    if sub == "branch":
-        readonly = all(t in ("-a", "-r", "-v", "-vv", "--all", "--remotes", "--show-current",
-                             "--list", "-l", "--verbose", "--no-color", "--color",
-                             "--merged", "--no-merged", "--contains") for t in rest_texts)
-    elif sub == "tag":
-        readonly = all(t in ("-l", "--list", "-n") for t in rest_texts) or not rest_texts
-    elif sub == "remote":
-        readonly = all(t in ("-v", "--verbose", "show", "get-url") or (t and not t.startswith("-")
-                       and rest_texts[:1] in (["show"], ["get-url"], ["-v"])) for t in rest_texts)
-    elif sub == "config":
-        readonly = any(t in ("--get", "--get-all", "--get-regexp", "--list", "-l", "get",
-                             "list", "--show-origin") for t in rest_texts) and not any(
-            t in ("--add", "--unset", "--unset-all", "--replace-all", "--rename-section",
-                  "--remove-section", "-e", "--edit", "set", "unset") for t in rest_texts)
-    elif sub == "stash":
-        readonly = bool(rest_texts) and rest_texts[0] in ("list", "show")
-    elif sub == "worktree":
-        readonly = bool(rest_texts) and rest_texts[0] == "list"
-    elif sub == "reflog":
-        readonly = not rest_texts or rest_texts[0] == "show"
-    elif sub == "fsck":
-        readonly = not any(t and t.startswith("--lost-found") for t in rest_texts)
-    if readonly and (dyn or bad_opt):
-        why = f"option {bad_opt}" if bad_opt else "a computed argument"
-        ctx.unknown_write(f"git {sub} with {why}: it can write files or run programs")
-        if bad_opt and bad_opt.startswith(("--output",)):
-            for a in rest:
-                if a.text and a.text.startswith("--output="):
-                    ctx.write(a.text.split("=", 1)[1], f"git {sub} --output writes it")
-        return
-    if readonly:
+    def repo_read() -> None:
         ctx.read(at(".") if repo is not None else None, f"git {sub} reads the repository")
-        if sub in ("diff", "log", "show") and any(t == "--no-index" for t in rest_texts):
-            for a in rest:
-                if a.text and not a.text.startswith("-"):
-                    ctx.read(a, "git diff --no-index reads it")
+
+    if _read_only(ctx, sub, rest, repo_read):
         return
     if sub == "clone":
         ctx.network(None, "git clone fetches a repository")

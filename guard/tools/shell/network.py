@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 from guard.tools.shell.context import Ctx
-from guard.tools.shell.options import parse_opts
+from guard.tools.shell.options import apply, parse_opts
 from guard.tools.shell.registry import program
+from guard.tools.shell.tables import network as tables
 from guard.tools.shell.words import Arg
 
 
@@ -17,6 +18,8 @@ def _rsync(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
                                   "--files-from", "--exclude-from", "--include-from"))
     if p.has("-e", "--rsh", "--rsync-path"):
         ctx.unknown_exec("rsync -e/--rsync-path runs a program")
+    if any((a.text or "-").startswith("-") for a in args):
+        ctx.unknown_write("rsync options may write elsewhere (logs, backups, temporary files)")
     if len(p.pos) < 2 or p.dynamic:
         ctx.unknown_write("rsync with a missing or computed operand")
     for i, a in enumerate(p.pos):
@@ -36,58 +39,50 @@ def _rsync(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
         ctx.write(v, "rsync writes it")
 
 
-_CURL_WRITES = ("-o", "--output", "-D", "--dump-header", "-c", "--cookie-jar", "--trace",
-                "--trace-ascii", "--stderr", "--libcurl", "--etag-save", "--hsts", "--alt-svc")
-
-
 @program("curl")
 def _curl(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "odcDHXAeEFTuUxrbKwmyYzCQ",
-                   (*_CURL_WRITES, "--data", "--data-binary", "--data-raw", "--header",
-                    "--request", "--user-agent", "--form", "--upload-file", "--user", "--proxy",
-                    "--cookie", "--config", "--url", "--output-dir", "--max-time", "--retry",
-                    "--write-out", "--connect-timeout", "--cacert", "--cert", "--key",
-                    "--data-urlencode", "--referer", "--range", "--resolve"))
     from guard.tools.interface import url_host
 
-    urls = [a for a in p.pos] + p.values("--url")
+    p = tables.CURL.parse(args)
+    if p.error is not None or p.dynamic:
+        ctx.network(None, "curl")
+        ctx.not_read_only(f"curl: {p.error or 'a computed argument'}; it could write files")
+        return
+    urls = [*p.pos, *p.values("--url")]
     for u in urls:
         ctx.network(url_host(u.literal) if u.literal else None, "curl fetches it")
     if not urls:
         ctx.network(None, "curl with no literal URL")
-    for v in p.values(*_CURL_WRITES):
-        if v.text != "-":
-            ctx.write(v, "curl writes it")
-    if p.has("-O", "--remote-name", "--remote-name-all", "-J", "--remote-header-name"):
+    writes = [(o, w, [v for v in vs if v.text != "-"]) for o, w, vs in p.roles("write")]
+    p.opts = [(o, w, vs) for o, w, vs in p.opts if o.role != "write"]
+    apply(ctx, name, tables.CURL, p)
+    for _, written, vals in writes:
+        for v in vals:
+            ctx.write(v, f"curl {written} writes it")
+    if p.has("-O", "--remote-name-all", "-J"):
         ctx.unknown_write("curl -O writes a file named by the server or URL")
-    for v in p.values("-T", "--upload-file", "-K", "--config"):
-        ctx.read(v, "curl reads it")
-    for v in p.values("-d", "--data", "--data-binary", "-F", "--form", "--data-urlencode"):
+    for v in p.values("-d", "--data-binary", "-F", "--data-urlencode", "--json"):
         if v.text and "@" in v.text:
             ctx.read(v.text.split("@", 1)[1], "curl uploads it")
-    if p.dynamic:
-        ctx.unknown_write("curl with a computed argument: it could be -o FILE")
 
 
 @program("wget")
 def _wget(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    p = parse_opts(args, "OoaPiUetTwQlAR", (
-        "--output-document", "--output-file", "--append-output", "--directory-prefix",
-        "--input-file", "--user-agent", "--execute", "--tries", "--timeout", "--wait", "--quota"))
     from guard.tools.interface import url_host
 
+    p = tables.WGET.parse(args)
+    if p.error is not None or p.dynamic:
+        ctx.network(None, "wget")
+        ctx.not_read_only(f"wget: {p.error or 'a computed argument'}; it could write files")
+        return
     for u in p.pos:
         ctx.network(url_host(u.literal) if u.literal else None, "wget fetches it")
-    outs = p.values("-O", "--output-document")
-    for v in outs:
-        if v.text != "-":
-            ctx.write(v, "wget writes it")
-    for v in p.values("-o", "--output-file", "-a", "--append-output"):
-        ctx.write(v, "wget logs into it")
+    outs = p.values("-O")
+    p.opts = [(o, w, vs) for o, w, vs in p.opts
+              if not ("-O" in o.names and all(v.text == "-" for v in vs))]
+    apply(ctx, name, tables.WGET, p)
     if not outs and not p.has("--spider"):
         ctx.unknown_write("wget saves downloads under names taken from the URL")
-    if p.has("-e", "--execute"):
-        ctx.unknown_exec("wget -e runs wgetrc commands")
 
 
 _PKG_READONLY = {

@@ -16,6 +16,7 @@ import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
 from guard.effects import Effect
+from guard.tools.shell import evaluation
 from guard.tools.shell.context import Ctx, Walker, is_dangerous_var
 from guard.tools.shell.registry import PROGRAMS, WRAPPERS
 from guard.tools.shell.words import SOURCE, Arg, clip, text_of, word_arg
@@ -25,9 +26,6 @@ PARSER = Parser(_LANGUAGE)
 
 MAX_NESTING = 8  # bash -c inside bash -c inside ... beyond this is refused
 
-_SILENT_TARGETS = frozenset(
-    {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "/dev/tty", "/dev/zero"}
-)
 # Absolute program paths taken to be the program of that name (root-owned system dirs).
 _SYSTEM_BIN_DIRS = frozenset({"/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin"})
 
@@ -43,6 +41,8 @@ def analyse(command: str, cwd: str | None = None) -> list[Effect]:
     ctx = Ctx(cwd=cwd, walker=WALKER)
     try:
         _analyse_source(command, ctx)
+        for e in ctx.fds.effects():
+            ctx.add(e)
     except RecursionError:
         ctx.unknown_write("unparseable shell: nested too deeply to analyse")
     except Exception as exc:  # fail closed: an analyser bug is an unknown write
@@ -58,6 +58,8 @@ def analyse_argv(argv: list[str], cwd: str | None = None) -> list[Effect]:
             ctx.unknown_write("unparseable command: empty argv or non-string element")
         else:
             _command(ctx, [Arg(a) for a in argv], heredoc=None)
+            for e in ctx.fds.effects():
+                ctx.add(e)
     except RecursionError:
         ctx.unknown_write("unparseable shell: nested too deeply to analyse")
     except Exception as exc:
@@ -118,24 +120,32 @@ _STRUCTURAL = frozenset(
         "special_variable_name", "string_content", "heredoc_content", "heredoc_start",
         "heredoc_end", "file_descriptor", "comment", "array", "ansi_c_string",
         "translated_string", "command_name", "test_operator", "regex", "extglob_pattern",
-        "brace_expression", "unary_expression", "parenthesized_expression",
-        "herestring_redirect", "variable_assignments", "unset_command",
+        "brace_expression", "herestring_redirect", "variable_assignments",
     }
 )
-_ARITHMETIC = frozenset(
-    {
-        "arithmetic_expansion", "subscript", "c_style_for_statement", "binary_expression",
-        "postfix_expression", "ternary_expression",
-    }
-)
-_ARITH_TEST_OPS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_ARITH_ROOTS = frozenset({"arithmetic_expansion", "c_style_for_statement"})
+_EXPRESSIONS = frozenset({"binary_expression", "postfix_expression", "ternary_expression",
+                          "unary_expression", "parenthesized_expression"})
+
+
+#: named nodes without named children worth a visit (most of a tree): returned from at once
+_LEAVES = frozenset({
+    "word", "number", "raw_string", "string_content", "variable_name", "special_variable_name",
+    "comment", "heredoc_content", "heredoc_start", "heredoc_end", "file_descriptor",
+    "test_operator", "regex", "extglob_pattern", "ansi_c_string",
+})
+#: containers whose children are walked with no check of their own
+_PLAIN = _STRUCTURAL - _LEAVES - {"compound_statement", "redirected_statement"}
 
 
 def _walk(ctx: Ctx, node: Node) -> None:
     t = node.type
-    if not node.is_named:
+    if t in _LEAVES or not node.is_named:
         return
-    if t == "command":
+    if t in _PLAIN:
+        for child in node.named_children:
+            _walk(ctx, child)
+    elif t == "command":
         _command_node(ctx, node)
     elif t == "redirected_statement":
         _redirected(ctx, node)
@@ -159,22 +169,26 @@ def _walk(ctx: Ctx, node: Node) -> None:
     elif t == "declaration_command":
         _declaration(ctx, node)
     elif t == "expansion":
-        if any(c.type == "!" for c in node.children):
-            ctx.unknown_exec("indirect expansion ${!...} can evaluate array subscripts")
+        evaluation.expansion(ctx, node)
         for child in node.named_children:
             _walk(ctx, child)
-    elif t in _ARITHMETIC or (t == "compound_statement" and text_of(node).startswith("((")):
-        if t == "binary_expression" and not _is_arith_binary(node):
-            for child in node.named_children:
-                _walk(ctx, child)
-            return
-        if _mentions_variable(node):
-            ctx.unknown_exec(
-                "arithmetic on a variable can run commands hidden in its value"
-                f" ({clip(text_of(node))})"
-            )
+    elif t == "subscript":
+        evaluation.subscript(ctx, node)
         for child in node.named_children:
             _walk(ctx, child)
+    elif t in _ARITH_ROOTS or (t == "compound_statement" and node.child_count > 0
+                               and node.children[0].type == "(("):
+        for child in node.named_children:
+            if child.type not in ("do_group", "compound_statement"):
+                evaluation.arithmetic(ctx, child, "arithmetic")
+            _walk(ctx, child)
+    elif t in _EXPRESSIONS:
+        if _in_test(node):
+            evaluation.test_expression(ctx, node)
+        for child in node.named_children:
+            _walk(ctx, child)
+    elif t == "unset_command":
+        _unset(ctx, node)
     elif t == "test_command" or t in _STRUCTURAL:
         for child in node.named_children:
             _walk(ctx, child)
@@ -184,33 +198,37 @@ def _walk(ctx: Ctx, node: Node) -> None:
             _walk(ctx, child)
 
 
-def _is_arith_binary(node: Node) -> bool:
-    """A binary_expression inside [[ ]] is arithmetic only with -eq, -lt, ..."""
-    op = node.child_by_field_name("operator")
+def _in_test(node: Node) -> bool:
+    """Whether an expression node is a condition of ``[[ ]]`` (not arithmetic inside one)."""
     parent = node.parent
-    while parent is not None and parent.type in ("binary_expression", "parenthesized_expression",
-                                                  "unary_expression"):
+    while parent is not None and parent.type in ("parenthesized_expression",
+                                                  "binary_expression", "unary_expression"):
+        if parent.type == "binary_expression" and any(
+                c.type == "test_operator" and text_of(c) in evaluation.ARITH_TEST_OPS
+                for c in parent.children):
+            return False
         parent = parent.parent
-    if parent is not None and parent.type == "test_command":
-        return op is not None and text_of(op) in _ARITH_TEST_OPS
-    return True
+    return parent is not None and parent.type == "test_command"
 
 
-def _mentions_variable(node: Node) -> bool:
-    if node.type in ("variable_name", "simple_expansion", "expansion", "command_substitution"):
-        return True
-    if node.type == "word" and re.search(r"[A-Za-z_]", text_of(node)):
-        return True  # inside arithmetic a bare word is a variable name
-    return any(_mentions_variable(c) for c in node.named_children)
+def _name_arg(node: Node) -> Arg:
+    return Arg(text_of(node)) if node.type == "variable_name" else word_arg(node)
 
 
+def _unset(ctx: Ctx, node: Node) -> None:
+    for child in node.named_children:
+        arg = _name_arg(child)
+        if arg.text is not None and arg.text.startswith("-"):
+            continue
+        evaluation.check_name(ctx, arg.literal, "unset")
+        _walk(ctx, child)
 
 
 def _redirected(ctx: Ctx, node: Node) -> None:
     heredoc: str | None = None
     for child in node.named_children:
         if child.type == "heredoc_redirect":
-            heredoc = _heredoctext_of(child)
+            heredoc = _heredoc_text(child)
     body = node.child_by_field_name("body")
     for child in node.named_children:
         if body is not None and child.id == body.id and body.type == "command":
@@ -227,7 +245,7 @@ def _heredoc_quoted(node: Node) -> bool:
     return start is not None and any(q in text_of(start) for q in "'\"\\")
 
 
-def _heredoctext_of(node: Node) -> str | None:
+def _heredoc_text(node: Node) -> str | None:
     """The literal body of a heredoc, or None when it expands anything."""
     quoted = _heredoc_quoted(node)
     for child in node.named_children:
@@ -258,10 +276,9 @@ def _file_redirect(ctx: Ctx, node: Node) -> None:
         arg.text.isdigit() or arg.text == "-"
     ):
         return  # duplicating or closing a descriptor
-    if arg.literal in _SILENT_TARGETS or (arg.literal or "").startswith("/dev/fd/"):
-        return
-    if op == "<":
-        ctx.read(arg, "redirection <")
+    if op in ("<", "<&"):
+        ctx.input_redirect(arg)
+        ctx.read(arg, f"redirection {op}")
         return
     if op in ("<>",):
         ctx.read(arg, f"redirection {op}")
@@ -285,16 +302,23 @@ def _declaration(ctx: Ctx, node: Node) -> None:
     for child in node.named_children:
         if child.type == "variable_assignment":
             _assignment(ctx, child, exported=True)
-        elif child.type == "word":
-            text = text_of(child)
-            if text.startswith("-") and re.search(r"[inA-Za]*[in]", text.lstrip("-+")):
-                if set(text.lstrip("-+")) & {"i", "n"}:
-                    ctx.unknown_exec(f"{keyword} {text}: integer and nameref variables evaluate"
-                                     " their values")
-            elif keyword in ("export", "readonly", "declare", "typeset", "local"):
-                ctx.taint_if_dangerous(text.split("=", 1)[0])
+            value = child.child_by_field_name("value")
+            if value is not None and value.type != "array":
+                arg = word_arg(value)
+                if arg.text is None or arg.text.lstrip().startswith("("):
+                    ctx.unknown_exec(f"{keyword} {clip(text_of(child))}: a computed or"
+                                     " parenthesised value may be parsed as a compound"
+                                     " assignment")
+            continue
+        arg = _name_arg(child)
+        text = arg.literal
+        if text is not None and text.startswith(("-", "+")) and len(text) > 1:
+            if set(text[1:]) & {"i", "n"}:
+                ctx.unknown_exec(f"{keyword} {text}: integer and nameref variables evaluate"
+                                 " their values")
         else:
-            _walk(ctx, child)
+            evaluation.check_assignment_word(ctx, text, keyword)
+        _walk(ctx, child)
 
 
 def _command_node(ctx: Ctx, node: Node, heredoc: str | None = None) -> None:
@@ -313,7 +337,7 @@ def _command_node(ctx: Ctx, node: Node, heredoc: str | None = None) -> None:
                 _walk(ctx, sub)
         elif child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
             if child.type == "heredoc_redirect" and heredoc is None:
-                heredoc = _heredoctext_of(child)
+                heredoc = _heredoc_text(child)
             _walk(ctx, child)
         elif child.type == "comment":
             continue

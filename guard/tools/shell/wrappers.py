@@ -1,176 +1,129 @@
-"""Wrappers: programs that run another command (sudo, env, timeout, xargs, command...)."""
+"""Wrappers: programs that run another command (sudo, env, timeout, xargs, command...).
+
+Their options come from :mod:`guard.tools.shell.tables.wrappers`; the command they
+run is analysed like any other (through :meth:`Ctx.run`).
+"""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
 
 from guard.tools.shell.context import Ctx, is_dangerous_var
+from guard.tools.shell.options import Parsed, Spec, could_be_option
 from guard.tools.shell.registry import ProgramHandler, program, register
+from guard.tools.shell.tables import wrappers as tables
 from guard.tools.shell.words import Arg
 
 
-def _unwrap(ctx: Ctx, rest: list[Arg], heredoc: str | None, why: str) -> None:
-    if not rest:
-        return
-    ctx.run(rest, heredoc)
+def _options(ctx: Ctx, name: str, spec: Spec, args: list[Arg], positional: int) -> Parsed | None:
+    """Parse a wrapper's options and apply them; None (reported) when it is not analysable."""
+    p = spec.parse(args)
+    if p.error is not None:
+        ctx.not_read_only(f"{name}: {p.error}; guard cannot tell what it runs")
+        return None
+    if any(could_be_option(a) for a in p.pos[: positional + 1]):
+        ctx.not_read_only(f"{name} with a computed argument: it could be an option or any"
+                          " program")
+        return None
+    for opt, written, vals in p.opts:
+        if opt.role == "read":
+            for v in vals[-1:]:
+                ctx.read(v, f"{name} {opt.name} reads it")
+        elif opt.role == "write":
+            for v in vals or [Arg(None)]:
+                ctx.write(v, f"{name} {written} writes it")
+        elif opt.role in ("exec", "state"):
+            ctx.not_read_only(f"{name} {written} runs a shell or changes state")
+            return None
+        elif opt.role == "cwd":
+            ctx.chdir(vals[0] if vals else Arg(None))
+    return p
 
 
-@program("env", wrapper=True)
-def _env(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    i = 0
-    while i < len(args):
-        t = args[i].text
-        if t is None:
-            ctx.unknown_exec("env with a computed argument")
-            ctx.unknown_write("env with a computed argument")
-            return
-        if t in ("-u", "--unset", "-C", "--chdir") and i + 1 < len(args):
-            if t in ("-C", "--chdir"):
-                ctx.chdir(args[i + 1])
-            i += 2
-            continue
-        if t in ("-S", "--split-string") or t.startswith(("-S", "--split-string=")):
-            s = args[i + 1] if t in ("-S", "--split-string") and i + 1 < len(args) else Arg(
-                t.split("=", 1)[1] if "=" in t else t[2:])
-            if s.text is None:
-                ctx.unknown_exec("env -S with a computed string")
-                return
-            try:
-                words = [Arg(w) for w in shlex.split(s.text)] + args[i + 2 :]
-            except ValueError:
-                ctx.unknown_write("env -S string cannot be split")
-                return
-            ctx.run(words, heredoc)
-            return
-        if t.startswith("-"):
-            i += 1
-            continue
-        if "=" in t and not t.startswith("="):
-            var = t.split("=", 1)[0]
-            if is_dangerous_var(var):
-                saved = ctx.tainted
-                ctx.tainted = ctx.tainted or f"env sets {var}, which changes what programs do"
-                ctx.run(args[i + 1 :], heredoc) if i + 1 < len(args) else None
-                ctx.tainted = saved
-                return
-            i += 1
-            continue
-        break
-    _unwrap(ctx, args[i:], heredoc, "env")
-
-
-def _skip_opts_then_run(short_value: str, long_value: Iterable[str] = (), positional: int = 0,
-                        bad: Iterable[str] = ()) -> ProgramHandler:
-    bad_set = set(bad)
-
+def _wrapper(spec: Spec, positional: int) -> ProgramHandler:
     def handler(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-        long_set = set(long_value)
-        i = 0
-        while i < len(args):
-            t = args[i].text
-            if t is None:
-                ctx.unknown_exec(f"{name} with a computed argument")
-                ctx.unknown_write(f"{name} with a computed argument")
-                return
-            if t == "--":
-                i += 1
-                break
-            if not t.startswith("-") or t == "-":
-                break
-            if t in bad_set or (t[:2] in bad_set and not t.startswith("--")):
-                ctx.unknown_exec(f"{name} {t} starts a shell or runs something else")
-                ctx.unknown_write(f"{name} {t} starts a shell or runs something else")
-                return
-            if t.startswith("--"):
-                i += 2 if (t in long_set and "=" not in t) else 1
-                continue
-            last = t[-1]
-            i += 2 if (last in short_value and len(t) == 2) else 1
-        i += positional
-        if i > len(args):
+        p = _options(ctx, name, spec, args, positional)
+        if p is None or len(p.pos) <= positional:
             return
-        _unwrap(ctx, args[i:], heredoc, name)
+        if name == "nohup":
+            ctx.write("nohup.out", "nohup writes nohup.out when its output is a terminal")
+        ctx.run(p.pos[positional:], heredoc)
 
     return handler
 
 
-for _w, _h in (
-    ("sudo", _skip_opts_then_run("ugpCDhrtUTR", ("--user", "--group", "--prompt", "--chdir",
-                                                "--host", "--role", "--type", "--other-user",
-                                                "--close-from", "--command-timeout"),
-                                 bad=("-s", "--shell", "-i", "--login", "-e", "--edit", "-l",
-                                      "--list", "-v", "-K", "-k"))),
-    ("doas", _skip_opts_then_run("uC", bad=("-s",))),
-    ("nice", _skip_opts_then_run("n", ("--adjustment",))),
-    ("ionice", _skip_opts_then_run("cnpP", ("--class", "--classdata", "--pid", "--pgid"))),
-    ("nohup", _skip_opts_then_run("")),
-    ("setsid", _skip_opts_then_run("")),
-    ("timeout", _skip_opts_then_run("sk", ("--signal", "--kill-after"), positional=1)),
-    ("time", _skip_opts_then_run("fo", ("--format", "--output"), bad=("-o", "--output"))),
-    ("builtin", _skip_opts_then_run("")),
-    ("exec", _skip_opts_then_run("a", bad=())),
-    ("stdbuf", _skip_opts_then_run("ioe", ("--input", "--output", "--error"))),
-    ("chronic", _skip_opts_then_run("")),
-    ("coproc", _skip_opts_then_run("")),
-    ("unbuffer", _skip_opts_then_run("")),
-):
-    register(_h, _w, wrapper=True)
+for _name, (_spec, _positional) in tables.WRAPPERS.items():
+    if _name != "env":
+        register(_wrapper(_spec, _positional), _name, wrapper=True)
+
+
+@program("env", wrapper=True)
+def _env(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    spec, _ = tables.WRAPPERS["env"]
+    p = _options(ctx, name, spec, args, 0)
+    if p is None:
+        return
+    rest = p.pos
+    split = p.values("-S")
+    if split:
+        text = split[-1].text
+        if text is None or any(c in text for c in "$\\#"):
+            ctx.not_read_only("env -S with a string guard does not expand (variables, escapes)")
+            return
+        try:
+            rest = [Arg(w) for w in shlex.split(text)] + rest
+        except ValueError:
+            ctx.not_read_only("env -S string cannot be split")
+            return
+    i = 0
+    saved = ctx.tainted
+    while i < len(rest):
+        t = rest[i].text
+        if t is None:
+            break  # a computed command name: the walker reports it
+        if "=" in t and not t.startswith("="):
+            var = t.split("=", 1)[0]
+            if is_dangerous_var(var):
+                ctx.tainted = ctx.tainted or f"env sets {var}, which changes what programs do"
+            i += 1
+            continue
+        break
+    if i < len(rest):
+        ctx.run(rest[i:], heredoc)
+    ctx.tainted = saved
 
 
 @program("command", "type", "which", "hash", wrapper=True)
 def _command_builtin(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    texts = [a.text for a in args]
-    if name in ("type", "which") or any(t in ("-v", "-V") for t in texts):
-        return  # looks a name up, runs nothing
+    if name in ("type", "which"):
+        return  # looks names up, runs nothing
     if name == "hash":
-        if any(t in ("-p",) for t in texts):
+        if any(a.text is None or (a.text.startswith("-") and "p" in a.text) for a in args):
             ctx.tainted = ctx.tainted or "hash -p rebinds a program name"
             ctx.unknown_exec("hash -p rebinds a program name")
         return
-    i = 0
-    while i < len(args) and args[i].text in ("-p", "--"):
-        i += 1
-    if i < len(args):
-        ctx.run(args[i:], heredoc)
+    p = _options(ctx, name, tables.COMMAND, args, 0)
+    if p is None or p.has("-v", "-V"):
+        return  # command -v/-V looks a name up, runs nothing
+    if p.pos:
+        ctx.run(p.pos, heredoc)
 
 
 @program("xargs", wrapper=True)
 def _xargs(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
+    p = _options(ctx, name, tables.XARGS, args, 0)
+    if p is None:
+        return
     replace: str | None = None
-    i = 0
-    while i < len(args):
-        t = args[i].text
-        if t is None:
-            ctx.unknown_exec("xargs with a computed argument")
-            ctx.unknown_write("xargs with a computed argument")
-            return
-        if t == "--":
-            i += 1
-            break
-        if not t.startswith("-"):
-            break
-        if t in ("-I", "-i") or t.startswith(("-I", "--replace")):
-            if t == "-I" and i + 1 < len(args):
-                replace = args[i + 1].text or "{}"
-                i += 2
-                continue
-            replace = t[2:] if t.startswith("-I") and len(t) > 2 else "{}"
-            i += 1
-            continue
-        if t in ("-a", "--arg-file") and i + 1 < len(args):
-            ctx.read(args[i + 1], "xargs reads arguments from it")
-            i += 2
-            continue
-        if t in ("-n", "-L", "-P", "-s", "-d", "-E", "-e", "--max-args", "--max-lines",
-                 "--max-procs", "--max-chars", "--delimiter", "--eof", "--process-slot-var"):
-            i += 2
-            continue
-        i += 1
-    inner = args[i:] or [Arg("echo")]
+    for opt, _, vals in p.opts:
+        if "-I" in opt.names or "-i" in opt.names:
+            replace = vals[0].text if vals else "{}"
+            if replace is None:
+                ctx.not_read_only("xargs -I with a computed replacement string")
+                return
+    inner = p.pos or [Arg("echo")]
     if replace is not None:
-        inner = [Arg(None) if (a.text is not None and replace in a.text) else a for a in inner]
-        ctx.run(inner, heredoc)
+        ctx.run([Arg(None) if (a.text is not None and replace in a.text) else a
+                 for a in inner], heredoc)
     else:
         ctx.run([*inner, Arg(None)], heredoc)
-

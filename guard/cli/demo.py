@@ -1,4 +1,4 @@
-"""The quick-start demo: scripted tool calls decided by the built-in default policy."""
+"""`guard demo`: scripted tool calls decided by the built-in default policy."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console
 
+from guard.cli._app import app
 from guard.decide import Guard
 from guard.effects import Action, Effect
 
@@ -79,3 +82,16 @@ def run_demo(con: Console, keep: bool = False) -> None:
     finally:
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
+
+
+@app.command()
+def demo(
+    keep: Annotated[
+        bool, typer.Option(help="Keep the scratch repository and print its path.")
+    ] = False,
+) -> None:
+    """Feed scripted tool calls to the built-in default policy and show each decision.
+
+    A scratch git repository is made in a temporary directory; nothing else is touched.
+    """
+    run_demo(Console(highlight=False, soft_wrap=True), keep=keep)

@@ -1,0 +1,239 @@
+"""JSON-RPC over stdio for the MCP proxy: framing, the two read loops, requests of our own.
+
+Wire format: newline-delimited JSON-RPC 2.0, one message per line, on the
+client's stdin/stdout and on a server child's stdin/stdout. :class:`Pipe`
+knows nothing of MCP methods: it moves lines, starts and stops the server,
+and correlates the requests guard itself sends to the client (elicitation)
+with their answers. What to do with each line is the router's
+(:mod:`guard.mcp.proxy`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import IO, Any
+
+Json = dict[str, Any]
+
+MAX_LINE = 256 * 1024 * 1024
+SHUTDOWN_GRACE = 5.0
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+
+def dumps(message: Json) -> bytes:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def error(msg_id: Any, code: int, text: str) -> Json:
+    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}}
+
+
+def tool_error(msg_id: Any, text: str) -> Json:
+    """A ``tools/call`` result the model sees as a failed tool run."""
+    return {
+        "jsonrpc": "2.0",
+        "id": msg_id,
+        "result": {"content": [{"type": "text", "text": text}], "isError": True},
+    }
+
+
+class RequestFailed(Exception):
+    """A request guard sent to the client got no usable answer."""
+
+
+class Pipe:
+    """One client on ``client_in``/``client_out``, one server child started from ``argv``."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: str,
+        client_in: IO[bytes],
+        client_out: IO[bytes],
+        log: Callable[[str], None],
+    ) -> None:
+        self.argv = argv
+        self.cwd = cwd
+        self.client_in = client_in
+        self.client_out = client_out
+        self.log = log
+        self.server: asyncio.subprocess.Process | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self._prefix = f"guard-{secrets.token_hex(4)}-"
+        self._next_id = 0
+        self._waiting: dict[Any, asyncio.Future[Json]] = {}
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def send_client(self, message: Json | bytes) -> None:
+        data = message if isinstance(message, bytes) else dumps(message)
+        self.client_out.write(data + b"\n")
+        self.client_out.flush()
+
+    async def send_server(self, message: Json | bytes) -> None:
+        data = message if isinstance(message, bytes) else dumps(message)
+        proc = self.server
+        if proc is None or proc.stdin is None or proc.stdin.is_closing():
+            raise ConnectionError("the server is not running")
+        proc.stdin.write(data + b"\n")
+        await proc.stdin.drain()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- guard's own requests to the client ------------------------------------------------
+
+    async def request_client(self, method: str, params: Json, timeout: float) -> Json:
+        """Send a request to the client and wait for its result. Raises RequestFailed."""
+        self._next_id += 1
+        req_id = f"{self._prefix}{self._next_id}"
+        future: asyncio.Future[Json] = asyncio.get_running_loop().create_future()
+        self._waiting[req_id] = future
+        self.send_client({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params})
+        try:
+            answer = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise RequestFailed(f"no answer within {timeout:g} s") from None
+        finally:
+            self._waiting.pop(req_id, None)
+        if "error" in answer:
+            err = answer["error"]
+            text = err.get("message") if isinstance(err, dict) else err
+            raise RequestFailed(f"the client could not answer: {text}")
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            raise RequestFailed("the client's answer has no result")
+        return result
+
+    def request_client_from_thread(self, method: str, params: Json, timeout: float) -> Json:
+        assert self.loop is not None
+        coro = self.request_client(method, params, timeout)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def take_answer(self, message: Json) -> bool:
+        """Deliver the client's answer to one of guard's requests; False if it is not one."""
+        msg_id = message.get("id")
+        if message.get("method") is not None or msg_id not in self._waiting:
+            return False
+        future = self._waiting.pop(msg_id)
+        if not future.done():
+            future.set_result(message)
+        return True
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the server child. Raises OSError."""
+        self.loop = asyncio.get_running_loop()
+        self.server = await asyncio.create_subprocess_exec(
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=self.cwd,
+            limit=MAX_LINE,
+        )
+
+    async def serve(
+        self,
+        from_client: Callable[[bytes], Awaitable[None]],
+        from_server: Callable[[bytes], None],
+    ) -> bool:
+        """Pump lines both ways until one side ends; True when the server ended first."""
+        assert self.loop is not None
+        client_queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        reader = threading.Thread(
+            target=self._read_client, args=(client_queue, self.loop), daemon=True
+        )
+        reader.start()
+        client_task = asyncio.ensure_future(self._client_loop(client_queue, from_client))
+        server_task = asyncio.ensure_future(self._server_loop(from_server))
+        done, _ = await asyncio.wait(
+            {client_task, server_task}, return_when=asyncio.FIRST_COMPLETED
+        )
+        for task in done:
+            failed = task.exception()
+            if failed is not None:
+                self.log(f"internal error: {failed!r}")
+        for task in (client_task, server_task):
+            if task not in done:
+                self.tasks.add(task)  # cancelled with the rest at close()
+        return server_task in done
+
+    def _read_client(
+        self, queue: asyncio.Queue[bytes | None], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        try:
+            for line in iter(self.client_in.readline, b""):
+                loop.call_soon_threadsafe(queue.put_nowait, line)
+        except (OSError, ValueError) as exc:
+            failure = f"client input failed: {exc}"
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self.log, failure)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    async def _client_loop(
+        self,
+        queue: asyncio.Queue[bytes | None],
+        handle: Callable[[bytes], Awaitable[None]],
+    ) -> None:
+        while True:
+            line = await queue.get()
+            if line is None:
+                return
+            if line.strip():
+                await handle(line.rstrip(b"\r\n"))
+
+    async def _server_loop(self, handle: Callable[[bytes], None]) -> None:
+        proc = self.server
+        assert proc is not None and proc.stdout is not None
+        while True:
+            try:
+                line = await proc.stdout.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial.strip():
+                    handle(exc.partial)
+                await proc.wait()
+                return
+            except asyncio.LimitOverrunError:
+                self.log(f"server sent a line over {MAX_LINE} bytes; stopping")
+                proc.kill()
+                await proc.wait()
+                return
+            if line.strip():
+                handle(line.rstrip(b"\r\n"))
+
+    async def stop_server(self, server_finished: bool) -> int | None:
+        """Close the server's stdin, wait, then terminate and kill; its exit status."""
+        proc = self.server
+        assert proc is not None
+        if not server_finished and proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
+        except TimeoutError:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        return proc.returncode
+
+    def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()

@@ -1,0 +1,157 @@
+"""The monitor's records and its inotify plumbing (watchdog's observer, told about trouble)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers.api import BaseObserver
+from watchdog.observers.inotify import InotifyFullEmitter
+from watchdog.observers.inotify_c import InotifyEvent, InotifyFD, Mask, Watch
+
+if TYPE_CHECKING:
+    from guard.decide import Guard
+    from guard.monitor.baseline import Sig
+
+
+class _Sink:
+    """What the handler calls: the monitor's event entry point."""
+
+    def _on_fs_event(self, ev: FileSystemEvent) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A change the agent's policy does not allow, and what the monitor did about it."""
+
+    timestamp: str
+    session: str
+    agent: str
+    event: str  # created | modified | closed-after-write | attrib | deleted | moved-from | ...
+    path: str
+    rule: str
+    reason: str
+    action_taken: str
+    effect: str = "write"  # the effect the event maps to: write | delete
+    detail: str = ""  # e.g. the other end of a move
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "violation", "source": "monitor", **asdict(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user must know that is not a violation (overflow, scan result, error)."""
+
+    timestamp: str
+    session: str
+    event: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "notice", "source": "monitor", **asdict(self)}
+
+
+def new_session_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+class _FD(InotifyFD):
+    """watchdog's inotify reader, telling us about overflows and watch errors.
+
+    watchdog 7 handles ``IN_Q_OVERFLOW`` itself (it rebuilds its watches) and
+    only logs it; a watch-limit error while adding a new directory's watch
+    would end its reader thread. Here both reach the monitor instead.
+    """
+
+    def __init__(self, trouble: Callable[[str, str], None]) -> None:
+        super().__init__()
+        self._trouble = trouble
+
+    def handle_event(self, event: InotifyEvent) -> None:
+        try:
+            super().handle_event(event)
+        except OSError as exc:
+            kind = "watch-limit" if exc.errno in (errno.ENOSPC, errno.EMFILE) else "watch-error"
+            self._trouble(kind, f"inotify could not add a watch: {exc.strerror or exc}")
+            return
+        if event.is_queue_overflow:
+            self._trouble("overflow", "the kernel's inotify queue overflowed: events were lost")
+
+
+    def _get_or_create_watch(self, path: bytes, mask: Mask) -> Watch:
+        # watchdog swallows errors on subdirectories (they may vanish while being
+        # walked); a watch limit is not such a case: the directory stays unwatched.
+        try:
+            return super()._get_or_create_watch(path, mask)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EMFILE):
+                self._trouble(
+                    "watch-limit",
+                    f"inotify could not watch {os.fsdecode(path)}: {exc.strerror or exc}"
+                    " (raise fs.inotify.max_user_watches)",
+                )
+            raise
+
+
+class _Observer(BaseObserver):
+    def __init__(self, trouble: Callable[[str, str], None]) -> None:
+        self._inotify_fd = _FD(trouble)
+        self._inotify_fd.start()
+        super().__init__(InotifyFullEmitter, timeout=0.2, inotify_fd=self._inotify_fd)
+
+    def on_thread_stop(self) -> None:
+        super().on_thread_stop()
+        self._inotify_fd.stop()
+        self._inotify_fd.join()
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, monitor: _Sink) -> None:
+        self.monitor = monitor
+
+    def dispatch(self, event: FileSystemEvent) -> None:
+        self.monitor._on_fs_event(event)
+
+
+def default_roots(guard: Guard) -> list[Path]:
+    """The worktree (or, without one, the current directory) and an outside plan directory."""
+    r = guard.roots
+    base = r.worktree if r.worktree is not None else Path(os.path.realpath(os.getcwd()))
+    out = [base]
+    if not _is_under(str(r.plans), str(base)):
+        out.append(r.plans)
+    return out
+
+
+def _is_under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A violating write to a regular file, waiting for the writer to finish (restore mode)."""
+
+    event: str
+    detail: str
+    first: float
+    since: float
+    sig: Sig | None
+    writing: bool  # a create/modify was seen and no close-after-write since
+
+
+#: a file whose last write was followed by a close is settled once it stays the same this long
+SETTLE_QUIET = 0.1
+#: without a close (a writer may still hold it open), it must stay the same this long
+SETTLE_OPEN_QUIET = 2.0
+#: and no file waits longer than this: a writer holding it open forever is not waited for
+SETTLE_MAX = 30.0
+_WRITING_EVENTS = ("created", "modified")

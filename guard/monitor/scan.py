@@ -1,0 +1,184 @@
+"""The monitor's scans: reconciliation against the last consistent state, changes made
+while the baseline ran, and git's staging area. Functions of a :class:`Monitor`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import TYPE_CHECKING
+
+from guard import audit
+from guard.effects import Effect, EffectKind, GuardError
+from guard.monitor.baseline import Sig, walk
+from guard.monitor.events import SETTLE_MAX, SETTLE_OPEN_QUIET, SETTLE_QUIET, Violation
+from guard.monitor.gitindex import quarantine_index, read_index, staged, write_index
+
+if TYPE_CHECKING:
+    from guard.monitor.watcher import Monitor
+
+_MISSING = object()
+
+
+def reconcile(m: Monitor, reason: str) -> list[Violation]:
+    """Scan the trees against the last consistent state (stat, then hash).
+
+    Returns the violations the scan found.
+
+    A path whose lstat signature is unchanged is unchanged; a file whose
+    signature moved is hashed to tell a content change from an attribute
+    change. Every difference is decided like an event.
+    """
+    if m.baseline is None:
+        raise GuardError("the monitor has not been started")
+    baseline = m.baseline
+    with m._recon_lock:
+        t0 = time.perf_counter()
+        before = len(m.violations)
+        seen: set[str] = set()
+        changed = 0
+        for path, st, meta, _, _ in walk(m.roots, m._ignored):
+            seen.add(path)
+            cur = Sig.of(st, meta)
+            with m._lock:
+                known = m._known.get(path, _MISSING)
+            if known == cur:
+                continue
+            changed += 1
+            if not isinstance(known, Sig):
+                event = "created"
+            else:
+                event = "modified"
+                entry = baseline.get(path)
+                if cur.kind == known.kind == "file" and entry is not None:
+                    with contextlib.suppress(OSError):
+                        if baseline.same_content(entry, path):
+                            event = "attrib"
+                elif cur.kind == known.kind:
+                    event = "attrib"
+            m._change(path, EffectKind.WRITE, f"reconcile:{event}")
+        with m._lock:
+            gone = [p for p, s in m._known.items() if s is not None and p not in seen]
+        for path in gone:
+            if m.anchor.lstat(path) is not None:
+                continue
+            changed += 1
+            m._change(path, EffectKind.DELETE, "reconcile:deleted")
+        for g in m._git_dirs:
+            m._index_change(g, "reconcile:modified")
+        new = m.violations[before:]
+        m.reconciliations += 1
+        took = time.perf_counter() - t0
+        if reason not in ("periodic", "settle") or new:
+            m._notice(
+                "reconcile",
+                f"reconciliation ({reason}) scanned {len(seen):,} paths in {took:.2f} s:"
+                f" {changed} differ from the last consistent state, {len(new)} new violations",
+            )
+        m._flush()
+        return new
+
+
+
+def during_baseline(m: Monitor, early: dict[str, str]) -> None:
+    """Changes made while the baseline was taken: never adopted silently.
+
+    Each path that changed during the baseline (an inotify event before the
+    baseline finished, or an identity that moved between listing and reading)
+    is reported as ``during-baseline:<event>``: the baseline may already hold
+    the changed version, and the version before it was never read. If the path
+    has changed again since its capture, that change is then handled like any
+    event (with --restore: quarantined, the captured version restored).
+    """
+    assert m.baseline is not None
+    for path, why in m.baseline.changed.items():
+        early.setdefault(path, f"modified ({why})")
+    for path, event in sorted(early.items()):
+        if m._ignored(path) or path in m._plan_ancestors:
+            continue
+        cur = m._sig(path)
+        with m._lock:
+            known = m._known.get(path, _MISSING)
+            in_baseline = path in m.baseline.entries
+        gone = cur is None and not in_baseline
+        kind = EffectKind.DELETE if gone else EffectKind.WRITE
+        detail = ("deleted before the baseline could read it" if gone
+                  else "the version before this change was never read")
+        m._change(path, kind, "during-baseline:" + event.split(" ")[0], detail, force=True,
+                  adopted=True)
+        if cur != known and not gone:
+            m._change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE, event)
+
+
+def index_change(m: Monitor, git_dir: str, event: str) -> Violation | None:
+    """``.git/index`` changed: a violation only when what is staged changed."""
+    data = read_index(git_dir)
+    digest = staged(data, os.path.dirname(git_dir), m.store)
+    path = git_dir + "/index"
+    with m._lock:
+        if digest == m._index_known.get(git_dir):
+            return None
+        decision = m.guard.decide(m.agent, [Effect(EffectKind.WRITE, path,
+                                                         detail=event)])
+        if decision.allowed:
+            m._index_known[git_dir] = digest
+            return None
+        action = "reported (watching without --restore)"
+        if m.restore:
+            action = _restore_index(m, git_dir, data, decision.rule, decision.reason)
+        else:
+            m._index_known[git_dir] = digest  # once per change of what is staged
+        v = Violation(audit.now_iso(), m.session, m.agent, event, path,
+                      decision.rule, decision.reason, action, "write",
+                      "what is staged changed (git update-index / git add)")
+        m.violations.append(v)
+        m._outbox.append(v)
+    m._flush()
+    return v
+
+def _restore_index(m: Monitor, git_dir: str, data: bytes | None, rule: str, reason: str) -> str:
+    base, digest = m._index_base.get(git_dir, (None, ""))
+    done: list[str] = []
+    try:
+        if data is not None:
+            meta = {"agent": m.agent, "event": "index", "rule": rule, "reason": reason,
+                    "effect": "write", "in_baseline": base is not None}
+            item = quarantine_index(m.quarantine, git_dir + "/index",
+                                    m._rel(git_dir + "/index"), data, meta)
+            done.append(f"copied to quarantine {item}")
+        if base is None:
+            return "; ".join([*done, "no index at start: left as it is"])
+        write_index(git_dir, base)
+        m._index_known[git_dir] = digest
+        done.append("index restored from the baseline copy")
+    except (OSError, GuardError) as exc:
+        done.append(f"restore failed: {exc}")
+        m._notice("error", f"{git_dir}/index: restore failed: {exc}")
+    return "; ".join(done)
+
+
+def drain_pending(m: Monitor, *, everything: bool = False) -> None:
+    """Act on every pending file that has settled (all of them with ``everything``)."""
+    with m._lock:
+        paths = list(m._pending)
+    for path in paths:
+        cur = m._sig(path)
+        now = time.monotonic()
+        with m._lock:
+            p = m._pending.get(path)
+            if p is None:
+                continue
+            if cur != p.sig and cur is not None and not everything:
+                p.sig, p.since = cur, now
+                continue
+            quiet = SETTLE_OPEN_QUIET if p.writing else SETTLE_QUIET
+            due = (everything or cur is None or now - p.since >= quiet
+                   or now - p.first >= SETTLE_MAX)
+            if not due:
+                continue
+            del m._pending[path]
+            m._pending_cv.notify_all()
+        detail = p.detail
+        if p.writing and cur is not None and not everything and now - p.first >= SETTLE_MAX:
+            detail = (detail + "; " if detail else "") + "still open for writing"
+        m._change(path, EffectKind.WRITE, p.event, detail, force=True)

@@ -1,0 +1,35 @@
+"""The shell analyser against real execution: every allowed command changes nothing.
+
+See differential.py for the generator and the scratch world. CI runs a fixed seed and
+a bounded number of cases; a longer campaign runs the module as a script.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.tools import differential
+
+
+def test_allowed_commands_change_nothing_outside_the_plan_directory(tmp_path: Path) -> None:
+    """Attack: every generated command (options in every accepted syntax, evaluating
+    constructs, descriptor and /proc redirections) that plan mode allows is run for
+    real; the scratch worktree, its .git, HOME and TMPDIR must be left as they were."""
+    res = differential.run(3000, seed=20261203, base=tmp_path / "scratch", budget_s=60)
+    assert not res.escapes, "\n".join(res.escapes)
+    # not vacuous: a good share of the generated commands is allowed and really runs
+    assert res.cases >= 100 and res.allowed > res.cases // 10, (res.allowed, res.cases)
+
+
+def test_the_generator_writes_when_guard_is_not_asked(tmp_path: Path) -> None:
+    """The snapshot sees writes: a command that writes outside the plan directory is
+    noticed (run directly, without the analyser's verdict)."""
+    repo, env = differential.make_scratch(tmp_path / "s")
+    plans = repo / differential.PLANS
+    before = differential.snapshot(tmp_path / "s", plans)
+    subprocess.run(["bash", "-c", "sort -o src/app.py nums.txt"], cwd=repo, env=env, check=True)
+    after = differential.snapshot(tmp_path / "s", plans)
+    assert before != after
+    (plans / "new.md").write_text("x")
+    assert differential.snapshot(tmp_path / "s", plans) == after  # the plan dir is not compared
