@@ -8,7 +8,8 @@ commands under one ``guard run``.
 Configurations, interleaved round by round so that machine noise hits all alike:
 
 * bare:          sh -c WORKLOAD
-* landlock only: the kernel layer's helper (guard/sandbox/landlock.py) -- WORKLOAD
+* helper only:   the confinement helper (guard/sandbox/confine.py: Landlock, capability
+                 drop, seccomp filter) -- WORKLOAD
 * guard run:     guard run --agent plan --no-monitor -- WORKLOAD (policy load, roots, helper)
 * guard run + monitor: guard run --agent plan -- WORKLOAD (when the monitor is installed)
 
@@ -34,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from guard.sandbox import landlock  # noqa: E402
+from guard.sandbox import confine, landlock  # noqa: E402
 
 TEST_FILE = """
 import json, re
@@ -129,13 +130,13 @@ def main() -> int:
         scratch.mkdir()
         helper = [
             "env", f"TMPDIR={scratch}",
-            sys.executable, "-E", "-s", "-S", landlock.__file__,
+            sys.executable, "-E", "-s", "-S", confine.HELPER,
             "--write", str(plans), "--write", "/dev/null", "--write", str(scratch), "--",
         ]  # fmt: skip
         guard = [sys.executable, "-m", "guard", "run", "--agent", "plan", "-q"]
         configs: dict[str, list[str]] = {
             "bare": work,
-            "landlock only": [*helper, *work],
+            "helper only": [*helper, *work],
             "guard run --no-monitor": [*guard, "--no-monitor", "--", *work],
         }
         has_monitor = importlib.util.find_spec("guard.monitor") is not None
@@ -166,7 +167,7 @@ def main() -> int:
             mw, mc = statistics.median(wall[name]), statistics.median(cpu[name])
             print(f"  {name:<24} {mw:8.3f}s x{mw / bare_w:6.3f}   {mc:8.3f}s x{mc / bare_c:6.3f}")
         last = "guard run (+ monitor)" if has_monitor else "guard run --no-monitor"
-        kernel = statistics.median(wall["landlock only"]) / bare_w
+        kernel = statistics.median(wall["helper only"]) / bare_w
         print(f"kernel layer alone (helper + Landlock) vs bare, wall: x{kernel:.3f}")
         ratio = statistics.median(wall[last]) / bare_w
         print(f"ratio {last} / bare, wall: x{ratio:.3f}")

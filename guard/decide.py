@@ -15,7 +15,7 @@ from pathlib import Path
 
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError
 from guard.match import CompiledList, Pattern, RuleSet, parse_pattern
-from guard.paths import CanonicalPath, Roots, canonicalize
+from guard.paths import CanonicalPath, Roots, canonicalize, plan_file_problem
 from guard.policy import BUILTIN_PREFIX, LoadedPolicy, load_policy, patterns_of
 from guard.policy.schema import AgentPolicy
 
@@ -260,6 +260,10 @@ class Guard:
             worst = _with_reason(
                 worst, worst.reason + f" (symlink {canon.link} -> {canon.real}: both checked)"
             )
+        if kind is EffectKind.WRITE and worst.allowed:
+            problem = plan_file_problem(canon, effect.target, self.roots.plans)
+            if problem is not None:
+                return Decision(Action.DENY, f"write {problem}", "guard.plan-file", worst.effect)
         return self._hardlink_check(a, kind, canon, worst)
 
     def _plan_dir_creation(

@@ -7,7 +7,7 @@ a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
     ToolCall --guard.tools.effects_of--> [Effect]
     --agent > $GUARD_AGENT > the worktree's guard mode > the host's hint --> agent
     (agent, effects) --Guard.decide--> Decision
-    Decision --confiner (plan-mode calls the policy refuses)--> Verdict
+    Decision --confiner (plan-mode calls)--> Verdict
     Verdict --AuditSink.write(Verdict.record(...))--> the audit log
     Verdict --front door--> the host's answer
 
@@ -29,7 +29,8 @@ the proxy's records read the same; the front door adds its own context (host,
 event, JSON-RPC method, ...).
 
 **The confiner seam.** A :class:`Confiner` (none by default) is asked about
-every call of a plan-mode agent that the policy does not allow (deny or ask).
+every call of a plan-mode agent, whatever the policy decided (a call analysis
+allows may still be run confined, since analysis is never the last line).
 It answers ``None`` (the policy's verdict stands) or a :class:`Confinement`:
 the tool input to run instead and why that is safe; the verdict becomes
 ``allow_confined``. The sandbox layer provides the confiner that wraps shell
@@ -99,8 +100,8 @@ class Confinement:
 class Confiner(Protocol):
     """Decides whether a call the policy refuses may run confined instead.
 
-    Asked for calls of plan-mode agents whose policy decision is deny or ask;
-    ``verdict`` is that provisional verdict (its call, agent, effects, decision).
+    Asked for every call of a plan-mode agent (allow, ask or deny); ``verdict`` is
+    the provisional verdict (its call, agent, effects, decision).
     Return None to let it stand. An exception is a deny (fail closed).
     """
 
@@ -320,11 +321,7 @@ class Gate:
             tuple(found),
             decision,
         )
-        if (
-            self.confiner is not None
-            and decision.action is not Action.ALLOW
-            and g.agent(name).mode == "plan"
-        ):
+        if self.confiner is not None and g.agent(name).mode == "plan":
             confined = self.confiner.confine(verdict, g)
             if confined is not None:
                 verdict = replace(

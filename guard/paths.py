@@ -70,15 +70,83 @@ class PlanDir:
         }
 
 
+def check_plan_dir(worktree: Path, plans: Path) -> None:
+    """Refuse a worktree's plan directory that is not plainly ``<worktree>/.openoxide/plans``.
+
+    The plan directory is the one place a plan-mode agent may write (the
+    evaluator's allow rules and ``guard run``'s Landlock rules both grant it).
+    A repository that ships ``.openoxide/plans -> ../src`` (or ``.openoxide``
+    as a link) would make that place its source tree, so a symlink on the way,
+    or a real path outside ``<worktree>/.openoxide/``, is a clear error.
+    ``worktree`` must be a real path. Raises :class:`PathError`.
+    """
+    base = worktree / PLANS_SUBDIR.parent
+    for p in (base, plans):
+        if os.path.islink(p):
+            raise PathError(
+                f"the plan directory {plans} is reached through a symlink ({p} ->"
+                f" {os.readlink(p)}); guard refuses it, since a link can point into the project"
+                f" and make it writable in plan mode. Replace it with a real directory:"
+                f" rm {p} && mkdir -p {plans}"
+            )
+        if os.path.lexists(p) and not os.path.isdir(p):
+            raise PathError(f"{p} is not a directory; guard needs {plans} to be one (remove {p})")
+    real = Path(os.path.realpath(plans))
+    if real == base or base not in real.parents:
+        raise PathError(
+            f"the plan directory {plans} resolves to {real}, outside {base}/; guard refuses it"
+        )
+
+
+def plan_file_problem(canon: CanonicalPath, text: str, plans: Path) -> str | None:
+    """Why writing ``canon`` (spelled ``text``) inside ``plans`` is not writing a plan file.
+
+    A plan file is a regular file directly in the plan directory: a name spelled
+    as a directory (``d.md/``), or an existing directory, FIFO, socket or device
+    named like a plan file is refused. None when the write is not inside
+    ``plans`` or is a regular file (existing or not).
+    """
+    real = Path(canon.real)
+    if real == plans or plans not in real.parents:
+        return None
+    if text.endswith("/") or text.endswith("/."):
+        return f"{text!r} names a directory; a plan file is a regular file"
+    if canon.mode and not stat.S_ISREG(canon.mode):
+        return (
+            f"{canon.real} is {_file_kind(canon.mode)}, not a regular file; refused as a plan file"
+        )
+    return None
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISLNK, "a symlink"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
 def plan_dir(cwd: str | os.PathLike[str] | None = None, worktree: Path | None = None) -> PlanDir:
-    """Where plan artifacts live for ``cwd`` (or an explicit worktree), and why."""
+    """Where plan artifacts live for ``cwd`` (or an explicit worktree), and why.
+
+    Raises :class:`PathError` for a worktree whose plan directory is a symlink or
+    resolves outside ``<worktree>/.openoxide/`` (:func:`check_plan_dir`).
+    """
     start = Path(os.path.realpath(cwd if cwd is not None else os.getcwd()))
     if worktree is not None:
         wt = Path(os.path.realpath(worktree))
+        check_plan_dir(wt, wt / PLANS_SUBDIR)
         return PlanDir(wt / PLANS_SUBDIR, wt, f"worktree given explicitly: {wt}")
     found = find_worktree(start)
     if found is not None:
         marker = next(m for m in VCS_MARKERS if os.path.lexists(found / m))
+        check_plan_dir(found, found / PLANS_SUBDIR)
         return PlanDir(
             found / PLANS_SUBDIR,
             found,
@@ -164,6 +232,8 @@ class CanonicalPath:
     real: str
     is_dir: bool
     nlink: int
+    #: st_mode of what ``real`` is (0: it does not exist)
+    mode: int = 0
 
     @property
     def candidates(self) -> tuple[str, ...]:
@@ -255,8 +325,10 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
                         " it; guard cannot resolve it for the agent's process: refused")
     is_dir = False
     nlink = 0
+    mode = 0
     try:
         st = os.stat(real)
+        mode = st.st_mode
         is_dir = stat.S_ISDIR(st.st_mode)
         nlink = st.st_nlink if stat.S_ISREG(st.st_mode) else 0
     except OSError as exc:
@@ -264,4 +336,4 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
             raise PathError(f"cannot resolve {path!r}: symlink loop") from exc
         if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
             raise PathError(f"cannot resolve {path!r}: {exc.strerror}") from exc
-    return CanonicalPath(link=link, real=real, is_dir=is_dir, nlink=nlink)
+    return CanonicalPath(link=link, real=real, is_dir=is_dir, nlink=nlink, mode=mode)

@@ -26,8 +26,11 @@ _HELP = "\n\n".join(
         " directories the policy lists under \\[agents.NAME.sandbox] writable, and"
         " --writable DIR. In build mode the worktree is writable too. Every process the"
         " command starts inherits the restriction.",
-        "The monitor watches the worktree for the whole run and reports what Landlock does"
-        " not cover (chmod, chown, utime, xattr); --restore undoes it.",
+        "Every capability is dropped and a seccomp filter refuses what changes the system"
+        " outside files: hostname, clock, mounts, kernel modules, System V IPC, device nodes,"
+        " ownership, set-user-ID bits, extended attributes and ACLs, inode flags. The"
+        " monitor watches the worktree for the whole run and reports what the kernel layers"
+        " allow but should not happen (plain chmod, utime); --restore undoes it.",
         "The exit status is the command's (128+N when signal N killed it); signals sent to"
         " guard are forwarded to it. Put the command after --.",
         "Examples:",
@@ -145,14 +148,14 @@ def run_command(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors."),
 ) -> None:
-    from guard.sandbox import landlock, runner
+    from guard.sandbox import landlock, roots, seccomp, supervise
 
     if not command and not explain:
         raise GuardError("no command given; usage: guard run --agent plan -- COMMAND [ARGS]...")
     guard = _load_guard(policy, worktree)
     # On the command line a relative directory means one relative to here.
     writable = [w if w.startswith(("{", "~", "/")) else os.path.abspath(w) for w in writable]
-    plan = runner.derive(
+    plan = roots.derive(
         guard, agent, extra_writable=writable, private_tmp=not explain, create=not explain
     )
     if explain:
@@ -165,7 +168,9 @@ def run_command(
             "landlock": landlock.unavailable_reason() or "available",
             "handled": landlock.right_names(landlock.handled_rights(abi)),
             "signals_scoped": abi >= 6,
-            "tiocsti_filtered": landlock.tiocsti_filter_supported(),
+            "tiocsti_filtered": seccomp.supported(),
+            "seccomp": "system-state syscalls refused" if seccomp.supported() else "unsupported",
+            "capabilities": "all dropped",
             "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
             "notes": plan.notes,
         }
@@ -176,7 +181,7 @@ def run_command(
         monitor = _monitor_factory(guard, agent, restore=restore, audit=audit, quiet=quiet)
     elif not quiet:
         print("guard run: --no-monitor: chmod/chown/utime/xattr go unwatched", file=sys.stderr)
-    status = runner.run(
+    status = supervise.run(
         plan,
         command,
         allow_unconfined=allow_unconfined,

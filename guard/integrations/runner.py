@@ -67,6 +67,12 @@ def decide(
     try:
         gate = hook_gate(agent=agent, policy=policy, env=env)
         adapter = adapter_for(host)
+        if adapter.can_rewrite:
+            # plan-mode shell commands may run confined (guard.sandbox.confiner); a host
+            # that cannot rewrite a call keeps the analysis-only decisions
+            from guard.sandbox.confiner import ShellConfiner
+
+            gate.confiner = ShellConfiner()
         try:
             payload = json.loads(payload_text)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -28,9 +28,21 @@ class KindRules(_Strict):
 
 
 class SandboxRules(_Strict):
-    """Extra writable directories for `guard run` (state, cache, temp the agent needs)."""
+    """Kernel confinement: extra writable directories for `guard run`, and confined shell."""
 
-    writable: list[str] = Field(default_factory=list)
+    writable: list[str] = Field(
+        default_factory=list,
+        description="Extra writable directories for `guard run` (state, cache, temp the agent"
+        " needs).",
+    )
+    confine: bool = Field(
+        default=False,
+        description="Plan mode: run shell commands under kernel confinement (Landlock, no"
+        " capabilities, seccomp) where the host can rewrite a call and the kernel can confine:"
+        " commands the analysis allows, and commands whose only objection is a program it"
+        " cannot prove read-only (an exec the policy asks about), become allow_confined."
+        " Writes the analysis can see outside the policy stay denied.",
+    )
 
 
 class AgentPolicy(_Strict):

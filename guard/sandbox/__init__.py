@@ -1,7 +1,11 @@
-"""Kernel confinement for ``guard run``.
+"""Kernel confinement for ``guard run`` and for each plan-mode shell command.
 
-:mod:`guard.sandbox.landlock` is the kernel layer (Landlock and a seccomp
-filter through ctypes; no policy logic; also runnable as the exec helper).
-:mod:`guard.sandbox.runner` derives the writable roots from a policy and runs
-a command confined, with the monitor alongside. See docs/sandbox.md.
+* :mod:`guard.sandbox.landlock`: Landlock through ctypes (no policy logic; the one ABI probe).
+* :mod:`guard.sandbox.seccomp`: the capability drop and the seccomp filter for system state.
+* :mod:`guard.sandbox.confine`: the helper that applies both and execs a command (stdlib
+  only, run as a script), and :func:`~guard.sandbox.confine.wrap_command` for hosts.
+* :mod:`guard.sandbox.roots`: a policy's agent -> writable roots.
+* :mod:`guard.sandbox.supervise`: ``guard run``'s process supervision (spawn, signals, wait).
+
+See docs/sandbox.md.
 """

@@ -309,3 +309,56 @@ def test_build_agent_cannot_unwire_guard(claude: str, project: tuple[Path, dict[
     assert (repo / "src/new.py").read_text() == "ok = True\n"
     records = audit_records(Path(env["HOME"]))
     assert [(r["agent"], r["decision"]) for r in records] == [("build", "deny"), ("build", "allow")]
+
+
+def test_plan_mode_shell_runs_confined_reads_answer_and_writes_fail_on_disk(
+    claude: str, project: tuple[Path, dict[str, str]]
+) -> None:
+    """allow_confined through the real CLI: guard rewrites plan-mode Bash calls so that
+    Claude Code runs them under Landlock + seccomp. A program guard cannot prove read-only
+    runs and cannot write; a write the analysis sees is denied; reads answer the model."""
+    from guard.sandbox import confine
+
+    if confine.available():
+        pytest.skip(f"this kernel cannot confine: {confine.available()}")
+    repo, env = project
+    plans = repo / ".openoxide" / "plans"
+    src_before = snapshot(repo / "src")
+    steps = [
+        ToolUse(
+            "toolu_py",
+            "Bash",
+            {"command": "python3 -c \"open('src/x','w').write('x')\"", "description": "py"},
+        ),
+        ToolUse("toolu_sed", "Bash", {"command": "sed -i 's/hello/owned/' src/app.py"}),
+        ToolUse("toolu_log", "Bash", {"command": "git log --oneline", "description": "log"}),
+        ToolUse("toolu_cat", "Bash", {"command": "cat src/app.py", "description": "cat"}),
+        ToolUse(
+            "toolu_tests",
+            "Bash",
+            {"command": "python3 -c \"print('tests ran', flush=True); open('src/t', 'w')\""},
+        ),
+        ToolUse("toolu_plan", "Write", {"file_path": str(plans / "p.md"), "content": "# P\n"}),
+    ]
+    script = Script(steps)
+    result = run_claude(claude, repo, env, script, "acceptEdits", "plan")
+
+    assert snapshot(repo / "src") == src_before
+    assert not (repo / "src" / "x").exists() and not (repo / "src" / "t").exists()
+    assert (plans / "p.md").read_text() == "# P\n"
+    assert denied_ids(result) == {"toolu_sed"}, result.get("permission_denials")
+    results = script.tool_results()
+    assert "Permission denied" in results["toolu_py"], results["toolu_py"]
+    assert "init" in results["toolu_log"], results["toolu_log"]
+    assert "print('hello')" in results["toolu_cat"], results["toolu_cat"]
+    assert "tests ran" in results["toolu_tests"], results["toolu_tests"]
+    records = audit_records(Path(env["HOME"]))
+    by_id = {r["tool_use_id"]: r["decision"] for r in records}
+    assert by_id == {
+        "toolu_py": "allow_confined",
+        "toolu_sed": "deny",
+        "toolu_log": "allow_confined",
+        "toolu_cat": "allow_confined",
+        "toolu_tests": "allow_confined",
+        "toolu_plan": "allow",
+    }, by_id

@@ -168,12 +168,15 @@ def test_a_confiner_turns_a_refused_plan_shell_call_into_allow_confined(repo: Pa
     assert sink.records[0]["policy_decision"] == "deny"
     # a refused call that is not a shell command: the confiner says no, the deny stands
     assert plan.decide(write_call(repo)).action is VerdictAction.DENY
-    # allowed calls and build agents are never offered to the confiner
+    # allowed plan-mode calls are offered too (analysis is never the last line: an allowed
+    # shell command may still run confined); a call the confiner leaves stays allowed
     asked = len(confiner.asked)
     assert plan.decide(write_call(repo, ".openoxide/plans/p.md")).action is VerdictAction.ALLOW
+    assert len(confiner.asked) == asked + 1
+    # build agents are never offered to the confiner
     build = Gate(guard=g, agent="build", env={}, confiner=confiner)
     assert build.decide(bash_call(repo, "rm -rf /etc")).action is not VerdictAction.ALLOW_CONFINED
-    assert len(confiner.asked) == asked
+    assert len(confiner.asked) == asked + 1
 
 
 # -- rendering a verdict for each host ---------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from guard.sandbox import landlock
+from guard.sandbox import confine, landlock
 
 ABI = landlock.abi_version()
 needs_landlock = pytest.mark.skipif(
@@ -46,7 +46,7 @@ def make_tree(tmp_path: Path) -> Tree:
 
 
 def helper_argv(writable: Sequence[str | Path], command: Sequence[str], *extra: str) -> list[str]:
-    argv = [sys.executable, "-E", "-s", "-S", landlock.__file__]
+    argv = [sys.executable, "-E", "-s", "-S", confine.HELPER]
     for w in writable:
         argv += ["--write", str(w)]
     return [*argv, *extra, "--", *command]

@@ -1,0 +1,105 @@
+"""The gate's confiner for shell commands: which plan-mode calls run confined instead.
+
+:class:`ShellConfiner` is the :class:`guard.gate.Confiner` of hosts that can
+rewrite a tool call (Claude Code, Gemini CLI). For a shell tool call of a
+plan-mode agent whose policy sets ``[agents.NAME.sandbox] confine = true``
+(the default policy does), when this kernel can confine:
+
+* a command the analysis allows runs confined anyway (static analysis of
+  shell is never the last line);
+* a command whose only objections are programs the analyser cannot prove
+  read-only (``exec`` effects the policy *asks* about: tests, linters, builds,
+  interpreters, code it cannot follow) runs confined instead of asking;
+* anything else stands as the policy decided: a write or delete the analysis
+  can see outside what the policy allows (``echo > src/app.py``), an explicit
+  ``deny``, a network or read question, a refused tool.
+
+"Confined" is the helper of :mod:`guard.sandbox.confine`: writes only to the
+plan directory (regular files), a private TMPDIR, ``/dev/null`` and the
+terminal; no capabilities; the seccomp filter for system state. Without
+Landlock (or on an architecture without a syscall table) it answers None and
+today's analysis-only decisions stand.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from guard.effects import Action, EffectKind
+
+if TYPE_CHECKING:
+    from guard.decide import Guard
+    from guard.effects import Effect
+    from guard.gate import Confinement, Verdict
+
+RULE = "guard.confined"
+
+
+def shell_command(verdict: Verdict) -> str | None:
+    """The shell command text of a shell tool call, or None for any other call."""
+    call = verdict.call
+    if call is None or not any(
+        e.kind is EffectKind.TOOL and e.target == "bash" for e in verdict.effects
+    ):
+        return None
+    command = call.input.get("command")
+    return command if isinstance(command, str) else None
+
+
+class ShellConfiner:
+    """Turns plan-mode shell calls into ``allow_confined`` (see the module docstring)."""
+
+    def __init__(self, available: str | None = None) -> None:
+        #: why the kernel cannot confine here ("" when it can); probed once, lazily
+        self._available = available
+
+    def unavailable(self) -> str:
+        if self._available is None:
+            from guard.sandbox.confine import available
+
+            self._available = available()
+        return self._available
+
+    def confine(self, verdict: Verdict, guard: Guard) -> Confinement | None:
+        from guard.gate import Confinement
+
+        agent = verdict.agent
+        command = shell_command(verdict)
+        if agent is None or command is None or verdict.call is None:
+            return None
+        policy = guard.agent(agent)
+        if policy.mode != "plan" or not policy.sandbox.confine or self.unavailable():
+            return None
+        cwd = verdict.call.cwd or str(guard.roots.worktree or os.getcwd())
+        objections = [e for e in verdict.effects if not self._fine(guard, agent, e, cwd)]
+        if any(not self._confinable(guard, agent, e, cwd) for e in objections):
+            return None
+        if "\0" in command:
+            return None
+        from guard.sandbox.confine import wrap_command
+
+        wrapped = wrap_command(command, plans=[str(guard.roots.plans)], cwd=cwd)
+        if objections:
+            programs = ", ".join(sorted({str(e.target or "unknown code") for e in objections}))
+            why = f"runs programs guard cannot prove read-only ({programs})"
+        else:
+            why = "read-only by analysis"
+        reason = (
+            f"{why}: runs confined (writes only to {guard.roots.describe(str(guard.roots.plans))},"
+            " a private TMPDIR and the terminal; no capabilities; system-state syscalls refused)"
+        )
+        return Confinement({"command": wrapped}, reason, RULE)
+
+    @staticmethod
+    def _fine(guard: Guard, agent: str, effect: Effect, cwd: str) -> bool:
+        return guard.decide(agent, [effect], cwd=cwd).action is Action.ALLOW
+
+    @staticmethod
+    def _confinable(guard: Guard, agent: str, effect: Effect, cwd: str) -> bool:
+        """An objection confinement answers: a program the policy asks about, or a write
+        whose target the analysis cannot name (the kernel decides where it lands)."""
+        action = guard.decide(agent, [effect], cwd=cwd).action
+        if effect.kind is EffectKind.EXEC:
+            return action is Action.ASK
+        return effect.kind in (EffectKind.WRITE, EffectKind.DELETE) and effect.target is None

@@ -1,0 +1,17 @@
+"""The confinement helper's entry point, run by path: ``python -E -s -S run_confined.py ...``.
+
+Kept tiny on purpose: a script run by path is compiled on every start, the
+modules it imports are not (their bytecode is cached). Everything lives in
+:mod:`guard.sandbox.confine`; its siblings are imported alone, not through the
+``guard`` package, to keep the start-up short.
+"""
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING or __package__:
+    from guard.sandbox.confine import main
+else:
+    from confine import main
+
+sys.exit(main())

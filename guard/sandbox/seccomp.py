@@ -1,0 +1,459 @@
+"""System state the kernel keeps outside the filesystem: a seccomp filter and a capability drop.
+
+Landlock governs writes to files. A confined command running as root could
+still change what Landlock does not cover: the hostname, the clock, mounts,
+kernel modules, System V IPC objects that outlive it, device nodes, file
+ownership, set-user-ID bits, extended attributes and ACLs, inode flags
+(append-only, immutable). Two layers close that:
+
+* :func:`drop_capabilities`: the bounding set emptied, the effective,
+  permitted and inheritable sets cleared (``capset``), ambient capabilities
+  cleared, and root's special treatment on exec turned off (securebits,
+  locked). A root command keeps uid 0 but no privilege beyond a file owner's.
+* :func:`install_filter`: a seccomp BPF filter that makes the system-state
+  syscalls in :data:`REFUSED` (and the argument forms in the checks below)
+  fail with ``EPERM``, refuses syscalls newer than the table with ``ENOSYS``
+  (a future syscall is never allowed by omission), and kills a process that
+  enters through another syscall ABI (i386, x32), which would dodge the
+  numbers.
+
+The filter is assembled here from a per-architecture syscall table rather
+than through libseccomp: it needs a "newer than the table" range check that
+libseccomp cannot express in an allow-by-default filter, it keeps this helper
+free of a shared library, and the numbers are cross-checked against
+libseccomp's tables by the tests. Stdlib only; imports nothing slow, because
+it runs before every confined command.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_GET_SECUREBITS = 27
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+CAP_SETPCAP = 8
+_CAP_VERSION_3 = 0x20080522
+# SECBIT_NOROOT | _LOCKED, SECBIT_KEEP_CAPS_LOCKED, SECBIT_NO_CAP_AMBIENT_RAISE | _LOCKED:
+# exec as uid 0 no longer grants capabilities, and nothing can undo that.
+_SECUREBITS = 0x01 | 0x02 | 0x20 | 0x40 | 0x80
+
+RET_ALLOW = 0x7FFF0000
+RET_KILL_PROCESS = 0x80000000
+RET_ERRNO = 0x00050000
+
+
+def ret_errno(err: int) -> int:
+    return RET_ERRNO | err
+
+
+EPERM = ret_errno(errno.EPERM)
+ENOSYS = ret_errno(errno.ENOSYS)
+
+# ioctl requests refused on any file: inode flags (append-only, immutable, ...), the
+# extended inode attributes, fs-verity (makes a file read-only for good), and terminal
+# input injection (TIOCSTI types into the terminal guard was started from; TIOCLINUX on
+# a virtual console).
+FS_IOC_SETFLAGS = 0x40086602
+FS_IOC32_SETFLAGS = 0x40046602
+FS_IOC_FSSETXATTR = 0x401C5820
+FS_IOC_ENABLE_VERITY = 0x40806685
+TIOCSTI = 0x5412
+TIOCLINUX = 0x541C
+REFUSED_IOCTLS = (
+    FS_IOC_SETFLAGS,
+    FS_IOC32_SETFLAGS,
+    FS_IOC_FSSETXATTR,
+    FS_IOC_ENABLE_VERITY,
+    TIOCSTI,
+    TIOCLINUX,
+)
+# personality(2) values a program may set (the common ones: Linux, 32-bit Linux, the
+# 2.6-style uname, no address randomization for debuggers) or query.
+ALLOWED_PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0x40000, 0xFFFFFFFF)
+S_IFMT, S_IFCHR, S_IFBLK = 0o170000, 0o020000, 0o060000
+SETID_BITS = 0o6000  # S_ISUID | S_ISGID
+IPC_CREAT, IPC_PRIVATE = 0o1000, 0
+O_CREAT = 0o100
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
+CLONE_NEW_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000
+CLONE_NEW_NAMESPACES |= 0x10000000 | 0x20000000 | 0x40000000 | 0x00000080
+
+# name: (x86_64 number, aarch64 number or None where the syscall does not exist).
+NUMBERS: dict[str, tuple[int, int | None]] = {
+    "sethostname": (170, 161),
+    "setdomainname": (171, 162),
+    "settimeofday": (164, 170),
+    "clock_settime": (227, 112),
+    "clock_adjtime": (305, 266),
+    "adjtimex": (159, 171),
+    "mount": (165, 40),
+    "umount2": (166, 39),
+    "pivot_root": (155, 41),
+    "chroot": (161, 51),
+    "open_tree": (428, 428),
+    "move_mount": (429, 429),
+    "fsopen": (430, 430),
+    "fsconfig": (431, 431),
+    "fsmount": (432, 432),
+    "fspick": (433, 433),
+    "mount_setattr": (442, 442),
+    "open_tree_attr": (467, 467),
+    "init_module": (175, 105),
+    "finit_module": (313, 273),
+    "delete_module": (176, 106),
+    "kexec_load": (246, 104),
+    "kexec_file_load": (320, 294),
+    "swapon": (167, 224),
+    "swapoff": (168, 225),
+    "reboot": (169, 142),
+    "acct": (163, 89),
+    "quotactl": (179, 60),
+    "quotactl_fd": (443, 443),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "iopl": (172, None),
+    "ioperm": (173, None),
+    "vhangup": (153, 58),
+    "open_by_handle_at": (304, 265),
+    "setns": (308, 268),
+    "chown": (92, None),
+    "fchown": (93, 55),
+    "lchown": (94, None),
+    "fchownat": (260, 54),
+    "setxattr": (188, 5),
+    "lsetxattr": (189, 6),
+    "fsetxattr": (190, 7),
+    "removexattr": (197, 14),
+    "lremovexattr": (198, 15),
+    "fremovexattr": (199, 16),
+    "setxattrat": (463, 463),
+    "removexattrat": (466, 466),
+    "file_setattr": (469, 469),
+    # refused with ENOSYS, so that the C library falls back to what the filter can see
+    "clone3": (435, 435),
+    "openat2": (437, 437),
+    "io_uring_setup": (425, 425),
+    # checked by argument
+    "unshare": (272, 97),
+    "clone": (56, 220),
+    "shmget": (29, 194),
+    "semget": (64, 190),
+    "msgget": (68, 186),
+    "mq_open": (240, 180),
+    "personality": (135, 92),
+    "mknod": (133, None),
+    "mknodat": (259, 33),
+    "chmod": (90, None),
+    "fchmod": (91, 52),
+    "fchmodat": (268, 53),
+    "fchmodat2": (452, 452),
+    "open": (2, None),
+    "creat": (85, None),
+    "openat": (257, 56),
+    "ioctl": (16, 29),
+}
+#: Syscalls numbered above this are newer than the table: refused with ENOSYS.
+HIGHEST_KNOWN = 469
+
+#: Refused outright, with EPERM: they change system state or file metadata that no
+#: Landlock rule governs, or they would undo the confinement.
+REFUSED = (
+    "sethostname", "setdomainname", "settimeofday", "clock_settime", "clock_adjtime",
+    "adjtimex", "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount",
+    "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "open_tree_attr",
+    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
+    "swapon", "swapoff", "reboot", "acct", "quotactl", "quotactl_fd", "bpf",
+    "perf_event_open", "keyctl", "add_key", "request_key", "iopl", "ioperm", "vhangup",
+    "open_by_handle_at", "setns", "chown", "fchown", "lchown", "fchownat", "setxattr",
+    "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "setxattrat",
+    "removexattrat", "file_setattr",
+)  # fmt: skip
+#: Refused with ENOSYS: their arguments are out of the filter's sight (a struct in
+#: memory, or a ring of operations); C libraries fall back to the plain syscalls.
+UNSUPPORTED = ("clone3", "openat2", "io_uring_setup")
+
+# Architectures: (AUDIT_ARCH value of the native ABI, whether x32 numbers share it).
+_ARCHES: dict[str, tuple[int, bool]] = {
+    "x86_64": (0xC000003E, True),
+    "aarch64": (0xC00000B7, False),
+}
+
+# BPF opcodes
+_LD_W_ABS, _JEQ_K, _JGT_K, _JGE_K, _JSET_K, _AND_K, _RET_K = (
+    0x20, 0x15, 0x25, 0x35, 0x45, 0x54, 0x06,
+)  # fmt: skip
+_NR, _ARCH = 0, 4
+
+
+def _arg(i: int) -> int:
+    """Offset of the low 32 bits of syscall argument ``i`` (little-endian machines)."""
+    return 16 + 8 * i
+
+
+def machine() -> str:
+    m = os.uname().machine
+    return "aarch64" if m == "arm64" else m
+
+
+def supported() -> bool:
+    """Whether this machine has a syscall table here (else the filter cannot be built)."""
+    return os.uname().sysname == "Linux" and machine() in _ARCHES
+
+
+Insn = tuple[int, int, int, int]
+
+
+def _refuse_if_set(arg: int, mask: int) -> list[Insn]:
+    """A block (entered on a matching syscall number): EPERM when ``arg & mask``."""
+    return [
+        (_LD_W_ABS, 0, 0, _arg(arg)),
+        (_JSET_K, 0, 1, mask),
+        (_RET_K, 0, 0, EPERM),
+        (_RET_K, 0, 0, RET_ALLOW),
+    ]
+
+
+def _refuse_values(arg: int, values: Sequence[int], *, mask: int = 0xFFFFFFFF) -> list[Insn]:
+    """EPERM when ``arg & mask`` is one of ``values``."""
+    block: list[Insn] = [(_LD_W_ABS, 0, 0, _arg(arg))]
+    if mask != 0xFFFFFFFF:
+        block.append((_AND_K, 0, 0, mask))
+    n = len(values)
+    for i, v in enumerate(values):
+        block.append((_JEQ_K, n - i, 0, v))  # to the EPERM after the ALLOW
+    return [*block, (_RET_K, 0, 0, RET_ALLOW), (_RET_K, 0, 0, EPERM)]
+
+
+def _allow_values(arg: int, values: Sequence[int]) -> list[Insn]:
+    """EPERM unless ``arg`` is one of ``values``."""
+    block: list[Insn] = [(_LD_W_ABS, 0, 0, _arg(arg))]
+    n = len(values)
+    for i, v in enumerate(values):
+        block.append((_JEQ_K, n - i, 0, v))
+    return [*block, (_RET_K, 0, 0, EPERM), (_RET_K, 0, 0, RET_ALLOW)]
+
+
+def _mknod_block(mode_arg: int) -> list[Insn]:
+    """mknod: EPERM for block and character devices and for set-id bits; FIFOs,
+    sockets and regular files pass (Landlock decides where)."""
+    return [
+        (_LD_W_ABS, 0, 0, _arg(mode_arg)),
+        (_JSET_K, 4, 0, SETID_BITS),
+        (_AND_K, 0, 0, S_IFMT),
+        (_JEQ_K, 2, 0, S_IFCHR),
+        (_JEQ_K, 1, 0, S_IFBLK),
+        (_RET_K, 0, 0, RET_ALLOW),
+        (_RET_K, 0, 0, EPERM),
+    ]
+
+
+def _ipc_create_block(flag_arg: int) -> list[Insn]:
+    """shmget/semget/msgget: EPERM when it could create (IPC_PRIVATE or IPC_CREAT);
+    getting an existing object passes."""
+    return [
+        (_LD_W_ABS, 0, 0, _arg(0)),
+        (_JEQ_K, 3, 0, IPC_PRIVATE),
+        (_LD_W_ABS, 0, 0, _arg(flag_arg)),
+        (_JSET_K, 1, 0, IPC_CREAT),
+        (_RET_K, 0, 0, RET_ALLOW),
+        (_RET_K, 0, 0, EPERM),
+    ]
+
+
+def _checks() -> dict[str, list[Insn]]:
+    """Argument checks, per syscall name: a block that returns."""
+    return {
+        "unshare": _refuse_if_set(0, CLONE_NEW_NAMESPACES),
+        "clone": _refuse_if_set(0, CLONE_NEW_NAMESPACES),
+        "shmget": _ipc_create_block(2),
+        "semget": _ipc_create_block(2),
+        "msgget": _ipc_create_block(1),
+        "mq_open": _refuse_if_set(1, O_CREAT),
+        "personality": _allow_values(0, ALLOWED_PERSONALITIES),
+        "mknod": _mknod_block(1),
+        "mknodat": _mknod_block(2),
+        "chmod": _refuse_if_set(1, SETID_BITS),
+        "fchmod": _refuse_if_set(1, SETID_BITS),
+        "fchmodat": _refuse_if_set(2, SETID_BITS),
+        "fchmodat2": _refuse_if_set(2, SETID_BITS),
+        "open": _refuse_if_set(2, SETID_BITS),
+        "creat": _refuse_if_set(1, SETID_BITS),
+        "openat": _refuse_if_set(3, SETID_BITS),
+        "ioctl": _refuse_values(1, REFUSED_IOCTLS),
+    }
+
+
+def program(arch: str | None = None) -> list[Insn]:
+    """The BPF program for ``arch`` (default: this machine), as (code, jt, jf, k)."""
+    arch = arch or machine()
+    if arch not in _ARCHES:
+        raise OSError(errno.ENOSYS, f"guard has no syscall table for {arch}")
+    audit_arch, x32 = _ARCHES[arch]
+    col = 0 if arch == "x86_64" else 1
+    prog: list[Insn] = [
+        (_LD_W_ABS, 0, 0, _ARCH),
+        (_JEQ_K, 1, 0, audit_arch),
+        (_RET_K, 0, 0, RET_KILL_PROCESS),  # another syscall ABI (i386, arm32)
+        (_LD_W_ABS, 0, 0, _NR),
+    ]
+    if x32:
+        prog += [(_JGE_K, 0, 1, 0x40000000), (_RET_K, 0, 0, RET_KILL_PROCESS)]
+    prog += [(_JGT_K, 0, 1, HIGHEST_KNOWN), (_RET_K, 0, 0, ENOSYS)]
+    for name, action in [*((n, EPERM) for n in REFUSED), *((n, ENOSYS) for n in UNSUPPORTED)]:
+        nr = NUMBERS[name][col]
+        if nr is not None:
+            prog += [(_JEQ_K, 0, 1, nr), (_RET_K, 0, 0, action)]
+    for name, block in _checks().items():
+        nr = NUMBERS[name][col]
+        if nr is not None:
+            prog += [(_JEQ_K, 0, len(block), nr), *block]
+    prog.append((_RET_K, 0, 0, RET_ALLOW))
+    return prog
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = (
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    )
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter)))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    )
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def _lib() -> ctypes.CDLL:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _prctl(option: int, arg2: int = 0, what: str = "") -> int:
+    res = int(
+        _lib().prctl(
+            ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        )
+    )  # fmt: skip
+    if res < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what or f'prctl({option})'} failed: {os.strerror(err)}")
+    return res
+
+
+def set_no_new_privs() -> None:
+    _prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def install_filter() -> None:
+    """Install the filter for this process and every process it starts. Irreversible.
+
+    Sets no_new_privs first (required). Raises OSError when the machine has no
+    table here or the kernel refuses the filter; callers must then not run the command.
+    """
+    insns = program()
+    set_no_new_privs()
+    filters = (_SockFilter * len(insns))(*[_SockFilter(*i) for i in insns])
+    fprog = _SockFprog(len(insns), filters)
+    if _lib().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"cannot install the seccomp filter: {os.strerror(err)}")
+
+
+SIG_SETMASK, SIG_DFL, SIGPIPE, SIGXFSZ = 2, 0, 13, 25
+
+
+def reset_signals() -> None:
+    """Before exec: an empty signal mask, and SIGPIPE and SIGXFSZ back to their defaults
+    (Python ignores both; the command expects the defaults). Through libc rather than
+    the signal module, whose import costs more than the rest of the helper."""
+    empty = (ctypes.c_ulong * 16)()  # a zeroed sigset_t (1024 bits)
+    if _lib().pthread_sigmask(SIG_SETMASK, ctypes.byref(empty), None) != 0:
+        raise OSError(errno.EINVAL, "cannot reset the signal mask")
+    handler = _lib().signal
+    handler.restype = ctypes.c_void_p
+    for sig in (SIGPIPE, SIGXFSZ):
+        handler(sig, ctypes.c_void_p(SIG_DFL))
+
+
+def _capget() -> tuple[int, int, int]:
+    """(effective, permitted, inheritable) of this thread, 64-bit masks."""
+    hdr = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _lib().capget(ctypes.byref(hdr), data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"capget failed: {os.strerror(err)}")
+    return (
+        data[0].effective | data[1].effective << 32,
+        data[0].permitted | data[1].permitted << 32,
+        data[0].inheritable | data[1].inheritable << 32,
+    )
+
+
+def _last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return 63
+
+
+def drop_capabilities() -> bool:
+    """Give up every capability for good; True when there were any to drop.
+
+    A process without CAP_SETPCAP cannot shrink its bounding set, but it then
+    holds no capability either, and no_new_privs (set here) keeps exec from
+    granting any. Raises OSError when a step fails while privileged.
+    """
+    effective, permitted, _ = _capget()
+    privileged = bool(effective & (1 << CAP_SETPCAP))
+    if privileged:
+        current = _prctl(PR_GET_SECUREBITS, 0, "prctl(PR_GET_SECUREBITS)")
+        if current & _SECUREBITS != _SECUREBITS:
+            _prctl(PR_SET_SECUREBITS, current | _SECUREBITS, "prctl(PR_SET_SECUREBITS)")
+        for cap in range(_last_cap() + 1):
+            _prctl(PR_CAPBSET_DROP, cap, f"dropping capability {cap} from the bounding set")
+    _lib().prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL on old kernels
+    hdr = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _lib().capset(ctypes.byref(hdr), data) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"capset (dropping all capabilities) failed: {os.strerror(err)}")
+    set_no_new_privs()
+    left = _capget()
+    if any(left):
+        raise OSError(errno.EPERM, f"capabilities are still held after capset: {left}")
+    return bool(permitted)

@@ -1,0 +1,321 @@
+"""Supervising a confined command: spawn it through the helper, forward signals, wait.
+
+:func:`run` takes a :class:`~guard.sandbox.roots.SandboxPlan`, blocks the
+signals it forwards, starts the monitor, starts the command through the
+confinement helper (:mod:`guard.sandbox.confine` run as a script: Landlock,
+capability drop, seccomp filter, fd hygiene, then ``exec``), reads what the
+helper enforced, forwards signals, waits, stops the monitor, and returns the
+command's exit status (128+N for signal N).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, Protocol
+
+from guard.sandbox import confine, landlock
+from guard.sandbox.roots import SandboxError, SandboxPlan
+
+# Signals forwarded to the command. Terminal-generated ones (si_code
+# SI_KERNEL) reach the command directly, as it shares guard's process group.
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGWINCH,
+    signal.SIGALRM,
+)
+_SI_KERNEL = 0x80
+
+
+class _Monitor(Protocol):
+    def start(self) -> Any: ...
+
+    def stop(self) -> Any: ...
+
+
+MonitorFactory = Callable[[], _Monitor]
+
+
+def helper_command(
+    plan: SandboxPlan,
+    command: Sequence[str],
+    *,
+    status_fd: int | None,
+    abi: int | None,
+    announce: str | None = None,
+) -> list[str]:
+    """The argv that starts ``command`` under the confinement helper."""
+    extra: list[str] = []
+    if abi is not None:
+        extra += ["--abi", str(abi)]  # 0: no Landlock; capabilities, seccomp and fds only
+    if status_fd is not None:
+        extra += ["--status-fd", str(status_fd)]
+    if announce is not None:
+        extra += ["--announce", announce]
+    return confine.helper_argv(
+        command,
+        plans=plan.plan_dirs,
+        writable=plan.writable,
+        ioctl=plan.ioctl,
+        devices=False,
+        extra=extra,
+    )
+
+
+@contextlib.contextmanager
+def _blocked(signals: Sequence[int]) -> Iterator[None]:
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        # Drain what is still pending so that unblocking does not act on it late.
+        pending = signal.sigpending() & set(signals)
+        for sig in pending:
+            with contextlib.suppress(OSError):
+                signal.sigtimedwait([sig], 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _read_status(fd: int) -> list[dict[str, Any]]:
+    chunks = []
+    while True:
+        data = os.read(fd, 65536)
+        if not data:
+            break
+        chunks.append(data)
+    out = []
+    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
+        if line.strip():
+            out.append(json.loads(line))
+    return out
+
+
+def _wait_forwarding(proc: subprocess.Popen[bytes], watched: Sequence[int]) -> int:
+    """Wait for ``proc``, forwarding every signal sent to guard by another process.
+
+    Signals go through a pidfd taken while the command is known to be alive (it
+    has not been waited for), so a forwarded signal can only ever reach the
+    command: never another process that reused its pid after it exited.
+    """
+    pidfd = _pidfd(proc)
+    try:
+        while True:
+            info = signal.sigtimedwait(watched, 0.5)
+            if info is not None and info.si_signo != signal.SIGCHLD:
+                if info.si_code != _SI_KERNEL:
+                    _forward(proc, pidfd, info.si_signo)
+                continue
+            code = proc.poll()
+            if code is not None:
+                return code if code >= 0 else 128 - code
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _pidfd(proc: subprocess.Popen[bytes]) -> int | None:
+    try:
+        return os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # before Linux 5.3: plain kill() below
+        return None
+
+
+def _forward(proc: subprocess.Popen[bytes], pidfd: int | None, signo: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        if pidfd is not None:
+            signal.pidfd_send_signal(pidfd, signo)
+        elif proc.returncode is None:
+            os.kill(proc.pid, signo)
+
+
+def enforcement_summary(report: dict[str, Any]) -> str:
+    return landlock.summary_lines(report)[0]
+
+
+def run(
+    plan: SandboxPlan,
+    command: Sequence[str],
+    *,
+    abi: int | None = None,
+    allow_unconfined: bool = False,
+    monitor: MonitorFactory | None = None,
+    quiet: bool = False,
+    err: IO[str] | None = None,
+    keep_tmp: bool = False,
+) -> int:
+    """Run ``command`` confined by ``plan``; return its exit status (128+N for signal N).
+
+    ``abi``: cap the Landlock ABI (None: the kernel's; 0: act as if the kernel
+    had no Landlock). Without Landlock the command runs only when
+    ``allow_unconfined`` is true, under the monitor alone, with a loud warning.
+    """
+    out = err if err is not None else sys.stderr
+
+    def say(msg: str, *, force: bool = False) -> None:
+        if force or not quiet:
+            print(f"guard run: {msg}", file=out, flush=True)
+
+    try:
+        return _run(plan, command, abi, allow_unconfined, monitor, say, quiet)
+    finally:
+        _cleanup_tmp(plan, keep_tmp, say)
+
+
+def _run(
+    plan: SandboxPlan,
+    command: Sequence[str],
+    abi: int | None,
+    allow_unconfined: bool,
+    monitor: MonitorFactory | None,
+    say: Callable[..., None],
+    quiet: bool,
+) -> int:
+    if not command:
+        raise SandboxError("no command given; usage: guard run --agent plan -- CMD [ARGS...]")
+    kernel_abi = landlock.abi_version()
+    use_abi = kernel_abi if abi is None else min(abi, kernel_abi)
+    confined = use_abi >= 1
+    if not confined and not allow_unconfined:
+        why = landlock.unavailable_reason() or "Landlock disabled for this run (ABI 0)"
+        raise SandboxError(
+            f"cannot confine the command: {why}. Nothing was started. To run it anyway under"
+            " the monitor alone (which reports changes after the fact but cannot prevent"
+            " them), pass --allow-unconfined"
+        )
+    if not confined and monitor is None:
+        raise SandboxError(
+            "no monitor available, and Landlock is not either: refusing to run"
+            " the command with no protection at all"
+        )
+    if (
+        shutil.which(command[0], path=_child_env(plan).get("PATH")) is None
+        and "/" not in command[0]
+    ):
+        raise SandboxError(f"command not found: {command[0]!r} (not on PATH)")
+
+    if confined:
+        say(f"agent {plan.agent!r} ({plan.mode} mode); writes allowed only in:")
+        for line in plan.describe():
+            say(f"  {line}")
+    else:
+        bar = "!" * 72
+        say(bar, force=True)
+        say(
+            "UNCONFINED: Landlock is not available, and --allow-unconfined was given.",
+            force=True,
+        )
+        say(
+            "The kernel will NOT stop writes; the monitor only reports (and with --restore"
+            " undoes) them afterwards.",
+            force=True,
+        )
+        say(bar, force=True)
+    for note in plan.notes:
+        say(note)
+
+    # Block the forwarded signals before any thread starts (the monitor's threads
+    # inherit the mask), so that only the wait loop below ever receives them.
+    watched = [*FORWARDED, signal.SIGCHLD]
+    with _blocked(watched):
+        mon: _Monitor | None = None
+        try:
+            if monitor is not None:
+                mon = monitor()
+                mon.start()
+            early = signal.sigpending() & {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+            if early:
+                names = ", ".join(signal.Signals(s).name for s in early)
+                raise SandboxError(f"interrupted ({names}) before the command started")
+            return _spawn_and_wait(
+                plan,
+                command,
+                confined=confined,
+                abi=abi,
+                watched=watched,
+                announce=None if quiet else "guard run: ",
+            )
+        finally:
+            if mon is not None:
+                mon.stop()
+
+
+def _child_env(plan: SandboxPlan) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(plan.env)
+    return env
+
+
+def _spawn_and_wait(
+    plan: SandboxPlan,
+    command: Sequence[str],
+    *,
+    confined: bool,
+    abi: int | None,
+    watched: Sequence[int],
+    announce: str | None,
+) -> int:
+    env = _child_env(plan)
+    env["GUARD_SANDBOX"] = "landlock" if confined else "none"
+    r, w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            helper_command(
+                plan, command, status_fd=w, abi=abi if confined else 0, announce=announce
+            ),
+            env=env,
+            close_fds=True,
+            pass_fds=(w,),
+        )
+    except OSError as exc:
+        os.close(r)
+        raise SandboxError(f"cannot start the sandbox helper: {exc.strerror}") from exc
+    finally:
+        os.close(w)
+    try:
+        reports = _read_status(r)
+    finally:
+        os.close(r)
+    failure = next((rep for rep in reports if not rep.get("ok")), None)
+    if failure is not None:
+        proc.wait()
+        if failure.get("stage") == "exec":
+            raise SandboxError(str(failure.get("error")))
+        raise SandboxError(
+            f"the Landlock sandbox could not be applied: {failure.get('error')}; the command was"
+            " NOT started"
+        )
+    restricted = next(
+        (rep for rep in reports if rep.get("stage") in ("restricted", "unconfined")), None
+    )
+    if restricted is None:
+        code = proc.wait()
+        raise SandboxError(
+            f"the sandbox helper exited ({code}) without confirming the restriction;"
+            " the command was NOT started"
+        )
+    # The helper announced what it enforced (before exec, so before the command's
+    # own output) unless quiet.
+    return _wait_forwarding(proc, watched)
+
+
+def _cleanup_tmp(plan: SandboxPlan, keep: bool, say: Callable[..., None]) -> None:
+    tmp = plan.tmpdir
+    if tmp is None or keep:
+        return
+    try:
+        tmp.rmdir()
+    except FileNotFoundError:
+        return
+    except OSError:
+        say(f"the command's scratch files are kept in {tmp} (TMPDIR); remove it when done")
