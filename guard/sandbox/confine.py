@@ -134,6 +134,35 @@ def private_tmpdir(path: str) -> str:
     return path
 
 
+def plan_directory(path: str) -> str:
+    """Create the plan directory ``path`` (canonical, absolute) and its missing parents
+    before the restriction, so that the kernel can grant it: plan mode may create exactly
+    that directory (``mkdir -p .openoxide/plans`` is allowed), and a rule needs an existing
+    path. Nothing is created through a symlink: the deepest existing ancestor must be its
+    own real path, and each created component must be a real directory."""
+    path = os.path.abspath(path)
+    missing: list[str] = []
+    probe = path
+    while not os.path.lexists(probe):
+        missing.append(os.path.basename(probe))
+        probe = os.path.dirname(probe)
+    if os.path.realpath(probe) != probe or not stat.S_ISDIR(os.lstat(probe).st_mode):
+        raise OSError(
+            errno.EPERM,
+            f"{probe} is not a real directory (a symlink or a file); the plan directory {path}"
+            " must be reached through real directories only",
+        )
+    for name in reversed(missing):
+        probe = os.path.join(probe, name)
+        try:
+            os.mkdir(probe, 0o755)
+        except FileExistsError:
+            probe = probe  # checked below like a new one (contextlib costs start-up time)
+        if not stat.S_ISDIR(os.lstat(probe).st_mode):
+            raise OSError(errno.EPERM, f"{probe} is not a real directory; refusing {path}")
+    return path
+
+
 def _report(status_fd: int | None, payload: dict[str, object]) -> None:
     if status_fd is None:
         return
@@ -159,6 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"guard confine: {exc}\n{_USAGE}", file=sys.stderr)
         return 2
     env = os.environ
+    try:
+        args.plans = [plan_directory(p) for p in args.plans]
+    except OSError as exc:
+        return _fail(args, "plans", exc)
     if args.tmpdir is not None:
         try:
             tmp = private_tmpdir(args.tmpdir)

@@ -101,7 +101,7 @@ def test_gemini_plan_mode_changes_only_the_plan(
     assert {r["agent"] for r in records} == {"plan"}
     assert [(r["tool_name"], r["decision"]) for r in records] == [
         ("write_file", "deny"), ("replace", "deny"), ("run_shell_command", "deny"),
-        ("write_file", "allow"), ("run_shell_command", "allow")]
+        ("write_file", "allow"), ("run_shell_command", "allow_confined")]  # ls runs confined
 
 
 def test_gemini_project_hook_in_untrusted_workspace_is_reported(

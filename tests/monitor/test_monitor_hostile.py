@@ -96,13 +96,21 @@ def test_attack_fifo_in_the_plan_dir_never_blocks_the_monitor(
 def test_attack_fifo_in_the_plan_dir_then_guard_run_stops_on_sigterm(
     wt: Path, tmp_path: Path
 ) -> None:
-    """`guard run --restore` while the command plants a FIFO: SIGTERM still stops guard."""
+    """`guard run --restore` while FIFOs appear in the plan directory: SIGTERM still stops guard.
+
+    The confined command itself cannot plant one (the kernel grants the plan directory
+    regular files only), so an unconfined process of the same agent plants them while the
+    run is live: the monitor quarantines them without opening them and keeps answering.
+    """
     from guard.sandbox import landlock
 
     if landlock.abi_version() < 1:
         pytest.skip(f"no Landlock here: {landlock.unavailable_reason()}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")}
-    script = "mkfifo .openoxide/plans/p.md .openoxide/plans/q.fifo; echo ready; exec sleep 120"
+    script = (
+        "if mkfifo .openoxide/plans/k.md 2>/dev/null; then echo planted; else echo refused; fi;"
+        " exec sleep 120"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "guard", "run", "--agent", "plan", "--restore",
          "--audit", str(tmp_path / "a.jsonl"), "--", "sh", "-c", script],
@@ -111,8 +119,10 @@ def test_attack_fifo_in_the_plan_dir_then_guard_run_stops_on_sigterm(
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], WAIT)
-        assert ready and proc.stdout.readline().strip() == "ready"
+        assert ready and proc.stdout.readline().strip() == "refused"
         plans = wt / ".openoxide" / "plans"
+        os.mkfifo(plans / "p.md")
+        os.mkfifo(plans / "q.fifo")
         wait_for(lambda: not (plans / "q.fifo").exists() and not (plans / "p.md").exists(),
                  "the FIFOs moved to quarantine")
         proc.send_signal(signal.SIGTERM)

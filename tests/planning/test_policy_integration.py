@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from guard import Effect, Guard
-from guard.effects import Action
+from guard.effects import Action, ToolCall
+from guard.gate import Gate, VerdictAction
+from guard.paths import PathError
 from guard.planning import Session, events, publish, publish_current, read_events, write_plan
 
 
@@ -86,13 +88,20 @@ def test_plan_agent_may_create_the_plan_directory_and_nothing_else(repo: Path) -
         assert _bash(g, repo, command) is Action.DENY, command
 
 
-def test_mkdir_of_the_plan_directory_through_a_link_is_a_plain_write(repo: Path) -> None:
-    """Attack: .openoxide/plans is a link to src/new; mkdir -p would create src/new."""
+def test_mkdir_of_the_plan_directory_through_a_link_is_refused(repo: Path) -> None:
+    """Attack: .openoxide/plans is a link to src/new; mkdir -p would create src/new.
+
+    Guard refuses a linked plan directory outright: loading the policy there fails with
+    the fix, and the gate turns that failure into a deny for the call."""
     (repo / ".openoxide").mkdir()
     (repo / ".openoxide" / "plans").symlink_to(repo / "src" / "new")
-    g = Guard.load(worktree=repo, cwd=repo)
-    assert _bash(g, repo, "mkdir -p .openoxide/plans") is Action.DENY
-    assert _bash(g, repo, "mkdir -p .openoxide/plans/deeper") is Action.DENY
+    with pytest.raises(PathError, match="symlink"):
+        Guard.load(worktree=repo, cwd=repo)
+    gate = Gate(agent="plan", env={}, mode=None)
+    for command in ("mkdir -p .openoxide/plans", "mkdir -p .openoxide/plans/deeper"):
+        verdict = gate.decide(ToolCall("claude-code", "Bash", {"command": command}, str(repo)))
+        assert verdict.action is VerdictAction.DENY, command
+        assert "symlink" in verdict.reason
 
 
 def test_the_build_agent_is_unaffected_by_the_mkdir_rule(repo: Path) -> None:

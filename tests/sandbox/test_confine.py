@@ -174,3 +174,38 @@ def test_a_terminal_stays_a_terminal(tree: Tree) -> None:
 
 def test_confinement_is_available_here() -> None:
     assert confine.available() == ""
+
+
+def test_a_missing_plan_directory_is_created_so_the_plan_can_be_written(tmp_path: Path) -> None:
+    """`mkdir -p .openoxide/plans && cat > .openoxide/plans/p.md` in a fresh repository: the
+    helper creates the plan directory before the restriction, and only the plan file lands."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    plans = repo / ".openoxide" / "plans"
+    text = confine.wrap_command(
+        "mkdir -p .openoxide/plans && echo '# Plan' > .openoxide/plans/p.md; echo x > src/x",
+        plans=[str(plans)],
+        cwd=str(repo),
+    )
+    r = sh(text, repo)
+    assert (plans / "p.md").read_text() == "# Plan\n", r.stderr
+    assert not (repo / "src" / "x").exists()
+
+
+def test_attack_plan_directory_under_a_planted_link_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """Attack: the repository ships `.openoxide -> src`, so creating the plan directory would
+    create `src/plans` and make src/ writable. The helper refuses and starts nothing."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / ".openoxide").symlink_to(repo / "src")
+    marker = tmp_path / "ran"
+    text = confine.wrap_command(
+        f"touch {marker}", plans=[str(repo / ".openoxide" / "plans")], cwd=str(repo)
+    )
+    r = sh(text, repo)
+    assert r.returncode != 0
+    assert b"real directories only" in r.stderr
+    assert not (repo / "src" / "plans").exists()
+    assert not marker.exists()
