@@ -27,8 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -157,22 +155,13 @@ def _edit_config(change: Any, path: Path | None = None) -> bool:
     out = tomlkit.dumps(doc)
     tomllib.loads(out)  # never write a file Codex could not read
     path.parent.mkdir(parents=True, exist_ok=True)
+    from guard.integrations.install import replace_file
+
     mode = 0o600
     if path.exists():
-        shutil.copy2(path, path.with_name(path.name + BACKUP_SUFFIX))
         mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(out)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        replace_file(path.with_name(path.name + BACKUP_SUFFIX), path.read_bytes(), mode)
+    replace_file(path, out.encode("utf-8"), mode)
     return True
 
 

@@ -130,7 +130,7 @@ def read_settings(path: Path) -> dict[str, Any]:
     return data
 
 
-def _replace(path: Path, data: bytes, mode: int) -> None:
+def replace_file(path: Path, data: bytes, mode: int) -> None:
     """Put ``data`` at ``path`` whole or not at all: a synced temporary file renamed over it."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -159,8 +159,8 @@ def write_settings(path: Path, data: dict[str, Any]) -> Path | None:
         if path.exists():
             backup = path.with_name(path.name + BACKUP_SUFFIX)
             mode = path.stat().st_mode & 0o7777
-            _replace(backup, path.read_bytes(), mode)
-        _replace(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), mode)
+            replace_file(backup, path.read_bytes(), mode)
+        replace_file(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), mode)
     except OSError as exc:
         raise SettingsError(
             f"{path}: cannot write: {exc.strerror or exc}; guard left it as it was"
