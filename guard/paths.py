@@ -8,6 +8,7 @@ resolved through their nearest existing ancestor.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -287,6 +288,36 @@ def magic_link(full: str) -> str | None:
     return None
 
 
+_DIR_FLAGS = getattr(os, "O_PATH", 0) | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _kernel_dir(head: str) -> str | None:
+    """The kernel's resolution of the existing directory ``head``, or None.
+
+    One ``open(O_PATH | O_DIRECTORY)`` (symlinks and ``..`` resolved by the kernel,
+    as any later open by the agent would) and one ``readlink`` of its
+    ``/proc/self/fd`` entry: three system calls instead of one ``lstat`` per
+    component. None when that is not a plain answer (no ``/proc``, no ``O_PATH``,
+    a missing or unreachable directory, a deleted one): the caller then resolves
+    component by component as :func:`os.path.realpath` does.
+    """
+    if not _DIR_FLAGS & getattr(os, "O_PATH", 0):
+        return None
+    try:
+        fd = os.open(head, _DIR_FLAGS)
+    except (OSError, ValueError):
+        return None
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not real.startswith("/") or real.endswith(" (deleted)") or "//" in real:
+        return None
+    return real
+
+
 def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False) -> CanonicalPath:
     """Resolve ``path`` as the kernel would, from ``cwd``. Raises PathError.
 
@@ -305,15 +336,27 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
     if not os.path.isabs(full):
         full = os.path.join(os.getcwd(), full)
     head, tail = os.path.split(full.rstrip("/") or "/")
+    st: os.stat_result | None = None
     try:
         if tail in ("", ".", ".."):
             real = link = os.path.realpath(full)
             linked = real != os.path.normpath(full)
         else:
-            # the parent resolved once; the name needs resolving only if it is a link
-            real_head = os.path.realpath(head)
-            link = os.path.join(real_head, tail)
-            linked = os.path.islink(link)
+            # the parent resolved once (by the kernel when it exists); the name needs
+            # resolving only if it is a link
+            real_head = _kernel_dir(head)
+            if real_head is None:
+                real_head = os.path.realpath(head)
+                link = os.path.join(real_head, tail)
+                linked = os.path.islink(link)
+            else:
+                link = real_head + "/" + tail if real_head != "/" else "/" + tail
+                # missing (or unreadable: the stat below says so, as before)
+                with contextlib.suppress(OSError):
+                    st = os.lstat(link)
+                linked = st is not None and stat.S_ISLNK(st.st_mode)
+                if linked:
+                    st = None  # the link's own status says nothing about its target
             real = os.path.realpath(link) if linked else link
             linked = linked or real_head != os.path.normpath(head)
     except (OSError, ValueError) as exc:
@@ -327,7 +370,8 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
     nlink = 0
     mode = 0
     try:
-        st = os.stat(real)
+        if st is None:
+            st = os.stat(real)
         mode = st.st_mode
         is_dir = stat.S_ISDIR(st.st_mode)
         nlink = st.st_nlink if stat.S_ISREG(st.st_mode) else 0
