@@ -107,8 +107,8 @@ def plan_file_problem(canon: CanonicalPath, text: str, plans: Path) -> str | Non
     named like a plan file is refused. None when the write is not inside
     ``plans`` or is a regular file (existing or not).
     """
-    real = Path(canon.real)
-    if real == plans or plans not in real.parents:
+    inside = str(plans).rstrip("/") + "/"
+    if not canon.real.startswith(inside) or canon.real == inside:
         return None
     if text.endswith("/") or text.endswith("/."):
         return f"{text!r} names a directory; a plan file is a regular file"
@@ -291,15 +291,17 @@ def magic_link(full: str) -> str | None:
 _DIR_FLAGS = getattr(os, "O_PATH", 0) | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-def _kernel_dir(head: str) -> str | None:
-    """The kernel's resolution of the existing directory ``head``, or None.
+def _kernel_dir(head: str, tail: str) -> tuple[str, os.stat_result | None] | None:
+    """The kernel's resolution of the existing directory ``head``, and the ``lstat`` of
+    ``tail`` inside it (None: missing or unreadable), or None.
 
     One ``open(O_PATH | O_DIRECTORY)`` (symlinks and ``..`` resolved by the kernel,
-    as any later open by the agent would) and one ``readlink`` of its
-    ``/proc/self/fd`` entry: three system calls instead of one ``lstat`` per
-    component. None when that is not a plain answer (no ``/proc``, no ``O_PATH``,
-    a missing or unreachable directory, a deleted one): the caller then resolves
-    component by component as :func:`os.path.realpath` does.
+    as any later open by the agent would), one ``readlink`` of its
+    ``/proc/self/fd`` entry and one ``fstatat`` of the name relative to that
+    descriptor: four system calls instead of one ``lstat`` per component. None
+    when that is not a plain answer (no ``/proc``, no ``O_PATH``, a missing or
+    unreachable directory, a deleted one): the caller then resolves component by
+    component as :func:`os.path.realpath` does.
     """
     if not _DIR_FLAGS & getattr(os, "O_PATH", 0):
         return None
@@ -307,15 +309,19 @@ def _kernel_dir(head: str) -> str | None:
         fd = os.open(head, _DIR_FLAGS)
     except (OSError, ValueError):
         return None
+    st: os.stat_result | None = None
     try:
         real = os.readlink(f"/proc/self/fd/{fd}")
+        # missing (or unreadable: the caller's stat says so, as before)
+        with contextlib.suppress(OSError):
+            st = os.stat(tail, dir_fd=fd, follow_symlinks=False)
     except OSError:
         return None
     finally:
         os.close(fd)
     if not real.startswith("/") or real.endswith(" (deleted)") or "//" in real:
         return None
-    return real
+    return real, st
 
 
 def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False) -> CanonicalPath:
@@ -344,16 +350,14 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
         else:
             # the parent resolved once (by the kernel when it exists); the name needs
             # resolving only if it is a link
-            real_head = _kernel_dir(head)
-            if real_head is None:
+            resolved = _kernel_dir(head, tail)
+            if resolved is None:
                 real_head = os.path.realpath(head)
                 link = os.path.join(real_head, tail)
                 linked = os.path.islink(link)
             else:
+                real_head, st = resolved
                 link = real_head + "/" + tail if real_head != "/" else "/" + tail
-                # missing (or unreadable: the stat below says so, as before)
-                with contextlib.suppress(OSError):
-                    st = os.lstat(link)
                 linked = st is not None and stat.S_ISLNK(st.st_mode)
                 if linked:
                     st = None  # the link's own status says nothing about its target
