@@ -324,6 +324,31 @@ def _kernel_dir(head: str, tail: str) -> tuple[str, os.stat_result | None] | Non
     return real, st
 
 
+def _kernel_missing(head: str) -> tuple[str, None] | None:
+    """:func:`_kernel_dir` for a ``head`` that does not exist: the kernel resolves its
+    nearest existing ancestor, and the missing rest is appended as it is spelled.
+
+    Only when that rest is plain names (no ``.``, ``..``) and its first name is
+    really absent (not a file, a dangling link or an unreadable entry); otherwise
+    None, and the caller resolves component by component.
+    """
+    rest: list[str] = []
+    anc = head
+    while True:
+        anc, name = os.path.split(anc)
+        if name in ("", ".", ".."):
+            return None
+        rest.append(name)
+        found = _kernel_dir(anc, name)
+        if found is None:
+            continue  # this ancestor is missing too (or not plain: found at the top)
+        real_anc, st = found
+        if st is not None:
+            return None  # it exists after all (a file, a link...): not plainly missing
+        rest.reverse()
+        return (real_anc if real_anc != "/" else "") + "/" + "/".join(rest), None
+
+
 def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False) -> CanonicalPath:
     """Resolve ``path`` as the kernel would, from ``cwd``. Raises PathError.
 
@@ -344,13 +369,18 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
     head, tail = os.path.split(full.rstrip("/") or "/")
     st: os.stat_result | None = None
     try:
-        if tail in ("", ".", ".."):
+        here = _kernel_dir(head, ".") if tail == "." else None
+        if here is not None:  # "dir/.": the directory itself
+            real = link = here[0]
+            st = here[1]
+            linked = real != os.path.normpath(full)
+        elif tail in ("", ".", ".."):
             real = link = os.path.realpath(full)
             linked = real != os.path.normpath(full)
         else:
-            # the parent resolved once (by the kernel when it exists); the name needs
-            # resolving only if it is a link
-            resolved = _kernel_dir(head, tail)
+            # the parent resolved once (by the kernel when it exists, or its nearest
+            # existing ancestor); the name needs resolving only if it is a link
+            resolved = _kernel_dir(head, tail) or _kernel_missing(head)
             if resolved is None:
                 real_head = os.path.realpath(head)
                 link = os.path.join(real_head, tail)
