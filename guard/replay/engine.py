@@ -9,9 +9,11 @@ as guard canonicalises any path) and the result says so in ``resolved``.
 
 from __future__ import annotations
 
+import json
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,7 +101,13 @@ class Replayer:
 
     agent: str = "plan"
     policy: str | None = None
+    #: Verdicts of identical calls (same tool, input and cwd) decided before: a replay reads
+    #: the disk as it is now, so the same call gets the same verdict. Bounded (LRU).
+    cache_size: int = 4096
     _gates: dict[str | None, tuple[Gate, str | None]] = field(default_factory=dict)
+    _seen: OrderedDict[tuple[str, str, str, str | None], ReplayResult] = field(
+        default_factory=OrderedDict
+    )
 
     def _gate(self, cwd: str | None) -> tuple[Gate, str | None]:
         found = self._gates.get(cwd)
@@ -119,6 +127,19 @@ class Replayer:
         return found
 
     def decide(self, index: int, call: ReplayCall) -> ReplayResult:
+        key = (call.dialect, call.tool, json.dumps(call.input, sort_keys=True), call.cwd)
+        before = self._seen.get(key) if self.cache_size else None
+        if before is not None:
+            self._seen.move_to_end(key)
+            return replace(before, index=index, call=call)
+        result = self._decide(index, call)
+        if self.cache_size:
+            self._seen[key] = result
+            if len(self._seen) > self.cache_size:
+                self._seen.popitem(last=False)
+        return result
+
+    def _decide(self, index: int, call: ReplayCall) -> ReplayResult:
         from guard.effects import ToolCall
 
         gate, resolved = self._gate(call.cwd)
@@ -137,9 +158,10 @@ def replay(
     agent: str = "plan",
     policy: str | None = None,
     progress: Callable[[ReplayCall], None] | None = None,
+    cache_size: int = 4096,
 ) -> Iterator[ReplayResult]:
     """Decide every call of ``paths``; results stream out as the lines are read."""
-    r = Replayer(agent, policy)
+    r = Replayer(agent, policy, cache_size)
     for i, call in enumerate(calls(paths, host), 1):
         if progress is not None:
             progress(call)
