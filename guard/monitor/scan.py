@@ -40,9 +40,13 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
         before = len(m.violations)
         seen: set[str] = set()
         changed = 0
+        with m._lock:
+            snapshot = dict(m._known)  # compared without the lock; differences re-read under it
         for path, st, meta, _, _ in walk(m.roots, m._ignored):
             seen.add(path)
             cur = Sig.of(st, meta)
+            if snapshot.get(path, _MISSING) == cur:
+                continue
             with m._lock:
                 known = m._known.get(path, _MISSING)
             if known == cur:
