@@ -112,7 +112,12 @@ def begin_baseline(m: Monitor, t0: float) -> None:
             target=finish_baseline, args=(m, t0), daemon=True, name="guard-baseline")
         m._baseline_thread.start()
     else:
-        finish_baseline(m, t0)
+        try:
+            finish_baseline(m, t0)
+        except BaseException:
+            m._stop_observer()
+            m.anchor.close()
+            raise
 
 
 def _early_paths(m: Monitor) -> set[str]:
