@@ -112,6 +112,7 @@ class _Agent:
             for kind, lists in self.lists.items()
         }
         self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
+        self.tool_memo: dict[str, Decision] = {}  # by tool name (the policy never changes)
 
     def kind_default(self, kind: EffectKind) -> tuple[Action, str]:
         rules = getattr(self.policy, kind.value)
@@ -230,7 +231,13 @@ class Guard:
         a = self._compiled(agent)
         kind = effect.kind
         if kind is EffectKind.TOOL:
-            return self._decide_tool(a, effect)
+            name = effect.target or ""
+            d = a.tool_memo.get(name)
+            if d is None:
+                if len(a.tool_memo) >= MEMO_LIMIT:
+                    a.tool_memo.clear()
+                d = a.tool_memo[name] = self._decide_tool(a, effect)
+            return d if d.effect == effect else _with_effect(d, effect)
         if effect.target is None:
             action, rule = a.kind_default(kind)
             why = effect.detail or "target unknown"
