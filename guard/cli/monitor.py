@@ -109,6 +109,13 @@ def watch(
         list[Path] | None,
         typer.Option(help="Watch this directory instead (repeatable). Default: the worktree."),
     ] = None,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="auto (fanotify with CAP_SYS_ADMIN, else inotify), fanotify or inotify."
+            " Default: $GUARD_MONITOR_BACKEND, then auto."
+        ),
+    ] = "auto",
 ) -> None:
     """Watch the worktree while an agent works: report (and with --restore undo) every change its policy does not allow.
 
@@ -164,6 +171,7 @@ def watch(
         size_cap=parse_size(size_cap),
         progress=on_progress,
         on_notice=show_notice,
+        backend=backend,
     )
     stop = threading.Event()
 

@@ -68,7 +68,7 @@ class _MonitorHandle:
         print_violation(self._err, v, self.guard.roots, prefix="guard monitor: ")
 
     def _notice(self, n: Any) -> None:
-        if self.quiet and n.event in ("start", "stop"):
+        if self.quiet and n.event in ("backend", "start", "stop"):
             return
         print(f"guard monitor: {n.message}", file=sys.stderr, flush=True)
 

@@ -201,8 +201,15 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         checks.append(Check("kernel confinement", "off", landlock.unavailable_reason()))
     checks.append(daemon_check())
     checks.append(guessed_tools(cwd))
-    checks.append(Check("monitor", "ok", "watchdog available; guard's monitor can run"))
+    checks.append(_monitor_check(cwd))
     return checks
+
+
+def _monitor_check(cwd: str | os.PathLike[str] | None) -> Check:
+    """Which backend guard's monitor would use here, and why (fanotify needs CAP_SYS_ADMIN)."""
+    from guard.monitor.fanotify import choose
+
+    return Check("monitor", "ok", choose([Path(os.path.realpath(cwd or os.getcwd()))]).line())
 
 
 def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:

@@ -11,7 +11,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirAttribEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify import InotifyFullEmitter
 from watchdog.observers.inotify_c import InotifyEvent, InotifyFD, Mask, Watch
@@ -42,6 +55,10 @@ class Violation:
     action_taken: str
     effect: str = "write"  # the effect the event maps to: write | delete
     detail: str = ""  # e.g. the other end of a move
+    # who made the change (fanotify backend only; None with inotify, or when unknown)
+    pid: int | None = None
+    exe: str | None = None
+    in_guarded_tree: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "violation", "source": "monitor", **asdict(self)}
@@ -155,3 +172,19 @@ SETTLE_OPEN_QUIET = 2.0
 #: and no file waits longer than this: a writer holding it open forever is not waited for
 SETTLE_MAX = 30.0
 _WRITING_EVENTS = ("created", "modified")
+
+
+def early_names(ev: FileSystemEvent) -> list[tuple[str, str]]:
+    """The paths an event names and what happened to each (for changes during the baseline)."""
+    src = os.fsdecode(ev.src_path)
+    if isinstance(ev, FileMovedEvent | DirMovedEvent):
+        return [(src, "moved-from"), (os.fsdecode(ev.dest_path), "moved-to")]
+    if isinstance(ev, FileCreatedEvent | DirCreatedEvent):
+        return [(src, "created")]
+    if isinstance(ev, FileModifiedEvent | FileClosedEvent):
+        return [(src, "modified")]
+    if isinstance(ev, FileAttribEvent | DirAttribEvent):
+        return [(src, "attrib")]
+    if isinstance(ev, FileDeletedEvent | DirDeletedEvent):
+        return [(src, "deleted")]
+    return []

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -42,19 +43,22 @@ from watchdog.events import (
 
 from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
+from guard.monitor.attribution import NO_ORIGIN, Origin, Processes
+from guard.monitor.backends import remember_origin, start_observer
 from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Progress, Sig
 from guard.monitor.events import (
     _WRITING_EVENTS,
     Notice,
     Violation,
-    _Handler,
     _is_under,
     _Observer,
     _Pending,
     _Sink,
     default_roots,
+    early_names,
     new_session_id,
 )
+from guard.monitor.fanotify import Choice, FanotifyObserver
 from guard.monitor.fsops import Anchor, Unsafe, dir_meta
 from guard.monitor.quarantine import Quarantine, quarantine_root
 from guard.monitor.scan import begin_baseline, drain_pending, index_change
@@ -104,8 +108,11 @@ class Monitor(_Sink):
         final_reconcile: bool = True,
         sink: audit.AuditSink | None = None,
         background: bool = False,
+        backend: str = "auto",
     ) -> None:
         guard.agent(agent)  # an unknown agent is a GuardError naming the known ones
+        if backend not in ("auto", "fanotify", "inotify"):
+            raise GuardError(f"monitor backend {backend!r}: use auto, fanotify or inotify")
         self.session = session or new_session_id()
         if not _SESSION_RE.match(self.session):
             raise GuardError(
@@ -168,7 +175,13 @@ class Monitor(_Sink):
         self._stopping = False
         self._wake = threading.Event()
         self._wake_reason = "periodic"
-        self._observer: _Observer | None = None
+        self._observer: _Observer | FanotifyObserver | None = None
+        #: ``auto`` (fanotify when root, else inotify), ``fanotify`` or ``inotify``
+        self.backend_wanted = backend
+        self.backend: Choice | None = None
+        #: who wrote what (fanotify only): pid, executable, inside the guarded tree
+        self.processes = Processes()
+        self._origins: OrderedDict[str, Origin] = OrderedDict()
         self._threads: list[threading.Thread] = []
         self._started = False
         #: finish the baseline while the command runs (see guard/monitor/phases.py)
@@ -238,24 +251,13 @@ class Monitor(_Sink):
         begin_baseline(self, t0)  # the command may start once this returns
         return self
 
+    def set_guarded_process(self, pid: int) -> None:
+        """The root of the guarded process tree (``guard run``'s supervised child): a
+        violation says whether its writer descends from it (fanotify only)."""
+        self.processes.set_guarded(pid)
+
     def _start_observer(self) -> None:
-        try:
-            obs = _Observer(self._trouble)
-        except OSError as exc:
-            self._degrade("watch-limit", f"cannot create an inotify instance: {exc.strerror}")
-            return
-        obs.start()
-        self._observer = obs
-        handler = _Handler(self)
-        for root in self.roots:
-            try:
-                obs.schedule(handler, str(root), recursive=True)
-            except OSError as exc:
-                self._degrade(
-                    "watch-limit",
-                    f"cannot watch every directory under {root}: {exc.strerror or exc}"
-                    " (raise fs.inotify.max_user_watches)",
-                )
+        start_observer(self)
 
     def _await_watches(self) -> None:
         """watchdog adds its watches on the emitters' threads: wait until they are in place,
@@ -384,16 +386,21 @@ class Monitor(_Sink):
         """Called on watchdog's reader thread: note it, wake the reconciler at once."""
         if kind == "overflow":
             self.overflows += 1
+            which = "fanotify" if isinstance(self._observer, FanotifyObserver) else "inotify"
             self._notice(
-                "inotify-overflow",
+                f"{which}-overflow",
                 f"{message}; running a reconciliation scan against the baseline",
             )
-            self._wake_reason = "after inotify overflow"
+            self._wake_reason = f"after {which} overflow"
         else:
             self._degrade(kind, message)
             self._wake_reason = f"after {kind}"
         self._wake.set()
         self._flush()
+
+    def _on_fan_event(self, ev: FileSystemEvent, origin: Origin) -> None:
+        remember_origin(self, ev, origin)
+        self._on_fs_event(ev)
 
     def _on_fs_event(self, ev: FileSystemEvent) -> None:
         src = os.fsdecode(ev.src_path)
@@ -436,19 +443,7 @@ class Monitor(_Sink):
 
     def _record_early(self, ev: FileSystemEvent) -> None:
         """While the baseline runs: remember which paths changed (first event wins)."""
-        names: list[tuple[str, str]] = []
-        src = os.fsdecode(ev.src_path)
-        if isinstance(ev, FileMovedEvent | DirMovedEvent):
-            dest = os.fsdecode(ev.dest_path)
-            names = [(src, "moved-from"), (dest, "moved-to")]
-        elif isinstance(ev, FileCreatedEvent | DirCreatedEvent):
-            names = [(src, "created")]
-        elif isinstance(ev, FileModifiedEvent | FileClosedEvent):
-            names = [(src, "modified")]
-        elif isinstance(ev, FileAttribEvent | DirAttribEvent):
-            names = [(src, "attrib")]
-        elif isinstance(ev, FileDeletedEvent | DirDeletedEvent):
-            names = [(src, "deleted")]
+        names = early_names(ev)
         with self._lock:
             for p, what in names:
                 if p:
@@ -582,10 +577,16 @@ class Monitor(_Sink):
             action_taken=action,
             effect=kind.value,
             detail=detail,
+            **self._origin_fields(path, event),
         )
         self.violations.append(v)
         self._outbox.append(v)
         return v
+
+    def _origin_fields(self, path: str, event: str) -> dict[str, Any]:
+        """The writer of the event behind a violation (fanotify); a scan cannot know it."""
+        origin = None if event.startswith("reconcile:") else self._origins.get(path)
+        return origin.fields() if origin is not None else dict(NO_ORIGIN)
 
     def _rel(self, path: str) -> str:
         for root in sorted(self.roots, key=lambda p: -len(str(p))):

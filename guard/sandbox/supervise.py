@@ -244,6 +244,8 @@ def _run(
                 abi=abi,
                 watched=watched,
                 announce=None if quiet else "guard run: ",
+                # the monitor names violations made inside the command's process tree
+                on_spawn=getattr(mon, "set_guarded_process", None),
             )
         finally:
             if mon is not None:
@@ -264,6 +266,7 @@ def _spawn_and_wait(
     abi: int | None,
     watched: Sequence[int],
     announce: str | None,
+    on_spawn: Callable[[int], None] | None = None,
 ) -> int:
     env = _child_env(plan)
     env["GUARD_SANDBOX"] = "landlock" if confined else "none"
@@ -282,6 +285,8 @@ def _spawn_and_wait(
         raise SandboxError(f"cannot start the sandbox helper: {exc.strerror}") from exc
     finally:
         os.close(w)
+    if on_spawn is not None:
+        on_spawn(proc.pid)
     try:
         reports = _read_status(r)
     finally:

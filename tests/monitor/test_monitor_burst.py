@@ -90,7 +90,8 @@ def test_real_inotify_overflow_triggers_a_reconciliation_that_misses_nothing(
     instance (restored at once; other instances keep their own limit), and watchdog's
     reader is paused by holding its lock so the queue truly overflows. The kernel then
     delivers IN_Q_OVERFLOW; the monitor says so (screen and audit log) and reconciles."""
-    m = Monitor(guard_for, "plan", reconcile_interval=None, session="overflow")  # type: ignore[arg-type]
+    m = Monitor(guard_for, "plan", reconcile_interval=None, session="overflow",  # type: ignore[arg-type]
+                backend="inotify")
     m.start()
     QUEUE_SYSCTL.write_text("16384\n")  # the instance above keeps its 256
     try:
@@ -132,7 +133,8 @@ def test_watch_limit_error_falls_back_to_reconciliation(
     monitor must report it and find files in the unwatched directory by scanning."""
     from watchdog.observers import inotify_c
 
-    m = Monitor(guard_for, "plan", reconcile_interval=None, session="limit")  # type: ignore[arg-type]
+    m = Monitor(guard_for, "plan", reconcile_interval=None, session="limit",  # type: ignore[arg-type]
+                backend="inotify")
     m.start()
     try:
         real = inotify_c.InotifyFD._get_or_create_watch

@@ -1,0 +1,496 @@
+"""The monitor's fanotify backend: one filesystem mark covers any tree, and events name the writer.
+
+inotify needs one watch per directory (set-up time and kernel memory grow with the
+tree, and ``fs.inotify.max_user_watches`` caps it); fanotify with a filesystem
+mark (``FAN_MARK_FILESYSTEM``) watches a whole file system with one mark, and
+every event carries the pid of the process that caused it. It needs
+``CAP_SYS_ADMIN`` and a kernel with ``FAN_REPORT_DFID_NAME``, ``FAN_REPORT_TARGET_FID``
+and ``FAN_RENAME`` (Linux 5.17); :func:`choose` probes for both and otherwise
+says why the monitor uses watchdog's inotify observer instead.
+
+Events arrive as (directory file handle, name) pairs. A directory handle is
+resolved to a path with ``open_by_handle_at`` against a descriptor on the same
+mount, then ``readlink`` of ``/proc/self/fd/N``; results are cached, and new
+directories enter the cache from their own create events (the event carries the
+new directory's handle), so events inside a directory that is gone by the time
+they are read still resolve. Events outside the watched roots are dropped. Each
+event becomes the watchdog event the inotify backend would have produced, so
+the monitor has one code path for both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import queue
+import select
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from watchdog.events import (
+    DirAttribEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+)
+
+# fanotify_init flags (linux/fanotify.h)
+FAN_CLOEXEC = 0x1
+FAN_NONBLOCK = 0x2
+FAN_CLASS_NOTIF = 0x0
+FAN_REPORT_FID = 0x200
+FAN_REPORT_DIR_FID = 0x400
+FAN_REPORT_NAME = 0x800
+FAN_REPORT_TARGET_FID = 0x1000
+FAN_REPORT_DFID_NAME_TARGET = FAN_REPORT_DIR_FID | FAN_REPORT_NAME | FAN_REPORT_FID | (
+    FAN_REPORT_TARGET_FID)
+# event mask bits
+FAN_MODIFY = 0x2
+FAN_ATTRIB = 0x4
+FAN_CLOSE_WRITE = 0x8
+FAN_CREATE = 0x100
+FAN_DELETE = 0x200
+FAN_Q_OVERFLOW = 0x4000
+FAN_RENAME = 0x10000000
+FAN_ONDIR = 0x40000000
+MASK = FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE | FAN_CREATE | FAN_DELETE | FAN_RENAME | FAN_ONDIR
+# fanotify_mark flags
+FAN_MARK_ADD = 0x1
+FAN_MARK_FILESYSTEM = 0x100
+# info record types
+_FID, _DFID_NAME, _DFID, _OLD_DFID_NAME, _NEW_DFID_NAME = 1, 2, 3, 10, 12
+_METADATA = struct.Struct("=IBBHQii")
+_METADATA_VERSION = 3
+_AT_FDCWD = -100
+CAP_SYS_ADMIN = 21
+#: directory handles remembered (a path string each); beyond this the oldest are dropped
+CACHE_MAX = 400_000
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
+_libc.fanotify_init.restype = ctypes.c_int
+_libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int,
+                                ctypes.c_char_p]
+_libc.fanotify_mark.restype = ctypes.c_int
+_libc.open_by_handle_at.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+_libc.open_by_handle_at.restype = ctypes.c_int
+_libc.name_to_handle_at.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                                    ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+_libc.name_to_handle_at.restype = ctypes.c_int
+_MAX_HANDLE_SZ = 128
+_libc.statfs.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+_libc.statfs.restype = ctypes.c_int
+
+
+def _oserror(what: str) -> OSError:
+    e = ctypes.get_errno()
+    return OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def has_cap_sys_admin() -> bool:
+    """Is CAP_SYS_ADMIN in this process's effective set?"""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> CAP_SYS_ADMIN & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def _fsid(path: str) -> bytes:
+    """The file system id of ``path`` as fanotify reports it (statfs ``f_fsid``)."""
+    buf = ctypes.create_string_buffer(256)
+    if _libc.statfs(os.fsencode(path), buf) != 0:
+        raise _oserror(f"statfs {path}")
+    off = 7 * ctypes.sizeof(ctypes.c_long)  # f_type .. f_ffree, then f_fsid
+    return buf.raw[off : off + 8]
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """Which backend the monitor uses, and why (one line for ``guard doctor`` and the log)."""
+
+    backend: str  # "fanotify" | "inotify"
+    why: str
+
+    def line(self) -> str:
+        name = "fanotify (filesystem mark)" if self.backend == "fanotify" else "inotify (watchdog)"
+        return f"monitor backend: {name}: {self.why}"
+
+
+def _init() -> int:
+    fd = _libc.fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK
+                             | FAN_REPORT_DFID_NAME_TARGET, os.O_RDONLY | os.O_LARGEFILE)
+    if fd < 0:
+        raise _oserror("fanotify_init")
+    return int(fd)
+
+
+def _mark(fd: int, path: str) -> None:
+    if _libc.fanotify_mark(fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, MASK, _AT_FDCWD,
+                           os.fsencode(path)) != 0:
+        raise _oserror(f"fanotify_mark {path}")
+
+
+def _why_not(exc: OSError, path: str) -> str:
+    if exc.errno == errno.EPERM:
+        return "no CAP_SYS_ADMIN (a filesystem mark needs it; run as root to use fanotify)"
+    if exc.errno == errno.EINVAL:
+        return ("the kernel lacks FAN_REPORT_DFID_NAME, FAN_REPORT_TARGET_FID or FAN_RENAME"
+                " (Linux 5.17 or later)")
+    if exc.errno in (errno.ENODEV, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS):
+        return f"the file system of {path} cannot report file handles to fanotify"
+    return f"fanotify is unavailable: {exc.strerror or exc}"
+
+
+def choose(roots: list[Path], wanted: str = "auto") -> Choice:
+    """Probe: can a fanotify group with the needed flags mark the file systems of ``roots``?
+
+    ``wanted``: ``auto`` (fanotify when possible), ``inotify`` or ``fanotify``
+    (the latter falls back, saying why, when the probe fails). The environment
+    variable ``GUARD_MONITOR_BACKEND`` sets the default.
+    """
+    if wanted == "auto":
+        wanted = os.environ.get("GUARD_MONITOR_BACKEND", "auto").strip().lower() or "auto"
+    if wanted == "inotify":
+        return Choice("inotify", "chosen explicitly (GUARD_MONITOR_BACKEND or --backend)")
+    if wanted not in ("auto", "fanotify"):
+        return Choice("inotify", f"unknown backend {wanted!r} (auto, fanotify, inotify)")
+    if not has_cap_sys_admin():
+        return Choice("inotify", "no CAP_SYS_ADMIN (fanotify's filesystem mark needs it)")
+    try:
+        fd = _init()
+    except OSError as exc:
+        return Choice("inotify", _why_not(exc, str(roots[0]) if roots else "/"))
+    try:
+        for root in roots:
+            try:
+                _mark(fd, str(root))
+            except OSError as exc:
+                return Choice("inotify", _why_not(exc, str(root)))
+    finally:
+        os.close(fd)
+    return Choice("fanotify", "CAP_SYS_ADMIN and a kernel with FAN_REPORT_DFID_NAME_TARGET;"
+                  " one mark per file system, events carry the writer's pid")
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    kind: int
+    fsid: bytes
+    handle: bytes  # handle_type (4 bytes) + f_handle: the cache key within a file system
+    name: str
+
+
+def _records(buf: bytes, start: int, end: int) -> Iterator[_Record]:
+    p = start
+    while p + 4 <= end:
+        kind, _, length = struct.unpack_from("=BBH", buf, p)
+        if length < 4 or p + length > end:
+            return
+        if kind in (_FID, _DFID_NAME, _DFID, _OLD_DFID_NAME, _NEW_DFID_NAME):
+            fsid = buf[p + 4 : p + 12]
+            (hbytes,) = struct.unpack_from("=I", buf, p + 12)
+            handle = buf[p + 16 : p + 20 + hbytes]
+            name = ""
+            if kind in (_DFID_NAME, _OLD_DFID_NAME, _NEW_DFID_NAME):
+                raw = buf[p + 20 + hbytes : p + length]
+                name = os.fsdecode(raw.split(b"\0", 1)[0])
+            yield _Record(kind, fsid, handle, name)
+        p += length
+
+
+Emit = Callable[[FileSystemEvent, Any], None]
+
+
+class FanotifyObserver:
+    """Reads a fanotify group on its own thread and hands events to a second one, which
+    calls ``emit(event, describe(pid))`` for events under the roots (in order), and
+    ``trouble("overflow", message)`` on ``FAN_Q_OVERFLOW``.
+
+    ``describe`` runs on the reader thread, as soon as the event is read, so a
+    short-lived writer is still there to be described as often as possible.
+    Same life cycle as watchdog's observer (``start``, ``stop``, ``join``);
+    ``emitters`` is empty: the marks are in place once the constructor returns.
+    """
+
+    emitters: tuple[()] = ()
+
+    def __init__(
+        self,
+        roots: list[Path],
+        emit: Emit,
+        trouble: Callable[[str, str], None],
+        describe: Callable[[int], Any] = int,
+    ) -> None:
+        self.roots = [str(r) for r in roots]
+        self._emit = emit
+        self._describe = describe
+        self._queue: queue.SimpleQueue[tuple[FileSystemEvent, Any] | None] = queue.SimpleQueue()
+        self._dispatcher = threading.Thread(target=self._dispatch, daemon=True,
+                                            name="guard-fanotify-dispatch")
+        self._trouble = trouble
+        self._mounts: dict[bytes, int] = {}
+        self._cache: OrderedDict[tuple[bytes, bytes], str] = OrderedDict()
+        self.unresolved = 0
+        self.events = 0
+        self._fd = _init()
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="guard-fanotify")
+        self.paused = threading.Lock()  # tests hold it to let the kernel queue fill up
+        try:
+            for root in self.roots:
+                fsid = _fsid(root)
+                if fsid not in self._mounts:
+                    self._mounts[fsid] = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                    _mark(self._fd, root)
+            for root in self.roots:
+                self._prefill(root, _fsid(root))
+        except OSError:
+            self._close()
+            raise
+
+    def _prefill(self, root: str, fsid: bytes) -> None:
+        """Cache the handle of every directory under ``root`` now (the mark is already in
+        place): an event read after its directory was removed (``rm -rf``) still resolves.
+        Directories only, one ``name_to_handle_at`` each; files are never opened."""
+        buf = ctypes.create_string_buffer(8 + _MAX_HANDLE_SZ)
+        mount_id = ctypes.c_int()
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            struct.pack_into("=I", buf, 0, _MAX_HANDLE_SZ)
+            if _libc.name_to_handle_at(_AT_FDCWD, os.fsencode(d), buf,
+                                       ctypes.byref(mount_id), 0) == 0:
+                (hbytes,) = struct.unpack_from("=I", buf, 0)
+                self._remember((fsid, buf.raw[4 : 8 + hbytes]), d)
+            try:
+                with os.scandir(d) as it:
+                    for e in it:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(e.path)
+            except OSError:
+                continue
+
+    def start(self) -> None:
+        self._thread.start()
+        self._dispatcher.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._queue.put(None)
+        if self._dispatcher.is_alive():
+            self._dispatcher.join(timeout)
+        self._close()
+
+    def _dispatch(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None or self._stop.is_set():
+                return
+            self._emit(*item)
+
+    def _close(self) -> None:
+        for fd in [self._fd, self._wake_r, self._wake_w, *self._mounts.values()]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fd = -1
+        self._mounts = {}
+
+    # -- reading -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        poll = select.poll()
+        poll.register(self._fd, select.POLLIN)
+        poll.register(self._wake_r, select.POLLIN)
+        while not self._stop.is_set():
+            try:
+                ready = poll.poll(500)
+            except InterruptedError:
+                continue
+            if self._stop.is_set():
+                return
+            if not ready:
+                continue
+            with self.paused:
+                try:
+                    buf = os.read(self._fd, 1 << 18)
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    self._trouble("watch-error", f"fanotify read failed: {exc.strerror or exc}")
+                    return
+            self._handle(buf)
+
+    def _handle(self, buf: bytes) -> None:
+        off = 0
+        while off + _METADATA.size <= len(buf):
+            event_len, vers, _, meta_len, mask, fd, pid = _METADATA.unpack_from(buf, off)
+            if event_len < _METADATA.size or vers != _METADATA_VERSION:
+                self._trouble("watch-error", f"fanotify: unexpected event format {vers}")
+                return
+            if fd >= 0:  # never with file handles; close it if one came anyway
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            try:
+                if mask & FAN_Q_OVERFLOW:
+                    self._cache.clear()  # a directory may have moved unseen
+                    self._trouble("overflow",
+                                  "the kernel's fanotify queue overflowed: events were lost")
+                else:
+                    self.events += 1
+                    recs = list(_records(buf, off + meta_len, off + event_len))
+                    self._event(mask, pid, recs)
+            except Exception as exc:  # one bad event must not end the reader
+                self._trouble("event-error", f"fanotify event: {type(exc).__name__}: {exc}")
+            off += event_len
+
+    # -- paths ---------------------------------------------------------------------
+
+    def _dir(self, rec: _Record) -> str | None:
+        key = (rec.fsid, rec.handle)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        mount = self._mounts.get(rec.fsid)
+        if mount is None:
+            return None
+        fh = struct.pack("=I", len(rec.handle) - 4) + rec.handle
+        fd = _libc.open_by_handle_at(mount, fh, os.O_PATH | os.O_CLOEXEC)
+        if fd < 0:
+            self.unresolved += 1
+            return None
+        try:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if path.endswith(" (deleted)") or not path.startswith("/"):
+            return None
+        self._remember(key, path)
+        return path
+
+    def _remember(self, key: tuple[bytes, bytes], path: str) -> None:
+        self._cache[key] = path
+        self._cache.move_to_end(key)
+        if len(self._cache) > CACHE_MAX:
+            self._cache.popitem(last=False)
+
+    def _forget_under(self, path: str) -> None:
+        """A directory moved: cached paths at or under its old name are stale."""
+        prefix = path + "/"
+        for key in [k for k, v in self._cache.items() if v == path or v.startswith(prefix)]:
+            del self._cache[key]
+
+    def _path(self, rec: _Record | None) -> str | None:
+        if rec is None:
+            return None
+        d = self._dir(rec)
+        if d is None:
+            return None
+        if rec.name in ("", "."):
+            return d
+        return d.rstrip("/") + "/" + rec.name if d != "/" else "/" + rec.name
+
+    def _inside(self, path: str | None) -> bool:
+        if path is None:
+            return False
+        return any(path == r or path.startswith(r + "/") for r in self.roots)
+
+    # -- events ------------------------------------------------------------------------
+
+    def _event(self, mask: int, pid: int, recs: list[_Record]) -> None:
+        is_dir = bool(mask & FAN_ONDIR)
+        child = next((r for r in recs if r.kind == _FID), None)
+        if mask & FAN_RENAME:
+            old = self._path(next((r for r in recs if r.kind == _OLD_DFID_NAME), None))
+            new = self._path(next((r for r in recs if r.kind == _NEW_DFID_NAME), None))
+            if is_dir and old is not None:
+                self._forget_under(old)
+            if is_dir and child is not None and new is not None:
+                self._remember((child.fsid, child.handle), new)
+            self._moved(old if old is not None and self._inside(old) else "",
+                        new if new is not None and self._inside(new) else "", is_dir, pid)
+            mask &= ~FAN_RENAME
+            if not mask & ~FAN_ONDIR:
+                return
+        path = self._path(next((r for r in recs if r.kind == _DFID_NAME), None))
+        if path is None or not self._inside(path):
+            return
+        if is_dir and child is not None and mask & FAN_CREATE:
+            self._remember((child.fsid, child.handle), path)
+        events = self._events(mask, path, is_dir)
+        if events:
+            info = self._describe(pid)
+            for ev in events:
+                self._queue.put((ev, info))
+
+    @staticmethod
+    def _events(mask: int, path: str, is_dir: bool) -> list[FileSystemEvent]:
+        out: list[FileSystemEvent] = []
+        created: FileSystemEvent | None = None
+        deleted: FileSystemEvent | None = None
+        if mask & FAN_CREATE:
+            created = DirCreatedEvent(path) if is_dir else FileCreatedEvent(path)
+        if mask & FAN_DELETE:
+            deleted = DirDeletedEvent(path) if is_dir else FileDeletedEvent(path)
+        if created is not None and deleted is not None and os.path.lexists(path):
+            out.append(deleted)  # merged in the queue: the order is lost; the path exists
+            deleted = None       # now, so it was deleted, then created again
+        if created is not None:
+            out.append(created)
+        if mask & FAN_MODIFY and not is_dir:
+            out.append(FileModifiedEvent(path))
+        if mask & FAN_ATTRIB:
+            out.append(DirAttribEvent(path) if is_dir else FileAttribEvent(path))
+        if mask & FAN_CLOSE_WRITE and not is_dir:
+            out.append(FileClosedEvent(path))
+        if deleted is not None:
+            out.append(deleted)
+        return out
+
+    def _moved(self, src: str, dest: str, is_dir: bool, pid: int) -> None:
+        """As watchdog's full inotify emitter: the move, then one per entry moved with a
+        directory (or created, for a directory moved in from outside)."""
+        if not src and not dest:
+            return
+        info = self._describe(pid)
+        put = self._queue.put
+        put((DirMovedEvent(src, dest) if is_dir else FileMovedEvent(src, dest), info))
+        if not is_dir or not dest:
+            return
+        for top, dirs, files in os.walk(dest):
+            for name in dirs + files:
+                d = os.path.join(top, name)
+                is_sub_dir = name in dirs
+                if src:
+                    s = src + d[len(dest):]
+                    put((DirMovedEvent(s, d) if is_sub_dir else FileMovedEvent(s, d), info))
+                else:
+                    put((DirCreatedEvent(d) if is_sub_dir else FileCreatedEvent(d), info))
