@@ -221,6 +221,9 @@ def _host_runtime(worktree: Path | None) -> list[Layer]:
                                 check.status == "ok", check.detail))
         elif check.status == "skipped":
             layers.append(Layer(f"{check.name} hook runs", False, check.detail))
+        if "shell" in check.extra:  # a wired host: is its plan-mode shell confined?
+            layers.append(Layer(f"{check.name} shell confinement",
+                                bool(check.extra.get("shell_confined")), check.extra["shell"]))
     return layers
 
 
