@@ -270,6 +270,9 @@ class Gate:
     sink: AuditSink | None = None
     confiner: Confiner | None = None
     source: str = "gate"
+    #: The sentence a plan-mode refusal carries (where the plan goes). None: the deciding
+    #: session's plan file, else the plan directory (:func:`guard.planning.runtime.plan_refusal`).
+    refusal: Callable[[ToolCall], str] | None = None
     #: The agent chosen for (--agent, $GUARD_AGENT, mode, hint) with ``guard`` fixed: the
     #: mode is still read for every call, so a mode change counts from the next call.
     _agents: dict[tuple[Any, ...], tuple[str, str]] = field(
@@ -320,9 +323,13 @@ class Gate:
         decision = g.decide(name, found, cwd=call.cwd)
         reason = decision.reason
         if decision.action is not Action.ALLOW and g.agent(name).mode == "plan":
-            from guard.planning.runtime import plan_refusal  # tells the model where to write
+            if self.refusal is not None:
+                told = self.refusal(call)
+            else:
+                from guard.planning.runtime import plan_refusal  # tells the model where to write
 
-            reason = f"{reason}. {plan_refusal(call.cwd, call.session)}"
+                told = plan_refusal(call.cwd, call.session)
+            reason = f"{reason}. {told}"
         verdict = Verdict(
             VerdictAction(decision.action.value),
             reason,

@@ -76,18 +76,27 @@ def plan_file_instruction(
     )
 
 
-def plan_refusal(cwd: str | os.PathLike[str] | None, session_id: str | None = None) -> str:
+def plan_refusal(
+    cwd: str | os.PathLike[str] | None,
+    session_id: str | None = None,
+    *,
+    no_session: bool = False,
+) -> str:
     """The sentence a plan-mode refusal carries (the gate appends it); never raises.
 
     Names the plan file of session ``session_id`` (a front door that runs its
     own session, like ``guard mcp``), else of the session deciding for
     ``cwd``, when that session is in plan mode; otherwise the plan directory.
+    ``no_session``: name the plan directory without looking at sessions (a replay
+    of a past transcript, where today's sessions say nothing).
     """
     from guard.effects import GuardError
 
     here = os.fspath(cwd) if cwd is not None else os.getcwd()
     session: Session | None = None
     try:
+        if no_session:
+            return plan_file_instruction(here, None)
         if session_id is not None:
             with contextlib.suppress(GuardError):
                 session = Session.load(session_id, here)

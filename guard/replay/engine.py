@@ -28,6 +28,7 @@ from guard.replay.readers import HOSTS, READERS
 
 if TYPE_CHECKING:
     from guard.decide import Guard
+    from guard.effects import ToolCall
     from guard.gate import Gate
 
 #: Names of transcript files looked for under a directory argument.
@@ -105,6 +106,7 @@ class Replayer:
     #: the disk as it is now, so the same call gets the same verdict. Bounded (LRU).
     cache_size: int = 4096
     _gates: dict[str | None, tuple[Gate, str | None]] = field(default_factory=dict)
+    _told: dict[str | None, str] = field(default_factory=dict)
     _seen: OrderedDict[tuple[str, str, str, str | None], ReplayResult] = field(
         default_factory=OrderedDict
     )
@@ -122,9 +124,22 @@ class Replayer:
             g: Guard = Guard.load(self.policy, cwd=cwd)
             g.agent(self.agent)  # an unknown agent: bad input, before any call
             found = (Gate(guard=g, agent=self.agent, env={}, mode=None, sink=None,
-                          source="replay"), resolved)
+                          source="replay", refusal=self._refusal), resolved)
             self._gates[cwd] = found
         return found
+
+    def _refusal(self, call: ToolCall) -> str:
+        """Where a plan goes, for a replayed refusal: the plan directory of the call's cwd.
+
+        A past session's state is not today's, so no live session is consulted; the
+        sentence is the same for every call of one cwd, so it is worked out once.
+        """
+        told = self._told.get(call.cwd)
+        if told is None:
+            from guard.planning.runtime import plan_refusal
+
+            told = self._told[call.cwd] = plan_refusal(call.cwd, no_session=True)
+        return told
 
     def decide(self, index: int, call: ReplayCall) -> ReplayResult:
         key = (call.dialect, call.tool, json.dumps(call.input, sort_keys=True), call.cwd)
