@@ -377,7 +377,7 @@ class ServerPipe(Pipe):
                 and lost is not None
                 and not lost.done()
             ):
-                lost.set_result("")
+                lost.set_result(_exit_hint(server))
 
     def _deliver(self, server: _Server, line: bytes) -> None:
         if server.answers:  # only while guard waits for its own replayed initialize
@@ -585,6 +585,20 @@ class ServerPipe(Pipe):
         if self._failure is not None and not code:
             return 1
         return code
+
+
+def _exit_hint(server: _Server) -> str:
+    """What to say when a confined server ends on its own with a failure."""
+    code = server.proc.returncode
+    if not server.launch.confined or code == 0:
+        return ""
+    return (
+        f"the server (confined for plan mode) exited with {code}. It may write only to:"
+        f" {'; '.join(server.launch.roots)}. A launcher that writes a cache (npx, uvx) fails"
+        " there: install the server and run it directly, or name the cache in the policy's"
+        ' [agents.NAME.sandbox] writable (docs/mcp.md, "Plan mode: the server runs'
+        ' confined")'
+    )
 
 
 def _is_answer(data: bytes) -> bool:
