@@ -6,10 +6,13 @@ For each command of a generated corpus (fixed seed), measures in one run:
 * effects -- ``effects_for`` alone (tree-sitter parse + walk)
 * parse   -- the tree-sitter parse alone (the baseline the analysis is built on)
 
-and prints the medians in microseconds, then, last, the share of the total spent
+and prints the medians in microseconds; then ``canonicalize`` and
+``Guard.decide_effect`` alone on an existing file of depth 5 (``a/b/c/d/e.py``
+below the worktree; CPU time per call, best of several passes; issue 17 aims
+at <= 10 µs for ``decide_effect``); then, last, the share of the total spent
 parsing (median parse / median total).
 
-    python benchmarks/effects.py [--commands N] [--rounds R]
+    python benchmarks/effects.py [--quick] [--commands N] [--rounds R]
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import time
 from pathlib import Path
 
 from guard.decide import Guard
+from guard.effects import Effect, EffectKind
+from guard.paths import canonicalize
 from guard.tools import effects_for
 from guard.tools.shell import _PARSER
 
@@ -73,11 +78,36 @@ def corpus(n: int, seed: int = 0) -> list[str]:
     return out
 
 
+def depth5(g: Guard, root: Path, n: int) -> tuple[float, float]:
+    """CPU µs per call of canonicalize and of decide_effect (a read by the plan agent) on
+    ``a/b/c/d/e.py``, an existing file five levels below the worktree; best of 5 passes."""
+    (root / "a/b/c/d").mkdir(parents=True, exist_ok=True)
+    (root / "a/b/c/d/e.py").write_text("x\n")
+    cwd = str(root)
+    effect = Effect(EffectKind.READ, "a/b/c/d/e.py")
+    assert g.decide_effect("plan", effect, cwd).rule != "guard.error"
+    out = []
+    for call in (lambda: canonicalize("a/b/c/d/e.py", cwd),
+                 lambda: g.decide_effect("plan", effect, cwd)):
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.process_time()
+            for _ in range(n):
+                call()
+            best = min(best, time.process_time() - t0)
+        out.append(best / n * 1e6)
+    return out[0], out[1]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--commands", type=int, default=1200)
     ap.add_argument("--rounds", type=int, default=3, help="timing rounds; the best is kept")
+    ap.add_argument("--quick", action="store_true",
+                    help="400 commands, 2 rounds, fewer depth-5 passes (well under a minute)")
     args = ap.parse_args()
+    if args.quick:
+        args.commands, args.rounds = min(args.commands, 400), min(args.rounds, 2)
     commands = corpus(args.commands)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "repo"
@@ -113,12 +143,16 @@ def main() -> None:
                     print(f"  round {r + 1}: {i}/{len(commands)}", file=sys.stderr)
             if not best or statistics.median(tot) < statistics.median(best["total"]):
                 best = {"total": tot, "effects": eff, "parse": par}
+        canon_us, decide_us = depth5(g, root, 5_000 if args.quick else 20_000)
     med = {k: statistics.median(v) for k, v in best.items()}
     p95 = sorted(best["total"])[int(len(best["total"]) * 0.95)]
     print(f"median effects+decision per Bash call: {med['total']:.1f} us (p95 {p95:.1f} us)")
     print(f"median effects_for alone:              {med['effects']:.1f} us")
     print(f"median decide alone (by difference):   {med['total'] - med['effects']:.1f} us")
     print(f"median tree-sitter parse alone:        {med['parse']:.1f} us")
+    print(f"canonicalize, existing file of depth 5:  {canon_us:.2f} us per call (CPU time)")
+    print(f"decide_effect, existing file of depth 5: {decide_us:.2f} us per call (CPU time;"
+          " goal <= 10 us)")
     share = med["parse"] / med["total"]
     print(f"parse share of effects+decision: {share:.2f} ({med['parse']:.1f} us / "
           f"{med['total']:.1f} us, medians)")

@@ -16,7 +16,9 @@ Configurations, interleaved round by round so that machine noise hits all alike:
 Prints the median of each and its ratio to bare; the last line is the
 end-to-end ratio of ``guard run`` (with the monitor when available) to bare.
 
-    python benchmarks/run.py [--files 10000] [--rounds 5] [--statuses 5]
+    python benchmarks/run.py [--files 10000] [--rounds 5] [--statuses 5] [--quick]
+
+``--quick``: 3 rounds (the same workload, so the same figure, with more noise).
 """
 
 from __future__ import annotations
@@ -106,7 +108,10 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--statuses", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="3 rounds")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds = 3
     if landlock.abi_version() < 1:
         raise SystemExit(f"no Landlock here: {landlock.unavailable_reason()}")
     if importlib.util.find_spec("pytest") is None:

@@ -32,15 +32,17 @@ same.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from guard.effects import GuardError
 from guard.paths import Roots, project_key
@@ -169,9 +171,17 @@ def append(record: dict[str, Any], path: Path | None = None, roots: Roots | None
     """
     if path is None:
         path = default_log_path(roots if roots is not None else Roots.discover())
-    if "ts" not in record:
-        record = {"ts": now_iso(), **record}
-    data = encode(record)
+    return append_many([record], path)
+
+
+def append_many(records: list[dict[str, Any]], path: Path) -> Path:
+    """Append ``records``, in order, to the audit log at ``path`` with one ``write(2)``.
+
+    Like :func:`append` (one lock, torn-tail repair, rotation, take-back on a
+    failed write), for a batch: the records are all in the log or none is.
+    """
+    stamp = now_iso()
+    data = b"".join(encode(r if "ts" in r else {"ts": stamp, **r}) for r in records)
     limit = max_bytes()
     for _attempt in range(100):
         fd = _open(path)
@@ -193,7 +203,7 @@ def append(record: dict[str, Any], path: Path | None = None, roots: Roots | None
                 _write_all(fd, data)
             except OSError:
                 with contextlib.suppress(OSError):
-                    os.ftruncate(fd, size)  # take back a partial record
+                    os.ftruncate(fd, size)  # take back a partial batch
                 raise
             return path
         except OSError as exc:
@@ -201,6 +211,18 @@ def append(record: dict[str, Any], path: Path | None = None, roots: Roots | None
         finally:
             os.close(fd)  # releases the lock
     raise AuditError(f"cannot append to audit log {path}: it keeps being replaced")
+
+
+def fsync_file(path: Path) -> None:
+    """Make what was appended to ``path`` durable (a file that is gone needs nothing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _records(handle: Any, path: Path) -> Iterator[dict[str, Any]]:
@@ -290,3 +312,229 @@ def read(path: Path) -> Iterator[dict[str, Any]]:
     finally:
         for _, handle in handles:
             handle.close()
+
+
+T = TypeVar("T")
+
+#: Seconds a written batch may wait for its fsync, so that one fsync covers many batches.
+SYNC_INTERVAL = 0.05
+
+#: Writes a batch of items; per item None (written) or why it could not be, and the
+#: files to fsync.
+PersistBatch = Callable[[list[T]], tuple[list[str | None], set[Path]]]
+
+
+class BufferedWriter(Generic[T]):
+    """Writes records off the caller's path, in order, in batches, and never drops one.
+
+    :meth:`submit` numbers each item (1, 2, ...) and returns at once. A thread
+    hands everything queued since its last batch to ``persist``, which writes
+    it (one ``write(2)`` per file); :attr:`written` is then the number of the
+    last item of the batch. A second thread fsyncs the files written, at most
+    every :data:`SYNC_INTERVAL` seconds, so one fsync covers every batch of
+    that interval.
+
+    What this guarantees, and what a caller must do for it:
+
+    * a killed process (SIGKILL included) loses only the items not yet
+      :attr:`written`: a caller that must not act on an unrecorded item waits
+      for it (:meth:`ready`, :meth:`flush`) — the MCP proxy forwards no answer
+      of a checked call before the call's record is written;
+    * a crash of the machine (power loss) can also lose what was written but
+      not yet synced: at most the last :data:`SYNC_INTERVAL` seconds plus the
+      time the fsync took;
+    * :meth:`close` (called by the owner on shutdown, on SIGTERM/SIGINT, and
+      registered with :mod:`atexit`) writes and syncs everything before it
+      returns;
+    * an item that could not be written (a full disk) is reported by
+      :meth:`failure`, and :attr:`broken` stays set until a batch succeeds;
+      the owner then writes the next item with :meth:`write_now` (on its own
+      path, so that it can refuse the call when that write fails too).
+    """
+
+    def __init__(
+        self,
+        persist: PersistBatch[T],
+        *,
+        log: Callable[[str], None] | None = None,
+        sync_interval: float = SYNC_INTERVAL,
+    ) -> None:
+        self._persist = persist
+        self._log = log or (lambda _text: None)
+        self.sync_interval = sync_interval
+        self._cond = threading.Condition()
+        self._queue: list[tuple[int, T]] = []
+        self._persisting = threading.Lock()  # one batch at a time: the thread or write_now
+        self.submitted = 0
+        self.written = 0
+        self.broken: str | None = None
+        self._failures: dict[int, str] = {}
+        self._notify: Callable[[], None] | None = None
+        self._notify_at: int | None = None
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._dirty: set[Path] = set()
+        self._sync_cond = threading.Condition()
+        self._sync_stop = False
+        self._stopping = threading.Event()
+        self._syncer: threading.Thread | None = None
+
+    # -- the owner's side ------------------------------------------------------------------
+
+    def start(self, notify: Callable[[], None] | None = None) -> None:
+        """Start the threads; ``notify`` is called (from the writer thread) when an item
+        a :meth:`ready` call asked about is written."""
+        self._notify = notify
+        self._thread = threading.Thread(target=self._run, name="guard-audit-writer", daemon=True)
+        self._syncer = threading.Thread(target=self._sync_run, name="guard-audit-sync", daemon=True)
+        self._thread.start()
+        self._syncer.start()
+        atexit.register(self.close)
+
+    def submit(self, item: T, *, wake: bool = True) -> int:
+        """Queue ``item``; its number. Without a running thread it is written now.
+
+        ``wake=False`` leaves the writer asleep until :meth:`kick` (or the next
+        :meth:`ready`, :meth:`flush` or :meth:`close`): a caller that has something more
+        urgent to do first (forward the call) kicks it after that, so that the writer does
+        not take the interpreter lock from it in between.
+        """
+        if self._thread is None:
+            return self.write_now(item)
+        with self._cond:
+            self.submitted += 1
+            seq = self.submitted
+            self._queue.append((seq, item))
+            if wake:
+                self._cond.notify()
+        return seq
+
+    def kick(self) -> None:
+        """Wake the writer for the items queued with ``wake=False``."""
+        with self._cond:
+            if self._queue:
+                self._cond.notify()
+
+    def write_now(self, item: T) -> int:
+        """Write ``item`` before returning (after everything queued before it); its number.
+
+        Raises :class:`AuditError` when it cannot be written.
+        """
+        self.flush()
+        with self._cond:
+            self.submitted += 1
+            seq = self.submitted
+        errors = self._persist_batch([(seq, item)])
+        if errors[0] is not None:
+            raise AuditError(errors[0])
+        return seq
+
+    def ready(self, seq: int) -> bool:
+        """True when item ``seq`` is written (or failed); else ``notify`` is called once it is."""
+        with self._cond:
+            if self.written >= seq:
+                return True
+            if self._notify_at is None or seq < self._notify_at:
+                self._notify_at = seq
+            if self._queue:
+                self._cond.notify()
+            return False
+
+    def failure(self, seq: int) -> str | None:
+        """Why item ``seq`` could not be written; None when it was (or is not yet known)."""
+        with self._cond:
+            return self._failures.get(seq)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything submitted so far is written; False on timeout."""
+        with self._cond:
+            target = self.submitted
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: self.written >= target, timeout)
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Write and sync everything queued, stop the threads; False when items are left.
+
+        Idempotent; safe from an atexit hook or a signal handler's shutdown path.
+        """
+        thread, syncer = self._thread, self._syncer
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        self._stopping.set()
+        with self._sync_cond:
+            self._sync_stop = True
+            self._sync_cond.notify_all()
+        if syncer is not None and syncer is not threading.current_thread():
+            syncer.join(timeout)
+        self._sync_dirty()  # whatever the syncer had not reached
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.close)
+        with self._cond:
+            left = self.submitted - self.written
+        if left:
+            self._log(f"audit log: {left} records not yet written")
+        return left == 0
+
+    # -- the threads -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return  # closing, and everything is written
+                batch, self._queue = self._queue, []
+            self._persist_batch(batch)
+
+    def _persist_batch(self, batch: list[tuple[int, T]]) -> list[str | None]:
+        with self._persisting:
+            try:
+                errors, dirty = self._persist([item for _, item in batch])
+            except Exception as exc:  # a bug in persist: every item of the batch failed
+                errors, dirty = [f"{type(exc).__name__}: {exc}"] * len(batch), set()
+        wake = False
+        with self._cond:
+            for (seq, _), err in zip(batch, errors, strict=True):
+                if err is not None:
+                    if len(self._failures) >= 10000:
+                        self._failures.pop(next(iter(self._failures)))
+                    self._failures[seq] = err
+            self.broken = next((e for e in reversed(errors) if e is not None), None)
+            self.written = max(self.written, batch[-1][0])
+            if self._notify_at is not None and self.written >= self._notify_at:
+                self._notify_at = None
+                wake = True
+            self._cond.notify_all()
+        if dirty:
+            with self._sync_cond:
+                self._dirty |= dirty
+                self._sync_cond.notify()
+        if wake and self._notify is not None:
+            try:
+                self._notify()
+            except Exception as exc:  # e.g. the owner's event loop is already closed
+                self._log(f"audit log: cannot wake the owner: {exc}")
+        return errors
+
+    def _sync_run(self) -> None:
+        while True:
+            with self._sync_cond:
+                while not self._dirty and not self._sync_stop:
+                    self._sync_cond.wait()
+                if self._sync_stop:
+                    return  # close() syncs what is left
+            self._stopping.wait(self.sync_interval)  # let more batches come: one fsync
+            self._sync_dirty()
+
+    def _sync_dirty(self) -> None:
+        with self._sync_cond:
+            paths, self._dirty = self._dirty, set()
+        for path in sorted(paths):
+            try:
+                fsync_file(path)
+            except OSError as exc:
+                self._log(f"audit log: cannot sync {path}: {exc.strerror or exc}")

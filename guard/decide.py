@@ -112,6 +112,7 @@ class _Agent:
             for kind, lists in self.lists.items()
         }
         self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
+        self.tool_memo: dict[str, Decision] = {}  # by tool name (the policy never changes)
 
     def kind_default(self, kind: EffectKind) -> tuple[Action, str]:
         rules = getattr(self.policy, kind.value)
@@ -230,7 +231,13 @@ class Guard:
         a = self._compiled(agent)
         kind = effect.kind
         if kind is EffectKind.TOOL:
-            return self._decide_tool(a, effect)
+            name = effect.target or ""
+            d = a.tool_memo.get(name)
+            if d is None:
+                if len(a.tool_memo) >= MEMO_LIMIT:
+                    a.tool_memo.clear()
+                d = a.tool_memo[name] = self._decide_tool(a, effect)
+            return d if d.effect == effect else _with_effect(d, effect)
         if effect.target is None:
             action, rule = a.kind_default(kind)
             why = effect.detail or "target unknown"
@@ -262,6 +269,9 @@ class Guard:
             )
         if kind is EffectKind.WRITE and worst.allowed:
             problem = plan_file_problem(canon, effect.target, self.roots.plans)
+            if problem is None and effect.creates and _inside(canon.real, self.roots.plans):
+                problem = (f"{effect.target!r} would be {effect.creates}; a plan file is a"
+                           " regular file")
             if problem is not None:
                 return Decision(Action.DENY, f"write {problem}", "guard.plan-file", worst.effect)
         return self._hardlink_check(a, kind, canon, worst)
@@ -457,3 +467,8 @@ def _error_decision(exc: BaseException, effect: Effect | None = None) -> Decisio
 def load(policy: str | Path | None = None, worktree: str | Path | None = None) -> Guard:
     """Shorthand for :meth:`Guard.load`."""
     return Guard.load(policy, worktree)
+
+
+def _inside(real: str, plans: Path) -> bool:
+    """Whether ``real`` (a canonical path) lies in or below the plan directory."""
+    return real == str(plans) or real.startswith(str(plans).rstrip("/") + "/")

@@ -83,6 +83,9 @@ class Effect:
     detail: str = ""
     #: A write that only creates the directory ``target`` (``mkdir``), nothing in it.
     creates_dir: bool = False
+    #: A write that creates something other than a regular file at ``target`` ("a symlink",
+    #: "a FIFO", "a device node", "a socket"): never a plan file, whatever its name.
+    creates: str = ""
 
     @classmethod
     def read(cls, path: str | None, detail: str = "") -> Effect:
@@ -119,6 +122,8 @@ class Effect:
             out["detail"] = self.detail
         if self.creates_dir:
             out["creates_dir"] = True
+        if self.creates:
+            out["creates"] = self.creates
         return out
 
     def __str__(self) -> str:

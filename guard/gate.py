@@ -206,6 +206,15 @@ def choose_agent(
     hint: ModeHint | None,
 ) -> tuple[str, str]:
     """(agent name, why). First match wins: --agent, $GUARD_AGENT, guard mode, host hint."""
+    env_agent = env.get("GUARD_AGENT", "").strip()
+    found = mode(call) if mode is not None and not agent and not env_agent else None
+    return agent_from(g, agent, env_agent, found, hint)
+
+
+def agent_from(
+    g: Guard, agent: str | None, env_agent: str, found: str | None, hint: ModeHint | None
+) -> tuple[str, str]:
+    """:func:`choose_agent` once the inputs are known: the same inputs, the same answer."""
     names = list(g.agent_names)
 
     def known(name: str, source: str) -> str:
@@ -218,10 +227,8 @@ def choose_agent(
 
     if agent:
         return known(agent, "--agent"), "--agent"
-    env_agent = env.get("GUARD_AGENT", "").strip()
     if env_agent:
         return known(env_agent, "$GUARD_AGENT"), "$GUARD_AGENT"
-    found = mode(call) if mode is not None else None
     if found is not None:
         why = f"guard mode {found!r} of this worktree"
         return (found if found in names else agent_for_mode(g, found)), why
@@ -263,6 +270,11 @@ class Gate:
     sink: AuditSink | None = None
     confiner: Confiner | None = None
     source: str = "gate"
+    #: The agent chosen for (--agent, $GUARD_AGENT, mode, hint) with ``guard`` fixed: the
+    #: mode is still read for every call, so a mode change counts from the next call.
+    _agents: dict[tuple[Any, ...], tuple[str, str]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def load(self, call: ToolCall) -> Guard:
         if self.guard is not None:
@@ -301,7 +313,7 @@ class Gate:
         hint: ModeHint | None,
         given: Sequence[Effect] | None,
     ) -> Verdict:
-        name, why = choose_agent(g, call, agent=self.agent, env=self.env, mode=self.mode, hint=hint)
+        name, why = self._choose(g, call, hint)
         found = list(given) if given is not None else self.analyse(call)
         if not all(isinstance(e, Effect) for e in found):
             raise TypeError(f"the analysis of {call.name!r} returned non-effects")
@@ -332,6 +344,21 @@ class Gate:
                     updated_input=dict(confined.updated_input),
                 )
         return verdict
+
+    def _choose(self, g: Guard, call: ToolCall, hint: ModeHint | None) -> tuple[str, str]:
+        if self.guard is None:  # a policy loaded per call: nothing to keep
+            return choose_agent(g, call, agent=self.agent, env=self.env, mode=self.mode, hint=hint)
+        env_agent = self.env.get("GUARD_AGENT", "").strip()
+        found = None
+        if self.mode is not None and not self.agent and not env_agent:
+            found = self.mode(call)
+        key = (self.agent, env_agent, found, hint)
+        chosen = self._agents.get(key)
+        if chosen is None:
+            chosen = agent_from(g, self.agent, env_agent, found, hint)
+            if len(self._agents) < 64:
+                self._agents[key] = chosen
+        return chosen
 
     def failure(self, call: ToolCall | None, exc: BaseException) -> Verdict:
         """The deny verdict for an error in the pipeline: its reason is the error."""

@@ -8,6 +8,7 @@ resolved through their nearest existing ancestor.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -106,8 +107,8 @@ def plan_file_problem(canon: CanonicalPath, text: str, plans: Path) -> str | Non
     named like a plan file is refused. None when the write is not inside
     ``plans`` or is a regular file (existing or not).
     """
-    real = Path(canon.real)
-    if real == plans or plans not in real.parents:
+    inside = str(plans).rstrip("/") + "/"
+    if not canon.real.startswith(inside) or canon.real == inside:
         return None
     if text.endswith("/") or text.endswith("/."):
         return f"{text!r} names a directory; a plan file is a regular file"
@@ -287,6 +288,67 @@ def magic_link(full: str) -> str | None:
     return None
 
 
+_DIR_FLAGS = getattr(os, "O_PATH", 0) | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _kernel_dir(head: str, tail: str) -> tuple[str, os.stat_result | None] | None:
+    """The kernel's resolution of the existing directory ``head``, and the ``lstat`` of
+    ``tail`` inside it (None: missing or unreadable), or None.
+
+    One ``open(O_PATH | O_DIRECTORY)`` (symlinks and ``..`` resolved by the kernel,
+    as any later open by the agent would), one ``readlink`` of its
+    ``/proc/self/fd`` entry and one ``fstatat`` of the name relative to that
+    descriptor: four system calls instead of one ``lstat`` per component. None
+    when that is not a plain answer (no ``/proc``, no ``O_PATH``, a missing or
+    unreachable directory, a deleted one): the caller then resolves component by
+    component as :func:`os.path.realpath` does.
+    """
+    if not _DIR_FLAGS & getattr(os, "O_PATH", 0):
+        return None
+    try:
+        fd = os.open(head, _DIR_FLAGS)
+    except (OSError, ValueError):
+        return None
+    st: os.stat_result | None = None
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+        # missing (or unreadable: the caller's stat says so, as before)
+        with contextlib.suppress(OSError):
+            st = os.stat(tail, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not real.startswith("/") or real.endswith(" (deleted)") or "//" in real:
+        return None
+    return real, st
+
+
+def _kernel_missing(head: str) -> tuple[str, None] | None:
+    """:func:`_kernel_dir` for a ``head`` that does not exist: the kernel resolves its
+    nearest existing ancestor, and the missing rest is appended as it is spelled.
+
+    Only when that rest is plain names (no ``.``, ``..``) and its first name is
+    really absent (not a file, a dangling link or an unreadable entry); otherwise
+    None, and the caller resolves component by component.
+    """
+    rest: list[str] = []
+    anc = head
+    while True:
+        anc, name = os.path.split(anc)
+        if name in ("", ".", ".."):
+            return None
+        rest.append(name)
+        found = _kernel_dir(anc, name)
+        if found is None:
+            continue  # this ancestor is missing too (or not plain: found at the top)
+        real_anc, st = found
+        if st is not None:
+            return None  # it exists after all (a file, a link...): not plainly missing
+        rest.reverse()
+        return (real_anc if real_anc != "/" else "") + "/" + "/".join(rest), None
+
+
 def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False) -> CanonicalPath:
     """Resolve ``path`` as the kernel would, from ``cwd``. Raises PathError.
 
@@ -305,15 +367,30 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
     if not os.path.isabs(full):
         full = os.path.join(os.getcwd(), full)
     head, tail = os.path.split(full.rstrip("/") or "/")
+    st: os.stat_result | None = None
     try:
-        if tail in ("", ".", ".."):
+        here = _kernel_dir(head, ".") if tail == "." else None
+        if here is not None:  # "dir/.": the directory itself
+            real = link = here[0]
+            st = here[1]
+            linked = real != os.path.normpath(full)
+        elif tail in ("", ".", ".."):
             real = link = os.path.realpath(full)
             linked = real != os.path.normpath(full)
         else:
-            # the parent resolved once; the name needs resolving only if it is a link
-            real_head = os.path.realpath(head)
-            link = os.path.join(real_head, tail)
-            linked = os.path.islink(link)
+            # the parent resolved once (by the kernel when it exists, or its nearest
+            # existing ancestor); the name needs resolving only if it is a link
+            resolved = _kernel_dir(head, tail) or _kernel_missing(head)
+            if resolved is None:
+                real_head = os.path.realpath(head)
+                link = os.path.join(real_head, tail)
+                linked = os.path.islink(link)
+            else:
+                real_head, st = resolved
+                link = real_head + "/" + tail if real_head != "/" else "/" + tail
+                linked = st is not None and stat.S_ISLNK(st.st_mode)
+                if linked:
+                    st = None  # the link's own status says nothing about its target
             real = os.path.realpath(link) if linked else link
             linked = linked or real_head != os.path.normpath(head)
     except (OSError, ValueError) as exc:
@@ -327,7 +404,8 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
     nlink = 0
     mode = 0
     try:
-        st = os.stat(real)
+        if st is None:
+            st = os.stat(real)
         mode = st.st_mode
         is_dir = stat.S_ISDIR(st.st_mode)
         nlink = st.st_nlink if stat.S_ISREG(st.st_mode) else 0

@@ -7,7 +7,7 @@ imported; a new command family is a new module imported here.
 
 from __future__ import annotations
 
-from guard.cli import core, demo, effects, hooks, lint, mcp, monitor, planning, run
+from guard.cli import core, demo, effects, hooks, lint, mcp, monitor, planning, replay, run
 from guard.cli._app import app, main
 
 __all__ = [
@@ -21,5 +21,6 @@ __all__ = [
     "mcp",
     "monitor",
     "planning",
+    "replay",
     "run",
 ]

@@ -131,6 +131,7 @@ class ReviewFormat(StrEnum):
         "  guard review                          # markdown report for this repository\n\n"
         "  guard review --format json > review.json\n\n"
         "  guard review --policy builtin:readonly --agent readonly\n\n"
+        "  guard review --transcripts ~/.claude/projects/-home-me-repo/  # + past sessions\n\n"
         "Exit status: 0 when no operation gets through, 3 when a plan agent could complete"
         " a write (or the tool-call analysis layer is missing), 2 for bad input."
     ),
@@ -144,6 +145,12 @@ def review_command(
     ),
     output_format: ReviewFormat = typer.Option(
         ReviewFormat.markdown, "--format", "-f", help="Output format."
+    ),
+    transcripts: list[str] | None = typer.Option(
+        None,
+        "--transcripts",
+        help="Also replay these host transcripts (files or directories, as guard replay"
+        " reads them): how many calls of those sessions the plan agent would have blocked.",
     ),
 ) -> None:
     """Security review of plan-mode isolation here: active layers and a red-team matrix.
@@ -162,7 +169,7 @@ def review_command(
             sys.stderr.write(f"\rguard review: {op_id:<30}")
             sys.stderr.flush()
 
-    review = run_review(policy, agent, progress=progress)
+    review = run_review(policy, agent, progress=progress, transcripts=transcripts)
     if sys.stderr.isatty():
         sys.stderr.write("\r" + " " * 45 + "\r")
     text = json_text(review) if output_format is ReviewFormat.json else to_markdown(review)

@@ -293,13 +293,14 @@ def _recent_decisions(session: Session, cwd: Path, count: int = 5) -> list[Decid
 
 
 NEXT_STEPS = """\
-Next, in your agent (guard's hooks installed once with `guard install claude-code`):
+Next, in your agent (guard's hooks installed once with `guard install HOST`):
   1. Ask it for the plan, e.g. "Plan: {title}". It may read everything and write
      only the plan file; guard tells it the path at each turn and in every refusal.
   2. Read the plan:      guard plan show
   3. Approve it:         guard plan exit --approve     (or --refine NOTE / --reject REASON)
-     In Claude Code the agent may instead call ExitPlanMode: guard keeps its plan as
-     the plan file, and you approve in Claude Code's prompt or with the command above.
+     The host's own gesture is kept too: Claude Code's ExitPlanMode (approve in its
+     prompt or with the command above), Gemini CLI's exit_plan_mode and Codex's
+     <proposed_plan> (their plan becomes the plan file; approve with the command above).
   4. Build: the same agent session carries on under the build agent; no restart.
 Stop planning without a plan: guard session end {sid}
 """

@@ -90,6 +90,7 @@ class _MonitorHandle:
             on_violation=self._violation,
             on_notice=self._notice,
             progress=self._progress,
+            background=True,
         )
         return self.monitor
 

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from guard.gate import ModeHint, Verdict
 
 EVENT = "PreToolUse"
+#: Every event guard wires: the policy hook, and the planning side (guard.planning.host):
+#: SessionStart/UserPromptSubmit tell the model the mode and plan file, Stop keeps a
+#: ``<proposed_plan>`` and leaves the approval to the user.
+PLANNING_EVENTS = (EVENT, "SessionStart", "UserPromptSubmit", "Stop")
 
 
 class Codex(HostAdapter):
@@ -77,12 +81,24 @@ class Codex(HostAdapter):
         add_nested(
             settings, EVENT, {"hooks": [{"type": "command", "command": command, "timeout": 30}]}
         )
+        from guard.planning.host import CODEX_EVENTS, planning_command
+
+        planning = planning_command(command, "codex")
+        if planning is None:
+            return
+        for event, matcher in CODEX_EVENTS:
+            group: dict[str, Any] = {
+                "hooks": [{"type": "command", "command": planning, "timeout": 30}]
+            }
+            if matcher is not None:
+                group = {"matcher": matcher, **group}
+            add_nested(settings, event, group)
 
     def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
         return find_nested(settings, (EVENT,))
 
     def remove_entries(self, settings: dict[str, Any]) -> int:
-        return remove_nested(settings, (EVENT,))
+        return remove_nested(settings, PLANNING_EVENTS)
 
 
 ADAPTER = Codex()

@@ -38,6 +38,13 @@ from guard.integrations.interface import is_ours
 
 EVENT = "PreToolUse"
 EVENT_LABEL = "pre_tool_use"
+#: The events guard wires in a hooks.json, with the label Codex keys and hashes them by.
+EVENT_LABELS = {
+    "PreToolUse": "pre_tool_use",
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "user_prompt_submit",
+    "Stop": "stop",
+}
 DEFAULT_TIMEOUT = 600
 BACKUP_SUFFIX = ".guard-backup"
 
@@ -91,20 +98,22 @@ class OurHook:
 
 
 def our_hooks(hooks_path: Path, settings: Mapping[str, Any]) -> list[OurHook]:
-    """guard's PreToolUse handlers in a parsed hooks.json, with Codex's key and hash."""
+    """guard's handlers in a parsed hooks.json (every event of :data:`EVENT_LABELS`),
+    with Codex's key and hash."""
     found: list[OurHook] = []
     hooks = settings.get("hooks")
-    groups = hooks.get(EVENT) if isinstance(hooks, Mapping) else None
-    if not isinstance(groups, list):
-        return found
-    for gi, group in enumerate(groups):
-        if not isinstance(group, Mapping) or not isinstance(group.get("hooks"), list):
+    for event, label in EVENT_LABELS.items():
+        groups = hooks.get(event) if isinstance(hooks, Mapping) else None
+        if not isinstance(groups, list):
             continue
-        matcher = group.get("matcher") if isinstance(group.get("matcher"), str) else None
-        for hi, handler in enumerate(group["hooks"]):
-            if is_ours(handler):
-                found.append(OurHook(f"{hooks_path}:{EVENT_LABEL}:{gi}:{hi}",
-                                     hook_hash(handler, matcher), handler["command"]))
+        for gi, group in enumerate(groups):
+            if not isinstance(group, Mapping) or not isinstance(group.get("hooks"), list):
+                continue
+            matcher = group.get("matcher") if isinstance(group.get("matcher"), str) else None
+            for hi, handler in enumerate(group["hooks"]):
+                if is_ours(handler):
+                    found.append(OurHook(f"{hooks_path}:{label}:{gi}:{hi}",
+                                         hook_hash(handler, matcher, label), handler["command"]))
     return found
 
 

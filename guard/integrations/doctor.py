@@ -56,14 +56,36 @@ def check_command(command: str) -> tuple[Status, str]:
     return "ok", f"runs {exe}"
 
 
+ANALYSIS_ONLY = "shell: analysis only; run the host under `guard run` for kernel confinement"
+
+
+def shell_line(host: str, unavailable: str) -> tuple[bool, str]:
+    """(confined?, what happens to the host's plan-mode shell calls).
+
+    Hosts whose hook can rewrite a call (Claude Code, Gemini CLI, OpenCode) run
+    plan-mode shell commands under the kernel (``allow_confined``) when Landlock
+    and guard's seccomp table are available; hosts that can only deny (Codex,
+    Cursor) keep the static analysis alone.
+    """
+    if not adapter_for(host).can_rewrite:
+        return False, ANALYSIS_ONLY
+    if unavailable:
+        return False, f"shell: analysis only: the kernel cannot confine here ({unavailable})"
+    return True, ("shell: kernel-confined in plan mode (allow_confined: the hook rewrites each"
+                  " command to run under Landlock)")
+
+
 def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
     from guard.integrations import host_state, opencode
     from guard.integrations.install import project_dir
+    from guard.sandbox.confine import available
 
     project = project_dir(cwd)
+    unavailable = available()
     checks: list[Check] = []
     for host in HOSTS:
         adapter = adapter_for(host)
+        confined, shell = shell_line(host, unavailable)
         for scope in ("project", "user"):
             sc: Scope = "project" if scope == "project" else "user"
             path = settings_file(adapter, sc, cwd)
@@ -91,6 +113,8 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
                     checks.append(Check(name, "off", f"not wired ({path})", extra))
                 continue
             extra["commands"] = commands
+            extra["shell"] = shell
+            extra["shell_confined"] = confined
             results = [check_command(c) for c in commands]
             bad = [d for s, d in results if s != "ok"]
             if bad:
@@ -103,7 +127,9 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
                 extra["skip_reasons"] = skips
                 checks.append(Check(name, "skipped", "; ".join(skips), extra))
             else:
-                checks.append(Check(name, "ok", f"wired in {path}; {results[0][1]}", extra))
+                checks.append(
+                    Check(name, "ok", f"wired in {path}; {results[0][1]}; {shell}", extra)
+                )
     return checks
 
 

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from guard.gate import Verdict
 
 EVENT = "BeforeTool"
+#: Every event guard wires: the policy hook, and the planning side (guard.planning.host):
+#: SessionStart/BeforeAgent tell the model the mode and plan file, BeforeTool
+#: exit_plan_mode keeps Gemini's plan and leaves the approval to the user.
+PLANNING_EVENTS = (EVENT, "SessionStart", "BeforeAgent")
 
 
 class Gemini(HostAdapter):
@@ -84,12 +88,24 @@ class Gemini(HostAdapter):
                 ],
             },
         )
+        from guard.planning.host import GEMINI_EVENTS, planning_command
+
+        planning = planning_command(command, "gemini")
+        if planning is None:
+            return
+        for event, matcher in GEMINI_EVENTS:
+            group: dict[str, Any] = {"hooks": [{
+                "name": "openoxide-guard-planning", "type": "command", "command": planning,
+                "timeout": 30000}]}
+            if matcher is not None:
+                group = {"matcher": matcher, **group}
+            add_nested(settings, event, group)
 
     def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
         return find_nested(settings, (EVENT,))
 
     def remove_entries(self, settings: dict[str, Any]) -> int:
-        return remove_nested(settings, (EVENT,))
+        return remove_nested(settings, PLANNING_EVENTS)
 
 
 ADAPTER = Gemini()

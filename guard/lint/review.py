@@ -99,6 +99,8 @@ class Review:
     worktree: str
     layers: list[Layer]
     rows: list[Row] = field(default_factory=list)
+    #: ``guard review --transcripts``: the replay summary of past sessions (see guard replay).
+    replayed: dict[str, Any] | None = None
 
     @property
     def through(self) -> list[Row]:
@@ -131,6 +133,7 @@ class Review:
             "through": [r.op.id for r in self.through],
             "verdict": self.verdict(),
             "failed": self.failed(),
+            **({"transcripts": self.replayed} if self.replayed is not None else {}),
         }
 
 
@@ -218,6 +221,9 @@ def _host_runtime(worktree: Path | None) -> list[Layer]:
                                 check.status == "ok", check.detail))
         elif check.status == "skipped":
             layers.append(Layer(f"{check.name} hook runs", False, check.detail))
+        if "shell" in check.extra:  # a wired host: is its plan-mode shell confined?
+            layers.append(Layer(f"{check.name} shell confinement",
+                                bool(check.extra.get("shell_confined")), check.extra["shell"]))
     return layers
 
 
@@ -268,8 +274,13 @@ def run_review(
     agent: str | None = None,
     cwd: str | None = None,
     progress: Callable[[str], None] | None = None,
+    transcripts: list[str] | None = None,
 ) -> Review:
-    """Review plan-mode isolation for the repository around ``cwd``."""
+    """Review plan-mode isolation for the repository around ``cwd``.
+
+    ``transcripts``: past sessions' transcripts to replay for the plan agent (the
+    section "in these N sessions the plan agent would have blocked M calls").
+    """
     here = Guard.load(policy, cwd=cwd)
     name = agent or here.plan_agent_name
     if name is None:
@@ -285,6 +296,8 @@ def run_review(
         str(here.roots.worktree) if here.roots.worktree else "(none: not under version control)",
         layers,
     )
+    if transcripts:
+        review.replayed = replayed(transcripts, name, policy)
     scratch = tempfile.mkdtemp(prefix="guard-review-", dir=_scratch_base(here))
     try:
         wt = Path(scratch) / "repo"
@@ -349,6 +362,28 @@ def _show(g: Guard, e: Effect, cwd: str) -> str:
 # -- output ------------------------------------------------------------------------
 
 
+def replayed(paths: list[str], agent: str, policy: str | None) -> dict[str, Any]:
+    """The summary of replaying ``paths`` for ``agent`` (guard replay, no audit log)."""
+    from guard.replay.engine import replay, transcripts
+    from guard.replay.report import Summary
+
+    s = Summary()
+    for r in replay(transcripts(paths), agent=agent, policy=policy):
+        s.add(r)
+    return {**s.to_json(), "blocked": s.blocked, "agent": agent,
+            "top_rules": [{"rule": k, "calls": n} for k, n in s.by_rule.most_common(5)]}
+
+
+def _replay_lines(r: dict[str, Any]) -> list[str]:
+    lines = ["", "## Past sessions", "",
+             f"In these {r['sessions']} sessions the {r['agent']} agent would have blocked"
+             f" {r['blocked']} calls (of {r['calls']}: {r['denied']} denied, {r['asked']} asked)."]
+    if r["top_rules"]:
+        lines += ["", "| calls | rule |", "|---|---|"]
+        lines += [f"| {t['calls']} | {_cell(t['rule'])} |" for t in r["top_rules"]]
+    return [*lines, "", "Each call: `guard replay TRANSCRIPT...`."]
+
+
 def to_markdown(review: Review) -> str:
     lines = [
         "# guard review: plan-mode isolation",
@@ -384,9 +419,10 @@ def to_markdown(review: Review) -> str:
         "",
         f"{len(review.rows)} operations, {len(review.through)} get through,"
         f" {sum(1 for r in review.rows if r.asks)} ask the user.",
-        "",
     ]
-    return "\n".join(lines)
+    if review.replayed is not None:
+        lines += _replay_lines(review.replayed)
+    return "\n".join([*lines, ""])
 
 
 def _cell(text: str) -> str:

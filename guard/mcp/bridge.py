@@ -50,6 +50,7 @@ class PlanningBridge:
         self.mode = session.mode
         self._offered = session.mode
         self._stamp: tuple[int, int, int] | None = None
+        self._path = session.path  # fixed for the session's life; stat()ed on every call
         self._lock = threading.Lock()
 
     @staticmethod
@@ -62,9 +63,9 @@ class PlanningBridge:
         Raises GuardError when the session file cannot be read.
         """
         try:
-            st = os.stat(self.session.path)
+            st = os.stat(self._path)
         except OSError as exc:
-            raise GuardError(f"session file {self.session.path} unreadable: {exc}") from None
+            raise GuardError(f"session file {self._path} unreadable: {exc}") from None
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
         # while a planning call runs in its worker thread, that thread owns the session
         # object; the mode is then the cached one, and it is synced when the call returns

@@ -12,15 +12,15 @@ the MCP parts the gate needs:
   server would resolve them elsewhere;
 * :class:`McpSink`: the proxy's audit sink. Each verdict record goes to the
   project's audit log and, as a ``decision`` event, to the session's event log
-  (``guard events``), written in order by one thread so that the proxy's loop
-  never waits on the disk; a write that fails is logged on stderr.
+  (``guard events``), written in order and in batches by a buffered writer
+  (:class:`guard.audit.BufferedWriter`) so that the proxy's loop never waits on
+  the disk; the router holds a checked call's answer until its record is
+  written, and a write that fails withholds the answer and refuses later calls.
 """
 
 from __future__ import annotations
 
 import os
-import queue
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,8 +101,20 @@ class McpStats:
     decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
+Item = tuple[dict[str, Any], Roots | None]
+
+
 class McpSink:
-    """The proxy's audit sink: stderr, the stats, the audit log and the session's events."""
+    """The proxy's audit sink: stderr, the stats, the audit log and the session's events.
+
+    Records are written by an :class:`guard.audit.BufferedWriter` (in order, in
+    batches, on a thread of their own); :meth:`write` only queues them. The
+    router holds each answer of a checked call until its record is written
+    (:attr:`last` is that record's number, :meth:`ready` asks), so a killed proxy
+    never leaves an answered call unrecorded. Once a write has failed, the next
+    records are written on the caller's path, and one that fails again raises
+    :class:`guard.audit.AuditError` (the gate then refuses the call).
+    """
 
     def __init__(
         self,
@@ -120,8 +132,12 @@ class McpSink:
         self.verbose = verbose
         self.audit_allowed = audit_allowed
         self.audit_path = audit_path
-        self._queue: queue.Queue[tuple[dict[str, Any], Roots | None] | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self.writer: audit.BufferedWriter[Item] = audit.BufferedWriter(self._persist, log=log)
+        #: The number of the last record queued (0: none yet).
+        self.last = 0
+        self._defer: Callable[[Callable[[], None]], object] | None = None
+        self._kick_due = False
+        self._paths: dict[Roots, Path] = {}
 
     def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
         action = str(record.get("decision"))
@@ -143,44 +159,94 @@ class McpSink:
         if action == "allow" and not self.audit_allowed:
             return
         item = (dict(record), roots)
-        if self._thread is not None:
-            self._queue.put(item)  # written in order by the audit thread
-        else:
-            self._persist(item)
+        if self.writer.broken is not None:  # the last write failed: this one is on our path
+            self.last = self.writer.write_now(item)
+            return
+        if self._defer is None:
+            self.last = self.writer.submit(item)
+            return
+        # the writer is woken once the caller's turn is over (the call forwarded first)
+        self.last = self.writer.submit(item, wake=False)
+        if not self._kick_due:
+            self._kick_due = True
+            self._defer(self._kick)
 
-    def _persist(self, item: tuple[dict[str, Any], Roots | None]) -> None:
-        record, roots = item
+    def _kick(self) -> None:
+        self._kick_due = False
+        self.writer.kick()
+
+    def ready(self, seq: int) -> bool:
+        return self.writer.ready(seq)
+
+    def failure(self, seq: int) -> str | None:
+        return self.writer.failure(seq)
+
+    def _persist(self, items: list[Item]) -> tuple[list[str | None], set[Path]]:
+        """Write a batch: one append to each audit log, one to the session's event log."""
+        errors: list[str | None] = [None] * len(items)
+        dirty: set[Path] = set()
+        by_path: dict[Path, list[int]] = {}
+        for i, (record, roots) in enumerate(items):
+            try:
+                path = self.audit_path or self._log_path(record, roots)
+            except Exception as exc:
+                errors[i] = f"cannot write the audit log: {exc}"
+                continue
+            by_path.setdefault(path, []).append(i)
+        for path, indexes in by_path.items():
+            try:
+                audit.append_many([items[i][0] for i in indexes], path)
+                dirty.add(path)
+                continue
+            except Exception:
+                pass
+            for i in indexes:  # one record that cannot be written must not take the others
+                try:
+                    audit.append_many([items[i][0]], path)
+                    dirty.add(path)
+                except Exception as exc:
+                    errors[i] = f"cannot write the audit log: {exc}"
+        decisions: list[events.Event] = []
+        for i, (record, _roots) in enumerate(items):
+            try:
+                decisions.append(session_event(record, self.session.id))
+            except Exception as exc:
+                errors[i] = errors[i] or f"cannot write the session's event log: {exc}"
         try:
-            audit.append(record, self.audit_path, roots=roots or Roots.discover(record.get("cwd")))
+            events.publish_many(self.session, decisions, sync=False)
+            dirty.add(self.session.events_path)
         except Exception as exc:
-            self.log(f"cannot write the audit log: {exc}")
-        try:
-            events.publish(self.session, session_event(record))
-        except Exception as exc:
-            self.log(f"cannot write the session's event log: {exc}")
+            text = f"cannot write the session's event log: {exc}"
+            errors = [e if e is not None else text for e in errors]
+        for e in dict.fromkeys(e for e in errors if e is not None):
+            self.log(e)
+        return errors, dirty
 
-    def _worker(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            self._persist(item)
+    def _log_path(self, record: Mapping[str, Any], roots: Roots | None) -> Path:
+        if roots is None:
+            cwd = record.get("cwd")
+            return audit.default_log_path(Roots.discover(cwd if isinstance(cwd, str) else None))
+        path = self._paths.get(roots)
+        if path is None:
+            path = self._paths[roots] = audit.default_log_path(roots)
+        return path
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._worker, daemon=True)
-        self._thread.start()
+    def start(
+        self,
+        notify: Callable[[], None] | None = None,
+        defer: Callable[[Callable[[], None]], object] | None = None,
+    ) -> None:
+        """Start the writer. ``notify``: see :meth:`guard.audit.BufferedWriter.start`;
+        ``defer`` runs a function once the caller's turn is over (the loop's ``call_soon``)."""
+        self._defer = defer
+        self.writer.start(notify)
 
     def stop(self) -> None:
-        thread = self._thread
-        if thread is not None:
-            self._queue.put(None)
-            thread.join(30)
-            if thread.is_alive():
-                self.log(f"audit log: {self._queue.qsize()} decisions not yet written")
-            self._thread = None
+        """Write and sync every queued record (shutdown, signals, exit paths)."""
+        self.writer.close()
 
 
-def session_event(record: Mapping[str, Any]) -> events.Decision:
+def session_event(record: Mapping[str, Any], session: str | None = None) -> events.Decision:
     """A verdict record as the session's ``decision`` event (what ``guard events`` shows)."""
     action = str(record.get("decision"))
     effect = record.get("effect")
@@ -192,4 +258,5 @@ def session_event(record: Mapping[str, Any]) -> events.Decision:
         tool=record.get("tool_name"),
         effect=effect if isinstance(effect, dict) else None,
         source=str(record.get("source", "")),
+        session=session,
     )

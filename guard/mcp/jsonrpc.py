@@ -13,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import secrets
+import stat
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 Json = dict[str, Any]
 
@@ -51,6 +54,22 @@ class RequestFailed(Exception):
     """A request guard sent to the client got no usable answer."""
 
 
+class Records(Protocol):
+    """Where the verdict records are: written yet? (see :class:`guard.mcp.gate.McpSink`)."""
+
+    def ready(self, seq: int) -> bool:
+        """True when record ``seq`` is written (or failed); else the owner is woken later."""
+        ...
+
+    def failure(self, seq: int) -> str | None:
+        """Why record ``seq`` could not be written, or None."""
+        ...
+
+
+#: Makes the message that replaces a held one whose record could not be written.
+Withheld = Callable[[str], Json]
+
+
 class Pipe:
     """One client on ``client_in``/``client_out``, one server child started from ``argv``."""
 
@@ -73,13 +92,58 @@ class Pipe:
         self._prefix = f"guard-{secrets.token_hex(4)}-"
         self._next_id = 0
         self._waiting: dict[Any, asyncio.Future[Json]] = {}
+        #: The verdict records that answers wait for (None: nothing waits).
+        self.records: Records | None = None
+        self._held: deque[tuple[int, Json | bytes, Withheld | None]] = deque()
+        self.stopping: asyncio.Event | None = None
 
     # -- sending ---------------------------------------------------------------------------
 
-    def send_client(self, message: Json | bytes) -> None:
+    def send_client(
+        self, message: Json | bytes, *, record: int = 0, withheld: Withheld | None = None
+    ) -> None:
+        """Send one message to the client, in order.
+
+        A message that answers a checked call names its verdict record
+        (``record``, its number): it waits until that record is written, and
+        every message after it waits behind it. If the record could not be
+        written, ``withheld(reason)`` is sent instead (default: the message).
+        """
+        if self._held or (record and self.records is not None and not self.records.ready(record)):
+            self._held.append((record, message, withheld))
+            return
+        self._write_client(self._checked(record, message, withheld))
+
+    def _checked(
+        self, record: int, message: Json | bytes, withheld: Withheld | None
+    ) -> Json | bytes:
+        if not record or self.records is None or withheld is None:
+            return message
+        failed = self.records.failure(record)
+        return message if failed is None else withheld(failed)
+
+    def _write_client(self, message: Json | bytes) -> None:
         data = message if isinstance(message, bytes) else dumps(message)
         self.client_out.write(data + b"\n")
         self.client_out.flush()
+
+    def release(self, *, final: bool = False) -> None:
+        """Send the held messages whose records are written, in order (on the loop).
+
+        ``final`` (shutdown, after the records were flushed): send them all; one
+        whose record is still not written is withheld.
+        """
+        while self._held:
+            record, message, withheld = self._held[0]
+            if record and self.records is not None and not self.records.ready(record):
+                if not final:
+                    return
+                self._held.popleft()
+                if withheld is not None:
+                    self._write_client(withheld("guard is exiting and its record is not written"))
+                continue
+            self._held.popleft()
+            self._write_client(self._checked(record, message, withheld))
 
     async def send_server(self, message: Json | bytes) -> None:
         data = message if isinstance(message, bytes) else dumps(message)
@@ -151,26 +215,67 @@ class Pipe:
         from_client: Callable[[bytes], Awaitable[None]],
         from_server: Callable[[bytes], None],
     ) -> bool:
-        """Pump lines both ways until one side ends; True when the server ended first."""
+        """Pump lines both ways until one side ends or :attr:`stopping` is set; True when the
+        server ended first."""
         assert self.loop is not None
-        client_queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        reader = threading.Thread(
-            target=self._read_client, args=(client_queue, self.loop), daemon=True
-        )
-        reader.start()
-        client_task = asyncio.ensure_future(self._client_loop(client_queue, from_client))
+        self.stopping = asyncio.Event()
+        client_task = asyncio.ensure_future(self._client(from_client))
         server_task = asyncio.ensure_future(self._server_loop(from_server))
+        stop_task = asyncio.ensure_future(self.stopping.wait())
         done, _ = await asyncio.wait(
-            {client_task, server_task}, return_when=asyncio.FIRST_COMPLETED
+            {client_task, server_task, stop_task}, return_when=asyncio.FIRST_COMPLETED
         )
         for task in done:
             failed = task.exception()
             if failed is not None:
                 self.log(f"internal error: {failed!r}")
-        for task in (client_task, server_task):
+        for task in (client_task, server_task, stop_task):
             if task not in done:
                 self.tasks.add(task)  # cancelled with the rest at close()
         return server_task in done
+
+    async def _client(self, handle: Callable[[bytes], Awaitable[None]]) -> None:
+        """Read the client's lines: on the loop when stdin is a pipe or a socket (no thread
+        hand-off per message), else on a reader thread (a file, a terminal)."""
+        try:
+            mode = os.fstat(self.client_in.fileno()).st_mode
+        except (OSError, ValueError, AttributeError):
+            mode = 0
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            assert self.loop is not None
+            reader = asyncio.StreamReader(limit=MAX_LINE, loop=self.loop)
+            protocol = asyncio.StreamReaderProtocol(reader, loop=self.loop)
+            transport, _ = await self.loop.connect_read_pipe(lambda: protocol, self.client_in)
+            try:
+                await self._pipe_loop(reader, handle)
+            finally:
+                transport.close()
+            return
+        client_queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        reader_thread = threading.Thread(
+            target=self._read_client, args=(client_queue, self.loop), daemon=True
+        )
+        reader_thread.start()
+        await self._client_loop(client_queue, handle)
+
+    async def _pipe_loop(
+        self, reader: asyncio.StreamReader, handle: Callable[[bytes], Awaitable[None]]
+    ) -> None:
+        while True:
+            try:
+                line = await reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial.strip():
+                    await handle(exc.partial.rstrip(b"\r\n"))
+                return
+            except asyncio.LimitOverrunError:
+                self.log(f"client sent a line over {MAX_LINE} bytes; stopping")
+                return
+            except (OSError, ValueError) as exc:
+                self.log(f"client input failed: {exc}")
+                return
+            if line.strip():
+                await handle(line.rstrip(b"\r\n"))
 
     def _read_client(
         self, queue: asyncio.Queue[bytes | None], loop: asyncio.AbstractEventLoop

@@ -37,8 +37,10 @@ it. Framing, the read loops and guard's own requests are
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Collection
 from typing import IO, Any
@@ -145,8 +147,11 @@ class McpProxy:
             sink=self.sink,
             source="mcp",
         )
+        self.pipe.records = self.sink  # answers of checked calls wait for their records
         self.client_can_elicit = False
-        self._pending: dict[Any, str] = {}  # client request id -> method, while at the server
+        # client request id -> (method, number of its verdict record or 0), while at the server
+        self._pending: dict[Any, tuple[str, int]] = {}
+        self.signalled: int | None = None
         self._initialized = False
         self._client_init: Json | None = None  # the client's initialize params, for restarts
         self._roots_requests: set[Any] = set()
@@ -206,16 +211,34 @@ class McpProxy:
     # -- the main loop ---------------------------------------------------------------------
 
     async def run(self) -> int:
-        """Serve until the client closes stdin or the server exits; the server's exit code."""
-        self.sink.start()
+        """Serve until the client closes stdin, the server exits or SIGTERM/SIGINT/SIGHUP
+        comes; the server's exit code (128 + the signal's number after a signal).
+
+        Every verdict record is written before this returns, whatever ends the session.
+        """
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:  # from the writer thread: a record an answer waits for is written
+            loop.call_soon_threadsafe(self.pipe.release)
+
+        self.sink.start(wake, loop.call_soon)
+        try:
+            return await self._run(loop)
+        finally:
+            self.sink.stop()  # idempotent: the normal path has already flushed
+            self.pipe.release(final=True)
+
+    async def _run(self, loop: asyncio.AbstractEventLoop) -> int:
         try:
             await self.pipe.start()
         except OSError as exc:
-            self.sink.stop()
             raise GuardError(
                 f"cannot start the MCP server {self.server_cmd[0]!r}: {exc.strerror or exc};"
                 " check the command after `--`"
             ) from None
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+                loop.add_signal_handler(signum, self._on_signal, signum)
         self.bridge.sync()
         if self.relative_base_mismatch is not None:
             self.log(f"warning: relative paths will be refused: {self.relative_base_mismatch}")
@@ -230,14 +253,23 @@ class McpProxy:
         watch_task.cancel()
         code = await self._shutdown(server_finished)
         self.pipe.close()
-        return code
+        return 128 + self.signalled if self.signalled is not None else code
+
+    def _on_signal(self, signum: int) -> None:
+        """SIGTERM/SIGINT/SIGHUP: stop reading, stop the server, write every record, exit."""
+        if self.signalled is None:
+            self.signalled = signum
+            self.log(f"{signal.Signals(signum).name}: shutting down")
+        if self.pipe.stopping is not None:
+            self.pipe.stopping.set()
 
     async def _shutdown(self, server_finished: bool) -> int:
         returncode = await self.pipe.stop_server(server_finished)
         for req_id in list(self._pending):
             self.pipe.send_client(error(req_id, INTERNAL_ERROR, "the MCP server exited"))
         self._pending.clear()
-        await asyncio.to_thread(self.sink.stop)
+        await asyncio.to_thread(self.sink.stop)  # every record written and synced
+        self.pipe.release(final=True)
         self.log(
             f"server exited with {returncode}; {self.stats.allowed} calls allowed,"
             f" {self.stats.denied} refused, {self.stats.asked} asked,"
@@ -316,7 +348,7 @@ class McpProxy:
             elicit = caps.get("elicitation") if isinstance(caps, dict) else None
             # form mode: declared explicitly, or an empty object (2025-11-25 compatibility)
             self.client_can_elicit = isinstance(elicit, dict) and (not elicit or "form" in elicit)
-        self._pending[msg_id] = method  # answered with an error should the server die
+        self._pending[msg_id] = (method, 0)  # answered with an error should the server die
         await self._forward(line)
 
     async def _forward(self, data: bytes) -> None:
@@ -352,30 +384,48 @@ class McpProxy:
         name: str = params["name"]
         arguments = params.get("arguments")
         call = tool_call(name, arguments, self.cwd, self.session.id)
-        verdict = self.gate.decide(call, context={"method": "tools/call"})
+        verdict, record = self._decide(call, {"method": "tools/call"})
         if verdict.action is VerdictAction.ASK:
             self.stats.asked += 1
-            self.pipe.spawn(self._ask_then_run(msg_id, call, verdict, line))
+            self.pipe.spawn(self._ask_then_run(msg_id, call, verdict, line, record))
             return
         if verdict.action is not VerdictAction.ALLOW:  # MCP cannot rewrite: confined is deny
             self.stats.denied += 1
-            self.pipe.send_client(tool_error(msg_id, _refusal(name, verdict)))
+            self._refuse_call(msg_id, name, verdict, record)
             return
         self.stats.allowed += 1
         if self.bridge.owns(name):
-            self.pipe.spawn(self._planning_call(msg_id, name, dict(call.input)))
+            self.pipe.spawn(self._planning_call(msg_id, name, dict(call.input), record))
         else:
-            self._pending[msg_id] = "tools/call"
+            self._pending[msg_id] = ("tools/call", record)
             await self._forward(line)
 
-    async def _ask(self, verdict: Verdict, context: Json) -> Verdict:
-        """Put an "ask" to the user; the verdict is an allow only on an explicit yes."""
+    def _decide(self, call: ToolCall, context: Json) -> tuple[Verdict, int]:
+        """The gate's verdict and the number of its record (0: not recorded, e.g. an allow
+        under ``--audit refusals``)."""
+        before = self.sink.last
+        verdict = self.gate.decide(call, context=context)
+        return verdict, (self.sink.last if self.sink.last != before else 0)
+
+    def _refuse_call(self, msg_id: Any, name: str, verdict: Verdict, record: int) -> None:
+        text = _refusal(name, verdict)
+        self.pipe.send_client(
+            tool_error(msg_id, text),
+            record=record,
+            withheld=lambda why: tool_error(msg_id, f"{text}; {_unrecorded(why)}"),
+        )
+
+    async def _ask(self, verdict: Verdict, context: Json, record: int) -> tuple[Verdict, int]:
+        """Put an "ask" to the user; the verdict is an allow only on an explicit yes.
+
+        With the number of the record of the final verdict (``record`` if unchanged).
+        """
         if not self.client_can_elicit:
             reason = (
                 f"{verdict.reason}; the policy asks the user first and this client cannot be"
                 " asked (no elicitation capability), so the call is refused"
             )
-            return verdict.resolved(VerdictAction.DENY, reason)
+            return verdict.resolved(VerdictAction.DENY, reason), record
         call = verdict.call
         assert call is not None and verdict.decision is not None
         agent = verdict.agent or "?"
@@ -383,23 +433,25 @@ class McpProxy:
         try:
             yes = asking.read_call_answer(await self._elicit(message, schema))
         except asking.AskFailed as exc:
-            return verdict.resolved(VerdictAction.DENY, f"{verdict.reason}; {exc}")
+            return verdict.resolved(VerdictAction.DENY, f"{verdict.reason}; {exc}"), record
         answered = verdict.resolved(
             VerdictAction.ALLOW if yes else VerdictAction.DENY,
             f"the user {'allowed' if yes else 'refused'} it when asked ({verdict.reason})",
         )
-        return self.gate.audit(answered, {**context, "asked": True}, self.guard)
+        before = self.sink.last
+        final = self.gate.audit(answered, {**context, "asked": True}, self.guard)
+        return final, (self.sink.last if self.sink.last != before else record)
 
     async def _ask_then_run(
-        self, msg_id: Any, call: ToolCall, verdict: Verdict, line: bytes
+        self, msg_id: Any, call: ToolCall, verdict: Verdict, line: bytes, record: int
     ) -> None:
-        verdict = await self._ask(verdict, {"method": "tools/call"})
+        verdict, record = await self._ask(verdict, {"method": "tools/call"}, record)
         if not verdict.allowed:
-            self.pipe.send_client(tool_error(msg_id, _refusal(call.name, verdict)))
+            self._refuse_call(msg_id, call.name, verdict, record)
         elif self.bridge.owns(call.name):
-            await self._planning_call(msg_id, call.name, dict(call.input))
+            await self._planning_call(msg_id, call.name, dict(call.input), record)
         else:
-            self._pending[msg_id] = "tools/call"
+            self._pending[msg_id] = ("tools/call", record)
             await self._forward(line)
 
     async def _resources_read(self, msg_id: Any, params: Any, line: bytes) -> None:
@@ -411,27 +463,35 @@ class McpProxy:
             )
             return
         if not is_file_uri(uri):
-            self._pending[msg_id] = "resources/read"
+            self._pending[msg_id] = ("resources/read", 0)
             await self._forward(line)
             return
         context = {"method": "resources/read"}
         call = resource_call(uri, self.cwd, self.session.id)
-        verdict = self.gate.decide(call, context=context)
+        verdict, record = self._decide(call, context)
         if verdict.action is VerdictAction.ASK:
-            verdict = await self._ask(verdict, context)
+            verdict, record = await self._ask(verdict, context, record)
         if verdict.action is VerdictAction.ALLOW:
-            self._pending[msg_id] = "resources/read"
+            self._pending[msg_id] = ("resources/read", record)
             await self._forward(line)
         else:
             self.stats.denied += 1
             text = _refusal("resources/read", verdict)
-            self.pipe.send_client(error(msg_id, INVALID_REQUEST, text))
+            self.pipe.send_client(
+                error(msg_id, INVALID_REQUEST, text),
+                record=record,
+                withheld=lambda why: error(msg_id, INVALID_REQUEST, f"{text}; {_unrecorded(why)}"),
+            )
 
-    async def _planning_call(self, msg_id: Any, name: str, arguments: Json) -> None:
+    async def _planning_call(self, msg_id: Any, name: str, arguments: Json, record: int) -> None:
         self.stats.planning += 1
         elicit = self._elicit_from_thread if self.client_can_elicit else None
         result = await self.bridge.call(name, arguments, elicit)
-        self.pipe.send_client({"jsonrpc": "2.0", "id": msg_id, "result": result.to_mcp()})
+        self.pipe.send_client(
+            {"jsonrpc": "2.0", "id": msg_id, "result": result.to_mcp()},
+            record=record,
+            withheld=lambda why: tool_error(msg_id, f"{name}: {_unrecorded(why)}"),
+        )
 
     # -- server -> client ------------------------------------------------------------------
 
@@ -445,7 +505,8 @@ class McpProxy:
             self.log(f"dropped a server message that is not an object: {line[:200]!r}")
             return
         if "method" not in message and "id" in message:
-            method = self._pending.pop(message["id"], None)
+            msg_id = message["id"]
+            method, record = self._pending.pop(msg_id, ("", 0))
             if method in ("initialize", "tools/list") and isinstance(message.get("result"), dict):
                 if method == "initialize":
                     self._patch_initialize(message["result"])
@@ -453,9 +514,12 @@ class McpProxy:
                     self._patch_tools_list(message["result"])
                 self.pipe.send_client(message)
                 return
+            if record:  # the answer of a checked call: sent once its record is written
+                self.pipe.send_client(line, record=record, withheld=_withheld(msg_id, method))
+                return
         if message.get("method") == "roots/list" and "id" in message:
             self._roots_requests.add(message["id"])
-        self.pipe.send_client(line)
+        self.pipe.send_client(line)  # passed through as received, never re-serialised
 
     def _note_roots(self, result: Any) -> None:
         """The client's roots become the server's directories: check them like its argv."""
@@ -514,6 +578,23 @@ def _relative_base_mismatch(server_cmd: list[str], cwd: str) -> str | None:
 
 def _refusal(tool: str, v: Verdict) -> str:
     return f"guard refused {tool}: {v.reason} (rule: {v.rule})"
+
+
+def _unrecorded(why: str) -> str:
+    return f"guard could not record its verdict ({why}), so the answer is withheld"
+
+
+def _withheld(msg_id: Any, method: str) -> Callable[[str], Json]:
+    """What replaces the server's answer to a forwarded call whose record could not be
+    written: the call ran, but the client does not get its result."""
+
+    def make(why: str) -> Json:
+        text = f"{method}: the server ran the call, but {_unrecorded(why)}"
+        if method == "tools/call":
+            return tool_error(msg_id, text)
+        return error(msg_id, INTERNAL_ERROR, text)
+
+    return make
 
 
 def run_proxy(proxy: McpProxy) -> int:

@@ -20,18 +20,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import secrets
 import shutil
 import stat
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from guard.effects import GuardError
+from guard.monitor import gitstate
 from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
 from guard.monitor.fsops import (
     Anchor,
@@ -47,10 +46,9 @@ from guard.monitor.fsops import (
     write_new_file,
     xattrs_of,
 )
+from guard.monitor.gitstate import GIT_TIMEOUT, IndexEntry
 
 DEFAULT_SIZE_CAP = 16 * 1024 * 1024
-#: seconds any git command the monitor runs may take (a FIFO planted in .git must not hang it)
-GIT_TIMEOUT = 60
 _CHUNK = 1 << 20
 _IN_MEMORY = 1 << 20
 
@@ -140,7 +138,9 @@ class BaselineStats:
     over_cap: int = 0
     unreadable: int = 0
     special: int = 0
-    seconds: float = 0.0
+    ignored: int = 0
+    seconds: float = 0.0  # all of it
+    blocking: float = 0.0  # what the command waited for (the first phase)
 
     def summary(self) -> str:
         parts = [
@@ -155,7 +155,11 @@ class BaselineStats:
             parts.append(f"{self.unreadable:,} unreadable (not restorable)")
         if self.special:
             parts.append(f"{self.special:,} FIFOs, sockets or devices (never opened)")
-        return "; ".join(parts) + f"; took {self.seconds:.2f} s"
+        if self.ignored:
+            parts.append(f"{self.ignored:,} ignored by git (never copied, not restorable)")
+        return "; ".join(parts) + (
+            f"; took {self.seconds:.2f} s ({self.blocking:.2f} s before the command could start)"
+        )
 
 
 def _human(n: int) -> str:
@@ -167,90 +171,7 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
-@dataclass(frozen=True, slots=True)
-class IndexEntry:
-    """A stage-0 entry of git's index with the stat data git cached for it."""
-
-    blob: str
-    ctime_ns: int
-    mtime_ns: int
-    ino: int
-    uid: int
-    gid: int
-    size: int
-
-
-def git_index(worktree: Path) -> dict[str, IndexEntry]:
-    """Absolute path -> index entry for every stage-0 regular file or symlink.
-
-    Uses ``git ls-files --stage --debug -z`` (read-only: the index is not
-    refreshed or rewritten).
-    """
-    if not (worktree / ".git").exists():
-        return {}
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(worktree), "ls-files", "--stage", "--debug", "-z"],
-            capture_output=True,
-            check=True,
-            stdin=subprocess.DEVNULL,
-            timeout=GIT_TIMEOUT,
-        ).stdout
-    except subprocess.TimeoutExpired as exc:
-        raise BaselineError(f"git ls-files took over {GIT_TIMEOUT} s in {worktree}") from exc
-    except FileNotFoundError:
-        return {}  # no git binary: everything is hashed and copied instead
-    except subprocess.CalledProcessError as exc:
-        msg = exc.stderr.decode(errors="replace").strip()
-        raise BaselineError(f"git ls-files failed in {worktree}: {msg}") from exc
-    entries: dict[str, IndexEntry] = {}
-    root = str(worktree)
-    consumed = 0
-    for m in _INDEX_RECORD.finditer(out):
-        if m.start() != consumed:
-            raise BaselineError(
-                f"unexpected `git ls-files --debug` output in {worktree} at byte {consumed};"
-                f" git {_git_version()} may format it differently"
-            )
-        consumed = m.end()
-        mode, blob, stage, name, cs, cn, ms, mn, ino, uid, gid, size = m.groups()
-        if stage != b"0" or mode == b"160000":
-            continue
-        entries[os.path.join(root, os.fsdecode(name))] = IndexEntry(
-            blob.decode(),
-            int(cs) * 1_000_000_000 + int(cn),
-            int(ms) * 1_000_000_000 + int(mn),
-            int(ino),
-            int(uid),
-            int(gid),
-            int(size),
-        )
-    if consumed != len(out):
-        raise BaselineError(
-            f"unexpected `git ls-files --debug` output in {worktree} at byte {consumed};"
-            f" git {_git_version()} may format it differently"
-        )
-    return entries
-
-
-_INDEX_RECORD = re.compile(
-    rb"(\d+) ([0-9a-f]+) (\d)\t([^\0]*)\0"
-    rb"  ctime: (\d+):(\d+)\n"
-    rb"  mtime: (\d+):(\d+)\n"
-    rb"  dev: \d+\tino: (\d+)\n"
-    rb"  uid: (\d+)\tgid: (\d+)\n"
-    rb"  size: (\d+)\tflags: [0-9a-f]+\n"
-)
-
-
-def _git_version() -> str:
-    try:
-        return subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "?"
-
-
-def _index_mtime_ns(worktree: Path | None) -> int:
+def index_mtime_ns(worktree: Path | None) -> int:
     if worktree is None:
         return 0
     try:
@@ -379,7 +300,22 @@ class Baseline:
     changed: dict[str, str] = field(default_factory=dict)
     anchor: Anchor | None = None
     temp_names: set[str] = field(default_factory=set)  # the restore's own temporary files
-    _index_mtime: int = 0
+    index_mtime: int = 0
+
+    # filled by the two phases (guard/monitor/phases.py)
+    status: gitstate.Status | None = None  # git status before the command started
+    index: dict[str, IndexEntry] = field(default_factory=dict)
+    index_data: bytes | None = None  # the index bytes, until phase 2 parses them
+    #: paths whose baseline is their state before the command started, whatever
+    #: happened to them since (a copy taken then, git's blob, or absent then)
+    exact: set[str] = field(default_factory=set)
+    #: paths changed while the first phase ran (before the command started)
+    pre_early: set[str] = field(default_factory=set)
+    roots: list[Path] = field(default_factory=list)
+    size_cap: int = DEFAULT_SIZE_CAP
+    ignore: Callable[[str], bool] | None = None
+    progress: Progress | None = None
+    started: float = 0.0
 
     @classmethod
     def take(
@@ -392,26 +328,15 @@ class Baseline:
         size_cap: int = DEFAULT_SIZE_CAP,
         progress: Progress | None = None,
     ) -> Baseline:
-        start = time.perf_counter()
-        store.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (store / "objects").mkdir(exist_ok=True)
-        bl = cls(store=store, worktree=worktree, anchor=Anchor([str(r) for r in roots]))
-        index = git_index(worktree) if worktree is not None else {}
-        bl._index_mtime = _index_mtime_ns(worktree)
-        n = 0
-        for path, st, meta, pfd, name in walk(roots, ignore):
-            bl.entries[path] = bl._record(path, st, meta, pfd, name, index.get(path), size_cap)
-            n += 1
-            if progress is not None and n % 500 == 0:
-                # one pass lists and reads (so identity and content belong together):
-                # the total is known only at the end
-                progress("scanning", n, 0)
-        if progress is not None:
-            progress("hashing", n, n)
-        bl.stats.seconds = time.perf_counter() - start
+        """Both phases at once, nothing changing meanwhile (see :mod:`guard.monitor.phases`)."""
+        from guard.monitor import phases
+
+        bl = phases.prepare(cls, roots, store=store, worktree=worktree, ignore=ignore,
+                            size_cap=size_cap, progress=progress)
+        phases.complete(bl, set)
         return bl
 
-    def _record(
+    def record(
         self, path: str, st: os.stat_result, meta: str, pfd: int | None, name: str,
         ie: IndexEntry | None, cap: int,
     ) -> Entry:
@@ -438,7 +363,7 @@ class Baseline:
         elif sig.kind == "file":
             s.files += 1
             s.bytes += sig.size
-            if ie is not None and self._clean(st, ie):
+            if ie is not None and self.clean(st, ie):
                 # git status's own shortcut: the stat data git cached matches, and the
                 # entry is older than the index (not "racily clean"): the content is
                 # the blob, already in git's object database. Nothing to read.
@@ -459,7 +384,7 @@ class Baseline:
             e.unrestorable = "not a regular file, directory or symlink (never opened)"
         return e
 
-    def _clean(self, st: os.stat_result, ie: IndexEntry) -> bool:
+    def clean(self, st: os.stat_result, ie: IndexEntry) -> bool:
         return (
             st.st_mtime_ns == ie.mtime_ns
             and st.st_ctime_ns == ie.ctime_ns
@@ -467,7 +392,7 @@ class Baseline:
             and st.st_uid == ie.uid
             and st.st_gid == ie.gid
             and st.st_size % (1 << 32) == ie.size
-            and ie.mtime_ns < self._index_mtime
+            and ie.mtime_ns < self.index_mtime
         )
 
     def same_content(self, e: Entry, path: str) -> bool:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from typing import TYPE_CHECKING
 
 from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
-from guard.monitor.baseline import Sig, walk
+from guard.monitor import phases
+from guard.monitor.baseline import Baseline, Sig, walk
 from guard.monitor.events import SETTLE_MAX, SETTLE_OPEN_QUIET, SETTLE_QUIET, Violation
 from guard.monitor.gitindex import quarantine_index, read_index, staged, write_index
 
@@ -31,15 +33,20 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
     """
     if m.baseline is None:
         raise GuardError("the monitor has not been started")
+    m.baseline_done.wait()
     baseline = m.baseline
     with m._recon_lock:
         t0 = time.perf_counter()
         before = len(m.violations)
         seen: set[str] = set()
         changed = 0
+        with m._lock:
+            snapshot = dict(m._known)  # compared without the lock; differences re-read under it
         for path, st, meta, _, _ in walk(m.roots, m._ignored):
             seen.add(path)
             cur = Sig.of(st, meta)
+            if snapshot.get(path, _MISSING) == cur:
+                continue
             with m._lock:
                 known = m._known.get(path, _MISSING)
             if known == cur:
@@ -80,6 +87,110 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
 
 
 
+def begin_baseline(m: Monitor, t0: float) -> None:
+    """Phase 1 of the baseline (the caller's command waits for it), then phase 2 on a
+    thread of its own (``m.background``) or at once. See :mod:`guard.monitor.phases`."""
+    try:
+        for g in m._git_dirs:
+            m._index_base[g] = (read_index(g), "")
+        worktree = m.guard.roots.worktree
+        data = m._index_base.get(str(worktree) + "/.git", (None, ""))[0] if worktree else None
+        m.baseline = phases.prepare(
+            Baseline, m.roots, store=m.store, worktree=worktree, ignore=m._ignored,
+            size_cap=m.size_cap, progress=m.progress, index_data=data,
+        )
+    except BaseException:
+        m._stop_observer()
+        m.anchor.close()
+        raise
+    # what changed while phase 1 ran (before the command started) keeps the old rule
+    m.sync()
+    with m._lock:
+        m.baseline.pre_early = set(m._early)
+    if m.background and m.baseline.status is not None:
+        m._baseline_thread = threading.Thread(
+            target=finish_baseline, args=(m, t0), daemon=True, name="guard-baseline")
+        m._baseline_thread.start()
+    else:
+        try:
+            finish_baseline(m, t0)
+        except BaseException:
+            m._stop_observer()
+            m.anchor.close()
+            raise
+
+
+def _early_paths(m: Monitor) -> set[str]:
+    m.sync()
+    with m._lock:
+        return set(m._early)
+
+
+def finish_baseline(m: Monitor, t0: float) -> None:
+    """Phase 2, then the changes made meanwhile, then the reconciler and settler."""
+    bl = m.baseline
+    assert bl is not None
+    try:
+        try:
+            phases.complete(bl, lambda: _early_paths(m))
+            for g in m._git_dirs:
+                data = m._index_base[g][0]
+                digest = staged(data, os.path.dirname(g), m.store)
+                m._index_base[g] = (data, digest)
+                m._index_known[g] = digest
+        except Exception as exc:
+            if not m.background:
+                raise
+            m._notice("error", f"the baseline could not be completed: {exc}; changes are"
+                               " still reported, restores may fail")
+        # every event generated while the baseline ran is now recorded in _early
+        m.sync()
+        with m._lock:
+            m._known = {p: e.sig for p, e in bl.entries.items()}
+            early, m._early = m._early, {}
+        m.startup_seconds = time.perf_counter() - t0
+        m._ready.set()
+        m._notice(
+            "start",
+            f"watching {', '.join(map(str, m.roots))} as agent {m.agent!r}"
+            f" ({'restore' if m.restore else 'report only'});"
+            f" baseline: {bl.stats.summary()}; start-up {m.startup_seconds:.2f} s",
+        )
+        _not_restorable(m, bl)
+        m._flush()
+        during_baseline(m, early)
+        for g in m._git_dirs:
+            if read_index(g) != m._index_base[g][0]:
+                m._index_change(g, "modified")
+        for target, name in ((m._reconcile_loop, "guard-reconcile"),
+                             (m._settle_loop, "guard-settle")):
+            t = threading.Thread(target=target, daemon=True, name=name)
+            t.start()
+            m._threads.append(t)
+    finally:
+        m.baseline_done.set()
+
+
+def _not_restorable(m: Monitor, bl: Baseline) -> None:
+    over = bl.over_cap()
+    if over:
+        names = ", ".join(e.path for e in over[:5]) + (" ..." if len(over) > 5 else "")
+        m._notice(
+            "not-restorable",
+            f"{len(over)} files are over the size cap and not in git: a change to them is"
+            f" reported but cannot be undone: {names}",
+        )
+    if bl.status is not None and bl.status.ignored:
+        tops = sorted(p for p in bl.status.ignored if not m._ignored(p))
+        if tops:
+            names = ", ".join(m._rel(p) for p in tops[:8]) + (" ..." if len(tops) > 8 else "")
+            m._notice(
+                "not-restorable",
+                f"{len(tops)} paths ignored by git are never copied: a change in them is"
+                f" reported but cannot be undone: {names}",
+            )
+
+
 def during_baseline(m: Monitor, early: dict[str, str]) -> None:
     """Changes made while the baseline was taken: never adopted silently.
 
@@ -89,17 +200,26 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
     the changed version, and the version before it was never read. If the path
     has changed again since its capture, that change is then handled like any
     event (with --restore: quarantined, the captured version restored).
+
+    A path whose baseline is its state from before the command started
+    (``Baseline.exact``: changed only after the first phase) is not that case:
+    its change is handled like any event, and ``--restore`` undoes it.
     """
-    assert m.baseline is not None
-    for path, why in m.baseline.changed.items():
+    bl = m.baseline
+    assert bl is not None
+    for path, why in bl.changed.items():
         early.setdefault(path, f"modified ({why})")
     for path, event in sorted(early.items()):
         if m._ignored(path) or path in m._plan_ancestors:
             continue
         cur = m._sig(path)
+        if path in bl.exact and path not in bl.pre_early and path not in bl.changed:
+            m._change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE,
+                      event.split(" ")[0], "made before the baseline was complete")
+            continue
         with m._lock:
             known = m._known.get(path, _MISSING)
-            in_baseline = path in m.baseline.entries
+            in_baseline = path in bl.entries
         gone = cur is None and not in_baseline
         kind = EffectKind.DELETE if gone else EffectKind.WRITE
         detail = ("deleted before the baseline could read it" if gone

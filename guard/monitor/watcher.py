@@ -56,9 +56,8 @@ from guard.monitor.events import (
     new_session_id,
 )
 from guard.monitor.fsops import Anchor, Unsafe, dir_meta
-from guard.monitor.gitindex import read_index, staged
 from guard.monitor.quarantine import Quarantine, quarantine_root
-from guard.monitor.scan import drain_pending, during_baseline, index_change
+from guard.monitor.scan import begin_baseline, drain_pending, index_change
 from guard.monitor.scan import reconcile as _reconcile
 
 if TYPE_CHECKING:
@@ -104,6 +103,7 @@ class Monitor(_Sink):
         on_notice: Callable[[Notice], None] | None = None,
         final_reconcile: bool = True,
         sink: audit.AuditSink | None = None,
+        background: bool = False,
     ) -> None:
         guard.agent(agent)  # an unknown agent is a GuardError naming the known ones
         self.session = session or new_session_id()
@@ -171,6 +171,11 @@ class Monitor(_Sink):
         self._observer: _Observer | None = None
         self._threads: list[threading.Thread] = []
         self._started = False
+        #: finish the baseline while the command runs (see guard/monitor/phases.py)
+        self.background = background
+        #: set once the whole baseline is taken (and early changes handled)
+        self.baseline_done = threading.Event()
+        self._baseline_thread: threading.Thread | None = None
 
         self._git_dirs = [str(root / ".git") for root in self.roots if (root / ".git").is_dir()]
         self._index_paths = {g + "/index": g for g in self._git_dirs}
@@ -230,52 +235,7 @@ class Monitor(_Sink):
                 self._notice("error", f"cannot create {self.quarantine.session_dir}: {exc}")
         self._start_observer()
         self._await_watches()
-        try:
-            self.baseline = Baseline.take(
-                self.roots,
-                store=self.store,
-                worktree=self.guard.roots.worktree,
-                ignore=self._ignored,
-                size_cap=self.size_cap,
-                progress=self.progress,
-            )
-            for g in self._git_dirs:
-                data = read_index(g)
-                digest = staged(data, os.path.dirname(g), self.store)
-                self._index_base[g] = (data, digest)
-                self._index_known[g] = digest
-        except BaseException:
-            self._stop_observer()
-            self.anchor.close()
-            raise
-        # every event generated while the baseline ran is now recorded in _early
-        self.sync()
-        with self._lock:
-            self._known = {p: e.sig for p, e in self.baseline.entries.items()}
-            early, self._early = self._early, {}
-        self.startup_seconds = time.perf_counter() - t0
-        self._ready.set()
-        self._notice(
-            "start",
-            f"watching {', '.join(map(str, self.roots))} as agent {self.agent!r}"
-            f" ({'restore' if self.restore else 'report only'});"
-            f" baseline: {self.baseline.stats.summary()}; start-up {self.startup_seconds:.2f} s",
-        )
-        over = self.baseline.over_cap()
-        if over:
-            names = ", ".join(e.path for e in over[:5]) + (" ..." if len(over) > 5 else "")
-            self._notice(
-                "not-restorable",
-                f"{len(over)} files are over the size cap and not in git: a change to them is"
-                f" reported but cannot be undone: {names}",
-            )
-        self._flush()
-        during_baseline(self, early)
-        for target, name in ((self._reconcile_loop, "guard-reconcile"),
-                             (self._settle_loop, "guard-settle")):
-            t = threading.Thread(target=target, daemon=True, name=name)
-            t.start()
-            self._threads.append(t)
+        begin_baseline(self, t0)  # the command may start once this returns
         return self
 
     def _start_observer(self) -> None:
@@ -330,6 +290,8 @@ class Monitor(_Sink):
     def stop(self) -> None:
         if not self._started or self._stop.is_set():
             return
+        if self._baseline_thread is not None:
+            self._baseline_thread.join()  # early changes are handled before anything stops
         self._stop.set()
         self._wake.set()
         self._ready.set()

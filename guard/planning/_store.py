@@ -54,7 +54,16 @@ def locked(lock_path: Path) -> Iterator[None]:
 
 def append_line(path: Path, line: str) -> None:
     """Append one line to a JSONL file under an exclusive lock, in a single write."""
-    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    append_lines(path, [line])
+
+
+def append_lines(path: Path, lines: list[str], *, sync: bool = True) -> None:
+    """Append ``lines`` to a JSONL file under an exclusive lock, in a single write.
+
+    A failed write is taken back (all lines or none). ``sync=False`` leaves the
+    fsync to the caller (a buffered writer that syncs batches in the background).
+    """
+    data = b"".join((line.rstrip("\n") + "\n").encode("utf-8") for line in lines)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -66,9 +75,10 @@ def append_line(path: Path, line: str) -> None:
                 view = view[written:]
         except OSError:
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, size)  # a full disk: take back the partial line
+                os.ftruncate(fd, size)  # a full disk: take back the partial lines
             raise
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from guard import effects
 from guard.effects import GuardError
 from guard.planning._base import Mode, utc_now
-from guard.planning._store import append_line
+from guard.planning._store import append_lines
 from guard.planning.checklist import PlanItem, Question, StepStatus
 
 log = logging.getLogger(__name__)
@@ -190,10 +190,22 @@ def publish(session: Recorder, event: Event) -> Path:
     The event is stamped with the session's id. Returns the JSONL file. A
     subscriber that raises is logged and does not stop the others.
     """
-    if event.session is None:
-        event = event.model_copy(update={"session": session.id})
-    append_line(session.events_path, event.model_dump_json())
-    deliver(event)
+    return publish_many(session, [event])
+
+
+def publish_many(session: Recorder, batch: list[Event], *, sync: bool = True) -> Path:
+    """Append ``batch`` to the session's event log in one write, then deliver it in order.
+
+    All the events are in the log or none is. ``sync=False`` leaves the fsync to
+    the caller (the MCP proxy's buffered writer syncs in the background).
+    """
+    stamped = [
+        e if e.session is not None else e.model_copy(update={"session": session.id})
+        for e in batch
+    ]
+    append_lines(session.events_path, [e.model_dump_json() for e in stamped], sync=sync)
+    for event in stamped:
+        deliver(event)
     return session.events_path
 
 

@@ -12,9 +12,32 @@
                                         the pending exit is approved and the hooks switch to
                                         the build agent for the session, without a restart
 
-Run as ``python -I -m guard.planning.host claude-code [--agent A] [--policy P]`` with the
+``guard install gemini`` (Gemini CLI 0.61) wires::
+
+    SessionStart, BeforeAgent        -> hookSpecificOutput.additionalContext, as above
+    BeforeTool  exit_plan_mode       -> Gemini's own exit (``{plan_filename}``, a file in
+                                        ``$GEMINI_PLANS_DIR``): its text becomes the plan
+                                        file when the model wrote none, the exit is recorded
+                                        as pending, and the call is refused: Gemini's hooks
+                                        cannot ask, and headless Gemini approves its own exit
+                                        with nobody asked, so the user approves with
+                                        `guard plan exit --approve`
+
+``guard install codex`` (Codex CLI 0.171) wires::
+
+    SessionStart, UserPromptSubmit   -> hookSpecificOutput.additionalContext, as above
+    Stop                             -> Codex's plan gesture is text: a final answer holding
+                                        ``<proposed_plan>...</proposed_plan>``. Its text
+                                        becomes the plan file when the model wrote none, the
+                                        exit is recorded as pending, and the user is told
+                                        (systemMessage) to approve with `guard plan exit
+                                        --approve`; Codex hooks cannot ask. (``update_plan``
+                                        is Codex's checklist, not an exit: guard refuses it
+                                        in plan mode.)
+
+Run as ``python -I -m guard.planning.host HOST [--agent A] [--policy P]`` with the
 host's payload on stdin. Context events never block the user's prompt (exit 0, and a
-failure is reported as context); the ExitPlanMode gate fails closed (exit 2).
+failure is reported as context); the exit gates fail closed (exit 2).
 """
 
 from __future__ import annotations
@@ -22,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Mapping
@@ -35,15 +59,28 @@ from guard.planning.handshake import UserDecision, plan_exit
 from guard.planning.runtime import describe_current_agent, plan_file_instruction
 from guard.planning.session import PendingRequest, Session
 
-HOSTS = ("claude-code",)
+HOSTS = ("claude-code", "gemini", "codex")
 MODULE = "guard.planning.host"
 EXIT_TOOL = "ExitPlanMode"
 EXIT_HINT = (
     "call ExitPlanMode with the plan (guard keeps it as the plan file and asks the user)"
 )
+GEMINI_EXIT_TOOL = "exit_plan_mode"
+CODEX_PLAN_TAG = re.compile(r"<proposed_plan>\s*(.*?)\s*</proposed_plan>", re.DOTALL)
+CODEX_EXIT_HINT = (
+    "end your turn with the plan inside <proposed_plan>...</proposed_plan> (guard keeps it"
+    " as the plan file when you wrote none)"
+)
 #: Claude Code permission modes in which an "ask" answer reaches the user as a prompt.
 PROMPTING_MODES = frozenset({"default", "plan", "acceptEdits"})
-CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
+#: Per host: the events whose answer is context for the model.
+CONTEXT_EVENTS: dict[str, tuple[str, ...]] = {
+    "claude-code": ("SessionStart", "UserPromptSubmit"),
+    "gemini": ("SessionStart", "BeforeAgent"),
+    "codex": ("SessionStart", "UserPromptSubmit"),
+}
+#: Per host: how the model hands its plan over, in the words the context uses.
+EXIT_HINTS: dict[str, str] = {"claude-code": EXIT_HINT, "gemini": "", "codex": CODEX_EXIT_HINT}
 
 #: (event, matcher) pairs ``guard install claude-code`` wires to this module.
 CLAUDE_CODE_EVENTS: tuple[tuple[str, str | None], ...] = (
@@ -51,6 +88,18 @@ CLAUDE_CODE_EVENTS: tuple[tuple[str, str | None], ...] = (
     ("UserPromptSubmit", None),
     ("PreToolUse", EXIT_TOOL),
     ("PostToolUse", EXIT_TOOL),
+)
+#: (event, matcher) pairs ``guard install gemini`` wires to this module.
+GEMINI_EVENTS: tuple[tuple[str, str | None], ...] = (
+    ("SessionStart", None),
+    ("BeforeAgent", None),
+    ("BeforeTool", GEMINI_EXIT_TOOL),
+)
+#: (event, matcher) pairs ``guard install codex`` wires to this module.
+CODEX_EVENTS: tuple[tuple[str, str | None], ...] = (
+    ("SessionStart", None),
+    ("UserPromptSubmit", None),
+    ("Stop", None),
 )
 
 
@@ -61,7 +110,7 @@ class Answer:
     stderr: str = ""
 
 
-def planning_command(hook_command: str) -> str | None:
+def planning_command(hook_command: str, host: str = "claude-code") -> str | None:
     """The command for this module, built from guard's policy hook command.
 
     Same interpreter and ``--agent``/``--policy`` options; None when the hook
@@ -80,7 +129,7 @@ def planning_command(hook_command: str) -> str | None:
             options += [word, next(it, "")]
         elif word.startswith(("--agent=", "--policy=")):
             options.append(word)
-    parts = [words[0], "-I", "-m", MODULE, "claude-code", *options]
+    parts = [words[0], "-I", "-m", MODULE, host, *options]
     return " ".join(shlex.quote(p) for p in parts) + " || exit 2"
 
 
@@ -115,8 +164,10 @@ def context_text(
     agent: str | None = None,
     policy: str | None = None,
     permission_mode: str | None = None,
+    host: str = "claude-code",
 ) -> str:
     """What the model is told at the start of a session and of each turn ('' for nothing)."""
+    exit_hint = EXIT_HINTS.get(host, "")
     if agent:
         env = {**env, "GUARD_AGENT": agent}
     current = describe_current_agent(cwd, env=env, policy=policy)
@@ -124,7 +175,7 @@ def context_text(
     if current.agent is None:
         return f"guard: {current.reason}. Tell the user; every tool call is refused until then."
     if session is not None and current.mode is Mode.PLAN:
-        return "guard: " + plan_file_instruction(cwd, session, exit_hint=EXIT_HINT)
+        return "guard: " + plan_file_instruction(cwd, session, exit_hint=exit_hint)
     if session is not None:
         approved = [d for d in session.decisions if d.decision == "approve"]
         if approved and approved[-1].plan_path:
@@ -136,7 +187,7 @@ def context_text(
     plan_agent = permission_mode == "plan" or (env.get("GUARD_AGENT", "").strip() == "plan")
     if plan_agent:
         planning = _plan_session(cwd)
-        return "guard: " + plan_file_instruction(cwd, planning, exit_hint=EXIT_HINT)
+        return "guard: " + plan_file_instruction(cwd, planning, exit_hint=exit_hint)
     return ""
 
 
@@ -247,6 +298,106 @@ def _post_context(text: str) -> Answer:
     return _json({"hookSpecificOutput": output})
 
 
+def _request_exit(cwd: str, given: str | None, via: str) -> tuple[Session | None, str | None]:
+    """Keep the plan (the model's file, else ``given``) and record a pending exit.
+
+    (None, None) without a guard plan session; (session, None) when there is no
+    plan to approve; else (session, the plan path).
+    """
+    session = _plan_session(cwd)
+    if session is None:
+        return None, None
+    session.adopt_written_plan()
+    plan = read_plan(session)
+    if (plan is None or not plan.strip()) and given and given.strip():
+        write_plan(session, given)
+        plan = read_plan(session)
+    if plan is None or not plan.strip():
+        return session, None
+    with session.transaction() as s:
+        s.pending = [p for p in s.pending if p.kind != "plan_exit"]
+        s.pending.append(
+            PendingRequest(
+                kind="plan_exit", at=utc_now(), detail={"via": via, "plan_sha256": _digest(plan)}
+            )
+        )
+    session.publish(PlanExit(outcome="requested", text=via, plan_path=session.plan_path))
+    return session, session.plan_path
+
+
+def _waits(session: Session, plan_path: str) -> str:
+    return (
+        f"guard: the plan is saved in {plan_path} and waits for the user, who approves it with"
+        f" `guard plan exit --approve` (session {session.id}); plan mode holds until then."
+    )
+
+
+#: Gemini's plan files are small markdown; more than this is not a plan.
+MAX_PLAN_BYTES = 1 << 20
+
+
+def gemini_plan_text(filename: object, plans_dir: str | None) -> str | None:
+    """The text of Gemini's plan ``filename`` in ``$GEMINI_PLANS_DIR``; None if unsafe or absent.
+
+    Only a regular ``*.md`` file directly inside that directory, never through a link.
+    """
+    if not isinstance(filename, str) or not plans_dir or not filename.endswith(".md"):
+        return None
+    if "/" in filename or filename.startswith(".") or "\x00" in filename:
+        return None
+    try:
+        fd = os.open(os.path.join(plans_dir, filename), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_PLAN_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_PLAN_BYTES:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def gemini_exit(cwd: str, tool_input: Mapping[str, Any], env: Mapping[str, str]) -> Answer:
+    """BeforeTool exit_plan_mode: keep the plan, record the request, refuse the exit.
+
+    Gemini's hooks cannot ask, and headless Gemini approves its own exit with
+    nobody asked, so the exit never counts as the user's approval here.
+    """
+    given = gemini_plan_text(tool_input.get("plan_filename"), env.get("GEMINI_PLANS_DIR"))
+    session, plan_path = _request_exit(cwd, given, "gemini exit_plan_mode")
+    if session is None:
+        return _json({})  # no guard plan session here: the policy hook decides alone
+    if plan_path is None:
+        reason = f"guard: there is no plan to approve yet. {plan_file_instruction(cwd, session)}"
+    else:
+        reason = _waits(session, plan_path) + " End your turn."
+    return _json({"decision": "deny", "reason": reason})
+
+
+def codex_stop(cwd: str, message: object) -> Answer:
+    """Stop: a final answer with ``<proposed_plan>`` is Codex's plan hand-over."""
+    found = CODEX_PLAN_TAG.findall(message) if isinstance(message, str) else []
+    if not found:
+        return Answer(0)
+    session, plan_path = _request_exit(cwd, str(found[-1]), "codex <proposed_plan>")
+    if session is None:
+        return Answer(0)
+    if plan_path is None:
+        return _json({"systemMessage": "guard: the proposed plan is empty; plan mode holds."})
+    return _json({"systemMessage": _waits(session, plan_path)})
+
+
+def _context_answer_for(host: str, event: str, text: str) -> Answer:
+    if host == "gemini" and not text:
+        return _json({})
+    return _context_answer(event, text)
+
+
 def answer(
     payload_text: bytes | str,
     argv: list[str],
@@ -256,8 +407,9 @@ def answer(
     """Answer one hook call of the planning side."""
     env = os.environ if env is None else env
     event = "?"
+    host = "?"
     try:
-        _host, agent, policy = _parse_args(argv)
+        host, agent, policy = _parse_args(argv)
         payload = json.loads(payload_text)
         if not isinstance(payload, dict):
             raise ValueError("stdin must be a JSON object")
@@ -266,22 +418,35 @@ def answer(
         here = where or cwd or os.getcwd()
         mode = payload.get("permission_mode")
         mode = mode if isinstance(mode, str) else None
-        if event in CONTEXT_EVENTS:
-            text = context_text(here, env, agent=agent, policy=policy, permission_mode=mode)
-            return _context_answer(event, text)
+        if event in CONTEXT_EVENTS[host]:
+            text = context_text(
+                here, env, agent=agent, policy=policy, permission_mode=mode, host=host
+            )
+            return _context_answer_for(host, event, text)
+        if agent and agent != "plan":
+            return Answer(0)
         tool = payload.get("tool_name")
         tool_input = payload.get("tool_input")
+        tool_input = tool_input if isinstance(tool_input, dict) else {}
+        if host == "gemini":
+            if event == "BeforeTool" and tool == GEMINI_EXIT_TOOL:
+                return gemini_exit(here, tool_input, env)
+            return _json({})
+        if host == "codex":
+            if event == "Stop":
+                return codex_stop(here, payload.get("last_assistant_message"))
+            return Answer(0)
         use_id = payload.get("tool_use_id") if isinstance(payload.get("tool_use_id"), str) else None
-        if tool != EXIT_TOOL or (agent and agent != "plan"):
+        if tool != EXIT_TOOL:
             return Answer(0)
         if event == "PreToolUse":
-            return exit_requested(here, tool_input if isinstance(tool_input, dict) else {}, use_id)
+            return exit_requested(here, tool_input, use_id)
         if event == "PostToolUse":
             return exit_ran(here, use_id, mode)
         return Answer(0)
     except Exception as exc:
         reason = f"guard (planning hook): {type(exc).__name__}: {exc}"
-        if event in CONTEXT_EVENTS:  # never block the user's prompt; say what broke
+        if event in CONTEXT_EVENTS.get(host, ()):  # never block the user's prompt; say what broke
             return _context_answer(event, reason)
         return Answer(2, "", reason + "\n")
 

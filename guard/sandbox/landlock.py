@@ -26,12 +26,17 @@ This module holds the one Landlock ABI probe (:func:`abi_version`).
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import stat
 
 TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ctypes
+elif __package__:  # _ctypes alone: ``import ctypes`` costs the helper ~5 ms of CPU
+    from guard.sandbox import _ffi as ctypes
+else:  # run by the helper as a sibling module, without the package
+    import _ffi as ctypes
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Any

@@ -27,11 +27,16 @@ it runs before every confined command.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 
 TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ctypes
+elif __package__:  # _ctypes alone: ``import ctypes`` costs the helper ~5 ms of CPU
+    from guard.sandbox import _ffi as ctypes
+else:  # run by the helper as a sibling module, without the package
+    import _ffi as ctypes
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

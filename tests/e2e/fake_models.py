@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -27,13 +28,17 @@ class Call:
 
     For Codex, ``kind="custom"`` makes a custom tool call (apply_patch), whose
     ``args`` is ``{"input": "<patch>"}``. For aider (no tools), ``name`` is ``"text"``
-    and ``args["text"]`` is the whole reply.
+    and ``args["text"]`` is the whole reply. ``args`` may be a function of the request
+    body, for a model that acts on what the conversation told it.
     """
 
     id: str
     name: str
-    args: dict[str, Any]
+    args: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
     kind: str = "function"
+
+    def args_for(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.args(body) if callable(self.args) else self.args
 
 
 @dataclass
@@ -151,12 +156,13 @@ class FakeResponses(_Server):
         step = self.record(body, results)
         if step < len(self.script.steps):
             c = self.script.steps[step]
+            args = c.args_for(body)
             if c.kind == "custom":
                 item = {"type": "custom_tool_call", "id": f"ctc_{c.id}", "status": "completed",
-                        "name": c.name, "input": c.args["input"], "call_id": c.id}
+                        "name": c.name, "input": args["input"], "call_id": c.id}
             else:
                 item = {"type": "function_call", "id": f"fc_{c.id}", "status": "completed",
-                        "name": c.name, "arguments": json.dumps(c.args), "call_id": c.id}
+                        "name": c.name, "arguments": json.dumps(args), "call_id": c.id}
         else:
             item = {"type": "message", "role": "assistant", "id": "msg_final",
                     "status": "completed",
@@ -201,7 +207,8 @@ class FakeGemini(_Server):
         step = self.record(body, mapped)
         if body.get("tools") and step < len(self.script.steps):
             c = self.script.steps[step]
-            part: dict[str, Any] = {"functionCall": {"name": c.name, "args": c.args, "id": c.id}}
+            part: dict[str, Any] = {"functionCall": {"name": c.name, "args": c.args_for(body),
+                                                     "id": c.id}}
         else:
             part = {"text": self.script.final_text}
         chunk = {"candidates": [{"content": {"role": "model", "parts": [part]},
@@ -231,13 +238,14 @@ class FakeChat(_Server):
             with self.lock:
                 step = len(self.script.requests)
                 self.script.requests.append(body)
-            text = steps[step].args["text"] if step < len(steps) else self.script.final_text
+            text = steps[step].args_for(body)["text"] if step < len(steps) else \
+                self.script.final_text
             return self._reply(body, {"role": "assistant", "content": text}, "stop")
         step = self.record(body, results)
         if body.get("tools") and step < len(steps):
             c = steps[step]
             call = {"id": c.id, "type": "function",
-                    "function": {"name": c.name, "arguments": json.dumps(c.args)}}
+                    "function": {"name": c.name, "arguments": json.dumps(c.args_for(body))}}
             return self._reply(body, {"role": "assistant", "content": None,
                                       "tool_calls": [call]}, "tool_calls")
         text = self.script.final_text if body.get("tools") else "Guarded run"

@@ -41,7 +41,7 @@ def commands(settings: dict[str, Any], event: str) -> list[str]:
     """The commands of an event's hooks; the planning hook (tests/planning/test_host.py) aside."""
     out: list[str] = []
     for group in settings.get("hooks", {}).get(event, []):
-        if group.get("matcher") == "ExitPlanMode":
+        if group.get("matcher") in ("ExitPlanMode", "exit_plan_mode"):
             continue
         out.extend(h["command"] for h in group.get("hooks", [group]) if "command" in h)
     return out

@@ -156,6 +156,12 @@ class Ctx:
             return
         self.fds.inputs.extend(self.targets(arg))
 
+    def create_node(self, arg: Arg | str | None, what: str, detail: str) -> None:
+        """A write that makes ``arg`` something other than a regular file (``what``: "a
+        symlink", "a FIFO"...): never a plan file, whatever its name."""
+        for target in self.targets(arg):
+            self.add(Effect(EffectKind.WRITE, target, detail, creates=what))
+
     def delete(self, arg: Arg | str | None, detail: str) -> None:
         self.path(EffectKind.DELETE, arg, detail)
 

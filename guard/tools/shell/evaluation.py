@@ -29,6 +29,11 @@ _LITERAL_NUMBER = re.compile(r"\s*[-+]?\d+\s*")
 ARITH_TEST_OPS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 #: inside arithmetic, a letter, quote, $ or ` means a name or an expansion to evaluate
 _EVALUATES = re.compile(r"[A-Za-z_$`'\"\\]")
+#: code the grammar leaves as text inside ``${...}``: backticks, ``$(``, ``$[``, ``<(``, ``>(``
+_HIDDEN_CODE = re.compile(r"`|\$\(|\$\[|[<>]\(")
+#: leaves of ``${...}`` that may hold such text; a raw_string too: inside double quotes,
+#: ``"${x:-'`cmd`'}"`` keeps the single quotes as characters and runs ``cmd``
+_TEXT_LEAVES = frozenset({"word", "regex", "string_content", "extglob_pattern", "raw_string"})
 
 
 def check_name(ctx: Ctx, name: str | None, how: str) -> bool:
@@ -81,6 +86,13 @@ def expansion(ctx: Ctx, node: Node) -> None:
     """``${...}``: indirection, prompt expansion and substring offsets evaluate code."""
     kids = node.children
     types = [c.type for c in kids]
+    for leaf in _text_leaves(node):
+        text = text_of(leaf)
+        if _HIDDEN_CODE.search(text):
+            # `${x:=`cmd`}`, `${x#$(cmd)}`: the grammar keeps the operand as text, bash
+            # runs it. Unknown code, and what the text runs is analysed as well.
+            ctx.unknown_exec(f"a substitution inside ${{...}} runs code: {clip(text)}")
+            ctx.nested(": " + text, "a substitution inside ${...}")
     if "!" in types:
         ctx.unknown_exec("indirect expansion ${!...} evaluates the name it finds (array"
                          " subscripts run commands)")
@@ -92,6 +104,18 @@ def expansion(ctx: Ctx, node: Node) -> None:
             for operand in kids[i + 1 :]:
                 if operand.is_named and not literal_number(operand):
                     arithmetic(ctx, operand, "a substring offset")
+
+
+def _text_leaves(node: Node) -> list[Node]:
+    out: list[Node] = []
+    stack = list(node.named_children)
+    while stack:
+        child = stack.pop()
+        if child.type in _TEXT_LEAVES and child.named_child_count == 0:
+            out.append(child)
+        else:
+            stack.extend(child.named_children)
+    return out
 
 
 def test_expression(ctx: Ctx, node: Node) -> None:

@@ -273,11 +273,16 @@ def _all_pos(kind: str = "write") -> ProgramHandler:
         for t in p.pos:
             if kind == "delete":
                 ctx.delete(t, f"{name} removes it")
+            elif name in _NODES:
+                ctx.create_node(t, _NODES[name], f"{name} creates {_NODES[name]}")
             else:
                 ctx.write(t, f"{name} changes it")
 
     return handler
 
+
+#: programs whose operands become something other than a regular file
+_NODES = {"mkfifo": "a FIFO", "mknod": "a device node or FIFO"}
 
 for _name in ("rm", "rmdir", "unlink"):
     register(_all_pos("delete"), _name)
@@ -384,6 +389,8 @@ def _copy_like(ctx: Ctx, name: str, args: list[Arg], remove_sources: bool,
         ctx.unknown_write(f"{name} with a missing operand")
         return
     into_dir = bool(target_dir) or len(sources) > 1 or (link and len(p.pos) == 1)
+    node = _created_node(name, p, link, symbolic)
+    backup = "--backup" if p.has("-b", "--backup", "-S") else ""
     no_target = p.has("-T")
     for d in dests:
         for target in ctx.targets(d):
@@ -394,7 +401,10 @@ def _copy_like(ctx: Ctx, name: str, args: list[Arg], remove_sources: bool,
             if no_target:
                 is_dir = False
             if is_dir is not True:
-                ctx.add(Effect.write(target, f"{name} writes its destination"))
+                ctx.add(Effect(EffectKind.WRITE, target, f"{name} writes its destination",
+                               creates=node))
+                if backup:
+                    ctx.unknown_write(f"{name} {backup} writes a backup file beside {target}")
             if is_dir is False:
                 continue
             for src in sources:
@@ -404,7 +414,10 @@ def _copy_like(ctx: Ctx, name: str, args: list[Arg], remove_sources: bool,
                 elif base not in (".", ".."):
                     why = "into the destination directory" if is_dir else \
                         "if the destination is a directory"
-                    ctx.add(Effect.write(posixpath.join(target, base), f"{name} writes it {why}"))
+                    ctx.add(Effect(EffectKind.WRITE, posixpath.join(target, base),
+                                   f"{name} writes it {why}", creates=node))
+                    if backup:
+                        ctx.unknown_write(f"{name} {backup} writes a backup file beside it")
     if p.has("--parents"):
         ctx.unknown_write(f"{name} --parents writes below the destination")
     for s in sources:
@@ -414,6 +427,21 @@ def _copy_like(ctx: Ctx, name: str, args: list[Arg], remove_sources: bool,
             ctx.delete(s, f"{name} removes the source")
         elif not link:
             ctx.read(s, f"{name} reads it")
+
+
+def _created_node(name: str, p: Parsed, link: bool, symbolic: bool) -> str:
+    """What a copy-like program makes at its destination besides a plain regular file:
+    a symlink (``ln -s``, ``cp -s``), a copy of a symlink (``cp -P``/``-d``/``-a``/``-R``
+    without ``-L``), a file with set owner or mode bits (``install -o/-g/-m``, ``cp -p``)."""
+    if symbolic:
+        return "a symlink"
+    if name == "cp" and not link and not p.has("-L", "-H") and p.has("-P", "-d", "-a", "-R"):
+        return "a copy of a symlink when a source is one"
+    if name == "cp" and p.has("-p", "-a", "--preserve"):
+        return "a copy keeping its source's owner and mode bits"
+    if name == "install" and p.has("-o", "-g", "-m"):
+        return "a file with the owner, group or mode install sets"
+    return ""
 
 
 @program("cp")

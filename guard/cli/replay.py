@@ -1,0 +1,180 @@
+"""`guard replay`: decide the tool calls of past agent sessions, as a policy would have."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from guard.cli._app import app, console
+from guard.cli._io import printable
+from guard.cli.options import AgentOpt, PolicyOpt
+
+if TYPE_CHECKING:
+    from guard.replay.model import ReplayCall, ReplayResult
+    from guard.replay.report import Summary
+
+#: Files larger than this (bytes, all transcripts together) get a progress bar on a terminal.
+PROGRESS_BYTES = 2_000_000
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    sarif = "sarif"
+    html = "html"
+
+
+HOSTS_HELP = "auto (recognise each file), claude-code, codex, gemini or opencode."
+
+
+HELP = (
+    "What would the policy have decided for the tool calls of past sessions?\n\n"
+    "Reads host transcripts (Claude Code, Codex, Gemini CLI, OpenCode) line by line and"
+    " decides every tool call through the same gate the hooks use, for AGENT (default: plan),"
+    " against the cwd the call had: a table and a summary, or JSON, SARIF, HTML."
+)
+
+
+@app.command(
+    "replay",
+    help=HELP,
+    epilog=(
+        "Examples:\n\n"
+        "  guard replay ~/.claude/projects/-home-me-repo/   # every Claude Code session there\n\n"
+        "  guard replay ~/.codex/sessions/2026/ --format html -o review.html\n\n"
+        "  guard replay session.jsonl --agent plan --json | jq '.[] | select(.decision"
+        ' != "allow")\'\n\n'
+        "  guard replay --format sarif -o replay.sarif ~/.gemini/tmp/\n\n"
+        "Transcripts: Claude Code ~/.claude/projects/*/*.jsonl, Codex"
+        " ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl, Gemini CLI"
+        " ~/.gemini/tmp/*/chats/session-*, OpenCode `opencode export SESSION > s.json`.\n\n"
+        "Nothing is written to the audit log and no session state is touched. Exit codes:"
+        " 0 every call allowed, 3 some call denied or asked, 2 bad input (FILE:LINE: what is"
+        " wrong). See docs/replay.md."
+    ),
+)
+def replay(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Transcript files, or directories to replay every transcript under.",
+                       metavar="TRANSCRIPT..."),
+    ],
+    host: Annotated[str, typer.Option("--host", help=HOSTS_HELP)] = "auto",
+    agent: AgentOpt = "plan",
+    policy: PolicyOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="table, json, sarif or html.")
+    ] = Format.table,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the report to FILE, not stdout.")
+    ] = None,
+) -> None:
+    """Replay transcripts through the gate (see HELP)."""
+    from guard.replay.engine import replay as run
+    from guard.replay.engine import transcripts
+    from guard.replay.readers import HOSTS
+
+    if host != "auto" and host not in HOSTS:
+        from guard.effects import GuardError
+
+        raise GuardError(f"--host {host!r}: use auto or one of {', '.join(HOSTS)}")
+    if as_json:
+        fmt = Format.json
+    files = transcripts(paths)
+    with _progress(files) as tick, _target(output) as out:
+        results = run(files, host=host, agent=agent, policy=policy, progress=tick)
+        if fmt is Format.json:
+            from guard.replay.report import write_json
+
+            summary = write_json(results, out)
+        elif fmt is Format.sarif:
+            import json
+
+            from guard.replay.report import sarif
+
+            log, summary = sarif(results, agent, _version())
+            out.write(json.dumps(log, indent=2) + "\n")
+        elif fmt is Format.html:
+            from guard.replay.report import write_html
+
+            summary = write_html(results, out, agent, policy or "the worktree's (or default)")
+        else:
+            summary = _table(results, out)
+    if output is not None and fmt is not Format.table:
+        console(stderr=True).print(escape(summary.lines()[0]) + f" -> {escape(str(output))}")
+    raise typer.Exit(3 if summary.blocked else 0)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("openoxide-guard")
+    except PackageNotFoundError:  # pragma: no cover
+        return "unknown"
+
+
+@contextlib.contextmanager
+def _target(output: Path | None) -> Iterator[IO[str]]:
+    if output is None:
+        yield sys.stdout
+        return
+    with output.open("w", encoding="utf-8") as f:
+        yield f
+
+
+@contextlib.contextmanager
+def _progress(files: list[Path]) -> Iterator[Callable[[ReplayCall], None] | None]:
+    """A progress bar over the transcripts' bytes on a terminal (stderr), else nothing."""
+    total = sum(f.stat().st_size for f in files)
+    if not sys.stderr.isatty() or total < PROGRESS_BYTES:
+        yield None
+        return
+    from rich.progress import Progress
+
+    sizes = {str(f): f.stat().st_size for f in files}
+    with Progress(console=console(stderr=True), transient=True) as bar:
+        task = bar.add_task("replaying", total=total)
+        done: set[str] = set()
+
+        def tick(call: ReplayCall) -> None:
+            name = call.file
+            if name not in done:
+                done.add(name)
+                bar.update(task, advance=sizes.get(name, 0))
+
+        yield tick
+
+
+def _table(results: Iterable[ReplayResult], out: IO[str]) -> Summary:
+    from guard.replay.report import Summary, short
+
+    s = Summary()
+    con = console() if out is sys.stdout else None
+    colors = {"allow": "green", "ask": "yellow", "deny": "red"}
+    for r in results:
+        s.add(r)
+        c = r.call
+        side = " (sub-agent)" if c.sidechain else ""
+        time = (c.time or "")[11:19] or "-"
+        tool, shown = printable(c.tool)[:18], printable(short(c.input, 48))
+        head = f"{r.index:>4} {time:8} {tool:18} {shown:48}"
+        if con is not None:
+            con.print(f"{escape(head)} [bold {colors[r.decision]}]{r.decision.upper():5}[/]"
+                      f" [dim]{escape(printable(r.rule))}{escape(side)}[/]")
+        else:
+            out.write(f"{head} {r.decision.upper():5} {printable(r.rule)}{side}\n")
+    text = "\n".join(s.lines())
+    if con is not None:
+        con.print("\n" + escape(text))
+    else:
+        out.write("\n" + text + "\n")
+    return s

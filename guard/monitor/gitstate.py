@@ -1,0 +1,326 @@
+"""What git already vouches for: the index's cached stat data and ``git status``.
+
+The baseline never hashes a file git's own data vouches for. Two sources:
+
+* the index (``.git/index``), read directly (versions 2, 3 and 4, SHA-1
+  repositories) or, for anything else (a split or sparse index, SHA-256, a
+  linked worktree), through one ``git ls-files --stage --debug`` call. Each
+  stage-0 entry gives the blob id and the stat data git cached for the file;
+* ``git --no-optional-locks status --porcelain -z --untracked-files=all
+  --ignored=matching --no-renames``: the tracked files whose content differs
+  from the index, every untracked file that is not ignored, and the ignored
+  paths (a whole ignored directory is one line; git does not descend into it).
+  ``--no-optional-locks``: the index is never rewritten.
+
+A tracked file git status does not name is clean: its content is the index's
+blob, already in the object database (checked with ``git cat-file
+--batch-check``), so it is restorable from git at any time and needs no copy.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from guard.effects import GuardError
+
+#: seconds any git command the monitor runs may take (a FIFO planted in .git must not hang it)
+GIT_TIMEOUT = 60
+
+_HEAD = struct.Struct(">4sLL")
+_ENTRY = struct.Struct(">10L20sH")
+_ASSUME_VALID = 0x8000
+_EXTENDED = 0x4000
+_SKIP_WORKTREE = 0x4000  # in the extended flags
+_CE_SKIP_WORKTREE = 1 << 30  # the same, in git's in-memory flags (ls-files --debug)
+
+
+class GitStateError(GuardError):
+    """git's view of the worktree cannot be read."""
+
+
+class IndexEntry(NamedTuple):
+    """A stage-0 entry of git's index with the stat data git cached for it.
+
+    ``trusted`` is False for entries git status does not check against the
+    working tree (assume-unchanged, skip-worktree): their content is not vouched for.
+    (A tuple: an index holds hundreds of thousands of them.)
+    """
+
+    blob: str
+    ctime_ns: int
+    mtime_ns: int
+    ino: int
+    uid: int
+    gid: int
+    size: int
+    mode: int = 0o100644
+    trusted: bool = True
+
+
+def parse_index(data: bytes) -> dict[str, IndexEntry] | None:
+    """Worktree-relative name -> entry for stage-0 files, symlinks and gitlinks; None when this
+    index is not one read here (the caller asks git instead)."""
+    if len(data) < 12:
+        return None
+    sig, version, count = _HEAD.unpack_from(data, 0)
+    if sig != b"DIRC" or version not in (2, 3, 4):
+        return None
+    out: dict[str, IndexEntry] = {}
+    pos = 12
+    prev = b""
+    unpack = _ENTRY.unpack_from
+    find = data.index
+    new = IndexEntry
+    try:
+        for _ in range(count):
+            start = pos
+            cs, cn, ms, mn, _dev, ino, mode, uid, gid, size, oid, flags = unpack(data, pos)
+            pos += 62
+            ext = 0
+            if flags & _EXTENDED:
+                if version < 3:
+                    return None
+                (ext,) = struct.unpack_from(">H", data, pos)
+                pos += 2
+            if version == 4:
+                strip, pos = _varint(data, pos)
+                end = find(b"\0", pos)
+                name = prev[: len(prev) - strip] + data[pos:end]
+                pos = end + 1
+            else:
+                end = find(b"\0", pos)
+                name = data[pos:end]
+                pos = start + ((end - start + 8) & ~7)
+            prev = name
+            kind = mode >> 12
+            if (flags >> 12) & 3 or kind not in (0o10, 0o12, 0o16):
+                if kind == 0o04:
+                    return None  # a sparse index's directory entry
+                continue  # conflict stages
+            out[name.decode("utf-8", "surrogateescape")] = new(
+                oid.hex(), cs * 1_000_000_000 + cn, ms * 1_000_000_000 + mn, ino, uid, gid,
+                size, mode, not (flags & _ASSUME_VALID or ext & _SKIP_WORKTREE),
+            )
+    except (struct.error, ValueError, IndexError):
+        return None
+    # extensions: a split index keeps its entries elsewhere ("link")
+    while pos + 8 <= len(data) - 20:
+        tag, size = struct.unpack_from(">4sL", data, pos)
+        if tag in (b"link", b"sdir"):
+            return None
+        pos += 8 + size
+    return out
+
+
+_FLAGS = struct.Struct(">H").unpack_from
+
+
+def untrusted_names(data: bytes) -> set[str] | None:
+    """Names of entries git status does not check (assume-unchanged, skip-worktree), by a
+    quick pass over a version 2 or 3 index; None when a full :func:`parse_index` is needed."""
+    if len(data) < 12:
+        return None
+    sig, version, count = _HEAD.unpack_from(data, 0)
+    if sig != b"DIRC" or version not in (2, 3):
+        return None
+    out: set[str] = set()
+    pos = 12
+    find = data.index
+    try:
+        for _ in range(count):
+            (flags,) = _FLAGS(data, pos + 60)
+            name = pos + 62 + (2 if flags & _EXTENDED else 0)
+            end = find(b"\0", name)
+            if flags & (_ASSUME_VALID | _EXTENDED):
+                ext = _FLAGS(data, pos + 62)[0] if flags & _EXTENDED else 0
+                if flags & _ASSUME_VALID or ext & _SKIP_WORKTREE:
+                    out.add(data[name:end].decode("utf-8", "surrogateescape"))
+            pos += (end - pos + 8) & ~7
+    except (struct.error, ValueError):
+        return None
+    return out
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    c = data[pos]
+    pos += 1
+    val = c & 0x7F
+    while c & 0x80:
+        val += 1
+        c = data[pos]
+        pos += 1
+        val = (val << 7) + (c & 0x7F)
+    return val, pos
+
+
+def can_parse(worktree: Path) -> bool:
+    """Whether this worktree's index is read here (not through git ls-files)."""
+    git = worktree / ".git"
+    return git.is_dir() and not _sha256(git)
+
+
+def read_index_entries(worktree: Path, data: bytes | None) -> dict[str, IndexEntry]:
+    """Absolute path -> stage-0 entry: from ``data`` (the index bytes) when they can be
+    read here, otherwise from one ``git ls-files --stage --debug`` call."""
+    git = worktree / ".git"
+    if not git.exists():
+        return {}
+    parsed = None
+    if data is not None and can_parse(worktree):
+        parsed = parse_index(data)
+    root = str(worktree) + "/"
+    if parsed is not None:
+        return {root + k: v for k, v in parsed.items()}
+    return _ls_files(worktree)
+
+
+def _sha256(git_dir: Path) -> bool:
+    try:
+        return "sha256" in (git_dir / "config").read_text(errors="replace").lower()
+    except OSError:
+        return True  # unknown: ask git
+
+
+def _run_git(worktree: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(worktree), *args],
+            capture_output=True, check=True, timeout=GIT_TIMEOUT,
+            input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+        ).stdout
+    except subprocess.TimeoutExpired as exc:
+        raise GitStateError(f"git {args[0]} took over {GIT_TIMEOUT} s in {worktree}") from exc
+    except subprocess.CalledProcessError as exc:
+        msg = exc.stderr.decode(errors="replace").strip()
+        raise GitStateError(f"git {args[0]} failed in {worktree}: {msg}") from exc
+
+
+def _ls_files(worktree: Path) -> dict[str, IndexEntry]:
+    try:
+        out = _run_git(worktree, "ls-files", "--stage", "--debug", "-z")
+    except FileNotFoundError:
+        return {}  # no git binary: everything is hashed and copied instead
+    entries: dict[str, IndexEntry] = {}
+    root = str(worktree) + "/"
+    consumed = 0
+    for m in _INDEX_RECORD.finditer(out):
+        if m.start() != consumed:
+            break
+        consumed = m.end()
+        mode, blob, stage, name, cs, cn, ms, mn, ino, uid, gid, size, flags = m.groups()
+        if stage != b"0":
+            continue
+        entries[root + os.fsdecode(name)] = IndexEntry(
+            blob.decode(), int(cs) * 1_000_000_000 + int(cn),
+            int(ms) * 1_000_000_000 + int(mn), int(ino), int(uid), int(gid), int(size),
+            int(mode, 8), not int(flags, 16) & (_ASSUME_VALID | _CE_SKIP_WORKTREE),
+        )
+    if consumed != len(out):
+        raise GitStateError(
+            f"unexpected `git ls-files --debug` output in {worktree} at byte {consumed};"
+            f" git {_git_version()} may format it differently"
+        )
+    return entries
+
+
+_INDEX_RECORD = re.compile(
+    rb"(\d+) ([0-9a-f]+) (\d)\t([^\0]*)\0"
+    rb"  ctime: (\d+):(\d+)\n"
+    rb"  mtime: (\d+):(\d+)\n"
+    rb"  dev: \d+\tino: (\d+)\n"
+    rb"  uid: (\d+)\tgid: (\d+)\n"
+    rb"  size: (\d+)\tflags: ([0-9a-f]+)\n"
+)
+
+
+def _git_version() -> str:
+    try:
+        return subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+@dataclass
+class Status:
+    """``git status`` of a worktree, as absolute paths."""
+
+    dirty: set[str] = field(default_factory=set)  # tracked, content not the index's
+    untracked: set[str] = field(default_factory=set)  # files and symlinks, not ignored
+    untracked_dirs: set[str] = field(default_factory=set)  # nested repositories
+    ignored: set[str] = field(default_factory=set)  # files, and directories as a whole
+
+
+_STATUS = ("--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=all",
+           "--ignored=matching", "--no-renames")
+
+
+def status(worktree: Path) -> Status:
+    """One read-only ``git status`` (the index is not refreshed or rewritten)."""
+    return parse_status(worktree, _run_git(worktree, *_STATUS))
+
+
+def status_start(worktree: Path) -> subprocess.Popen[bytes]:
+    """Start :func:`status` (so something else can be done meanwhile); see :func:`status_end`."""
+    return subprocess.Popen(["git", "-C", str(worktree), *_STATUS], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def status_end(worktree: Path, proc: subprocess.Popen[bytes]) -> Status:
+    try:
+        out, err = proc.communicate(timeout=GIT_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.communicate()
+        raise GitStateError(f"git status took over {GIT_TIMEOUT} s in {worktree}") from exc
+    if proc.returncode != 0:
+        raise GitStateError(f"git status failed in {worktree}: {err.decode(errors='replace')}")
+    return parse_status(worktree, out)
+
+
+def parse_status(worktree: Path, out: bytes) -> Status:
+    st = Status()
+    root = str(worktree) + "/"
+    for rec in out.split(b"\0"):
+        if len(rec) < 4:
+            continue
+        code, name = rec[:2], os.fsdecode(rec[3:])
+        path = root + name.rstrip("/")
+        if code == b"??":
+            (st.untracked_dirs if name.endswith("/") else st.untracked).add(path)
+        elif code == b"!!":
+            st.ignored.add(path)
+        else:
+            st.dirty.add(path)
+    return st
+
+
+def missing_blobs(worktree: Path, blobs: set[str]) -> set[str]:
+    """The blob ids among ``blobs`` that git's object database does not hold."""
+    if not blobs:
+        return set()
+    out = _run_git(worktree, "cat-file", "--batch-check=%(objectname) %(objecttype)",
+                   stdin="".join(b + "\n" for b in blobs).encode())
+    have = set()
+    for line in out.decode(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1] == "blob":
+            have.add(parts[0])
+    return blobs - have
+
+
+def umask() -> int:
+    """The process umask (read from /proc, so nothing is changed even for a moment)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022

@@ -1,0 +1,101 @@
+"""The few ctypes names the confinement helper uses, built on ``_ctypes`` alone.
+
+``import ctypes`` costs the helper about as much CPU as everything else it does
+after the interpreter starts (its ``__init__`` builds dozens of types and
+imports ``struct``); ``_ctypes`` is the C core it wraps. :mod:`landlock` and
+:mod:`seccomp` import this module *as* ``ctypes`` at run time and the real
+ctypes for type checking, so the names and behaviour here must match ctypes':
+simple types, ``Structure``, ``POINTER``, ``byref``, ``get_errno`` and a
+``CDLL(None, use_errno=True)`` whose attributes are C functions returning
+``int`` (a settable ``restype``), cached per name. Nothing else.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the real ctypes, for the modules that use this one
+    from ctypes import (
+        CDLL,
+        POINTER,
+        Structure,
+        byref,
+        c_int,
+        c_int32,
+        c_long,
+        c_size_t,
+        c_uint8,
+        c_uint16,
+        c_uint32,
+        c_uint64,
+        c_ulong,
+        c_ushort,
+        c_void_p,
+        get_errno,
+    )
+else:
+    from _ctypes import (
+        FUNCFLAG_CDECL,
+        FUNCFLAG_USE_ERRNO,
+        POINTER,
+        RTLD_LOCAL,
+        CFuncPtr,
+        Structure,
+        _SimpleCData,
+        byref,
+        dlopen,
+        get_errno,
+    )
+
+    class c_int(_SimpleCData):
+        _type_ = "i"
+
+    class c_long(_SimpleCData):
+        _type_ = "l"
+
+    class c_ulong(_SimpleCData):
+        _type_ = "L"
+
+    class c_ushort(_SimpleCData):
+        _type_ = "H"
+
+    class c_uint8(_SimpleCData):
+        _type_ = "B"
+
+    class c_uint32(_SimpleCData):
+        _type_ = "I"
+
+    class c_uint64(_SimpleCData):
+        _type_ = "Q"
+
+    class c_void_p(_SimpleCData):
+        _type_ = "P"
+
+    c_int32 = c_int
+    c_uint16 = c_ushort
+    c_size_t = c_ulong  # LP64: every architecture guard has a syscall table for
+
+    class _Function(CFuncPtr):
+        _flags_ = FUNCFLAG_CDECL | FUNCFLAG_USE_ERRNO
+        _restype_ = c_int
+
+    class CDLL:
+        """The C library of this process (``CDLL(None, use_errno=True)`` only)."""
+
+        def __init__(self, name: None, use_errno: bool = True) -> None:
+            if name is not None or not use_errno:
+                raise ValueError("guard's _ffi opens only the process's own C library, with errno")
+            self._handle = dlopen(None, RTLD_LOCAL)
+
+        def __getattr__(self, name: str) -> object:
+            if name.startswith("_"):
+                raise AttributeError(name)
+            fn = _Function((name, self))
+            setattr(self, name, fn)
+            return fn
+
+
+__all__ = [
+    "CDLL", "POINTER", "Structure", "byref", "c_int", "c_int32", "c_long", "c_size_t",
+    "c_uint8", "c_uint16", "c_uint32", "c_uint64", "c_ulong", "c_ushort", "c_void_p",
+    "get_errno",
+]  # fmt: skip

@@ -1,0 +1,169 @@
+"""The baseline finished while the command already runs (``guard run``): nothing lost.
+
+The first phase (git status, copies of what git does not hold) ends before the
+command starts; the second (the walk) runs alongside it. These tests hold the
+second phase at its first step until the command has done its damage, so the
+changes land before the walk could reach them, every time.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from guard.decide import Guard
+from guard.monitor import Monitor, Notice, gitstate, list_items, quarantine_root
+from guard.sandbox import roots, supervise
+
+from .conftest import WAIT, git
+
+
+def _held_progress(marker: Path, reached: threading.Event) -> object:
+    """A progress callback that holds phase 2 at its start until ``marker`` exists."""
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase == "scanning" and done == 0 and not reached.is_set():
+            reached.set()
+            deadline = WAIT
+            step = 0.01
+            while not marker.exists() and deadline > 0:
+                threading.Event().wait(step)
+                deadline -= step
+
+    return progress
+
+
+def test_attack_command_changes_untracked_and_tracked_files_at_once_restore_is_exact(
+    wt: Path, tmp_path: Path
+) -> None:
+    """The attack: the confined command rewrites and chmods an untracked file and a
+    tracked file the moment it starts, before the background baseline could read them.
+    ``--restore`` puts both back exactly: bytes and mode on disk."""
+    tracked, untracked = wt / "src" / "tool.sh", wt / "notes.txt"
+    before = {p: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in (tracked, untracked)}
+    assert before[untracked][1] == 0o600 and before[tracked][1] & 0o100
+    for i in range(1200):  # enough for the walk to matter
+        (wt / "bulk").mkdir(exist_ok=True)
+        (wt / "bulk" / f"{i}.txt").write_text(f"{i}\n")
+    git(wt, "add", "bulk")
+    git(wt, "commit", "-qm", "bulk")
+    marker = tmp_path / "damage-done"
+    reached = threading.Event()
+    g = Guard.load(worktree=wt)
+    plan = roots.derive(g, "plan", private_tmp=False)
+    made: list[Monitor] = []
+
+    def factory() -> Monitor:
+        m = Monitor(g, "plan", restore=True, background=True, reconcile_interval=None,
+                    audit_path=tmp_path / "a.jsonl", progress=_held_progress(marker, reached))
+        made.append(m)
+        return m
+
+    script = (
+        "import os, sys\n"
+        "t, u, marker = sys.argv[1:]\n"
+        "open(t, 'wb').write(b'#!/bin/sh\\nrm -rf ~\\n'); os.chmod(t, 0o777)\n"
+        "open(u, 'ab').write(b'agent was here'); os.chmod(u, 0o666)\n"
+        "open(marker, 'w').close()\n"
+    )
+    status = supervise.run(
+        plan, [sys.executable, "-c", script, str(tracked), str(untracked), str(marker)],
+        abi=0, allow_unconfined=True, monitor=factory, quiet=True,
+    )
+    assert status == 0
+    m = made[0]
+    assert reached.is_set(), "phase 2 never started"
+    # the command ran while phase 2 was held: the changes landed before the walk
+    assert m.baseline_done.is_set()
+    for p, (data, mode) in before.items():
+        assert p.read_bytes() == data, f"{p.name}: bytes not restored"
+        assert stat.S_IMODE(p.stat().st_mode) == mode, f"{p.name}: mode not restored"
+    hits = {v.path for v in m.violations}
+    assert {str(tracked), str(untracked)} <= hits
+    assert not [v for v in m.violations if "restore failed" in v.action_taken]
+    kept = {i.original: i.stored.read_bytes() for i in list_items(quarantine_root(g.roots))}
+    assert kept[str(untracked)].endswith(b"agent was here")
+    assert b"rm -rf" in kept[str(tracked)]
+
+
+def test_tracked_file_deleted_before_the_walk_comes_back_from_git(
+    wt: Path, tmp_path: Path
+) -> None:
+    """A clean tracked file (and its directory) removed before phase 2 listed it: git's
+    blob brings it back, the directory too."""
+    docs = wt / "docs"
+    before = {p: p.read_bytes() for p in docs.iterdir()}
+    marker = tmp_path / "gone"
+    reached = threading.Event()
+    m = Monitor(Guard.load(worktree=wt), "plan", restore=True, background=True,
+                reconcile_interval=None, audit_path=tmp_path / "a.jsonl",
+                progress=_held_progress(marker, reached))
+    m.start()
+    try:
+        assert reached.wait(WAIT) or m.baseline_done.is_set()
+        subprocess.run(["rm", "-rf", str(docs)], check=True)
+        marker.touch()
+        assert m.baseline_done.wait(WAIT)
+        assert m.settle()
+    finally:
+        m.stop()
+    assert {p: p.read_bytes() for p in docs.iterdir()} == before
+
+
+def test_ignored_trees_are_never_copied_and_said_to_be_unrestorable(
+    wt: Path, tmp_path: Path
+) -> None:
+    (wt / ".gitignore").write_text(".venv/\n")
+    lib = wt / ".venv" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "site.py").write_text("SECRET = 'not copied'\n")
+    notices: list[Notice] = []
+    m = Monitor(Guard.load(worktree=wt), "plan", restore=True, reconcile_interval=None,
+                audit_path=tmp_path / "a.jsonl", on_notice=notices.append)
+    m.start()
+    try:
+        assert m.baseline is not None
+        entry = m.baseline.get(str(lib / "site.py"))
+        assert entry is not None and entry.copy is None and not entry.restorable
+        stored = [p.read_bytes() for p in (m.store / "objects").iterdir()]
+        assert all(b"not copied" not in d for d in stored)
+        assert any(n.event == "not-restorable" and ".venv" in n.message for n in notices)
+        (lib / "site.py").write_text("changed\n")
+        assert m.settle()
+        v = [v for v in m.violations if v.path == str(lib / "site.py")]
+        assert v and "cannot restore" in v[0].action_taken
+    finally:
+        m.stop()
+    assert (lib / "site.py").read_text() == "changed\n"  # reported, left in place
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_index_read_directly_matches_git_ls_files(wt: Path, version: str) -> None:
+    """The index parser against git itself: every version, an assume-unchanged and a
+    skip-worktree entry, a deep path, an executable and a symlink."""
+    deep = wt / "a" / "b" / "c" / ("long-name-" * 20)
+    deep.mkdir(parents=True)
+    (deep / "f.txt").write_text("deep\n")
+    os.symlink("../src/app.py", wt / "docs" / "link")
+    git(wt, "add", "-A")
+    git(wt, "update-index", "--assume-unchanged", "docs/a.md")
+    git(wt, "update-index", "--skip-worktree", "docs/b.md")
+    git(wt, "update-index", f"--index-version={version}")
+    data = (wt / ".git" / "index").read_bytes()
+    parsed = gitstate.parse_index(data)
+    assert parsed is not None
+    root = str(wt) + "/"
+    direct = {root + k: v for k, v in parsed.items()}
+    assert direct == gitstate._ls_files(wt)
+    assert not direct[root + "docs/a.md"].trusted and not direct[root + "docs/b.md"].trusted
+    quick = gitstate.untrusted_names(data)
+    if version == "4":
+        assert quick is None
+    else:
+        assert quick == {"docs/a.md", "docs/b.md"}
