@@ -255,7 +255,7 @@ class ServerPipe(Pipe):
         self._servers: list[_Server] = []
         self._handle: Callable[[bytes], None] | None = None
         self._lost: asyncio.Future[str] | None = None
-        self._held: list[bytes] | None = None
+        self._restart_held: list[bytes] | None = None
         self._switch: asyncio.Task[None] | None = None
         self._want: Mode | None = None
         self._closing = False
@@ -399,7 +399,7 @@ class ServerPipe(Pipe):
     # -- writing -----------------------------------------------------------------------------
 
     async def send_server(self, message: Json | bytes) -> None:
-        held = self._held
+        held = self._restart_held
         if held is not None:
             data = message if isinstance(message, bytes) else dumps(message)
             if not _is_answer(data):  # answers belong to the server that asked: not held
@@ -425,7 +425,7 @@ class ServerPipe(Pipe):
                 self.launcher.fallback(agent, self.launcher.unavailable())
             current.mode = mode
             return False
-        self._held = []
+        self._restart_held = []
         self._switch = asyncio.ensure_future(self._restart())
         return True
 
@@ -445,7 +445,7 @@ class ServerPipe(Pipe):
             raise
         except Exception as exc:
             self._switch = None
-            self._held = None
+            self._restart_held = None
             self._failure = (
                 f"cannot restart the MCP server for {self._want.value if self._want else '?'}"
                 f" mode: {exc}; the proxy stops (a plan-mode server never runs where it could"
@@ -455,7 +455,7 @@ class ServerPipe(Pipe):
             if lost is not None and not lost.done():
                 lost.set_result(self._failure)
             return
-        held, self._held = self._held or [], None
+        held, self._restart_held = self._restart_held or [], None
         self._switch = None
         proc = self.server
         if held and proc is not None and proc.stdin is not None and not proc.stdin.is_closing():
@@ -575,7 +575,7 @@ class ServerPipe(Pipe):
             with contextlib.suppress(asyncio.CancelledError):
                 await switch
             self._switch = None
-        self._held = None
+        self._restart_held = None
         current = self.current
         code: int | None = None
         for server in list(self._servers):

@@ -254,7 +254,7 @@ def test_help_teaches_with_examples() -> None:
     from typer.testing import CliRunner
 
     out = CliRunner().invoke(app, ["mcp", "--help"]).output
-    assert "guard mcp -- npx -y @modelcontextprotocol/server-filesystem" in out
+    assert "guard mcp -- mcp-server-filesystem ." in out and "npm install -g" in out
     assert "--agent" in out and "--mode" in out and "elicitation" in out
 
 
