@@ -41,12 +41,19 @@ the proxy starts belongs to it and ends when it exits (if the proxy is killed,
 the session counts as orphaned and decides nothing); a proxy that cannot start
 its server leaves no session behind.
 
+While the agent in force is a plan-mode agent, the server process itself runs
+under the kernel (Landlock: writes only to the plan directory and a private
+$TMPDIR; no capabilities; seccomp), as under `guard run`; on a mode change guard
+restarts it (confined or not) on the same connection, replaying the client's
+initialize. Without Landlock it says so and relies on the analysis alone. Run an
+installed server: `npx -y` cannot write its cache while confined.
+
 stdout carries only MCP messages; logs go to stderr, decisions to the session's
 event log (`guard events --session ID`).
 
 Examples:
 
-  guard mcp -- npx -y @modelcontextprotocol/server-filesystem@2026.8.31 .
+  guard mcp -- mcp-server-filesystem .   # npm install -g @modelcontextprotocol/server-filesystem
 
   guard mcp --cwd ~/project -- mcp-server-filesystem ~/project   # from a host's config
 

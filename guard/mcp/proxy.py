@@ -42,7 +42,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
@@ -67,11 +67,11 @@ from guard.mcp.jsonrpc import (
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     Json,
-    Pipe,
     RequestFailed,
     error,
     tool_error,
 )
+from guard.mcp.server import Launcher, ServerPipe
 from guard.planning.session import Mode, Session
 
 __all__ = ["MCP_REVISION", "OFFERED", "McpProxy", "ProxyStats", "run_proxy"]
@@ -122,14 +122,19 @@ class McpProxy:
         self.verbose = verbose
         self.ask_timeout = ask_timeout
         self.audit_allowed = audit_allowed
-        self.pipe = Pipe(
+        self.pipe = ServerPipe(
             server_cmd,
             cwd,
             client_in if client_in is not None else sys.stdin.buffer,
             client_out if client_out is not None else sys.stdout.buffer,
             self.log,
+            launcher=Launcher(
+                guard, server_cmd, agent=agent, session_id=session.id, cwd=cwd, log=self.log
+            ),
+            mode=lambda: self.bridge.mode,
         )
         self.bridge = PlanningBridge(session, self.log, self._mode_changed)
+        self.pipe.attach(self)  # the server restarts with the mode: see guard.mcp.server
         self.stats = McpStats()
         self.sink = McpSink(
             session, self.stats, self.log, verbose=verbose, audit_allowed=audit_allowed
@@ -148,6 +153,7 @@ class McpProxy:
         self._pending: dict[Any, tuple[str, int]] = {}
         self.signalled: int | None = None
         self._initialized = False
+        self._client_init: Json | None = None  # the client's initialize params, for restarts
         self._roots_requests: set[Any] = set()
 
     def log(self, text: str) -> None:
@@ -163,6 +169,26 @@ class McpProxy:
 
     def _mode_changed(self, mode: Mode) -> None:
         self.log(f"session {self.session.id} is now in {mode.value} mode")
+        if not self.pipe.switch_mode(mode):  # else told once the restarted server serves
+            self.tools_changed()
+
+    # -- what a server restart needs (guard.mcp.server.Router) -----------------------------
+
+    def in_flight(self) -> Collection[Any]:
+        return self._pending
+
+    def cancel(self, ids: Collection[Any], reason: str) -> None:
+        for req_id in ids:
+            if self._pending.pop(req_id, None) is not None:
+                self.pipe.send_client(error(req_id, INTERNAL_ERROR, reason))
+
+    def client_initialize(self) -> Json | None:
+        return self._client_init
+
+    def client_initialized(self) -> bool:
+        return self._initialized
+
+    def tools_changed(self) -> None:
         if self._initialized:
             self.pipe.send_client({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
@@ -317,6 +343,7 @@ class McpProxy:
             return
         if method == "initialize":
             params = message.get("params")
+            self._client_init = params if isinstance(params, dict) else None
             caps = params.get("capabilities") if isinstance(params, dict) else None
             elicit = caps.get("elicitation") if isinstance(caps, dict) else None
             # form mode: declared explicitly, or an empty object (2025-11-25 compatibility)

@@ -149,7 +149,9 @@ def test_the_same_call_gets_the_same_verdict_and_record_at_every_front_door(
     check_runs = [check(repo, n, a, check_log) for n, a, _ in CALLS]
     hook_records = [r for r in read(project_log) if r.get("source") == "hook"]
     proxy_answers = through_proxy(repo, repo.parent / "server.jsonl")
-    proxy_records = [r for r in read(project_log) if r.get("source") == "mcp"]
+    proxy_records = [
+        r for r in read(project_log) if r.get("source") == "mcp" and r.get("type") == "verdict"
+    ]
     check_records = list(read(check_log))
 
     expected = [want for _, _, want in CALLS]

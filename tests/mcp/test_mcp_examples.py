@@ -1,6 +1,6 @@
 """The configuration snippets in examples/mcp/ work: each host's command line, as written,
-starts a guarded filesystem server (only the project path and the npx download are swapped
-for the test's repository and the installed server)."""
+starts a guarded filesystem server (only the project path and the server's name on $PATH
+are swapped for the test's repository and the installed server)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from components import require_component
-from fsserver import PACKAGE, VERSION, server_binary
+from fsserver import BIN, PACKAGE, VERSION, server_binary
 from rawclient import RawClient
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mcp"
@@ -43,14 +43,14 @@ def test_example_starts_a_guarded_server_in_plan_mode(
     fs = fs_server
     command, args = host_config(name)
     assert command == "guard" and args[0] == "mcp"
-    npx = ["npx", "-y", f"{PACKAGE}@{VERSION}"]
     at = args.index("--")
-    assert args[at + 1 : at + 4] == npx  # the pinned server version
+    assert args[at + 1] == BIN  # the server installed as the README says, run directly
+    assert f"{PACKAGE}@{VERSION}" in (EXAMPLES / "README.md").read_text()  # pinned
     repo = tmp_path / "project"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     argv = [a.replace("/path/to/project", str(repo)) for a in args]
-    argv[at + 1 : at + 4] = [str(fs)]
+    argv[at + 1] = str(fs)
     client = RawClient([], tmp_path, [], argv=argv)  # the host's cwd is not the project
     try:
         client.initialize()

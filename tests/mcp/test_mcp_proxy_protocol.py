@@ -49,10 +49,17 @@ def fs_client(fs_server: Path, repo: Path) -> Iterator[RawClient]:
     client.close()
 
 
+def plan_mode_log(repo: Path, name: str) -> Path:
+    """Where a server confined in plan mode can keep its log: the plan directory."""
+    log = repo / ".openoxide" / "plans" / name
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.touch()
+    return log
+
+
 @pytest.fixture
 def scripted(repo: Path) -> Iterator[tuple[RawClient, Path]]:
-    log = repo.parent / "server-received.jsonl"
-    log.touch()
+    log = plan_mode_log(repo, "server-received.jsonl")
     client = RawClient([], repo, [sys.executable, str(SCRIPTED), str(log)])
     client.initialize()
     yield client, log
@@ -169,8 +176,7 @@ def test_stdout_carries_only_protocol_messages(repo: Path) -> None:
 def test_initialize_passes_the_servers_protocol_version_and_announces_list_changed(
     scripted: tuple[RawClient, Path], repo: Path
 ) -> None:
-    log = repo.parent / "other.jsonl"
-    log.touch()
+    log = plan_mode_log(repo, "other.jsonl")
     client = RawClient([], repo, [sys.executable, str(SCRIPTED), str(log)])
     try:
         init = dict(
@@ -248,7 +254,7 @@ def test_help_teaches_with_examples() -> None:
     from typer.testing import CliRunner
 
     out = CliRunner().invoke(app, ["mcp", "--help"]).output
-    assert "guard mcp -- npx -y @modelcontextprotocol/server-filesystem" in out
+    assert "guard mcp -- mcp-server-filesystem ." in out and "npm install -g" in out
     assert "--agent" in out and "--mode" in out and "elicitation" in out
 
 

@@ -1,0 +1,634 @@
+"""The MCP server process and its life: confined by the kernel while the session plans.
+
+``guard mcp`` checks every ``tools/call`` against the policy, but the analysis of
+a tool call is not the last line: a server may write where its tool's name and
+arguments do not say (a tool guard believes reads, a server with a bug, a
+hostile server). So while the proxy's agent is a plan-mode agent, the server
+process itself runs under the confinement helper of :mod:`guard.sandbox.confine`,
+with the rules ``guard run`` gives that agent (:func:`guard.sandbox.roots.derive`):
+Landlock lets it write only to the plan directory (regular files), a private
+``$TMPDIR``, ``/dev/null`` and the terminal, plus the policy's
+``[agents.NAME.sandbox] writable`` directories; every capability is dropped; the
+seccomp filter refuses system-state syscalls. A write the analysis let through
+fails in the server with ``EACCES`` and nothing changes on disk.
+
+When the session's mode changes so that the agent in force changes between a
+plan-mode and a build-mode one (an approved ``plan_exit``, ``guard plan exit
+--approve``, an approved ``plan_enter``), :class:`ServerPipe` restarts the
+server, within the same proxy process and client connection:
+
+1. requests and notifications the client sends from then on are **held** (in
+   order; the client's answers to the old server's own requests still reach it);
+2. requests the old server is working on are **drained**: each gets the old
+   server's answer, or, past ``drain_grace`` seconds, an error saying it was not
+   answered because of the restart (never both, never none);
+3. the old server is stopped (stdin closed, then SIGTERM, then SIGKILL) and the
+   new one started, confined or not as the new mode needs;
+4. the client's own ``initialize`` (its params and capabilities, unchanged) is
+   **replayed** to the new server under a guard id (the answer is guard's, never
+   the client's), then ``notifications/initialized`` if the client had sent it;
+5. the held messages go to the new server in the order they came, and the
+   client is told ``notifications/tools/list_changed`` (guard advertises
+   ``tools.listChanged`` to every client), so it lists the new server's tools.
+
+A restart that fails (the helper cannot confine, the new server does not answer
+``initialize``) ends the proxy as if the server had exited: in plan mode the
+server never runs unconfined where the kernel could confine it.
+
+Where the kernel cannot confine (no Landlock, an architecture without a
+seccomp table), plan mode falls back to the policy's analysis alone, and says
+so on stderr and as a ``notice`` record in the audit log each time plan mode
+starts the server. ``$GUARD_TEST_MCP_NO_LANDLOCK`` (a non-empty value) makes the
+proxy act as if Landlock were missing: a seam for the tests of that fallback,
+reported the same loud way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import os
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+from guard.effects import GuardError
+from guard.mcp.jsonrpc import MAX_LINE, SHUTDOWN_GRACE, Json, Pipe, dumps
+from guard.planning.session import Mode
+
+if TYPE_CHECKING:
+    from guard.decide import Guard
+
+#: Test seam: a non-empty value makes ``guard mcp`` act as if the kernel had no Landlock.
+NO_LANDLOCK_ENV = "GUARD_TEST_MCP_NO_LANDLOCK"
+#: Seconds the new server has to answer the replayed ``initialize``.
+INIT_TIMEOUT = 60.0
+#: Seconds the old server has to answer what it is working on before a restart.
+DRAIN_GRACE = 30.0
+
+
+class Router(Protocol):
+    """What a restart needs of the proxy's router (:class:`guard.mcp.proxy.McpProxy`)."""
+
+    def in_flight(self) -> Collection[Any]:
+        """Ids of the client's requests the server has not answered yet."""
+        ...
+
+    def cancel(self, ids: Collection[Any], reason: str) -> None:
+        """Answer these requests with an error now; later answers to them are not sent."""
+        ...
+
+    def client_initialize(self) -> Json | None:
+        """The params of the client's ``initialize``, or None before it sent one."""
+        ...
+
+    def client_initialized(self) -> bool:
+        """Whether the client sent ``notifications/initialized``."""
+        ...
+
+    def tools_changed(self) -> None:
+        """Tell the client its tool list may have changed."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """How one server process is started."""
+
+    argv: list[str]
+    env: dict[str, str] | None
+    confined: bool
+    tmpdir: Path | None = None
+    roots: tuple[str, ...] = ()
+
+
+class Launcher:
+    """The command that starts the server in a mode: under the helper for a plan-mode agent."""
+
+    def __init__(
+        self,
+        guard: Guard,
+        server_cmd: list[str],
+        *,
+        agent: str | None,
+        session_id: str,
+        cwd: str,
+        log: Callable[[str], None],
+    ) -> None:
+        self.guard = guard
+        self.server_cmd = list(server_cmd)
+        self.agent = agent
+        self.session_id = session_id
+        self.cwd = cwd
+        self.log = log
+        self._unavailable: str | None = None
+
+    def agent_for(self, mode: Mode) -> str | None:
+        if self.agent is not None:
+            return self.agent
+        return self.guard.plan_agent_name if mode is Mode.PLAN else self.guard.build_agent_name
+
+    def wants_confinement(self, mode: Mode) -> bool:
+        """Whether the agent in force in ``mode`` is a plan-mode agent."""
+        agent = self.agent_for(mode)
+        return agent is not None and self.guard.agent(agent).mode == "plan"
+
+    def unavailable(self) -> str:
+        """Why the kernel cannot confine the server here ("" when it can); probed once."""
+        if self._unavailable is None:
+            if os.environ.get(NO_LANDLOCK_ENV):
+                self._unavailable = (
+                    f"Landlock is treated as unavailable (${NO_LANDLOCK_ENV} is set; a test seam)"
+                )
+            else:
+                from guard.sandbox.confine import available
+
+                self._unavailable = available()
+        return self._unavailable
+
+    def confines(self, mode: Mode) -> bool:
+        """Whether the server runs confined in ``mode``."""
+        return self.wants_confinement(mode) and not self.unavailable()
+
+    def launch(self, mode: Mode, status_fd: int) -> Launch:
+        """How to start the server in ``mode``. Raises GuardError (nothing started)."""
+        if not self.wants_confinement(mode):
+            return Launch(list(self.server_cmd), None, False)
+        agent = self.agent_for(mode)
+        assert agent is not None
+        why = self.unavailable()
+        if why:
+            self.fallback(agent, why)
+            return Launch(list(self.server_cmd), None, False)
+        from guard.sandbox import confine, roots
+
+        plan = roots.derive(self.guard, agent, private_tmp=True, create=True)
+        argv = confine.helper_argv(
+            self.server_cmd,
+            plans=plan.plan_dirs,
+            writable=plan.writable,
+            ioctl=plan.ioctl,
+            devices=False,
+            extra=["--status-fd", str(status_fd)],
+        )
+        env = {**os.environ, **plan.env, "GUARD_SANDBOX": "landlock"}
+        return Launch(argv, env, True, plan.tmpdir, tuple(plan.describe()))
+
+    def fallback(self, agent: str, why: str) -> None:
+        """Plan mode without kernel confinement: loud on stderr and in the audit log."""
+        message = (
+            f"the MCP server runs UNCONFINED in plan mode: {why}. Only guard's analysis of"
+            " each tools/call stands between the agent and the disk; a write the analysis"
+            " misses (a tool that writes where its name and arguments do not say) is not"
+            " stopped. Use a Linux kernel with Landlock for kernel confinement"
+        )
+        bar = "!" * 72
+        self.log(bar)
+        self.log(f"WARNING: {message}")
+        self.log(bar)
+        self.notice("server_unconfined", agent, message)
+
+    def notice(self, event: str, agent: str | None, message: str) -> None:
+        """A ``notice`` record in the project's audit log (never silent: stderr on failure)."""
+        from guard import audit
+
+        record = {
+            "type": "notice",
+            "source": "mcp",
+            "event": event,
+            "session": self.session_id,
+            "agent": agent,
+            "cwd": self.cwd,
+            "message": message,
+        }
+        try:
+            audit.append(record, roots=self.guard.roots)
+        except Exception as exc:
+            self.log(f"cannot write the audit log: {exc}")
+
+
+class _Server:
+    """One server process: the first, or one started by a restart."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, launch: Launch, mode: Mode) -> None:
+        self.proc = proc
+        self.launch = launch
+        self.mode = mode
+        #: False once cut off by a restart: what it still says is dropped
+        self.live = True
+        #: set when its stdout ended and it exited
+        self.ended = asyncio.Event()
+        #: guard's own requests to it (the replayed initialize), by id
+        self.answers: dict[str, asyncio.Future[Json]] = {}
+
+    @property
+    def what(self) -> str:
+        return f"pid {self.proc.pid}, {'confined' if self.launch.confined else 'unconfined'}"
+
+
+class ServerPipe(Pipe):
+    """:class:`~guard.mcp.jsonrpc.Pipe` whose server runs confined in plan mode and is
+    restarted when the mode changes (see the module docstring)."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: str,
+        client_in: IO[bytes],
+        client_out: IO[bytes],
+        log: Callable[[str], None],
+        *,
+        launcher: Launcher,
+        mode: Callable[[], Mode],
+        drain_grace: float = DRAIN_GRACE,
+    ) -> None:
+        super().__init__(argv, cwd, client_in, client_out, log)
+        self.launcher = launcher
+        self.mode = mode
+        self.drain_grace = drain_grace
+        self.router: Router | None = None
+        self.current: _Server | None = None
+        self.restarts = 0
+        self._servers: list[_Server] = []
+        self._handle: Callable[[bytes], None] | None = None
+        self._lost: asyncio.Future[str] | None = None
+        self._restart_held: list[bytes] | None = None
+        self._switch: asyncio.Task[None] | None = None
+        self._want: Mode | None = None
+        self._closing = False
+        self._failure: str | None = None
+
+    def attach(self, router: Router) -> None:
+        self.router = router
+
+    @property
+    def confined(self) -> bool:
+        return self.current is not None and self.current.launch.confined
+
+    # -- starting one server ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the server for the current mode. Raises OSError (nothing left running)."""
+        self.loop = asyncio.get_running_loop()
+        self._lost = self.loop.create_future()
+        self.current = await self._spawn(self.mode())
+        self.server = self.current.proc
+
+    async def _spawn(self, mode: Mode) -> _Server:
+        r, w = os.pipe()
+        try:
+            try:
+                launch = self.launcher.launch(mode, w)
+            except GuardError as exc:
+                raise OSError(errno.EPERM, f"{exc}; the server was NOT started") from None
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *launch.argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    cwd=self.cwd,
+                    env=launch.env,
+                    limit=MAX_LINE,
+                    pass_fds=(w,) if launch.confined else (),
+                )
+            except OSError:
+                _remove_tmpdir(launch.tmpdir, self.log)
+                raise
+            os.close(w)
+            w = -1
+            reports = await asyncio.to_thread(_read_status, r) if launch.confined else []
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+        server = _Server(proc, launch, mode)
+        if launch.confined:
+            failure = next((rep for rep in reports if not rep.get("ok")), None)
+            restricted = next((rep for rep in reports if rep.get("stage") == "restricted"), None)
+            if failure is not None or restricted is None:
+                await proc.wait()
+                _remove_tmpdir(launch.tmpdir, self.log)
+                why = failure.get("error") if failure else f"the helper exited ({proc.returncode})"
+                raise OSError(
+                    errno.EPERM,
+                    f"the kernel confinement could not be applied: {why}; the server was NOT"
+                    " started",
+                )
+            enforcement = restricted.get("enforcement")
+            self._announce(server, enforcement if isinstance(enforcement, dict) else {})
+        self._servers.append(server)
+        return server
+
+    def _announce(self, server: _Server, enforcement: dict[str, Any]) -> None:
+        from guard.sandbox.landlock import summary_lines
+
+        agent = self.launcher.agent_for(server.mode)
+        self.log(f"the server (pid {server.proc.pid}) runs confined for agent {agent!r}:")
+        for line in summary_lines(enforcement):
+            self.log(f"  {line}")
+        self.log("  writes allowed only in:")
+        for root in server.launch.roots:
+            self.log(f"    {root}")
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def _server_loop(self, handle: Callable[[bytes], None]) -> None:
+        """Read the servers in turn until the one in use ends on its own or a restart fails."""
+        assert self.current is not None and self._lost is not None
+        self._handle = handle
+        self._start_reader(self.current)
+        why = await self._lost
+        if why:
+            self.log(why)
+
+    def _start_reader(self, server: _Server) -> None:
+        task = asyncio.ensure_future(self._read(server))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _read(self, server: _Server) -> None:
+        stdout = server.proc.stdout
+        assert stdout is not None
+        try:
+            while True:
+                try:
+                    line = await stdout.readuntil(b"\n")
+                except asyncio.IncompleteReadError as exc:
+                    if exc.partial.strip():
+                        self._deliver(server, exc.partial)
+                    break
+                except asyncio.LimitOverrunError:
+                    self.log(f"server sent a line over {MAX_LINE} bytes; stopping it")
+                    server.proc.kill()
+                    break
+                if line.strip():
+                    self._deliver(server, line.rstrip(b"\r\n"))
+            await server.proc.wait()
+        finally:
+            server.ended.set()
+            lost = self._lost
+            if (
+                server is self.current
+                and self._switch is None
+                and not self._closing
+                and lost is not None
+                and not lost.done()
+            ):
+                lost.set_result(_exit_hint(server))
+
+    def _deliver(self, server: _Server, line: bytes) -> None:
+        if server.answers:  # only while guard waits for its own replayed initialize
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                message = json.loads(line)
+                msg_id = message.get("id") if isinstance(message, dict) else None
+                if isinstance(msg_id, str) and "method" not in message:
+                    future = server.answers.pop(msg_id, None)
+                    if future is not None:
+                        if not future.done():
+                            future.set_result(message)
+                        return
+        if not server.live:
+            self.log(f"dropped a message from the replaced server ({server.what}): {line[:200]!r}")
+            return
+        assert self._handle is not None
+        self._handle(line)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    async def send_server(self, message: Json | bytes) -> None:
+        held = self._restart_held
+        if held is not None:
+            data = message if isinstance(message, bytes) else dumps(message)
+            if not _is_answer(data):  # answers belong to the server that asked: not held
+                held.append(data)
+                return
+        await super().send_server(message)
+
+    # -- mode changes ------------------------------------------------------------------------
+
+    def switch_mode(self, mode: Mode) -> bool:
+        """The session is now in ``mode``; True when the server will be restarted for it (the
+        router is then told through :meth:`Router.tools_changed` once the new one serves)."""
+        self._want = mode
+        if self._switch is not None:
+            return True  # the restart under way checks the latest mode before it ends
+        current = self.current
+        if current is None or self._closing or self.router is None:
+            return False
+        if self.launcher.confines(mode) == current.launch.confined:
+            if self.launcher.wants_confinement(mode) and not current.launch.confined:
+                agent = self.launcher.agent_for(mode)
+                assert agent is not None
+                self.launcher.fallback(agent, self.launcher.unavailable())
+            current.mode = mode
+            return False
+        self._restart_held = []
+        self._switch = asyncio.ensure_future(self._restart())
+        return True
+
+    async def _restart(self) -> None:
+        router = self.router
+        assert router is not None
+        try:
+            while True:
+                want = self._want
+                current = self.current
+                assert want is not None and current is not None
+                if self.launcher.confines(want) == current.launch.confined:
+                    current.mode = want
+                    break
+                await self._replace(current, want, router)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._switch = None
+            self._restart_held = None
+            self._failure = (
+                f"cannot restart the MCP server for {self._want.value if self._want else '?'}"
+                f" mode: {exc}; the proxy stops (a plan-mode server never runs where it could"
+                " be confined but is not)"
+            )
+            lost = self._lost
+            if lost is not None and not lost.done():
+                lost.set_result(self._failure)
+            return
+        held, self._restart_held = self._restart_held or [], None
+        self._switch = None
+        proc = self.server
+        if held and proc is not None and proc.stdin is not None and not proc.stdin.is_closing():
+            for data in held:
+                proc.stdin.write(data + b"\n")
+            with contextlib.suppress(ConnectionError, OSError):
+                await proc.stdin.drain()
+        router.tools_changed()
+
+    async def _replace(self, old: _Server, mode: Mode, router: Router) -> None:
+        assert self.loop is not None
+        confine = self.launcher.confines(mode)
+        self.log(
+            f"the session is now in {mode.value} mode: restarting the server"
+            f" {'confined' if confine else 'unconfined'} (was {old.what});"
+            " requests wait until it serves"
+        )
+        # 1. what the old server is working on gets its answer, or an error past the grace
+        waiting = set(router.in_flight())
+        deadline = self.loop.time() + self.drain_grace
+        while waiting and not old.ended.is_set() and self.loop.time() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(old.ended.wait(), 0.02)
+            waiting &= set(router.in_flight())
+        old.live = False  # from here on, what it says is dropped: no answer twice
+        left = waiting & set(router.in_flight())
+        if left:
+            router.cancel(
+                left,
+                f"the MCP server was restarted for {mode.value} mode before it answered this"
+                " request; send it again",
+            )
+        # 2. the old one stops before the new one starts (a server may hold locks)
+        await self._stop(old)
+        # 3. the new one, with the client's own handshake
+        new = await self._spawn(mode)
+        self._start_reader(new)
+        try:
+            await self._handshake(new, router)
+        except BaseException:
+            await self._stop(new)
+            raise
+        self.current = new
+        self.server = new.proc
+        self.restarts += 1
+        self.log(f"the server serves again ({new.what}); session in {mode.value} mode")
+
+    async def _handshake(self, server: _Server, router: Router) -> None:
+        """Replay the client's ``initialize`` (and ``initialized``) to a new server."""
+        params = router.client_initialize()
+        if params is None:
+            return  # the client's own initialize, when it comes, goes to the new server
+        assert self.loop is not None
+        self._next_id += 1
+        req_id = f"{self._prefix}initialize-{self._next_id}"
+        answer: asyncio.Future[Json] = self.loop.create_future()
+        server.answers[req_id] = answer
+        stdin = server.proc.stdin
+        assert stdin is not None
+        request = {"jsonrpc": "2.0", "id": req_id, "method": "initialize", "params": params}
+        stdin.write(dumps(request) + b"\n")
+        await stdin.drain()
+        ended = asyncio.ensure_future(server.ended.wait())
+        either: set[asyncio.Future[Any]] = {answer, ended}
+        try:
+            done, _ = await asyncio.wait(
+                either, timeout=INIT_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            ended.cancel()
+            server.answers.pop(req_id, None)
+        if answer not in done:
+            if ended in done:
+                raise ConnectionError(
+                    f"the new server exited ({server.proc.returncode}) before it answered"
+                    " initialize"
+                )
+            raise ConnectionError(f"the new server did not answer initialize in {INIT_TIMEOUT:g} s")
+        message = answer.result()
+        if "error" in message or not isinstance(message.get("result"), dict):
+            raise ConnectionError(f"the new server refused initialize: {message.get('error')}")
+        version = message["result"].get("protocolVersion")
+        self.log(f"initialize replayed: the new server speaks MCP {version}")
+        if router.client_initialized():
+            stdin.write(dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + b"\n")
+            await stdin.drain()
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    async def _stop(self, server: _Server) -> int | None:
+        proc = server.proc
+        if proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        if server in self._servers:
+            self._servers.remove(server)
+            _remove_tmpdir(server.launch.tmpdir, self.log)
+        return proc.returncode
+
+    async def stop_server(self, server_finished: bool) -> int | None:
+        """Stop every server process (and a restart under way); the last server's status."""
+        self._closing = True
+        switch = self._switch
+        if switch is not None:
+            switch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await switch
+            self._switch = None
+        self._restart_held = None
+        current = self.current
+        code: int | None = None
+        for server in list(self._servers):
+            status = await self._stop(server)
+            if server is current:
+                code = status
+        if self._failure is not None and not code:
+            return 1
+        return code
+
+
+def _exit_hint(server: _Server) -> str:
+    """What to say when a confined server ends on its own with a failure."""
+    code = server.proc.returncode
+    if not server.launch.confined or code == 0:
+        return ""
+    return (
+        f"the server (confined for plan mode) exited with {code}. It may write only to:"
+        f" {'; '.join(server.launch.roots)}. A launcher that writes a cache (npx, uvx) fails"
+        " there: install the server and run it directly, or name the cache in the policy's"
+        ' [agents.NAME.sandbox] writable (docs/mcp.md, "Plan mode: the server runs'
+        ' confined")'
+    )
+
+
+def _is_answer(data: bytes) -> bool:
+    try:
+        message = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(message, dict) and "method" not in message
+
+
+def _read_status(fd: int) -> list[dict[str, Any]]:
+    """The helper's status reports, until it execs the server (or exits)."""
+    chunks = []
+    while data := os.read(fd, 65536):
+        chunks.append(data)
+    out: list[dict[str, Any]] = []
+    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
+        with contextlib.suppress(ValueError):
+            report = json.loads(line)
+            if isinstance(report, dict):
+                out.append(report)
+    return out
+
+
+def _remove_tmpdir(tmp: Path | None, log: Callable[[str], None]) -> None:
+    if tmp is None:
+        return
+    try:
+        tmp.rmdir()
+    except FileNotFoundError:
+        return
+    except OSError:
+        log(f"the server's scratch files are kept in {tmp} (its TMPDIR); remove it when done")

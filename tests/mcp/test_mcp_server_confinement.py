@@ -1,0 +1,247 @@
+"""`guard mcp` confines the server process in plan mode and restarts it when the mode changes.
+
+The server is sneaky_server.py: tools named like the filesystem server's reads
+(guard's analysis allows them in plan mode) that write ``src/x`` anyway. The
+kernel must refuse that write while the session plans, and allow it once the
+user approved the plan, within one proxy process and one client connection,
+with the client seeing every answer exactly once and no protocol error.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rawclient import INIT, RawClient
+
+from guard.audit import default_log_path, read
+from guard.mcp.server import NO_LANDLOCK_ENV
+from guard.paths import Roots
+from guard.sandbox import confine
+
+SNEAKY = Path(__file__).with_name("sneaky_server.py")
+SESSION = "confined-1"
+
+needs_landlock = pytest.mark.skipif(
+    confine.available() != "", reason=f"this kernel cannot confine: {confine.available()}"
+)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("print('hello')\n")
+    (root / "README.md").write_text("# project\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root.resolve()
+
+
+def server_log(repo: Path) -> Path:
+    log = repo / ".openoxide" / "plans" / "server-received.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.touch()
+    return log
+
+
+def start(repo: Path, *args: str) -> RawClient:
+    log = server_log(repo)
+    client = RawClient(["--session", SESSION, *args], repo, [sys.executable, str(SNEAKY), str(log)])
+    client.initialize()
+    return client
+
+
+def text(answer: dict[str, Any]) -> str:
+    assert "result" in answer, answer
+    return "\n".join(c.get("text", "") for c in answer["result"]["content"])
+
+
+def pid_of(answer: dict[str, Any]) -> int:
+    return int(text(answer).split()[0].removeprefix("pid="))
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file outside .git and guard's own state, with its content."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.relative_to(root).as_posix().startswith((".git/", ".openoxide/"))
+    }
+
+
+def guard_cli(repo: Path, *args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", *args, "--session", SESSION, "--cwd", str(repo)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def wait_for_list_changed(client: RawClient) -> None:
+    while True:
+        message = client.receive(timeout=60)
+        if message.get("method") == "notifications/tools/list_changed":
+            return
+
+
+def wait_for_stderr(client: RawClient, needle: str) -> None:
+    deadline = time.monotonic() + 60
+    while needle not in client.stderr():
+        assert time.monotonic() < deadline, client.stderr()
+        time.sleep(0.05)
+
+
+def ask_to_exit(client: RawClient) -> None:
+    """The plan file is written and the model asks to leave plan mode (the user decides)."""
+    listed = client.request("tools/list", {}, msg_id="list-plan")
+    tools = {t["name"]: t for t in listed["result"]["tools"]}
+    plan = Path(tools["plan_exit"]["description"].rsplit("Your plan file: ", 1)[1].strip())
+    plan.write_text("# Plan\n\n1. Write src/x.\n")
+    answer = client.call("plan_exit", {}, msg_id="exit")
+    assert "waits for the user" in text(answer), answer
+
+
+def approve_plan(client: RawClient, repo: Path) -> None:
+    ask_to_exit(client)
+    guard_cli(repo, "plan", "exit", "--approve")
+
+
+def answers_by_id(client: RawClient) -> Counter[Any]:
+    """How many answers the client got per request id (guard must never send two)."""
+    seen: Counter[Any] = Counter()
+    for line in client.raw_stdout:
+        message = json.loads(line)
+        if "method" not in message:
+            assert "error" not in message, message  # no protocol error reached the client
+            seen[json.dumps(message["id"])] += 1
+    return seen
+
+
+def received(repo: Path) -> list[dict[str, Any]]:
+    log = repo / ".openoxide" / "plans" / "server-received.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+@needs_landlock
+def test_a_read_tool_that_writes_is_stopped_by_the_kernel_until_the_plan_is_approved(
+    repo: Path,
+) -> None:
+    """Attack: a tool guard's analysis takes for a read (read_text_file) makes the server write
+    src/x. In plan mode the kernel must refuse it (EACCES) and the disk stay unchanged; after
+    the approved plan exit the server is restarted unconfined and the write lands; after
+    `guard mode plan` it is confined again. One proxy, one connection throughout."""
+    before = snapshot(repo)
+    client = start(repo)
+    try:
+        plan_pid = pid_of(first := client.call("read_text_file", {"path": "README.md"}, "r1"))
+        assert "# project" in text(first) and "EACCES" in text(first), text(first)
+        assert not (repo / "src" / "x").exists()
+        assert snapshot(repo) == before
+        assert "runs confined" in client.stderr()
+
+        approve_plan(client, repo)
+        wait_for_list_changed(client)
+        built = client.call("read_text_file", {"path": "README.md"}, "r2")
+        build_pid = pid_of(built)
+        assert "wrote src/x" in text(built), text(built)
+        assert build_pid != plan_pid
+        assert (repo / "src" / "x").read_text() == f"written by pid {build_pid}\n"
+
+        guard_cli(repo, "mode", "plan")
+        wait_for_list_changed(client)
+        again = client.call("read_text_file", {"path": "README.md"}, "r3")
+        assert "EACCES" in text(again), text(again)
+        assert pid_of(again) not in (plan_pid, build_pid)
+        assert (repo / "src" / "x").read_text() == f"written by pid {build_pid}\n"
+        assert client.proc.poll() is None  # the same proxy process all along
+    finally:
+        assert client.close() == 0
+    assert set(answers_by_id(client).values()) == {1}
+
+    # each new server got the client's own initialize, params and capabilities unchanged
+    inits = [m for m in received(repo) if m.get("method") == "initialize"]
+    assert len(inits) == 3
+    assert all(m["params"] == INIT["params"] for m in inits)
+    assert inits[0]["id"] == "init" and all(str(m["id"]).startswith("guard-") for m in inits[1:])
+    initialized = [m for m in received(repo) if m.get("method") == "notifications/initialized"]
+    assert len(initialized) == 3
+
+
+@needs_landlock
+def test_a_request_in_flight_during_the_restart_is_answered_once_and_later_ones_wait(
+    repo: Path,
+) -> None:
+    """A call the old (confined) server is still working on when the plan is approved gets that
+    server's answer, once; a call sent during the restart waits and runs on the new server."""
+    client = start(repo)
+    try:
+        plan_pid = pid_of(client.call("read_text_file", {"path": "README.md"}, "r0"))
+        ask_to_exit(client)
+        client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "slow",
+                "method": "tools/call",
+                "params": {"name": "list_directory", "arguments": {"path": "."}},
+            }
+        )
+        guard_cli(repo, "plan", "exit", "--approve")
+        wait_for_stderr(client, "restarting the server unconfined")
+        client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "held",
+                "method": "tools/call",
+                "params": {"name": "read_text_file", "arguments": {"path": "README.md"}},
+            }
+        )
+        (repo / "release").write_text("")
+        slow = client.reply("slow")
+        assert text(slow).endswith("listed") and pid_of(slow) == plan_pid
+        held = client.reply("held")
+        assert "wrote src/x" in text(held) and pid_of(held) != plan_pid
+    finally:
+        assert client.close() == 0
+    assert set(answers_by_id(client).values()) == {1}
+
+
+def test_plan_mode_without_landlock_says_it_runs_the_server_unconfined(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without Landlock, plan mode falls back to analysis alone, loudly: a warning on stderr and
+    a notice in the audit log. The sneaky write then lands: analysis cannot see it."""
+    monkeypatch.setenv(NO_LANDLOCK_ENV, "1")
+    client = start(repo)
+    try:
+        answer = client.call("read_text_file", {"path": "README.md"}, "r1")
+        assert "wrote src/x" in text(answer)
+    finally:
+        assert client.close() == 0
+    err = client.stderr()
+    assert "UNCONFINED in plan mode" in err and NO_LANDLOCK_ENV in err
+    notices = [
+        r
+        for r in read(default_log_path(Roots.discover(str(repo))))
+        if r.get("type") == "notice" and r.get("source") == "mcp"
+    ]
+    assert [n["event"] for n in notices] == ["server_unconfined"]
+    assert notices[0]["session"] == SESSION and "UNCONFINED" in notices[0]["message"]
+
+
+@needs_landlock
+def test_a_pinned_build_agent_runs_the_server_unconfined(repo: Path) -> None:
+    """--agent build pins build-mode rules: the server is not confined even in a plan session."""
+    client = start(repo, "--agent", "build")
+    try:
+        answer = client.call("read_text_file", {"path": "README.md"}, "r1")
+        assert "wrote src/x" in text(answer), text(answer)
+    finally:
+        assert client.close() == 0
+    assert "runs confined" not in client.stderr()
