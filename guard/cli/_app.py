@@ -264,8 +264,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if problem is not None:
         fail(problem, as_json=as_json)
     set_color(mode or ColorMode.auto)
+    target, prog = app, "guard"
+    if args[:1] == ["run"]:  # start-up cost of every confined command: see guard.cli.run
+        from guard.cli.run import run_app
+
+        target, prog, args = run_app, "guard run", args[1:]
     try:
-        code = app(args=args, prog_name="guard", standalone_mode=False)
+        code = target(args=args, prog_name=prog, standalone_mode=False)
     except _UsageError as exc:
         ctx: Any = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "guard"

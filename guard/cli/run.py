@@ -110,12 +110,14 @@ def _monitor_factory(
     return _MonitorHandle(guard, agent, restore=restore, audit=audit, quiet=quiet)
 
 
-@app.command(
-    "run",
-    help=_HELP,
-    context_settings={"allow_interspersed_args": False},
-    no_args_is_help=True,
-)
+_COMMAND: dict[str, Any] = {
+    "help": _HELP,
+    "context_settings": {"allow_interspersed_args": False},
+    "no_args_is_help": True,
+}
+
+
+@app.command("run", **_COMMAND)
 def run_command(
     command: list[str] = typer.Argument(
         None, metavar="-- COMMAND [ARGS]...", help="The command to confine, after `--`."
@@ -195,3 +197,19 @@ def run_command(
         if violations or not quiet:
             print(f"guard run: {summary}", file=sys.stderr)
     raise typer.Exit(status)
+
+
+# `guard run` alone: the same command without building guard's whole command tree
+# first (typer reads every command's signature for that), which every confined
+# command would otherwise pay at start-up. guard.cli._app.main dispatches to it.
+run_app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+run_app.command(
+    "run",
+    **{**_COMMAND, "context_settings": {"allow_interspersed_args": False,
+                                        "help_option_names": ["-h", "--help"]}},
+)(run_command)

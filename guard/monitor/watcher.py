@@ -61,7 +61,7 @@ from guard.monitor.events import (
 from guard.monitor.fanotify import Choice, FanotifyObserver
 from guard.monitor.fsops import Anchor, Unsafe, dir_meta
 from guard.monitor.quarantine import Quarantine, quarantine_root
-from guard.monitor.scan import begin_baseline, drain_pending, index_change
+from guard.monitor.scan import begin_baseline, drain_pending, hurry_baseline, index_change
 from guard.monitor.scan import reconcile as _reconcile
 
 if TYPE_CHECKING:
@@ -189,6 +189,7 @@ class Monitor(_Sink):
         #: set once the whole baseline is taken (and early changes handled)
         self.baseline_done = threading.Event()
         self._baseline_thread: threading.Thread | None = None
+        self._baseline_tid: int | None = None  # phase 2 at idle priority (scan.hurry_baseline)
 
         self._git_dirs = [str(root / ".git") for root in self.roots if (root / ".git").is_dir()]
         self._index_paths = {g + "/index": g for g in self._git_dirs}
@@ -293,6 +294,7 @@ class Monitor(_Sink):
         if not self._started or self._stop.is_set():
             return
         if self._baseline_thread is not None:
+            hurry_baseline(self)
             self._baseline_thread.join()  # early changes are handled before anything stops
         self._stop.set()
         self._wake.set()

@@ -167,3 +167,43 @@ def test_index_read_directly_matches_git_ls_files(wt: Path, version: str) -> Non
         assert quick is None
     else:
         assert quick == {"docs/a.md", "docs/b.md"}
+
+
+def test_phase_two_walks_at_idle_priority_and_a_stop_hurries_it(
+    wt: Path, tmp_path: Path
+) -> None:
+    """Phase 2 runs at SCHED_IDLE (it must not compete with the command); a stop that
+    has to wait for it first puts it back to normal priority."""
+    seen: list[int] = []
+    reached, release = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase == "scanning" and done == 0 and not reached.is_set():
+            tid.append(threading.get_native_id())
+            seen.append(os.sched_getscheduler(0))
+            reached.set()
+            release.wait(WAIT)
+            seen.append(os.sched_getscheduler(0))
+
+    m = Monitor(Guard.load(worktree=wt), "plan", restore=True, background=True,
+                reconcile_interval=None, audit_path=tmp_path / "a.jsonl", progress=progress)
+    m.start()
+    stopper = threading.Thread(target=m.stop)
+    try:
+        assert reached.wait(WAIT), "phase 2 never started"
+        assert seen[0] == os.SCHED_IDLE
+        stopper.start()
+        pause = threading.Event()
+        for _ in range(int(WAIT / 0.01)):
+            if os.sched_getscheduler(tid[0]) == os.SCHED_OTHER:
+                break
+            pause.wait(0.01)
+    finally:
+        release.set()
+        if stopper.ident is None:
+            m.stop()
+        else:
+            stopper.join(WAIT)
+    assert seen == [os.SCHED_IDLE, os.SCHED_OTHER]
+    assert m.baseline_done.is_set()
