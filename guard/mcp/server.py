@@ -474,12 +474,15 @@ class ServerPipe(Pipe):
             " requests wait until it serves"
         )
         # 1. what the old server is working on gets its answer, or an error past the grace
-        waiting = set(router.in_flight())
+        # (a request held for the new server since the switch never reached the old one:
+        # waiting for the old one to answer it would only run out the grace and cancel it)
+        waiting = set(router.in_flight()) - self._held_ids()
         deadline = self.loop.time() + self.drain_grace
         while waiting and not old.ended.is_set() and self.loop.time() < deadline:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(old.ended.wait(), 0.02)
             waiting &= set(router.in_flight())
+            waiting -= self._held_ids()
         old.live = False  # from here on, what it says is dropped: no answer twice
         left = waiting & set(router.in_flight())
         if left:
@@ -502,6 +505,17 @@ class ServerPipe(Pipe):
         self.server = new.proc
         self.restarts += 1
         self.log(f"the server serves again ({new.what}); session in {mode.value} mode")
+
+    def _held_ids(self) -> set[Any]:
+        """The ids of the requests held for the server that replaces the current one."""
+        ids: set[Any] = set()
+        for data in self._restart_held or ():
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                message = json.loads(data)
+                if isinstance(message, dict) and "id" in message:
+                    with contextlib.suppress(TypeError):
+                        ids.add(message["id"])
+        return ids
 
     async def _handshake(self, server: _Server, router: Router) -> None:
         """Replay the client's ``initialize`` (and ``initialized``) to a new server."""
