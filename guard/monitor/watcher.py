@@ -296,6 +296,9 @@ class Monitor(_Sink):
         if self._baseline_thread is not None:
             hurry_baseline(self)
             self._baseline_thread.join()  # early changes are handled before anything stops
+        # events already queued are handled as events (their name, who made them), not
+        # left to the final reconciliation, which sees only that something changed
+        self.sync()
         self._stop.set()
         self._wake.set()
         self._ready.set()
@@ -343,7 +346,8 @@ class Monitor(_Sink):
         Returns False when there is no such directory (quarantine outside the
         watched trees) or no observer, or on timeout.
         """
-        if self._barrier_dir is None or self._observer is None or self._stop.is_set():
+        obs = self._observer
+        if self._barrier_dir is None or obs is None or self._stop.is_set():
             return False
         with self._barrier_seen:
             self._barrier_seq += 1
@@ -359,7 +363,7 @@ class Monitor(_Sink):
         with self._barrier_seen:
             while self._barrier_done < seq:
                 left = deadline - time.monotonic()
-                if left <= 0 or self._stop.is_set():
+                if left <= 0 or self._stop.is_set() or not obs.is_alive():
                     return False
                 self._barrier_seen.wait(min(left, 0.5))
         return True
@@ -694,6 +698,8 @@ class Monitor(_Sink):
             reason, self._wake_reason = self._wake_reason, "periodic"
             self._wake.clear()
             try:
+                # what the events already say is handled first (with who made it)
+                self.sync()
                 self.reconcile(reason)
             except Exception as exc:
                 self._notice("error", f"reconciliation failed: {type(exc).__name__}: {exc}")
