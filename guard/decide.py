@@ -268,10 +268,7 @@ class Guard:
                 worst, worst.reason + f" (symlink {canon.link} -> {canon.real}: both checked)"
             )
         if kind is EffectKind.WRITE and worst.allowed:
-            problem = plan_file_problem(canon, effect.target, self.roots.plans)
-            if problem is None and effect.creates and _inside(canon.real, self.roots.plans):
-                problem = (f"{effect.target!r} would be {effect.creates}; a plan file is a"
-                           " regular file")
+            problem = plan_file_problem(canon, effect.target, self.roots.plans, effect.creates)
             if problem is not None:
                 return Decision(Action.DENY, f"write {problem}", "guard.plan-file", worst.effect)
         return self._hardlink_check(a, kind, canon, worst)
@@ -467,8 +464,3 @@ def _error_decision(exc: BaseException, effect: Effect | None = None) -> Decisio
 def load(policy: str | Path | None = None, worktree: str | Path | None = None) -> Guard:
     """Shorthand for :meth:`Guard.load`."""
     return Guard.load(policy, worktree)
-
-
-def _inside(real: str, plans: Path) -> bool:
-    """Whether ``real`` (a canonical path) lies in or below the plan directory."""
-    return real == str(plans) or real.startswith(str(plans).rstrip("/") + "/")

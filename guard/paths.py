@@ -99,24 +99,33 @@ def check_plan_dir(worktree: Path, plans: Path) -> None:
         )
 
 
-def plan_file_problem(canon: CanonicalPath, text: str, plans: Path) -> str | None:
+def plan_file_problem(
+    canon: CanonicalPath, text: str, plans: Path, creates: str = ""
+) -> str | None:
     """Why writing ``canon`` (spelled ``text``) inside ``plans`` is not writing a plan file.
 
     A plan file is a regular file directly in the plan directory: a name spelled
     as a directory (``d.md/``), or an existing directory, FIFO, socket or device
-    named like a plan file is refused. None when the write is not inside
-    ``plans`` or is a regular file (existing or not).
+    named like a plan file is refused, and so is a write that ``creates``
+    something other than a regular file (:attr:`guard.effects.Effect.creates`: a
+    symlink, a FIFO...) in the plan directory or at its own path. None when the
+    write is not inside ``plans`` or is a regular file (existing or not).
     """
     inside = str(plans).rstrip("/") + "/"
-    if not canon.real.startswith(inside) or canon.real == inside:
-        return None
+    real = canon.real
+    if not real.startswith(inside) or real == inside:
+        return _not_regular(text, creates) if creates and real == str(plans) else None
     if text.endswith("/") or text.endswith("/."):
         return f"{text!r} names a directory; a plan file is a regular file"
     if canon.mode and not stat.S_ISREG(canon.mode):
         return (
             f"{canon.real} is {_file_kind(canon.mode)}, not a regular file; refused as a plan file"
         )
-    return None
+    return _not_regular(text, creates) if creates else None
+
+
+def _not_regular(text: str, creates: str) -> str:
+    return f"{text!r} would be {creates}; a plan file is a regular file"
 
 
 def _file_kind(mode: int) -> str:

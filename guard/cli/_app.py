@@ -143,15 +143,19 @@ app = typer.Typer(
 )
 
 
+def installed_version(unknown: str = "unknown") -> str:
+    """guard's version as installed (the package's metadata); ``unknown`` when it is not."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("openoxide-guard")
+    except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
+        return unknown
+
+
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            v = version("openoxide-guard")
-        except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
-            v = "(version unknown: not installed)"
-        typer.echo(f"guard {v}")
+        typer.echo(f"guard {installed_version('(version unknown: not installed)')}")
         raise typer.Exit(0)
 
 

@@ -27,19 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from watchdog.events import (
-    DirAttribEvent,
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirMovedEvent,
-    FileAttribEvent,
-    FileClosedEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
-    FileSystemEvent,
-)
+from watchdog.events import FileSystemEvent
 
 from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
@@ -48,6 +36,7 @@ from guard.monitor.backends import remember_origin, start_observer
 from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Progress, Sig
 from guard.monitor.events import (
     _WRITING_EVENTS,
+    CHANGES,
     Notice,
     Violation,
     _is_under,
@@ -410,7 +399,7 @@ class Monitor(_Sink):
 
     def _on_fs_event(self, ev: FileSystemEvent) -> None:
         src = os.fsdecode(ev.src_path)
-        if (self._barrier_dir is not None and isinstance(ev, FileCreatedEvent)
+        if (self._barrier_dir is not None and ev.event_type == "created" and not ev.is_directory
                 and os.path.dirname(src) == self._barrier_dir
                 and os.path.basename(src).startswith(".sync-")):
             with self._barrier_seen:
@@ -423,7 +412,7 @@ class Monitor(_Sink):
             if not self._ready.is_set():
                 self._record_early(ev)
                 return
-            if isinstance(ev, FileMovedEvent | DirMovedEvent):
+            if ev.event_type == "moved":
                 dest = os.fsdecode(ev.dest_path)
                 if src and dest and self._own_move(src, dest):
                     return
@@ -431,18 +420,10 @@ class Monitor(_Sink):
                     self._change(src, EffectKind.DELETE, "moved-from", f"to {dest or 'outside'}")
                 if dest:
                     self._change(dest, EffectKind.WRITE, "moved-to", f"from {src or 'outside'}")
-            elif isinstance(ev, FileCreatedEvent | DirCreatedEvent):
-                self._change(src, EffectKind.WRITE, "created")
-            elif isinstance(ev, FileModifiedEvent):
-                self._change(src, EffectKind.WRITE, "modified")
-            elif isinstance(ev, FileClosedEvent):
-                self._change(src, EffectKind.WRITE, "closed-after-write")
-            elif isinstance(ev, FileAttribEvent | DirAttribEvent):
-                self._change(src, EffectKind.WRITE, "attrib")
-            elif isinstance(ev, FileDeletedEvent | DirDeletedEvent):
-                self._change(src, EffectKind.DELETE, "deleted")
-            # DirModifiedEvent is watchdog's echo of a child's event; opens and
-            # read-only closes change nothing.
+            else:
+                change = CHANGES.get((ev.event_type, ev.is_directory))
+                if change is not None:  # see CHANGES for the events that change nothing
+                    self._change(src, change[0], change[1])
         except Exception as exc:  # keep watching whatever one event did
             self._notice("error", f"while handling {ev!r}: {type(exc).__name__}: {exc}")
         self._flush()
