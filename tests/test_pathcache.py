@@ -1,0 +1,248 @@
+"""The canonical-path cache (guard/pathcache.py) never answers from an older disk.
+
+Each attack asks about a path while the cache is active (so the answer is kept),
+changes the disk the way an agent could between two tool calls, and asks again:
+the second answer must be the fresh resolver's, and decisions must follow it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from guard.decide import Guard
+from guard.effects import Effect, EffectKind
+from guard.pathcache import ACTIVATE_AFTER, CACHE
+from guard.paths import CanonicalPath, PathError, _resolve, canonicalize
+
+
+@pytest.fixture(autouse=True)
+def active_cache() -> Iterator[None]:
+    """A fresh cache, already past its activation count."""
+    CACHE.reset()
+    for _ in range(ACTIVATE_AFTER):
+        CACHE.prepare(("", ""), "/proc/x")  # counts towards activation, keeps nothing
+    assert CACHE.prepare(("", ""), "/proc/x") is None
+    yield
+    CACHE.reset()
+
+
+def kept(path: str, cwd: Path) -> bool:
+    return (path, str(cwd)) in CACHE._entries
+
+
+def fresh(path: str, cwd: Path) -> CanonicalPath | str:
+    try:
+        return _resolve(path, cwd, write=False)
+    except PathError as exc:
+        return f"error: {exc}"
+
+
+def cached(path: str, cwd: Path) -> CanonicalPath | str:
+    try:
+        return canonicalize(path, cwd)
+    except PathError as exc:
+        return f"error: {exc}"
+
+
+def test_a_plain_answer_is_kept_and_given_again(tmp_path: Path) -> None:
+    root = Path(os.path.realpath(tmp_path))
+    (root / "a/b").mkdir(parents=True)
+    (root / "a/b/f.py").write_text("x")
+    first = canonicalize("a/b/f.py", root)
+    assert kept("a/b/f.py", root)
+    assert canonicalize("a/b/f.py", root) is first
+    assert first.real == str(root / "a/b/f.py") and first.nlink == 1
+
+
+def test_answers_through_links_dots_or_proc_are_not_kept(tmp_path: Path) -> None:
+    root = Path(os.path.realpath(tmp_path))
+    (root / "d").mkdir()
+    os.symlink("d", root / "l")
+    for path in ("l/x", "d/../d/x", "./d/x", "/proc/self/status", "~/x"):
+        canonicalize(path, root)
+        assert not kept(path, root), path
+
+
+def test_directory_swapped_for_a_symlink_between_calls(tmp_path: Path) -> None:
+    """Attack: ask about plans/x.md while plans is a directory (the answer is kept),
+    then rename it away and put a symlink to src in its place."""
+    root = Path(os.path.realpath(tmp_path))
+    (root / "plans").mkdir()
+    (root / "src").mkdir()
+    assert canonicalize("plans/x.md", root).real == str(root / "plans/x.md")
+    assert kept("plans/x.md", root)
+    os.rename(root / "plans", root / "old")
+    os.symlink("src", root / "plans")
+    second = canonicalize("plans/x.md", root)
+    assert second.real == str(root / "src/x.md")
+    assert second == fresh("plans/x.md", root)
+    assert not (root / "src/x.md").exists()
+
+
+def test_ancestor_renamed_and_replaced_by_a_link(tmp_path: Path) -> None:
+    """Attack: the file keeps its inode and name; only a directory two levels up
+    moves and a link takes its place, so the real path changes under the same text."""
+    root = Path(os.path.realpath(tmp_path))
+    (root / "w/a/b").mkdir(parents=True)
+    (root / "w/a/b/f.md").write_text("x")
+    assert canonicalize("a/b/f.md", root / "w").real == str(root / "w/a/b/f.md")
+    os.rename(root / "w/a", root / "w/z")
+    os.symlink("z", root / "w/a")
+    second = canonicalize("a/b/f.md", root / "w")
+    assert second.real == str(root / "w/z/b/f.md")
+    assert second.link != second.real or second.real == fresh("a/b/f.md", root / "w").real
+
+
+def test_hard_link_made_after_the_answer_was_kept(tmp_path: Path) -> None:
+    """Attack: a plan file is asked about (nlink 1, kept), then hard-linked into the
+    source tree; the plan-mode write must now be denied as a hard link."""
+    repo = Path(os.path.realpath(tmp_path))
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    plans = repo / ".openoxide/plans"
+    plans.mkdir(parents=True)
+    (plans / "p.md").write_text("# plan\n")
+    (repo / "src").mkdir()
+    g = Guard.load("builtin:default", worktree=repo)
+    write = Effect(EffectKind.WRITE, ".openoxide/plans/p.md")
+    assert g.decide_effect("plan", write, repo).allowed
+    assert kept(".openoxide/plans/p.md", repo)
+    os.link(plans / "p.md", repo / "src/app.py")
+    d = g.decide_effect("plan", write, repo)
+    assert not d.allowed and d.rule == "guard.hardlink", d
+    assert (repo / "src/app.py").read_text() == "# plan\n"  # nothing was written
+
+
+def test_plan_directory_swapped_for_a_link_into_the_sources_is_denied(tmp_path: Path) -> None:
+    """Attack on a decision: a plan file write is allowed and its answer kept; the plan
+    directory is then replaced by a link into src/, and the same write must be denied."""
+    repo = Path(os.path.realpath(tmp_path))
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    plans = repo / ".openoxide/plans"
+    plans.mkdir(parents=True)
+    (repo / "src").mkdir()
+    g = Guard.load("builtin:default", worktree=repo)
+    write = Effect(EffectKind.WRITE, ".openoxide/plans/main.py")
+    assert g.decide_effect("plan", write, repo).allowed is False  # not a .md: denied anyway
+    write = Effect(EffectKind.WRITE, ".openoxide/plans/x.md")
+    assert g.decide_effect("plan", write, repo).allowed
+    os.rename(plans, repo / ".openoxide/old")
+    os.symlink("../src", plans)
+    d = g.decide_effect("plan", write, repo)
+    assert not d.allowed, d
+    assert not (repo / "src/x.md").exists()
+
+
+def test_missing_path_created_as_a_directory(tmp_path: Path) -> None:
+    root = Path(os.path.realpath(tmp_path))
+    first = canonicalize("new/deeper/x", root)
+    assert kept("new/deeper/x", root) and first.mode == 0
+    (root / "new/deeper/x").mkdir(parents=True)
+    second = canonicalize("new/deeper/x", root)
+    assert second.is_dir and second == fresh("new/deeper/x", root)
+
+
+def test_file_replaced_by_a_symlink_of_the_same_name(tmp_path: Path) -> None:
+    root = Path(os.path.realpath(tmp_path))
+    (root / "f.md").write_text("x")
+    (root / "secret").write_text("s")
+    assert canonicalize("f.md", root).link == str(root / "f.md")
+    os.unlink(root / "f.md")
+    os.symlink("secret", root / "f.md")
+    second = canonicalize("f.md", root)
+    assert second.real == str(root / "secret") and second.link == str(root / "f.md")
+
+
+def test_a_forked_child_starts_over(tmp_path: Path) -> None:
+    """The inotify queue would be shared with the parent: the child must not use it."""
+    root = Path(os.path.realpath(tmp_path))
+    (root / "f").write_text("x")
+    canonicalize("f", root)
+    assert kept("f", root)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        ok = CACHE._kernel is None and not CACHE._entries
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(w)
+    assert os.read(r, 1) == b"1"
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert kept("f", root)  # the parent's cache is untouched
+
+
+def test_mount_on_a_directory_of_the_path_is_seen(tmp_path: Path) -> None:
+    """A mount changes what a path names without any directory entry changing."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting needs root and mount(8)")
+    root = Path(os.path.realpath(tmp_path))
+    (root / "m").mkdir()
+    (root / "m/f").mkdir()
+    assert canonicalize("m/f", root).is_dir
+    proc = subprocess.run(["mount", "-t", "tmpfs", "none", str(root / "m")], capture_output=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount here: {proc.stderr.decode().strip()}")
+    try:
+        second = canonicalize("m/f", root)
+        assert second.mode == 0 and not second.is_dir  # hidden by the mount
+    finally:
+        subprocess.run(["umount", str(root / "m")], check=True)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_cached_answers_equal_fresh_ones_through_random_changes(
+    tmp_path: Path, seed: int
+) -> None:
+    """Differential: after every random change (renames, link swaps, removals, hard
+    links, creations), every path answers as the uncached resolver does."""
+    rng = random.Random(seed)
+    root = Path(os.path.realpath(tmp_path))
+    names = ["a", "b", "c", "f.md", "g.py"]
+    paths = sorted({"/".join(rng.choice(names) for _ in range(rng.randint(1, 4)))
+                    for _ in range(40)})
+    for d in ("a", "a/b", "b", "c/a"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for f in ("a/f.md", "a/b/g.py", "b/f.md"):
+        (root / f).write_text("x")
+    hits = 0
+    for step in range(120):
+        for p in paths:
+            before = kept(p, root)
+            got, want = cached(p, root), fresh(p, root)
+            assert got == want, f"step {step}: {p!r}: cached {got}, fresh {want}"
+            hits += before
+        _mutate(root, rng, names)
+    assert hits > 100  # the cache answered often: the comparison proves something
+
+
+def _mutate(root: Path, rng: random.Random, names: list[str]) -> None:
+    here = root / "/".join(rng.choice(names) for _ in range(rng.randint(1, 3)))
+    other = root / "/".join(rng.choice(names) for _ in range(rng.randint(1, 3)))
+    op = rng.randrange(7)
+    try:
+        if op == 0:
+            os.rename(here, other)
+        elif op == 1:
+            if here.is_symlink() or here.is_file():
+                here.unlink()
+            elif here.is_dir():
+                shutil.rmtree(here)
+        elif op == 2:
+            os.symlink(os.path.relpath(other, here.parent), here)
+        elif op == 3:
+            here.mkdir(parents=True)
+        elif op == 4:
+            os.link(other, here)
+        elif op == 5:
+            here.write_text("y")
+        else:
+            here.chmod(0o600)
+    except OSError:
+        pass
