@@ -7,8 +7,9 @@ keyed by the path as written and the cwd it is relative to.
 
 Why a kept answer is still the disk's answer at decision time
 -------------------------------------------------------------
-An answer is kept only when resolving it touched no symlink and no ``.``/``..``
-(the path, made absolute, *is* its real path) and nothing under ``/proc`` or ``/dev``.
+An answer is kept only when resolving it touched no symlink and no ``..`` (the
+path, made absolute and with its ``.`` components dropped, *is* its real path) and
+nothing under ``/proc`` or ``/dev``.
 Such an answer can change only through a change of a directory entry on that path
 (a component renamed, removed, replaced by a link, created where it was missing), of
 the last component's own inode (its link count, its mode), or of the mount table.
@@ -59,9 +60,10 @@ _IN_DELETE = 0x00000200
 _IN_DELETE_SELF = 0x00000400
 _IN_MOVE_SELF = 0x00000800
 _IN_DONT_FOLLOW = 0x02000000
+_IN_MASK_ADD = 0x20000000  # a second watch of an inode adds to its mask, never narrows it
 _IN_NONBLOCK = os.O_NONBLOCK
 _IN_CLOEXEC = os.O_CLOEXEC
-_SELF = _IN_ATTRIB | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_DONT_FOLLOW
+_SELF = _IN_ATTRIB | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_DONT_FOLLOW | _IN_MASK_ADD
 _DIR = _SELF | _IN_CREATE | _IN_DELETE | _IN_MOVED_FROM | _IN_MOVED_TO
 
 

@@ -369,8 +369,7 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
         return hit
     full = path if path[0] == "/" else base.rstrip("/") + "/" + path if base[:1] == "/" else ""
     gen = None
-    if full[:1] == "/" and "/./" not in full and "/../" not in full and not full.endswith(
-            ("/.", "/..")):
+    if full[:1] == "/" and "/../" not in full and not full.endswith("/.."):
         norm = os.path.normpath(full)
         gen = CACHE.prepare(key, norm)
     answer = _resolve(path, base, write=write)
