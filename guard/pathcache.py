@@ -43,6 +43,7 @@ from __future__ import annotations
 import errno
 import os
 import select
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -61,10 +62,13 @@ _IN_DELETE_SELF = 0x00000400
 _IN_MOVE_SELF = 0x00000800
 _IN_DONT_FOLLOW = 0x02000000
 _IN_MASK_ADD = 0x20000000  # a second watch of an inode adds to its mask, never narrows it
+_IN_IGNORED = 0x00008000
+_IN_Q_OVERFLOW = 0x00004000
 _IN_NONBLOCK = os.O_NONBLOCK
 _IN_CLOEXEC = os.O_CLOEXEC
 _SELF = _IN_ATTRIB | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_DONT_FOLLOW | _IN_MASK_ADD
 _DIR = _SELF | _IN_CREATE | _IN_DELETE | _IN_MOVED_FROM | _IN_MOVED_TO
+_EVENT = struct.Struct("iIII")  # struct inotify_event without its name
 
 
 class _Kernel:
@@ -95,22 +99,34 @@ class _Kernel:
             raise
 
     def watch(self, path: str, mask: int) -> int:
-        """0 when watched, else the errno (ENOENT: the entry does not exist)."""
-        if self._add(self.fd, os.fsencode(path), mask) >= 0:
-            return 0
-        return self._errno() or errno.EIO
+        """The watch descriptor (>= 0), or minus the errno (-ENOENT: no such entry)."""
+        wd: int = self._add(self.fd, os.fsencode(path), mask)
+        if wd >= 0:
+            return wd
+        return -(self._errno() or errno.EIO)
 
-    def changed(self) -> bool:
+    def changes(self) -> tuple[bool, list[tuple[int, int, str]]]:
+        """(whether the mount table changed, the inotify events queued: wd, mask, name)."""
         assert self.epoll is not None
-        return bool(self.epoll.poll(0))
-
-    def drain(self) -> None:
+        ready = self.epoll.poll(0)
+        if not ready:
+            return False, []
+        mounts = any(fd == self.mounts for fd, _ in ready)
+        events: list[tuple[int, int, str]] = []
         while True:
             try:
-                if not os.read(self.fd, 65536):
-                    return
+                data = os.read(self.fd, 65536)
             except BlockingIOError:
-                return
+                break
+            if not data:
+                break
+            i = 0
+            while i + 16 <= len(data):
+                wd, mask, _cookie, size = _EVENT.unpack_from(data, i)
+                name = data[i + 16 : i + 16 + size].split(b"\0", 1)[0]
+                events.append((wd, mask, os.fsdecode(name)))
+                i += 16 + size
+        return mounts, events
 
     def close(self) -> None:
         if self.epoll is not None:
@@ -121,13 +137,33 @@ class _Kernel:
         self.fd = self.mounts = -1
 
 
+class _Node:
+    """One path component: the answers kept for exactly this path, whether it is
+    watched as a directory, and the components below it."""
+
+    __slots__ = ("keys", "kids", "watched")
+
+    def __init__(self) -> None:
+        self.kids: dict[str, _Node] = {}
+        self.keys: list[tuple[str, str]] = []
+        self.watched = False
+
+
 class PathCache:
-    """Canonical answers by ``(path, cwd)``, valid until the kernel reports a change."""
+    """Canonical answers by ``(path, cwd)``, valid until the kernel reports a change.
+
+    A reported change drops exactly the answers it can alter: an entry created,
+    removed or renamed as NAME in a watched directory D (or its attributes changed)
+    drops every answer for ``D/NAME`` and below it; a watched inode moved, deleted or
+    changed itself drops everything at and below each path it was watched as; a
+    mount-table change or a lost event (queue overflow) drops everything.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, str], Any] = {}
-        self._watched: set[str] = set()
+        self._root = _Node()
+        self._paths: dict[int, set[str]] = {}  # watch descriptor -> paths watched as
         self._kernel: _Kernel | None = None
         self._gen = 0
         self._watches = 0
@@ -138,16 +174,16 @@ class PathCache:
     # the fast path -----------------------------------------------------------
 
     def get(self, key: tuple[str, str]) -> Any:
-        """The kept answer for ``key``, or None. Drops everything when anything changed."""
+        """The kept answer for ``key`` (None: none), after applying the reported changes."""
         if not self._entries:
             return None
         with self._lock:
             k = self._kernel
             if k is None:
                 return None
-            if k.changed():
-                self._drop(k)
-                return None
+            mounts, events = k.changes()
+            if mounts or events:
+                self._apply(mounts, events)
             return self._entries.get(key)
 
     # the slow path -----------------------------------------------------------
@@ -167,42 +203,91 @@ class PathCache:
                     return None
         if norm.startswith(("/proc/", "/dev/")) or norm in ("/proc", "/dev"):
             return None
-        gen = self._gen
-        k = self._kernel
-        if k is None:
-            return None
-        # "/", "/w", "/w/a", ... (every directory above the last component), then it
-        ends = [i for i, c in enumerate(norm) if c == "/"]
-        for i, end in enumerate(ends):
-            last = i == len(ends) - 1 and end == len(norm) - 1  # norm is "/"
-            d = norm[:end] or "/"
-            if d in self._watched:
-                continue
-            err = k.watch(d, _DIR)
+        with self._lock:
+            k = self._kernel
+            if k is None:
+                return None
+            gen = self._gen
+            # "/", "/w", "/w/a", ... (every directory above the last component), then it
+            node = self._root
+            path = ""
+            names = norm.split("/")[1:] if norm != "/" else []
+            for i in range(len(names) + 1):
+                if not node.watched:
+                    wd = k.watch(path or "/", _DIR)
+                    self._watches += 1
+                    if wd == -errno.ENOENT:
+                        return gen  # missing from here on: its creation is reported
+                    if wd < 0:
+                        return None  # not watchable (permissions, no watch left): not kept
+                    self._paths.setdefault(wd, set()).add(path or "/")
+                    node.watched = True
+                if i == len(names):
+                    return gen  # norm itself is a directory watched as such
+                if i == len(names) - 1:
+                    break
+                path += "/" + names[i]
+                node = node.kids.setdefault(names[i], _Node())
+            wd = k.watch(norm, _SELF)
             self._watches += 1
-            if err == errno.ENOENT:
-                return gen  # missing from here on: its creation in the parent is reported
-            if err:
-                return None  # not watchable (permissions, no watch left): not kept
-            self._watched.add(d)
-            if last:
-                return gen
-        err = k.watch(norm, _SELF)
-        self._watches += 1
-        if err and err != errno.ENOENT:
-            return None
-        return gen
+            if wd >= 0:
+                self._paths.setdefault(wd, set()).add(norm)
+            elif wd != -errno.ENOENT:
+                return None
+            return gen
 
     def store(self, key: tuple[str, str], gen: int, answer: Any) -> None:
+        norm: str = answer.real
         with self._lock:
             if gen != self._gen or self._kernel is None:
-                return  # the disk may have changed while it was resolved
+                return  # changes were applied while it was resolved: it may be older
             if len(self._entries) >= LIMIT or self._watches >= 4 * LIMIT:
                 self._restart()
                 return
+            node = self._root
+            for name in norm.split("/")[1:] if norm != "/" else []:
+                node = node.kids.setdefault(name, _Node())
+            node.keys.append(key)
             self._entries[key] = answer
 
     # housekeeping (under the lock) -------------------------------------------
+
+    def _apply(self, mounts: bool, events: list[tuple[int, int, str]]) -> None:
+        """Drop what the reported changes can alter; no resolution begun before them
+        may be stored afterwards (the generation)."""
+        self._gen += 1
+        if mounts or any(wd < 0 or mask & _IN_Q_OVERFLOW for wd, mask, _ in events):
+            self._clear()
+            return
+        for wd, mask, name in events:
+            for path in self._paths.get(wd, ()):
+                self._forget(path + "/" + name if name else path)
+            if mask & _IN_IGNORED:
+                self._paths.pop(wd, None)
+
+    def _forget(self, path: str) -> None:
+        """Drop every answer at or below ``path`` and the watched marks there."""
+        parent = self._root
+        names = [n for n in path.split("/") if n]
+        if not names:
+            self._clear()
+            return
+        for name in names[:-1]:
+            nxt = parent.kids.get(name)
+            if nxt is None:
+                return
+            parent = nxt
+        node = parent.kids.pop(names[-1], None)
+        todo = [node] if node is not None else []
+        while todo:
+            n = todo.pop()
+            for key in n.keys:
+                self._entries.pop(key, None)
+            todo.extend(n.kids.values())
+
+    def _clear(self) -> None:
+        self._entries.clear()
+        self._root = _Node()
 
     def _start(self) -> bool:
         if self._kernel is not None:
@@ -214,19 +299,9 @@ class PathCache:
             return False
         return True
 
-    def _drop(self, k: _Kernel) -> None:
-        """Forget everything; consume the events that said so, then bump the generation
-        so that no resolution begun before the events can be stored."""
-        self._entries.clear()
-        self._watched.clear()
-        k.drain()
-        if self._watches >= 4 * LIMIT:
-            self._restart()
-        self._gen += 1
-
     def _restart(self) -> None:
-        self._entries.clear()
-        self._watched.clear()
+        self._clear()
+        self._paths.clear()
         if self._kernel is not None:
             self._kernel.close()
             self._kernel = None
@@ -238,7 +313,8 @@ class PathCache:
         """Forget everything and the kernel objects (after a fork: they are the parent's)."""
         self._lock = threading.Lock()
         self._entries = {}
-        self._watched = set()
+        self._root = _Node()
+        self._paths = {}
         if self._kernel is not None:
             self._kernel.close()
             self._kernel = None

@@ -252,3 +252,20 @@ def _mutate(root: Path, rng: random.Random, names: list[str]) -> None:
             here.chmod(0o600)
     except OSError:
         pass
+
+
+def test_a_change_elsewhere_keeps_the_answer_a_change_on_its_way_drops_it(
+    tmp_path: Path,
+) -> None:
+    """Busy directories on the way (``/tmp``, a home directory) must not empty the
+    cache: only a change to a name the answer went through drops it."""
+    root = Path(os.path.realpath(tmp_path))
+    (root / "a/b").mkdir(parents=True)
+    (root / "a/b/f.md").write_text("x")
+    canonicalize("a/b/f.md", root)
+    (root / "unrelated.txt").write_text("y")  # a sibling of a, in a watched directory
+    (root / "a/other").mkdir()
+    assert canonicalize("a/b/f.md", root) is not None and kept("a/b/f.md", root)
+    os.rename(root / "a/b", root / "a/c")
+    assert not kept("a/b/f.md", root) or canonicalize("a/b/f.md", root).mode == 0
+    assert canonicalize("a/b/f.md", root) == fresh("a/b/f.md", root)
