@@ -34,7 +34,8 @@ remains the final check in confined runs; this reasoning is what keeps decisions
 of analysis-only hosts exact.
 
 The cache starts only after :data:`ACTIVATE_AFTER` resolutions in one process, so a
-one-shot hook pays nothing for it; a forked child starts over (the inotify queue
+one-shot hook pays nothing for it, and keeps a path from the second time it is asked
+about, so paths asked about once pay no watches; a forked child starts over (the inotify queue
 would otherwise be shared with the parent, and one of them would miss events).
 """
 
@@ -164,6 +165,7 @@ class PathCache:
         self._entries: dict[tuple[str, str], Any] = {}
         self._root = _Node()
         self._paths: dict[int, set[str]] = {}  # watch descriptor -> paths watched as
+        self._seen: set[tuple[str, str]] = set()
         self._kernel: _Kernel | None = None
         self._gen = 0
         self._watches = 0
@@ -202,6 +204,11 @@ class PathCache:
                 if not self._start():
                     return None
         if norm.startswith(("/proc/", "/dev/")) or norm in ("/proc", "/dev"):
+            return None
+        if key not in self._seen:  # kept from its second resolution on: a path asked
+            if len(self._seen) >= 4 * LIMIT:  # about once pays no watch for it
+                self._seen.clear()
+            self._seen.add(key)
             return None
         with self._lock:
             k = self._kernel
@@ -315,6 +322,7 @@ class PathCache:
         self._entries = {}
         self._root = _Node()
         self._paths = {}
+        self._seen = set()
         if self._kernel is not None:
             self._kernel.close()
             self._kernel = None

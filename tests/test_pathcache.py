@@ -35,6 +35,12 @@ def active_cache() -> Iterator[None]:
     CACHE.reset()
 
 
+def ask(path: str, cwd: Path) -> CanonicalPath:
+    """Resolve twice: a path is kept from its second resolution on."""
+    canonicalize(path, cwd)
+    return canonicalize(path, cwd)
+
+
 def kept(path: str, cwd: Path) -> bool:
     return (path, str(cwd)) in CACHE._entries
 
@@ -58,8 +64,10 @@ def test_a_plain_answer_is_kept_and_given_again(tmp_path: Path) -> None:
     (root / "a/b").mkdir(parents=True)
     (root / "a/b/f.py").write_text("x")
     for path in (".", "./a/./b", "a/b/."):
-        assert canonicalize(path, root) == fresh(path, root)
+        assert ask(path, root) == fresh(path, root)
         assert kept(path, root), path
+    assert canonicalize("a/b/f.py", root) == fresh("a/b/f.py", root)
+    assert not kept("a/b/f.py", root)  # asked about once: nothing watched, nothing kept
     first = canonicalize("a/b/f.py", root)
     assert kept("a/b/f.py", root)
     assert canonicalize("a/b/f.py", root) is first
@@ -71,7 +79,7 @@ def test_answers_through_links_dots_or_proc_are_not_kept(tmp_path: Path) -> None
     (root / "d").mkdir()
     os.symlink("d", root / "l")
     for path in ("l/x", "d/../d/x", "l/.", "/proc/self/status", "~/x"):
-        canonicalize(path, root)
+        ask(path, root)
         assert not kept(path, root), path
 
 
@@ -81,7 +89,7 @@ def test_directory_swapped_for_a_symlink_between_calls(tmp_path: Path) -> None:
     root = Path(os.path.realpath(tmp_path))
     (root / "plans").mkdir()
     (root / "src").mkdir()
-    assert canonicalize("plans/x.md", root).real == str(root / "plans/x.md")
+    assert ask("plans/x.md", root).real == str(root / "plans/x.md")
     assert kept("plans/x.md", root)
     os.rename(root / "plans", root / "old")
     os.symlink("src", root / "plans")
@@ -97,7 +105,8 @@ def test_ancestor_renamed_and_replaced_by_a_link(tmp_path: Path) -> None:
     root = Path(os.path.realpath(tmp_path))
     (root / "w/a/b").mkdir(parents=True)
     (root / "w/a/b/f.md").write_text("x")
-    assert canonicalize("a/b/f.md", root / "w").real == str(root / "w/a/b/f.md")
+    assert ask("a/b/f.md", root / "w").real == str(root / "w/a/b/f.md")
+    assert kept("a/b/f.md", root / "w")
     os.rename(root / "w/a", root / "w/z")
     os.symlink("z", root / "w/a")
     second = canonicalize("a/b/f.md", root / "w")
@@ -116,6 +125,7 @@ def test_hard_link_made_after_the_answer_was_kept(tmp_path: Path) -> None:
     (repo / "src").mkdir()
     g = Guard.load("builtin:default", worktree=repo)
     write = Effect(EffectKind.WRITE, ".openoxide/plans/p.md")
+    assert g.decide_effect("plan", write, repo).allowed
     assert g.decide_effect("plan", write, repo).allowed
     assert kept(".openoxide/plans/p.md", repo)
     os.link(plans / "p.md", repo / "src/app.py")
@@ -137,6 +147,8 @@ def test_plan_directory_swapped_for_a_link_into_the_sources_is_denied(tmp_path: 
     assert g.decide_effect("plan", write, repo).allowed is False  # not a .md: denied anyway
     write = Effect(EffectKind.WRITE, ".openoxide/plans/x.md")
     assert g.decide_effect("plan", write, repo).allowed
+    assert g.decide_effect("plan", write, repo).allowed
+    assert kept(".openoxide/plans/x.md", repo)
     os.rename(plans, repo / ".openoxide/old")
     os.symlink("../src", plans)
     d = g.decide_effect("plan", write, repo)
@@ -146,7 +158,7 @@ def test_plan_directory_swapped_for_a_link_into_the_sources_is_denied(tmp_path: 
 
 def test_missing_path_created_as_a_directory(tmp_path: Path) -> None:
     root = Path(os.path.realpath(tmp_path))
-    first = canonicalize("new/deeper/x", root)
+    first = ask("new/deeper/x", root)
     assert kept("new/deeper/x", root) and first.mode == 0
     (root / "new/deeper/x").mkdir(parents=True)
     second = canonicalize("new/deeper/x", root)
@@ -157,7 +169,8 @@ def test_file_replaced_by_a_symlink_of_the_same_name(tmp_path: Path) -> None:
     root = Path(os.path.realpath(tmp_path))
     (root / "f.md").write_text("x")
     (root / "secret").write_text("s")
-    assert canonicalize("f.md", root).link == str(root / "f.md")
+    assert ask("f.md", root).link == str(root / "f.md")
+    assert kept("f.md", root)
     os.unlink(root / "f.md")
     os.symlink("secret", root / "f.md")
     second = canonicalize("f.md", root)
@@ -168,7 +181,7 @@ def test_a_forked_child_starts_over(tmp_path: Path) -> None:
     """The inotify queue would be shared with the parent: the child must not use it."""
     root = Path(os.path.realpath(tmp_path))
     (root / "f").write_text("x")
-    canonicalize("f", root)
+    ask("f", root)
     assert kept("f", root)
     r, w = os.pipe()
     pid = os.fork()
@@ -190,7 +203,8 @@ def test_mount_on_a_directory_of_the_path_is_seen(tmp_path: Path) -> None:
     root = Path(os.path.realpath(tmp_path))
     (root / "m").mkdir()
     (root / "m/f").mkdir()
-    assert canonicalize("m/f", root).is_dir
+    assert ask("m/f", root).is_dir
+    assert kept("m/f", root)
     proc = subprocess.run(["mount", "-t", "tmpfs", "none", str(root / "m")], capture_output=True)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount here: {proc.stderr.decode().strip()}")
@@ -262,7 +276,7 @@ def test_a_change_elsewhere_keeps_the_answer_a_change_on_its_way_drops_it(
     root = Path(os.path.realpath(tmp_path))
     (root / "a/b").mkdir(parents=True)
     (root / "a/b/f.md").write_text("x")
-    canonicalize("a/b/f.md", root)
+    ask("a/b/f.md", root)
     (root / "unrelated.txt").write_text("y")  # a sibling of a, in a watched directory
     (root / "a/other").mkdir()
     assert canonicalize("a/b/f.md", root) is not None and kept("a/b/f.md", root)
