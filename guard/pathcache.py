@@ -8,8 +8,9 @@ keyed by the path as written and the cwd it is relative to.
 Why a kept answer is still the disk's answer at decision time
 -------------------------------------------------------------
 An answer is kept only when resolving it touched no symlink and no ``..`` (the
-path, made absolute and with its ``.`` components dropped, *is* its real path) and
-nothing under ``/proc`` or ``/dev``.
+path, made absolute and with its ``.`` components dropped, *is* its real path),
+nothing under ``/proc`` or ``/dev``, and no mount whose filesystem type is not in
+:data:`LOCAL_TYPES` (see "Local filesystems only" below).
 Such an answer can change only through a change of a directory entry on that path
 (a component renamed, removed, replaced by a link, created where it was missing), of
 the last component's own inode (its link count, its mode), or of the mount table.
@@ -27,6 +28,30 @@ after an uncached decision. Watches are added *before* resolving, and a resoluti
 that started before a drop is not kept (a generation count), so no answer computed
 from an older disk can be stored after the events that outdate it were consumed.
 
+Local filesystems only
+----------------------
+inotify reports the changes made through this kernel's VFS, whatever the process or
+mount namespace. A change that bypasses it is never reported: on NFS, CIFS/SMB, 9p,
+FUSE (sshfs, ...), virtiofs, ceph and other network, cluster or userspace
+filesystems, another host, the server or the FUSE daemon can replace a directory by
+a symlink and no watch fires. So a path is kept only if every mount on its way (each
+mount whose mount point is ``/``, the path itself or one of its ancestors, hidden or
+not) has a type in :data:`LOCAL_TYPES`; a type not listed, whatever it is, keeps
+nothing. The types come from ``/proc/self/mountinfo`` (a bind mount shows the type
+of what it binds), parsed once per mount-table change, which is already watched.
+``overlay`` is listed: everything done through the overlay mount is reported on its
+own inodes, and changing its layers behind its back is unsupported by the kernel
+(undefined behaviour); without it no container's root would be cached. ``zfs`` is
+not: ``zfs rollback`` and ``zfs receive`` change a mounted dataset in place without
+any inotify report, and both can be delegated to unprivileged users.
+
+Watches are shared: inotify watches count against the user's
+``fs.inotify.max_user_watches``, which guard's own monitor (one watch per directory
+of a worktree) and the user's editors need too. The cache never holds more than
+:func:`watch_budget` watches, ``min(MAX_WATCHES, max_user_watches // 16)``; when a
+path would take it over, everything is dropped (its inotify instance closed, which
+frees all its watches) and it starts over.
+
 If anything about the machinery fails (no inotify, no watch left, an unexpected
 error), nothing is kept and every path is resolved afresh: the cache only ever makes
 a decision faster, never different. The confinement in ``guard run`` (Landlock)
@@ -43,6 +68,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import select
 import struct
 import threading
@@ -51,8 +77,16 @@ from typing import Any
 
 #: resolutions in this process before the cache sets itself up
 ACTIVATE_AFTER = 32
-#: kept answers (and watches added) before everything is dropped and started over
+#: kept answers before everything is dropped and started over
 LIMIT = 4096
+#: the most inotify watches the cache holds (and at most 1/16 of max_user_watches)
+MAX_WATCHES = 1024
+#: filesystem types whose every change passes through this kernel's VFS, so inotify
+#: reports it; see the module docstring for overlay (listed) and zfs (not listed);
+#: rootfs is the kernel's initial ramfs/tmpfs, at times listed (hidden) under ``/``
+LOCAL_TYPES = frozenset(
+    {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "tmpfs", "ramfs", "rootfs", "overlay"}
+)
 
 _IN_ATTRIB = 0x00000004
 _IN_MOVED_FROM = 0x00000040
@@ -138,6 +172,66 @@ class _Kernel:
         self.fd = self.mounts = -1
 
 
+def watch_budget() -> int:
+    """The most watches the cache may hold: a small share of the user's limit, so the
+    monitor and the user's editors never run out because of it."""
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", "rb") as f:
+            limit = int(f.read().strip())
+    except (OSError, ValueError):
+        limit = 8192  # the kernel's historical default
+    return max(0, min(MAX_WATCHES, limit // 16))
+
+
+_OCTAL = re.compile(rb"\\([0-7]{3})")
+
+
+def foreign_mounts(mountinfo: bytes) -> frozenset[str]:
+    """The mount points in ``mountinfo`` (the text of ``/proc/PID/mountinfo``) whose
+    filesystem type is not in :data:`LOCAL_TYPES`. A line that cannot be read makes
+    ``/`` foreign (nothing is kept): what it mounts is unknown."""
+    foreign: set[str] = set()
+    for line in mountinfo.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split(b" ")
+        try:
+            sep = fields.index(b"-", 6)  # after the optional fields
+            point, fstype = fields[4], fields[sep + 1]
+        except (ValueError, IndexError):
+            return frozenset({"/"})
+        if not point.startswith(b"/"):
+            return frozenset({"/"})
+        if os.fsdecode(fstype) not in LOCAL_TYPES:
+            # mountinfo writes space, tab, newline and backslash as \ooo
+            point = _OCTAL.sub(lambda m: bytes([int(m.group(1), 8) & 0xFF]), point)
+            foreign.add(os.path.normpath(os.fsdecode(point)))
+    return frozenset(foreign)
+
+
+def on_foreign_mount(norm: str, foreign: frozenset[str]) -> bool:
+    """Whether a mount in ``foreign`` lies on the way of ``norm`` (absolute,
+    normalized): at ``/``, at ``norm`` itself or at one of its ancestors."""
+    if not foreign:
+        return False
+    if "/" in foreign or norm in foreign:
+        return True
+    i = norm.find("/", 1)
+    while i > 0:
+        if norm[:i] in foreign:
+            return True
+        i = norm.find("/", i + 1)
+    return False
+
+
+def _read_foreign() -> frozenset[str]:
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            return foreign_mounts(f.read())
+    except OSError:
+        return frozenset({"/"})
+
+
 class _Node:
     """One path component: the answers kept for exactly this path, whether it is
     watched as a directory, and the components below it."""
@@ -168,7 +262,8 @@ class PathCache:
         self._seen: set[tuple[str, str]] = set()
         self._kernel: _Kernel | None = None
         self._gen = 0
-        self._watches = 0
+        self._budget = 0
+        self._foreign: frozenset[str] | None = None  # per mount-table generation
         self._calls = 0
         self.enabled = True
         self._failed = False
@@ -214,15 +309,29 @@ class PathCache:
             k = self._kernel
             if k is None:
                 return None
+            mounts, events = k.changes()  # a mount table read before a reported
+            if mounts or events:  # mount change is not used
+                self._apply(mounts, events)
+            foreign = self._foreign
+            if foreign is None:
+                foreign = self._foreign = _read_foreign()
+            if on_foreign_mount(norm, foreign):
+                return None  # changes there may never be reported
+            names = norm.split("/")[1:] if norm != "/" else []
+            if len(self._paths) + len(names) + 2 > self._budget:  # one per live wd
+                self._restart()  # frees every watch of the cache
+                if len(names) + 2 > self._budget:
+                    return None
+            k = self._kernel
+            if k is None:
+                return None
             gen = self._gen
             # "/", "/w", "/w/a", ... (every directory above the last component), then it
             node = self._root
             path = ""
-            names = norm.split("/")[1:] if norm != "/" else []
             for i in range(len(names) + 1):
                 if not node.watched:
                     wd = k.watch(path or "/", _DIR)
-                    self._watches += 1
                     if wd == -errno.ENOENT:
                         return gen  # missing from here on: its creation is reported
                     if wd < 0:
@@ -236,7 +345,6 @@ class PathCache:
                 path += "/" + names[i]
                 node = node.kids.setdefault(names[i], _Node())
             wd = k.watch(norm, _SELF)
-            self._watches += 1
             if wd >= 0:
                 self._paths.setdefault(wd, set()).add(norm)
             elif wd != -errno.ENOENT:
@@ -248,7 +356,7 @@ class PathCache:
         with self._lock:
             if gen != self._gen or self._kernel is None:
                 return  # changes were applied while it was resolved: it may be older
-            if len(self._entries) >= LIMIT or self._watches >= 4 * LIMIT:
+            if len(self._entries) >= LIMIT:
                 self._restart()
                 return
             node = self._root
@@ -263,6 +371,8 @@ class PathCache:
         """Drop what the reported changes can alter; no resolution begun before them
         may be stored afterwards (the generation)."""
         self._gen += 1
+        if mounts:
+            self._foreign = None  # read the mount table again
         if mounts or any(wd < 0 or mask & _IN_Q_OVERFLOW for wd, mask, _ in events):
             self._clear()
             return
@@ -304,6 +414,8 @@ class PathCache:
         except (OSError, AttributeError, ValueError):
             self._failed = True  # no inotify here: resolve every path afresh
             return False
+        self._budget = watch_budget()
+        self._foreign = None  # the mount table, read after the kernel watches it
         return True
 
     def _restart(self) -> None:
@@ -312,7 +424,6 @@ class PathCache:
         if self._kernel is not None:
             self._kernel.close()
             self._kernel = None
-        self._watches = 0
         self._gen += 1
         self._start()
 
@@ -327,7 +438,7 @@ class PathCache:
             self._kernel.close()
             self._kernel = None
         self._gen += 1
-        self._watches = 0
+        self._foreign = None
         self._calls = 0
         self._failed = False
 

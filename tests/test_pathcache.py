@@ -16,9 +16,18 @@ from pathlib import Path
 
 import pytest
 
+from guard import pathcache
 from guard.decide import Guard
 from guard.effects import Effect, EffectKind
-from guard.pathcache import ACTIVATE_AFTER, CACHE
+from guard.pathcache import (
+    ACTIVATE_AFTER,
+    CACHE,
+    LOCAL_TYPES,
+    MAX_WATCHES,
+    foreign_mounts,
+    on_foreign_mount,
+    watch_budget,
+)
 from guard.paths import CanonicalPath, PathError, _resolve, canonicalize
 
 SEED = int(os.environ.get("GUARD_DIFF_SEED", "1"))
@@ -283,3 +292,164 @@ def test_a_change_elsewhere_keeps_the_answer_a_change_on_its_way_drops_it(
     os.rename(root / "a/b", root / "a/c")
     assert not kept("a/b/f.md", root) or canonicalize("a/b/f.md", root).mode == 0
     assert canonicalize("a/b/f.md", root) == fresh("a/b/f.md", root)
+
+
+# local filesystems only ---------------------------------------------------------
+
+MOUNTINFO = b"""\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+40 27 0:40 / /home/u/nfs rw,relatime shared:7 master:2 - nfs4 srv:/export rw,vers=4.2
+41 27 0:41 / /home/u/my\\040share rw,relatime - cifs //srv/share rw
+42 27 0:42 / /mnt/back\\134slash rw - fuse.sshfs u@h:/ rw
+43 27 0:43 /sub /srv/bound rw - 9p hostshare rw,trans=virtio
+44 27 0:44 / /srv/vfs rw - virtiofs tag rw
+45 27 0:45 / /srv/ceph rw - ceph 10.0.0.1:/ rw
+46 27 0:46 / /tank rw - zfs tank rw
+47 27 0:47 / /work rw - overlay overlay rw,lowerdir=/l,upperdir=/u,workdir=/w
+48 27 0:48 / /scratch rw - tmpfs tmpfs rw
+49 27 0:49 / /data rw - xfs /dev/vdb rw
+50 49 0:50 / /data/btr rw - btrfs /dev/vdc rw
+"""
+
+
+def test_mount_types_not_known_to_report_every_change_are_foreign() -> None:
+    """Network, cluster and userspace filesystems (another host, the server or a FUSE
+    daemon changes them without inotify seeing it), zfs (rollback and receive change
+    a mounted dataset in place) and pseudo filesystems are foreign; escaped mount
+    points (``\\040`` space, ``\\134`` backslash) are decoded."""
+    foreign = foreign_mounts(MOUNTINFO)
+    assert foreign == {
+        "/proc", "/home/u/nfs", "/home/u/my share", "/mnt/back\\slash", "/srv/bound",
+        "/srv/vfs", "/srv/ceph", "/tank",
+    }
+    for path in ("/home/u/nfs", "/home/u/nfs/a/b.md", "/home/u/my share/x",
+                 "/mnt/back\\slash/p", "/srv/bound/plans/x.md", "/srv/vfs/a",
+                 "/srv/ceph/a", "/tank/repo/src/app.py", "/proc/self"):
+        assert on_foreign_mount(path, foreign), path
+    for path in ("/", "/home/u/nfsx/a", "/home/u/my", "/work/repo/a.md", "/scratch/a",
+                 "/data/btr/x", "/data/a", "/srv/boundary/a", "/home/u"):
+        assert not on_foreign_mount(path, foreign), path
+    assert {"ext4", "xfs", "btrfs", "tmpfs", "overlay"} <= LOCAL_TYPES
+    assert not {"nfs", "nfs4", "cifs", "smb3", "9p", "virtiofs", "ceph", "zfs",
+                "fuse", "fuse.sshfs", "fuseblk", "proc", "sysfs"} & LOCAL_TYPES
+
+
+def test_a_foreign_root_or_an_unreadable_mount_table_keeps_nothing() -> None:
+    on_nfs = b"27 1 0:50 / / rw - nfs srv:/root rw\n"
+    assert on_foreign_mount("/home/u/x", foreign_mounts(on_nfs))
+    for bad in (b"27 1 0:50 / / rw ext4 /dev/vda rw\n",  # no separator
+                b"27 1 0:50\n",
+                b"27 1 0:50 / relative rw - ext4 /dev/vda rw\n"):
+        assert foreign_mounts(bad) == {"/"}, bad
+        assert on_foreign_mount("/home/u/x", foreign_mounts(bad))
+    assert not on_foreign_mount("/home/u/x", foreign_mounts(b""))
+
+
+def _mount(args: list[str], where: Path) -> None:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting needs root and mount(8)")
+    proc = subprocess.run(["mount", *args, str(where)], capture_output=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount here: {proc.stderr.decode().strip()}")
+
+
+@pytest.mark.parametrize("fstype", ["proc", "sysfs", "mqueue", "devpts"])
+def test_a_path_on_a_mount_of_a_type_not_listed_is_never_kept(
+    tmp_path: Path, fstype: str
+) -> None:
+    """A real mount of a type not in the list (here pseudo filesystems, which stand
+    in for NFS/FUSE/9p that cannot be mounted here) under a directory whose name needs
+    escaping in mountinfo, reached directly and through a bind mount: nothing under
+    either is kept, while a plain directory beside them still is."""
+    root = Path(os.path.realpath(tmp_path))
+    (root / "plain").mkdir()
+    (root / "plain/f.md").write_text("x")
+    where = root / "my mnt\\x"  # mountinfo writes it my\040mnt\134x
+    where.mkdir()
+    bound = root / "bound"
+    bound.mkdir()
+    _mount(["-t", fstype, "none"], where)
+    try:
+        proc = subprocess.run(["mount", "--bind", str(where), str(bound)], capture_output=True)
+        assert proc.returncode == 0, proc.stderr
+        try:
+            names = [*sorted(os.listdir(where))[:3], "missing"]
+            for base in (where, bound):
+                for name in ["", *names]:
+                    path = str(base / name) if name else str(base)
+                    first = ask(path, root)
+                    assert first == fresh(path, root)
+                    assert not kept(path, root), path
+            assert ask("plain/f.md", root) == fresh("plain/f.md", root)
+            assert kept("plain/f.md", root)
+        finally:
+            subprocess.run(["umount", str(bound)], check=True)
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def test_a_path_on_tmpfs_is_kept_and_one_mounted_over_later_is_dropped(tmp_path: Path) -> None:
+    """tmpfs is local: its paths are kept. Mounting a type not listed over a kept
+    path's directory afterwards drops the answer and keeps nothing there."""
+    root = Path(os.path.realpath(tmp_path))
+    (root / "t").mkdir()
+    _mount(["-t", "tmpfs", "none"], root / "t")
+    try:
+        (root / "t/d").mkdir()
+        (root / "t/d/f.md").write_text("x")
+        assert ask("t/d/f.md", root) == fresh("t/d/f.md", root)
+        assert kept("t/d/f.md", root)
+        proc = subprocess.run(["mount", "-t", "mqueue", "none", str(root / "t/d")],
+                              capture_output=True)
+        assert proc.returncode == 0, proc.stderr
+        try:
+            for _ in range(3):
+                got = canonicalize("t/d/f.md", root)
+                assert got == fresh("t/d/f.md", root) and got.mode == 0  # hidden
+                assert not kept("t/d/f.md", root)
+        finally:
+            subprocess.run(["umount", str(root / "t/d")], check=True)
+        assert ask("t/d/f.md", root).mode != 0
+        assert kept("t/d/f.md", root)
+    finally:
+        subprocess.run(["umount", str(root / "t")], check=True)
+
+
+def _kernel_watches() -> int:
+    """Watches the cache's inotify instance holds, as the kernel lists them."""
+    k = CACHE._kernel
+    assert k is not None
+    with open(f"/proc/self/fdinfo/{k.fd}") as f:
+        return sum(line.startswith("inotify wd:") for line in f)
+
+
+def test_watch_budget_is_a_small_share_of_the_users_limit() -> None:
+    with open("/proc/sys/fs/inotify/max_user_watches") as f:
+        limit = int(f.read())
+    assert watch_budget() == min(MAX_WATCHES, limit // 16)
+    assert watch_budget() <= limit // 16
+
+
+def test_the_cache_never_holds_more_watches_than_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many distinct paths: the kernel's own count of the cache's watches stays within
+    the budget (it starts over instead), and every answer is still the fresh one."""
+    monkeypatch.setattr(pathcache, "MAX_WATCHES", 24)
+    CACHE._restart()  # takes the budget afresh
+    assert CACHE._budget == 24
+    root = Path(os.path.realpath(tmp_path))
+    for i in range(40):
+        (root / f"d{i}").mkdir()
+        (root / f"d{i}/f.md").write_text("x")
+    high = 0
+    for rnd in range(2):
+        for i in range(40):
+            path = f"d{i}/f.md"
+            assert ask(path, root) == fresh(path, root)
+            if CACHE._kernel is not None:
+                high = max(high, _kernel_watches())
+                assert _kernel_watches() <= 24, (rnd, i)
+    assert high > 12  # the budget was actually approached
+    assert kept("d39/f.md", root)
