@@ -21,6 +21,7 @@ from pathlib import Path
 import platformdirs
 
 from guard.effects import GuardError
+from guard.pathcache import CACHE
 
 VCS_MARKERS = (".git", ".hg", ".jj", ".svn")
 APP_NAME = "openoxide"
@@ -363,7 +364,31 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
 
     With ``write``, a path through a per-process magic link (``/proc/self/...``,
     ``/dev/fd/../...``) is refused: guard would resolve it in its own process.
+
+    Answers that went through no symlink are kept in :data:`guard.pathcache.CACHE`,
+    which drops them as soon as the kernel reports a change that could alter them
+    (see that module for why a kept answer is always the disk's current one).
     """
+    if not isinstance(path, str) or not path or path[0] == "~":
+        return _resolve(path, cwd, write=write)
+    base = cwd if isinstance(cwd, str) else os.fspath(cwd)
+    key = (path, base)
+    hit: CanonicalPath | None = CACHE.get(key)
+    if hit is not None:
+        return hit
+    full = path if path[0] == "/" else base.rstrip("/") + "/" + path if base[:1] == "/" else ""
+    gen = None
+    if full[:1] == "/" and "/../" not in full and not full.endswith("/.."):
+        norm = os.path.normpath(full)
+        gen = CACHE.prepare(key, norm)
+    answer = _resolve(path, base, write=write)
+    if gen is not None and answer.link == answer.real == norm:
+        CACHE.store(key, gen, answer)
+    return answer
+
+
+def _resolve(path: str, cwd: str | os.PathLike[str], *, write: bool) -> CanonicalPath:
+    """:func:`canonicalize` without the cache."""
     if not isinstance(path, str):
         raise PathError(f"path must be a string, got {type(path).__name__}")
     if path == "":
