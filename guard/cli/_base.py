@@ -174,6 +174,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         if options is not None:
             try:
                 code = runner.execute(options)
+            except KeyboardInterrupt:  # Ctrl-C: quietly, as on typer's path
+                raise SystemExit(130) from None
+            except EOFError:  # as on typer's path
+                sys.stderr.write("\n")
+                fail("aborted", as_json=as_json, code=130)
             except Exception as exc:
                 fail_for(exc, as_json=as_json)
             raise SystemExit(code)
