@@ -92,6 +92,9 @@ class _FD(InotifyFD):
     def __init__(self, trouble: Callable[[str, str], None]) -> None:
         super().__init__()
         self._trouble = trouble
+        #: while the first watches are added: the watch limit ends that at once
+        #: (:class:`WatchLimit`) instead of leaving the rest of the tree unwatched
+        self.starting = False
 
     def handle_event(self, event: InotifyEvent) -> None:
         try:
@@ -110,6 +113,8 @@ class _FD(InotifyFD):
         try:
             return super()._get_or_create_watch(path, mask)
         except OSError as exc:
+            if exc.errno == errno.ENOSPC and self.starting:
+                raise WatchLimit(os.fsdecode(path), len(self._watch_for_wd)) from exc
             if exc.errno in (errno.ENOSPC, errno.EMFILE):
                 self._trouble(
                     "watch-limit",
@@ -117,6 +122,26 @@ class _FD(InotifyFD):
                     " (raise fs.inotify.max_user_watches)",
                 )
             raise
+
+
+class WatchLimit(Exception):
+    """inotify ran out of watches (``fs.inotify.max_user_watches``) while the first
+    watches were added. Not an OSError: watchdog skips those for subdirectories."""
+
+    def __init__(self, path: str, added: int) -> None:
+        super().__init__(path, added)
+        self.path = path
+        self.added = added
+
+
+#: the events the monitor acts on. Without a filter watchdog asks inotify for opens,
+#: reads and read-only closes as well: adding the watches (which opens every directory)
+#: then floods the queue, and each overflow makes watchdog walk the tree again.
+WANTED_EVENTS: list[type[FileSystemEvent]] = [
+    FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, FileClosedEvent,
+    FileAttribEvent, DirAttribEvent, FileDeletedEvent, DirDeletedEvent,
+    FileMovedEvent, DirMovedEvent,
+]
 
 
 class _Observer(BaseObserver):
