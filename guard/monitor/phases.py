@@ -154,13 +154,17 @@ def _capture_tree(bl: Baseline, top: str) -> None:
 
 
 def complete(bl: Baseline, events: Callable[[], set[str]],
-             lost: Callable[[], bool] | None = None) -> None:
+             lost: Callable[[], bool] | None = None) -> Callable[[set[str]], None] | None:
     """Phase 2. ``events()`` returns every path with an inotify event so far (after
     waiting until every event generated before the call was handled); ``lost()``, asked
     after it, says whether events were lost since phase 1 (a queue overflow, or a
     fanotify event its directory walk could not name yet). Then no path is trusted to
     have had no event: a tracked file the walk did not find may have been deleted
-    before the walk got there, and its baseline is git's blob, as for an event."""
+    before the walk got there, and its baseline is git's blob, as for an event.
+
+    Returns what settles paths whose events were handled after ``events()`` answered
+    (called under the monitor's lock just before it takes over), or None without
+    git status."""
     st = bl.status
     assert bl.ignore is not None
     if bl.index_data is not None and bl.worktree is not None:
@@ -219,6 +223,13 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
         _settle_early(bl, early, mismatch, unlisted)
         _check_blobs(bl, early)
     s.seconds = time.perf_counter() - bl.started
+    if st is None:
+        return None
+
+    def late(paths: set[str]) -> None:
+        _settle_early(bl, paths - early, mismatch, unlisted)
+
+    return late
 
 
 def _settle_early(

@@ -7,6 +7,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from guard import audit
@@ -154,6 +155,7 @@ def finish_baseline(m: Monitor, t0: float) -> None:
     not compete with the command; :func:`hurry_baseline` ends that when stopping."""
     bl = m.baseline
     assert bl is not None
+    late: Callable[[set[str]], None] | None = None
     try:
         try:
             if m.background and threading.current_thread() is m._baseline_thread:
@@ -162,8 +164,8 @@ def finish_baseline(m: Monitor, t0: float) -> None:
                         m._baseline_tid = threading.get_native_id()
                         _set_idle(m._baseline_tid, True)
             try:
-                phases.complete(bl, lambda: _early_paths(m),
-                                lambda: m.events_lost > m._lost_at_phase1)
+                late = phases.complete(bl, lambda: _early_paths(m),
+                                       lambda: m.events_lost > m._lost_at_phase1)
             finally:
                 hurry_baseline(m)
             for g in m._git_dirs:
@@ -179,6 +181,8 @@ def finish_baseline(m: Monitor, t0: float) -> None:
         # every event generated while the baseline ran is now recorded in _early
         m.sync()
         with m._lock:
+            if late is not None and m._early:
+                late(set(m._early))  # events read after phase 2 asked for them
             m._known = {p: e.sig for p, e in bl.entries.items()}
             early, m._early = m._early, {}
         m.startup_seconds = time.perf_counter() - t0

@@ -226,7 +226,7 @@ def test_guard_run_names_the_confined_command_as_the_writer(wt: Path, tmp_path: 
     pid = int(proc.stdout.strip().splitlines()[-1])
     recs = [json.loads(x) for x in log.read_text().splitlines()]
     v = next(r for r in recs if r.get("type") == "violation" and r["path"] == str(target))
-    assert v["event"] == "attrib"
+    assert v["event"] == "attrib", "\n".join(json.dumps(r) for r in recs)
     assert (v["pid"], v["exe"], v["in_guarded_tree"]) == (pid, PYTHON, True), v
 
 
