@@ -154,17 +154,13 @@ def _capture_tree(bl: Baseline, top: str) -> None:
 
 
 def complete(bl: Baseline, events: Callable[[], set[str]],
-             lost: Callable[[], bool] | None = None) -> Callable[[set[str]], None] | None:
+             lost: Callable[[], bool] | None = None) -> None:
     """Phase 2. ``events()`` returns every path with an inotify event so far (after
     waiting until every event generated before the call was handled); ``lost()``, asked
     after it, says whether events were lost since phase 1 (a queue overflow, or a
     fanotify event its directory walk could not name yet). Then no path is trusted to
     have had no event: a tracked file the walk did not find may have been deleted
-    before the walk got there, and its baseline is git's blob, as for an event.
-
-    Returns what settles paths whose events were handled after ``events()`` answered
-    (called under the monitor's lock just before it takes over), or None without
-    git status."""
+    before the walk got there, and its baseline is git's blob, as for an event."""
     st = bl.status
     assert bl.ignore is not None
     if bl.index_data is not None and bl.worktree is not None:
@@ -219,17 +215,14 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
         early = early | {p for p, ie in idx.items()
                          if p not in bl.entries and ie.trusted and ie.mode >> 12 == 0o10
                          and p not in dirty and not bl.ignore(p)}
+        # an event may be missing: a later one does not prove the walk read the path first
+        bl.walk_early = None
+    else:
+        bl.walk_early = early
     if st is not None:
         _settle_early(bl, early, mismatch, unlisted)
         _check_blobs(bl, early)
     s.seconds = time.perf_counter() - bl.started
-    if st is None:
-        return None
-
-    def late(paths: set[str]) -> None:
-        _settle_early(bl, paths - early, mismatch, unlisted)
-
-    return late
 
 
 def _settle_early(
@@ -298,7 +291,7 @@ def _check_blobs(bl: Baseline, early: set[str]) -> None:
             bl.exact.discard(e.path)
             continue
         e.blob = None
-        bl.exact.discard(e.path)
+        bl.reread.add(e.path)
         with contextlib.suppress(OSError):
             _capture(bl, e.path)
         bl.exact.discard(e.path)

@@ -7,7 +7,6 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from guard import audit
@@ -155,7 +154,6 @@ def finish_baseline(m: Monitor, t0: float) -> None:
     not compete with the command; :func:`hurry_baseline` ends that when stopping."""
     bl = m.baseline
     assert bl is not None
-    late: Callable[[set[str]], None] | None = None
     try:
         try:
             if m.background and threading.current_thread() is m._baseline_thread:
@@ -164,8 +162,8 @@ def finish_baseline(m: Monitor, t0: float) -> None:
                         m._baseline_tid = threading.get_native_id()
                         _set_idle(m._baseline_tid, True)
             try:
-                late = phases.complete(bl, lambda: _early_paths(m),
-                                       lambda: m.events_lost > m._lost_at_phase1)
+                phases.complete(bl, lambda: _early_paths(m),
+                                lambda: m.events_lost > m._lost_at_phase1)
             finally:
                 hurry_baseline(m)
             for g in m._git_dirs:
@@ -181,8 +179,6 @@ def finish_baseline(m: Monitor, t0: float) -> None:
         # every event generated while the baseline ran is now recorded in _early
         m.sync()
         with m._lock:
-            if late is not None and m._early:
-                late(set(m._early))  # events read after phase 2 asked for them
             m._known = {p: e.sig for p, e in bl.entries.items()}
             early, m._early = m._early, {}
         m.startup_seconds = time.perf_counter() - t0
@@ -238,9 +234,11 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
     has changed again since its capture, that change is then handled like any
     event (with --restore: quarantined, the captured version restored).
 
-    A path whose baseline is its state from before the command started
-    (``Baseline.exact``: changed only after the first phase) is not that case:
-    its change is handled like any event, and ``--restore`` undoes it.
+    A path whose baseline is its state from before the change is not that case:
+    its change is handled like any event, and ``--restore`` undoes it. That is a
+    path in ``Baseline.exact`` (its state before the command started), and a path
+    whose first event came after phase 2's walk had ended and that was not read
+    again since (the walk read it before the change).
     """
     bl = m.baseline
     assert bl is not None
@@ -250,7 +248,10 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
         if m._ignored(path) or path in m._plan_ancestors:
             continue
         cur = m._sig(path)
-        if path in bl.exact and path not in bl.pre_early and path not in bl.changed:
+        after_walk = (bl.walk_early is not None and path not in bl.walk_early
+                      and path not in bl.reread)
+        if ((path in bl.exact or after_walk) and path not in bl.pre_early
+                and path not in bl.changed):
             m._change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE,
                       event.split(" ")[0], "made before the baseline was complete")
             continue
