@@ -222,7 +222,7 @@ def measure(name: str, start: Callable[[Path, Sink], Callable[[], None]], root: 
     lat.sort()
     p50 = statistics.median(lat) * 1000
     p95 = lat[max(0, int(len(lat) * 0.95) - 1)] * 1000
-    print(f"{name:9} set-up {setup:8.2f} s   RSS +{rss:7.1f} MiB   latency p50 {p50:6.2f} ms"
+    print(f"{name:9} set-up {setup:8.3f} s   RSS +{rss:7.1f} MiB   latency p50 {p50:6.2f} ms"
           f"  p95 {p95:6.2f} ms   burst {burst}: missed {missed}, overflows {sink.overflows}",
           flush=True)
     if sink.walk is not None:
@@ -292,7 +292,7 @@ def main() -> None:
             return
         print(f"memory fanotify (after its walk)/inotify: {fan['rss']:.1f}/{ino['rss']:.1f} MiB;"
               f" latency p50 ratio {fan['p50'] / ino['p50']:.2f}x")
-        print(f"ratio fanotify set-up / inotify set-up: {fan['setup'] / ino['setup']:.4f}x")
+        print(f"ratio fanotify set-up / inotify set-up: {fan['setup'] / ino['setup']:.2g}x")
     finally:
         if old_watches is not None:
             WATCHES.write_text(old_watches)

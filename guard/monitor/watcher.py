@@ -701,6 +701,9 @@ class Monitor(_Sink):
             reason, self._wake_reason = self._wake_reason, "periodic"
             self._wake.clear()
             try:
+                # events already queued are handled first: their reports name the event
+                # and, with fanotify, the writer, which the scan cannot know
+                self.sync(30)
                 self.reconcile(reason)
             except Exception as exc:
                 self._notice("error", f"reconciliation failed: {type(exc).__name__}: {exc}")
