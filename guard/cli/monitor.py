@@ -119,7 +119,7 @@ def watch(
 ) -> None:
     """Watch the worktree while an agent works: report (and with --restore undo) every change its policy does not allow.
 
-    Each violation is printed at once and appended to the audit log. A baseline is taken first (tracked files by their git blob ids, untracked ones copied up to --size-cap). If inotify overflows or runs out of watches, a reconciliation scan finds what was missed.
+    Each violation is printed at once and appended to the audit log. A baseline is taken first (tracked files by their git blob ids, untracked ones copied up to --size-cap). If the event queue overflows, a reconciliation scan finds what was missed; if inotify cannot watch every directory (fs.inotify.max_user_watches), it refuses to start, naming the fixes.
     """  # noqa: E501
     from guard.decide import Guard
     from guard.monitor import Monitor, Notice, Violation

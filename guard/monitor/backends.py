@@ -1,20 +1,31 @@
 """Starting the monitor's watch: fanotify with a filesystem mark where the process may
 (see :mod:`guard.monitor.fanotify`), watchdog's inotify observer otherwise; and the
-writer of each fanotify event, remembered for the paths it names."""
+writer of each fanotify event, remembered for the paths it names.
+
+inotify needs one watch per directory. When ``fs.inotify.max_user_watches`` runs out
+while the watches are first added, the monitor refuses to start (a
+:class:`~guard.effects.GuardError` naming the limit and both fixes) as soon as the
+kernel says so: it never watches part of the tree and carries on."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from watchdog.events import FileSystemEvent
 
+from guard.effects import GuardError
 from guard.monitor.attribution import ORIGINS_MAX, Origin
-from guard.monitor.events import _Handler, _Observer
+from guard.monitor.events import WANTED_EVENTS, WatchLimit, _Handler, _Observer
 from guard.monitor.fanotify import Choice, FanotifyObserver, choose
 
 if TYPE_CHECKING:
     from guard.monitor.watcher import Monitor
+
+#: the per-user watch limit, and a user namespace's own (both apply)
+WATCH_LIMITS = (("fs.inotify.max_user_watches", Path("/proc/sys/fs/inotify/max_user_watches")),
+                ("user.max_inotify_watches", Path("/proc/sys/user/max_inotify_watches")))
 
 
 def start_observer(m: Monitor) -> None:
@@ -41,15 +52,44 @@ def start_observer(m: Monitor) -> None:
     obs.start()
     m._observer = obs
     handler = _Handler(m)
-    for root in m.roots:
+    obs._inotify_fd.starting = True
+    try:
+        for root in m.roots:
+            try:
+                obs.schedule(handler, str(root), recursive=True, event_filter=WANTED_EVENTS)
+            except WatchLimit as exc:
+                m._stop_observer()  # closing the inotify instance frees its watches
+                raise GuardError(watch_limit_message(root, exc)) from None
+            except OSError as exc:
+                m._degrade(
+                    "watch-limit",
+                    f"cannot watch every directory under {root}: {exc.strerror or exc}"
+                    " (raise fs.inotify.max_user_watches)",
+                )
+    finally:
+        obs._inotify_fd.starting = False
+
+
+def watch_limit_message(root: Path, exc: WatchLimit) -> str:
+    """The refusal when inotify cannot watch every directory: the limit, and both fixes."""
+    limits: list[str] = []
+    seen: set[int] = set()
+    for name, path in WATCH_LIMITS:
         try:
-            obs.schedule(handler, str(root), recursive=True)
-        except OSError as exc:
-            m._degrade(
-                "watch-limit",
-                f"cannot watch every directory under {root}: {exc.strerror or exc}"
-                " (raise fs.inotify.max_user_watches)",
-            )
+            value = int(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if value < 2**31 - 1 and value not in seen:  # a namespace's own: unlimited unless set
+            limits.append(f"{name} = {value:,}")
+            seen.add(value)
+    return (
+        f"inotify cannot watch every directory under {root}: it needs one watch per"
+        f" directory and the limit ({'; '.join(limits) or 'unknown'}) ran out after"
+        f" {exc.added:,} watches (at {exc.path}). Run guard as root (or with CAP_SYS_ADMIN) to use"
+        " fanotify, whose one mark covers any tree, or raise the limit above the number"
+        f" of directories (find {root} -type d | wc -l) plus what other programs of this"
+        " user watch: sudo sysctl fs.inotify.max_user_watches=N"
+    )
 
 
 def remember_origin(m: Monitor, ev: FileSystemEvent, origin: Origin) -> None:

@@ -16,6 +16,15 @@ new directory's handle), so events inside a directory that is gone by the time
 they are read still resolve. Events outside the watched roots are dropped. Each
 event becomes the watchdog event the inotify backend would have produced, so
 the monitor has one code path for both.
+
+The observer is watching once the mark is placed: the walk that caches the handle
+of every directory already there runs on a thread of its own (a 1,000,000-file
+tree takes it a minute). Until it ends, an event inside a directory removed
+before the walk reached it cannot be named; each such event is counted in
+:attr:`FanotifyObserver.lost`, and ``trouble("lost", ...)`` tells the monitor at
+the first one and, if more came, once more when the walk ends: the monitor then
+scans against its baseline, as after a queue overflow. An overflow empties the
+cache (a directory may have moved unseen) and walks again.
 """
 
 from __future__ import annotations
@@ -223,12 +232,15 @@ Emit = Callable[[FileSystemEvent, Any], None]
 class FanotifyObserver:
     """Reads a fanotify group on its own thread and hands events to a second one, which
     calls ``emit(event, describe(pid))`` for events under the roots (in order), and
-    ``trouble("overflow", message)`` on ``FAN_Q_OVERFLOW``.
+    ``trouble("overflow", message)`` on ``FAN_Q_OVERFLOW`` (``trouble("lost", message)``
+    for events the directory walk could not name yet, see the module's docstring).
 
     ``describe`` runs on the reader thread, as soon as the event is read, so a
     short-lived writer is still there to be described as often as possible.
     Same life cycle as watchdog's observer (``start``, ``stop``, ``join``);
     ``emitters`` is empty: the marks are in place once the constructor returns.
+    ``start`` also starts the directory walk (see the module's docstring);
+    :attr:`walked` is set when it has ended, and nothing waits for it.
     """
 
     emitters: tuple[()] = ()
@@ -249,8 +261,18 @@ class FanotifyObserver:
         self._trouble = trouble
         self._mounts: dict[bytes, int] = {}
         self._cache: OrderedDict[tuple[bytes, bytes], str] = OrderedDict()
+        self._cache_lock = threading.Lock()  # the reader and the walk share the cache
         self.unresolved = 0
         self.events = 0
+        #: events whose directory could not be named while a walk ran (see the module)
+        self.lost = 0
+        self._walk_lost = 0  # ... during the current walk, and how many were told of
+        self._walk_told = 0
+        #: set when the directory walk has ended (or was never needed: stopped)
+        self.walked = threading.Event()
+        self._walking = True  # under _cache_lock: a walk is running or about to
+        self._walk_again = False
+        self._walk_more: list[str] = []  # directories moved in while walking
         self._fd = _init()
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._stop = threading.Event()
@@ -262,37 +284,83 @@ class FanotifyObserver:
                 if fsid not in self._mounts:
                     self._mounts[fsid] = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                     _mark(self._fd, root)
-            for root in self.roots:
-                self._prefill(root, _fsid(root))
+            self._fsids = [_fsid(root) for root in self.roots]
         except OSError:
             self._close()
             raise
+        self._walker = threading.Thread(target=self._walk, daemon=True,
+                                        name="guard-fanotify-walk")
 
-    def _prefill(self, root: str, fsid: bytes) -> None:
-        """Cache the handle of every directory under ``root`` now (the mark is already in
+    # -- the directory walk --------------------------------------------------------
+
+    def _walk(self) -> None:
+        """Cache the handle of every directory under the roots (the mark is already in
         place): an event read after its directory was removed (``rm -rf``) still resolves.
-        Directories only, one ``name_to_handle_at`` each; files are never opened."""
+        Directories only, one ``name_to_handle_at`` each; files are never opened. Starts
+        over after an overflow; ends the walking state, then tells of lost events."""
         buf = ctypes.create_string_buffer(8 + _MAX_HANDLE_SZ)
         mount_id = ctypes.c_int()
-        stack = [root]
-        while stack:
-            d = stack.pop()
-            struct.pack_into("=I", buf, 0, _MAX_HANDLE_SZ)
-            if _libc.name_to_handle_at(_AT_FDCWD, os.fsencode(d), buf,
-                                       ctypes.byref(mount_id), 0) == 0:
-                (hbytes,) = struct.unpack_from("=I", buf, 0)
-                self._remember((fsid, buf.raw[4 : 8 + hbytes]), d)
-            try:
-                with os.scandir(d) as it:
-                    for e in it:
-                        if e.is_dir(follow_symlinks=False):
-                            stack.append(e.path)
-            except OSError:
-                continue
+        lost = told = 0
+        try:
+            while not self._stop.is_set():
+                with self._cache_lock:
+                    self._walk_again = False
+                stack = list(zip(self.roots, self._fsids, strict=True))
+                while not self._stop.is_set() and not self._walk_again:
+                    if not stack:
+                        with self._cache_lock:
+                            if self._walk_again:
+                                break
+                            more, self._walk_more = self._walk_more, []
+                            if not more:
+                                self._walking = False  # every directory there was is cached
+                                lost, told = self._walk_lost, self._walk_told
+                                self._walk_told = lost
+                                break
+                        stack.extend((d, self._fsid_of(d)) for d in more)
+                        continue
+                    d, fsid = stack.pop()
+                    self._walk_one(d, fsid, buf, mount_id, stack)
+                if self._walking:
+                    continue  # stopped, or starting over
+                if lost > told and not self._stop.is_set():
+                    self._trouble("lost", f"fanotify: {lost} events named a directory removed"
+                                  " before the directory walk reached it: their paths are"
+                                  " unknown (the walk has ended; no more are lost this way)")
+                return
+        finally:
+            self.walked.set()
+
+    def _fsid_of(self, path: str) -> bytes:
+        """The file system id of the root ``path`` is under (the one it was moved into)."""
+        best = max((r for r in self.roots if path == r or path.startswith(r + "/")),
+                   key=len, default=self.roots[0])
+        return self._fsids[self.roots.index(best)]
+
+    def _walk_one(self, d: str, fsid: bytes, buf: Any, mount_id: Any,
+                  stack: list[tuple[str, bytes]]) -> None:
+        struct.pack_into("=I", buf, 0, _MAX_HANDLE_SZ)
+        if _libc.name_to_handle_at(_AT_FDCWD, os.fsencode(d), buf,
+                                   ctypes.byref(mount_id), 0) == 0:
+            (hbytes,) = struct.unpack_from("=I", buf, 0)
+            key = (fsid, buf.raw[4 : 8 + hbytes])
+            with self._cache_lock:
+                # a path learned from an event is newer than the walk's: keep it; a
+                # rename since the handle was taken is handled by its own event
+                if key not in self._cache:
+                    self._remember_locked(key, d)
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append((e.path, fsid))
+        except OSError:
+            pass
 
     def start(self) -> None:
         self._thread.start()
         self._dispatcher.start()
+        self._walker.start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -306,6 +374,8 @@ class FanotifyObserver:
     def join(self, timeout: float | None = None) -> None:
         if self._thread.is_alive():
             self._thread.join(timeout)
+        if self._walker.is_alive():
+            self._walker.join(timeout)
         self._queue.put(None)
         if self._dispatcher.is_alive():
             self._dispatcher.join(timeout)
@@ -362,7 +432,7 @@ class FanotifyObserver:
                     os.close(fd)
             try:
                 if mask & FAN_Q_OVERFLOW:
-                    self._cache.clear()  # a directory may have moved unseen
+                    self._rewalk()  # a directory may have moved unseen
                     self._trouble("overflow",
                                   "the kernel's fanotify queue overflowed: events were lost")
                 else:
@@ -375,12 +445,30 @@ class FanotifyObserver:
 
     # -- paths ---------------------------------------------------------------------
 
+    def _rewalk(self) -> None:
+        """Forget every cached directory and walk again (after an overflow)."""
+        with self._cache_lock:
+            self._cache.clear()
+            self._walk_more = []
+            self._walk_lost = self._walk_told = 0
+            if self._walking:
+                self._walk_again = True  # the running walk starts over
+                return
+            if self._stop.is_set():
+                return
+            self._walking = True
+            self.walked.clear()
+        self._walker = threading.Thread(target=self._walk, daemon=True,
+                                        name="guard-fanotify-walk")
+        self._walker.start()
+
     def _dir(self, rec: _Record) -> str | None:
         key = (rec.fsid, rec.handle)
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        with self._cache_lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
         mount = self._mounts.get(rec.fsid)
         if mount is None:
             return None
@@ -388,6 +476,7 @@ class FanotifyObserver:
         fd = _libc.open_by_handle_at(mount, fh, os.O_PATH | os.O_CLOEXEC)
         if fd < 0:
             self.unresolved += 1
+            self._lost()
             return None
         try:
             path = os.readlink(f"/proc/self/fd/{fd}")
@@ -396,21 +485,52 @@ class FanotifyObserver:
         finally:
             os.close(fd)
         if path.endswith(" (deleted)") or not path.startswith("/"):
+            self._lost()
             return None
         self._remember(key, path)
         return path
 
+    def _lost(self) -> None:
+        """A directory of our file systems could not be named: while the walk runs, it
+        may have been under a root (its handle was not cached yet)."""
+        with self._cache_lock:
+            if not self._walking:
+                return  # every directory there was is cached: this one was elsewhere
+            self.lost += 1
+            self._walk_lost += 1
+            first = self._walk_told == 0
+            if first:
+                self._walk_told = self._walk_lost
+        if first:
+            self._trouble("lost", "fanotify: an event named a directory that was removed"
+                          " before the directory walk reached it: its path is unknown")
+
     def _remember(self, key: tuple[bytes, bytes], path: str) -> None:
+        with self._cache_lock:
+            self._remember_locked(key, path)
+
+    def _remember_locked(self, key: tuple[bytes, bytes], path: str) -> None:
         self._cache[key] = path
         self._cache.move_to_end(key)
         if len(self._cache) > CACHE_MAX:
             self._cache.popitem(last=False)
 
-    def _forget_under(self, path: str) -> None:
-        """A directory moved: cached paths at or under its old name are stale."""
-        prefix = path + "/"
-        for key in [k for k, v in self._cache.items() if v == path or v.startswith(prefix)]:
-            del self._cache[key]
+    def _moved_dir(self, old: str | None, new: str | None) -> None:
+        """A directory moved: cached paths at or under its old name now live under the
+        new one (or are forgotten, moved outside what we can name); while walking, the
+        walk also covers the new place (it may have listed the old name already)."""
+        with self._cache_lock:
+            if old is not None:
+                prefix = old + "/"
+                stale = [(k, v) for k, v in self._cache.items()
+                         if v == old or v.startswith(prefix)]
+                for key, v in stale:
+                    if new is None:
+                        del self._cache[key]
+                    else:
+                        self._cache[key] = new + v[len(old):]
+            if new is not None and self._walking and self._inside(new):
+                self._walk_more.append(new)
 
     def _path(self, rec: _Record | None) -> str | None:
         if rec is None:
@@ -435,8 +555,8 @@ class FanotifyObserver:
         if mask & FAN_RENAME:
             old = self._path(next((r for r in recs if r.kind == _OLD_DFID_NAME), None))
             new = self._path(next((r for r in recs if r.kind == _NEW_DFID_NAME), None))
-            if is_dir and old is not None:
-                self._forget_under(old)
+            if is_dir:
+                self._moved_dir(old, new)
             if is_dir and child is not None and new is not None:
                 self._remember((child.fsid, child.handle), new)
             self._moved(old if old is not None and self._inside(old) else "",

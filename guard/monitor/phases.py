@@ -16,7 +16,8 @@ blob, already in the object database. It needs no copy, now or later.
 **Phase 2** (:func:`complete`; runs while the command already works) walks the
 trees for every path's ``lstat`` signature (the reconciliation scan compares
 against it) and checks every blob the baseline relies on is in git's object
-database. A path with an inotify event since phase 1 ended may have changed
+database. A path with an inotify event since phase 1 ended (or, when events were lost
+since then, a tracked file the walk did not find) may have changed
 before the walk reached it, so its baseline is taken from phase 1, never from
 the walk: its copy, git's blob (with the stat data git cached for it), or
 "absent" (git status named neither it nor a nested repository holding it).
@@ -152,9 +153,14 @@ def _capture_tree(bl: Baseline, top: str) -> None:
         os.close(pfd)
 
 
-def complete(bl: Baseline, events: Callable[[], set[str]]) -> None:
+def complete(bl: Baseline, events: Callable[[], set[str]],
+             lost: Callable[[], bool] | None = None) -> None:
     """Phase 2. ``events()`` returns every path with an inotify event so far (after
-    waiting until every event generated before the call was handled)."""
+    waiting until every event generated before the call was handled); ``lost()``, asked
+    after it, says whether events were lost since phase 1 (a queue overflow, or a
+    fanotify event its directory walk could not name yet). Then no path is trusted to
+    have had no event: a tracked file the walk did not find may have been deleted
+    before the walk got there, and its baseline is git's blob, as for an event."""
     st = bl.status
     assert bl.ignore is not None
     if bl.index_data is not None and bl.worktree is not None:
@@ -205,7 +211,14 @@ def complete(bl: Baseline, events: Callable[[], set[str]]) -> None:
     if bl.progress is not None:
         bl.progress("hashing", n, n)
     early = events()
-    bl.walk_early = early
+    if st is not None and lost is not None and lost():
+        early = early | {p for p, ie in idx.items()
+                         if p not in bl.entries and ie.trusted and ie.mode >> 12 == 0o10
+                         and p not in dirty and not bl.ignore(p)}
+        # an event may be missing: a later one does not prove the walk read the path first
+        bl.walk_early = None
+    else:
+        bl.walk_early = early
     if st is not None:
         _settle_early(bl, early, mismatch, unlisted)
         _check_blobs(bl, early)

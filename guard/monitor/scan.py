@@ -107,6 +107,7 @@ def begin_baseline(m: Monitor, t0: float) -> None:
     m.sync()
     with m._lock:
         m.baseline.pre_early = set(m._early)
+        m._lost_at_phase1 = m.events_lost
     if m.background and m.baseline.status is not None:
         m._baseline_thread = threading.Thread(
             target=finish_baseline, args=(m, t0), daemon=True, name="guard-baseline")
@@ -161,7 +162,8 @@ def finish_baseline(m: Monitor, t0: float) -> None:
                         m._baseline_tid = threading.get_native_id()
                         _set_idle(m._baseline_tid, True)
             try:
-                phases.complete(bl, lambda: _early_paths(m))
+                phases.complete(bl, lambda: _early_paths(m),
+                                lambda: m.events_lost > m._lost_at_phase1)
             finally:
                 hurry_baseline(m)
             for g in m._git_dirs:

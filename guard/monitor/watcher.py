@@ -137,6 +137,9 @@ class Monitor(_Sink):
         self.violations: list[Violation] = []
         self.notices: list[Notice] = []
         self.overflows = 0
+        #: overflows and events fanotify could not name (its directory walk was running)
+        self.events_lost = 0
+        self._lost_at_phase1 = 0
         self.watch_errors = 0
         self.reconciliations = 0
         self.startup_seconds = 0.0
@@ -379,14 +382,18 @@ class Monitor(_Sink):
 
     def _trouble(self, kind: str, message: str) -> None:
         """Called on watchdog's reader thread: note it, wake the reconciler at once."""
-        if kind == "overflow":
-            self.overflows += 1
+        if kind in ("overflow", "lost"):
+            with self._lock:
+                self.events_lost += 1  # the baseline's walk trusts no event since (phases.py)
             which = "fanotify" if isinstance(self._observer, FanotifyObserver) else "inotify"
+            if kind == "overflow":
+                self.overflows += 1
             self._notice(
-                f"{which}-overflow",
+                f"{which}-{kind}",
                 f"{message}; running a reconciliation scan against the baseline",
             )
-            self._wake_reason = f"after {which} overflow"
+            what = "overflow" if kind == "overflow" else "lost events"
+            self._wake_reason = f"after {which} {what}"
         else:
             self._degrade(kind, message)
             self._wake_reason = f"after {kind}"
@@ -679,8 +686,9 @@ class Monitor(_Sink):
             reason, self._wake_reason = self._wake_reason, "periodic"
             self._wake.clear()
             try:
-                # what the events already say is handled first (with who made it)
-                self.sync()
+                # events already queued are handled first: their reports name the event
+                # and, with fanotify, the writer, which the scan cannot know
+                self.sync(30)
                 self.reconcile(reason)
             except Exception as exc:
                 self._notice("error", f"reconciliation failed: {type(exc).__name__}: {exc}")

@@ -126,8 +126,13 @@ def test_fanotify_sees_every_kind_of_change_and_names_the_writer(
         if (v.path, v.event) in want:
             assert (v.pid, v.exe) == (w.pid, PYTHON), v
             assert v.in_guarded_tree is None, v  # no guarded tree under guard watch
-    records = {(r["path"], r["event"]): r for r in audit.read(m.audit_path)
-               if r.get("type") == "violation"}
+
+    def logged() -> dict[tuple[str, str], dict[str, object]]:
+        return {(str(r["path"]), str(r["event"])): r for r in audit.read(m.audit_path)
+                if r.get("type") == "violation"}
+
+    wait_for(lambda: want <= set(logged()), "the violations in the audit log")
+    records = logged()
     for key in want:
         rec = records[key]
         assert (rec["pid"], rec["exe"], rec["in_guarded_tree"]) == (w.pid, PYTHON, None), rec
@@ -174,9 +179,13 @@ def test_inotify_records_carry_null_attribution(
     m = start_monitor(backend="inotify")
     assert m.backend is not None and m.backend.backend == "inotify"
     (wt / "src" / "app.py").write_text("changed\n")
-    wait_for(lambda: any(v.path == str(wt / "src" / "app.py") for v in m.violations),
-             "the write reported")
-    rec = next(r for r in audit.read(m.audit_path) if r.get("type") == "violation")
+    def logged() -> list[dict[str, object]]:
+        # the record reaches the log just after m.violations (written outside the lock)
+        return [r for r in audit.read(m.audit_path) if r.get("type") == "violation"
+                and r.get("path") == str(wt / "src" / "app.py")]
+
+    wait_for(lambda: bool(logged()), "the write reported in the audit log")
+    rec = logged()[0]
     assert {k: rec[k] for k in ("pid", "exe", "in_guarded_tree")} == {
         "pid": None, "exe": None, "in_guarded_tree": None}
 
@@ -226,7 +235,7 @@ def test_guard_run_names_the_confined_command_as_the_writer(wt: Path, tmp_path: 
     pid = int(proc.stdout.strip().splitlines()[-1])
     recs = [json.loads(x) for x in log.read_text().splitlines()]
     v = next(r for r in recs if r.get("type") == "violation" and r["path"] == str(target))
-    assert v["event"] == "attrib"
+    assert v["event"] == "attrib", "\n".join(json.dumps(r) for r in recs)
     assert (v["pid"], v["exe"], v["in_guarded_tree"]) == (pid, PYTHON, True), v
 
 
