@@ -311,6 +311,11 @@ class Baseline:
     exact: set[str] = field(default_factory=set)
     #: paths changed while the first phase ran (before the command started)
     pre_early: set[str] = field(default_factory=set)
+    #: paths with an event when phase 2's walk had ended (None until then): any other
+    #: path's later event came after the walk read it, unless it was read again since
+    walk_early: set[str] | None = None
+    #: paths read again after the walk (their git blob was missing)
+    reread: set[str] = field(default_factory=set)
     roots: list[Path] = field(default_factory=list)
     size_cap: int = DEFAULT_SIZE_CAP
     ignore: Callable[[str], bool] | None = None

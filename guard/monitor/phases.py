@@ -205,6 +205,7 @@ def complete(bl: Baseline, events: Callable[[], set[str]]) -> None:
     if bl.progress is not None:
         bl.progress("hashing", n, n)
     early = events()
+    bl.walk_early = early
     if st is not None:
         _settle_early(bl, early, mismatch, unlisted)
         _check_blobs(bl, early)
@@ -277,7 +278,7 @@ def _check_blobs(bl: Baseline, early: set[str]) -> None:
             bl.exact.discard(e.path)
             continue
         e.blob = None
-        bl.exact.discard(e.path)
+        bl.reread.add(e.path)
         with contextlib.suppress(OSError):
             _capture(bl, e.path)
         bl.exact.discard(e.path)

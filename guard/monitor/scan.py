@@ -232,9 +232,11 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
     has changed again since its capture, that change is then handled like any
     event (with --restore: quarantined, the captured version restored).
 
-    A path whose baseline is its state from before the command started
-    (``Baseline.exact``: changed only after the first phase) is not that case:
-    its change is handled like any event, and ``--restore`` undoes it.
+    A path whose baseline is its state from before the change is not that case:
+    its change is handled like any event, and ``--restore`` undoes it. That is a
+    path in ``Baseline.exact`` (its state before the command started), and a path
+    whose first event came after phase 2's walk had ended and that was not read
+    again since (the walk read it before the change).
     """
     bl = m.baseline
     assert bl is not None
@@ -244,7 +246,10 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
         if m._ignored(path) or path in m._plan_ancestors:
             continue
         cur = m._sig(path)
-        if path in bl.exact and path not in bl.pre_early and path not in bl.changed:
+        after_walk = (bl.walk_early is not None and path not in bl.walk_early
+                      and path not in bl.reread)
+        if ((path in bl.exact or after_walk) and path not in bl.pre_early
+                and path not in bl.changed):
             m._change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE,
                       event.split(" ")[0], "made before the baseline was complete")
             continue

@@ -78,12 +78,25 @@ def start_monitor(guard_for: Guard) -> Iterator[Callable[..., Monitor]]:
         m.stop()
 
 
-def wait_for(cond: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    """Poll until ``cond()`` holds; fail naming ``what`` if it never does."""
+def wait_for(
+    cond: Callable[[], bool], what: str, timeout: float = WAIT,
+    progress: Callable[[], object] | None = None,
+) -> None:
+    """Poll until ``cond()`` holds; fail naming ``what`` if it never does.
+
+    With ``progress``, the timeout runs from the last change of ``progress()``: long
+    work that keeps moving (a scan reporting thousands of files on a busy machine) is
+    waited for, work that stalls fails after ``timeout``."""
     deadline = time.monotonic() + timeout
+    last = progress() if progress is not None else None
     while not cond():
+        if progress is not None:
+            now = progress()
+            if now != last:
+                last, deadline = now, time.monotonic() + timeout
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for: {what}")
+            stalled = " with no progress" if progress is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f} s{stalled} waiting for: {what}")
         time.sleep(0.02)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from guard.decide import Guard
-from guard.monitor import Monitor, Notice, gitstate, list_items, quarantine_root
+from guard.monitor import Monitor, Notice, gitstate, list_items, phases, quarantine_root
 from guard.sandbox import roots, supervise
 
 from .conftest import WAIT, git
@@ -114,6 +114,46 @@ def test_tracked_file_deleted_before_the_walk_comes_back_from_git(
     finally:
         m.stop()
     assert {p: p.read_bytes() for p in docs.iterdir()} == before
+
+
+def test_change_after_the_walk_before_ready_is_an_ordinary_violation_and_restored(
+    wt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack: the command rewrites and chmods a clean tracked file just after phase
+    2's walk has read it, before the monitor says it is ready (while its events are still
+    gathered as "early"). The walk's record is from before the change, so the change is
+    an ordinary violation (not ``during-baseline``, which is adopted, never undone) and
+    ``--restore`` puts bytes and mode back."""
+    tool = wt / "src" / "tool.sh"
+    before = (tool.read_bytes(), stat.S_IMODE(tool.stat().st_mode))
+    old = tool.stat().st_mtime - 60
+    os.utime(tool, (old, old))
+    git(wt, "update-index", "--refresh")  # a trusted (not racily clean) index entry
+    entry = gitstate.read_index_entries(wt, (wt / ".git" / "index").read_bytes())
+    assert entry[str(tool)].trusted
+    check_blobs = phases._check_blobs
+    struck = threading.Event()
+
+    def strike_then_check(bl: object, early: set[str]) -> None:
+        # the walk and its events snapshot are done; the monitor is not ready yet
+        subprocess.run(["sh", "-c", 'printf "rm -rf ~\\n" > "$1"; chmod 600 "$1"', "sh",
+                        str(tool)], check=True)
+        struck.set()
+        check_blobs(bl, early)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(phases, "_check_blobs", strike_then_check)
+    m = Monitor(Guard.load(worktree=wt), "plan", restore=True, background=True,
+                reconcile_interval=None, audit_path=tmp_path / "a.jsonl")
+    m.start()
+    try:
+        assert m.baseline_done.wait(WAIT) and struck.is_set()
+        assert m.settle()
+    finally:
+        m.stop()
+    assert (tool.read_bytes(), stat.S_IMODE(tool.stat().st_mode)) == before
+    hits = [v for v in m.violations if v.path == str(tool)]
+    assert hits and not [v for v in hits if v.event.startswith("during-baseline")], hits
+    assert not [v for v in hits if "restore failed" in v.action_taken], hits
 
 
 def test_ignored_trees_are_never_copied_and_said_to_be_unrestorable(

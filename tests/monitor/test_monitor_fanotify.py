@@ -185,7 +185,12 @@ def test_guard_run_names_the_confined_command_as_the_writer(wt: Path, tmp_path: 
     """End to end: `guard run` (as root: fanotify) supervises a command that chmods a
     tracked file (Landlock does not cover chmod). The violation in the audit log names the
     command's pid and executable and says it is inside the guarded tree. The command stays
-    alive until that record exists, so /proc still describes it when the monitor looks."""
+    alive until that record exists, so /proc still describes it when the monitor looks.
+
+    `guard run` starts the command before phase 2 of the baseline is complete; a change
+    made meanwhile is reported as `during-baseline:<event>` (docs/monitor.md). This test
+    is about a change after the baseline, so the command first waits for the monitor's
+    `start` notice, which is logged once the baseline is complete."""
     from guard.sandbox import landlock
 
     _fanotify_or_skip(wt)
@@ -195,16 +200,20 @@ def test_guard_run_names_the_confined_command_as_the_writer(wt: Path, tmp_path: 
     target = wt / "src" / "app.py"
     code = (
         "import json, os, sys, time\n"
+        "def wait(pred):\n"
+        f"    deadline = time.monotonic() + {WAIT}\n"
+        "    while time.monotonic() < deadline:\n"
+        "        try:\n"
+        f"            recs = [json.loads(x) for x in open({str(log)!r})]\n"
+        "        except (OSError, ValueError):\n"
+        "            recs = []\n"
+        "        if any(pred(r) for r in recs):\n"
+        "            return\n"
+        "        time.sleep(0.05)\n"
+        "    sys.exit('timed out waiting for the audit log')\n"
+        "wait(lambda r: r.get('type') == 'notice' and r.get('event') == 'start')\n"
         f"os.chmod({str(target)!r}, 0o600)\n"
-        f"deadline = time.monotonic() + {WAIT}\n"
-        "while time.monotonic() < deadline:\n"
-        "    try:\n"
-        f"        recs = [json.loads(x) for x in open({str(log)!r})]\n"
-        "    except (OSError, ValueError):\n"
-        "        recs = []\n"
-        "    if any(r.get('type') == 'violation' for r in recs):\n"
-        "        break\n"
-        "    time.sleep(0.05)\n"
+        "wait(lambda r: r.get('type') == 'violation')\n"
         "print(os.getpid())\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")}
@@ -241,8 +250,10 @@ def test_fanotify_queue_overflow_triggers_a_reconciliation_that_misses_nothing(
              "for i in range(n):\n    open(os.path.join(r, f'f{i:06d}'), 'w').close()\n")
     with obs.paused:
         subprocess.run([sys.executable, "-c", maker, str(root), str(n)], check=True)
-    wait_for(lambda: m.overflows >= 1, "FAN_Q_OVERFLOW delivered")
-    wait_for(lambda: m.reconciliations >= 1, "reconciliation after the overflow")
+    wait_for(lambda: m.overflows >= 1, "FAN_Q_OVERFLOW delivered",
+             progress=lambda: (obs.events, len(m.violations)))
+    wait_for(lambda: m.reconciliations >= 1, "reconciliation after the overflow",
+             progress=lambda: len(m.violations))
     m.reconcile("test: after the flood")
     expected = {str(root / f"f{i:06d}") for i in range(n)}
     counts = collections.Counter(v.path for v in m.violations if v.path in expected)
