@@ -312,8 +312,10 @@ def bench(
         return [decide_path(a, k, p, False, e, None).action for k, p, e in triples]
 
     def cold() -> None:
-        """Forget everything learnt from earlier requests: the memo and the walk cache."""
+        """Forget everything learnt from earlier requests: the memo, the reasons per
+        deciding pattern and the walk cache."""
         a.memo.clear()
+        a.parts.clear()
         for _, rules in a.rules.values():
             rules._dirs.clear()
 

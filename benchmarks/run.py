@@ -13,7 +13,8 @@ Configurations, interleaved round by round so that machine noise hits all alike:
 * guard run:     guard run --agent plan --no-monitor -- WORKLOAD (policy load, roots, helper)
 * guard run + monitor: guard run --agent plan -- WORKLOAD (when the monitor is installed)
 
-Prints the median of each and its ratio to bare; the last line is the
+Prints the median of each and its ratio to bare, what the monitor's final
+reconciliation (the full check after the command exits) took, and, last, the
 end-to-end ratio of ``guard run`` (with the monitor when available) to bare.
 
     python benchmarks/run.py [--files 10000] [--rounds 5] [--statuses 5] [--quick]
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -87,8 +89,15 @@ def workload(statuses: int) -> list[str]:
     return ["sh", "-c", script]
 
 
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
-    """Wall time, and CPU time (user + system) of the command and all it waited for."""
+FINAL = re.compile(r"reconciliation \(final\) scanned ([\d,]+) paths in ([\d.]+) s")
+
+
+def timed(
+    argv: list[str], cwd: Path, env: dict[str, str], stderr: list[str] | None = None
+) -> tuple[float, float]:
+    """Wall time, and CPU time (user + system) of the command and all it waited for.
+
+    ``stderr``, when given, receives what the command wrote there."""
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
@@ -100,6 +109,9 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
             raise SystemExit(
                 f"benchmark command failed ({proc.returncode}): {argv}\n{err.read().decode()}"
             )
+        if stderr is not None:
+            err.seek(0)
+            stderr.append(err.read().decode("utf-8", "replace"))
     return elapsed, usage.ru_utime + usage.ru_stime
 
 
@@ -153,9 +165,10 @@ def main() -> int:
             timed(argv, root, env)
         wall: dict[str, list[float]] = {name: [] for name in configs}
         cpu: dict[str, list[float]] = {name: [] for name in configs}
+        said: list[str] = []  # what guard run + monitor wrote on stderr
         for r in range(args.rounds):
             for name, argv in configs.items():
-                w, c = timed(argv, root, env)
+                w, c = timed(argv, root, env, said if name == "guard run (+ monitor)" else None)
                 wall[name].append(w)
                 cpu[name].append(c)
             log(f"  round {r + 1}/{args.rounds} done")
@@ -174,6 +187,14 @@ def main() -> int:
         last = "guard run (+ monitor)" if has_monitor else "guard run --no-monitor"
         kernel = statistics.median(wall["helper only"]) / bare_w
         print(f"kernel layer alone (helper + Landlock) vs bare, wall: x{kernel:.3f}")
+        finals = [m for text in said if (m := FINAL.search(text))]
+        if finals:
+            took = statistics.median(float(m.group(2)) for m in finals)
+            share = took / statistics.median(wall["guard run (+ monitor)"])
+            print(
+                f"monitor's final reconciliation (after the command exits): median {took:.3f}s"
+                f" for {finals[0].group(1)} paths, {share:.1%} of guard run (+ monitor)'s wall"
+            )
         ratio = statistics.median(wall[last]) / bare_w
         print(f"ratio {last} / bare, wall: x{ratio:.3f}")
     finally:

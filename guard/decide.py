@@ -112,6 +112,8 @@ class _Agent:
             for kind, lists in self.lists.items()
         }
         self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
+        # by (kind, list, id of the deciding pattern): the patterns live as long as this
+        self.parts: dict[tuple[EffectKind, int, int], tuple[Action, str, str]] = {}
         self.tool_memo: dict[str, Decision] = {}  # by tool name (the policy never changes)
 
     def kind_default(self, kind: EffectKind) -> tuple[Action, str]:
@@ -139,6 +141,7 @@ class Guard:
         protected += [parse_pattern("/" + _escape_glob(str(p))) for p in loaded.paths]
         self.protected_patterns = [p for p in protected if p is not None]
         self._agents: dict[str, _Agent] = {}
+        self._prefixes = roots._prefixes()
 
     # -- construction ------------------------------------------------------
 
@@ -268,10 +271,7 @@ class Guard:
                 worst, worst.reason + f" (symlink {canon.link} -> {canon.real}: both checked)"
             )
         if kind is EffectKind.WRITE and worst.allowed:
-            problem = plan_file_problem(canon, effect.target, self.roots.plans)
-            if problem is None and effect.creates and _inside(canon.real, self.roots.plans):
-                problem = (f"{effect.target!r} would be {effect.creates}; a plan file is a"
-                           " regular file")
+            problem = plan_file_problem(canon, effect.target, self.roots.plans, effect.creates)
             if problem is not None:
                 return Decision(Action.DENY, f"write {problem}", "guard.plan-file", worst.effect)
         return self._hardlink_check(a, kind, canon, worst)
@@ -333,19 +333,30 @@ class Guard:
         if memo is not None:
             return memo if memo.effect == effect else _with_effect(memo, effect)
         names, rules = a.rules[kind]
-        where = shown if shown is not None else self.roots.describe(path)
-        decision: Decision
         hit = rules.first(path, is_dir)
-        if hit is not None:
-            decision = self._pattern_decision(a, kind, names[hit[0]], hit[1], where, effect)
-        else:
-            action, rule = a.kind_default(kind)
-            decision = Decision(
-                action,
-                f"{kind.value} {where}: no rule matches; {rule} is {action}",
-                rule,
-                effect,
-            )
+        # (action, rule, the reason after "KIND WHERE") per deciding pattern, worked out once
+        pkey = (kind, hit[0], id(hit[1])) if hit is not None else (kind, -1, 0)
+        parts = a.parts.get(pkey)
+        if parts is None:
+            if hit is not None:
+                d = self._pattern_decision(a, kind, names[hit[0]], hit[1], "", effect)
+                parts = (d.action, d.rule, d.reason[len(kind.value) + 1 :])
+            else:
+                action, rule = a.kind_default(kind)
+                parts = (action, rule, f": no rule matches; {rule} is {action}")
+            a.parts[pkey] = parts
+        if shown is not None:
+            where = shown
+        else:  # Roots.describe with the prefixes looked up once
+            where = path
+            for prefix, name in self._prefixes:
+                if path.startswith(prefix):
+                    where = name + "/" + path[len(prefix) :]
+                    break
+                if path == prefix[:-1]:
+                    where = name
+                    break
+        decision = Decision(parts[0], f"{kind.value} {where}{parts[2]}", parts[1], effect)
         if len(a.memo) >= MEMO_LIMIT:
             a.memo.clear()
         a.memo[key] = decision
@@ -467,8 +478,3 @@ def _error_decision(exc: BaseException, effect: Effect | None = None) -> Decisio
 def load(policy: str | Path | None = None, worktree: str | Path | None = None) -> Guard:
     """Shorthand for :meth:`Guard.load`."""
     return Guard.load(policy, worktree)
-
-
-def _inside(real: str, plans: Path) -> bool:
-    """Whether ``real`` (a canonical path) lies in or below the plan directory."""
-    return real == str(plans) or real.startswith(str(plans).rstrip("/") + "/")

@@ -206,9 +206,18 @@ def choose_agent(
     hint: ModeHint | None,
 ) -> tuple[str, str]:
     """(agent name, why). First match wins: --agent, $GUARD_AGENT, guard mode, host hint."""
+    env_agent, found = agent_inputs(call, agent, env, mode)
+    return agent_from(g, agent, env_agent, found, hint)
+
+
+def agent_inputs(
+    call: ToolCall, agent: str | None, env: Mapping[str, str], mode: ModeSource | None
+) -> tuple[str, str | None]:
+    """($GUARD_AGENT, the worktree's guard mode): the mode is read only when neither
+    --agent nor $GUARD_AGENT decides."""
     env_agent = env.get("GUARD_AGENT", "").strip()
     found = mode(call) if mode is not None and not agent and not env_agent else None
-    return agent_from(g, agent, env_agent, found, hint)
+    return env_agent, found
 
 
 def agent_from(
@@ -355,10 +364,7 @@ class Gate:
     def _choose(self, g: Guard, call: ToolCall, hint: ModeHint | None) -> tuple[str, str]:
         if self.guard is None:  # a policy loaded per call: nothing to keep
             return choose_agent(g, call, agent=self.agent, env=self.env, mode=self.mode, hint=hint)
-        env_agent = self.env.get("GUARD_AGENT", "").strip()
-        found = None
-        if self.mode is not None and not self.agent and not env_agent:
-            found = self.mode(call)
+        env_agent, found = agent_inputs(call, self.agent, self.env, self.mode)
         key = (self.agent, env_agent, found, hint)
         chosen = self._agents.get(key)
         if chosen is None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import platformdirs
 
 from guard.effects import GuardError
+from guard.pathcache import CACHE
 
 VCS_MARKERS = (".git", ".hg", ".jj", ".svn")
 APP_NAME = "openoxide"
@@ -99,24 +100,33 @@ def check_plan_dir(worktree: Path, plans: Path) -> None:
         )
 
 
-def plan_file_problem(canon: CanonicalPath, text: str, plans: Path) -> str | None:
+def plan_file_problem(
+    canon: CanonicalPath, text: str, plans: Path, creates: str = ""
+) -> str | None:
     """Why writing ``canon`` (spelled ``text``) inside ``plans`` is not writing a plan file.
 
     A plan file is a regular file directly in the plan directory: a name spelled
     as a directory (``d.md/``), or an existing directory, FIFO, socket or device
-    named like a plan file is refused. None when the write is not inside
-    ``plans`` or is a regular file (existing or not).
+    named like a plan file is refused, and so is a write that ``creates``
+    something other than a regular file (:attr:`guard.effects.Effect.creates`: a
+    symlink, a FIFO...) in the plan directory or at its own path. None when the
+    write is not inside ``plans`` or is a regular file (existing or not).
     """
     inside = str(plans).rstrip("/") + "/"
-    if not canon.real.startswith(inside) or canon.real == inside:
-        return None
+    real = canon.real
+    if not real.startswith(inside) or real == inside:
+        return _not_regular(text, creates) if creates and real == str(plans) else None
     if text.endswith("/") or text.endswith("/."):
         return f"{text!r} names a directory; a plan file is a regular file"
     if canon.mode and not stat.S_ISREG(canon.mode):
         return (
             f"{canon.real} is {_file_kind(canon.mode)}, not a regular file; refused as a plan file"
         )
-    return None
+    return _not_regular(text, creates) if creates else None
+
+
+def _not_regular(text: str, creates: str) -> str:
+    return f"{text!r} would be {creates}; a plan file is a regular file"
 
 
 def _file_kind(mode: int) -> str:
@@ -354,7 +364,31 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
 
     With ``write``, a path through a per-process magic link (``/proc/self/...``,
     ``/dev/fd/../...``) is refused: guard would resolve it in its own process.
+
+    Answers that went through no symlink are kept in :data:`guard.pathcache.CACHE`,
+    which drops them as soon as the kernel reports a change that could alter them
+    (see that module for why a kept answer is always the disk's current one).
     """
+    if not isinstance(path, str) or not path or path[0] == "~":
+        return _resolve(path, cwd, write=write)
+    base = cwd if isinstance(cwd, str) else os.fspath(cwd)
+    key = (path, base)
+    hit: CanonicalPath | None = CACHE.get(key)
+    if hit is not None:
+        return hit
+    full = path if path[0] == "/" else base.rstrip("/") + "/" + path if base[:1] == "/" else ""
+    gen = None
+    if full[:1] == "/" and "/../" not in full and not full.endswith("/.."):
+        norm = os.path.normpath(full)
+        gen = CACHE.prepare(key, norm)
+    answer = _resolve(path, base, write=write)
+    if gen is not None and answer.link == answer.real == norm:
+        CACHE.store(key, gen, answer)
+    return answer
+
+
+def _resolve(path: str, cwd: str | os.PathLike[str], *, write: bool) -> CanonicalPath:
+    """:func:`canonicalize` without the cache."""
     if not isinstance(path, str):
         raise PathError(f"path must be a string, got {type(path).__name__}")
     if path == "":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 
 # CI never passes by skipping: a hook from tests/components.py (tests/ is on sys.path here)
 from components import pytest_runtest_makereport  # noqa: F401
+
+MCP_TESTS = Path(__file__).parent / "mcp"
 
 
 @pytest.fixture(autouse=True)
@@ -40,3 +43,14 @@ def repo(tmp_path: Path) -> Iterator[Path]:
         yield Path(os.path.realpath(root))
     finally:
         os.chdir(old)
+
+
+@pytest.fixture(scope="session")
+def fs_server() -> Path:
+    """The real MCP filesystem server, pinned and installed once (tests/mcp/fsserver.py); a
+    test that needs it skips (locally) or fails (``CI=true``) when it cannot be installed."""
+    if str(MCP_TESTS) not in sys.path:  # tests outside tests/mcp
+        sys.path.insert(0, str(MCP_TESTS))
+    from fsserver import required_server
+
+    return required_server()

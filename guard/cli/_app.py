@@ -1,31 +1,54 @@
-"""The shared typer application, the command-line conventions, and the entry point.
+"""The shared typer application and the typer side of the command-line conventions.
 
-Conventions every command follows (kept here so that no command re-implements them):
-
-- ``-h``/``--help``, ``-V``/``--version``, shell completion (``--install-completion``).
-- Colour: ``--color auto|always|never`` (accepted anywhere before ``--``) and ``NO_COLOR``;
-  with colour off no escape sequence is written at all (bold and dim included).
-- Errors: one line on stderr, ``guard: error: ...``; usage errors name the command's
-  ``--help``. Exit 2 for bad input or usage. With ``--json`` (or ``--format json``) the
-  error is a JSON object on stderr instead: ``{"schema_version": 1, "error": ...}``.
-- JSON output carries ``"schema_version": 1`` (see docs/json.md).
+The conventions themselves (colour, JSON errors, exit codes) are described and kept
+in :mod:`guard.cli._base`, which needs no typer; their names are importable from here
+too. Every command module registers its commands on :data:`app` when imported
+(:mod:`guard.cli._commands` imports them all).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-from collections.abc import Sequence
-from enum import StrEnum
-from typing import IO, Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 import typer.core
 import typer.rich_utils
 from rich.console import Console
 
-SCHEMA_VERSION = 1
+from guard.cli._base import (
+    SCHEMA_VERSION,
+    ColorMode,
+    color_enabled,
+    color_mode,
+    fail,
+    fail_for,
+    isatty,
+    main,
+    print_json,
+    set_color_mode,
+    take_color,
+    wants_json,
+    warn,
+    with_schema,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ColorMode",
+    "app",
+    "color_enabled",
+    "console",
+    "dispatch",
+    "fail",
+    "main",
+    "print_json",
+    "set_color",
+    "take_color",
+    "wants_json",
+    "warn",
+    "with_schema",
+]
 
 # typer carries its own copy of click; its exception classes are reached through the
 # one it exports (BadParameter -> UsageError -> ClickException).
@@ -33,40 +56,14 @@ _UsageError: type[Exception] = typer.BadParameter.__bases__[0]
 _ClickException: type[Exception] = _UsageError.__bases__[0]
 
 
-class ColorMode(StrEnum):
-    auto = "auto"
-    always = "always"
-    never = "never"
-
-
-_color: ColorMode = ColorMode.auto
-_json_mode = False
-
-
 def set_color(mode: ColorMode) -> None:
     """Set the colour mode for this process (and for typer's own help and errors)."""
-    global _color
-    _color = mode
+    set_color_mode(mode)
     if not color_enabled(sys.stdout):
         typer.rich_utils.COLOR_SYSTEM = None
         typer.rich_utils.FORCE_TERMINAL = False
     elif mode is ColorMode.always:
         typer.rich_utils.FORCE_TERMINAL = True
-
-
-def color_enabled(stream: IO[str] | None = None) -> bool:
-    """Whether to style output written to ``stream`` (stdout by default)."""
-    if _color is ColorMode.never:
-        return False
-    if _color is ColorMode.always:
-        return True
-    if os.environ.get("NO_COLOR", ""):
-        return False
-    stream = sys.stdout if stream is None else stream
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def console(*, stderr: bool = False, soft_wrap: bool = True) -> Console:
@@ -76,29 +73,11 @@ def console(*, stderr: bool = False, soft_wrap: bool = True) -> Console:
     return Console(
         stderr=stderr,
         highlight=False,
-        soft_wrap=soft_wrap or not _isatty(stream),
+        soft_wrap=soft_wrap or not isatty(stream),
         color_system="auto" if on else None,
-        force_terminal=True if on and _color is ColorMode.always else None,
+        force_terminal=True if on and color_mode() is ColorMode.always else None,
         no_color=not on,
     )
-
-
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def with_schema(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` with ``schema_version`` first (every JSON object guard prints has one)."""
-    return {"schema_version": SCHEMA_VERSION, **data}
-
-
-def print_json(data: dict[str, Any], *, indent: int | None = None) -> None:
-    """Print one JSON document (with ``schema_version``) on stdout."""
-    sys.stdout.write(json.dumps(with_schema(data), indent=indent) + "\n")
-    sys.stdout.flush()
 
 
 def _no_type_for_flags(self: typer.core.TyperOption, ctx: Any) -> str | None:
@@ -143,15 +122,19 @@ app = typer.Typer(
 )
 
 
+def installed_version(unknown: str = "unknown") -> str:
+    """guard's version as installed (the package's metadata); ``unknown`` when it is not."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("openoxide-guard")
+    except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
+        return unknown
+
+
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            v = version("openoxide-guard")
-        except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
-            v = "(version unknown: not installed)"
-        typer.echo(f"guard {v}")
+        typer.echo(f"guard {installed_version('(version unknown: not installed)')}")
         raise typer.Exit(0)
 
 
@@ -183,64 +166,6 @@ def _root(
         set_color(color)
 
 
-def _take_color(args: list[str]) -> tuple[list[str], ColorMode | None, str | None]:
-    """Remove ``--color X`` / ``--color=X`` written before ``--``; (rest, mode, error)."""
-    out: list[str] = []
-    mode: ColorMode | None = None
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            out.extend(args[i:])
-            break
-        value: str | None = None
-        if a == "--color":
-            if i + 1 >= len(args):
-                return args, None, "--color needs a value: auto, always or never"
-            value, i = args[i + 1], i + 2
-        elif a.startswith("--color="):
-            value, i = a.split("=", 1)[1], i + 1
-        else:
-            out.append(a)
-            i += 1
-            continue
-        try:
-            mode = ColorMode(value)
-        except ValueError:
-            return args, None, f"--color {value!r}: use auto, always or never"
-    return out, mode, None
-
-
-def wants_json(args: Sequence[str]) -> bool:
-    """Whether the command line asks for JSON output (``--json`` or ``--format json``)."""
-    before = list(args[: args.index("--")] if "--" in args else args)
-    for i, a in enumerate(before):
-        if a == "--json" or a in ("--format=json", "-fjson"):
-            return True
-        if a in ("--format", "-f") and i + 1 < len(before) and before[i + 1] == "json":
-            return True
-    return False
-
-
-def warn(message: str) -> None:
-    """One warning on stderr (a JSON object with --json); never changes the exit code."""
-    if _json_mode:
-        sys.stderr.write(json.dumps(with_schema({"warning": message})) + "\n")
-    else:
-        sys.stderr.write(f"guard: warning: {message}\n")
-    sys.stderr.flush()
-
-
-def fail(message: str, *, as_json: bool, code: int = 2, **extra: Any) -> None:
-    """Report an error the conventional way and leave with ``code``."""
-    if as_json:
-        sys.stderr.write(json.dumps(with_schema({"error": message, **extra})) + "\n")
-    else:
-        sys.stderr.write(f"guard: error: {message}\n")
-    sys.stderr.flush()
-    raise SystemExit(code)
-
-
 def _message(exc: Exception) -> str:
     fmt = getattr(exc, "format_message", None)
     return str(fmt()) if callable(fmt) else str(exc)
@@ -251,48 +176,28 @@ def _exit_code(exc: Exception) -> int:
     return code if isinstance(code, int) else 2
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: never lets a traceback reach the user."""
-    from guard.effects import GuardError
-    from guard.policy import PolicyError
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    args, mode, problem = _take_color(args)
-    as_json = wants_json(args)
-    global _json_mode
-    _json_mode = as_json
-    if problem is not None:
-        fail(problem, as_json=as_json)
-    set_color(mode or ColorMode.auto)
+def dispatch(args: list[str], *, as_json: bool) -> NoReturn:
+    """Run the command line ``args`` (``--color`` already taken) through typer; exit."""
+    set_color(color_mode())  # typer's own help and errors follow it too
     target, prog = app, "guard"
-    if args[:1] == ["run"]:  # start-up cost of every confined command: see guard.cli.run
+    if args[:1] == ["run"]:  # the one command: see guard.cli.runner
         from guard.cli.run import run_app
 
         target, prog, args = run_app, "guard run", args[1:]
+    else:
+        from guard.cli import _commands  # noqa: F401  (registers every command on app)
     try:
         code = target(args=args, prog_name=prog, standalone_mode=False)
     except _UsageError as exc:
         ctx: Any = getattr(exc, "ctx", None)
-        where = ctx.command_path if ctx is not None else "guard"
-        msg = _message(exc).rstrip(".")
+        where = ctx.command_path if ctx is not None else prog  # no context: option parsing
+        # no arguments where some are needed: typer has printed the help already
+        msg = _message(exc).rstrip(".") or "no command given"
         fail(f"{msg} (see `{where} --help`)", as_json=as_json, code=_exit_code(exc))
     except typer.Abort:
         fail("aborted", as_json=as_json, code=130)
     except _ClickException as exc:
         fail(_message(exc), as_json=as_json, code=_exit_code(exc))
-    except PolicyError as exc:
-        fail(str(exc), as_json=as_json, problems=exc.problems)
-    except GuardError as exc:
-        fail(str(exc), as_json=as_json)
-    except OSError as exc:  # a full disk, a read-only file system, a permission
-        where = f"{exc.filename}: " if exc.filename else ""
-        fail(f"{where}{exc.strerror or exc}", as_json=as_json)
-    except Exception as exc:  # a bug: still one line, never a traceback (GUARD_DEBUG=1 shows it)
-        if os.environ.get("GUARD_DEBUG"):
-            raise
-        fail(
-            f"internal error: {type(exc).__name__}: {exc} (run again with GUARD_DEBUG=1 for"
-            " the traceback, and please report it)",
-            as_json=as_json,
-        )
+    except Exception as exc:
+        fail_for(exc, as_json=as_json)
     raise SystemExit(code if isinstance(code, int) else 0)

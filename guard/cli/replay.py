@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from guard.cli._app import app, console
+from guard.cli._app import app, console, installed_version
 from guard.cli._io import printable
 from guard.cli.options import AgentOpt, PolicyOpt
 
@@ -78,14 +78,10 @@ def replay(
     ] = None,
 ) -> None:
     """Replay transcripts through the gate (see HELP)."""
+    from guard.replay.engine import check_host, transcripts
     from guard.replay.engine import replay as run
-    from guard.replay.engine import transcripts
-    from guard.replay.readers import HOSTS
 
-    if host != "auto" and host not in HOSTS:
-        from guard.effects import GuardError
-
-        raise GuardError(f"--host {host!r}: use auto or one of {', '.join(HOSTS)}")
+    check_host(host)  # before any output is written
     if as_json:
         fmt = Format.json
     files = transcripts(paths)
@@ -100,7 +96,7 @@ def replay(
 
             from guard.replay.report import sarif
 
-            log, summary = sarif(results, agent, _version())
+            log, summary = sarif(results, agent, installed_version())
             out.write(json.dumps(log, indent=2) + "\n")
         elif fmt is Format.html:
             from guard.replay.report import write_html
@@ -111,15 +107,6 @@ def replay(
     if output is not None and fmt is not Format.table:
         console(stderr=True).print(escape(summary.lines()[0]) + f" -> {escape(str(output))}")
     raise typer.Exit(3 if summary.blocked else 0)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("openoxide-guard")
-    except PackageNotFoundError:  # pragma: no cover
-        return "unknown"
 
 
 @contextlib.contextmanager

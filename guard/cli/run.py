@@ -1,21 +1,19 @@
-"""``guard run``: start any command confined by Landlock, with the monitor alongside."""
+"""``guard run``: start any command confined by Landlock, with the monitor alongside.
+
+The typer command: its help and its usage errors. What it does is
+:func:`guard.cli.runner.execute`, which ``guard run`` reaches without typer when
+the command line is a plain one (:func:`guard.cli.runner.parse`).
+"""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
-from rich.console import Console
 
-from guard.cli._app import app, print_json
-from guard.cli.show import print_violation
-from guard.effects import GuardError
-
-if TYPE_CHECKING:
-    from guard.monitor import Violation
+from guard.cli._app import app
+from guard.cli.runner import RunOptions, execute
 
 _HELP = "\n\n".join(
     [
@@ -41,73 +39,6 @@ _HELP = "\n\n".join(
         "  guard run --agent plan --explain            # the writable roots as JSON; runs nothing",
     ]
 )
-
-
-def _load_guard(policy: str | None, worktree: Path | None) -> Any:
-    from guard.decide import Guard
-
-    return Guard.load(policy=policy, worktree=worktree)
-
-
-class _MonitorHandle:
-    """Creates guard's monitor for the run, prints what it reports, keeps it for the summary."""
-
-    def __init__(
-        self, guard: Any, agent: str, *, restore: bool, audit: Path | None, quiet: bool
-    ) -> None:
-        self.guard = guard
-        self.agent = agent
-        self.restore = restore
-        self.audit = audit
-        self.quiet = quiet
-        self.monitor: Any = None
-        self._tty = sys.stderr.isatty()
-        self._err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-    def _violation(self, v: Violation) -> None:
-        print_violation(self._err, v, self.guard.roots, prefix="guard monitor: ")
-
-    def _notice(self, n: Any) -> None:
-        if self.quiet and n.event in ("backend", "start", "stop"):
-            return
-        print(f"guard monitor: {n.message}", file=sys.stderr, flush=True)
-
-    def _progress(self, stage: str, done: int, total: int) -> None:
-        if self.quiet or not self._tty:
-            return
-        of = f"/{total}" if total else ""
-        end = "\n" if total and done >= total and stage == "hashing" else ""
-        print(f"\rguard monitor: baseline {stage} {done}{of} files", end=end, file=sys.stderr)
-
-    def __call__(self) -> Any:
-        from guard.monitor import Monitor
-
-        self.monitor = Monitor(
-            self.guard,
-            self.agent,
-            restore=self.restore,
-            audit_path=self.audit,
-            on_violation=self._violation,
-            on_notice=self._notice,
-            progress=self._progress,
-            background=True,
-        )
-        return self.monitor
-
-    def summary(self) -> str | None:
-        m = self.monitor
-        if m is None:
-            return None
-        n = len(m.violations)
-        what = "violation" if n == 1 else "violations"
-        return f"monitor: {n} {what} seen; audit log {m.audit_path}"
-
-
-def _monitor_factory(
-    guard: Any, agent: str, *, restore: bool, audit: Path | None, quiet: bool = False
-) -> _MonitorHandle:
-    """A factory for guard's monitor, which runs alongside the command."""
-    return _MonitorHandle(guard, agent, restore=restore, audit=audit, quiet=quiet)
 
 
 _COMMAND: dict[str, Any] = {
@@ -151,57 +82,27 @@ def run_command(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors."),
 ) -> None:
-    from guard.sandbox import landlock, roots, seccomp, supervise
-
-    if not command and not explain:
-        raise GuardError("no command given; usage: guard run --agent plan -- COMMAND [ARGS]...")
-    guard = _load_guard(policy, worktree)
-    # On the command line a relative directory means one relative to here.
-    writable = [w if w.startswith(("{", "~", "/")) else os.path.abspath(w) for w in writable]
-    plan = roots.derive(
-        guard, agent, extra_writable=writable, private_tmp=not explain, create=not explain
+    status = execute(
+        RunOptions(
+            command=command or [],
+            agent=agent,
+            policy=policy,
+            worktree=worktree,
+            writable=writable,
+            restore=restore,
+            audit=audit,
+            allow_unconfined=allow_unconfined,
+            no_monitor=no_monitor,
+            explain=explain,
+            quiet=quiet,
+        )
     )
-    if explain:
-        abi = landlock.abi_version()
-        doc = {
-            "agent": plan.agent,
-            "mode": plan.mode,
-            "worktree": str(plan.worktree) if plan.worktree else None,
-            "landlock_abi": abi,
-            "landlock": landlock.unavailable_reason() or "available",
-            "handled": landlock.right_names(landlock.handled_rights(abi)),
-            "signals_scoped": abi >= 6,
-            "tiocsti_filtered": seccomp.supported(),
-            "seccomp": "system-state syscalls refused" if seccomp.supported() else "unsupported",
-            "capabilities": "all dropped",
-            "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
-            "notes": plan.notes,
-        }
-        print_json(doc, indent=2)
-        return
-    monitor = None
-    if not no_monitor:
-        monitor = _monitor_factory(guard, agent, restore=restore, audit=audit, quiet=quiet)
-    elif not quiet:
-        print("guard run: --no-monitor: chmod/chown/utime/xattr go unwatched", file=sys.stderr)
-    status = supervise.run(
-        plan,
-        command,
-        allow_unconfined=allow_unconfined,
-        monitor=monitor,
-        quiet=quiet,
-    )
-    summary = monitor.summary() if monitor is not None else None
-    if summary is not None:
-        violations = len(monitor.monitor.violations) if monitor and monitor.monitor else 0
-        if violations or not quiet:
-            print(f"guard run: {summary}", file=sys.stderr)
     raise typer.Exit(status)
 
 
 # `guard run` alone: the same command without building guard's whole command tree
-# first (typer reads every command's signature for that), which every confined
-# command would otherwise pay at start-up. guard.cli._app.main dispatches to it.
+# first (typer reads every command's signature for that). guard.cli._app.dispatch
+# sends the command lines guard.cli.runner.parse leaves to typer here.
 run_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,

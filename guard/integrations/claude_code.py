@@ -20,6 +20,7 @@ from guard.integrations.interface import (
     HookCall,
     HostAdapter,
     Scope,
+    add_groups,
     add_nested,
     find_nested,
     remove_nested,
@@ -74,13 +75,8 @@ class ClaudeCode(HostAdapter):
         planning = planning_command(command)
         if planning is None:
             return
-        for event, matcher in CLAUDE_CODE_EVENTS:
-            group: dict[str, Any] = {
-                "hooks": [{"type": "command", "command": planning, "timeout": 30}]
-            }
-            if matcher is not None:
-                group = {"matcher": matcher, **group}
-            add_nested(settings, event, group)
+        handler = {"type": "command", "command": planning, "timeout": 30}
+        add_groups(settings, CLAUDE_CODE_EVENTS, handler)
 
     def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
         return find_nested(settings, (EVENT,))

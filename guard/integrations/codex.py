@@ -29,6 +29,7 @@ from guard.integrations.interface import (
     HookCall,
     HostAdapter,
     Scope,
+    add_groups,
     add_nested,
     find_nested,
     remove_nested,
@@ -86,13 +87,7 @@ class Codex(HostAdapter):
         planning = planning_command(command, "codex")
         if planning is None:
             return
-        for event, matcher in CODEX_EVENTS:
-            group: dict[str, Any] = {
-                "hooks": [{"type": "command", "command": planning, "timeout": 30}]
-            }
-            if matcher is not None:
-                group = {"matcher": matcher, **group}
-            add_nested(settings, event, group)
+        add_groups(settings, CODEX_EVENTS, {"type": "command", "command": planning, "timeout": 30})
 
     def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
         return find_nested(settings, (EVENT,))

@@ -36,7 +36,6 @@ from typing import Any
 from guard.effects import GuardError
 from guard.integrations.interface import is_ours
 
-EVENT = "PreToolUse"
 EVENT_LABEL = "pre_tool_use"
 #: The events guard wires in a hooks.json, with the label Codex keys and hashes them by.
 EVENT_LABELS = {

@@ -28,6 +28,7 @@ from guard.integrations.interface import (
     HookCall,
     HostAdapter,
     Scope,
+    add_groups,
     add_nested,
     find_nested,
     remove_nested,
@@ -93,13 +94,9 @@ class Gemini(HostAdapter):
         planning = planning_command(command, "gemini")
         if planning is None:
             return
-        for event, matcher in GEMINI_EVENTS:
-            group: dict[str, Any] = {"hooks": [{
-                "name": "openoxide-guard-planning", "type": "command", "command": planning,
-                "timeout": 30000}]}
-            if matcher is not None:
-                group = {"matcher": matcher, **group}
-            add_nested(settings, event, group)
+        handler = {"name": "openoxide-guard-planning", "type": "command", "command": planning,
+                   "timeout": 30000}
+        add_groups(settings, GEMINI_EVENTS, handler)
 
     def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
         return find_nested(settings, (EVENT,))

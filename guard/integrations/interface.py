@@ -318,3 +318,16 @@ def add_nested(settings: dict[str, Any], event: str, group: dict[str, Any]) -> N
         raise ValueError(f"'hooks' must be an object, found {type(hooks).__name__}")
     groups = nested_groups(settings, event, "settings")
     hooks[event] = [*groups, group]
+
+
+def add_groups(
+    settings: dict[str, Any],
+    events: tuple[tuple[str, str | None], ...],
+    handler: Mapping[str, Any],
+) -> None:
+    """One group running ``handler`` per (event, matcher) of ``events`` (no matcher: none)."""
+    for event, matcher in events:
+        group: dict[str, Any] = {"hooks": [dict(handler)]}
+        if matcher is not None:
+            group = {"matcher": matcher, **group}
+        add_nested(settings, event, group)

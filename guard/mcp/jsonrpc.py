@@ -70,8 +70,32 @@ class Records(Protocol):
 Withheld = Callable[[str], Json]
 
 
+async def stop_process(proc: asyncio.subprocess.Process, *, close_stdin: bool = True) -> int | None:
+    """Close ``proc``'s stdin, wait, then SIGTERM, wait, then SIGKILL (each wait
+    :data:`SHUTDOWN_GRACE` seconds); its exit status."""
+    if close_stdin and proc.stdin is not None:
+        with contextlib.suppress(Exception):
+            proc.stdin.close()
+    try:
+        await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    return proc.returncode
+
+
 class Pipe:
-    """One client on ``client_in``/``client_out``, one server child started from ``argv``."""
+    """One client on ``client_in``/``client_out``, one server child started from ``argv``.
+
+    The server's side (:meth:`start`, :meth:`_server_loop`, :meth:`stop_server`) is
+    :class:`guard.mcp.server.ServerPipe`'s: confined in plan mode, restarted with the mode.
+    """
 
     def __init__(
         self,
@@ -200,15 +224,8 @@ class Pipe:
     # -- running ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the server child. Raises OSError."""
-        self.loop = asyncio.get_running_loop()
-        self.server = await asyncio.create_subprocess_exec(
-            *self.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            cwd=self.cwd,
-            limit=MAX_LINE,
-        )
+        """Start the server child. Raises OSError. (:class:`guard.mcp.server.ServerPipe`)"""
+        raise NotImplementedError
 
     async def serve(
         self,
@@ -303,41 +320,12 @@ class Pipe:
                 await handle(line.rstrip(b"\r\n"))
 
     async def _server_loop(self, handle: Callable[[bytes], None]) -> None:
-        proc = self.server
-        assert proc is not None and proc.stdout is not None
-        while True:
-            try:
-                line = await proc.stdout.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:
-                if exc.partial.strip():
-                    handle(exc.partial)
-                await proc.wait()
-                return
-            except asyncio.LimitOverrunError:
-                self.log(f"server sent a line over {MAX_LINE} bytes; stopping")
-                proc.kill()
-                await proc.wait()
-                return
-            if line.strip():
-                handle(line.rstrip(b"\r\n"))
+        """Hand each line of the server's to ``handle`` until it ends. (``ServerPipe``)"""
+        raise NotImplementedError
 
     async def stop_server(self, server_finished: bool) -> int | None:
-        """Close the server's stdin, wait, then terminate and kill; its exit status."""
-        proc = self.server
-        assert proc is not None
-        if not server_finished and proc.stdin is not None:
-            with contextlib.suppress(Exception):
-                proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
-        except TimeoutError:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        return proc.returncode
+        """Stop the server child; its exit status. (``ServerPipe``)"""
+        raise NotImplementedError
 
     def close(self) -> None:
         for task in list(self.tasks):

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from guard.effects import GuardError
-from guard.mcp.jsonrpc import MAX_LINE, SHUTDOWN_GRACE, Json, Pipe, dumps
+from guard.mcp.jsonrpc import MAX_LINE, Json, Pipe, dumps, stop_process
 from guard.planning.session import Mode
 
 if TYPE_CHECKING:
@@ -380,7 +380,11 @@ class ServerPipe(Pipe):
                 raise
             os.close(w)
             w = -1
-            reports = await asyncio.to_thread(_read_status, r) if launch.confined else []
+            reports = []
+            if launch.confined:
+                from guard.sandbox.confine import read_status
+
+                reports = await asyncio.to_thread(read_status, r)
         finally:
             os.close(r)
             if w >= 0:
@@ -632,25 +636,11 @@ class ServerPipe(Pipe):
     # -- stopping ----------------------------------------------------------------------------
 
     async def _stop(self, server: _Server) -> int | None:
-        proc = server.proc
-        if proc.stdin is not None:
-            with contextlib.suppress(Exception):
-                proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), SHUTDOWN_GRACE)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+        await stop_process(server.proc)
         if server in self._servers:
             self._servers.remove(server)
             _remove_tmpdir(server.launch.tmpdir, self.log)
-        return proc.returncode
+        return server.proc.returncode
 
     async def stop_server(self, server_finished: bool) -> int | None:
         """Stop every server process (and a restart under way); the last server's status."""
@@ -695,26 +685,8 @@ def _is_answer(data: bytes) -> bool:
     return isinstance(message, dict) and "method" not in message
 
 
-def _read_status(fd: int) -> list[dict[str, Any]]:
-    """The helper's status reports, until it execs the server (or exits)."""
-    chunks = []
-    while data := os.read(fd, 65536):
-        chunks.append(data)
-    out: list[dict[str, Any]] = []
-    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
-        with contextlib.suppress(ValueError):
-            report = json.loads(line)
-            if isinstance(report, dict):
-                out.append(report)
-    return out
-
-
 def _remove_tmpdir(tmp: Path | None, log: Callable[[str], None]) -> None:
-    if tmp is None:
-        return
-    try:
-        tmp.rmdir()
-    except FileNotFoundError:
-        return
-    except OSError:
+    from guard.sandbox.confine import remove_private_tmpdir
+
+    if tmp is not None and not remove_private_tmpdir(tmp):
         log(f"the server's scratch files are kept in {tmp} (its TMPDIR); remove it when done")

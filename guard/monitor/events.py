@@ -11,23 +11,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from watchdog.events import (
-    DirAttribEvent,
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirMovedEvent,
-    FileAttribEvent,
-    FileClosedEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
-    FileSystemEvent,
-    FileSystemEventHandler,
-)
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify import InotifyFullEmitter
 from watchdog.observers.inotify_c import InotifyEvent, InotifyFD, Mask, Watch
+
+from guard.effects import EffectKind
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -174,17 +163,26 @@ SETTLE_MAX = 30.0
 _WRITING_EVENTS = ("created", "modified")
 
 
+#: What a watchdog event the monitor acts on did to its path, by (event type, directory?):
+#: the effect, the event's name in a violation, and its name among the changes made while
+#: the baseline ran. Moves name two paths (see :func:`early_names`); a DirModifiedEvent is
+#: watchdog's echo of a child's event, and opens and read-only closes change nothing.
+CHANGES: dict[tuple[str, bool], tuple[EffectKind, str, str]] = {
+    ("created", False): (EffectKind.WRITE, "created", "created"),
+    ("created", True): (EffectKind.WRITE, "created", "created"),
+    ("modified", False): (EffectKind.WRITE, "modified", "modified"),
+    ("closed", False): (EffectKind.WRITE, "closed-after-write", "modified"),
+    ("attrib", False): (EffectKind.WRITE, "attrib", "attrib"),
+    ("attrib", True): (EffectKind.WRITE, "attrib", "attrib"),
+    ("deleted", False): (EffectKind.DELETE, "deleted", "deleted"),
+    ("deleted", True): (EffectKind.DELETE, "deleted", "deleted"),
+}
+
+
 def early_names(ev: FileSystemEvent) -> list[tuple[str, str]]:
     """The paths an event names and what happened to each (for changes during the baseline)."""
     src = os.fsdecode(ev.src_path)
-    if isinstance(ev, FileMovedEvent | DirMovedEvent):
+    if ev.event_type == "moved":
         return [(src, "moved-from"), (os.fsdecode(ev.dest_path), "moved-to")]
-    if isinstance(ev, FileCreatedEvent | DirCreatedEvent):
-        return [(src, "created")]
-    if isinstance(ev, FileModifiedEvent | FileClosedEvent):
-        return [(src, "modified")]
-    if isinstance(ev, FileAttribEvent | DirAttribEvent):
-        return [(src, "attrib")]
-    if isinstance(ev, FileDeletedEvent | DirDeletedEvent):
-        return [(src, "deleted")]
-    return []
+    change = CHANGES.get((ev.event_type, ev.is_directory))
+    return [(src, change[2])] if change is not None else []

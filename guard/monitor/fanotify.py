@@ -299,6 +299,10 @@ class FanotifyObserver:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
 
+    def is_alive(self) -> bool:
+        """Whether events are still read and handed on (as for watchdog's observers)."""
+        return self._thread.is_alive() and self._dispatcher.is_alive()
+
     def join(self, timeout: float | None = None) -> None:
         if self._thread.is_alive():
             self._thread.join(timeout)

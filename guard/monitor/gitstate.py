@@ -260,13 +260,9 @@ _STATUS = ("--no-optional-locks", "status", "--porcelain", "-z", "--untracked-fi
            "--ignored=matching", "--no-renames")
 
 
-def status(worktree: Path) -> Status:
-    """One read-only ``git status`` (the index is not refreshed or rewritten)."""
-    return parse_status(worktree, _run_git(worktree, *_STATUS))
-
-
 def status_start(worktree: Path) -> subprocess.Popen[bytes]:
-    """Start :func:`status` (so something else can be done meanwhile); see :func:`status_end`."""
+    """Start one read-only ``git status`` (the index is not refreshed or rewritten), so that
+    something else can be done meanwhile; :func:`status_end` waits for it."""
     return subprocess.Popen(["git", "-C", str(worktree), *_STATUS], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

@@ -251,7 +251,7 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
         if ((path in bl.exact or after_walk) and path not in bl.pre_early
                 and path not in bl.changed):
             m._change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE,
-                      event.split(" ")[0], "made before the baseline was complete")
+                      event.split(" ")[0])
             continue
         with m._lock:
             known = m._known.get(path, _MISSING)

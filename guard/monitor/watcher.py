@@ -27,19 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from watchdog.events import (
-    DirAttribEvent,
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirMovedEvent,
-    FileAttribEvent,
-    FileClosedEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
-    FileSystemEvent,
-)
+from watchdog.events import FileSystemEvent
 
 from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
@@ -48,6 +36,7 @@ from guard.monitor.backends import remember_origin, start_observer
 from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Progress, Sig
 from guard.monitor.events import (
     _WRITING_EVENTS,
+    CHANGES,
     Notice,
     Violation,
     _is_under,
@@ -296,6 +285,9 @@ class Monitor(_Sink):
         if self._baseline_thread is not None:
             hurry_baseline(self)
             self._baseline_thread.join()  # early changes are handled before anything stops
+        # events already queued are handled as events (their name, who made them), not
+        # left to the final reconciliation, which sees only that something changed
+        self.sync()
         self._stop.set()
         self._wake.set()
         self._ready.set()
@@ -343,7 +335,8 @@ class Monitor(_Sink):
         Returns False when there is no such directory (quarantine outside the
         watched trees) or no observer, or on timeout.
         """
-        if self._barrier_dir is None or self._observer is None or self._stop.is_set():
+        obs = self._observer
+        if self._barrier_dir is None or obs is None or self._stop.is_set():
             return False
         with self._barrier_seen:
             self._barrier_seq += 1
@@ -359,7 +352,7 @@ class Monitor(_Sink):
         with self._barrier_seen:
             while self._barrier_done < seq:
                 left = deadline - time.monotonic()
-                if left <= 0 or self._stop.is_set():
+                if left <= 0 or self._stop.is_set() or not obs.is_alive():
                     return False
                 self._barrier_seen.wait(min(left, 0.5))
         return True
@@ -406,7 +399,7 @@ class Monitor(_Sink):
 
     def _on_fs_event(self, ev: FileSystemEvent) -> None:
         src = os.fsdecode(ev.src_path)
-        if (self._barrier_dir is not None and isinstance(ev, FileCreatedEvent)
+        if (self._barrier_dir is not None and ev.event_type == "created" and not ev.is_directory
                 and os.path.dirname(src) == self._barrier_dir
                 and os.path.basename(src).startswith(".sync-")):
             with self._barrier_seen:
@@ -419,7 +412,7 @@ class Monitor(_Sink):
             if not self._ready.is_set():
                 self._record_early(ev)
                 return
-            if isinstance(ev, FileMovedEvent | DirMovedEvent):
+            if ev.event_type == "moved":
                 dest = os.fsdecode(ev.dest_path)
                 if src and dest and self._own_move(src, dest):
                     return
@@ -427,18 +420,10 @@ class Monitor(_Sink):
                     self._change(src, EffectKind.DELETE, "moved-from", f"to {dest or 'outside'}")
                 if dest:
                     self._change(dest, EffectKind.WRITE, "moved-to", f"from {src or 'outside'}")
-            elif isinstance(ev, FileCreatedEvent | DirCreatedEvent):
-                self._change(src, EffectKind.WRITE, "created")
-            elif isinstance(ev, FileModifiedEvent):
-                self._change(src, EffectKind.WRITE, "modified")
-            elif isinstance(ev, FileClosedEvent):
-                self._change(src, EffectKind.WRITE, "closed-after-write")
-            elif isinstance(ev, FileAttribEvent | DirAttribEvent):
-                self._change(src, EffectKind.WRITE, "attrib")
-            elif isinstance(ev, FileDeletedEvent | DirDeletedEvent):
-                self._change(src, EffectKind.DELETE, "deleted")
-            # DirModifiedEvent is watchdog's echo of a child's event; opens and
-            # read-only closes change nothing.
+            else:
+                change = CHANGES.get((ev.event_type, ev.is_directory))
+                if change is not None:  # see CHANGES for the events that change nothing
+                    self._change(src, change[0], change[1])
         except Exception as exc:  # keep watching whatever one event did
             self._notice("error", f"while handling {ev!r}: {type(exc).__name__}: {exc}")
         self._flush()
@@ -694,6 +679,8 @@ class Monitor(_Sink):
             reason, self._wake_reason = self._wake_reason, "periodic"
             self._wake.clear()
             try:
+                # what the events already say is handled first (with who made it)
+                self.sync()
                 self.reconcile(reason)
             except Exception as exc:
                 self._notice("error", f"reconciliation failed: {type(exc).__name__}: {exc}")

@@ -345,8 +345,9 @@ def gemini_plan_text(filename: object, plans_dir: str | None) -> str | None:
         return None
     if "/" in filename or filename.startswith(".") or "\x00" in filename:
         return None
-    try:
-        fd = os.open(os.path.join(plans_dir, filename), os.O_RDONLY | os.O_NOFOLLOW)
+    try:  # O_NONBLOCK: opening a FIFO planted under that name must not wait for a writer
+        fd = os.open(os.path.join(plans_dir, filename),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:

@@ -81,10 +81,15 @@ def detect(path: Path) -> str:
     )
 
 
-def calls(paths: Iterable[Path], host: str = "auto") -> Iterator[ReplayCall]:
-    """Every tool call of every transcript, in order, one line at a time."""
+def check_host(host: str) -> None:
+    """Refuse a ``--host`` no reader has (raises TranscriptError)."""
     if host != "auto" and host not in READERS:
         raise TranscriptError(f"--host {host!r}: use auto or one of {', '.join(HOSTS)}")
+
+
+def calls(paths: Iterable[Path], host: str = "auto") -> Iterator[ReplayCall]:
+    """Every tool call of every transcript, in order, one line at a time."""
+    check_host(host)
     for path in paths:
         yield from READERS[detect(path) if host == "auto" else host].read(path)
 
@@ -159,10 +164,7 @@ class Replayer:
 
         gate, resolved = self._gate(call.cwd)
         verdict = gate.decide(ToolCall(call.dialect, call.tool, call.input, call.cwd))
-        action = verdict.action.value
-        if action == "allow_confined":  # no confiner here; kept for completeness
-            action = "allow"
-        return ReplayResult(index, call, action, verdict.reason, verdict.rule,
+        return ReplayResult(index, call, verdict.action.value, verdict.reason, verdict.rule,
                             [e.to_json() for e in verdict.effects], resolved)
 
 

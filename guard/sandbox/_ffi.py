@@ -46,30 +46,18 @@ else:
         get_errno,
     )
 
-    class c_int(_SimpleCData):
-        _type_ = "i"
+    def _simple(name: str, code: str) -> type:
+        """``class NAME(_SimpleCData): _type_ = CODE``, as ctypes defines its simple types."""
+        return type(_SimpleCData)(name, (_SimpleCData,), {"_type_": code})
 
-    class c_long(_SimpleCData):
-        _type_ = "l"
-
-    class c_ulong(_SimpleCData):
-        _type_ = "L"
-
-    class c_ushort(_SimpleCData):
-        _type_ = "H"
-
-    class c_uint8(_SimpleCData):
-        _type_ = "B"
-
-    class c_uint32(_SimpleCData):
-        _type_ = "I"
-
-    class c_uint64(_SimpleCData):
-        _type_ = "Q"
-
-    class c_void_p(_SimpleCData):
-        _type_ = "P"
-
+    c_int = _simple("c_int", "i")
+    c_long = _simple("c_long", "l")
+    c_ulong = _simple("c_ulong", "L")
+    c_ushort = _simple("c_ushort", "H")
+    c_uint8 = _simple("c_uint8", "B")
+    c_uint32 = _simple("c_uint32", "I")
+    c_uint64 = _simple("c_uint64", "Q")
+    c_void_p = _simple("c_void_p", "P")
     c_int32 = c_int
     c_uint16 = c_ushort
     c_size_t = c_ulong  # LP64: every architecture guard has a syscall table for

@@ -38,6 +38,8 @@ else:  # imported by run_confined.py: the siblings alone, not the package (start
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
+    from typing import Any
 
 #: Terminal devices: writable, with device ioctls allowed (what a terminal program needs).
 TERMINAL_DEVICES = ("/dev/tty", "/dev/pts", "/dev/ptmx")
@@ -134,6 +136,18 @@ def private_tmpdir(path: str) -> str:
     return path
 
 
+def remove_private_tmpdir(path: Path) -> bool:
+    """Remove the private ``$TMPDIR`` a confined command ran with once it is done; False
+    when the command left files in it (it is kept: the caller says where)."""
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 def plan_directory(path: str) -> str:
     """Create the plan directory ``path`` (canonical, absolute) and its missing parents
     before the restriction, so that the kernel can grant it: plan mode may create exactly
@@ -172,6 +186,26 @@ def _report(status_fd: int | None, payload: dict[str, object]) -> None:
     while data:
         n = os.write(status_fd, data)
         data = data[n:]
+
+
+def read_status(fd: int) -> list[dict[str, Any]]:
+    """The helper's status reports (:func:`_report`), read from ``fd`` until it execs the
+    command or exits. A line that is not a JSON object is skipped: a caller that then
+    finds no confirmation of the restriction refuses to go on."""
+    import json
+
+    chunks = []
+    while data := os.read(fd, 65536):
+        chunks.append(data)
+    out: list[dict[str, Any]] = []
+    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
+        try:
+            report = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(report, dict):
+            out.append(report)
+    return out
 
 
 def _fail(args: _Args, stage: str, exc: BaseException) -> int:

@@ -11,7 +11,6 @@ command's exit status (128+N for signal N).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -85,20 +84,6 @@ def _blocked(signals: Sequence[int]) -> Iterator[None]:
             with contextlib.suppress(OSError):
                 signal.sigtimedwait([sig], 0)
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def _read_status(fd: int) -> list[dict[str, Any]]:
-    chunks = []
-    while True:
-        data = os.read(fd, 65536)
-        if not data:
-            break
-        chunks.append(data)
-    out = []
-    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
-        if line.strip():
-            out.append(json.loads(line))
-    return out
 
 
 def _wait_forwarding(proc: subprocess.Popen[bytes], watched: Sequence[int]) -> int:
@@ -288,7 +273,7 @@ def _spawn_and_wait(
     if on_spawn is not None:
         on_spawn(proc.pid)
     try:
-        reports = _read_status(r)
+        reports = confine.read_status(r)
     finally:
         os.close(r)
     failure = next((rep for rep in reports if not rep.get("ok")), None)
@@ -318,9 +303,5 @@ def _cleanup_tmp(plan: SandboxPlan, keep: bool, say: Callable[..., None]) -> Non
     tmp = plan.tmpdir
     if tmp is None or keep:
         return
-    try:
-        tmp.rmdir()
-    except FileNotFoundError:
-        return
-    except OSError:
+    if not confine.remove_private_tmpdir(tmp):
         say(f"the command's scratch files are kept in {tmp} (TMPDIR); remove it when done")

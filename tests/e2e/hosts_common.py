@@ -124,23 +124,24 @@ def audit_records(home: Path) -> list[dict[str, Any]]:
             if r.get("source") == "hook"]
 
 
-def stop_hookd(home: Path, settle: float = 2.0) -> None:
-    """Stop the hook daemons a run started under ``home``, by the pids they recorded."""
+def stop_hookd(home: Path, settle: float = 5.0) -> None:
+    """Stop the hook daemons a run started under ``home``: each records its pid in
+    ``hookd-<key>.pid`` (one per installation) and may still be starting, so SIGTERM every
+    pid recorded until one poll after the last finds no new one, for ``settle`` s at most."""
     run = home / ".local/share/openoxide/run"
     deadline = time.monotonic() + settle
     stopped: set[int] = set()
     while time.monotonic() < deadline:
-        if not run.exists():
-            time.sleep(0.2)
-            continue
-        try:
-            pid = int((run / "hookd.pid").read_text().strip())
-        except (OSError, ValueError):
-            pid = 0
-        if pid and pid not in stopped:
+        found = set()
+        for pidfile in run.glob("hookd-*.pid"):
+            with contextlib.suppress(OSError, ValueError):  # one being written: next poll
+                found.add(int(pidfile.read_text().strip()))
+        for pid in found - stopped:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGTERM)
-            stopped.add(pid)
+        if stopped and found <= stopped:
+            return
+        stopped |= found
         time.sleep(0.2)
 
 

@@ -8,15 +8,12 @@ on disk, on Claude Code's ``permission_denials`` and on guard's audit log.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +21,9 @@ from typing import Any
 import pytest
 from components import require_component
 
-from .fake_anthropic import FakeAnthropic, Script, ToolUse
+from .fake_anthropic import Script, ToolUse
+from .host_runs import claude_print
+from .hosts_common import stop_hookd
 
 CLAUDE_CODE_VERSION = "2.1.332"
 PACKAGE = f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"
@@ -107,23 +106,6 @@ def project(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     stop_hookd(home)
 
 
-def stop_hookd(home: Path) -> None:
-    """Stop the hook daemon the run started, by the pid it recorded (it may still be starting)."""
-    run = home / ".local/share/openoxide/run"
-    for _ in range(50):
-        pids = []
-        for pidfile in run.glob("hookd-*.pid"):  # one per installation
-            with contextlib.suppress(OSError, ValueError):
-                pids.append(int(pidfile.read_text().strip()))
-        if not pids:
-            time.sleep(0.1)
-            continue
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
-        return
-
-
 def snapshot(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -140,38 +122,9 @@ def run_claude(
     mode: str,
     guard_agent: str | None,
 ) -> dict[str, Any]:
-    run_env = dict(env)
-    run_env.update(
-        ANTHROPIC_API_KEY="sk-ant-api03-dummy-key-for-a-local-fake",
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-        DISABLE_TELEMETRY="1",
-        DISABLE_AUTOUPDATER="1",
-        DISABLE_ERROR_REPORTING="1",
-    )
-    if guard_agent:
-        run_env["GUARD_AGENT"] = guard_agent
-    with FakeAnthropic(script) as api:
-        run_env["ANTHROPIC_BASE_URL"] = api.url
-        proc = subprocess.run(
-            [
-                claude,
-                "-p",
-                "Carry out the task.",
-                "--output-format",
-                "json",
-                "--permission-mode",
-                mode,
-                "--max-turns",
-                "30",
-            ],
-            cwd=repo,
-            env=run_env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+    run_env = {**env, "GUARD_AGENT": guard_agent} if guard_agent else env
+    flags = ("--permission-mode", mode, "--max-turns", "30")
+    proc = claude_print(claude, repo, run_env, script, *flags)
     assert proc.stdout.strip(), f"claude printed nothing; stderr: {proc.stderr[-2000:]}"
     result: dict[str, Any] = json.loads(proc.stdout)
     answered = [s.id for s in script.steps if s.id in script.tool_results()]

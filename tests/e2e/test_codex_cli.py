@@ -12,24 +12,22 @@ and ``guard doctor`` says so and exits 1.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .fake_models import Call, FakeResponses, Script
+from .fake_models import Call, Script
+from .host_runs import codex_exec, codex_home, host_project
+from .host_runs import codex_patch as patch
 from .hosts_common import (
     audit_records,
     check_version,
-    clean_env,
     doctor,
     guard,
     host_check,
-    make_repo,
     npm_binary,
     snapshot,
-    stop_hookd,
 )
 
 VERSION = "0.171.0"
@@ -44,42 +42,13 @@ def codex() -> str:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    home = tmp_path / "home"
-    (home / ".codex").mkdir(parents=True)
-    env = clean_env(home)
-    env["CODEX_HOME"] = str(home / ".codex")
-    env["FAKE_MODEL_KEY"] = "dummy"
-    repo = make_repo(tmp_path, env)
-    (home / ".codex/config.toml").write_text(
-        'model = "gpt-5.5"\nmodel_provider = "fake"\napproval_policy = "never"\n'
-        'sandbox_mode = "danger-full-access"\n\n'
-        '[model_providers.fake]\nname = "fake"\nbase_url = "http://127.0.0.1:9/v1"\n'
-        'wire_api = "responses"\nenv_key = "FAKE_MODEL_KEY"\nrequest_max_retries = 0\n'
-        "stream_max_retries = 0\n"
-    )
-    proc = guard("install", "codex", cwd=repo, env=env)  # as the README says
-    assert "checked: codex will run the hook" in proc.stdout, proc.stdout
-    yield repo, env
-    stop_hookd(home)
+    with host_project(tmp_path, codex_home, install="codex") as made:
+        yield made
 
 
 def run_codex(codex: str, repo: Path, env: dict[str, str], script: Script) -> str:
-    with FakeResponses(script) as api:
-        proc = subprocess.run(
-            [codex, "exec", "--skip-git-repo-check", "-C", str(repo),
-             "-c", f'model_providers.fake.base_url="{api.url}/v1"', "Carry out the task."],
-            cwd=repo, env={**env, "GUARD_AGENT": "plan"}, capture_output=True, text=True,
-            timeout=300, check=False, stdin=subprocess.DEVNULL,
-        )
-    answered = [s.id for s in script.steps if s.id in script.results]
-    assert answered == [s.id for s in script.steps], (
-        f"Codex did not run the whole script ({answered}); exit {proc.returncode}\n"
-        f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    proc = codex_exec(codex, repo, {**env, "GUARD_AGENT": "plan"}, script)
     return proc.stdout + proc.stderr
-
-
-def patch(op: str, path: str, body: str) -> dict[str, str]:
-    return {"input": f"*** Begin Patch\n*** {op} File: {path}\n{body}*** End Patch\n"}
 
 
 def test_codex_plan_mode_changes_only_the_plan(

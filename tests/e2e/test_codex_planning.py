@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 from guard.planning import Mode, Session
 
-from .fake_models import Call, FakeResponses, Script
+from .fake_models import Call, Script
+from .host_runs import codex_exec
+from .host_runs import codex_patch as patch
 from .hosts_common import guard, snapshot
-from .test_codex_cli import codex, patch, project  # noqa: F401  (fixtures)
+from .test_codex_cli import codex, project  # noqa: F401  (fixtures)
 
 TOLD = re.compile(r"write your plan to (/[^\s\"\\]+?\.md)")
 PLAN = "# Plan: add caching\n\n1. Add an LRU cache to src/app.py\n2. Test it\n"
@@ -35,17 +36,7 @@ def told_paths(script: Script) -> list[str]:
 
 def run(codex: str, repo: Path, env: dict[str, str], script: Script) -> str:
     """One headless Codex run, as the user starts it: no GUARD_AGENT, no other settings."""
-    with FakeResponses(script) as api:
-        proc = subprocess.run(
-            [codex, "exec", "--skip-git-repo-check", "-C", str(repo),
-             "-c", f'model_providers.fake.base_url="{api.url}/v1"', "Add caching."],
-            cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    answered = [s.id for s in script.steps if s.id in script.results]
-    assert answered == [s.id for s in script.steps], (
-        f"Codex did not run the whole script ({answered}); exit {proc.returncode}\n"
-        f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    proc = codex_exec(codex, repo, env, script, prompt="Add caching.")
     return proc.stdout + proc.stderr
 
 

@@ -11,25 +11,21 @@ an untrusted workspace is skipped by Gemini (zero hooks, the write lands):
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .fake_models import Call, FakeGemini, Script
+from .fake_models import Call, Script
+from .host_runs import gemini_home, gemini_run, host_project
 from .hosts_common import (
     audit_records,
     check_version,
-    clean_env,
     doctor,
     guard,
     host_check,
-    make_repo,
     npm_binary,
     snapshot,
-    stop_hookd,
 )
 
 VERSION = "0.61.0"
@@ -44,29 +40,13 @@ def gemini() -> str:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    home = tmp_path / "home"
-    (home / ".gemini").mkdir(parents=True)
-    (home / ".gemini/settings.json").write_text(json.dumps(
-        {"security": {"auth": {"selectedType": "gemini-api-key"}}}))
-    env = clean_env(home)
-    env["GEMINI_API_KEY"] = "dummy"
-    repo = make_repo(tmp_path, env)
-    yield repo, env
-    stop_hookd(home)
+    with host_project(tmp_path, gemini_home) as made:
+        yield made
 
 
 def run_gemini(gemini: str, repo: Path, env: dict[str, str], script: Script,
                *flags: str) -> None:
-    with FakeGemini(script) as api:
-        proc = subprocess.run(
-            [gemini, "-y", "-m", "gemini-2.5-pro", *flags, "-p", "Carry out the task."],
-            cwd=repo, env={**env, "GUARD_AGENT": "plan", "GOOGLE_GEMINI_BASE_URL": api.url},
-            capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
-        )
-    answered = [s.id for s in script.steps if s.id in script.results]
-    assert answered == [s.id for s in script.steps], (
-        f"Gemini did not run the whole script ({answered}); exit {proc.returncode}\n"
-        f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    gemini_run(gemini, repo, {**env, "GUARD_AGENT": "plan"}, script, "-y", *flags)
 
 
 def test_gemini_plan_mode_changes_only_the_plan(

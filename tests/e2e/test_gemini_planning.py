@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from guard.planning import Mode, Session
 
-from .fake_models import Call, FakeGemini, Script
+from .fake_models import Call, Script
+from .host_runs import gemini_run
 from .hosts_common import guard, snapshot
 from .test_gemini_cli import gemini, project  # noqa: F401  (fixtures)
 
@@ -39,17 +39,8 @@ def told_path(body: dict[str, Any]) -> str:
 def run(gemini: str, repo: Path, env: dict[str, str], script: Script,
         mode: str = "yolo") -> None:
     """One headless Gemini run, as the user starts it: no GUARD_AGENT, no other settings."""
-    with FakeGemini(script) as api:
-        proc = subprocess.run(
-            [gemini, "--approval-mode", mode, "-m", "gemini-2.5-pro", "--skip-trust",
-             "-p", "Add caching."],
-            cwd=repo, env={**env, "GOOGLE_GEMINI_BASE_URL": api.url},
-            capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL,
-        )
-    answered = [s.id for s in script.steps if s.id in script.results]
-    assert answered == [s.id for s in script.steps], (
-        f"Gemini did not run the whole script ({answered}); exit {proc.returncode}\n"
-        f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    gemini_run(gemini, repo, env, script, "--approval-mode", mode, "--skip-trust",
+               prompt="Add caching.")
 
 
 def test_gemini_walkthrough_plan_approve_build(

@@ -19,34 +19,19 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from components import require_component
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
-from fsserver import server_binary
+from fsserver import served_project
 
 Elicit = Callable[[Any, Any], Awaitable[types.ElicitResult]]
 
 
-@pytest.fixture(scope="session")
-def fs_server() -> Path:
-    try:
-        return server_binary()
-    except RuntimeError as exc:
-        return require_component("the real MCP filesystem server", None, str(exc))
-
-
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("print('hello')\n")
-    (root / "README.md").write_text("# project\n")
-    (root / ".env").write_text("TOKEN=secret\n")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
     monkeypatch.setenv("GUARD_POLICY", "")
-    return root.resolve()
+    return served_project(tmp_path, {"README.md": "# project\n", ".env": "TOKEN=secret\n"})
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

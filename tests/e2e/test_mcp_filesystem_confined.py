@@ -20,7 +20,7 @@ import pytest
 from guard.sandbox import confine
 
 from . import test_mcp_filesystem as fs
-from .test_mcp_filesystem import fs_server, repo  # noqa: F401  (fixtures)
+from .test_mcp_filesystem import repo  # noqa: F401  (a fixture)
 
 DEFAULT_POLICY = Path(__file__).resolve().parents[2] / "policies" / "default.toml"
 SLIP = 'allow = ["{plans}/*.md", "!{plans}/*/**"]'
@@ -43,7 +43,7 @@ def refused_by_kernel(result: types.CallToolResult) -> bool:
 
 @pytest.mark.skipif(confine.available() != "", reason="this kernel cannot confine")
 def test_writes_the_analysis_lets_through_fail_in_the_confined_server_until_approval(
-    fs_server: Path,  # noqa: F811
+    fs_server: Path,
     repo: Path,  # noqa: F811
     slipped_policy: Path,
 ) -> None:

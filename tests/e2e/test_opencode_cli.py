@@ -10,27 +10,20 @@ the only thing between the model and the disk. Plan mode is guard's plan agent
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .fake_models import Call, FakeChat, Script
+from .fake_models import Call, Script
+from .host_runs import host_project, opencode_home, opencode_run
 from .hosts_common import (
-    REAL_HOME,
     audit_records,
     check_version,
-    clean_env,
     doctor,
-    guard,
     host_check,
-    make_repo,
     npm_binary,
     snapshot,
-    stop_hookd,
 )
 
 VERSION = "1.18.33"
@@ -45,40 +38,12 @@ def opencode() -> str:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    home = tmp_path / "home"
-    home.mkdir()
-    env = clean_env(home)
-    # the npm packages OpenCode installs on first run come through the shared npm cache
-    env["NPM_CONFIG_CACHE"] = os.environ.get("NPM_CONFIG_CACHE") or os.path.join(REAL_HOME,
-                                                                                 ".npm")
-    env["OPENCODE_DISABLE_AUTOUPDATE"] = "true"
-    repo = make_repo(tmp_path, env)
-    proc = guard("install", "opencode", cwd=repo, env=env)  # as the README says
-    assert "checked: opencode will run the hook" in proc.stdout
-    yield repo, env
-    stop_hookd(home)
+    with host_project(tmp_path, opencode_home, install="opencode") as made:
+        yield made
 
 
 def run_opencode(opencode: str, repo: Path, env: dict[str, str], script: Script) -> str:
-    with FakeChat(script) as api:
-        (repo / "opencode.json").write_text(json.dumps({
-            "provider": {"fake": {
-                "npm": "@ai-sdk/openai-compatible", "name": "Fake",
-                "options": {"baseURL": f"{api.url}/v1", "apiKey": "dummy"},
-                "models": {"fake-model": {"name": "Fake model"}},
-            }},
-            "model": "fake/fake-model",
-            "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
-        }))
-        proc = subprocess.run(
-            [opencode, "run", "-m", "fake/fake-model", "Carry out the task."],
-            cwd=repo, env={**env, "GUARD_AGENT": "plan"}, capture_output=True, text=True,
-            timeout=600, check=False, stdin=subprocess.DEVNULL,
-        )
-    answered = [s.id for s in script.steps if s.id in script.results]
-    assert answered == [s.id for s in script.steps], (
-        f"OpenCode did not run the whole script ({answered}); exit {proc.returncode}\n"
-        f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    proc = opencode_run(opencode, repo, {**env, "GUARD_AGENT": "plan"}, script)
     return proc.stdout + proc.stderr
 
 

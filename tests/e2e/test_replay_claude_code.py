@@ -3,8 +3,9 @@
 Claude Code (pinned) runs headless against the scripted Messages API on 127.0.0.1,
 without guard (acceptEdits, Bash allowed), so every call runs and lands in its session
 transcript under $HOME/.claude/projects/. Replaying that fresh transcript for the plan
-agent: the Write into src/ and the `sed -i` are denied, the Read and the plan-file
-Write allowed, exit 3.
+agent: the Write into src/ and the `sed -i` are denied, the Read, the plan-file Write
+and the `ls` allowed, exit 3. The calls are the replay fixtures' five
+(tests/replay/make_fixtures.py makes the checked-in transcripts with the same run).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 from components import require_component
 
-from .fake_anthropic import FakeAnthropic, Script, ToolUse
+from .fake_anthropic import Script, ToolUse
+from .host_runs import claude_print, five_calls
 from .hosts_common import clean_env, make_repo
 from .test_claude_code_cli import _install_claude
 
@@ -33,26 +35,10 @@ def test_replay_of_a_fresh_claude_code_transcript(claude_binary: str, tmp_path: 
     home.mkdir()
     env = clean_env(home)
     repo = make_repo(tmp_path, env)
-    steps = [
-        ToolUse("toolu_read", "Read", {"file_path": str(repo / "src/app.py")}),
-        ToolUse("toolu_write", "Write", {"file_path": str(repo / "src/new.py"),
-                                        "content": "owned = True\n"}),
-        ToolUse("toolu_sed", "Bash", {"command": "sed -i 's/hello/owned/' src/app.py",
-                                      "description": "edit in place"}),
-        ToolUse("toolu_plan", "Write", {"file_path": str(repo / ".openoxide/plans/x.md"),
-                                       "content": "# Plan\n\n1. change app.py\n"}),
-    ]
+    steps = five_calls(ToolUse, "toolu_", "Read", "Write", "Bash", "file_path", repo)
     script = Script(steps)
-    with FakeAnthropic(script) as api:
-        proc = subprocess.run(
-            [claude_binary, "-p", "Carry out the task.", "--output-format", "json",
-             "--permission-mode", "acceptEdits", "--allowedTools", "Bash", "--max-turns", "20"],
-            cwd=repo, env={**env, "ANTHROPIC_API_KEY": "sk-ant-api03-dummy-key-for-a-local-fake",
-                           "ANTHROPIC_BASE_URL": api.url,
-                           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                           "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-                           "DISABLE_ERROR_REPORTING": "1"},
-            capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
+    proc = claude_print(claude_binary, repo, env, script, "--permission-mode", "acceptEdits",
+                        "--allowedTools", "Bash", "--max-turns", "20")
     assert set(script.tool_results()) == {s.id for s in steps}, proc.stderr[-2000:]
     assert (repo / "src/new.py").exists()  # no guard during the session: it all ran
     [transcript] = sorted((home / ".claude/projects").glob("*/*.jsonl"))
@@ -65,7 +51,8 @@ def test_replay_of_a_fresh_claude_code_transcript(claude_binary: str, tmp_path: 
     got = {r["call_id"]: r for r in json.loads(replay.stdout)}
     assert set(got) == {s.id for s in steps}
     assert {i: r["decision"] for i, r in got.items()} == {
-        "toolu_read": "allow", "toolu_write": "deny", "toolu_sed": "deny", "toolu_plan": "allow"}
+        "toolu_read": "allow", "toolu_write": "deny", "toolu_sed": "deny", "toolu_plan": "allow",
+        "toolu_ls": "allow"}
     assert got["toolu_sed"]["rule"] == "agents.plan.write.default"
     assert {r["cwd"] for r in got.values()} == {str(repo)}
     assert all(r["source"].startswith(f"{transcript}:") for r in got.values())

@@ -2,7 +2,9 @@
 
 ``.ci/run`` installs it ahead of time; locally the first test run does
 (``npm install`` of the pinned version, ~15 s). Tests skip, saying why, only
-when npm itself is missing or cannot install the package.
+when npm itself is missing or cannot install the package (in CI, ``CI=true``, they
+fail instead: tests/components.py). :func:`served_project` is the git repository
+the tests have the server serve.
 """
 
 from __future__ import annotations
@@ -71,3 +73,26 @@ def server_binary() -> Path:
                 f" {done.stderr.strip()[-500:]}"
             )
     return binary
+
+
+def required_server() -> Path:
+    """:func:`server_binary` for a test: skips it (locally) or fails it (``CI=true``) saying
+    why the server cannot be had."""
+    from components import require_component  # tests/ is on sys.path under pytest
+
+    try:
+        return server_binary()
+    except RuntimeError as exc:
+        return require_component("the real MCP filesystem server", None, str(exc))
+
+
+def served_project(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
+    """``tmp_path/project``, a fresh git repository holding src/app.py and ``files``
+    (name in the project's root -> text); its resolved path."""
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("print('hello')\n")
+    for name, text in (files or {}).items():
+        (root / name).write_text(text)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root.resolve()

@@ -16,56 +16,35 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
-TOOLS = [
-    {"name": name, "description": f"scripted {name}", "inputSchema": {"type": "object"}}
-    for name in ("run_shell", "plan_exit", "crash", "noisy", "echo")
-]
+from stdio_server import serve, tools
 
-
-def send(message: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+TOOLS = tools("scripted", ("run_shell", "plan_exit", "crash", "noisy", "echo"))
 
 
-def main() -> None:
-    try:
-        log = open(sys.argv[1], "a")  # noqa: SIM115
-    except OSError as exc:
-        print(f"scripted server: no log kept: {exc}", file=sys.stderr, flush=True)
-        log = None
-    for line in sys.stdin:
-        if log is not None:
-            log.write(line if line.endswith("\n") else line + "\n")
-            log.flush()
-        message = json.loads(line)
-        method, msg_id = message.get("method"), message.get("id")
-        if msg_id is None or method is None:
-            continue
-        if method == "initialize":
-            result: dict[str, object] = {
-                "protocolVersion": message["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "scripted", "version": "1"},
-            }
-        elif method == "resources/read":
-            uri = message["params"]["uri"]
-            result = {"contents": [{"uri": uri, "text": f"resource body of {uri}"}]}
-        elif method == "tools/list":
-            result = {"tools": TOOLS}
-        elif method == "tools/call":
-            name = message["params"]["name"]
-            if name == "crash":
-                sys.exit(3)
-            if name == "noisy":
-                sys.stdout.write("this is not JSON\n")
-            text = f"scripted {name} ran with {json.dumps(message['params'].get('arguments'))}"
-            result = {"content": [{"type": "text", "text": text}], "isError": False}
-        else:
-            send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": method}})
-            continue
-        send({"jsonrpc": "2.0", "id": msg_id, "result": result})
+def read_resource(params: dict[str, Any]) -> dict[str, object]:
+    uri = params["uri"]
+    return {"contents": [{"uri": uri, "text": f"resource body of {uri}"}]}
+
+
+def call(params: dict[str, Any]) -> dict[str, object]:
+    name = params["name"]
+    if name == "crash":
+        sys.exit(3)
+    if name == "noisy":
+        sys.stdout.write("this is not JSON\n")
+    text = f"scripted {name} ran with {json.dumps(params.get('arguments'))}"
+    return {"content": [{"type": "text", "text": text}], "isError": False}
 
 
 if __name__ == "__main__":
-    main()
+    serve(
+        "scripted",
+        {
+            "resources/read": read_resource,
+            "tools/list": lambda _: {"tools": TOOLS},
+            "tools/call": call,
+        },
+        log_optional=True,
+    )

@@ -10,8 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from components import require_component
-from fsserver import BIN, PACKAGE, VERSION, server_binary
+from fsserver import BIN, PACKAGE, VERSION
 from rawclient import RawClient
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "mcp"
@@ -24,14 +23,6 @@ def host_config(name: str) -> tuple[str, list[str]]:
     else:
         server = json.loads(path.read_text())["mcpServers"]["project-files"]
     return server["command"], server["args"]
-
-
-@pytest.fixture(scope="module")
-def fs_server() -> Path:
-    try:
-        return server_binary()
-    except RuntimeError as exc:
-        return require_component("the real MCP filesystem server", None, str(exc))
 
 
 @pytest.mark.parametrize(

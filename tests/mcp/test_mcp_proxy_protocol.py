@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from components import require_component
-from fsserver import server_binary
+from fsserver import served_project
 from rawclient import RawClient
 
 from guard.cli import app
@@ -24,21 +23,9 @@ from guard.cli import app
 SCRIPTED = Path(__file__).with_name("scripted_server.py")
 
 
-@pytest.fixture(scope="module")
-def fs_server() -> Path:
-    try:
-        return server_binary()
-    except RuntimeError as exc:
-        return require_component("the real MCP filesystem server", None, str(exc))
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("print('hello')\n")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    return root.resolve()
+    return served_project(tmp_path)
 
 
 @pytest.fixture

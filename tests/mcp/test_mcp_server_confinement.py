@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fsserver import served_project
 from rawclient import INIT, RawClient
 
 from guard.audit import default_log_path, read
@@ -35,12 +36,7 @@ needs_landlock = pytest.mark.skipif(
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("print('hello')\n")
-    (root / "README.md").write_text("# project\n")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    return root.resolve()
+    return served_project(tmp_path, {"README.md": "# project\n"})
 
 
 def server_log(repo: Path) -> Path:
@@ -125,8 +121,18 @@ def answers_by_id(client: RawClient) -> Counter[Any]:
 
 
 def received(repo: Path) -> list[dict[str, Any]]:
+    """What the servers logged, whole lines only (one may be half written while we read)."""
     log = repo / ".openoxide" / "plans" / "server-received.jsonl"
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    lines = log.read_text().split("\n")[:-1]
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def wait_until_received(repo: Path, msg_id: str) -> None:
+    """Until a server got request ``msg_id`` (the proxy forwards it on its own thread)."""
+    deadline = time.monotonic() + 60
+    while not any(m.get("id") == msg_id for m in received(repo)):
+        assert time.monotonic() < deadline, f"no server got request {msg_id!r}: {received(repo)}"
+        time.sleep(0.05)
 
 
 @needs_landlock
@@ -192,6 +198,8 @@ def test_a_request_in_flight_during_the_restart_is_answered_once_and_later_ones_
                 "params": {"name": "list_directory", "arguments": {"path": "."}},
             }
         )
+        # the old server has it before the approval lands: else the proxy would hold it too
+        wait_until_received(repo, "slow")
         guard_cli(repo, "plan", "exit", "--approve")
         wait_for_stderr(client, "restarting the server unconfined")
         client.send(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,33 @@ def test_gemini_exit_reads_no_file_outside_its_plan_directory(
         assert "no plan to approve" in out["reason"], name
     assert s.plan_path and not Path(s.plan_path).exists()
     assert s.refresh().pending == []
+
+
+def test_gemini_exit_does_not_hang_on_a_fifo_named_like_its_plan(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Attack: a FIFO planted as Gemini's plan file. Opening it for reading waits for a
+    writer; the hook would hang until Gemini's timeout, and a hook that times out does
+    not block the exit. guard must answer at once, and refuse it as no plan."""
+    s = Session.start(repo, "plan", title="x")
+    plans = tmp_path / "gemini-plans"
+    plans.mkdir()
+    fifo = plans / "feature.md"
+    os.mkfifo(fifo)
+    got: list[tuple[int, dict[str, Any], str]] = []
+    worker = threading.Thread(target=lambda: got.append(gemini_exit(repo, plans, "feature.md")),
+                              daemon=True)
+    worker.start()
+    worker.join(60)  # a hang guard: the answer takes milliseconds
+    try:
+        assert not worker.is_alive(), "the planning hook waits on the FIFO"
+    finally:
+        if worker.is_alive():  # release the blocked open
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    code, out, _ = got[0]
+    assert code == 0 and out["decision"] == "deny"
+    assert "no plan to approve" in out["reason"]
+    assert s.plan_path and not Path(s.plan_path).exists()
 
 
 def test_gemini_exit_without_plan_session_is_left_to_the_policy_hook(

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from components import require_component
 
 from guard import audit
 from guard.paths import Roots
@@ -43,25 +42,13 @@ from .faults import fill, small_disk
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS / "mcp"))
 
-from fsserver import server_binary  # noqa: E402
+from fsserver import served_project  # noqa: E402
 from rawclient import RawClient  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def fs_server() -> Path:
-    try:
-        return server_binary()
-    except RuntimeError as exc:
-        return require_component("the real MCP filesystem server", None, str(exc))
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("print('hello')\n")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    return root.resolve()
+    return served_project(tmp_path)
 
 
 def call(msg_id: int, name: str, arguments: dict[str, Any]) -> bytes:
@@ -157,6 +144,14 @@ class Stream:
                 self.answered.append(message["id"])
                 self._window.release()
 
+    def wait_for_answers(self, count: int, timeout: float = 60) -> None:
+        """Until ``count`` answers came back: calls are streaming (a loaded machine may take
+        seconds to start the proxy and the server)."""
+        deadline = time.monotonic() + timeout
+        while len(self.answered) < count:
+            assert time.monotonic() < deadline, f"{len(self.answered)} answers in {timeout} s"
+            time.sleep(0.01)
+
     def stop(self) -> None:
         self._stop.set()
         self._sender.join(30)
@@ -176,7 +171,8 @@ def test_sigkill_never_leaves_an_answered_call_unrecorded(
         client.initialize()
         stream = Stream(client, project)
         stream.start()
-        time.sleep(rng.uniform(0.3, 1.5))
+        stream.wait_for_answers(1)
+        time.sleep(rng.uniform(0, 1.2))  # then a random moment of the stream
         client.proc.send_signal(signal.SIGKILL)
         client.proc.wait(30)
         stream.stop()
@@ -199,7 +195,7 @@ def test_a_terminated_proxy_writes_every_record_before_it_exits(
     client.initialize()
     stream = Stream(client, project)
     stream.start()
-    time.sleep(0.8)
+    stream.wait_for_answers(Stream.WINDOW)  # mid-stream: calls answered, more in flight
     client.proc.send_signal(signum)
     code = client.proc.wait(60)
     stream.stop()

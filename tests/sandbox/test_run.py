@@ -424,7 +424,10 @@ def test_attack_chmod_is_not_covered_by_landlock_but_reported_by_the_monitor(
     )
     assert proc.returncode == 0, proc.stderr
     assert tree.victim.stat().st_mode & 0o001
-    assert "guard monitor: VIOLATION attrib {worktree}/src/app.py" in proc.stderr
+    # the same line whether the chmod landed before or after the baseline was complete
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("guard monitor: VIOLATION")]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("guard monitor: VIOLATION attrib {worktree}/src/app.py at "), lines
     records = [json.loads(line) for line in audit_log.read_text().splitlines()]
     hits = [r for r in records if r.get("type") == "violation" and r["path"].endswith("src/app.py")]
     assert hits and hits[0]["agent"] == "plan"

@@ -58,6 +58,22 @@ def is_dangerous_var(name: str) -> bool:
     return not _HARMLESS_VARS.match(name) or name in _DANGEROUS_LOWER
 
 
+#: effects by (kind, target, detail): commands repeat them, and an Effect is immutable,
+#: so one object serves them all (bounded, cleared when full)
+_EFFECTS: dict[tuple[EffectKind, str | None, str], Effect] = {}
+_EFFECTS_LIMIT = 1 << 13
+
+
+def _effect(kind: EffectKind, target: str | None, detail: str) -> Effect:
+    key = (kind, target, detail)
+    e = _EFFECTS.get(key)
+    if e is None:
+        if len(_EFFECTS) >= _EFFECTS_LIMIT:
+            _EFFECTS.clear()
+        e = _EFFECTS[key] = Effect(kind, target, detail)
+    return e
+
+
 @dataclass(frozen=True, slots=True)
 class Walker:
     """The walker's entry points, handed to program handlers through the context."""
@@ -119,10 +135,10 @@ class Ctx:
             from guard.tools.interface import glob_base
 
             for target in self.targets(glob_base(arg.text)):
-                self.add(Effect(kind, target, detail))
+                self.add(_effect(kind, target, detail))
             return
         for target in self.targets(arg):
-            self.add(Effect(kind, target, detail))
+            self.add(_effect(kind, target, detail))
 
     def is_dir(self, target: str) -> bool | None:
         """Whether ``target`` names a directory now; None when there is no cwd to ask."""
@@ -166,15 +182,15 @@ class Ctx:
         self.path(EffectKind.DELETE, arg, detail)
 
     def unknown_exec(self, detail: str) -> None:
-        self.add(Effect.exec(None, detail))
+        self.add(_effect(EffectKind.EXEC, None, detail))
 
     def unknown_write(self, detail: str) -> None:
-        self.add(Effect.write(None, detail))
+        self.add(_effect(EffectKind.WRITE, None, detail))
 
     def not_read_only(self, detail: str) -> None:
         """The command may write anything or run anything: an unknown write and exec."""
-        self.add(Effect.exec(None, detail))
-        self.add(Effect.write(None, detail))
+        self.add(_effect(EffectKind.EXEC, None, detail))
+        self.add(_effect(EffectKind.WRITE, None, detail))
 
     def network(self, host: str | None, detail: str) -> None:
         self.add(Effect.network(host, detail))

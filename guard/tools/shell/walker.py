@@ -78,7 +78,8 @@ def _analyse_source(command: str, ctx: Ctx) -> None:
     # tree-sitter-bash 0.25 crashes the process on some code points beyond the BMP
     # after "${" (found by fuzzing). The parser gets each one as four ASCII bytes
     # (same offsets, same word structure); texts are read back from the original.
-    safe = _ASTRAL.sub("____", command).encode("utf-8", "surrogatepass")
+    safe = source if command.isascii() else _ASTRAL.sub("____", command).encode(
+        "utf-8", "surrogatepass")
     tree = PARSER.parse(safe)
     root = tree.root_node
     if root.has_error:
@@ -325,25 +326,28 @@ def _command_node(ctx: Ctx, node: Node, heredoc: str | None = None) -> None:
     argv: list[Arg] = []
     assigns: list[str] = []
     for child in node.named_children:
-        if child.type == "variable_assignment":
+        t = child.type
+        if t == "variable_assignment":
             name_node = child.child_by_field_name("name")
             assigns.append(text_of(name_node) if name_node is not None else "?")
             for sub in child.named_children:
                 _walk(ctx, sub)
-        elif child.type == "command_name":
+        elif t == "command_name":
             inner = child.named_children
             argv.append(word_arg(inner[0]) if inner else Arg(None))
             for sub in inner:
-                _walk(ctx, sub)
-        elif child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
-            if child.type == "heredoc_redirect" and heredoc is None:
+                if sub.type not in _LEAVES:
+                    _walk(ctx, sub)
+        elif t in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+            if t == "heredoc_redirect" and heredoc is None:
                 heredoc = _heredoc_text(child)
             _walk(ctx, child)
-        elif child.type == "comment":
+        elif t == "comment":
             continue
         else:
             argv.append(word_arg(child))
-            _walk(ctx, child)
+            if t not in _LEAVES:
+                _walk(ctx, child)
     if not argv:
         return
     saved = ctx.tainted

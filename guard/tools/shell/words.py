@@ -59,16 +59,23 @@ def _unescape_double(text: str) -> str:
     return re.sub(r'\\([\\"$`\n])', lambda m: "" if m.group(1) == "\n" else m.group(1), text)
 
 
+#: plain words by their text: the same words recur across commands, and an Arg is
+#: immutable, so one object serves them all (bounded, cleared when full)
+_WORDS: dict[tuple[str, str], Arg] = {}
+_WORDS_LIMIT = 1 << 13
+
+
 def word_arg(node: Node) -> Arg:
     t = node.type
     raw = text_of(node)
-    if t in ("word", "number"):
-        if BRACE_EXPANSION.search(raw):
-            return Arg(None)  # brace expansion
-        text, glob = _unescape_unquoted(raw)
-        return Arg(text, glob)
-    if t == "raw_string":
-        return Arg(raw[1:-1])
+    if t in ("word", "number", "raw_string"):
+        key = (t, raw)
+        arg = _WORDS.get(key)
+        if arg is None:
+            if len(_WORDS) >= _WORDS_LIMIT:
+                _WORDS.clear()
+            arg = _WORDS[key] = _plain_word_arg(t, raw)
+        return arg
     if t in ("string", "translated_string"):
         parts: list[str] = []
         for child in node.named_children:
@@ -93,6 +100,16 @@ def word_arg(node: Node) -> Arg:
     if t == "process_substitution":
         return Arg(None, pipe=True)
     return Arg(None)
+
+
+def _plain_word_arg(t: str, raw: str) -> Arg:
+    """A word, number or raw string node as an Arg: a function of its text alone."""
+    if t == "raw_string":
+        return Arg(raw[1:-1])
+    if BRACE_EXPANSION.search(raw):
+        return Arg(None)  # brace expansion
+    text, glob = _unescape_unquoted(raw)
+    return Arg(text, glob)
 
 
 def text_of(node: Node) -> str:

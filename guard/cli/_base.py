@@ -1,0 +1,188 @@
+"""The command-line conventions that need neither typer nor rich, and the entry point.
+
+Conventions every command follows (kept here so that no command re-implements them):
+
+- ``-h``/``--help``, ``-V``/``--version``, shell completion (``--install-completion``).
+- Colour: ``--color auto|always|never`` (accepted anywhere before ``--``) and ``NO_COLOR``;
+  with colour off no escape sequence is written at all (bold and dim included).
+- Errors: one line on stderr, ``guard: error: ...``; usage errors name the command's
+  ``--help``. Exit 2 for bad input or usage. With ``--json`` (or ``--format json``) the
+  error is a JSON object on stderr instead: ``{"schema_version": 1, "error": ...}``.
+- JSON output carries ``"schema_version": 1`` (see docs/json.md).
+
+:func:`main` starts a confined command (``guard run``) without importing typer, rich or
+any other command's module (:mod:`guard.cli.runner`); every other command goes through
+the typer application (:mod:`guard.cli._app`), loaded only then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import IO, Any, NoReturn
+
+SCHEMA_VERSION = 1
+
+
+class ColorMode(StrEnum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+class _State:
+    color: ColorMode = ColorMode.auto
+    json_mode = False
+
+
+def color_mode() -> ColorMode:
+    """The colour mode of this process (``--color``)."""
+    return _State.color
+
+
+def set_color_mode(mode: ColorMode) -> None:
+    """Record the colour mode; :func:`guard.cli._app.set_color` also tells typer."""
+    _State.color = mode
+
+
+def color_enabled(stream: IO[str] | None = None) -> bool:
+    """Whether to style output written to ``stream`` (stdout by default)."""
+    if _State.color is ColorMode.never:
+        return False
+    if _State.color is ColorMode.always:
+        return True
+    if os.environ.get("NO_COLOR", ""):
+        return False
+    stream = sys.stdout if stream is None else stream
+    return isatty(stream)
+
+
+def isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def with_schema(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with ``schema_version`` first (every JSON object guard prints has one)."""
+    return {"schema_version": SCHEMA_VERSION, **data}
+
+
+def print_json(data: dict[str, Any], *, indent: int | None = None) -> None:
+    """Print one JSON document (with ``schema_version``) on stdout."""
+    sys.stdout.write(json.dumps(with_schema(data), indent=indent) + "\n")
+    sys.stdout.flush()
+
+
+def take_color(args: list[str]) -> tuple[list[str], ColorMode | None, str | None]:
+    """Remove ``--color X`` / ``--color=X`` written before ``--``; (rest, mode, error)."""
+    out: list[str] = []
+    mode: ColorMode | None = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out.extend(args[i:])
+            break
+        value: str | None = None
+        if a == "--color":
+            if i + 1 >= len(args):
+                return args, None, "--color needs a value: auto, always or never"
+            value, i = args[i + 1], i + 2
+        elif a.startswith("--color="):
+            value, i = a.split("=", 1)[1], i + 1
+        else:
+            out.append(a)
+            i += 1
+            continue
+        try:
+            mode = ColorMode(value)
+        except ValueError:
+            return args, None, f"--color {value!r}: use auto, always or never"
+    return out, mode, None
+
+
+def wants_json(args: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON output (``--json`` or ``--format json``)."""
+    before = list(args[: args.index("--")] if "--" in args else args)
+    for i, a in enumerate(before):
+        if a == "--json" or a in ("--format=json", "-fjson"):
+            return True
+        if a in ("--format", "-f") and i + 1 < len(before) and before[i + 1] == "json":
+            return True
+    return False
+
+
+def warn(message: str) -> None:
+    """One warning on stderr (a JSON object with --json); never changes the exit code."""
+    if _State.json_mode:
+        sys.stderr.write(json.dumps(with_schema({"warning": message})) + "\n")
+    else:
+        sys.stderr.write(f"guard: warning: {message}\n")
+    sys.stderr.flush()
+
+
+def fail(message: str, *, as_json: bool, code: int = 2, **extra: Any) -> NoReturn:
+    """Report an error the conventional way and leave with ``code``."""
+    if as_json:
+        sys.stderr.write(json.dumps(with_schema({"error": message, **extra})) + "\n")
+    else:
+        sys.stderr.write(f"guard: error: {message}\n")
+    sys.stderr.flush()
+    raise SystemExit(code)
+
+
+def fail_for(exc: Exception, *, as_json: bool) -> NoReturn:
+    """Report an error raised by a command (not a usage error) the conventional way."""
+    from guard.effects import GuardError
+    from guard.policy import PolicyError
+
+    if isinstance(exc, PolicyError):
+        fail(str(exc), as_json=as_json, problems=exc.problems)
+    if isinstance(exc, GuardError):
+        fail(str(exc), as_json=as_json)
+    if isinstance(exc, OSError):  # a full disk, a read-only file system, a permission
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail(f"{where}{exc.strerror or exc}", as_json=as_json)
+    # a bug: still one line, never a traceback (GUARD_DEBUG=1 shows it)
+    if os.environ.get("GUARD_DEBUG"):
+        raise exc
+    fail(
+        f"internal error: {type(exc).__name__}: {exc} (run again with GUARD_DEBUG=1 for"
+        " the traceback, and please report it)",
+        as_json=as_json,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: never lets a traceback reach the user."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    args, mode, problem = take_color(args)
+    as_json = wants_json(args)
+    _State.json_mode = as_json
+    if problem is not None:
+        fail(problem, as_json=as_json)
+    set_color_mode(mode or ColorMode.auto)
+    if args[:1] == ["run"]:  # the start-up cost of every confined command
+        from guard.cli import runner
+
+        options = runner.parse(args[1:])
+        if options is not None:
+            try:
+                code = runner.execute(options)
+            except KeyboardInterrupt:  # Ctrl-C: quietly, as on typer's path
+                raise SystemExit(130) from None
+            except EOFError:  # as on typer's path
+                sys.stderr.write("\n")
+                fail("aborted", as_json=as_json, code=130)
+            except Exception as exc:
+                fail_for(exc, as_json=as_json)
+            raise SystemExit(code)
+        # help, a usage error, --explain: the typer command says it (the same command)
+    from guard.cli._app import dispatch
+
+    dispatch(args, as_json=as_json)

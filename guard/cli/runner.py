@@ -1,0 +1,228 @@
+"""What ``guard run`` does, without typer or rich, so that a confined command starts soon.
+
+Every confined command pays guard's start-up before it starts; typer, rich and the
+other commands' modules cost about as much as everything ``guard run`` needs. So
+:func:`guard.cli._base.main` reads a plain ``guard run`` command line here
+(:func:`parse`) and runs it (:func:`execute`); anything :func:`parse` does not
+recognise as a plain command line (``--help``, an unknown option, a missing value,
+``--explain``) goes to the typer command in :mod:`guard.cli.run`, which says it in
+the conventional words and then calls the same :func:`execute`. rich is imported
+only to show a violation.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from guard.effects import GuardError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from guard.monitor import Violation
+
+
+@dataclass
+class RunOptions:
+    """``guard run``'s options, as the typer command and :func:`parse` both give them."""
+
+    command: list[str]
+    agent: str = "plan"
+    policy: str | None = None
+    worktree: Path | None = None
+    writable: list[str] = field(default_factory=list)
+    restore: bool = False
+    audit: Path | None = None
+    allow_unconfined: bool = False
+    no_monitor: bool = False
+    explain: bool = False
+    quiet: bool = False
+
+
+# option -> RunOptions field; the typer command in guard/cli/run.py declares the same options
+_VALUED = {
+    "--agent": "agent", "-a": "agent",
+    "--policy": "policy", "-p": "policy",
+    "--worktree": "worktree", "-w": "worktree",
+    "--writable": "writable",
+    "--audit": "audit",
+}  # fmt: skip
+_FLAGS = {
+    "--restore": "restore",
+    "--allow-unconfined": "allow_unconfined",
+    "--no-monitor": "no_monitor",
+    "--quiet": "quiet", "-q": "quiet",
+}  # fmt: skip
+
+
+def parse(args: list[str]) -> RunOptions | None:
+    """``guard run ARGS`` as options, or None for anything but a plain command line.
+
+    Plain: the options above, each spelt out (``--name VALUE``, ``--name=VALUE``,
+    ``-a VALUE``), values that do not start with ``-`` and are not empty, then the
+    command (after ``--``, or from the first word that is not an option, as typer
+    reads it). Everything else (help, ``--explain``, bundled or unknown options, a
+    missing command) is left to the typer command, so its words stay the only ones.
+    """
+    values: dict[str, Any] = {"writable": []}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        if not a.startswith("-") or a == "-":
+            break
+        if a in _FLAGS:
+            values[_FLAGS[a]] = True
+            i += 1
+            continue
+        name, eq, value = a.partition("=") if a.startswith("--") else (a, "", "")
+        key = _VALUED.get(name)
+        if key is None:
+            return None
+        if not eq:
+            if i + 1 >= len(args):
+                return None
+            value = args[i + 1]
+            i += 1
+        i += 1
+        if not value or value.startswith("-"):
+            return None
+        if key == "writable":
+            values["writable"].append(value)
+        elif key in ("worktree", "audit"):
+            values[key] = Path(value)
+        else:
+            values[key] = value
+    command = args[i:]
+    if not command:
+        return None
+    return RunOptions(command=command, **values)
+
+
+def _load_guard(policy: str | None, worktree: Path | None) -> Any:
+    from guard.decide import Guard
+
+    return Guard.load(policy=policy, worktree=worktree)
+
+
+class _MonitorHandle:
+    """Creates guard's monitor for the run, prints what it reports, keeps it for the summary."""
+
+    def __init__(
+        self, guard: Any, agent: str, *, restore: bool, audit: Path | None, quiet: bool
+    ) -> None:
+        self.guard = guard
+        self.agent = agent
+        self.restore = restore
+        self.audit = audit
+        self.quiet = quiet
+        self.monitor: Any = None
+        self._tty = sys.stderr.isatty()
+        self._err: Console | None = None
+
+    def _violation(self, v: Violation) -> None:
+        from rich.console import Console
+
+        from guard.cli.show import print_violation
+
+        if self._err is None:
+            self._err = Console(stderr=True, highlight=False, soft_wrap=True)
+        print_violation(self._err, v, self.guard.roots, prefix="guard monitor: ")
+
+    def _notice(self, n: Any) -> None:
+        if self.quiet and n.event in ("backend", "start", "stop"):
+            return
+        print(f"guard monitor: {n.message}", file=sys.stderr, flush=True)
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        if self.quiet or not self._tty:
+            return
+        of = f"/{total}" if total else ""
+        end = "\n" if total and done >= total and stage == "hashing" else ""
+        print(f"\rguard monitor: baseline {stage} {done}{of} files", end=end, file=sys.stderr)
+
+    def __call__(self) -> Any:
+        from guard.monitor import Monitor
+
+        self.monitor = Monitor(
+            self.guard,
+            self.agent,
+            restore=self.restore,
+            audit_path=self.audit,
+            on_violation=self._violation,
+            on_notice=self._notice,
+            progress=self._progress,
+            background=True,
+        )
+        return self.monitor
+
+    def summary(self) -> str | None:
+        m = self.monitor
+        if m is None:
+            return None
+        n = len(m.violations)
+        what = "violation" if n == 1 else "violations"
+        return f"monitor: {n} {what} seen; audit log {m.audit_path}"
+
+
+def execute(o: RunOptions) -> int:
+    """Run ``o.command`` confined (or, with ``o.explain``, print the sandbox); its exit status."""
+    from guard.sandbox import roots, supervise
+
+    if not o.command and not o.explain:
+        raise GuardError("no command given; usage: guard run --agent plan -- COMMAND [ARGS]...")
+    guard = _load_guard(o.policy, o.worktree)
+    # On the command line a relative directory means one relative to here.
+    writable = [w if w.startswith(("{", "~", "/")) else os.path.abspath(w) for w in o.writable]
+    plan = roots.derive(
+        guard, o.agent, extra_writable=writable, private_tmp=not o.explain, create=not o.explain
+    )
+    if o.explain:
+        _explain(plan)
+        return 0
+    monitor = None
+    if not o.no_monitor:
+        monitor = _MonitorHandle(guard, o.agent, restore=o.restore, audit=o.audit, quiet=o.quiet)
+    elif not o.quiet:
+        print("guard run: --no-monitor: chmod/chown/utime/xattr go unwatched", file=sys.stderr)
+    status = supervise.run(
+        plan,
+        o.command,
+        allow_unconfined=o.allow_unconfined,
+        monitor=monitor,
+        quiet=o.quiet,
+    )
+    summary = monitor.summary() if monitor is not None else None
+    if summary is not None:
+        violations = len(monitor.monitor.violations) if monitor and monitor.monitor else 0
+        if violations or not o.quiet:
+            print(f"guard run: {summary}", file=sys.stderr)
+    return status
+
+
+def _explain(plan: Any) -> None:
+    from guard.cli._base import print_json
+    from guard.sandbox import landlock, seccomp
+
+    abi = landlock.abi_version()
+    doc = {
+        "agent": plan.agent,
+        "mode": plan.mode,
+        "worktree": str(plan.worktree) if plan.worktree else None,
+        "landlock_abi": abi,
+        "landlock": landlock.unavailable_reason() or "available",
+        "handled": landlock.right_names(landlock.handled_rights(abi)),
+        "signals_scoped": abi >= 6,
+        "tiocsti_filtered": seccomp.supported(),
+        "seccomp": "system-state syscalls refused" if seccomp.supported() else "unsupported",
+        "capabilities": "all dropped",
+        "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
+        "notes": plan.notes,
+    }
+    print_json(doc, indent=2)
