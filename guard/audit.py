@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -70,7 +71,8 @@ def default_log_path(roots: Roots) -> Path:
 
 def now_iso() -> str:
     """A UTC timestamp with microseconds, the format every record uses."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # the same text as strftime("%Y-%m-%dT%H:%M:%S.%fZ"), in less time
+    return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def encode(record: dict[str, Any]) -> bytes:
@@ -180,8 +182,7 @@ def append_many(records: list[dict[str, Any]], path: Path) -> Path:
     Like :func:`append` (one lock, torn-tail repair, rotation, take-back on a
     failed write), for a batch: the records are all in the log or none is.
     """
-    stamp = now_iso()
-    data = b"".join(encode(r if "ts" in r else {"ts": stamp, **r}) for r in records)
+    data = encode_many(records)
     limit = max_bytes()
     for _attempt in range(100):
         fd = _open(path)
@@ -211,6 +212,99 @@ def append_many(records: list[dict[str, Any]], path: Path) -> Path:
         finally:
             os.close(fd)  # releases the lock
     raise AuditError(f"cannot append to audit log {path}: it keeps being replaced")
+
+
+class Appender:
+    """Appends batches of lines to one file, keeping its descriptor open between batches.
+
+    What :func:`append_many` does for the audit log (one exclusive ``flock``, one
+    ``write(2)``, a failed write taken back, and with ``audit=True`` the torn-tail
+    repair and the rotation), without opening and closing the file each time. Under
+    the lock, the path is checked to still name the open file (another writer may
+    have rotated it, a session may have been removed): if it does not, the path is
+    opened again. The torn-tail check reads nothing while the file ends where this
+    appender's last write ended. Not thread-safe: one writer thread (or the owner's
+    loop) at a time, which :class:`BufferedWriter` guarantees.
+
+    ``audit=False`` appends like :func:`guard.planning._store.append_lines` (a
+    session's event log: mode 0644, no repair, no rotation, the directory must exist).
+    """
+
+    def __init__(self, path: Path, *, audit: bool = True) -> None:
+        self.path = path
+        self.audit = audit
+        self._fd = -1
+        self._end = -1  # where the last write of this appender ended (-1: unknown)
+
+    def _open(self) -> int:
+        if self.audit:
+            return _open(self.path)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        return os.open(self.path, flags, 0o644)
+
+    def close(self) -> None:
+        fd, self._fd, self._end = self._fd, -1, -1
+        if fd >= 0:
+            os.close(fd)  # releases a lock still held
+
+    def append(self, data: bytes) -> None:
+        """Append ``data`` (whole lines) in one write under the lock. Raises AuditError
+        (audit log) or OSError (an event log) with the file left as it was."""
+        try:
+            self._append(data)
+        except OSError as exc:
+            self.close()
+            if not self.audit:
+                raise
+            raise AuditError(
+                f"cannot append to audit log {self.path}: {exc.strerror or exc}"
+            ) from exc
+
+    def _append(self, data: bytes) -> None:
+        limit = max_bytes() if self.audit else 0
+        for _attempt in range(100):
+            if self._fd < 0:
+                self._fd = self._open()
+                self._end = -1
+            fd = self._fd
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            mine = os.fstat(fd)
+            try:
+                st = os.stat(self.path, follow_symlinks=False)
+                moved = (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
+            except FileNotFoundError:
+                moved = True
+            if moved:  # rotated or removed while closed or while we waited: open it again
+                self.close()
+                continue
+            size = mine.st_size
+            if self.audit and size != self._end:
+                whole = _whole_records_end(fd, size)
+                if whole != size:
+                    os.ftruncate(fd, whole)  # a killed writer's torn tail, never a record
+                    size = whole
+            if limit and size and size + len(data) > limit:
+                parts = rotated(self.path)
+                number = int(parts[-1].name.rsplit(".", 1)[1]) + 1 if parts else 1
+                os.rename(self.path, self.path.with_name(f"{self.path.name}.{number}"))
+                self.close()  # waiting writers see the rename once the lock is released
+                continue
+            try:
+                _write_all(fd, data)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # take back a partial batch
+                raise
+            self._end = size + len(data)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return
+        raise OSError(errno.EAGAIN, "it keeps being replaced")
+
+
+def encode_many(records: list[dict[str, Any]]) -> bytes:
+    """Records as lines, each stamped with ``ts`` (the same for the batch) if it has none."""
+    stamp = now_iso()
+    return b"".join(encode(r if "ts" in r else {"ts": stamp, **r}) for r in records)
 
 
 def fsync_file(path: Path) -> None:
@@ -330,7 +424,11 @@ class BufferedWriter(Generic[T]):
     :meth:`submit` numbers each item (1, 2, ...) and returns at once. A thread
     hands everything queued since its last batch to ``persist``, which writes
     it (one ``write(2)`` per file); :attr:`written` is then the number of the
-    last item of the batch. A second thread fsyncs the files written, at most
+    last item of the batch. An owner that has a moment anyway may instead write
+    the queue itself with :meth:`drain` (no hand-off between threads, no wake-up):
+    the MCP proxy does, once it has forwarded the call, while the server works.
+    Batches are written one at a time and in order, whoever writes them.
+    A second thread fsyncs the files written, at most
     every :data:`SYNC_INTERVAL` seconds, so one fsync covers every batch of
     that interval.
 
@@ -364,11 +462,12 @@ class BufferedWriter(Generic[T]):
         self.sync_interval = sync_interval
         self._cond = threading.Condition()
         self._queue: list[tuple[int, T]] = []
-        self._persisting = threading.Lock()  # one batch at a time: the thread or write_now
+        self._persisting = threading.Lock()  # one batch at a time, taken and written in order
         self.submitted = 0
         self.written = 0
         self.broken: str | None = None
         self._failures: dict[int, str] = {}
+        self._flushing = 0  # callers waiting in flush()
         self._notify: Callable[[], None] | None = None
         self._notify_at: int | None = None
         self._thread: threading.Thread | None = None
@@ -382,7 +481,7 @@ class BufferedWriter(Generic[T]):
     # -- the owner's side ------------------------------------------------------------------
 
     def start(self, notify: Callable[[], None] | None = None) -> None:
-        """Start the threads; ``notify`` is called (from the writer thread) when an item
+        """Start the threads; ``notify`` is called (from the thread that wrote it) when an item
         a :meth:`ready` call asked about is written."""
         self._notify = notify
         self._thread = threading.Thread(target=self._run, name="guard-audit-writer", daemon=True)
@@ -420,14 +519,32 @@ class BufferedWriter(Generic[T]):
 
         Raises :class:`AuditError` when it cannot be written.
         """
-        self.flush()
-        with self._cond:
-            self.submitted += 1
-            seq = self.submitted
-        errors = self._persist_batch([(seq, item)])
-        if errors[0] is not None:
-            raise AuditError(errors[0])
+        with self._persisting:  # after the batch under way, with everything queued before
+            with self._cond:
+                self.submitted += 1
+                seq = self.submitted
+                batch, self._queue = self._queue, []
+            batch.append((seq, item))
+            errors = self._write_batch(batch)
+        if errors[-1] is not None:
+            raise AuditError(errors[-1])
         return seq
+
+    def drain(self) -> None:
+        """Write everything queued, now, on the caller's thread (no hand-off to the writer
+        thread): for an owner whose loop has a moment while it waits anyway (the MCP proxy,
+        once it has forwarded the call, writes while the server works)."""
+        with self._persisting:
+            with self._cond:
+                batch, self._queue = self._queue, []
+            if batch:
+                self._write_batch(batch)
+
+    @contextlib.contextmanager
+    def persisting(self) -> Iterator[None]:
+        """Hold off every batch for the block (e.g. to close files ``persist`` keeps open)."""
+        with self._persisting:
+            yield
 
     def ready(self, seq: int) -> bool:
         """True when item ``seq`` is written (or failed); else ``notify`` is called once it is."""
@@ -449,8 +566,12 @@ class BufferedWriter(Generic[T]):
         """Wait until everything submitted so far is written; False on timeout."""
         with self._cond:
             target = self.submitted
-            self._cond.notify_all()
-            return self._cond.wait_for(lambda: self.written >= target, timeout)
+            self._flushing += 1
+            try:
+                self._cond.notify_all()
+                return self._cond.wait_for(lambda: self.written >= target, timeout)
+            finally:
+                self._flushing -= 1
 
     def close(self, timeout: float = 30.0) -> bool:
         """Write and sync everything queued, stop the threads; False when items are left.
@@ -487,15 +608,15 @@ class BufferedWriter(Generic[T]):
                     self._cond.wait()
                 if not self._queue:
                     return  # closing, and everything is written
-                batch, self._queue = self._queue, []
-            self._persist_batch(batch)
+            self.drain()
 
-    def _persist_batch(self, batch: list[tuple[int, T]]) -> list[str | None]:
-        with self._persisting:
-            try:
-                errors, dirty = self._persist([item for _, item in batch])
-            except Exception as exc:  # a bug in persist: every item of the batch failed
-                errors, dirty = [f"{type(exc).__name__}: {exc}"] * len(batch), set()
+    def _write_batch(self, batch: list[tuple[int, T]]) -> list[str | None]:
+        """Persist ``batch`` (the caller holds ``_persisting`` and took it from the queue
+        under it, so batches are written in the order of their numbers)."""
+        try:
+            errors, dirty = self._persist([item for _, item in batch])
+        except Exception as exc:  # a bug in persist: every item of the batch failed
+            errors, dirty = [f"{type(exc).__name__}: {exc}"] * len(batch), set()
         wake = False
         with self._cond:
             for (seq, _), err in zip(batch, errors, strict=True):
@@ -508,7 +629,8 @@ class BufferedWriter(Generic[T]):
             if self._notify_at is not None and self.written >= self._notify_at:
                 self._notify_at = None
                 wake = True
-            self._cond.notify_all()
+            if self._flushing:  # else nobody waits for it: wake no thread for nothing
+                self._cond.notify_all()
         if dirty:
             with self._sync_cond:
                 self._dirty |= dirty

@@ -12,10 +12,11 @@ the MCP parts the gate needs:
   server would resolve them elsewhere;
 * :class:`McpSink`: the proxy's audit sink. Each verdict record goes to the
   project's audit log and, as a ``decision`` event, to the session's event log
-  (``guard events``), written in order and in batches by a buffered writer
-  (:class:`guard.audit.BufferedWriter`) so that the proxy's loop never waits on
-  the disk; the router holds a checked call's answer until its record is
-  written, and a write that fails withholds the answer and refuses later calls.
+  (``guard events``), queued while the call is decided and written (in order,
+  in batches, by :class:`guard.audit.BufferedWriter`) once the call has been
+  forwarded, while the server works; fsync is left to a thread of the writer.
+  The router holds a checked call's answer until its record is written, and a
+  write that fails withholds the answer and refuses later calls.
 """
 
 from __future__ import annotations
@@ -108,7 +109,9 @@ class McpSink:
     """The proxy's audit sink: stderr, the stats, the audit log and the session's events.
 
     Records are written by an :class:`guard.audit.BufferedWriter` (in order, in
-    batches, on a thread of their own); :meth:`write` only queues them. The
+    batches); :meth:`write` only queues them, and they are written on the proxy's
+    loop once the call is forwarded (:meth:`start`'s ``defer``; the loop's page-cache
+    writes, the fsync is the writer's sync thread), else on the writer's thread. The
     router holds each answer of a checked call until its record is written
     (:attr:`last` is that record's number, :meth:`ready` asks), so a killed proxy
     never leaves an answered call unrecorded. Once a write has failed, the next
@@ -138,6 +141,8 @@ class McpSink:
         self._defer: Callable[[Callable[[], None]], object] | None = None
         self._kick_due = False
         self._paths: dict[Roots, Path] = {}
+        self._logs: dict[Path, audit.Appender] = {}
+        self._events = audit.Appender(session.events_path, audit=False)
 
     def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
         action = str(record.get("decision"))
@@ -172,8 +177,10 @@ class McpSink:
             self._defer(self._kick)
 
     def _kick(self) -> None:
+        """On the loop, once the call is forwarded: write the records now, while the server
+        works (no hand-off to the writer thread, whose wake-up the answer would wait for)."""
         self._kick_due = False
-        self.writer.kick()
+        self.writer.drain()
 
     def ready(self, seq: int) -> bool:
         return self.writer.ready(seq)
@@ -182,7 +189,11 @@ class McpSink:
         return self.writer.failure(seq)
 
     def _persist(self, items: list[Item]) -> tuple[list[str | None], set[Path]]:
-        """Write a batch: one append to each audit log, one to the session's event log."""
+        """Write a batch: one append to each audit log, one to the session's event log.
+
+        The files stay open between batches (:class:`guard.audit.Appender`: a lock,
+        a check that the path still names the file, one write).
+        """
         errors: list[str | None] = [None] * len(items)
         dirty: set[Path] = set()
         by_path: dict[Path, list[int]] = {}
@@ -194,15 +205,16 @@ class McpSink:
                 continue
             by_path.setdefault(path, []).append(i)
         for path, indexes in by_path.items():
+            log = self._appender(path)
             try:
-                audit.append_many([items[i][0] for i in indexes], path)
+                log.append(audit.encode_many([items[i][0] for i in indexes]))
                 dirty.add(path)
                 continue
             except Exception:
                 pass
             for i in indexes:  # one record that cannot be written must not take the others
                 try:
-                    audit.append_many([items[i][0]], path)
+                    log.append(audit.encode_many([items[i][0]]))
                     dirty.add(path)
                 except Exception as exc:
                     errors[i] = f"cannot write the audit log: {exc}"
@@ -212,15 +224,26 @@ class McpSink:
                 decisions.append(session_event(record, self.session.id))
             except Exception as exc:
                 errors[i] = errors[i] or f"cannot write the session's event log: {exc}"
-        try:
-            events.publish_many(self.session, decisions, sync=False)
-            dirty.add(self.session.events_path)
-        except Exception as exc:
-            text = f"cannot write the session's event log: {exc}"
-            errors = [e if e is not None else text for e in errors]
+        if decisions:  # like events.publish_many: all in the log or none, then delivered
+            try:
+                lines = "".join(f"{e.model_dump_json()}\n" for e in decisions)
+                self._events.append(lines.encode("utf-8"))
+                dirty.add(self._events.path)
+            except Exception as exc:
+                text = f"cannot write the session's event log: {exc}"
+                errors = [e if e is not None else text for e in errors]
+            else:
+                for event in decisions:
+                    events.deliver(event)
         for e in dict.fromkeys(e for e in errors if e is not None):
             self.log(e)
         return errors, dirty
+
+    def _appender(self, path: Path) -> audit.Appender:
+        log = self._logs.get(path)
+        if log is None:
+            log = self._logs[path] = audit.Appender(path)
+        return log
 
     def _log_path(self, record: Mapping[str, Any], roots: Roots | None) -> Path:
         if roots is None:
@@ -244,6 +267,9 @@ class McpSink:
     def stop(self) -> None:
         """Write and sync every queued record (shutdown, signals, exit paths)."""
         self.writer.close()
+        with self.writer.persisting():  # a batch written after this reopens its files
+            for log in [*self._logs.values(), self._events]:
+                log.close()
 
 
 def session_event(record: Mapping[str, Any], session: str | None = None) -> events.Decision:

@@ -210,11 +210,89 @@ class Launcher:
             self.log(f"cannot write the audit log: {exc}")
 
 
+class _Lines(asyncio.subprocess.SubprocessStreamProtocol):
+    """The server's stdout, handed on line by line as it arrives: no reader task to wake
+    and no loop turn between the server's answer and the router (it is called from the
+    pipe's ``data_received``). Lines that come before a handler is set wait for it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=MAX_LINE, loop=loop)
+        self.ended: asyncio.Future[str] = loop.create_future()  # "" or why it was cut
+        self._handler: Callable[[bytes], None] | None = None
+        self._early: list[bytes] = []
+        self._partial: list[bytes] = []  # a line not ended yet, in pieces
+        self._size = 0
+        self._process: asyncio.SubprocessTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self._process = transport
+
+    def attach(self, handler: Callable[[bytes], None]) -> None:
+        self._handler = handler
+        early, self._early = self._early, []
+        for line in early:
+            handler(line)
+
+    def _line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        if self._handler is None:
+            self._early.append(line)
+        else:
+            self._handler(line)
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        if fd != 1:
+            super().pipe_data_received(fd, data)
+            return
+        if self.ended.done():
+            return
+        assert isinstance(data, bytes)
+        start = 0
+        try:
+            while (end := data.find(b"\n", start)) >= 0:
+                line = data[start:end]
+                if self._partial:  # the rest of a line that came in pieces
+                    line, self._partial, self._size = b"".join([*self._partial, line]), [], 0
+                self._line(line.rstrip(b"\r"))
+                start = end + 1
+        except Exception as exc:  # a bug in the router: ends the proxy, as a reader task would
+            self._partial, self._size = [], 0
+            if not self.ended.done():
+                self.ended.set_exception(exc)
+            return
+        if start < len(data):
+            self._partial.append(data[start:])
+            self._size += len(data) - start
+        if self._size > MAX_LINE:
+            self._partial, self._size = [], 0
+            self.ended.set_result(f"server sent a line over {MAX_LINE} bytes; stopping it")
+            if self._process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._process.kill()
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1 and not self.ended.done():
+            partial, self._partial, self._size = b"".join(self._partial), [], 0
+            try:
+                self._line(partial)
+            except Exception as failed:
+                self.ended.set_exception(failed)
+            if not self.ended.done():
+                self.ended.set_result("")
+        super().pipe_connection_lost(fd, exc)
+
+
 class _Server:
     """One server process: the first, or one started by a restart."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, launch: Launch, mode: Mode) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, lines: _Lines, launch: Launch, mode: Mode
+    ) -> None:
         self.proc = proc
+        self.lines = lines
         self.launch = launch
         self.mode = mode
         #: False once cut off by a restart: what it still says is dropped
@@ -284,16 +362,19 @@ class ServerPipe(Pipe):
                 launch = self.launcher.launch(mode, w)
             except GuardError as exc:
                 raise OSError(errno.EPERM, f"{exc}; the server was NOT started") from None
+            loop = asyncio.get_running_loop()
             try:
-                proc = await asyncio.create_subprocess_exec(
+                transport, lines = await loop.subprocess_exec(
+                    lambda: _Lines(loop),
                     *launch.argv,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
+                    stderr=None,
                     cwd=self.cwd,
                     env=launch.env,
-                    limit=MAX_LINE,
                     pass_fds=(w,) if launch.confined else (),
                 )
+                proc = asyncio.subprocess.Process(transport, lines, loop)
             except OSError:
                 _remove_tmpdir(launch.tmpdir, self.log)
                 raise
@@ -308,7 +389,7 @@ class ServerPipe(Pipe):
             os.close(r)
             if w >= 0:
                 os.close(w)
-        server = _Server(proc, launch, mode)
+        server = _Server(proc, lines, launch, mode)
         if launch.confined:
             failure = next((rep for rep in reports if not rep.get("ok")), None)
             restricted = next((rep for rep in reports if rep.get("stage") == "restricted"), None)
@@ -354,22 +435,13 @@ class ServerPipe(Pipe):
         task.add_done_callback(self.tasks.discard)
 
     async def _read(self, server: _Server) -> None:
-        stdout = server.proc.stdout
-        assert stdout is not None
+        """Hand the server's lines to the router as they come (:class:`_Lines`) until its
+        stdout ends, then wait for it to exit."""
         try:
-            while True:
-                try:
-                    line = await stdout.readuntil(b"\n")
-                except asyncio.IncompleteReadError as exc:
-                    if exc.partial.strip():
-                        self._deliver(server, exc.partial)
-                    break
-                except asyncio.LimitOverrunError:
-                    self.log(f"server sent a line over {MAX_LINE} bytes; stopping it")
-                    server.proc.kill()
-                    break
-                if line.strip():
-                    self._deliver(server, line.rstrip(b"\r\n"))
+            server.lines.attach(lambda line: self._deliver(server, line))
+            why = await server.lines.ended
+            if why:
+                self.log(why)
             await server.proc.wait()
         finally:
             server.ended.set()

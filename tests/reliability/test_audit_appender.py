@@ -1,0 +1,139 @@
+"""guard.audit.Appender (the MCP proxy's kept-open logs): rotation, torn tails, removed files.
+
+The appender keeps its descriptor open between batches, so each test makes the
+path name another file behind its back, for real (other processes rotating the
+log, a dead writer's torn tail, a removed event log), and reads the disk back.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import threading
+from pathlib import Path
+
+import pytest
+
+from guard import audit
+
+WRITERS, RECORDS = 4, 250
+LIMIT = 20_000
+
+
+def _appending_writer(path: str, n: int, who: int, limit: int) -> None:
+    os.environ[audit.MAX_BYTES_ENV] = str(limit)
+    rng = random.Random(who)
+    log = audit.Appender(Path(path))
+    for i in range(n):
+        log.append(audit.encode_many([{"who": who, "i": i, "pad": "x" * rng.randrange(10, 900)}]))
+    log.close()
+
+
+def lines_of(log: Path) -> list[bytes]:
+    lines = []
+    for part in [*audit.rotated(log), log]:
+        data = part.read_bytes()
+        assert data.endswith(b"\n"), f"{part} ends inside a record"
+        lines += data.splitlines()
+    return lines
+
+
+def test_appenders_that_keep_the_log_open_lose_and_repeat_nothing_across_rotations(
+    tmp_path: Path,
+) -> None:
+    """Attack: writers rotate the log while others hold the old file open; a record
+    written to the renamed file after a rotation would land out of order or twice."""
+    log = tmp_path / "audit.jsonl"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_appending_writer, args=(str(log), RECORDS, w, LIMIT))
+        for w in range(WRITERS)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+        assert p.exitcode == 0
+    assert len(audit.rotated(log)) > 5, "the test must have rotated the log several times"
+    seen: dict[int, list[int]] = {}
+    for line in lines_of(log):
+        record = json.loads(line)
+        seen.setdefault(record["who"], []).append(record["i"])
+    assert {w: seen.get(w) for w in range(WRITERS)} == {
+        w: list(range(RECORDS)) for w in range(WRITERS)
+    }
+
+
+def test_an_appender_writes_to_the_new_file_after_another_writer_rotated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    first = audit.encode_many([{"n": 1, "pad": "x" * 200}])
+    monkeypatch.setenv(audit.MAX_BYTES_ENV, str(len(first) * 3 // 2))
+    mine = audit.Appender(log)
+    mine.append(first)
+    audit.append_many([{"n": 2, "pad": "x" * 200}], log)  # another writer: rotates first
+    mine.append(audit.encode_many([{"n": 3}]))
+    mine.close()
+    parts = [[json.loads(x)["n"] for x in p.read_bytes().splitlines()] for p in audit.rotated(log)]
+    assert parts == [[1]]
+    assert [json.loads(x)["n"] for x in log.read_bytes().splitlines()] == [2, 3]
+
+
+def test_an_appender_removes_a_dead_writers_torn_tail_before_its_record(tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    mine = audit.Appender(log)
+    mine.append(audit.encode_many([{"n": 1}]))
+    with open(log, "ab") as other:  # what a writer killed inside its write(2) leaves
+        other.write(b'{"n": 2, "pad": "half a rec')
+    mine.append(audit.encode_many([{"n": 3}]))
+    mine.close()
+    assert [json.loads(x)["n"] for x in log.read_bytes().splitlines()] == [1, 3]
+
+
+def test_an_event_log_removed_under_an_appender_is_written_again_at_its_path(
+    tmp_path: Path,
+) -> None:
+    """A record written to the open descriptor of a removed file would be lost."""
+    events = tmp_path / "s.events.jsonl"
+    mine = audit.Appender(events, audit=False)
+    mine.append(b'{"n":1}\n')
+    events.unlink()
+    mine.append(b'{"n":2}\n')
+    mine.close()
+    assert events.read_bytes() == b'{"n":2}\n'
+    assert oct(events.stat().st_mode & 0o777) == "0o644"
+
+
+def test_drain_on_the_owners_thread_and_the_writer_thread_keep_the_order(tmp_path: Path) -> None:
+    """Attack: the owner drains the queue while the writer thread writes a batch; a batch
+    written out of turn would put records out of order (and mark later ones written)."""
+    log = tmp_path / "a.jsonl"
+    appender = audit.Appender(log)
+
+    def persist(batch: list[dict[str, object]]) -> tuple[list[str | None], set[Path]]:
+        appender.append(audit.encode_many(batch))
+        return [None] * len(batch), {log}
+
+    writer: audit.BufferedWriter[dict[str, object]] = audit.BufferedWriter(persist)
+    writer.start()
+    stop = threading.Event()
+
+    def drainer() -> None:
+        while not stop.is_set():
+            writer.drain()
+
+    other = threading.Thread(target=drainer)
+    other.start()
+    try:
+        for i in range(3000):
+            writer.submit({"i": i}, wake=i % 3 == 0)
+            if i % 7 == 0:
+                writer.drain()
+    finally:
+        stop.set()
+        other.join()
+    assert writer.close()
+    assert [r["i"] for r in audit.read(log)] == list(range(3000))
