@@ -130,16 +130,6 @@ def _open(path: Path) -> int:
         raise AuditError(f"cannot open audit log {path}: {exc.strerror or exc}") from exc
 
 
-def _still_at(fd: int, path: Path) -> bool:
-    """True when ``path`` still names the file open on ``fd`` (no rotation in between)."""
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
-
-
 def _whole_records_end(fd: int, size: int) -> int:
     """The offset just after the last newline: a killed writer's torn tail starts there."""
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
@@ -182,44 +172,20 @@ def append_many(records: list[dict[str, Any]], path: Path) -> Path:
     Like :func:`append` (one lock, torn-tail repair, rotation, take-back on a
     failed write), for a batch: the records are all in the log or none is.
     """
-    data = encode_many(records)
-    limit = max_bytes()
-    for _attempt in range(100):
-        fd = _open(path)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if not _still_at(fd, path):
-                continue  # rotated (or moved away) while we waited: open the new file
-            size = os.fstat(fd).st_size
-            whole = _whole_records_end(fd, size)
-            if whole != size:
-                os.ftruncate(fd, whole)  # a killed writer's torn tail, never a record
-                size = whole
-            if limit and size and size + len(data) > limit:
-                parts = rotated(path)
-                number = int(parts[-1].name.rsplit(".", 1)[1]) + 1 if parts else 1
-                os.rename(path, path.with_name(f"{path.name}.{number}"))
-                continue  # still holding the lock: waiting writers see the rename
-            try:
-                _write_all(fd, data)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, size)  # take back a partial batch
-                raise
-            return path
-        except OSError as exc:
-            raise AuditError(f"cannot append to audit log {path}: {exc.strerror or exc}") from exc
-        finally:
-            os.close(fd)  # releases the lock
-    raise AuditError(f"cannot append to audit log {path}: it keeps being replaced")
+    appender = Appender(path)
+    try:
+        appender.append(encode_many(records))
+    finally:
+        appender.close()
+    return path
 
 
 class Appender:
     """Appends batches of lines to one file, keeping its descriptor open between batches.
 
-    What :func:`append_many` does for the audit log (one exclusive ``flock``, one
-    ``write(2)``, a failed write taken back, and with ``audit=True`` the torn-tail
-    repair and the rotation), without opening and closing the file each time. Under
+    Each batch: one exclusive ``flock``, one ``write(2)``, a failed write taken back,
+    and with ``audit=True`` the torn-tail repair and the rotation (:func:`append_many`
+    is one batch through a throwaway appender). The file stays open. Under
     the lock, the path is checked to still name the open file (another writer may
     have rotated it, a session may have been removed): if it does not, the path is
     opened again. The torn-tail check reads nothing while the file ends where this

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import guard
+from guard import audit
 
 PACKAGE = Path(guard.__file__).resolve().parent
 
@@ -188,3 +189,13 @@ def wait_for_daemon(
             return pid
         time.sleep(0.2)
     raise AssertionError(f"no hook daemon of {inst.package} ever answered")
+
+
+def all_lines(log: Path) -> list[bytes]:
+    """Every line of an audit log and its rotated parts, each part ending in a whole record."""
+    lines = []
+    for part in [*audit.rotated(log), log]:
+        data = part.read_bytes()
+        assert data.endswith(b"\n"), f"{part} ends inside a record"
+        lines += data.splitlines()
+    return lines

@@ -18,6 +18,8 @@ import pytest
 
 from guard import audit
 
+from .conftest import all_lines
+
 WRITERS, RECORDS = 4, 250
 LIMIT = 20_000
 
@@ -31,13 +33,6 @@ def _appending_writer(path: str, n: int, who: int, limit: int) -> None:
     log.close()
 
 
-def lines_of(log: Path) -> list[bytes]:
-    lines = []
-    for part in [*audit.rotated(log), log]:
-        data = part.read_bytes()
-        assert data.endswith(b"\n"), f"{part} ends inside a record"
-        lines += data.splitlines()
-    return lines
 
 
 def test_appenders_that_keep_the_log_open_lose_and_repeat_nothing_across_rotations(
@@ -58,7 +53,7 @@ def test_appenders_that_keep_the_log_open_lose_and_repeat_nothing_across_rotatio
         assert p.exitcode == 0
     assert len(audit.rotated(log)) > 5, "the test must have rotated the log several times"
     seen: dict[int, list[int]] = {}
-    for line in lines_of(log):
+    for line in all_lines(log):
         record = json.loads(line)
         seen.setdefault(record["who"], []).append(record["i"])
     assert {w: seen.get(w) for w in range(WRITERS)} == {

@@ -21,6 +21,8 @@ import pytest
 
 from guard import audit
 
+from .conftest import all_lines
+
 WRITERS, RECORDS = 4, 250
 LIMIT = 20_000
 
@@ -42,15 +44,6 @@ def _reader(path: str, rounds: int, out: multiprocessing.Queue) -> None:  # type
             if got != list(range(len(got))):  # every snapshot: a gap-free, repeat-free prefix
                 bad.append((who, got[:10]))
     out.put(bad)
-
-
-def all_lines(log: Path) -> list[bytes]:
-    lines = []
-    for part in [*audit.rotated(log), log]:
-        data = part.read_bytes()
-        assert data.endswith(b"\n"), f"{part} ends inside a record"
-        lines += data.splitlines()
-    return lines
 
 
 def test_rotation_under_concurrent_writers_loses_and_repeats_nothing(tmp_path: Path) -> None:
