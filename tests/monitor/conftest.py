@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import time
@@ -17,6 +18,18 @@ from guard.monitor import Monitor
 
 # a generous upper bound for the real inotify pipeline, never a performance check
 WAIT = float(os.environ.get("GUARD_TEST_WAIT", "60"))
+
+
+_RENAME_EXCHANGE = 2  # <linux/fs.h>
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Swap two paths in one step (``renameat2(RENAME_EXCHANGE)``): nothing can run between."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd = -100
+    if libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(a), None, str(b))
 
 
 def git(root: Path, *args: str) -> str:

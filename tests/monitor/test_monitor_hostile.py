@@ -23,7 +23,7 @@ from watchdog.events import FileOpenedEvent, FileSystemEvent, FileSystemEventHan
 from watchdog.observers import Observer
 
 from guard.monitor import Monitor, get_item, list_items, quarantine_root
-from tests.monitor.conftest import WAIT, git, wait_for
+from tests.monitor.conftest import WAIT, exchange, git, wait_for
 
 
 class _Opens(FileSystemEventHandler):
@@ -174,9 +174,10 @@ def test_attack_device_node_is_quarantined_never_opened(
 def test_attack_directory_swapped_for_a_symlink_to_outside_moves_nothing_outside(
     wt: Path, start_monitor: Callable[..., Monitor], tmp_path: Path
 ) -> None:
-    """While the monitor waits for a written file to settle, src/ is moved away and
-    replaced by a symlink to a directory outside the worktree holding a file of the
-    same name. Nothing outside the worktree is ever moved or changed."""
+    """While the monitor waits for a written file to settle, src/ is exchanged in one
+    step (renameat2 RENAME_EXCHANGE) for a symlink to a directory outside the worktree
+    holding a file of the same name. Nothing outside the worktree is ever moved or
+    changed."""
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "evil.txt"
@@ -188,8 +189,8 @@ def test_attack_directory_swapped_for_a_symlink_to_outside_moves_nothing_outside
     try:
         os.write(fd, b"agent bytes\n")
         moved = tmp_path / "moved-src"
-        os.rename(wt / "src", moved)
-        os.symlink(outside, wt / "src")
+        os.symlink(outside, moved)
+        exchange(wt / "src", moved)  # one step: src/ is the link, moved the directory
     finally:
         os.close(fd)
     wait_for(lambda: (wt / "src").is_dir() and not (wt / "src").is_symlink()
