@@ -8,7 +8,9 @@ the error: guard never fails open.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,7 @@ from guard.effects import Action, Decision, Effect, EffectKind, GuardError
 from guard.match import CompiledList, Pattern, RuleSet, parse_pattern
 from guard.paths import CanonicalPath, Roots, canonicalize, plan_file_problem
 from guard.policy import BUILTIN_PREFIX, LoadedPolicy, load_policy, patterns_of
+from guard.policy.loader import unchanged
 from guard.policy.schema import AgentPolicy
 
 LISTS = ("deny", "ask", "allow")
@@ -80,6 +83,24 @@ class Explanation:
     paths: list[str]
     lists: dict[str, list[ListHit]]  # per checked path
     decision: Decision
+
+
+#: how many compiled Guards :meth:`Guard.load_shared` keeps (one per roots and policy)
+SHARED_GUARDS = 8
+_shared: dict[tuple[str, str, Roots], Guard] = {}
+_shared_lock = threading.Lock()
+
+
+def _policy_spec(policy: str | os.PathLike[str] | None, roots: Roots) -> tuple[str, str]:
+    """Which policy to load and why: explicit > $GUARD_POLICY > the worktree's > builtin."""
+    if policy is not None:
+        return os.fspath(policy), "given explicitly"
+    if os.environ.get("GUARD_POLICY"):
+        return os.environ["GUARD_POLICY"], "from $GUARD_POLICY"
+    if roots.worktree is not None and (roots.worktree / ".openoxide/policy.toml").is_file():
+        found = str(roots.worktree / ".openoxide/policy.toml")
+        return found, "the worktree's .openoxide/policy.toml"
+    return BUILTIN_PREFIX + "default", "built-in default (no policy file found)"
 
 
 class _Agent:
@@ -154,17 +175,37 @@ class Guard:
     ) -> Guard:
         """Load a policy: explicit > $GUARD_POLICY > <worktree>/.openoxide/policy.toml > builtin."""
         roots = Roots.discover(cwd, worktree)
-        spec: str
-        if policy is not None:
-            spec, why = os.fspath(policy), "given explicitly"
-        elif os.environ.get("GUARD_POLICY"):
-            spec, why = os.environ["GUARD_POLICY"], "from $GUARD_POLICY"
-        elif roots.worktree is not None and (roots.worktree / ".openoxide/policy.toml").is_file():
-            spec = str(roots.worktree / ".openoxide/policy.toml")
-            why = "the worktree's .openoxide/policy.toml"
-        else:
-            spec, why = BUILTIN_PREFIX + "default", "built-in default (no policy file found)"
+        spec, why = _policy_spec(policy, roots)
         return cls(load_policy(spec), roots, why)
+
+    @classmethod
+    def load_shared(
+        cls,
+        policy: str | os.PathLike[str] | None = None,
+        worktree: str | os.PathLike[str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> Guard:
+        """:meth:`load` for a long-lived process: the same compiled Guard for the same
+        roots and policy while every file it was built from still reads the same.
+
+        The roots and the policy's discovery are worked out again for each call, and
+        every file of the policy's ``extends`` chain is read again and compared, text
+        and real path (:func:`guard.policy.loader.unchanged`); only the parsing,
+        validation and compilation are saved. Thread-safe; keeps the last
+        :data:`SHARED_GUARDS` Guards.
+        """
+        roots = Roots.discover(cwd, worktree)
+        spec, why = _policy_spec(policy, roots)
+        key = (spec, why, dataclasses.replace(roots, plans_reason=""))  # the same from any subdir
+        with _shared_lock:
+            g = _shared.pop(key, None)
+        if g is None or not unchanged(g.loaded):
+            g = cls(load_policy(spec), roots, why)
+        with _shared_lock:
+            _shared[key] = g  # the most recent last
+            while len(_shared) > SHARED_GUARDS:
+                del _shared[next(iter(_shared))]
+        return g
 
     # -- agents ------------------------------------------------------------
 

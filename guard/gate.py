@@ -279,6 +279,9 @@ class Gate:
     sink: AuditSink | None = None
     confiner: Confiner | None = None
     source: str = "gate"
+    #: Reuse the compiled policy across calls while its files read the same
+    #: (:meth:`guard.decide.Guard.load_shared`): for long-lived front doors (hookd).
+    shared: bool = False
     #: The sentence a plan-mode refusal carries (where the plan goes). None: the deciding
     #: session's plan file, else the plan directory (:func:`guard.planning.runtime.plan_refusal`).
     refusal: Callable[[ToolCall], str] | None = None
@@ -293,7 +296,8 @@ class Gate:
             return self.guard
         from guard.decide import Guard
 
-        return Guard.load(policy=self.policy or self.env.get("GUARD_POLICY") or None, cwd=call.cwd)
+        load = Guard.load_shared if self.shared else Guard.load
+        return load(policy=self.policy or self.env.get("GUARD_POLICY") or None, cwd=call.cwd)
 
     def decide(
         self,

@@ -283,3 +283,79 @@ def test_decisions_are_memoized_but_follow_the_filesystem(repo: Path) -> None:
     assert g.decide("plan", [Effect.write(target)]).allowed
     os.symlink("../../src/app.py", repo / target)
     assert g.decide("plan", [Effect.write(target)]).action is Action.DENY
+
+
+# -- Guard.load_shared: a long-lived process (hookd) reuses the compiled policy -------
+
+
+def _agent_policy(default: str) -> str:
+    return f'version = 1\n[agents.t]\nmode = "build"\ndefault = "{default}"\n'
+
+
+def test_shared_guard_is_reused_while_nothing_changed(repo: Path) -> None:
+    (repo / "p.toml").write_text(_agent_policy("allow"))
+    first = Guard.load_shared(repo / "p.toml", cwd=repo)
+    assert Guard.load_shared(repo / "p.toml", cwd=repo) is first
+    assert Guard.load_shared(repo / "p.toml", cwd=repo / "src") is first  # same roots
+
+
+def test_attack_policy_edit_that_keeps_size_and_times_is_seen_at_once(repo: Path) -> None:
+    """A policy rewritten in place to the same length, its mtime put back with utime (and
+    within the same clock tick as the first load): the next decision uses the new text."""
+    pol = repo / "p.toml"
+    pol.write_text(_agent_policy("allow"))
+    st = pol.stat()
+    assert Guard.load_shared(pol, cwd=repo).decide("t", [Effect.write("a")]).action is Action.ALLOW
+    with open(pol, "r+") as fh:
+        fh.write(_agent_policy("deny "))  # same length: "allow" -> "deny "
+    os.utime(pol, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert pol.stat().st_size == st.st_size
+    with pytest.raises(Exception, match="deny "):  # the new text is read (and is invalid)
+        Guard.load_shared(pol, cwd=repo)
+    pol.write_text(_agent_policy("deny"))
+    assert Guard.load_shared(pol, cwd=repo).decide("t", [Effect.write("a")]).action is Action.DENY
+
+
+def test_attack_extends_parent_swapped_through_a_symlink_is_seen(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The policy's ``extends`` names a file through a symlinked directory; retargeting the
+    link (texts of the top file unchanged) changes what the chain resolves to."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "base.toml").write_text(_agent_policy("allow"))
+    (b / "base.toml").write_text(_agent_policy("deny"))
+    (tmp_path / "cur").symlink_to(a)
+    top = repo / "p.toml"
+    top.write_text(f'version = 1\nextends = ["{tmp_path / "cur" / "base.toml"}"]\n')
+    g = Guard.load_shared(top, cwd=repo)
+    assert g.decide("t", [Effect.write("a")]).action is Action.ALLOW
+    (tmp_path / "cur").unlink()
+    (tmp_path / "cur").symlink_to(b)
+    g2 = Guard.load_shared(top, cwd=repo)
+    assert g2 is not g
+    assert g2.decide("t", [Effect.write("a")]).action is Action.DENY
+
+
+def test_worktree_policy_created_after_the_first_call_is_discovered(repo: Path) -> None:
+    """Discovery runs for every call: a worktree policy that appears later takes over from
+    the built-in default, and its removal brings the default back."""
+    g = Guard.load_shared(cwd=repo)
+    assert "built-in" in g.discovery
+    (repo / ".openoxide").mkdir(exist_ok=True)
+    (repo / ".openoxide/policy.toml").write_text(_agent_policy("deny"))
+    g2 = Guard.load_shared(cwd=repo)
+    assert g2.discovery == "the worktree's .openoxide/policy.toml"
+    assert g2.decide("t", [Effect.write("a")]).action is Action.DENY
+    (repo / ".openoxide/policy.toml").unlink()
+    assert "built-in" in Guard.load_shared(cwd=repo).discovery
+
+
+def test_a_policy_that_became_unreadable_fails_instead_of_using_the_old_one(repo: Path) -> None:
+    pol = repo / "p.toml"
+    pol.write_text(_agent_policy("allow"))
+    Guard.load_shared(pol, cwd=repo)
+    pol.unlink()
+    with pytest.raises(Exception, match="does not exist"):
+        Guard.load_shared(pol, cwd=repo)

@@ -35,7 +35,9 @@ SOURCE = "hook"
 def hook_gate(
     *, agent: str | None = None, policy: str | None = None, env: Mapping[str, str] | None = None
 ) -> Gate:
-    """The gate as the hook uses it: policy loaded per call, records to the project's log."""
+    """The gate as the hook uses it: records to the project's log; the policy is found
+    for each call's cwd, and compiled again only when one of its files changed (hookd
+    answers many calls)."""
     from guard.audit import AuditLog
     from guard.gate import Gate
 
@@ -45,6 +47,7 @@ def hook_gate(
         env=os.environ if env is None else env,
         sink=AuditLog(),
         source=SOURCE,
+        shared=True,
     )
 
 

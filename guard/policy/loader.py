@@ -260,6 +260,29 @@ def _load_into(
     return name
 
 
+def unchanged(loaded: LoadedPolicy) -> bool:
+    """Every file ``loaded`` was built from still reads the same, at the same real path.
+
+    With the same texts and real paths, the ``extends`` chain resolves to the same
+    files, so loading again would give the same policy. Any error reading counts as
+    changed (the caller then loads again and reports it).
+    """
+    real = iter(loaded.paths)
+    for name in loaded.files:
+        try:
+            if name.startswith(BUILTIN_PREFIX):
+                _, text, _ = _read(name, None, "policy")
+            else:
+                text = Path(name).read_text(encoding="utf-8")
+                if Path(os.path.realpath(name)) != next(real, None):
+                    return False
+        except (OSError, ValueError, PolicyError):
+            return False
+        if text != loaded.texts.get(name):
+            return False
+    return next(real, None) is None
+
+
 def never_match_message(p: Pattern) -> str | None:
     """Why pattern ``p`` can never match any path, or None (lint rule GL101's check)."""
     if p.problem is None:

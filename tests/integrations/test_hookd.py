@@ -71,6 +71,28 @@ def test_each_call_brings_its_own_guard_agent(repo: Path, env: dict[str, str]) -
     assert decision(run_installed(repo, env, p, GUARD_AGENT="build")) == "allow"
 
 
+def test_attack_worktree_policy_rewritten_between_calls_is_used_at_once(
+    repo: Path, env: dict[str, str]
+) -> None:
+    """Attack: the daemon keeps a compiled policy; the worktree's policy is tightened in
+    place (same length, its mtime put back) between two calls. The next call, answered
+    by the same daemon, decides by the new text."""
+    pol = repo / ".openoxide" / "policy.toml"
+    pol.parent.mkdir()
+    loose = 'version = 1\n[agents.t]\nmode = "build"\ndefault = "allow"\n'
+    pol.write_text(loose)
+    p = claude_payload("Write", {"file_path": str(repo / "src/n.py"), "content": ""}, repo)
+    wait_for_hookd(repo, {**env, "GUARD_AGENT": "t"}, p)
+    first = run_installed(repo, env, p, GUARD_AGENT="t")
+    assert "answered by hookd" in first.stderr and decision(first) == "allow"
+    st = pol.stat()
+    with open(pol, "r+") as fh:
+        fh.write(loose.replace('"allow"', '"deny" '))
+    os.utime(pol, ns=(st.st_atime_ns, st.st_mtime_ns))
+    second = run_installed(repo, env, p, GUARD_AGENT="t")
+    assert "answered by hookd" in second.stderr and decision(second) == "deny"
+
+
 def test_daemon_failure_blocks_instead_of_allowing(repo: Path, env: dict[str, str]) -> None:
     bad = claude_payload("Write", {"content": ""}, repo)
     wait_for_hookd(repo, env, claude_payload("Read", {"file_path": "README"}, repo))
