@@ -108,8 +108,16 @@ def main() -> None:
     )
 
 
-# what guard/integrations/_client.py imports at its top (every call pays for them)
-CLIENT_IMPORTS = ("fcntl", "hashlib", "json", "os", "re", "socket", "stat", "sys")
+# what the hook client (guard/integrations/hookclient.py) imports on the daemon path:
+# C modules, besides what the interpreter has loaded anyway (every call pays for them)
+CLIENT_IMPORTS = (
+    "_json",
+    "_socket",
+    "_sha256" if sys.version_info < (3, 12) else "_sha2",
+    "os",
+    "stat",
+    "sys",
+)
 
 
 def hookd_cpu(home: Path) -> float:

@@ -1,346 +1,42 @@
-"""The hook command hosts run: a stdlib-only client of guard's warm hook daemon.
+"""The hook command hosts run: ``python -I .../guard/integrations/_client.py HOST [options]``.
 
-Run as a file (``python -I .../guard/integrations/_client.py HOST [options]``)
-so that it imports neither guard nor pydantic: a hook call then costs one bare
-interpreter start plus a round trip over a Unix socket to ``hookd``, which
-keeps the policy core loaded. When no daemon runs, the client starts one and
-asks it once it is up (at most :data:`STARTUP_WAIT` seconds); when no
-trustworthy daemon answers, the call is decided in-process. Every failure
-exits 2, which hosts treat as a block.
-
-One daemon per installation. The installation is the guard package this file
-belongs to (its resolved path), its version, the interpreter's prefix and a
-fingerprint of its code and shipped policies (path, inode, size, mtime and
-ctime of every ``.py``/``.toml``/``.json`` file in the package). The socket,
-lock and pid file are named by a hash of that identity, and every request
-carries the identity in full: the daemon refuses a client of another
-installation, and the client accepts only an answer that names its own
-installation. A daemon and the in-process fallback import guard from this
-file's own package, whatever else the interpreter could import.
-
-Trust: the run directory must be a directory owned by this user that nobody
-else can write, the socket a socket owned by this user; the daemon checks the
-peer's uid. ``GUARD_HOOK_DAEMON=0`` turns the daemon off.
+A launcher only: it loads :mod:`guard.integrations.hookclient` from the file
+next to it through the byte-code cache (a script given on the command line is
+compiled on every run; a module is not) and runs it. Any failure, including a
+missing or broken client, exits 2, which hosts treat as a block.
 """
 
-from __future__ import annotations
-
-import contextlib
-import fcntl
-import hashlib
-import json
 import os
-import re
-import socket
-import stat
 import sys
 
-PROTOCOL = 2
-TIMEOUT = 25.0
-STARTUP_WAIT = 5.0  # seconds to wait for a daemon that is coming up
-ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY")
-SAME_ENV = ("HOME", "XDG_DATA_HOME", "TMPDIR")
-FINGERPRINTED = (".py", ".toml", ".json", ".typed")
 
-# <site>/guard/integrations/_client.py -> <site>/guard
-PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-SITE = os.path.dirname(PACKAGE)
-
-# Import guard from this installation, never from another one on sys.path.
-_BOOT = (
-    "import sys; sys.path.insert(0, {site!r}); from {module} import main; raise SystemExit(main())"
-)
-
-
-def boot_command(module: str) -> list[str]:
-    """``python -I -c ...`` running ``module.main()`` from this file's own installation."""
-    return [sys.executable, "-I", "-c", _BOOT.format(site=SITE, module=module)]
-
-
-def run_dir() -> str:
-    """``<data dir>/run``, computed like platformdirs' user_data_dir on Linux."""
-    base = os.environ.get("XDG_DATA_HOME", "").strip()
-    if not base:
-        base = os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(os.path.realpath(base), "openoxide", "run")
-
-
-def version() -> str:
-    """``guard.__version__``, read from the package's ``__init__.py`` without importing it."""
+def _run() -> int:
     try:
-        with open(os.path.join(PACKAGE, "__init__.py"), encoding="utf-8") as fh:
-            found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", fh.read(), re.M)
-    except OSError:
-        return "unknown"
-    return found.group(1) if found else "unknown"
+        import _frozen_importlib as bootstrap
+        import _frozen_importlib_external as external
 
-
-def fingerprint() -> str:
-    """Changes whenever a file of guard's code or shipped policies changes on disk.
-
-    ctime is part of it: no write, rename or ``touch -d`` can keep it.
-    """
-    h = hashlib.sha256()
-    stack = [PACKAGE]
-    while stack:
-        top = stack.pop()
-        try:
-            entries = sorted(os.scandir(top), key=lambda e: e.name)
-        except OSError as exc:
-            h.update(f"{top}\0error {exc.errno}\n".encode())
-            continue
-        for entry in entries:
-            if entry.name == "__pycache__":
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                stack.append(entry.path)
-            elif entry.name.endswith(FINGERPRINTED):
-                h.update(
-                    f"{entry.path}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}"
-                    f"\0{st.st_ctime_ns}\n".encode("utf-8", "surrogateescape")
-                )
-    return h.hexdigest()
-
-
-def identity() -> dict[str, str]:
-    """Who this installation is, as both ends of the socket compare it."""
-    return {
-        "package": PACKAGE,
-        "version": version(),
-        "prefix": os.path.realpath(sys.prefix),
-        "fingerprint": fingerprint(),
-    }
-
-
-def key_of(ident: dict[str, str]) -> str:
-    """The name of an installation's socket, lock and pid file: ``hookd-<key>.*``."""
-    text = json.dumps(ident, sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-
-
-def files(key: str) -> dict[str, str]:
-    """Names (inside :func:`run_dir`) of one installation's socket, lock and pid file."""
-    return {kind: f"hookd-{key}.{kind}" for kind in ("sock", "lock", "pid")}
-
-
-def socket_path(key: str | None = None) -> str:
-    """This installation's socket (or the one of ``key``)."""
-    return os.path.join(run_dir(), files(key or key_of(identity()))["sock"])
-
-
-def pid_path(key: str | None = None) -> str:
-    """This installation's daemon pid file (or the one of ``key``)."""
-    return os.path.join(run_dir(), files(key or key_of(identity()))["pid"])
-
-
-def open_run_dir(create: bool = False) -> int | None:
-    """An ``O_PATH`` descriptor of the run directory, if it is ours and nobody else can write it."""
-    path = run_dir()
-    if create:
-        with contextlib.suppress(OSError):
-            os.makedirs(path, mode=0o700, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    st = os.fstat(fd)
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        os.close(fd)
-        return None
-    return fd
-
-
-def trusted(path: str) -> bool:
-    """The socket and its directory belong to us and nobody else can replace them."""
-    try:
-        d = os.lstat(os.path.dirname(path))
-        s = os.lstat(path)
-    except OSError:
-        return False
-    uid = os.getuid()
-    return (
-        stat.S_ISDIR(d.st_mode)
-        and d.st_uid == uid
-        and not d.st_mode & 0o022
-        and stat.S_ISSOCK(s.st_mode)
-        and s.st_uid == uid
-    )
-
-
-class Refused(Exception):
-    """A daemon answered but refused the call (another installation or environment)."""
-
-
-def ask_daemon(request: dict[str, object], key: str) -> dict[str, object] | None:
-    """The daemon's answer, or None when no trustworthy daemon of ours answered properly.
-
-    Raises :class:`Refused` when a daemon refused: waiting for it is pointless.
-    """
-    dirfd = open_run_dir()
-    if dirfd is None:
-        if not os.path.lexists(run_dir()):
-            return None  # no daemon ever ran here
-        raise Refused("the run directory is not ours alone")
-    try:
-        name = files(key)["sock"]
-        try:
-            st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-        except OSError:
-            return None
-        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
-            raise Refused(f"{name} is not a socket of ours")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(TIMEOUT)
-            # through the checked directory descriptor: no path swap, no length limit
-            sock.connect(f"/proc/self/fd/{dirfd}/{name}")
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            sock.shutdown(socket.SHUT_WR)
-            chunks = []
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        reply = json.loads(b"".join(chunks))
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(dirfd)
-    if not isinstance(reply, dict):
-        return None
-    if reply.get("retry") or reply.get("v") != PROTOCOL or reply.get("id") != request["id"]:
-        raise Refused(str(reply.get("why", "another installation")))  # never trust it
-    if not isinstance(reply.get("exit_code"), int) or reply.get("payload") != request["digest"]:
-        return None
-    return reply
-
-
-def daemon_running(key: str) -> bool:
-    """True when the installation's lock is held: a daemon runs or is starting."""
-    dirfd = open_run_dir(create=True)
-    if dirfd is None:
-        return True  # an untrusted run directory: do not start anything there
-    try:
-        fd = os.open(
-            files(key)["lock"],
-            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o600,
-            dir_fd=dirfd,
-        )
-    except OSError:
-        return True
-    finally:
-        os.close(dirfd)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)  # releases the lock if we took it
-    return False
-
-
-def start_daemon(key: str) -> bool:
-    """Start this installation's hookd detached, unless one runs; racing starts are harmless.
-
-    True when a daemon runs or was started.
-    """
-    import subprocess
-
-    if daemon_running(key):
-        return True
-    try:
-        subprocess.Popen(
-            [*boot_command("guard.integrations.hookd"), "hookd"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-        )
-    except OSError:
-        return False
-    return True
-
-
-def ask_or_start(request: dict[str, object], key: str) -> dict[str, object] | None:
-    """Ask the daemon; when none answers, start one and keep asking while it comes up.
-
-    A daemon starts in a fraction of the time an in-process decision takes, so
-    under load (or after the daemon was killed) waiting for it is the cheap
-    path. Gives up after :data:`STARTUP_WAIT` seconds, at once when a daemon
-    refused the call, and after a second when no daemon holds the lock.
-    """
-    import time
-
-    try:
-        reply = ask_daemon(request, key)
-        if reply is not None or not start_daemon(key):
-            return reply
-        start = time.monotonic()
-        while time.monotonic() - start < STARTUP_WAIT:
-            time.sleep(0.05)
-            reply = ask_daemon(request, key)
-            if reply is not None:
-                return reply
-            if time.monotonic() - start > 1.0 and not daemon_running(key):
-                return None  # it died or refused to start: decide in-process
-    except Refused:
-        return None
-    return None
-
-
-def main(argv: list[str]) -> int:
-    payload = sys.stdin.buffer.read()
-    trace = os.environ.get("GUARD_HOOK_TRACE") == "1"
-    use_daemon = os.environ.get("GUARD_HOOK_DAEMON", "1") != "0"
-    key = ""
-    if use_daemon:
-        ident = identity()
-        key = key_of(ident)
-        request = {
-            "v": PROTOCOL,
-            "id": ident,
-            "argv": argv,
-            "env": {k: os.environ[k] for k in ENV_KEYS if k in os.environ},
-            "same_env": {k: os.environ.get(k) for k in SAME_ENV},
-            "cwd": os.getcwd(),
-            "payload": payload.decode("utf-8", "surrogateescape"),
-            "digest": hashlib.sha256(payload).hexdigest(),
-        }
-        reply = ask_or_start(request, key)
-        if reply is not None:
-            sys.stdout.write(str(reply.get("stdout", "")))
-            sys.stdout.flush()
-            sys.stderr.write(str(reply.get("stderr", "")))
-            if trace:
-                sys.stderr.write(f"guard hook: answered by hookd pid {reply.get('pid')}\n")
-            return int(str(reply["exit_code"]))
-    import subprocess  # only on the slow path: keeps the daemon path's start cheap
-
-    proc = subprocess.run(
-        [*boot_command("guard.integrations.__main__"), *argv],
-        input=payload,
-        capture_output=True,
-        check=False,
-    )
-    sys.stdout.buffer.write(proc.stdout)
-    sys.stdout.flush()
-    sys.stderr.buffer.write(proc.stderr)
-    if trace:
-        sys.stderr.write("guard hook: answered in-process\n")
-    return proc.returncode if proc.returncode in (0, 2) else 2
+        path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "hookclient.py")
+        loader = external.SourceFileLoader("guard_hookclient", path)
+        spec = bootstrap.spec_from_loader(loader.name, loader)
+        if spec is None:
+            raise ImportError(f"cannot load {path}")
+        module = bootstrap.module_from_spec(spec)
+        loader.exec_module(module)
+        code: int = module.run(sys.argv[1:])
+        return code
+    except BaseException as exc:  # fail closed, whatever happened
+        try:  # noqa: SIM105 (contextlib is not loaded; importing it costs)
+            sys.stderr.write(f"guard (fail-closed): hook client: {type(exc).__name__}: {exc}\n")
+        except BaseException:
+            pass
+        return 2
 
 
 if __name__ == "__main__":
+    status = _run()
     try:
-        code = main(sys.argv[1:])
-    except BaseException as exc:  # fail closed, whatever happened
-        with contextlib.suppress(BaseException):
-            sys.stderr.write(f"guard (fail-closed): hook client: {type(exc).__name__}: {exc}\n")
-        code = 2
-    raise SystemExit(code)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        status = 2  # the answer may not have reached the host: block
+    os._exit(status)  # the answer is out; the interpreter's tear-down is not needed

@@ -161,7 +161,7 @@ def guessed_tools(cwd: str | os.PathLike[str] | None = None, limit: int = 2000) 
 
 
 def daemon_check() -> Check:
-    from guard.integrations._client import pid_path, socket_path, trusted
+    from guard.integrations.hookclient import pid_path, socket_path, trusted
 
     path = socket_path()
     pidfile = pid_path()

@@ -1,6 +1,6 @@
 """hookd: keeps guard's policy core loaded so that each hook call stays cheap.
 
-Started on demand by the hook client (:mod:`guard.integrations._client`), one
+Started on demand by the hook client (:mod:`guard.integrations.hookclient`), one
 per user, data directory and installation: it answers on
 ``<data>/run/hookd-<key>.sock``, where ``<key>`` names the installation (the
 package's resolved path, its version, the interpreter prefix and a fingerprint
@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any
 
-from guard.integrations._client import (
+from guard.integrations.hookclient import (
     PROTOCOL,
     SAME_ENV,
     files,
@@ -125,7 +125,7 @@ def take_lock(dirfd: int, name: str, patience: float = 0.0) -> int | None:
     """An exclusive lock on ``name`` (a file that is still at that name), or None when held.
 
     ``patience``: seconds to keep trying, for the hook clients' brief checks
-    of the lock (:func:`guard.integrations._client.daemon_running`).
+    of the lock (:func:`guard.integrations.hookclient.daemon_running`).
     """
     deadline = time.monotonic() + patience
     for _ in range(5):

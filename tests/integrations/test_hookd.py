@@ -138,3 +138,40 @@ def test_daemon_can_be_turned_off(repo: Path, env: dict[str, str], home: Path) -
         assert decision(proc) == "deny" and "answered in-process" in proc.stderr
     time.sleep(1)
     assert not list((home / ".local/share/openoxide/run").glob("hookd*.sock"))
+
+
+def test_the_daemon_path_loads_no_python_module_beyond_the_interpreters_own(
+    repo: Path, env: dict[str, str]
+) -> None:
+    """Each hook call starts an interpreter: what the client imports on the daemon path is
+    paid on every tool call. It loads only its own module and C modules (no json, socket,
+    hashlib, re, typing, subprocess...), as `python -X importtime` shows."""
+    p = claude_payload("Write", {"file_path": str(repo / "src/n.py"), "content": ""}, repo)
+    wait_for_hookd(repo, env, p)
+    command = hook_command("claude-code").replace(" -I ", " -I -X importtime ", 1)
+    proc = subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=json.dumps(p),
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env={**env, "GUARD_HOOK_TRACE": "1", "GUARD_HOOK_DAEMON": "1", "GUARD_AGENT": "plan"},
+        timeout=60,
+        check=False,
+    )
+    assert "answered by hookd" in proc.stderr and decision(proc) == "deny"
+    bare = subprocess.run(
+        [command.split()[0], "-I", "-X", "importtime", "-c", "pass"],
+        capture_output=True, text=True, env=env, check=True,
+    )
+
+    def imported(stderr: str) -> set[str]:
+        return {
+            line.rsplit("|", 1)[1].strip()
+            for line in stderr.splitlines()
+            if line.startswith("import time:") and not line.endswith("imported package")
+        }
+
+    extra = imported(proc.stderr) - imported(bare.stderr)
+    assert extra, proc.stderr  # the client's own imports are seen at all
+    assert {m for m in extra if not m.startswith("_")} == set(), sorted(extra)
