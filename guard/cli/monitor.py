@@ -195,8 +195,9 @@ def watch(
         monitor.stop()
     if not json_out:
         err.print(
-            f"guard watch: {len(monitor.violations)} violations, {monitor.overflows} inotify"
-            f" overflows, {monitor.reconciliations} reconciliation scans",
+            f"guard watch: {len(monitor.violations)} violations, {monitor.overflows}"
+            f" {monitor.backend.backend if monitor.backend else 'event queue'} overflows,"
+            f" {monitor.reconciliations} reconciliation scans",
             markup=False,
         )
     raise typer.Exit(1 if monitor.violations else 0)
