@@ -71,7 +71,7 @@ def effects_of(call: ToolCall) -> list[Effect]:
         )
     if not isinstance(tool_name, str) or not tool_name:
         raise ToolInputError(f"{dialect}: tool name must be a non-empty string, got {tool_name!r}")
-    if not isinstance(tool_input, Mapping):
+    if type(tool_input) is not dict and not isinstance(tool_input, Mapping):
         raise ToolInputError(
             f"{dialect} tool {tool_name!r}: input must be a JSON object, got"
             f" {type(tool_input).__name__}"
@@ -88,8 +88,9 @@ def effects_of(call: ToolCall) -> list[Effect]:
                      f" to guard ({GUESSED}); the policy's tool table and default decide"),
                 *guess_effects(call)]
     effects = handler(call)
-    if not all(isinstance(e, Effect) for e in effects):
-        raise TypeError(f"the {dialect} handler of {tool_name!r} returned non-effects")
+    for e in effects:
+        if not isinstance(e, Effect):
+            raise TypeError(f"the {dialect} handler of {tool_name!r} returned non-effects")
     return list(effects)
 
 

@@ -61,6 +61,9 @@ def search_tool(canonical: str, path_fields: tuple[str, ...], pattern_field: str
 def shell_tool(canonical: str, command_fields: tuple[str, ...],
                workdir_fields: tuple[str, ...] = ()) -> Handler:
     """A shell tool: its command analysed by :mod:`guard.tools.shell`."""
+    # the tool effect by (dialect, tool name): an Effect is immutable, so one object
+    # serves every call of the same tool (bounded: names come from the host)
+    tools: dict[tuple[str, str], Effect] = {}
 
     def handler(call: ToolCall) -> list[Effect]:
         workdir = call.str_field(*workdir_fields, required=False, what="a directory path") if \
@@ -85,11 +88,20 @@ def shell_tool(canonical: str, command_fields: tuple[str, ...],
                 f"{call.where(used)} must be a command string or a non-empty list of strings"
                 f" (argv), got {type(value).__name__ if value is not None else 'nothing'}"
             )
-        effects = [tool(canonical, f"{call.dialect} {call.name}")]
+        key = (call.dialect, call.name)
+        first = tools.get(key)
+        if first is None:
+            if len(tools) >= 64:
+                tools.clear()
+            first = tools[key] = tool(canonical, f"{call.dialect} {call.name}")
+        effects = [first]
         if workdir:
             effects.append(Effect.read(workdir, f"{call.name} runs in this directory"))
+        if not workdir:
+            effects.extend(found)
+            return effects
         for e in found:
-            if workdir and e.target is not None and e.kind.value in ("read", "write", "delete"):
+            if e.target is not None and e.kind.value in ("read", "write", "delete"):
                 e = Effect(e.kind, under(workdir, e.target), e.detail)
             effects.append(e)
         return effects

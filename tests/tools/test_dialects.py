@@ -229,3 +229,20 @@ def test_relative_paths_and_tilde_stay_for_the_evaluator() -> None:
         ("write", "../x"),
     ]
     assert fx("claude-code", "Write", {"file_path": "~/x"}) == [("tool", "write"), ("write", "~/x")]
+
+
+def test_shared_shell_tool_effect_is_per_dialect_and_tool_name() -> None:
+    """Attack: the shell tool's first effect is shared between calls (one object per
+    dialect and tool name); a call must never get the effect built for another tool or
+    dialect, including after the bounded table is emptied."""
+    from guard.effects import ToolCall
+    from guard.tools._common import shell_tool
+
+    handler = shell_tool("bash", ("command",))
+    for k in range(200):  # more names than the table keeps: it is emptied on the way
+        for dialect, name in (("claude-code", "Bash"), ("codex", f"shell{k % 70}")):
+            first = handler(ToolCall(dialect, name, {"command": "ls"}, "/w"))[0]
+            assert (first.kind, first.target, first.detail) == (
+                EffectKind.TOOL, "bash", f"{dialect} {name}")
+    bash = effects_for("claude-code", "Bash", {"command": "ls"}, "/w")[0]
+    assert (bash.target, bash.detail) == ("bash", "claude-code Bash")

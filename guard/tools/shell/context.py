@@ -24,6 +24,11 @@ SILENT_READS = frozenset({"/dev/zero", "/dev/urandom", "/dev/random", "/dev/null
 SILENT_WRITES = frozenset({"/dev/null", "/dev/tty", "/dev/zero", "/dev/full"})
 #: write targets that are one of the process's open descriptors: exactly these texts
 _DESCRIPTOR = re.compile(r"/dev/fd/\d+|/dev/std(in|out|err)")
+#: every silent target and descriptor text starts with this: :meth:`Ctx.read` and
+#: :meth:`Ctx.write` look them up only for texts that do
+_DEV = "/dev/"
+if not all(t.startswith(_DEV) for t in SILENT_READS | SILENT_WRITES):
+    raise ValueError("a silent target outside /dev/: Ctx.read and Ctx.write would miss it")
 
 
 @dataclass
@@ -64,16 +69,6 @@ _EFFECTS: dict[tuple[EffectKind, str | None, str], Effect] = {}
 _EFFECTS_LIMIT = 1 << 13
 
 
-def _effect(kind: EffectKind, target: str | None, detail: str) -> Effect:
-    key = (kind, target, detail)
-    e = _EFFECTS.get(key)
-    if e is None:
-        if len(_EFFECTS) >= _EFFECTS_LIMIT:
-            _EFFECTS.clear()
-        e = _EFFECTS[key] = Effect(kind, target, detail)
-    return e
-
-
 @dataclass(frozen=True, slots=True)
 class Walker:
     """The walker's entry points, handed to program handlers through the context."""
@@ -92,7 +87,7 @@ def _no_walker() -> Walker:
     return Walker(command, source)
 
 
-@dataclass
+@dataclass(slots=True)
 class Ctx:
     """What the walk knows so far, and the effects it found."""
 
@@ -111,6 +106,18 @@ class Ctx:
             self.seen.add(key)
             self.effects.append(effect)
 
+    def _add(self, kind: EffectKind, target: str | None, detail: str) -> None:
+        """``add(Effect(kind, target, detail))``, the Effect shared through ``_EFFECTS``."""
+        key = (kind, target, detail)
+        if key not in self.seen:
+            self.seen.add(key)
+            e = _EFFECTS.get(key)
+            if e is None:
+                if len(_EFFECTS) >= _EFFECTS_LIMIT:
+                    _EFFECTS.clear()
+                e = _EFFECTS[key] = Effect(kind, target, detail)
+            self.effects.append(e)
+
     def targets(self, arg: Arg | str | None) -> list[str | None]:
         """Where a path word points, once for each possible working directory."""
         text = arg.literal if isinstance(arg, Arg) else arg
@@ -118,8 +125,11 @@ class Ctx:
             return [None]
         if text.startswith(("/", "~")):
             return [text]
+        cwds = self.cwds
+        if len(cwds) == 1 and cwds[0] == "":  # no cd seen: the path as written
+            return [text]
         out: list[str | None] = []
-        for cwd in self.cwds:
+        for cwd in cwds:
             if cwd is None:
                 out.append(None)
             else:
@@ -128,17 +138,18 @@ class Ctx:
         return out
 
     def path(self, kind: EffectKind, arg: Arg | str | None, detail: str) -> None:
-        if isinstance(arg, Arg) and arg.pipe and kind is EffectKind.READ:
-            return  # <(...) is a pipe; its command is analysed on its own
-        if kind is EffectKind.READ and isinstance(arg, Arg) and arg.glob and arg.text:
-            # a glob reads only below its literal directory part
-            from guard.tools.interface import glob_base
+        if kind is EffectKind.READ and isinstance(arg, Arg):
+            if arg.pipe:
+                return  # <(...) is a pipe; its command is analysed on its own
+            if arg.glob and arg.text:
+                # a glob reads only below its literal directory part
+                from guard.tools.interface import glob_base
 
-            for target in self.targets(glob_base(arg.text)):
-                self.add(_effect(kind, target, detail))
-            return
+                for target in self.targets(glob_base(arg.text)):
+                    self._add(kind, target, detail)
+                return
         for target in self.targets(arg):
-            self.add(_effect(kind, target, detail))
+            self._add(kind, target, detail)
 
     def is_dir(self, target: str) -> bool | None:
         """Whether ``target`` names a directory now; None when there is no cwd to ask."""
@@ -152,15 +163,19 @@ class Ctx:
 
     def read(self, arg: Arg | str | None, detail: str) -> None:
         text = arg.literal if isinstance(arg, Arg) else arg
-        if text in SILENT_READS or (text is not None and _DESCRIPTOR.fullmatch(text)):
+        if text is not None and text.startswith(_DEV) and (
+                text in SILENT_READS or _DESCRIPTOR.fullmatch(text)):
             return
         self.path(EffectKind.READ, arg, detail)
 
     def write(self, arg: Arg | str | None, detail: str) -> None:
         text = arg.literal if isinstance(arg, Arg) else arg
+        if text is None or not text.startswith(_DEV):
+            self.path(EffectKind.WRITE, arg, detail)  # neither silent nor a descriptor
+            return
         if text in SILENT_WRITES:
             return
-        if text is not None and _DESCRIPTOR.fullmatch(text):
+        if _DESCRIPTOR.fullmatch(text):
             self.fds.written.append(text)  # resolved against the redirections at the end
             return
         self.path(EffectKind.WRITE, arg, detail)
@@ -182,15 +197,15 @@ class Ctx:
         self.path(EffectKind.DELETE, arg, detail)
 
     def unknown_exec(self, detail: str) -> None:
-        self.add(_effect(EffectKind.EXEC, None, detail))
+        self._add(EffectKind.EXEC, None, detail)
 
     def unknown_write(self, detail: str) -> None:
-        self.add(_effect(EffectKind.WRITE, None, detail))
+        self._add(EffectKind.WRITE, None, detail)
 
     def not_read_only(self, detail: str) -> None:
         """The command may write anything or run anything: an unknown write and exec."""
-        self.add(_effect(EffectKind.EXEC, None, detail))
-        self.add(_effect(EffectKind.WRITE, None, detail))
+        self._add(EffectKind.EXEC, None, detail)
+        self._add(EffectKind.WRITE, None, detail)
 
     def network(self, host: str | None, detail: str) -> None:
         self.add(Effect.network(host, detail))

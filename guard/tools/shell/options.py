@@ -69,6 +69,8 @@ class Parsed:
     dynamic: bool = False  # a computed word stood where an option could be
 
     def has(self, *names: str) -> bool:
+        if not self.opts:
+            return False
         return any(n in o.names for o, _, _ in self.opts for n in names)
 
     def values(self, *names: str) -> list[Arg]:
@@ -146,6 +148,15 @@ class Spec:
         while i < len(args):
             a = args[i]
             t = a.text
+            if t is not None and (t[:1] != "-" or t == "-") and not (
+                    a.glob and t[:1] in ("*", "?", "[")):
+                # an operand (the common case; the checks below would all pass it by)
+                p.pos.append(a)
+                if not self.permute:
+                    p.pos.extend(args[i + 1 :])
+                    break
+                i += 1
+                continue
             if t is None or could_be_option(a):
                 p.dynamic = True
                 p.pos.append(a)

@@ -19,7 +19,15 @@ from guard.effects import Effect
 from guard.tools.shell import evaluation
 from guard.tools.shell.context import Ctx, Walker, is_dangerous_var
 from guard.tools.shell.registry import PROGRAMS, WRAPPERS
-from guard.tools.shell.words import SOURCE, Arg, clip, text_of, word_arg
+from guard.tools.shell.words import (
+    PLAIN_WORDS,
+    SOURCE,
+    Arg,
+    clip,
+    plain_word_arg,
+    text_of,
+    word_arg,
+)
 
 _LANGUAGE = Language(tree_sitter_bash.language())
 PARSER = Parser(_LANGUAGE)
@@ -130,10 +138,10 @@ _EXPRESSIONS = frozenset({"binary_expression", "postfix_expression", "ternary_ex
 
 
 #: named nodes without named children worth a visit (most of a tree): returned from at once
-_LEAVES = frozenset({
-    "word", "number", "raw_string", "string_content", "variable_name", "special_variable_name",
-    "comment", "heredoc_content", "heredoc_start", "heredoc_end", "file_descriptor",
-    "test_operator", "regex", "extglob_pattern", "ansi_c_string",
+_LEAVES = PLAIN_WORDS | frozenset({  # PLAIN_WORDS: word, number, raw_string
+    "string_content", "variable_name", "special_variable_name", "comment", "heredoc_content",
+    "heredoc_start", "heredoc_end", "file_descriptor", "test_operator", "regex",
+    "extglob_pattern", "ansi_c_string",
 })
 #: containers whose children are walked with no check of their own
 _PLAIN = _STRUCTURAL - _LEAVES - {"compound_statement", "redirected_statement"}
@@ -327,7 +335,9 @@ def _command_node(ctx: Ctx, node: Node, heredoc: str | None = None) -> None:
     assigns: list[str] = []
     for child in node.named_children:
         t = child.type
-        if t == "variable_assignment":
+        if t in PLAIN_WORDS:  # most arguments: a leaf, nothing inside to walk
+            argv.append(plain_word_arg(child, t))
+        elif t == "variable_assignment":
             name_node = child.child_by_field_name("name")
             assigns.append(text_of(name_node) if name_node is not None else "?")
             for sub in child.named_children:

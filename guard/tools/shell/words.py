@@ -65,17 +65,26 @@ _WORDS: dict[tuple[str, str], Arg] = {}
 _WORDS_LIMIT = 1 << 13
 
 
+#: the node types :func:`plain_word_arg` takes: leaves whose Arg is a function of their text
+PLAIN_WORDS = frozenset({"word", "number", "raw_string"})
+
+
+def plain_word_arg(node: Node, t: str) -> Arg:
+    """:func:`word_arg` of a node whose type ``t`` is in :data:`PLAIN_WORDS`."""
+    key = (t, text_of(node))
+    arg = _WORDS.get(key)
+    if arg is None:
+        if len(_WORDS) >= _WORDS_LIMIT:
+            _WORDS.clear()
+        arg = _WORDS[key] = _plain_word_arg(t, key[1])
+    return arg
+
+
 def word_arg(node: Node) -> Arg:
     t = node.type
+    if t in PLAIN_WORDS:
+        return plain_word_arg(node, t)
     raw = text_of(node)
-    if t in ("word", "number", "raw_string"):
-        key = (t, raw)
-        arg = _WORDS.get(key)
-        if arg is None:
-            if len(_WORDS) >= _WORDS_LIMIT:
-                _WORDS.clear()
-            arg = _WORDS[key] = _plain_word_arg(t, raw)
-        return arg
     if t in ("string", "translated_string"):
         parts: list[str] = []
         for child in node.named_children:
