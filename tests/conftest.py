@@ -28,6 +28,25 @@ def _isolated_home(
     monkeypatch.delenv("GUARD_AGENT", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_path_cache_on_a_fake_filesystem(request: pytest.FixtureRequest) -> Iterator[None]:
+    """pyfakefs replaces ``os``: the process-wide canonical-path cache (real inotify, answers
+    about the real disk) is emptied before it does, and stays off until it is undone."""
+    if "fs" not in request.fixturenames:
+        yield
+        return
+    from guard.pathcache import CACHE
+
+    CACHE.reset()  # closes its real descriptors with the real os
+    was = CACHE.enabled
+    CACHE.enabled = False
+    try:
+        yield
+    finally:
+        CACHE.enabled = was
+        CACHE.reset()
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Iterator[Path]:
     """A fresh git worktree with a source file and an empty plan directory."""
