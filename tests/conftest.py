@@ -12,6 +12,9 @@ import pytest
 
 # CI never passes by skipping: a hook from tests/components.py (tests/ is on sys.path here)
 from components import pytest_runtest_makereport  # noqa: F401
+from engines import require_engine
+
+from guard.match import ENGINES
 
 MCP_TESTS = Path(__file__).parent / "mcp"
 
@@ -26,6 +29,12 @@ def _isolated_home(
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.delenv("GUARD_POLICY", raising=False)
     monkeypatch.delenv("GUARD_AGENT", raising=False)
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """Each gitignore matching engine in turn (guard/match.py): "python", "re2"."""
+    return require_engine(str(request.param))
 
 
 @pytest.fixture

@@ -283,3 +283,19 @@ def test_decisions_are_memoized_but_follow_the_filesystem(repo: Path) -> None:
     assert g.decide("plan", [Effect.write(target)]).allowed
     os.symlink("../../src/app.py", repo / target)
     assert g.decide("plan", [Effect.write(target)]).action is Action.DENY
+
+
+def test_reason_names_the_path_as_roots_describe_does(g: Guard, repo: Path) -> None:
+    """The reason's ``{root}/rest`` spelling (one regex over the roots, most specific
+    first) equals Roots.describe on each root, inside it, and on a sibling sharing its
+    name as a prefix (``repo2`` is not inside ``repo``)."""
+    a = g._compiled("t")
+    probes = []
+    for _, root in g.root_map.items():
+        if root is not None:
+            probes += [root, root + "/x/y.md", root + "2", root + "2/z", root + "/\n"]
+    probes += ["/", "/nowhere/at/all"]
+    for path in probes:
+        e = Effect.write(path)
+        d = g._decide_path(a, e.kind, path, False, e, None)
+        assert d.reason.startswith(f"write {g.roots.describe(path)}:"), (path, d.reason)
