@@ -943,7 +943,7 @@ class _Re2Sets:
     memory), and the reference engine decides.
     """
 
-    __slots__ = ("abs_root", "negated", "parents", "parts", "single")
+    __slots__ = ("negated", "parents", "parts", "single")
 
     def __init__(self, rs: RuleSet, roots: Mapping[str, str | None]) -> None:
         re2 = _re2()
@@ -955,7 +955,6 @@ class _Re2Sets:
         opts.never_capture = True
         opts.log_errors = False
         opts.max_mem = RE2_MAX_MEM
-        self.abs_root = False
         self.negated = tuple(tuple(p.negated for p in ps) for ps in rs.lists)
         self.single = not rs.reinclude
         # per set (file query, directory query, parent level), by anchoring: the
@@ -966,8 +965,6 @@ class _Re2Sets:
                 base = _base_of(p, roots)
                 if p.regex is None or base is None:
                     continue
-                if base == "":
-                    self.abs_root = True
                 level = _re2_literal(as_bytes(base))
                 if p.body != "":
                     body = glob_to_re2(as_bytes(p.body))
@@ -1007,13 +1004,8 @@ class _Re2Sets:
 
     def _text(self, path: str) -> bytes | None:
         """``path`` as bytes, or None when it is outside what this engine answers."""
-        if (
-            not path.startswith("/")
-            or path.endswith("/")
-            or path.find("//", 1) >= 0
-            or (self.abs_root and path.startswith("//"))
-        ):
-            return None  # not canonical: the reference engine's level walk decides
+        if "//" in path or path[-1:] == "/" or path[:1] != "/":
+            return None  # not canonical (or //network): the reference engine walks it
         try:
             return path.encode("utf-8", "surrogateescape")
         except UnicodeEncodeError:
@@ -1053,13 +1045,8 @@ class _Re2Sets:
                 return _FALLBACK
             return (0, d[0]) if d[0] >= 0 and not self.negated[0][d[0]] else None
         # _text and _query inlined: this is every path decision's hot path
-        if (
-            not path.startswith("/")
-            or path.endswith("/")
-            or path.find("//", 1) >= 0
-            or (self.abs_root and path.startswith("//"))
-        ):
-            return _FALLBACK
+        if "//" in path or path[-1:] == "/" or path[:1] != "/":
+            return _FALLBACK  # not canonical (or //network): the reference engine walks it
         try:
             text = path.encode("utf-8", "surrogateescape")
         except UnicodeEncodeError:
