@@ -943,7 +943,7 @@ class _Re2Sets:
     memory), and the reference engine decides.
     """
 
-    __slots__ = ("negated", "parents", "parts", "single")
+    __slots__ = ("_built", "_re2", "negated", "single")
 
     def __init__(self, rs: RuleSet, roots: Mapping[str, str | None]) -> None:
         re2 = _re2()
@@ -978,14 +978,28 @@ class _Re2Sets:
                     items.append((level + "/", (list_id, idx, _DIR)))
                 parent = (level + "/[^/]+$", (list_id, idx, _PARENT))
                 srcs[2].setdefault(p.anchored, []).append(parent)
-        built = []
-        for by_anchor in srcs:
-            groups = [items for _, items in sorted(by_anchor.items())]
+        self._re2 = (re2, opts, srcs)
+        # compiled on first use (a directory query or a parent look-up is rare), but the
+        # file query now: a policy RE2 cannot compile is then known at load time
+        self._built: list[_SetGroup | bool | None] = [None, None, None]
+        if self._sets(0) is None:
+            raise RuntimeError("RE2 could not compile the sets")
+
+    def _sets(self, i: int) -> _SetGroup | None:
+        """The sets of the file query (0), the directory query (1) or the parent level
+        (2), compiled on first use; None when RE2 cannot compile them."""
+        got = self._built[i]
+        if got is None:
+            re2, opts, srcs = self._re2
+            groups = [items for _, items in sorted(srcs[i].items())]
             if sum(map(len, groups)) <= RE2_SPLIT_AT:
                 groups = [[item for items in groups for item in items]] if groups else []
-            built.append(tuple(_compile_set(re2, opts, items) for items in groups))
-        self.parts = (built[0], built[1])
-        self.parents = built[2]
+            try:
+                got = tuple(_compile_set(re2, opts, items) for items in groups)
+            except Exception:  # the reference engine answers what these sets would have
+                got = False
+            self._built[i] = got
+        return None if got is False else got  # type: ignore[return-value]
 
     def _query(
         self, text: bytes, sets: tuple[tuple[Any, list[_Meta | None]], ...]
@@ -1015,7 +1029,8 @@ class _Re2Sets:
         text = self._text(path)
         if text is None:
             return _FALLBACK
-        found = self._query(text, self.parts[1 if is_dir else 0])
+        sets = self._sets(1 if is_dir else 0)
+        found = None if sets is None else self._query(text, sets)
         if found is None:
             return _FALLBACK
         n = len(self.negated)
@@ -1051,8 +1066,13 @@ class _Re2Sets:
             text = path.encode("utf-8", "surrogateescape")
         except UnicodeEncodeError:
             return _FALLBACK
+        sets = self._built[1 if is_dir else 0]
+        if sets is None or sets is False:
+            sets = self._sets(1 if is_dir else 0)
+            if sets is None:
+                return _FALLBACK
         found: list[_Meta] | None = None
-        for match, meta in self.parts[1 if is_dir else 0]:
+        for match, meta in sets:  # type: ignore[union-attr]
             got = match(text)
             if len(got) == 1:
                 if got[0] != 0:
@@ -1105,7 +1125,8 @@ class _Re2Sets:
 
     def _parent(self, text: bytes) -> list[int] | None:
         """Per list the best pattern matching the parent directory (-1: none)."""
-        found = self._query(text, self.parents)
+        sets = self._sets(2)
+        found = None if sets is None else self._query(text, sets)
         if found is None:
             return None
         par = [-1] * len(self.negated)
@@ -1132,5 +1153,6 @@ def _compile_set(
     return rset.Match, meta
 
 
+_SetGroup = tuple[tuple[Any, list["_Meta | None"]], ...]  # (Set.Match, what each index means)
 _FINAL, _PARENT, _DIR = 0, 1, 2  # which level a hit is on: the path, its parent, any directory
 _Meta = tuple[int, int, int]  # (list, pattern index, _FINAL | _PARENT | _DIR)

@@ -131,7 +131,7 @@ def test_an_re2_failure_is_not_read_as_no_match() -> None:
     rs = RuleSet(lists, ROOTS, engine="re2")
     assert rs._fast is not None
     assert rs.first("/w/src/a.py") is not None  # denied by "**"
-    rs._fast.parts = tuple(tuple((_Failing(), meta) for _, meta in sets) for sets in rs._fast.parts)  # type: ignore[assignment]
+    rs._fast._built = [tuple((_Failing(), m) for _, m in rs._fast._sets(i) or ()) for i in range(3)]
     assert rs._fast.first("/w/src/a.py", False) is _FALLBACK
     hit = rs.first("/w/src/a.py")
     assert hit is not None and hit[1].text == "**"
@@ -156,7 +156,7 @@ def test_an_re2_error_while_deciding_is_a_deny(repo: Path, monkeypatch: pytest.M
     def boom(text: bytes) -> list[int]:
         raise RuntimeError("re2 exploded")
 
-    rules._fast.parts = tuple(tuple((boom, meta) for _, meta in sets) for sets in rules._fast.parts)  # type: ignore[assignment]
+    rules._fast._built = [tuple((boom, m) for _, m in rules._fast._sets(i) or ()) for i in range(3)]
     d = g.decide_effect("t", Effect.write("src/app.py"))
     assert d.action is Action.DENY
     assert "re2 exploded" in d.reason and "fail closed" in d.reason
@@ -175,3 +175,26 @@ def test_without_re2_the_pure_python_engine_decides(monkeypatch: pytest.MonkeyPa
     assert rs.first("/w/docs/keep.md") is None  # the deepest level decides: the exception
     hit = rs.first("/w/a.md")
     assert hit is not None and hit[1].text == "*.md"
+
+
+def test_a_set_re2_cannot_compile_hands_its_queries_to_the_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The directory-query and parent-level sets are compiled on first use. If RE2
+    refuses one then (a policy too large for its memory budget), those queries are
+    answered by the reference engine, never as "no pattern matched"."""
+    require_engine("re2")
+    lists = [[p for p in (parse_pattern(x) for x in ["build/", "*.o", "!keep.o"]) if p]]
+    rs = RuleSet(lists, ROOTS, engine="re2")
+    assert rs.engine == "re2" and rs._fast is not None
+
+    def refuse(*args: object) -> None:
+        raise RuntimeError("RE2 set did not compile (too large)")
+
+    monkeypatch.setattr(guard.match, "_compile_set", refuse)
+    assert rs._fast.first("/w/build", True) is _FALLBACK
+    hit = rs.first("/w/build", True)  # a directory: "build/" matches
+    assert hit is not None and hit[1].text == "build/"
+    hit = rs.first("/w/src/x.o")  # the file query was compiled at load: still answered
+    assert hit is not None and hit[1].text == "*.o"
+    assert rs._fast.first("/w/src/x.o", False) is not _FALLBACK
