@@ -8,9 +8,10 @@ the error: guard never fails open.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -359,7 +360,7 @@ class Guard:
         else:  # Roots.describe
             m = self._where_rx.match(path)
             where = path if m is None else self._where_names[m.lastindex - 1] + path[m.end() :]  # type: ignore[operator]
-        decision = Decision(parts[0], parts[2] + where + parts[3], parts[1], effect)
+        decision = _new_decision(parts[0], parts[2] + where + parts[3], parts[1], effect)
         if len(a.memo) >= MEMO_LIMIT:
             a.memo.clear()
         a.memo[key] = decision
@@ -458,6 +459,32 @@ class Guard:
                     )
                 lists[path] = hits
         return Explanation(agent, effect, paths, lists, decision)
+
+
+def _decision_maker() -> Callable[[Action, str, str, Effect | None], Decision]:
+    """``Decision(action, reason, rule, effect)`` for the per-path hot path: the frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``; its slot
+    descriptors set them directly, a third of the time. Only while Decision has exactly
+    these four slotted fields; otherwise the class itself."""
+    names = ("action", "reason", "rule", "effect")
+    slots = getattr(Decision, "__slots__", ())
+    if tuple(f.name for f in dataclasses.fields(Decision)) != names or tuple(slots) != names:
+        return Decision
+    new = object.__new__
+    set_action, set_reason, set_rule, set_effect = (vars(Decision)[n].__set__ for n in names)
+
+    def make(action: Action, reason: str, rule: str, effect: Effect | None) -> Decision:
+        d: Decision = new(Decision)
+        set_action(d, action)
+        set_reason(d, reason)
+        set_rule(d, rule)
+        set_effect(d, effect)
+        return d
+
+    return make
+
+
+_new_decision = _decision_maker()
 
 
 def _with_effect(d: Decision, effect: Effect) -> Decision:

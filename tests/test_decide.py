@@ -299,3 +299,32 @@ def test_reason_names_the_path_as_roots_describe_does(g: Guard, repo: Path) -> N
         e = Effect.write(path)
         d = g._decide_path(a, e.kind, path, False, e, None)
         assert d.reason.startswith(f"write {g.roots.describe(path)}:"), (path, d.reason)
+
+
+def test_hot_path_decisions_are_real_decisions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per-path decisions are built through Decision's slots (faster than its frozen
+    __init__): they must be indistinguishable from Decision(...) -- equal, same hash,
+    still frozen -- and a Decision with other fields must get its own constructor back."""
+    import dataclasses
+
+    import guard.decide
+    from guard.effects import Decision, EffectKind
+
+    e = Effect(EffectKind.WRITE, "/x")
+    made = guard.decide._new_decision(Action.ALLOW, "why", "rule", e)
+    plain = Decision(Action.ALLOW, "why", "rule", e)
+    assert type(made) is Decision and made == plain and hash(made) == hash(plain)
+    assert repr(made) == repr(plain)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.action = Action.DENY  # type: ignore[misc]
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Wider:
+        action: Action
+        reason: str
+        rule: str
+        effect: Effect | None = None
+        extra: str = ""
+
+    monkeypatch.setattr(guard.decide, "Decision", Wider)
+    assert guard.decide._decision_maker() is Wider  # type: ignore[comparison-overlap]
