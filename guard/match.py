@@ -965,6 +965,11 @@ class _Re2Sets:
                 base = _base_of(p, roots)
                 if p.regex is None or base is None:
                     continue
+                if base == "" and p.body == "":
+                    # "{root}" alone for a root of "/": the reference engine has no level
+                    # for "/" below which it could match (only the path "/" itself, which
+                    # this engine hands back)
+                    continue
                 level = _re2_literal(as_bytes(base))
                 if p.body != "":
                     body = glob_to_re2(as_bytes(p.body))
