@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,7 +135,7 @@ class _Agent:
         }
         self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
         # by (kind, list, id of the deciding pattern): the patterns live as long as this
-        self.parts: dict[tuple[EffectKind, int, int], tuple[Action, str, str]] = {}
+        self.parts: dict[tuple[EffectKind, int, int], tuple[Action, str, str, str]] = {}
         self.tool_memo: dict[str, Decision] = {}  # by tool name (the policy never changes)
 
     def kind_default(self, kind: EffectKind) -> tuple[Action, str]:
@@ -162,7 +163,14 @@ class Guard:
         protected += [parse_pattern("/" + _escape_glob(str(p))) for p in loaded.paths]
         self.protected_patterns = [p for p in protected if p is not None]
         self._agents: dict[str, _Agent] = {}
-        self._prefixes = roots._prefixes()
+        # Roots.describe as one regex: the alternatives in the same order (most specific
+        # root first), each a root followed by "/" or the end of the path
+        prefixes = roots._prefixes()
+        self._where_rx = re.compile(
+            "|".join(f"({re.escape(prefix[:-1])})(?=/|\\Z)" for prefix, _ in prefixes) or "(?!)",
+            re.DOTALL,
+        )
+        self._where_names = [name for _, name in prefixes]
 
     # -- construction ------------------------------------------------------
 
@@ -375,29 +383,24 @@ class Guard:
             return memo if memo.effect == effect else _with_effect(memo, effect)
         names, rules = a.rules[kind]
         hit = rules.first(path, is_dir)
-        # (action, rule, the reason after "KIND WHERE") per deciding pattern, worked out once
+        # (action, rule, "KIND ", the reason after "KIND WHERE") per deciding pattern,
+        # worked out once
         pkey = (kind, hit[0], id(hit[1])) if hit is not None else (kind, -1, 0)
         parts = a.parts.get(pkey)
         if parts is None:
             if hit is not None:
                 d = self._pattern_decision(a, kind, names[hit[0]], hit[1], "", effect)
-                parts = (d.action, d.rule, d.reason[len(kind.value) + 1 :])
+                parts = (d.action, d.rule, kind.value + " ", d.reason[len(kind.value) + 1 :])
             else:
                 action, rule = a.kind_default(kind)
-                parts = (action, rule, f": no rule matches; {rule} is {action}")
+                parts = (action, rule, kind.value + " ", f": no rule matches; {rule} is {action}")
             a.parts[pkey] = parts
         if shown is not None:
             where = shown
-        else:  # Roots.describe with the prefixes looked up once
-            where = path
-            for prefix, name in self._prefixes:
-                if path.startswith(prefix):
-                    where = name + "/" + path[len(prefix) :]
-                    break
-                if path == prefix[:-1]:
-                    where = name
-                    break
-        decision = Decision(parts[0], f"{kind.value} {where}{parts[2]}", parts[1], effect)
+        else:  # Roots.describe
+            m = self._where_rx.match(path)
+            where = path if m is None else self._where_names[m.lastindex - 1] + path[m.end() :]  # type: ignore[operator]
+        decision = _new_decision(parts[0], parts[2] + where + parts[3], parts[1], effect)
         if len(a.memo) >= MEMO_LIMIT:
             a.memo.clear()
         a.memo[key] = decision
@@ -496,6 +499,32 @@ class Guard:
                     )
                 lists[path] = hits
         return Explanation(agent, effect, paths, lists, decision)
+
+
+def _decision_maker() -> Callable[[Action, str, str, Effect | None], Decision]:
+    """``Decision(action, reason, rule, effect)`` for the per-path hot path: the frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``; its slot
+    descriptors set them directly, a third of the time. Only while Decision has exactly
+    these four slotted fields; otherwise the class itself."""
+    names = ("action", "reason", "rule", "effect")
+    slots = getattr(Decision, "__slots__", ())
+    if tuple(f.name for f in dataclasses.fields(Decision)) != names or tuple(slots) != names:
+        return Decision
+    new = object.__new__
+    set_action, set_reason, set_rule, set_effect = (vars(Decision)[n].__set__ for n in names)
+
+    def make(action: Action, reason: str, rule: str, effect: Effect | None) -> Decision:
+        d: Decision = new(Decision)
+        set_action(d, action)
+        set_reason(d, reason)
+        set_rule(d, rule)
+        set_effect(d, effect)
+        return d
+
+    return make
+
+
+_new_decision = _decision_maker()
 
 
 def _with_effect(d: Decision, effect: Effect) -> Decision:

@@ -12,6 +12,9 @@ import pytest
 
 # CI never passes by skipping: a hook from tests/components.py (tests/ is on sys.path here)
 from components import pytest_runtest_makereport  # noqa: F401
+from engines import require_engine
+
+from guard.match import ENGINES
 
 MCP_TESTS = Path(__file__).parent / "mcp"
 
@@ -45,6 +48,12 @@ def _no_path_cache_on_a_fake_filesystem(request: pytest.FixtureRequest) -> Itera
     finally:
         CACHE.enabled = was
         CACHE.reset()
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """Each gitignore matching engine in turn (guard/match.py): "python", "re2"."""
+    return require_engine(str(request.param))
 
 
 @pytest.fixture

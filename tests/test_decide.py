@@ -359,3 +359,48 @@ def test_a_policy_that_became_unreadable_fails_instead_of_using_the_old_one(repo
     pol.unlink()
     with pytest.raises(Exception, match="does not exist"):
         Guard.load_shared(pol, cwd=repo)
+
+
+def test_reason_names_the_path_as_roots_describe_does(g: Guard, repo: Path) -> None:
+    """The reason's ``{root}/rest`` spelling (one regex over the roots, most specific
+    first) equals Roots.describe on each root, inside it, and on a sibling sharing its
+    name as a prefix (``repo2`` is not inside ``repo``)."""
+    a = g._compiled("t")
+    probes = []
+    for _, root in g.root_map.items():
+        if root is not None:
+            probes += [root, root + "/x/y.md", root + "2", root + "2/z", root + "/\n"]
+    probes += ["/", "/nowhere/at/all"]
+    for path in probes:
+        e = Effect.write(path)
+        d = g._decide_path(a, e.kind, path, False, e, None)
+        assert d.reason.startswith(f"write {g.roots.describe(path)}:"), (path, d.reason)
+
+
+def test_hot_path_decisions_are_real_decisions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per-path decisions are built through Decision's slots (faster than its frozen
+    __init__): they must be indistinguishable from Decision(...) -- equal, same hash,
+    still frozen -- and a Decision with other fields must get its own constructor back."""
+    import dataclasses
+
+    import guard.decide
+    from guard.effects import Decision, EffectKind
+
+    e = Effect(EffectKind.WRITE, "/x")
+    made = guard.decide._new_decision(Action.ALLOW, "why", "rule", e)
+    plain = Decision(Action.ALLOW, "why", "rule", e)
+    assert type(made) is Decision and made == plain and hash(made) == hash(plain)
+    assert repr(made) == repr(plain)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.action = Action.DENY  # type: ignore[misc]
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Wider:
+        action: Action
+        reason: str
+        rule: str
+        effect: Effect | None = None
+        extra: str = ""
+
+    monkeypatch.setattr(guard.decide, "Decision", Wider)
+    assert guard.decide._decision_maker() is Wider  # type: ignore[comparison-overlap]

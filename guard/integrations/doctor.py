@@ -180,13 +180,15 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
     checks: list[Check] = []
     try:
         from guard.decide import Guard
+        from guard.match import engine_note
 
         g = Guard.load(cwd=os.fspath(cwd) if cwd is not None else None)
         checks.append(
             Check(
                 "policy evaluator",
                 "ok",
-                f"{g.loaded.name} ({g.discovery}); agents: {', '.join(g.agent_names)}",
+                f"{g.loaded.name} ({g.discovery}); agents: {', '.join(g.agent_names)};"
+                f" {engine_note()}",
             )
         )
     except Exception as exc:
