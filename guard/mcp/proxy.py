@@ -249,7 +249,7 @@ class McpProxy:
             f" {self.fixed_agent or 'by mode'}; policy {self.guard.loaded.name}"
         )
         watch_task = asyncio.ensure_future(self.bridge.watch())
-        server_finished = await self.pipe.serve(self._from_client, self._from_server)
+        server_finished = await self.pipe.serve(self._from_client_lines, self._from_server)
         watch_task.cancel()
         code = await self._shutdown(server_finished)
         self.pipe.close()
@@ -279,7 +279,18 @@ class McpProxy:
 
     # -- client -> server ------------------------------------------------------------------
 
-    async def _from_client(self, line: bytes) -> None:
+    def _from_client_lines(self, lines: list[bytes]) -> None:
+        """Lines the client sent together: each is handled (a checked call decided and
+        forwarded) before any verdict record is written, then the records are written at
+        once, while the server works; its answers wait for them (:meth:`Pipe.send_client`)."""
+        self.sink.batch = True
+        try:
+            for line in lines:
+                self._from_client(line)
+        finally:
+            self.sink.end_batch()
+
+    def _from_client(self, line: bytes) -> None:
         try:
             message = json.loads(line)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -308,7 +319,7 @@ class McpProxy:
             if has_id and message["id"] in self._roots_requests:
                 self._roots_requests.discard(message["id"])
                 self._note_roots(message.get("result"))
-            await self._forward(line)  # an answer to the server's request
+            self._forward(line)  # an answer to the server's request
             return
         if not isinstance(method, str):
             if has_id:
@@ -322,11 +333,11 @@ class McpProxy:
                 return
             if method == "notifications/initialized":
                 self._initialized = True
-            await self._forward(line)
+            self._forward(line)
             return
         msg_id = message["id"]
         if method == "tools/call":
-            await self._tools_call(msg_id, message.get("params"), line)
+            self._tools_call(msg_id, message.get("params"), line)
             return
         if method == "resources/read":
             self.pipe.spawn(self._resources_read(msg_id, message.get("params"), line))
@@ -349,11 +360,11 @@ class McpProxy:
             # form mode: declared explicitly, or an empty object (2025-11-25 compatibility)
             self.client_can_elicit = isinstance(elicit, dict) and (not elicit or "form" in elicit)
         self._pending[msg_id] = (method, 0)  # answered with an error should the server die
-        await self._forward(line)
+        self._forward(line)
 
-    async def _forward(self, data: bytes) -> None:
+    def _forward(self, data: bytes) -> None:
         try:
-            await self.pipe.send_server(data)
+            self.pipe.send_server(data)
             self.stats.forwarded += 1
         except (ConnectionError, OSError) as exc:
             self.log(f"cannot forward to the server: {exc}")
@@ -375,7 +386,7 @@ class McpProxy:
             {"method": method},
         )
 
-    async def _tools_call(self, msg_id: Any, params: Any, line: bytes) -> None:
+    def _tools_call(self, msg_id: Any, params: Any, line: bytes) -> None:
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
             self.pipe.send_client(
                 error(msg_id, INVALID_PARAMS, "tools/call needs params.name (a string)")
@@ -398,7 +409,7 @@ class McpProxy:
             self.pipe.spawn(self._planning_call(msg_id, name, dict(call.input), record))
         else:
             self._pending[msg_id] = ("tools/call", record)
-            await self._forward(line)
+            self._forward(line)
 
     def _decide(self, call: ToolCall, context: Json) -> tuple[Verdict, int]:
         """The gate's verdict and the number of its record (0: not recorded, e.g. an allow
@@ -452,7 +463,7 @@ class McpProxy:
             await self._planning_call(msg_id, call.name, dict(call.input), record)
         else:
             self._pending[msg_id] = ("tools/call", record)
-            await self._forward(line)
+            self._forward(line)
 
     async def _resources_read(self, msg_id: Any, params: Any, line: bytes) -> None:
         """A ``file://`` resource is a read of that path: the policy decides it too."""
@@ -464,7 +475,7 @@ class McpProxy:
             return
         if not is_file_uri(uri):
             self._pending[msg_id] = ("resources/read", 0)
-            await self._forward(line)
+            self._forward(line)
             return
         context = {"method": "resources/read"}
         call = resource_call(uri, self.cwd, self.session.id)
@@ -473,7 +484,7 @@ class McpProxy:
             verdict, record = await self._ask(verdict, context, record)
         if verdict.action is VerdictAction.ALLOW:
             self._pending[msg_id] = ("resources/read", record)
-            await self._forward(line)
+            self._forward(line)
         else:
             self.stats.denied += 1
             text = _refusal("resources/read", verdict)
