@@ -145,6 +145,9 @@ class McpSink:
         #: Set by the owner while it handles messages that came together (the calls
         #: forwarded first): records are written at :meth:`end_batch`, not deferred.
         self.batch = False
+        #: Set by the owner while it records the verdict of a call already forwarded: the
+        #: record is queued even when the last write failed (its failure withholds the answer).
+        self.queue_only = False
         self._paths: dict[Roots, Path] = {}
         self._logs: dict[Path, audit.Appender] = {}
         self._events = audit.Appender(session.events_path, audit=False)
@@ -169,7 +172,8 @@ class McpSink:
         if action == "allow" and not self.audit_allowed:
             return
         item = (dict(record), roots)
-        if self.writer.broken is not None:  # the last write failed: this one is on our path
+        if self.writer.broken is not None and not self.queue_only:
+            # the last write failed: this one is written on the caller's path (and raises)
             self.last = self.writer.write_now(item)
             return
         if self._defer is None:

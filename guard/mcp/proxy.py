@@ -139,13 +139,19 @@ class McpProxy:
         self.sink = McpSink(
             session, self.stats, self.log, verbose=verbose, audit_allowed=audit_allowed
         )
+        analyse = McpAnalyser(self.effects_fn, lambda: self.relative_base_mismatch)
         self.gate = Gate(
             guard=guard,
             agent=agent,
             mode=self._mode_of,
-            analyse=McpAnalyser(self.effects_fn, lambda: self.relative_base_mismatch),
+            analyse=analyse,
             sink=self.sink,
             source="mcp",
+        )
+        # the same pipeline without the sink: the proxy records each verdict itself
+        # (:meth:`_decide`), an allowed call's once it is forwarded (:meth:`_tools_call`)
+        self._decider = Gate(
+            guard=guard, agent=agent, mode=self._mode_of, analyse=analyse, source="mcp"
         )
         self.pipe.records = self.sink  # answers of checked calls wait for their records
         self.client_can_elicit = False
@@ -155,6 +161,8 @@ class McpProxy:
         self._initialized = False
         self._client_init: Json | None = None  # the client's initialize params, for restarts
         self._roots_requests: set[Any] = set()
+        # client request id -> why its verdict could not be recorded (its answer is withheld)
+        self._unrecorded: dict[Any, str] = {}
 
     def log(self, text: str) -> None:
         self._log(f"guard mcp: {text}")
@@ -179,6 +187,7 @@ class McpProxy:
 
     def cancel(self, ids: Collection[Any], reason: str) -> None:
         for req_id in ids:
+            self._unrecorded.pop(req_id, None)
             if self._pending.pop(req_id, None) is not None:
                 self.pipe.send_client(error(req_id, INTERNAL_ERROR, reason))
 
@@ -268,6 +277,7 @@ class McpProxy:
         for req_id in list(self._pending):
             self.pipe.send_client(error(req_id, INTERNAL_ERROR, "the MCP server exited"))
         self._pending.clear()
+        self._unrecorded.clear()
         await asyncio.to_thread(self.sink.stop)  # every record written and synced
         self.pipe.release(final=True)
         self.log(
@@ -395,7 +405,21 @@ class McpProxy:
         name: str = params["name"]
         arguments = params.get("arguments")
         call = tool_call(name, arguments, self.cwd, self.session.id)
-        verdict, record = self._decide(call, {"method": "tools/call"})
+        context = {"method": "tools/call"}
+        verdict = self._decider.decide(call)
+        if (
+            verdict.action is VerdictAction.ALLOW
+            and self.sink.writer.broken is None  # else recorded first, refused if it cannot be
+            and not self.bridge.owns(name)
+        ):
+            # forwarded first; its record is made while the server works, and written before
+            # the loop turns (McpSink.end_batch): the answer waits for it
+            self.stats.allowed += 1
+            self._pending[msg_id] = ("tools/call", 0)
+            self._forward(line)
+            self._pending[msg_id] = ("tools/call", self._record_forwarded(msg_id, verdict))
+            return
+        verdict, record = self._record(verdict, context)
         if verdict.action is VerdictAction.ASK:
             self.stats.asked += 1
             self.pipe.spawn(self._ask_then_run(msg_id, call, verdict, line, record))
@@ -414,9 +438,29 @@ class McpProxy:
     def _decide(self, call: ToolCall, context: Json) -> tuple[Verdict, int]:
         """The gate's verdict and the number of its record (0: not recorded, e.g. an allow
         under ``--audit refusals``)."""
+        return self._record(self._decider.decide(call), context)
+
+    def _record(self, verdict: Verdict, context: Json) -> tuple[Verdict, int]:
+        """Record ``verdict`` (a record that cannot be written makes it a deny: see
+        :meth:`Gate.audit`); the verdict and the number of its record (0: none)."""
         before = self.sink.last
-        verdict = self.gate.decide(call, context=context)
+        verdict = self.gate.audit(verdict, context, self.guard)
         return verdict, (self.sink.last if self.sink.last != before else 0)
+
+    def _record_forwarded(self, msg_id: Any, verdict: Verdict) -> int:
+        """Queue the record of an allowed call already forwarded; its number (0: none). It is
+        queued even should a write fail meanwhile (the answer then waits for a record that
+        failed, and is withheld); one that cannot even be queued withholds the answer too."""
+        before = self.sink.last
+        self.sink.queue_only = True
+        try:
+            recorded = self.gate.audit(verdict, {"method": "tools/call"}, self.guard)
+        finally:
+            self.sink.queue_only = False
+        if recorded.action is not verdict.action:
+            self._unrecorded[msg_id] = recorded.reason
+            return 0
+        return self.sink.last if self.sink.last != before else 0
 
     def _refuse_call(self, msg_id: Any, name: str, verdict: Verdict, record: int) -> None:
         text = _refusal(name, verdict)
@@ -518,6 +562,11 @@ class McpProxy:
         if "method" not in message and "id" in message:
             msg_id = message["id"]
             method, record = self._pending.pop(msg_id, ("", 0))
+            if self._unrecorded:
+                why = self._unrecorded.pop(msg_id, None)
+                if why is not None:
+                    self.pipe.send_client(_withheld(msg_id, method)(why))
+                    return
             if method in ("initialize", "tools/list") and isinstance(message.get("result"), dict):
                 if method == "initialize":
                     self._patch_initialize(message["result"])
