@@ -6,7 +6,8 @@ a temporary git repository, all allowed in plan mode so both sides do the same
 server work), in one run. Startup is not timed. Each call goes to both sides
 back to back (alternating which goes first), so the added latency of a call is
 the proxied call's time minus its direct twin's: its median and p99 are
-printed, then the ratio (proxied / direct wall time of all calls), last.
+printed, with the CPU time the `guard mcp` process spent per call (Linux), then the
+ratio (proxied / direct wall time of all calls), last.
 
     .venv/bin/python benchmarks/mcp.py [--calls 500] [--audit all|refusals] [--quick]
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
@@ -59,9 +61,10 @@ async def call(session: ClientSession, repo: Path, i: int) -> float:
 
 async def compare(
     direct: StdioServerParameters, proxied: StdioServerParameters, repo: Path, calls: int
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[float], list[float], float | None]:
     """Both connections open at once; each call goes to both, in alternating order, so the
-    two sides see the same machine load (a warm-up of 20 calls each is not counted)."""
+    two sides see the same machine load (a warm-up of 20 calls each is not counted).
+    Also the CPU time of the `guard mcp` process over the timed calls (None off Linux)."""
     with open(repo.parent / "server.stderr", "a") as errlog:
         async with (
             stdio_client(direct, errlog=errlog) as (r1, w1),
@@ -76,6 +79,8 @@ async def compare(
                 await call(s2, repo, i)
             d: list[float] = []
             p: list[float] = []
+            pid = proxy_pid()
+            cpu_before = cpu_seconds(pid)
             for i in range(calls):
                 if i % 2:
                     d.append(await call(s1, repo, i))
@@ -83,7 +88,34 @@ async def compare(
                 else:
                     p.append(await call(s2, repo, i))
                     d.append(await call(s1, repo, i))
-            return d, p
+            cpu_after = cpu_seconds(pid)
+            cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+            return d, p, cpu
+
+
+def proxy_pid() -> int | None:
+    """The `guard mcp` child of this process (Linux /proc), or None."""
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and b"mcp" in argv:
+                    return int(entry)
+    return None
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of ``pid`` (all its threads) so far, or None."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -120,7 +152,7 @@ def main() -> None:
             f" server-filesystem {VERSION}; proxy audit log: {args.audit};"
             f" load average {os.getloadavg()[0]:.2f}"
         )
-        d, p = asyncio.run(compare(direct, proxied, repo, calls))
+        d, p, cpu = asyncio.run(compare(direct, proxied, repo, calls))
     added = [pi - di for pi, di in zip(p, d, strict=True)]
     print(summary("direct", d))
     print(summary("proxied", p))
@@ -129,6 +161,11 @@ def main() -> None:
         f" {statistics.median(added) * 1e6:.0f} µs, p99 {percentile(added, 0.99) * 1e6:.0f} µs,"
         f" mean {(sum(p) - sum(d)) / calls * 1e6:.0f} µs"
     )
+    if cpu is not None:  # less sensitive to other work on the machine than wall time
+        print(
+            f"guard mcp process CPU time per call (all its threads, clock ticks of"
+            f" {1e6 / os.sysconf('SC_CLK_TCK'):.0f} µs): {cpu / calls * 1e6:.0f} µs"
+        )
     print(f"load average after the run: {os.getloadavg()[0]:.2f}")
     print(f"ratio proxied/direct (wall time of {calls} calls): {sum(p) / sum(d):.2f}")
 

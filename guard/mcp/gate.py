@@ -110,8 +110,10 @@ class McpSink:
 
     Records are written by an :class:`guard.audit.BufferedWriter` (in order, in
     batches); :meth:`write` only queues them, and they are written on the proxy's
-    loop once the call is forwarded (:meth:`start`'s ``defer``; the loop's page-cache
-    writes, the fsync is the writer's sync thread), else on the writer's thread. The
+    loop once the call is forwarded: at :meth:`end_batch` when the router handles the
+    lines of one read of the client (:attr:`batch`), else when the loop's turn is over
+    (:meth:`start`'s ``defer``); the loop's page-cache writes, the fsync is the writer's
+    sync thread. Without a loop they are written on the writer's thread. The
     router holds each answer of a checked call until its record is written
     (:attr:`last` is that record's number, :meth:`ready` asks), so a killed proxy
     never leaves an answered call unrecorded. Once a write has failed, the next
@@ -140,6 +142,12 @@ class McpSink:
         self.last = 0
         self._defer: Callable[[Callable[[], None]], object] | None = None
         self._kick_due = False
+        #: Set by the owner while it handles messages that came together (the calls
+        #: forwarded first): records are written at :meth:`end_batch`, not deferred.
+        self.batch = False
+        #: Set by the owner while it records the verdict of a call already forwarded: the
+        #: record is queued even when the last write failed (its failure withholds the answer).
+        self.queue_only = False
         self._paths: dict[Roots, Path] = {}
         self._logs: dict[Path, audit.Appender] = {}
         self._events = audit.Appender(session.events_path, audit=False)
@@ -164,7 +172,8 @@ class McpSink:
         if action == "allow" and not self.audit_allowed:
             return
         item = (dict(record), roots)
-        if self.writer.broken is not None:  # the last write failed: this one is on our path
+        if self.writer.broken is not None and not self.queue_only:
+            # the last write failed: this one is written on the caller's path (and raises)
             self.last = self.writer.write_now(item)
             return
         if self._defer is None:
@@ -174,7 +183,14 @@ class McpSink:
         self.last = self.writer.submit(item, wake=False)
         if not self._kick_due:
             self._kick_due = True
-            self._defer(self._kick)
+            if not self.batch:  # else end_batch() writes it
+                self._defer(self._kick)
+
+    def end_batch(self) -> None:
+        """The end of a :attr:`batch`: write its records now, on the caller's thread."""
+        self.batch = False
+        if self._kick_due:
+            self._kick()
 
     def _kick(self) -> None:
         """On the loop, once the call is forwarded: write the records now, while the server

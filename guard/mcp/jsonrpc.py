@@ -90,6 +90,84 @@ async def stop_process(proc: asyncio.subprocess.Process, *, close_stdin: bool = 
     return proc.returncode
 
 
+class _ClientLines(asyncio.Protocol):
+    """The client's stdin (a pipe or a socket), handed on in lines from ``data_received``:
+    the lines of one read together, handled before the loop turns again.
+
+    :attr:`ended` is done at end of input, after a line over :data:`MAX_LINE` bytes
+    (logged), or with the exception a handler raised (a bug: it ends the proxy).
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        handle: Callable[[list[bytes]], None],
+        log: Callable[[str], None],
+    ) -> None:
+        self.ended: asyncio.Future[None] = loop.create_future()
+        self._handle = handle
+        self._log = log
+        self._partial: list[bytes] = []  # a line not ended yet, in pieces
+        self._size = 0
+        self._transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+
+    def _stop(self, failure: BaseException | None = None) -> None:
+        self._partial, self._size = [], 0
+        if not self.ended.done():
+            if failure is not None:
+                self.ended.set_exception(failure)
+            else:
+                self.ended.set_result(None)
+        if self._transport is not None:
+            self._transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self.ended.done():
+            return
+        lines: list[bytes] = []
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            line = data[start:end]
+            if self._partial:  # the rest of a line that came in pieces
+                line, self._partial, self._size = b"".join([*self._partial, line]), [], 0
+            if line.strip():
+                lines.append(line.rstrip(b"\r"))
+            start = end + 1
+        if start < len(data):
+            self._partial.append(data[start:])
+            self._size += len(data) - start
+        if lines:
+            try:
+                self._handle(lines)
+            except Exception as exc:  # a bug in the router: ends the proxy
+                self._stop(exc)
+                return
+        if self._size > MAX_LINE:
+            self._log(f"client sent a line over {MAX_LINE} bytes; stopping")
+            self._stop()
+
+    def eof_received(self) -> bool | None:
+        if not self.ended.done():
+            partial, self._partial, self._size = b"".join(self._partial), [], 0
+            try:
+                if partial.strip():
+                    self._handle([partial.rstrip(b"\r")])
+            except Exception as exc:
+                self._stop(exc)
+                return None
+            self._stop()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ended.done():
+            if exc is not None:
+                self._log(f"client input failed: {exc}")
+            self.eof_received()
+
+
 class Pipe:
     """One client on ``client_in``/``client_out``, one server child started from ``argv``.
 
@@ -120,6 +198,9 @@ class Pipe:
         self.records: Records | None = None
         self._held: deque[tuple[int, Json | bytes, Withheld | None]] = deque()
         self.stopping: asyncio.Event | None = None
+        self._client_transport: asyncio.ReadTransport | None = None
+        #: Done when reading the client resumes (None: not paused).
+        self._client_paused: asyncio.Future[None] | None = None
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -169,13 +250,38 @@ class Pipe:
             self._held.popleft()
             self._write_client(self._checked(record, message, withheld))
 
-    async def send_server(self, message: Json | bytes) -> None:
+    def send_server(self, message: Json | bytes) -> None:
+        """Write one message to the server, without waiting for the pipe to drain: should
+        the server stop reading, its pipe's buffer fills and reading the client pauses until
+        it drains (:meth:`pause_client`, called by the server's protocol)."""
         data = message if isinstance(message, bytes) else dumps(message)
         proc = self.server
         if proc is None or proc.stdin is None or proc.stdin.is_closing():
             raise ConnectionError("the server is not running")
         proc.stdin.write(data + b"\n")
-        await proc.stdin.drain()
+
+    def pause_client(self, until: Callable[[], Awaitable[object]]) -> None:
+        """Read no more of the client until ``until()`` is done (the server's pipe, backed up,
+        has drained or closed): the lines it sends wait in the kernel's pipe, not in guard."""
+        if self._client_paused is not None:
+            return
+        assert self.loop is not None
+        self._client_paused = self.loop.create_future()
+        if self._client_transport is not None:
+            self._client_transport.pause_reading()
+        self.spawn(self._resume_client(until))
+
+    async def _resume_client(self, until: Callable[[], Awaitable[object]]) -> None:
+        try:
+            with contextlib.suppress(Exception):
+                await until()
+        finally:
+            paused, self._client_paused = self._client_paused, None
+            if paused is not None and not paused.done():
+                paused.set_result(None)
+            transport = self._client_transport
+            if transport is not None and not transport.is_closing():
+                transport.resume_reading()
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -229,11 +335,15 @@ class Pipe:
 
     async def serve(
         self,
-        from_client: Callable[[bytes], Awaitable[None]],
+        from_client: Callable[[list[bytes]], None],
         from_server: Callable[[bytes], None],
     ) -> bool:
         """Pump lines both ways until one side ends or :attr:`stopping` is set; True when the
-        server ended first."""
+        server ended first.
+
+        ``from_client`` gets the client's lines as they come, several at once when they
+        came together (one read), and handles them before the loop turns.
+        """
         assert self.loop is not None
         self.stopping = asyncio.Event()
         client_task = asyncio.ensure_future(self._client(from_client))
@@ -251,21 +361,23 @@ class Pipe:
                 self.tasks.add(task)  # cancelled with the rest at close()
         return server_task in done
 
-    async def _client(self, handle: Callable[[bytes], Awaitable[None]]) -> None:
-        """Read the client's lines: on the loop when stdin is a pipe or a socket (no thread
-        hand-off per message), else on a reader thread (a file, a terminal)."""
+    async def _client(self, handle: Callable[[list[bytes]], None]) -> None:
+        """Read the client's lines: on the loop when stdin is a pipe or a socket (handled
+        from the pipe's ``data_received``: no reader task to wake per message), else on a
+        reader thread (a file, a terminal)."""
         try:
             mode = os.fstat(self.client_in.fileno()).st_mode
         except (OSError, ValueError, AttributeError):
             mode = 0
         if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
             assert self.loop is not None
-            reader = asyncio.StreamReader(limit=MAX_LINE, loop=self.loop)
-            protocol = asyncio.StreamReaderProtocol(reader, loop=self.loop)
-            transport, _ = await self.loop.connect_read_pipe(lambda: protocol, self.client_in)
+            lines = _ClientLines(self.loop, handle, self.log)
+            transport, _ = await self.loop.connect_read_pipe(lambda: lines, self.client_in)
+            self._client_transport = transport
             try:
-                await self._pipe_loop(reader, handle)
+                await lines.ended
             finally:
+                self._client_transport = None
                 transport.close()
             return
         client_queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -274,25 +386,6 @@ class Pipe:
         )
         reader_thread.start()
         await self._client_loop(client_queue, handle)
-
-    async def _pipe_loop(
-        self, reader: asyncio.StreamReader, handle: Callable[[bytes], Awaitable[None]]
-    ) -> None:
-        while True:
-            try:
-                line = await reader.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:
-                if exc.partial.strip():
-                    await handle(exc.partial.rstrip(b"\r\n"))
-                return
-            except asyncio.LimitOverrunError:
-                self.log(f"client sent a line over {MAX_LINE} bytes; stopping")
-                return
-            except (OSError, ValueError) as exc:
-                self.log(f"client input failed: {exc}")
-                return
-            if line.strip():
-                await handle(line.rstrip(b"\r\n"))
 
     def _read_client(
         self, queue: asyncio.Queue[bytes | None], loop: asyncio.AbstractEventLoop
@@ -310,14 +403,17 @@ class Pipe:
     async def _client_loop(
         self,
         queue: asyncio.Queue[bytes | None],
-        handle: Callable[[bytes], Awaitable[None]],
+        handle: Callable[[list[bytes]], None],
     ) -> None:
         while True:
+            paused = self._client_paused
+            if paused is not None:
+                await paused
             line = await queue.get()
             if line is None:
                 return
             if line.strip():
-                await handle(line.rstrip(b"\r\n"))
+                handle([line.rstrip(b"\r\n")])
 
     async def _server_loop(self, handle: Callable[[bytes], None]) -> None:
         """Hand each line of the server's to ``handle`` until it ends. (``ServerPipe``)"""

@@ -139,13 +139,19 @@ class McpProxy:
         self.sink = McpSink(
             session, self.stats, self.log, verbose=verbose, audit_allowed=audit_allowed
         )
+        analyse = McpAnalyser(self.effects_fn, lambda: self.relative_base_mismatch)
         self.gate = Gate(
             guard=guard,
             agent=agent,
             mode=self._mode_of,
-            analyse=McpAnalyser(self.effects_fn, lambda: self.relative_base_mismatch),
+            analyse=analyse,
             sink=self.sink,
             source="mcp",
+        )
+        # the same pipeline without the sink: the proxy records each verdict itself
+        # (:meth:`_decide`), an allowed call's once it is forwarded (:meth:`_tools_call`)
+        self._decider = Gate(
+            guard=guard, agent=agent, mode=self._mode_of, analyse=analyse, source="mcp"
         )
         self.pipe.records = self.sink  # answers of checked calls wait for their records
         self.client_can_elicit = False
@@ -155,6 +161,8 @@ class McpProxy:
         self._initialized = False
         self._client_init: Json | None = None  # the client's initialize params, for restarts
         self._roots_requests: set[Any] = set()
+        # client request id -> why its verdict could not be recorded (its answer is withheld)
+        self._unrecorded: dict[Any, str] = {}
 
     def log(self, text: str) -> None:
         self._log(f"guard mcp: {text}")
@@ -179,6 +187,7 @@ class McpProxy:
 
     def cancel(self, ids: Collection[Any], reason: str) -> None:
         for req_id in ids:
+            self._unrecorded.pop(req_id, None)
             if self._pending.pop(req_id, None) is not None:
                 self.pipe.send_client(error(req_id, INTERNAL_ERROR, reason))
 
@@ -249,7 +258,7 @@ class McpProxy:
             f" {self.fixed_agent or 'by mode'}; policy {self.guard.loaded.name}"
         )
         watch_task = asyncio.ensure_future(self.bridge.watch())
-        server_finished = await self.pipe.serve(self._from_client, self._from_server)
+        server_finished = await self.pipe.serve(self._from_client_lines, self._from_server)
         watch_task.cancel()
         code = await self._shutdown(server_finished)
         self.pipe.close()
@@ -268,6 +277,7 @@ class McpProxy:
         for req_id in list(self._pending):
             self.pipe.send_client(error(req_id, INTERNAL_ERROR, "the MCP server exited"))
         self._pending.clear()
+        self._unrecorded.clear()
         await asyncio.to_thread(self.sink.stop)  # every record written and synced
         self.pipe.release(final=True)
         self.log(
@@ -279,7 +289,18 @@ class McpProxy:
 
     # -- client -> server ------------------------------------------------------------------
 
-    async def _from_client(self, line: bytes) -> None:
+    def _from_client_lines(self, lines: list[bytes]) -> None:
+        """Lines the client sent together: each is handled (a checked call decided and
+        forwarded) before any verdict record is written, then the records are written at
+        once, while the server works; its answers wait for them (:meth:`Pipe.send_client`)."""
+        self.sink.batch = True
+        try:
+            for line in lines:
+                self._from_client(line)
+        finally:
+            self.sink.end_batch()
+
+    def _from_client(self, line: bytes) -> None:
         try:
             message = json.loads(line)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -308,7 +329,7 @@ class McpProxy:
             if has_id and message["id"] in self._roots_requests:
                 self._roots_requests.discard(message["id"])
                 self._note_roots(message.get("result"))
-            await self._forward(line)  # an answer to the server's request
+            self._forward(line)  # an answer to the server's request
             return
         if not isinstance(method, str):
             if has_id:
@@ -322,11 +343,11 @@ class McpProxy:
                 return
             if method == "notifications/initialized":
                 self._initialized = True
-            await self._forward(line)
+            self._forward(line)
             return
         msg_id = message["id"]
         if method == "tools/call":
-            await self._tools_call(msg_id, message.get("params"), line)
+            self._tools_call(msg_id, message.get("params"), line)
             return
         if method == "resources/read":
             self.pipe.spawn(self._resources_read(msg_id, message.get("params"), line))
@@ -349,11 +370,11 @@ class McpProxy:
             # form mode: declared explicitly, or an empty object (2025-11-25 compatibility)
             self.client_can_elicit = isinstance(elicit, dict) and (not elicit or "form" in elicit)
         self._pending[msg_id] = (method, 0)  # answered with an error should the server die
-        await self._forward(line)
+        self._forward(line)
 
-    async def _forward(self, data: bytes) -> None:
+    def _forward(self, data: bytes) -> None:
         try:
-            await self.pipe.send_server(data)
+            self.pipe.send_server(data)
             self.stats.forwarded += 1
         except (ConnectionError, OSError) as exc:
             self.log(f"cannot forward to the server: {exc}")
@@ -375,7 +396,7 @@ class McpProxy:
             {"method": method},
         )
 
-    async def _tools_call(self, msg_id: Any, params: Any, line: bytes) -> None:
+    def _tools_call(self, msg_id: Any, params: Any, line: bytes) -> None:
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
             self.pipe.send_client(
                 error(msg_id, INVALID_PARAMS, "tools/call needs params.name (a string)")
@@ -384,7 +405,21 @@ class McpProxy:
         name: str = params["name"]
         arguments = params.get("arguments")
         call = tool_call(name, arguments, self.cwd, self.session.id)
-        verdict, record = self._decide(call, {"method": "tools/call"})
+        context = {"method": "tools/call"}
+        verdict = self._decider.decide(call)
+        if (
+            verdict.action is VerdictAction.ALLOW
+            and self.sink.writer.broken is None  # else recorded first, refused if it cannot be
+            and not self.bridge.owns(name)
+        ):
+            # forwarded first; its record is made while the server works, and written before
+            # the loop turns (McpSink.end_batch): the answer waits for it
+            self.stats.allowed += 1
+            self._pending[msg_id] = ("tools/call", 0)
+            self._forward(line)
+            self._pending[msg_id] = ("tools/call", self._record_forwarded(msg_id, verdict))
+            return
+        verdict, record = self._record(verdict, context)
         if verdict.action is VerdictAction.ASK:
             self.stats.asked += 1
             self.pipe.spawn(self._ask_then_run(msg_id, call, verdict, line, record))
@@ -398,14 +433,34 @@ class McpProxy:
             self.pipe.spawn(self._planning_call(msg_id, name, dict(call.input), record))
         else:
             self._pending[msg_id] = ("tools/call", record)
-            await self._forward(line)
+            self._forward(line)
 
     def _decide(self, call: ToolCall, context: Json) -> tuple[Verdict, int]:
         """The gate's verdict and the number of its record (0: not recorded, e.g. an allow
         under ``--audit refusals``)."""
+        return self._record(self._decider.decide(call), context)
+
+    def _record(self, verdict: Verdict, context: Json) -> tuple[Verdict, int]:
+        """Record ``verdict`` (a record that cannot be written makes it a deny: see
+        :meth:`Gate.audit`); the verdict and the number of its record (0: none)."""
         before = self.sink.last
-        verdict = self.gate.decide(call, context=context)
+        verdict = self.gate.audit(verdict, context, self.guard)
         return verdict, (self.sink.last if self.sink.last != before else 0)
+
+    def _record_forwarded(self, msg_id: Any, verdict: Verdict) -> int:
+        """Queue the record of an allowed call already forwarded; its number (0: none). It is
+        queued even should a write fail meanwhile (the answer then waits for a record that
+        failed, and is withheld); one that cannot even be queued withholds the answer too."""
+        before = self.sink.last
+        self.sink.queue_only = True
+        try:
+            recorded = self.gate.audit(verdict, {"method": "tools/call"}, self.guard)
+        finally:
+            self.sink.queue_only = False
+        if recorded.action is not verdict.action:
+            self._unrecorded[msg_id] = recorded.reason
+            return 0
+        return self.sink.last if self.sink.last != before else 0
 
     def _refuse_call(self, msg_id: Any, name: str, verdict: Verdict, record: int) -> None:
         text = _refusal(name, verdict)
@@ -452,7 +507,7 @@ class McpProxy:
             await self._planning_call(msg_id, call.name, dict(call.input), record)
         else:
             self._pending[msg_id] = ("tools/call", record)
-            await self._forward(line)
+            self._forward(line)
 
     async def _resources_read(self, msg_id: Any, params: Any, line: bytes) -> None:
         """A ``file://`` resource is a read of that path: the policy decides it too."""
@@ -464,7 +519,7 @@ class McpProxy:
             return
         if not is_file_uri(uri):
             self._pending[msg_id] = ("resources/read", 0)
-            await self._forward(line)
+            self._forward(line)
             return
         context = {"method": "resources/read"}
         call = resource_call(uri, self.cwd, self.session.id)
@@ -473,7 +528,7 @@ class McpProxy:
             verdict, record = await self._ask(verdict, context, record)
         if verdict.action is VerdictAction.ALLOW:
             self._pending[msg_id] = ("resources/read", record)
-            await self._forward(line)
+            self._forward(line)
         else:
             self.stats.denied += 1
             text = _refusal("resources/read", verdict)
@@ -507,6 +562,11 @@ class McpProxy:
         if "method" not in message and "id" in message:
             msg_id = message["id"]
             method, record = self._pending.pop(msg_id, ("", 0))
+            if self._unrecorded:
+                why = self._unrecorded.pop(msg_id, None)
+                if why is not None:
+                    self.pipe.send_client(_withheld(msg_id, method)(why))
+                    return
             if method in ("initialize", "tools/list") and isinstance(message.get("result"), dict):
                 if method == "initialize":
                     self._patch_initialize(message["result"])

@@ -229,6 +229,15 @@ class _Lines(asyncio.subprocess.SubprocessStreamProtocol):
         assert isinstance(transport, asyncio.SubprocessTransport)
         self._process = transport
 
+    #: Called when the server's stdin backs up (the pipe is full and guard's buffer for it
+    #: passes the high-water mark): the router stops reading the client until it drains.
+    on_backlog: Callable[[], None] | None = None
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.on_backlog is not None:
+            self.on_backlog()
+
     def attach(self, handler: Callable[[bytes], None]) -> None:
         self._handler = handler
         early, self._early = self._early, []
@@ -283,6 +292,29 @@ class _Lines(asyncio.subprocess.SubprocessStreamProtocol):
             if not self.ended.done():
                 self.ended.set_result("")
         super().pipe_connection_lost(fd, exc)
+
+
+class _Stdout(asyncio.Protocol):
+    """The protocol of the server's stdout pipe: hands what it reads straight to
+    :class:`_Lines` (the subprocess transport would defer each read to the next loop
+    turn); the end of the pipe still goes through the subprocess transport (``inner``),
+    after every read, so the process's bookkeeping is unchanged."""
+
+    def __init__(self, inner: asyncio.BaseProtocol, lines: _Lines) -> None:
+        self.inner = inner
+        self.lines = lines
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.lines.pipe_data_received(1, data)
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.inner.connection_lost(exc)
 
 
 class _Server:
@@ -375,6 +407,9 @@ class ServerPipe(Pipe):
                     pass_fds=(w,) if launch.confined else (),
                 )
                 proc = asyncio.subprocess.Process(transport, lines, loop)
+                stdout = transport.get_pipe_transport(1)
+                if stdout is not None:  # earlier reads were queued on the loop: they come first
+                    stdout.set_protocol(_Stdout(stdout.get_protocol(), lines))
             except OSError:
                 _remove_tmpdir(launch.tmpdir, self.log)
                 raise
@@ -390,6 +425,7 @@ class ServerPipe(Pipe):
             if w >= 0:
                 os.close(w)
         server = _Server(proc, lines, launch, mode)
+        lines.on_backlog = lambda: self._backlog(server)
         if launch.confined:
             failure = next((rep for rep in reports if not rep.get("ok")), None)
             restricted = next((rep for rep in reports if rep.get("stage") == "restricted"), None)
@@ -474,14 +510,21 @@ class ServerPipe(Pipe):
 
     # -- writing -----------------------------------------------------------------------------
 
-    async def send_server(self, message: Json | bytes) -> None:
+    def send_server(self, message: Json | bytes) -> None:
         held = self._restart_held
         if held is not None:
             data = message if isinstance(message, bytes) else dumps(message)
             if not _is_answer(data):  # answers belong to the server that asked: not held
                 held.append(data)
                 return
-        await super().send_server(message)
+        super().send_server(message)
+
+    def _backlog(self, server: _Server) -> None:
+        """The server stopped reading and its pipe is full: pause the client until it drains
+        (or the server's stdin closes)."""
+        stdin = server.proc.stdin
+        if stdin is not None:
+            self.pause_client(stdin.drain)
 
     # -- mode changes ------------------------------------------------------------------------
 
