@@ -67,6 +67,17 @@ def stop_daemons(home: Path, settle: float = 3.0) -> None:
         time.sleep(0.2)
 
 
+@pytest.fixture(autouse=True)
+def _no_driver_outlives_its_test() -> Iterator[None]:
+    """Drivers started with :func:`tests.reliability.faults.start` are killed at the end."""
+    from .faults import kill_started
+
+    try:
+        yield
+    finally:
+        kill_started()
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     h = tmp_path / "home"

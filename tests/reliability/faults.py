@@ -23,16 +23,45 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: every driver :func:`start` began; the ``_no_driver_outlives_its_test`` fixture kills them
+STARTED: list[subprocess.Popen[str]] = []
+
+# run first in each driver: SIGKILL when the test process dies (killed, timed out), and
+# exit at once if it died before that was in place (PR_SET_PDEATHSIG = 1)
+_DIE_WITH_THE_TEST = (
+    "import ctypes as _c, os as _o, signal as _s, sys as _y\n"
+    "_c.CDLL(None).prctl(1, _s.SIGKILL, 0, 0, 0)\n"
+    "_o.getppid() == int(_y.argv.pop(1)) or _o._exit(1)\n"
+)
+
+
 def start(code: str, *args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
-    """A Python process running ``code`` (guard's public API in a loop)."""
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *args],
+    """A Python process running ``code`` (guard's public API in a loop).
+
+    It never outlives the test: killed at the test's end whatever happened, and by
+    the kernel when the test process itself dies.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _DIE_WITH_THE_TEST + code, str(os.getpid()), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
         cwd=cwd,
     )
+    STARTED.append(proc)
+    return proc
+
+
+def kill_started() -> None:
+    """SIGKILL and reap every driver :func:`start` began that still runs."""
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+            proc.communicate(timeout=60)
 
 
 def wait_line(stream: IO[str], needle: str, timeout: float = 120.0) -> str:
