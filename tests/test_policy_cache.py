@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 
@@ -41,8 +42,11 @@ def entries() -> list[Path]:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
+def _fresh_fingerprint(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A fresh fingerprint, and loads that store (as ``guard run``'s do)."""
     monkeypatch.setattr(valid, "_fingerprint", None)
+    with valid.storing():
+        yield
 
 
 def test_the_validated_form_has_exactly_the_schema_fields() -> None:
@@ -207,13 +211,36 @@ def test_the_cache_is_a_protected_path(tmp_path: Path) -> None:
             assert not d.allowed, (agent, kind, d)
 
 
-def test_a_policy_seen_before_loads_without_pydantic(tmp_path: Path) -> None:
-    """What keeps ``guard run`` quick: the second load of a policy needs no pydantic."""
+def test_a_policy_seen_by_guard_run_loads_without_pydantic(tmp_path: Path) -> None:
+    """What keeps ``guard run`` quick: once a ``guard run`` has loaded a policy, the next
+    load of it needs no pydantic."""
+    env = dict(os.environ)
     code = (
         "import sys; from guard.decide import Guard; Guard.load(worktree=sys.argv[1]);"
         " print('pydantic' in sys.modules)"
     )
-    env = dict(os.environ)
-    runs = [subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, text=True,
-                           capture_output=True, check=True).stdout.strip() for _ in range(2)]
-    assert runs == ["True", "False"]
+
+    def load() -> str:
+        return subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, text=True,
+                              capture_output=True, check=True).stdout.strip()
+
+    assert load() == "True"
+    assert entries() == []  # an ordinary load reads the cache but never writes it
+    run = subprocess.run([sys.executable, "-m", "guard", "run", "--no-monitor", "-q", "--",
+                          "true"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert len(entries()) == 1
+    assert load() == "False"
+
+
+def test_loads_outside_guard_run_write_nothing(tmp_path: Path) -> None:
+    """Read-only commands (``guard replay``, ``guard check``) leave the data directory as
+    it was: only ``guard run`` (inside ``valid.storing()``) keeps validated policies."""
+    f = tmp_path / "policy.toml"
+    f.write_text(POLICY.format(deny="src/**"))
+    token = valid._STORING.set(False)
+    try:
+        load_policy(str(f))
+    finally:
+        valid._STORING.reset(token)
+    assert entries() == []

@@ -2,8 +2,9 @@
 
 pydantic (:mod:`guard.policy.schema`) is the one validator: every policy is checked
 by it once. What it accepts is kept here as :class:`Policy`, built from pydantic's
-own dump of the validated model, and written to a content-addressed cache in guard's
-data directory (a protected path: no agent may write it). The cache key is the
+own dump of the validated model, and written (by ``guard run``, see :func:`storing`) to a
+content-addressed cache in guard's data directory (a protected path: no agent may
+write it). The cache key is the
 SHA-256 of the exact merged input (insertion order included: the first plan agent
 is the one a policy lists first) and of the validator itself (the source of
 ``schema.py``, of this module and of pydantic's version file), so a changed policy,
@@ -19,10 +20,12 @@ policy pydantic did not.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -227,8 +230,26 @@ def cached(key: str) -> Policy | None:
         return None
 
 
+_STORING: contextvars.ContextVar[bool] = contextvars.ContextVar("guard_policy_store", default=False)
+
+
+@contextlib.contextmanager
+def storing() -> Iterator[None]:
+    """Loads inside this block keep what pydantic accepted (``guard run`` does; every
+    load reads the cache, but only a caller that opts in writes guard's data directory:
+    read-only commands such as ``guard replay`` write nothing there)."""
+    token = _STORING.set(True)
+    try:
+        yield
+    finally:
+        _STORING.reset(token)
+
+
 def store(key: str, dump: dict[str, Any]) -> None:
-    """Keep pydantic's dump of a validated policy under ``key`` (best effort: a cache)."""
+    """Keep pydantic's dump of a validated policy under ``key`` (best effort: a cache),
+    inside :func:`storing` only."""
+    if not _STORING.get():
+        return
     d = cache_dir()
     with contextlib.suppress(OSError, TypeError, ValueError):
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
