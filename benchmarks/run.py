@@ -13,9 +13,12 @@ Configurations, interleaved round by round so that machine noise hits all alike:
 * guard run:     guard run --agent plan --no-monitor -- WORKLOAD (policy load, roots, helper)
 * guard run + monitor: guard run --agent plan -- WORKLOAD (when the monitor is installed)
 
-Prints the median of each and its ratio to bare, what the monitor's final
-reconciliation (the full check after the command exits) took, and, last, the
-end-to-end ratio of ``guard run`` (with the monitor when available) to bare.
+Each configuration runs once before the rounds (a warm-up: the page cache, and guard's
+cache of validated policies, which any earlier ``guard run`` with the same policy
+would have filled; see guard/policy/valid.py). Prints the median of each and its
+ratio to bare, what the monitor's final reconciliation (the full check after the
+command exits) took, and, last, the end-to-end ratio of ``guard run`` (with the
+monitor when available) to bare.
 
     python benchmarks/run.py [--files 10000] [--rounds 5] [--statuses 5] [--quick]
 
@@ -90,6 +93,18 @@ def workload(statuses: int) -> list[str]:
 
 
 FINAL = re.compile(r"reconciliation \(final\) scanned ([\d,]+) paths in ([\d.]+) s")
+BASELINE = re.compile(r"took ([\d.]+) s \(([\d.]+) s before the command could start\)")
+
+
+def baseline_notices(home: Path) -> list[tuple[float, float]]:
+    """(whole baseline, part the command waited for) of every monitor start so far, from
+    the audit logs (the start notice is not printed under -q)."""
+    out = []
+    for log_file in sorted((home / ".local/share/openoxide/audit").glob("*.jsonl")):
+        for line in log_file.read_text().splitlines():
+            if '"event": "start"' in line and (m := BASELINE.search(line)):
+                out.append((float(m.group(1)), float(m.group(2))))
+    return out
 
 
 def timed(
@@ -163,6 +178,7 @@ def main() -> int:
         log(f"warming up, then {args.rounds} rounds of {len(configs)} configurations ...")
         for argv in configs.values():
             timed(argv, root, env)
+        warm_starts = len(baseline_notices(home))
         wall: dict[str, list[float]] = {name: [] for name in configs}
         cpu: dict[str, list[float]] = {name: [] for name in configs}
         said: list[str] = []  # what guard run + monitor wrote on stderr
@@ -194,6 +210,15 @@ def main() -> int:
             print(
                 f"monitor's final reconciliation (after the command exits): median {took:.3f}s"
                 f" for {finals[0].group(1)} paths, {share:.1%} of guard run (+ monitor)'s wall"
+            )
+        starts = baseline_notices(home)[warm_starts:]
+        if starts:
+            whole = statistics.median(a for a, _ in starts)
+            before = statistics.median(b for _, b in starts)
+            print(
+                f"monitor's baseline: median {before:.3f}s before the command could start;"
+                f" all of it (phase 2 runs with the command, at idle priority) took median"
+                f" {whole:.3f}s, the bare workload {bare_w:.3f}s"
             )
         ratio = statistics.median(wall[last]) / bare_w
         print(f"ratio {last} / bare, wall: x{ratio:.3f}")

@@ -21,7 +21,7 @@ from guard.match import CompiledList, Pattern, RuleSet, parse_pattern
 from guard.paths import CanonicalPath, Roots, canonicalize, plan_file_problem
 from guard.policy import BUILTIN_PREFIX, LoadedPolicy, load_policy, patterns_of
 from guard.policy.loader import unchanged
-from guard.policy.schema import AgentPolicy
+from guard.policy.valid import Agent
 
 LISTS = ("deny", "ask", "allow")
 LIST_ACTION = {"deny": Action.DENY, "ask": Action.ASK, "allow": Action.ALLOW}
@@ -107,7 +107,7 @@ def _policy_spec(policy: str | os.PathLike[str] | None, roots: Roots) -> tuple[s
 class _Agent:
     """One agent's rules, compiled against concrete roots."""
 
-    def __init__(self, guard: Guard, name: str, policy: AgentPolicy) -> None:
+    def __init__(self, guard: Guard, name: str, policy: Agent) -> None:
         self.name = name
         self.policy = policy
         self.mode = policy.mode
@@ -221,7 +221,7 @@ class Guard:
     def agent_names(self) -> list[str]:
         return list(self.loaded.model.agents)
 
-    def agent(self, name: str) -> AgentPolicy:
+    def agent(self, name: str) -> Agent:
         try:
             return self.loaded.model.agents[name]
         except KeyError:

@@ -107,8 +107,10 @@ def parse(args: list[str]) -> RunOptions | None:
 
 def _load_guard(policy: str | None, worktree: Path | None) -> Any:
     from guard.decide import Guard
+    from guard.policy import valid
 
-    return Guard.load(policy=policy, worktree=worktree)
+    with valid.storing():  # the next guard run of this policy starts without pydantic
+        return Guard.load(policy=policy, worktree=worktree)
 
 
 class _MonitorHandle:

@@ -92,6 +92,22 @@ class Sig:
             st.st_ctime_ns, st.st_ino,
         )
 
+    def matches(self, st: os.stat_result, meta: str = "") -> bool:
+        """``Sig.of(st, meta) == self``, without building the signature (the final
+        reconciliation asks it of every path, and nearly every answer is yes)."""
+        m = st.st_mode
+        if stat.S_ISDIR(m):
+            return (self.kind == "dir" and self.mode == stat.S_IMODE(m)
+                    and self.uid == st.st_uid and self.gid == st.st_gid and self.meta == meta
+                    and self.size == 0 and self.mtime_ns == 0 and self.ctime_ns == 0
+                    and self.ino == 0)
+        return (self.mtime_ns == st.st_mtime_ns and self.ctime_ns == st.st_ctime_ns
+                and self.ino == st.st_ino and self.size == st.st_size
+                and self.mode == stat.S_IMODE(m) and self.uid == st.st_uid
+                and self.gid == st.st_gid and self.meta == ""
+                and self.kind == ("file" if stat.S_ISREG(m) else "link" if stat.S_ISLNK(m)
+                                  else "other"))
+
     @classmethod
     def lstat(cls, path: str) -> Sig | None:
         try:

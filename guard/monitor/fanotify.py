@@ -278,6 +278,7 @@ class FanotifyObserver:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="guard-fanotify")
         self.paused = threading.Lock()  # tests hold it to let the kernel queue fill up
+        self._closer: threading.Thread | None = None
         try:
             for root in self.roots:
                 fsid = _fsid(root)
@@ -389,11 +390,23 @@ class FanotifyObserver:
             self._emit(*item)
 
     def _close(self) -> None:
-        for fd in [self._fd, self._wake_r, self._wake_w, *self._mounts.values()]:
+        for fd in [self._wake_r, self._wake_w, *self._mounts.values()]:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self._fd = -1
+        fan, self._fd = self._fd, -1
         self._mounts = {}
+        if fan >= 0:
+            # Releasing a fanotify group waits for the kernel's SRCU grace period (tens of
+            # ms): on a thread of its own, so that what the caller does next (the final
+            # reconciliation) runs meanwhile. closed() waits for it.
+            self._closer = threading.Thread(target=_close_quietly, args=(fan,), daemon=True,
+                                            name="guard-fanotify-close")
+            self._closer.start()
+
+    def closed(self) -> None:
+        """Wait until the fanotify descriptor is closed (its marks gone) after join()."""
+        if self._closer is not None:
+            self._closer.join()
 
     # -- reading -----------------------------------------------------------------
 
@@ -618,3 +631,8 @@ class FanotifyObserver:
                     put((DirMovedEvent(s, d) if is_sub_dir else FileMovedEvent(s, d), info))
                 else:
                     put((DirCreatedEvent(d) if is_sub_dir else FileCreatedEvent(d), info))
+
+
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)

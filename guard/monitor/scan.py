@@ -44,9 +44,10 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
             snapshot = dict(m._known)  # compared without the lock; differences re-read under it
         for path, st, meta, _, _ in walk(m.roots, m._ignored):
             seen.add(path)
-            cur = Sig.of(st, meta)
-            if snapshot.get(path, _MISSING) == cur:
+            last = snapshot.get(path)
+            if last is not None and last.matches(st, meta):
                 continue
+            cur = Sig.of(st, meta)
             with m._lock:
                 known = m._known.get(path, _MISSING)
             if known == cur:
@@ -102,6 +103,7 @@ def begin_baseline(m: Monitor, t0: float) -> None:
     except BaseException:
         m._stop_observer()
         m.anchor.close()
+        m._closed()
         raise
     # what changed while phase 1 ran (before the command started) keeps the old rule
     m.sync()
@@ -118,6 +120,7 @@ def begin_baseline(m: Monitor, t0: float) -> None:
         except BaseException:
             m._stop_observer()
             m.anchor.close()
+            m._closed()
             raise
 
 
@@ -271,7 +274,11 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
 def index_change(m: Monitor, git_dir: str, event: str) -> Violation | None:
     """``.git/index`` changed: a violation only when what is staged changed."""
     data = read_index(git_dir)
-    digest = staged(data, os.path.dirname(git_dir), m.store)
+    base, base_digest = m._index_base.get(git_dir, (None, ""))
+    if data is not None and data == base and base_digest:
+        digest = base_digest  # the very bytes of the start: the same staged entries
+    else:
+        digest = staged(data, os.path.dirname(git_dir), m.store)
     path = git_dir + "/index"
     with m._lock:
         if digest == m._index_known.get(git_dir):

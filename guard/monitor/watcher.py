@@ -168,6 +168,7 @@ class Monitor(_Sink):
         self._wake = threading.Event()
         self._wake_reason = "periodic"
         self._observer: _Observer | FanotifyObserver | None = None
+        self._closing: FanotifyObserver | None = None
         #: ``auto`` (fanotify when root, else inotify), ``fanotify`` or ``inotify``
         self.backend_wanted = backend
         self.backend: Choice | None = None
@@ -194,6 +195,11 @@ class Monitor(_Sink):
             str(self.quarantine.root / ".gitignore"),
             str(self.audit_path),
         }
+        own = (str(self.quarantine.session_dir), str(self.store))
+        self._ignored_tops = frozenset(own)
+        #: every ignored path that is not in the sets above starts with one of these
+        self._ignored_prefixes = tuple(p.rstrip("/") + "/" for p in own) + tuple(
+            g + "/" for g in self._git_dirs)
         sd = str(self.quarantine.session_dir)
         self._barrier_dir = sd if any(_is_under(sd, str(root)) for root in self.roots) else None
 
@@ -211,10 +217,12 @@ class Monitor(_Sink):
 
         ``.git/index`` is compared by its staged entries, not walked or hashed.
         """
-        if path in self._ignored_exact:
+        if path in self._ignored_exact or path in self._ignored_tops:
             return True
         if self.baseline is not None and path in self.baseline.temp_names:
             return True
+        if not path.startswith(self._ignored_prefixes):
+            return False  # the walks ask for every path: most are answered here
         if _is_under(path, str(self.quarantine.session_dir)) or _is_under(path, str(self.store)):
             return True
         for g in self._git_dirs:
@@ -281,6 +289,14 @@ class Monitor(_Sink):
         if obs is not None:
             obs.stop()
             obs.join()
+            if isinstance(obs, FanotifyObserver):
+                self._closing = obs  # its descriptor closes while stop() goes on
+
+    def _closed(self) -> None:
+        """Wait until the watch is closed (fanotify closes its descriptor on a thread)."""
+        obs, self._closing = self._closing, None
+        if obs is not None:
+            obs.closed()
 
     def stop(self) -> None:
         if not self._started or self._stop.is_set():
@@ -312,6 +328,7 @@ class Monitor(_Sink):
         if self.baseline is not None:
             self.baseline.discard()
         self.anchor.close()
+        self._closed()
         if self._barrier_dir is not None:
             with contextlib.suppress(OSError):
                 os.rmdir(self._barrier_dir)  # only when empty: nothing was quarantined

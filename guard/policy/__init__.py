@@ -1,5 +1,7 @@
 """Policy files: schema, loading with located errors, built-ins."""
 
+from typing import TYPE_CHECKING, Any
+
 from guard.policy.loader import (
     BUILTIN_PREFIX,
     LoadedPolicy,
@@ -10,15 +12,34 @@ from guard.policy.loader import (
     locate_line,
     patterns_of,
 )
-from guard.policy.schema import AgentPolicy, KindRules, PolicyFile, SandboxRules, json_schema
+from guard.policy.valid import Agent, Policy, Rules, Sandbox
+
+if TYPE_CHECKING:
+    from guard.policy.schema import AgentPolicy, KindRules, PolicyFile, SandboxRules, json_schema
+
+#: pydantic's models, imported when asked for: loading a policy seen before needs none
+_SCHEMA = {"AgentPolicy", "KindRules", "PolicyFile", "SandboxRules", "json_schema"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SCHEMA:
+        from guard.policy import schema
+
+        return getattr(schema, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BUILTIN_PREFIX",
+    "Agent",
     "AgentPolicy",
     "KindRules",
     "LoadedPolicy",
+    "Policy",
     "PolicyError",
     "PolicyFile",
+    "Rules",
+    "Sandbox",
     "SandboxRules",
     "builtin_names",
     "format_loc",

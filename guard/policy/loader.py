@@ -16,13 +16,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from guard.effects import GuardError
 from guard.match import Pattern, PatternError, Source, parse_pattern
 from guard.paths import ROOT_NAMES
+from guard.policy import valid
 from guard.policy.locate import line_of
-from guard.policy.schema import PolicyFile
+from guard.policy.valid import Policy
 
 BUILTIN_PREFIX = "builtin:"
 Loc = tuple[str | int, ...]
@@ -41,7 +40,7 @@ class LoadedPolicy:
     """A validated policy with the provenance of every key."""
 
     name: str  # how the top file is shown (path or builtin:NAME)
-    model: PolicyFile
+    model: Policy  # what pydantic accepted (guard/policy/valid.py)
     files: list[str]  # every file of the chain, parents first
     paths: list[Path]  # real paths of the files read (for protection)
     texts: dict[str, str] = field(repr=False)
@@ -161,11 +160,10 @@ def load_policy(spec: str | Path) -> LoadedPolicy:
     top = _load_into(str(spec), None, "policy", merged, prov, texts, files, paths, [])
     merged.pop("extends", None)
     merged["version"] = 1
-    loaded = LoadedPolicy(top, PolicyFile.model_construct(), files, paths, texts, prov)
-    try:
-        loaded.model = PolicyFile.model_validate(merged)
-    except ValidationError as exc:
-        raise PolicyError([_format_error(loaded, err) for err in exc.errors()]) from None
+    loaded = LoadedPolicy(top, Policy.empty(), files, paths, texts, prov)
+    key = valid.cache_key(merged)
+    hit = valid.cached(key) if key is not None else None
+    loaded.model = hit if hit is not None else _validate(loaded, merged, key)
     problems = []
     for agent_name, agent in loaded.model.agents.items():
         for kind in ("read", "write", "delete", "exec", "network"):
@@ -207,6 +205,23 @@ def load_policy(spec: str | Path) -> LoadedPolicy:
     if problems:
         raise PolicyError(problems)
     return loaded
+
+
+def _validate(loaded: LoadedPolicy, merged: dict[str, Any], key: str | None) -> Policy:
+    """pydantic's verdict on ``merged``; what it accepts is cached under ``key``."""
+    from pydantic import ValidationError
+
+    from guard.policy.schema import PolicyFile
+
+    try:
+        model = PolicyFile.model_validate(merged)
+    except ValidationError as exc:
+        raise PolicyError([_format_error(loaded, err) for err in exc.errors()]) from None
+    dump = model.model_dump(mode="json")
+    policy = valid.from_dump(dump)
+    if key is not None:
+        valid.store(key, dump)
+    return policy
 
 
 def _load_into(
@@ -342,7 +357,7 @@ def _format_error(loaded: LoadedPolicy, err: Any) -> str:
 
 
 def _allowed_keys(parent: Loc) -> str:
-    from guard.policy.schema import AgentPolicy, KindRules, SandboxRules
+    from guard.policy.schema import AgentPolicy, KindRules, PolicyFile, SandboxRules
 
     model: Any
     if len(parent) == 0:

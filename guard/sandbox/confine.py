@@ -7,7 +7,8 @@ point is the tiny :mod:`guard.sandbox.run_confined`)::
     python3 -E -s -S /path/to/guard/sandbox/run_confined.py \\
         --plans DIR --tmpdir DIR --devices [--write DIR]... -- bash -c 'COMMAND'
 
-it, in this order: makes sure the private temporary directory exists and is
+it, in this order: (with ``--go-fd``) waits for its caller's go, touching nothing
+before it; makes sure the private temporary directory exists and is
 its own; restricts itself with Landlock (:mod:`guard.sandbox.landlock`: writes
 only beneath the roots, regular files only in a plan directory, no device
 nodes anywhere); drops every capability and installs the seccomp filter
@@ -52,13 +53,14 @@ HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_confined.
 _USAGE = (
     "usage: confine.py [--plans DIR]... [--write PATH]... [--ioctl PATH]... [--devices]"
     " [--tmpdir DIR] [--abi N (0: no Landlock)] [--no-scope-signals] [--status-fd FD]"
-    " [--announce PREFIX] -- COMMAND [ARGS...]"
+    " [--go-fd FD] [--announce PREFIX] -- COMMAND [ARGS...]"
 )
 
 
 class _Args:
     __slots__ = (
-        "abi", "announce", "command", "ioctl", "plans", "scope", "status_fd", "tmpdir", "writable",
+        "abi", "announce", "command", "go_fd", "ioctl", "plans", "scope", "status_fd", "tmpdir",
+        "writable",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -68,12 +70,15 @@ class _Args:
         self.abi: int | None = None
         self.scope = True
         self.status_fd: int | None = None
+        self.go_fd: int | None = None
         self.announce: str | None = None
         self.tmpdir: str | None = None
         self.command: list[str] = []
 
 
-_VALUED = ("--write", "--plans", "--ioctl", "--abi", "--status-fd", "--announce", "--tmpdir")
+_VALUED = (
+    "--write", "--plans", "--ioctl", "--abi", "--status-fd", "--go-fd", "--announce", "--tmpdir",
+)  # fmt: skip
 
 
 def parse(argv: Sequence[str]) -> _Args:
@@ -107,6 +112,8 @@ def parse(argv: Sequence[str]) -> _Args:
                 args.abi = int(value)
             elif arg == "--status-fd":
                 args.status_fd = int(value)
+            elif arg == "--go-fd":
+                args.go_fd = int(value)
             elif arg == "--tmpdir":
                 args.tmpdir = value
             else:
@@ -221,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"guard confine: {exc}\n{_USAGE}", file=sys.stderr)
         return 2
+    if args.go_fd is not None and not _await_go(args.go_fd):
+        return NOT_STARTED  # the caller gave up (its monitor did not start): nothing done
     env = os.environ
     try:
         args.plans = [plan_directory(p) for p in args.plans]
@@ -261,6 +270,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             for line in landlock.summary_lines(report):
                 print(f"{args.announce}{line}", file=sys.stderr, flush=True)
     return _exec(args)
+
+
+def _await_go(fd: int) -> bool:
+    """Wait for the caller's go (one byte ``g`` on ``fd``), started early so that this
+    interpreter's start-up overlaps the caller's (``guard run`` starts its monitor
+    meanwhile). Nothing is created, restricted or run before it; EOF or anything else
+    is a no: the command is not started."""
+    byte = b""
+    while True:
+        try:
+            byte = os.read(fd, 1)
+        except InterruptedError:
+            continue
+        except OSError:
+            pass
+        break
+    try:  # noqa: SIM105 (contextlib would cost start-up time)
+        os.close(fd)
+    except OSError:
+        pass
+    return byte == b"g"
 
 
 def _exec(args: _Args) -> int:

@@ -1,11 +1,14 @@
 """Supervising a confined command: spawn it through the helper, forward signals, wait.
 
 :func:`run` takes a :class:`~guard.sandbox.roots.SandboxPlan`, blocks the
-signals it forwards, starts the monitor, starts the command through the
-confinement helper (:mod:`guard.sandbox.confine` run as a script: Landlock,
-capability drop, seccomp filter, fd hygiene, then ``exec``), reads what the
-helper enforced, forwards signals, waits, stops the monitor, and returns the
-command's exit status (128+N for signal N).
+signals it forwards, starts the confinement helper (:mod:`guard.sandbox.confine`
+run as a script), which waits for a go before it does anything, starts the
+monitor meanwhile, then gives the go: the helper applies Landlock, the
+capability drop, the seccomp filter and fd hygiene, then ``exec``s the command.
+It reads what the helper enforced, forwards signals, waits, stops the monitor,
+and returns the command's exit status (128+N for signal N). A helper that gets
+no go (the monitor failed to start, an early signal) exits without starting
+the command.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def helper_command(
     status_fd: int | None,
     abi: int | None,
     announce: str | None = None,
+    go_fd: int | None = None,
 ) -> list[str]:
     """The argv that starts ``command`` under the confinement helper."""
     extra: list[str] = []
@@ -60,6 +64,8 @@ def helper_command(
         extra += ["--abi", str(abi)]  # 0: no Landlock; capabilities, seccomp and fds only
     if status_fd is not None:
         extra += ["--status-fd", str(status_fd)]
+    if go_fd is not None:
+        extra += ["--go-fd", str(go_fd)]
     if announce is not None:
         extra += ["--announce", announce]
     return confine.helper_argv(
@@ -214,25 +220,28 @@ def _run(
     watched = [*FORWARDED, signal.SIGCHLD]
     with _blocked(watched):
         mon: _Monitor | None = None
+        helper: _Helper | None = None
         try:
+            # The helper's interpreter starts while the monitor does (the other CPU); it
+            # does nothing, the command least of all, until the go below.
+            helper = _Helper(plan, command, confined=confined, abi=abi,
+                             announce=None if quiet else "guard run: ")
             if monitor is not None:
                 mon = monitor()
                 mon.start()
+                # the monitor names violations made inside the command's process tree
+                on_spawn = getattr(mon, "set_guarded_process", None)
+                if on_spawn is not None:
+                    on_spawn(helper.proc.pid)
             early = signal.sigpending() & {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
             if early:
                 names = ", ".join(signal.Signals(s).name for s in early)
                 raise SandboxError(f"interrupted ({names}) before the command started")
-            return _spawn_and_wait(
-                plan,
-                command,
-                confined=confined,
-                abi=abi,
-                watched=watched,
-                announce=None if quiet else "guard run: ",
-                # the monitor names violations made inside the command's process tree
-                on_spawn=getattr(mon, "set_guarded_process", None),
-            )
+            helper.go()
+            return _wait_forwarding(helper.proc, watched)
         finally:
+            if helper is not None:
+                helper.abandon()
             if mon is not None:
                 mon.stop()
 
@@ -243,60 +252,86 @@ def _child_env(plan: SandboxPlan) -> dict[str, str]:
     return env
 
 
-def _spawn_and_wait(
-    plan: SandboxPlan,
-    command: Sequence[str],
-    *,
-    confined: bool,
-    abi: int | None,
-    watched: Sequence[int],
-    announce: str | None,
-    on_spawn: Callable[[int], None] | None = None,
-) -> int:
-    env = _child_env(plan)
-    env["GUARD_SANDBOX"] = "landlock" if confined else "none"
-    r, w = os.pipe()
-    try:
-        proc = subprocess.Popen(
-            helper_command(
-                plan, command, status_fd=w, abi=abi if confined else 0, announce=announce
-            ),
-            env=env,
-            close_fds=True,
-            pass_fds=(w,),
+class _Helper:
+    """The confinement helper, started at once and told to go later (``--go-fd``).
+
+    Until :meth:`go` it waits having done nothing; :meth:`abandon` (always called)
+    closes the go pipe of a helper that never got the go, so that it exits without
+    starting the command, and reaps it.
+    """
+
+    def __init__(
+        self,
+        plan: SandboxPlan,
+        command: Sequence[str],
+        *,
+        confined: bool,
+        abi: int | None,
+        announce: str | None,
+    ) -> None:
+        env = _child_env(plan)
+        env["GUARD_SANDBOX"] = "landlock" if confined else "none"
+        self._status_r, status_w = os.pipe()
+        go_r, self._go_w = os.pipe()
+        self._gone = False
+        try:
+            self.proc = subprocess.Popen(
+                helper_command(plan, command, status_fd=status_w, abi=abi if confined else 0,
+                               announce=announce, go_fd=go_r),
+                env=env,
+                close_fds=True,
+                pass_fds=(status_w, go_r),
+            )
+        except OSError as exc:
+            os.close(self._status_r)
+            os.close(self._go_w)
+            raise SandboxError(f"cannot start the sandbox helper: {exc.strerror}") from exc
+        finally:
+            os.close(status_w)
+            os.close(go_r)
+
+    def go(self) -> None:
+        """Let the helper confine itself and exec the command; raise unless it did."""
+        self._gone = True
+        try:
+            os.write(self._go_w, b"g")
+        except OSError:
+            pass  # it is gone already: its status (none) says so below
+        finally:
+            os.close(self._go_w)
+        try:
+            reports = confine.read_status(self._status_r)
+        finally:
+            os.close(self._status_r)
+        failure = next((rep for rep in reports if not rep.get("ok")), None)
+        if failure is not None:
+            self.proc.wait()
+            if failure.get("stage") == "exec":
+                raise SandboxError(str(failure.get("error")))
+            raise SandboxError(
+                f"the Landlock sandbox could not be applied: {failure.get('error')}; the"
+                " command was NOT started"
+            )
+        restricted = next(
+            (rep for rep in reports if rep.get("stage") in ("restricted", "unconfined")), None
         )
-    except OSError as exc:
-        os.close(r)
-        raise SandboxError(f"cannot start the sandbox helper: {exc.strerror}") from exc
-    finally:
-        os.close(w)
-    if on_spawn is not None:
-        on_spawn(proc.pid)
-    try:
-        reports = confine.read_status(r)
-    finally:
-        os.close(r)
-    failure = next((rep for rep in reports if not rep.get("ok")), None)
-    if failure is not None:
-        proc.wait()
-        if failure.get("stage") == "exec":
-            raise SandboxError(str(failure.get("error")))
-        raise SandboxError(
-            f"the Landlock sandbox could not be applied: {failure.get('error')}; the command was"
-            " NOT started"
-        )
-    restricted = next(
-        (rep for rep in reports if rep.get("stage") in ("restricted", "unconfined")), None
-    )
-    if restricted is None:
-        code = proc.wait()
-        raise SandboxError(
-            f"the sandbox helper exited ({code}) without confirming the restriction;"
-            " the command was NOT started"
-        )
-    # The helper announced what it enforced (before exec, so before the command's
-    # own output) unless quiet.
-    return _wait_forwarding(proc, watched)
+        if restricted is None:
+            code = self.proc.wait()
+            raise SandboxError(
+                f"the sandbox helper exited ({code}) without confirming the restriction;"
+                " the command was NOT started"
+            )
+        # The helper announced what it enforced (before exec, so before the command's
+        # own output) unless quiet.
+
+    def abandon(self) -> None:
+        """A helper that never got the go: close its pipes (it exits, nothing started)."""
+        if self._gone:
+            return
+        self._gone = True
+        os.close(self._go_w)
+        os.close(self._status_r)
+        self.proc.wait()
 
 
 def _cleanup_tmp(plan: SandboxPlan, keep: bool, say: Callable[..., None]) -> None:

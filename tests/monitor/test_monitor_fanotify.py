@@ -288,3 +288,29 @@ def test_without_cap_sys_admin_the_monitor_uses_inotify_and_says_why(wt: Path) -
         capture_output=True, text=True, check=True,
     ).stdout.strip()
     assert out.startswith("monitor backend: inotify (watchdog): no CAP_SYS_ADMIN"), out
+
+
+def _fanotify_fds() -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[fanotify]":
+                out.append(fd)
+        except OSError:
+            continue
+    return out
+
+
+def test_stop_returns_with_the_fanotify_descriptor_closed(
+    wt: Path, fan: Callable[..., Monitor]
+) -> None:
+    """The descriptor is closed on a thread of its own (releasing a fanotify group waits
+    for the kernel) while the final reconciliation runs; stop() still returns only once
+    it is closed, so no mark outlives the monitor and no descriptor leaks."""
+    before = _fanotify_fds()
+    m = fan()
+    assert len(_fanotify_fds()) == len(before) + 1
+    (wt / "src" / "app.py").write_text("changed\n")
+    m.stop()
+    assert _fanotify_fds() == before
+    assert any(v.path == str(wt / "src" / "app.py") for v in m.violations)

@@ -488,3 +488,71 @@ def _start_until_ready(tree: Tree, script: str) -> subprocess.Popen[str]:
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
     return proc
+
+
+def _children() -> set[int]:
+    me = os.getpid()
+    out = set()
+    for tid in os.listdir(f"/proc/{me}/task"):
+        try:
+            out |= {int(p) for p in Path(f"/proc/{me}/task/{tid}/children").read_text().split()}
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.parametrize("how", ["monitor fails", "monitor interrupted"])
+def test_the_helper_started_early_never_runs_the_command_without_the_go(
+    tree: Tree, how: str
+) -> None:
+    """guard run starts the confinement helper before its monitor (the two start-ups
+    overlap). Attack: the monitor fails to start (or guard is interrupted meanwhile),
+    and the helper, already running, starts the command anyway, unwatched."""
+    g = Guard.load(worktree=tree.worktree)
+    plan = roots.derive(g, "plan", private_tmp=False)
+    marker = tree.plans / "ran.md"  # a write the helper's restriction allows
+    before = _children()
+
+    class Failing:
+        def start(self) -> None:
+            if how == "monitor fails":
+                raise roots.SandboxError("the monitor could not start")
+            os.kill(os.getpid(), signal.SIGTERM)  # blocked: pending until guard looks
+
+        def stop(self) -> None:
+            pass
+
+    with pytest.raises(roots.SandboxError, match=r"could not start|interrupted"):
+        supervise.run(plan, ["sh", "-c", f"touch {marker}"], monitor=Failing)
+    assert not marker.exists()
+    assert _children() == before  # the helper exited and was reaped
+
+
+def test_the_helper_touches_nothing_before_the_go(tree: Tree, tmp_path: Path) -> None:
+    """Without the go (its pipe closed unwritten) the helper creates nothing (not even the
+    plan directory or the private TMPDIR it was given), restricts nothing, runs nothing."""
+    from guard.sandbox import confine
+
+    plans = tree.worktree / ".openoxide" / "other-plans"
+    tmpdir = tmp_path / "private" / "tmp"
+    command = ["sh", "-c", 'touch "$TMPDIR/ran"']
+    marker = tmpdir / "ran"
+    go_r, go_w = os.pipe()
+    argv = confine.helper_argv(command, plans=[str(plans)],
+                               tmpdir=str(tmpdir), extra=["--go-fd", str(go_r)])
+    proc = subprocess.Popen(argv, pass_fds=(go_r,), stderr=subprocess.PIPE, text=True)
+    os.close(go_r)
+    os.close(go_w)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == confine.NOT_STARTED, err
+    assert not plans.exists() and not tmpdir.parent.exists()
+    # and with the go it does all of it
+    go_r, go_w = os.pipe()
+    argv = confine.helper_argv(command, plans=[str(plans)],
+                               tmpdir=str(tmpdir), extra=["--go-fd", str(go_r)])
+    proc = subprocess.Popen(argv, pass_fds=(go_r,))
+    os.close(go_r)
+    os.write(go_w, b"g")
+    os.close(go_w)
+    assert proc.wait(timeout=120) == 0
+    assert marker.exists() and plans.is_dir()

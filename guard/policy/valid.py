@@ -1,0 +1,265 @@
+"""A validated policy as plain frozen dataclasses, and the cache that spares pydantic.
+
+pydantic (:mod:`guard.policy.schema`) is the one validator: every policy is checked
+by it once. What it accepts is kept here as :class:`Policy`, built from pydantic's
+own dump of the validated model, and written (by ``guard run``, see :func:`storing`) to a
+content-addressed cache in guard's data directory (a protected path: no agent may
+write it). The cache key is the
+SHA-256 of the exact merged input (insertion order included: the first plan agent
+is the one a policy lists first) and of the validator itself (the source of
+``schema.py``, of this module and of pydantic's version file), so a changed policy,
+schema or pydantic is a miss. A later load of the same input builds the same
+:class:`Policy` from the cached dump without importing pydantic, which costs more
+than everything else ``guard run`` does before the command starts.
+
+Anything unexpected in an entry (unreadable, not JSON, another key, a field too
+many or too few) is a miss: pydantic validates again. Nothing here can accept a
+policy pydantic did not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from guard.effects import Action
+
+#: bump when the cached form changes meaning
+CACHE_FORMAT = b"guard-policy-cache 1"
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """One effect kind's lists (:class:`guard.policy.schema.KindRules`)."""
+
+    deny: list[str]
+    ask: list[str]
+    allow: list[str]
+    default: Action | None
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """:class:`guard.policy.schema.SandboxRules`."""
+
+    writable: list[str]
+    confine: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """One agent (:class:`guard.policy.schema.AgentPolicy`)."""
+
+    mode: str
+    default: Action
+    description: str | None
+    tools: dict[str, Action]
+    subagents: list[str] | None
+    protected: bool
+    read: Rules
+    write: Rules
+    delete: Rules
+    exec: Rules
+    network: Rules
+    sandbox: Sandbox
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A whole validated policy (:class:`guard.policy.schema.PolicyFile`)."""
+
+    version: int
+    extends: list[str]
+    description: str | None
+    agents: dict[str, Agent]
+    lint: dict[str, object]
+
+    @classmethod
+    def empty(cls) -> Policy:
+        return cls(1, [], None, {}, {})
+
+
+KINDS = ("read", "write", "delete", "exec", "network")
+
+
+def _keys(d: Any, cls: type) -> dict[str, Any]:
+    """``d`` when it is a dict with exactly ``cls``'s fields, else ValueError."""
+    if not isinstance(d, dict) or set(d) != {f.name for f in fields(cls)}:
+        raise ValueError(f"not a {cls.__name__}: {sorted(d) if isinstance(d, dict) else d!r}")
+    return d
+
+
+def _strs(v: Any) -> list[str]:
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        raise ValueError(f"not a list of strings: {v!r}")
+    return list(v)
+
+
+def _opt_str(v: Any) -> str | None:
+    if v is not None and not isinstance(v, str):
+        raise ValueError(f"not a string: {v!r}")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"not a boolean: {v!r}")
+    return v
+
+
+def _rules(d: Any) -> Rules:
+    d = _keys(d, Rules)
+    default = None if d["default"] is None else Action(d["default"])
+    return Rules(_strs(d["deny"]), _strs(d["ask"]), _strs(d["allow"]), default)
+
+
+def _agent(d: Any) -> Agent:
+    d = _keys(d, Agent)
+    if d["mode"] not in ("plan", "build"):
+        raise ValueError(f"mode {d['mode']!r}")
+    tools = d["tools"]
+    if not isinstance(tools, dict) or not all(isinstance(k, str) for k in tools):
+        raise ValueError(f"tools {tools!r}")
+    s = _keys(d["sandbox"], Sandbox)
+    return Agent(
+        mode=d["mode"],
+        default=Action(d["default"]),
+        description=_opt_str(d["description"]),
+        tools={k: Action(v) for k, v in tools.items()},
+        subagents=None if d["subagents"] is None else _strs(d["subagents"]),
+        protected=_bool(d["protected"]),
+        read=_rules(d["read"]),
+        write=_rules(d["write"]),
+        delete=_rules(d["delete"]),
+        exec=_rules(d["exec"]),
+        network=_rules(d["network"]),
+        sandbox=Sandbox(_strs(s["writable"]), _bool(s["confine"])),
+    )
+
+
+def from_dump(d: Any) -> Policy:
+    """The :class:`Policy` of pydantic's ``model_dump(mode="json")`` of a validated
+    :class:`~guard.policy.schema.PolicyFile`; ValueError for anything else."""
+    d = _keys(d, Policy)
+    if d["version"] != 1 or isinstance(d["version"], bool):
+        raise ValueError(f"version {d['version']!r}")
+    agents = d["agents"]
+    lint = d["lint"]
+    if not isinstance(agents, dict) or not isinstance(lint, dict):
+        raise ValueError("agents and lint must be tables")
+    return Policy(
+        version=1,
+        extends=_strs(d["extends"]),
+        description=_opt_str(d["description"]),
+        agents={str(name): _agent(a) for name, a in agents.items()},
+        lint=dict(lint),
+    )
+
+
+# -- the cache -------------------------------------------------------------------------
+
+_fingerprint: bytes | None = None
+
+
+def validator_files() -> list[Path]:
+    """The files the validated form depends on besides the input: the schema, this
+    module, pydantic's version (found without importing pydantic)."""
+    import importlib.util
+
+    here = Path(__file__).resolve()
+    files = [here.parent / "schema.py", here]
+    spec = importlib.util.find_spec("pydantic")
+    if spec is not None and spec.origin is not None:
+        files.append(Path(spec.origin).parent / "version.py")
+    return files
+
+
+def fingerprint_of(files: list[Path]) -> bytes:
+    h = hashlib.sha256(CACHE_FORMAT)
+    for f in files:
+        try:
+            h.update(b"\0" + f.read_bytes())
+        except OSError:
+            h.update(b"\0<unreadable " + os.fsencode(str(f)) + b">")
+    return h.digest()
+
+
+def validator_fingerprint() -> bytes:
+    """:func:`fingerprint_of` the :func:`validator_files`, once per process."""
+    global _fingerprint
+    if _fingerprint is None:
+        _fingerprint = fingerprint_of(validator_files())
+    return _fingerprint
+
+
+def cache_key(merged: dict[str, Any]) -> str | None:
+    """The key of a merged policy input, or None when it is not plain JSON data (a TOML
+    date, say): then there is no cache, pydantic validates every time."""
+    try:
+        text = json.dumps(merged, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    h = hashlib.sha256(validator_fingerprint())
+    h.update(b"\0" + text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    from guard.paths import data_dir
+
+    return data_dir() / "cache" / "policy"
+
+
+def cached(key: str) -> Policy | None:
+    """The validated form stored under ``key``, or None (missing or not exactly right)."""
+    try:
+        with open(cache_dir() / f"{key}.json", "rb") as f:
+            doc = json.loads(f.read())
+        if not isinstance(doc, dict) or doc.get("key") != key or set(doc) != {"key", "policy"}:
+            return None
+        return from_dump(doc["policy"])
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        return None
+
+
+_STORING: contextvars.ContextVar[bool] = contextvars.ContextVar("guard_policy_store", default=False)
+
+
+@contextlib.contextmanager
+def storing() -> Iterator[None]:
+    """Loads inside this block keep what pydantic accepted (``guard run`` does; every
+    load reads the cache, but only a caller that opts in writes guard's data directory:
+    read-only commands such as ``guard replay`` write nothing there)."""
+    token = _STORING.set(True)
+    try:
+        yield
+    finally:
+        _STORING.reset(token)
+
+
+def store(key: str, dump: dict[str, Any]) -> None:
+    """Keep pydantic's dump of a validated policy under ``key`` (best effort: a cache),
+    inside :func:`storing` only."""
+    if not _STORING.get():
+        return
+    d = cache_dir()
+    with contextlib.suppress(OSError, TypeError, ValueError):
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        data = json.dumps({"key": key, "policy": dump}, ensure_ascii=False).encode("utf-8")
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, d / f"{key}.json")
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
