@@ -18,6 +18,7 @@ Symlinks keep their target text, directories their mode.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import secrets
@@ -600,6 +601,7 @@ class Baseline:
                 raise BaselineError(
                     f"{path}: parent {parent} is gone and was not in the baseline"
                 ) from None
+        restored_owner = True
         try:
             if e.sig.kind == "dir":
                 try:
@@ -614,11 +616,12 @@ class Baseline:
                 os.symlink(e.link, name, dir_fd=pfd)
                 fd = -1
             else:
-                self._restore_file(e, pfd, name)
+                restored_owner = self._restore_file(e, pfd, name)
                 fd = -1
+            owned = restored_owner  # a file's is set before it is linked into place
             try:
                 if e.sig.kind != "file":
-                    self._attrs(e, pfd, name, fd)
+                    owned = self._attrs(e, pfd, name, fd)
             finally:
                 if fd >= 0:
                     os.close(fd)
@@ -626,43 +629,52 @@ class Baseline:
             meta = _dir_meta_at(pfd, name) if e.sig.kind == "dir" else ""
         finally:
             os.close(pfd)
-        return Sig.of(st, meta)
+        return _as_set(Sig.of(st, meta), e, owned)
 
-    def _restore_file(self, e: Entry, pfd: int, name: str) -> None:
+    def _restore_file(self, e: Entry, pfd: int, name: str) -> bool:
         """Write the content under a temporary name, then link(2) it into place.
 
         Nobody ever sees a half-restored file, and link(2) never replaces what
-        may have appeared at the name meanwhile (EEXIST instead).
+        may have appeared at the name meanwhile (EEXIST instead). True when its
+        owner was set too (:meth:`_attrs`).
         """
         tmp = f".guard-restore-{secrets.token_hex(8)}"
         self.temp_names.add(os.path.join(os.path.dirname(e.path), tmp))
         fd = write_new_file(pfd, tmp, self.content(e), e.sig.mode)
         try:
             try:
-                self._attrs(e, pfd, tmp, fd)
+                owned = self._attrs(e, pfd, tmp, fd)
             finally:
                 os.close(fd)
             os.link(tmp, name, src_dir_fd=pfd, dst_dir_fd=pfd, follow_symlinks=False)
         finally:
             os.unlink(tmp, dir_fd=pfd)
+        return owned
 
-    def _attrs(self, e: Entry, pfd: int, name: str, fd: int) -> None:
-        """Mode, owner, times (and a directory's xattrs/flags) of ``e``, by descriptor."""
+    def _attrs(self, e: Entry, pfd: int, name: str, fd: int) -> bool:
+        """Mode, owner, times (and a directory's xattrs/flags) of ``e``, by descriptor.
+
+        True when the owner was set too (False: not root, the path stays ours).
+        """
         k = e.sig.kind
         if k == "dir":
             _reset_dir_meta(fd, e)  # first: an append-only flag refuses chmod and chown
         if k != "link":
             os.chmod(fd, e.sig.mode)
         # not root: the file stays ours; the mode and content are what matter
-        with contextlib.suppress(PermissionError):
+        owned = True
+        try:
             if k == "link":
                 os.chown(name, e.sig.uid, e.sig.gid, dir_fd=pfd, follow_symlinks=False)
             else:
                 os.chown(fd, e.sig.uid, e.sig.gid)
+        except PermissionError:
+            owned = False
         if k == "file":
             os.utime(fd, ns=(e.atime_ns, e.sig.mtime_ns))
         elif k == "link":
             os.utime(name, ns=(e.atime_ns, e.sig.mtime_ns), dir_fd=pfd, follow_symlinks=False)
+        return owned
 
     def reset_attrs(self, path: str) -> Sig | None:
         """Put mode/owner/times (directories: xattrs, ACLs, flags) of an existing path back."""
@@ -683,7 +695,7 @@ class Baseline:
             else:
                 fd = -1
             try:
-                self._attrs(e, pfd, name, fd)
+                owned = self._attrs(e, pfd, name, fd)
             finally:
                 if fd >= 0:
                     os.close(fd)
@@ -691,7 +703,7 @@ class Baseline:
             meta = _dir_meta_at(pfd, name) if e.sig.kind == "dir" else ""
         finally:
             os.close(pfd)
-        return Sig.of(st, meta)
+        return _as_set(Sig.of(st, meta), e, owned)
 
     def discard(self) -> None:
         """Delete the store (guard's own copies, nothing anyone else wrote)."""
@@ -725,3 +737,19 @@ def _reset_dir_meta(fd: int, e: Entry) -> None:
         with contextlib.suppress(OSError):
             set_inode_flags(fd, (cur & ~_USER_FLAGS) | (e.flags or 0))
 
+
+def _as_set(sig: Sig, e: Entry, owned: bool) -> Sig:
+    """The signature of a path guard has just restored, with the mode (and the owner,
+    when guard could set it) guard set rather than what a later ``stat`` read.
+
+    Between guard's chmod/chown and its ``stat``, another process may chmod or chown
+    the path; read back, its change would count as the restored state and its event
+    would then find nothing to do. Recorded as set, the change stays a difference.
+    """
+    if e.sig.kind == "link":
+        return sig  # a symlink's mode is fixed; its owner is set by name, same as files
+    mode = e.sig.mode
+    uid, gid = (e.sig.uid, e.sig.gid) if owned else (sig.uid, sig.gid)
+    if (sig.mode, sig.uid, sig.gid) == (mode, uid, gid):
+        return sig
+    return dataclasses.replace(sig, mode=mode, uid=uid, gid=gid)

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from guard.monitor import Monitor, get_item, list_items, quarantine_root, restore_item
 from tests.monitor.conftest import git, wait_for
 
@@ -243,3 +245,33 @@ def test_chown_is_undone(wt: Path, start_monitor: Callable[..., Monitor]) -> Non
     violation_for(m, target)
     wait_for(lambda: os.lstat(target).st_uid == owner, "owner restored")
     assert target.read_text() == "# b\n"
+
+
+def test_attack_chmod_landing_between_the_restore_and_its_read_back_is_undone_too(
+    wt: Path, start_monitor: Callable[..., Monitor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: chmod src/ to 0700, and again in the instant after guard put its mode
+    back but before guard read the result (the window is forced here by chmod-ing from
+    inside guard's restore). Read back, the agent's mode would pass for the restored
+    state and its own event would find nothing to do. src/ must end at its mode."""
+    from guard.monitor.baseline import Baseline
+
+    src = wt / "src"
+    before = mode(src)
+    original = Baseline._attrs
+    raced: list[str] = []
+
+    def attrs_then_agent(self: Baseline, e: object, pfd: int, name: str, fd: int) -> bool:
+        owned = original(self, e, pfd, name, fd)  # type: ignore[arg-type]
+        if name == "src" and not raced:
+            raced.append(name)
+            os.chmod(src, 0o700)  # the agent's second chmod, in the window
+        return owned
+
+    monkeypatch.setattr(Baseline, "_attrs", attrs_then_agent)
+    m = start_monitor(restore=True)
+    src.chmod(0o700)
+    wait_for(lambda: raced and mode(src) == before, "src/ mode restored after the raced chmod")
+    assert m.settle()
+    assert mode(src) == before
+    assert sum(v.path == str(src) for v in m.violations) >= 2, m.violations
