@@ -43,10 +43,20 @@ from guard.integrations.hookclient import (
 )
 
 MAX_REQUEST = 16 << 20
+TIMEOUT_STOP = 30.0  # seconds a worker may take to finish its call at shutdown
 
 
-class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+#: threads waiting in accept(2): each connection wakes exactly one, which answers it
+WORKERS = 4
+
+
+class Server(socketserver.UnixStreamServer):
+    """The socket and a few worker threads, each blocked in ``accept`` until a call comes.
+
+    No thread is started and no hand-off made per call (a call's latency is mostly
+    wake-ups); :data:`WORKERS` calls are answered at once and more wait in the
+    listen backlog.
+    """
 
     def __init__(self, path: str, ident: dict[str, str]) -> None:
         super().__init__(path, Handler)
@@ -54,10 +64,43 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.env = {k: os.environ.get(k) for k in SAME_ENV}
         self.last = time.monotonic()
         self.stopping = False
+        self._done = threading.Event()
+
+    def serve(self) -> None:
+        """Answer calls until :meth:`stop`."""
+        workers = [threading.Thread(target=self._work, daemon=True) for _ in range(WORKERS)]
+        for w in workers:
+            w.start()
+        self._done.wait()
+        for w in workers:
+            w.join(timeout=TIMEOUT_STOP)
+
+    def _work(self) -> None:
+        while not self._done.is_set():
+            try:
+                conn, addr = self.socket.accept()
+            except OSError:
+                if self._done.is_set():
+                    return
+                time.sleep(0.01)  # EMFILE and the like: try again shortly
+                continue
+            try:
+                with contextlib.suppress(Exception):  # no answer: the client decides itself
+                    Handler(conn, addr, self)
+            finally:
+                self.shutdown_request(conn)
+
+    def stop(self) -> None:
+        """Stop accepting: the workers finish the call they answer and return."""
+        self.stopping = True
+        self._done.set()
+        with contextlib.suppress(OSError):
+            self.socket.shutdown(socket.SHUT_RDWR)  # wakes every accept() with an error
 
 
 class Handler(socketserver.StreamRequestHandler):
     server: Server
+    timeout = TIMEOUT_STOP  # a client that connects and sends nothing frees its worker
 
     def handle(self) -> None:
         self.server.last = time.monotonic()
@@ -213,13 +256,12 @@ def main() -> int:
             time.sleep(min(1.0, idle / 4))
             changed = identity()["fingerprint"] != ident["fingerprint"]
             if changed or server.stopping or not ours() or time.monotonic() - server.last > idle:
-                server.stopping = True
-                server.shutdown()
+                server.stop()
                 return
 
     threading.Thread(target=reaper, daemon=True).start()
     try:
-        server.serve_forever(poll_interval=0.5)
+        server.serve()
     finally:
         # still under our lock: nobody else can have put their files there
         if ours():
