@@ -22,7 +22,7 @@ def _run() -> int:
             raise ImportError(f"cannot load {path}")
         module = bootstrap.module_from_spec(spec)
         loader.exec_module(module)
-        code: int = module.run(sys.argv[1:])
+        code: int = module.main(sys.argv[1:])
         return code
     except BaseException as exc:  # fail closed, whatever happened
         try:  # noqa: SIM105 (contextlib is not loaded; importing it costs)

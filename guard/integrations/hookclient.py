@@ -424,19 +424,3 @@ def main(argv: list[str]) -> int:
     if trace:
         sys.stderr.write("guard hook: answered in-process\n")
     return proc.returncode if proc.returncode in (0, 2) else 2
-
-
-def run(argv: list[str]) -> int:
-    """:func:`main`, failing closed: any error is exit 2 with one line on stderr."""
-    try:
-        return main(argv)
-    except BaseException as exc:  # fail closed, whatever happened
-        try:  # noqa: SIM105 (contextlib is not loaded; importing it costs)
-            sys.stderr.write(f"guard (fail-closed): hook client: {type(exc).__name__}: {exc}\n")
-        except BaseException:
-            pass
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(run(sys.argv[1:]))

@@ -148,17 +148,13 @@ class Spec:
         while i < len(args):
             a = args[i]
             t = a.text
-            if t is not None and (t[:1] != "-" or t == "-") and not (
-                    a.glob and t[:1] in ("*", "?", "[")):
-                # an operand (the common case; the checks below would all pass it by)
-                p.pos.append(a)
-                if not self.permute:
-                    p.pos.extend(args[i + 1 :])
-                    break
-                i += 1
-                continue
-            if t is None or could_be_option(a):
-                p.dynamic = True
+            plain = t is not None and (t[:1] != "-" or t == "-") and not (
+                a.glob and t[:1] in ("*", "?", "["))
+            # a plain operand (the common case; the checks below would all pass it by),
+            # or one that may expand to an option at run time (then the parse is dynamic)
+            if plain or t is None or could_be_option(a):
+                if not plain:
+                    p.dynamic = True
                 p.pos.append(a)
                 if not self.permute:
                     p.pos.extend(args[i + 1 :])
