@@ -216,8 +216,9 @@ def test_attack_writes_during_the_baseline_never_lose_the_original(
 ) -> None:
     """An agent already running rewrites files while the baseline is taken.
 
-    Every version is whole (written with rename). Afterwards: the committed file's
-    original is in git and back in place or the change is reported; the untracked
+    Every version is whole (written beside the worktree and renamed in). Afterwards:
+    the committed file's original is in git and back in place or the change is
+    reported; the untracked
     file's baseline is one whole version and, if it is not the original, the change
     is reported as made during the baseline; the last version written after the
     baseline is in quarantine; every manifest matches its stored bytes.
@@ -238,7 +239,9 @@ def test_attack_writes_during_the_baseline_never_lose_the_original(
     n = 0
 
     def rewrite(p: Path, data: bytes) -> None:
-        tmp = p.with_name(p.name + ".tmp")
+        # written beside the worktree, then renamed in: a temporary file inside it would
+        # itself be a violation, which the monitor may move to quarantine before the rename
+        tmp = tmp_path / (p.name + ".tmp")
         tmp.write_bytes(data)
         os.rename(tmp, p)
         versions[p].append(data)
