@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import termios
+import threading
 import time
 from pathlib import Path
 
@@ -517,7 +518,10 @@ def test_the_helper_started_early_never_runs_the_command_without_the_go(
         def start(self) -> None:
             if how == "monitor fails":
                 raise roots.SandboxError("the monitor could not start")
-            os.kill(os.getpid(), signal.SIGTERM)  # blocked: pending until guard looks
+            # to this thread, where guard blocked it: pending until guard looks (sent to
+            # the process, it could go to a thread an earlier test left running here,
+            # where SIGTERM is not blocked, and end the test run)
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
 
         def stop(self) -> None:
             pass
