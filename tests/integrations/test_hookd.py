@@ -16,10 +16,11 @@ from .payloads import claude_payload
 
 
 def run_installed(
-    repo: Path, env: dict[str, str], payload: dict[str, object], **extra: str
+    repo: Path, env: dict[str, str], payload: dict[str, object], command: str | None = None,
+    **extra: str,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["/bin/sh", "-c", hook_command("claude-code")],
+        ["/bin/sh", "-c", command or hook_command("claude-code")],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
@@ -149,16 +150,7 @@ def test_the_daemon_path_loads_no_python_module_beyond_the_interpreters_own(
     p = claude_payload("Write", {"file_path": str(repo / "src/n.py"), "content": ""}, repo)
     wait_for_hookd(repo, env, p)
     command = hook_command("claude-code").replace(" -I ", " -I -X importtime ", 1)
-    proc = subprocess.run(
-        ["/bin/sh", "-c", command],
-        input=json.dumps(p),
-        capture_output=True,
-        text=True,
-        cwd=repo,
-        env={**env, "GUARD_HOOK_TRACE": "1", "GUARD_HOOK_DAEMON": "1", "GUARD_AGENT": "plan"},
-        timeout=60,
-        check=False,
-    )
+    proc = run_installed(repo, env, p, command, GUARD_AGENT="plan")
     assert "answered by hookd" in proc.stderr and decision(proc) == "deny"
     bare = subprocess.run(
         [command.split()[0], "-I", "-X", "importtime", "-c", "pass"],
