@@ -1012,12 +1012,8 @@ class _Re2Sets:
         found: list[_Meta] = []
         for match, meta in sets:
             got = match(text)
-            if len(got) == 1:
-                if got[0] != 0:
-                    return None  # the sentinel did not match: RE2 failed
-                continue
             if 0 not in got:
-                return None
+                return None  # the sentinel did not match: RE2 failed
             found += [meta[h] for h in got if h]
         return found
 
@@ -1079,15 +1075,12 @@ class _Re2Sets:
         found: list[_Meta] | None = None
         for match, meta in sets:  # type: ignore[union-attr]
             got = match(text)
-            if len(got) == 1:
-                if got[0] != 0:
-                    return _FALLBACK  # the sentinel did not match: RE2 failed
-                continue
             if 0 not in got:
-                return _FALLBACK
-            if found is None:
-                found = []
-            found += [meta[h] for h in got if h]
+                return _FALLBACK  # the sentinel did not match: RE2 failed
+            if len(got) > 1:
+                if found is None:
+                    found = []
+                found += [meta[h] for h in got if h]
         if found is None:
             return None
         fin, drs, amb, _ = self._resolve(found)
