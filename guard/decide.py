@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError
 from guard.match import CompiledList, Pattern, RuleSet, parse_pattern
@@ -177,6 +178,8 @@ class Guard:
         managed: ManagedLayer | None = None,
     ) -> None:
         self.managed = managed
+        #: the policy's fleet fields, worked out once (guard.fleet.records.policy_fields)
+        self.fleet_fields: dict[str, Any] | None = None
         if managed is not None:
             loaded = _pinned(loaded, managed)
         self.loaded = loaded
