@@ -161,14 +161,14 @@ class Spool:
         self._fd = -1
         self._ino = -1
         self._lock = threading.Lock()
-        self._checked = 0.0
+        self._lockfd = -1
 
     def _open(self) -> int:
         if self._fd >= 0:
             return self._fd
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         conf = self.dir / "target"
-        text = f"{self.target}\n{self.facility}\n"
+        text = f"{self.target}\n{self.facility}\n{self.max_bytes}\n"
         with contextlib.suppress(OSError):
             if not conf.exists() or conf.read_text() != text:
                 tmp = self.dir / f".target.{os.getpid()}"
@@ -203,14 +203,17 @@ class Spool:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
     def ensure_shipper(self) -> None:
-        """Start the shipper when none holds the spool's lock (checked at most every 0.5 s
-        in a long-lived writer: a running shipper keeps running while there is work)."""
-        now = time.monotonic()
-        if now - self._checked < 0.5:
-            return
-        self._checked = now
-        if shipper_running(self.dir):
-            return
+        """Start the shipper when none holds the spool's lock (two system calls on a
+        descriptor kept open: the lock is tried and, when free, let go at once)."""
+        with self._lock:
+            if self._lockfd < 0:
+                self._lockfd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                                       0o600)
+            try:
+                fcntl.flock(self._lockfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return  # a shipper holds it
+            fcntl.flock(self._lockfd, fcntl.LOCK_UN)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         subprocess.Popen(
             [sys.executable, "-I", "-m", "guard.fleet.syslog", str(self.dir)],
@@ -219,30 +222,20 @@ class Spool:
         )
 
 
-def shipper_running(directory: Path) -> bool:
-    try:
-        fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-_spools: dict[tuple[str, str, int], Spool] = {}
+_spools: dict[tuple[str, str, int, str], Spool] = {}
 _spools_lock = threading.Lock()
 
 
 def spool_for(url: str, facility: str, max_bytes: int) -> Spool:
-    key = (url, facility, max_bytes)
+    target = Target.parse(url)
+    directory = spool_dir(target)
+    key = (url, facility, max_bytes, str(directory))
     with _spools_lock:
         s = _spools.get(key)
         if s is None:
-            s = _spools[key] = Spool(Target.parse(url), facility, max_bytes)
+            if len(_spools) > 64:
+                _spools.clear()
+            s = _spools[key] = Spool(target, facility, max_bytes, directory)
         return s
 
 
@@ -330,6 +323,7 @@ class Shipper:
         lines = (directory / "target").read_text().splitlines()
         self.target = Target.parse(lines[0])
         self.facility = FACILITIES.get(lines[1] if len(lines) > 1 else "auth", 4)
+        self.max_bytes = int(lines[2]) if len(lines) > 2 and lines[2].isdigit() else 0
         self.queue = os.open(directory / "queue",
                              os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         self.cursor = self._load_cursor()
@@ -387,8 +381,11 @@ class Shipper:
                             "message": f"{n} audit records were not shipped to"
                             f" {self.target}: the spool was full; they are in the local"
                             " audit logs of this machine", "count": n}, None)
-            os.lseek(self.queue, 0, os.SEEK_END)
-            os.write(self.queue, body(record) + b"\n")
+            line = body(record) + b"\n"
+            end = os.lseek(self.queue, 0, os.SEEK_END)
+            if self.max_bytes and end + len(line) > self.max_bytes:
+                return  # no room yet: said once the spool has room
+            os.write(self.queue, line)
             os.truncate(path, 0)
         finally:
             fcntl.flock(self.queue, fcntl.LOCK_UN)
@@ -501,10 +498,15 @@ def main(argv: list[str]) -> int:
     directory = Path(argv[0])
     os.umask(0o077)
     lock = os.open(directory / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return 0  # another shipper has this spool
+    deadline = time.monotonic() + 1.0  # a writer's brief check may hold it a moment
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                return 0  # another shipper has this spool
+            time.sleep(0.01)
     (directory / "shipper.pid").write_text(f"{os.getpid()}\n")
     import signal
 
