@@ -411,7 +411,7 @@ class Gate:
             if g is not None and not getattr(self.sink, "ships", False):
                 from guard.fleet.syslog import ship
 
-                ship(g.audit_settings, [record])  # never raises, never waits
+                ship(g.audit_settings, [record], g.roots.data)  # never raises, never waits
         except Exception as exc:
             reason = f"the audit log could not record the verdict: {describe(exc)}"
             if verdict.failed:

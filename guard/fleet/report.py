@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 import json
 import os
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +47,7 @@ class Machine:
     sessions: set[str] = field(default_factory=set)
     last_ts: str = ""
     digest: str | None = None  # the policy digest of its latest record
-    digests: Counter[str] = field(default_factory=Counter)
+    digests: dict[str, int] = field(default_factory=dict)
     versions: set[str] = field(default_factory=set)
     agents: set[str] = field(default_factory=set)
     violations: int = 0
@@ -58,7 +58,8 @@ class Machine:
         self.sessions |= o.sessions
         if o.last_ts > self.last_ts:
             self.last_ts, self.digest = o.last_ts, o.digest
-        self.digests.update(o.digests)
+        for d, n in o.digests.items():
+            self.digests[d] = self.digests.get(d, 0) + n
         self.versions |= o.versions
         self.agents |= o.agents
         self.violations += o.violations
@@ -73,64 +74,74 @@ class FleetReport:
     duplicates: int = 0
     unreadable: int = 0
     machines: dict[str, Machine] = field(default_factory=dict)
-    by_host_agent: Counter[tuple[str, str]] = field(default_factory=Counter)
-    by_agent: Counter[tuple[str, str]] = field(default_factory=Counter)
-    by_rule: Counter[tuple[str, str]] = field(default_factory=Counter)
-    per_minute: Counter[tuple[str, str]] = field(default_factory=Counter)  # (minute, decision)
+    #: (host agent, agent, decision, rule of a deny or ask) -> verdicts: one count per record
+    verdicts: dict[tuple[str, str, str, str | None], int] = field(default_factory=dict)
+    per_minute: dict[tuple[str, str], int] = field(default_factory=dict)  # (minute, decision)
     unconfined: list[dict[str, Any]] = field(default_factory=list)
     first_error: str | None = None
-    _seen: dict[str, None] = field(default_factory=dict, repr=False)
+    _ids: set[str] = field(default_factory=set, repr=False)
+    _ring: deque[str] = field(default_factory=lambda: deque(maxlen=DEDUP_WINDOW), repr=False)
 
     # -- folding ---------------------------------------------------------------------
 
+    def seen(self, rid: str) -> bool:
+        """Whether ``rid`` is among the last :data:`DEDUP_WINDOW` ids (and remember it)."""
+        ids = self._ids
+        if rid in ids:
+            return True
+        ring = self._ring
+        if len(ring) == DEDUP_WINDOW:
+            ids.discard(ring[0])
+        ring.append(rid)
+        ids.add(rid)
+        return False
+
     def add(self, r: dict[str, Any]) -> None:
-        rid = r.get("record_id")
-        if isinstance(rid, str):
-            if rid in self._seen:
-                self.duplicates += 1
-                return
-            self._seen[rid] = None
-            if len(self._seen) > DEDUP_WINDOW:
-                del self._seen[next(iter(self._seen))]
+        get = r.get
+        rid = get("record_id")
+        if rid is not None and self.seen(rid):
+            self.duplicates += 1
+            return
         self.records += 1
-        host = str(r.get("hostname") or "(unknown)")
+        host = get("hostname") or "(unknown)"
         m = self.machines.get(host)
         if m is None:
             m = self.machines[host] = Machine()
         m.records += 1
-        session = r.get("session") or r.get("session_id")
+        session = get("session") or get("session_id")
         if session:
-            m.sessions.add(str(session))
-        ts = str(r.get("ts") or "")
-        digest = r.get("policy_digest")
-        if isinstance(digest, str):
-            m.digests[digest] += 1
+            m.sessions.add(session)
+        ts = get("ts") or ""
+        digest = get("policy_digest")
+        if digest is not None:
+            m.digests[digest] = m.digests.get(digest, 0) + 1
             if ts >= m.last_ts:
                 m.last_ts, m.digest = ts, digest
         elif ts > m.last_ts:
             m.last_ts = ts
-        if r.get("guard_version"):
-            m.versions.add(str(r["guard_version"]))
-        agent_host = r.get("host_agent")
+        version = get("guard_version")
+        if version is not None and version not in m.versions:
+            m.versions.add(version)
+        agent_host = get("host_agent")
         if agent_host:
-            v = r.get("host_agent_version")
-            m.agents.add(f"{agent_host} {v}" if v else str(agent_host))
-        kind = r.get("type")
+            v = get("host_agent_version")
+            m.agents.add(f"{agent_host} {v}" if v else agent_host)
+        kind = get("type")
         if kind == "verdict":
-            decision = str(r.get("decision"))
-            self.by_host_agent[(str(agent_host or r.get("source") or "?"), decision)] += 1
-            self.by_agent[(str(r.get("agent") or "?"), decision)] += 1
-            if decision in ("deny", "ask"):
-                self.by_rule[(str(r.get("rule") or "?"), decision)] += 1
-            if len(ts) >= 16:
-                self.per_minute[(ts[:16], decision)] += 1
+            decision = str(get("decision"))
+            rule = (get("rule") or "?") if decision == "deny" or decision == "ask" else None
+            key = (agent_host or get("source") or "?", get("agent") or "?", decision, rule)
+            verdicts = self.verdicts
+            verdicts[key] = verdicts.get(key, 0) + 1
+            minute = (ts[:16], decision)
+            self.per_minute[minute] = self.per_minute.get(minute, 0) + 1
         elif kind == "violation":
             m.violations += 1
         elif kind == "notice" and _unconfined(r):
             m.unconfined += 1
             if len(self.unconfined) < 100:
-                self.unconfined.append({"hostname": host, "ts": ts, "event": r.get("event"),
-                                        "message": r.get("message")})
+                self.unconfined.append({"hostname": host, "ts": ts, "event": get("event"),
+                                        "message": get("message")})
 
     def merge(self, o: FleetReport) -> None:
         self.records += o.records
@@ -142,13 +153,35 @@ class FleetReport:
                 self.machines[host].merge(m)
             else:
                 self.machines[host] = m
-        self.by_host_agent.update(o.by_host_agent)
-        self.by_agent.update(o.by_agent)
-        self.by_rule.update(o.by_rule)
-        self.per_minute.update(o.per_minute)
+        for k, n in o.verdicts.items():
+            self.verdicts[k] = self.verdicts.get(k, 0) + n
+        for mk, n in o.per_minute.items():
+            self.per_minute[mk] = self.per_minute.get(mk, 0) + n
         self.unconfined = (self.unconfined + o.unconfined)[:100]
 
     # -- what it says ----------------------------------------------------------------
+
+    def _by(self, index: int) -> Counter[tuple[str, str]]:
+        out: Counter[tuple[str, str]] = Counter()
+        for key, n in self.verdicts.items():
+            out[(str(key[index]), key[2])] += n
+        return out
+
+    @property
+    def by_host_agent(self) -> Counter[tuple[str, str]]:
+        return self._by(0)
+
+    @property
+    def by_agent(self) -> Counter[tuple[str, str]]:
+        return self._by(1)
+
+    @property
+    def by_rule(self) -> Counter[tuple[str, str]]:
+        out: Counter[tuple[str, str]] = Counter()
+        for key, n in self.verdicts.items():
+            if key[3] is not None:
+                out[(key[3], key[2])] += n
+        return out
 
     @property
     def current_digest(self) -> str | None:
@@ -270,9 +303,7 @@ def _seed(report: FleetReport, f: IO[bytes], start: int) -> None:
         except (ValueError, AttributeError):
             continue
         if isinstance(rid, str):
-            report._seen[rid] = None
-            if len(report._seen) > DEDUP_WINDOW:
-                del report._seen[next(iter(report._seen))]
+            report.seen(rid)
 
 
 def _fold(report: FleetReport, f: IO[bytes], start: int, end: int, name: str) -> None:
@@ -294,10 +325,15 @@ def _fold(report: FleetReport, f: IO[bytes], start: int, end: int, name: str) ->
             report.unreadable += 1
             report.first_error = report.first_error or f"{name}: a line is not JSON"
             continue
-        if isinstance(r, dict):
-            report.add(r)
-        else:
+        if not isinstance(r, dict):
             report.unreadable += 1
+            continue
+        try:
+            report.add(r)
+        except (TypeError, ValueError, AttributeError):  # a field of the wrong kind
+            report.unreadable += 1
+            report.first_error = report.first_error or f"{name}: a record has a field of the" \
+                " wrong kind"
 
 
 def _shares(files: list[Path], workers: int) -> list[list[tuple[Path, int, int]]]:

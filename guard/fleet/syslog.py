@@ -114,24 +114,40 @@ def shorten(record: Mapping[str, Any], size: int, digest: str) -> dict[str, Any]
     return out
 
 
-def message(line: bytes, facility: int) -> bytes:
-    """One spooled line (ASCII JSON) as an RFC 5424 message."""
-    try:
-        record = json.loads(line)
-    except ValueError:
-        record = {"type": "notice", "message": "unreadable spool line"}
-    kind = str(record.get("type") or "-")[:32]
+def severity_of(record: Mapping[str, Any]) -> int:
+    kind = record.get("type")
     if kind == "verdict":
-        severity = 3 if str(record.get("rule", "")).endswith("fail closed") else SEVERITY.get(
-            str(record.get("decision")), 5)
-    else:
-        severity = 4 if kind == "violation" else 5
-    ts = str(record.get("ts") or "-")
+        if str(record.get("rule", "")).endswith("fail closed"):
+            return 3
+        return SEVERITY.get(str(record.get("decision")), 5)
+    return 4 if kind == "violation" else 5
+
+
+def spool_line(record: Mapping[str, Any]) -> bytes:
+    """A record as the spool keeps it: ``SEVERITY TYPE TS HOST JSON`` (the header fields
+    worked out by the writer, who has the record at hand; the shipper parses nothing)."""
+    kind = "".join(c for c in str(record.get("type") or "-") if "!" <= c <= "~")[:32] or "-"
+    ts = "".join(c for c in str(record.get("ts") or "-") if "!" <= c <= "~")[:40] or "-"
     host = "".join(c for c in str(record.get("hostname") or "-") if "!" <= c <= "~")[:255]
-    head = f"<{facility * 8 + severity}>1 {ts} {host or '-'} {APP_NAME} - {kind} - ".encode()
-    if len(head) + len(line) > MAX_MESSAGE:
-        line = body(shorten(record, len(line), hashlib.sha256(line).hexdigest()))
-    return head + line
+    head = f"{severity_of(record)} {kind} {ts} {host or '-'} ".encode("ascii")
+    return head + body(record) + b"\n"
+
+
+def message(line: bytes, facility: int) -> bytes:
+    """One spool line (without its newline) as an RFC 5424 message."""
+    parts = line.split(b" ", 4)
+    if len(parts) != 5 or not parts[0].isdigit():
+        parts = [b"5", b"notice", b"-", b"-", line]
+    severity, kind, ts, host, data = parts
+    head = b"<%d>1 %s %s " % (facility * 8 + int(severity), ts, host) + (
+        APP_NAME.encode() + b" - " + kind + b" - ")
+    if len(head) + len(data) > MAX_MESSAGE:
+        try:
+            record = json.loads(data)
+        except ValueError:
+            record = {}
+        data = body(shorten(record, len(data), hashlib.sha256(data).hexdigest()))
+    return head + data
 
 
 def frame(msg: bytes, scheme: str) -> bytes:
@@ -143,6 +159,7 @@ def frame(msg: bytes, scheme: str) -> bytes:
 
 
 def spool_dir(target: Target, data: Path | None = None) -> Path:
+    """``<data>/spool/syslog-<key of the target>`` (``data``: guard's data directory)."""
     from guard.paths import data_dir
 
     key = hashlib.sha256(str(target).encode()).hexdigest()[:16]
@@ -162,6 +179,7 @@ class Spool:
         self._ino = -1
         self._lock = threading.Lock()
         self._lockfd = -1
+        self._started: subprocess.Popen[bytes] | None = None  # the shipper this process started
 
     def _open(self) -> int:
         if self._fd >= 0:
@@ -209,38 +227,43 @@ class Spool:
             if self._lockfd < 0:
                 self._lockfd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
                                        0o600)
+            if self._started is not None and self._started.poll() is None:
+                return  # ours is starting (or runs): it takes the lock in a moment
             try:
                 fcntl.flock(self._lockfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 return  # a shipper holds it
             fcntl.flock(self._lockfd, fcntl.LOCK_UN)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        subprocess.Popen(
-            [sys.executable, "-I", "-m", "guard.fleet.syslog", str(self.dir)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True, env=env, cwd="/",
-        )
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+            self._started = subprocess.Popen(
+                [sys.executable, "-I", "-m", "guard.fleet.syslog", str(self.dir)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True, env=env, cwd="/",
+            )
 
 
 _spools: dict[tuple[str, str, int, str], Spool] = {}
 _spools_lock = threading.Lock()
 
 
-def spool_for(url: str, facility: str, max_bytes: int) -> Spool:
-    target = Target.parse(url)
-    directory = spool_dir(target)
-    key = (url, facility, max_bytes, str(directory))
+def spool_for(url: str, facility: str, max_bytes: int, data: Path | None = None) -> Spool:
+    """The spool of ``url`` in guard's data directory ``data`` (kept per process)."""
+    key = (url, facility, max_bytes, str(data))
     with _spools_lock:
         s = _spools.get(key)
         if s is None:
             if len(_spools) > 64:
                 _spools.clear()
-            s = _spools[key] = Spool(target, facility, max_bytes, directory)
+            target = Target.parse(url)
+            s = _spools[key] = Spool(target, facility, max_bytes, spool_dir(target, data))
         return s
 
 
-def ship(settings: Any, records: Iterable[Mapping[str, Any]]) -> str | None:
-    """Queue ``records`` for ``settings.syslog`` (an :class:`guard.policy.valid.Audit`).
+def ship(
+    settings: Any, records: Iterable[Mapping[str, Any]], data: Path | None = None
+) -> str | None:
+    """Queue ``records`` for ``settings.syslog`` (an :class:`guard.policy.valid.Audit`), in
+    the spool under guard's data directory ``data`` (default: this user's).
 
     Never raises and never waits for the network: the reason when the records could not
     be queued (the caller may say so; the local audit log holds them either way).
@@ -250,8 +273,8 @@ def ship(settings: Any, records: Iterable[Mapping[str, Any]]) -> str | None:
         return None
     try:
         recs = list(records)
-        spool = spool_for(url, settings.facility, settings.spool_max_bytes)
-        spool.append(b"".join(body(r) + b"\n" for r in recs), len(recs))
+        spool = spool_for(url, settings.facility, settings.spool_max_bytes, data)
+        spool.append(b"".join(spool_line(r) for r in recs), len(recs))
         spool.ensure_shipper()
     except Exception as exc:
         return f"cannot queue audit records for {url}: {exc}"
@@ -381,7 +404,7 @@ class Shipper:
                             "message": f"{n} audit records were not shipped to"
                             f" {self.target}: the spool was full; they are in the local"
                             " audit logs of this machine", "count": n}, None)
-            line = body(record) + b"\n"
+            line = spool_line(record)
             end = os.lseek(self.queue, 0, os.SEEK_END)
             if self.max_bytes and end + len(line) > self.max_bytes:
                 return  # no room yet: said once the spool has room
@@ -422,7 +445,7 @@ class Shipper:
         if self.conn is None:
             self.conn = Connection(self.target)
         frames = [frame(message(line, self.facility), self.target.scheme)
-                  for line in data.splitlines() if line]
+                  for line in data.split(b"\n") if line]
         self.conn.send(frames)
         self.read_at += len(data)
         if self.target.scheme == "tcp":

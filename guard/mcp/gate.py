@@ -131,7 +131,9 @@ class McpSink:
         audit_allowed: bool = True,
         audit_path: Path | None = None,
         shipping: Any = None,
+        data: Path | None = None,
     ) -> None:
+        self.data = data
         self.session = session
         #: [audit] settings: records written are shipped (guard.fleet.syslog)
         self.shipping = shipping
@@ -268,7 +270,7 @@ class McpSink:
         if shipped and self.shipping is not None:
             from guard.fleet.syslog import ship
 
-            why = ship(self.shipping, shipped)  # never raises, never waits
+            why = ship(self.shipping, shipped, self.data)  # never raises, never waits
             if why is not None:
                 self.log(why)
         return errors, dirty

@@ -138,7 +138,7 @@ class McpProxy:
         self.stats = McpStats()
         self.sink = McpSink(
             session, self.stats, self.log, verbose=verbose, audit_allowed=audit_allowed,
-            shipping=guard.audit_settings,
+            shipping=guard.audit_settings, data=guard.roots.data,
         )
         analyse = McpAnalyser(self.effects_fn, lambda: self.relative_base_mismatch)
         self.gate = Gate(

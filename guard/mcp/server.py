@@ -209,7 +209,7 @@ class Launcher:
         try:
             stamp(record, self.guard, session=self.session_id)
             audit.append(record, roots=self.guard.roots)
-            ship(self.guard.audit_settings, [record])  # never raises, never waits
+            ship(self.guard.audit_settings, [record], self.guard.roots.data)  # never waits
         except Exception as exc:
             self.log(f"cannot write the audit log: {exc}")
 

@@ -751,7 +751,7 @@ class Monitor(_Sink):
         stamp(record, self.guard, session=self.session)
         try:
             self.sink.write(record, self.guard.roots)
-            ship(self.guard.audit_settings, [record])  # never raises, never waits
+            ship(self.guard.audit_settings, [record], self.guard.roots.data)  # never waits
         except GuardError as exc:
             # never silent: the record is still in memory and on stderr
             print(f"guard: monitor: {exc}", file=sys.stderr)
