@@ -393,3 +393,22 @@ def test_variable_cannot_hide_the_system_managed_dir(
         assert d["decision"] == "deny", got.stderr
         assert "/etc/openoxide/managed.d/10-acme.toml:8:" in d["rule"]
     assert not Path("/etc/openoxide").exists()  # the overlay stayed in its namespace
+
+
+def test_guard_run_cannot_make_writable_what_the_managed_layer_denies(
+    managed: Managed, lax_repo: Path
+) -> None:
+    """A user's sandbox.writable root (or --writable) where the managed layer denies
+    writing would let the kernel pass what the policy refuses: refused before starting."""
+    out = managed.top / "out"
+    out.mkdir()
+    managed.write("10-x.toml", f'version = 1\n\n[managed.all.write]\ndeny = ["/{out}/"]\n')
+    (lax_repo / ".openoxide" / "policy.toml").write_text(
+        LAX + f'\n[agents.plan.sandbox]\nwritable = ["{out}"]\n')
+    got = run_guard("run", "--agent", "plan", "--explain", cwd=lax_repo)
+    assert got.returncode == 2, got.stdout
+    assert "would make writable what the managed policy denies" in got.stderr
+    assert "10-x.toml:4: managed.all.write.deny[0]" in got.stderr
+    (lax_repo / ".openoxide" / "policy.toml").write_text(LAX)
+    got = run_guard("run", "--agent", "plan", "--writable", str(out), "--explain", cwd=lax_repo)
+    assert got.returncode == 2 and "managed policy denies" in got.stderr
