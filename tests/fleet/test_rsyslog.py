@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -260,3 +261,92 @@ def test_a_collector_that_never_reads_never_holds_a_decision(
         conn.close()
         server.close()
     assert f'"count": {dropped}'.encode() in got
+
+
+class Collector:
+    """A TCP syslog collector in the test: octet-counted RFC 5424 frames, JSON bodies."""
+
+    def __init__(self) -> None:
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(8)
+        self.port = self.server.getsockname()[1]
+        self.records: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        self.server.settimeout(0.5)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn: socket.socket) -> None:
+        buf = b""
+        conn.settimeout(0.5)
+        while not self.stop.is_set():
+            try:
+                chunk = conn.recv(1 << 16)
+            except TimeoutError:
+                continue
+            if not chunk:
+                return
+            buf += chunk
+            while b" " in buf:
+                size, _, rest = buf.partition(b" ")
+                if len(rest) < int(size):
+                    break
+                msg, buf = rest[: int(size)], rest[int(size):]
+                parts = msg.split(b" ", 7)
+                assert parts[0].endswith(b">1") and parts[3] == b"openoxide-guard", msg[:80]
+                with self.lock:
+                    self.records.append(json.loads(parts[7]))
+
+    def ids(self) -> set[str]:
+        with self.lock:
+            return {r["record_id"] for r in self.records}
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.server.close()
+
+
+WRITER = """\
+import sys
+from pathlib import Path
+from guard.fleet.records import stamp
+from guard.fleet.syslog import ship
+from guard.policy.valid import Audit
+settings = Audit(syslog=sys.argv[1])
+for i in range(int(sys.argv[2])):
+    ship(settings, [stamp({"type": "verdict", "decision": "deny", "n": i,
+                           "writer": sys.argv[3]}, None)], Path(sys.argv[4]))
+"""
+
+
+def test_concurrent_writers_and_the_shipper_lose_no_record(data: Path, tmp_path: Path) -> None:
+    """Four processes spool records at once while the shipper sends and empties the spool
+    under them: every record arrives, each writer's in its order."""
+    c = Collector()
+    url = f"tcp://127.0.0.1:{c.port}"
+    base = data / "openoxide"
+    try:
+        procs = [subprocess.Popen([sys.executable, "-c", WRITER, url, "400", str(w), str(base)])
+                 for w in range(4)]
+        for p in procs:
+            assert p.wait(timeout=300) == 0
+        wait_for("1600 records at the collector", lambda: len(c.ids()) == 1600)
+        wait_for("the spool emptied", lambda: spool_empty(url, data))
+        with c.lock:
+            got = list(c.records)
+        for w in range(4):
+            order = [r["n"] for r in got if r["writer"] == str(w)]
+            assert list(dict.fromkeys(order)) == list(range(400))
+    finally:
+        c.close()
