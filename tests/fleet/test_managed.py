@@ -133,6 +133,16 @@ def test_project_policy_cannot_reallow_a_managed_deny(acme: Managed, lax_repo: P
         got = check(lax_repo, "--agent", agent, "write", ".github/workflows/ci.yml")
         assert decision_of(got) == "deny"
         assert decision_of(check(lax_repo, "--agent", agent, "read", ".env")) == "ask"
+    # guard explain names the managed file and line that decided
+    ex = run_guard("explain", "--agent", "build", "write", "secrets/key.pem", cwd=lax_repo,
+                   env={**os.environ, "NO_COLOR": "1"})
+    assert ex.returncode == 1, ex.stderr
+    assert f"managed: {acme.dir / '10-acme.toml'} (pins: audit, confine, protected" in ex.stdout
+    decider = [ln for ln in ex.stdout.splitlines() if "managed.all.deny@10-acme.toml" in ln]
+    assert decider and "10-acme.toml:8:secrets/" in decider[0]
+    assert "<- decides this list" in decider[0]
+    assert "rule: " + str(acme.dir / "10-acme.toml") + ":8: managed.all.write.deny[0]" in (
+        ex.stdout)
     # what the project may still do: its own allows elsewhere
     assert decision_of(check(lax_repo, "--agent", "build", "write", "src/app.py")) == "allow"
     assert (lax_repo / "secrets" / "key.pem").read_text() == "KEY\n"
