@@ -26,7 +26,7 @@ PACKAGES = {
     "opencode": ("opencode-ai", "opencode"),
 }
 DEPTH = 8  # ancestors looked at
-_cache: dict[tuple[int, str], str | None] = {}
+_cache: dict[tuple[int, str], tuple[str, bool] | None] = {}
 _lock = threading.Lock()
 
 
@@ -53,14 +53,19 @@ def _candidates(pid: int) -> list[str]:
             args = f.read(8192).split(b"\0")
     except OSError:
         args = []
-    out += [os.fsdecode(a) for a in args[:4] if a.startswith(b"/")]
-    return out
+    out += [os.fsdecode(a) for a in args[:8] if a.startswith(b"/")]
+    # npm's .bin entries are links into the package: look from where they point
+    return list(dict.fromkeys(os.path.realpath(p) for p in out))
 
 
-def _package_version(path: str, names: tuple[str, ...]) -> str | None:
+PLATFORM = re.compile(r"-(?:linux|darwin|win32|freebsd)-(?:x64|arm64|ia32|arm)(?:-[a-z]+)?$")
+
+
+def _package_version(path: str, names: tuple[str, ...]) -> tuple[str, bool] | None:
+    """(version, whether the package is the host's own rather than a platform build)."""
     m = re.search(r"/claude/versions/([0-9][0-9A-Za-z.+-]*)$", path)
     if m and "@anthropic-ai/claude-code" in names:
-        return m.group(1)
+        return m.group(1), True
     d = os.path.dirname(path)
     for _ in range(8):
         try:
@@ -72,7 +77,13 @@ def _package_version(path: str, names: tuple[str, ...]) -> str | None:
             name = doc["name"]
             if any(name == n or name.startswith(n + "-") for n in names):
                 version = doc.get("version")
-                return str(version) if version else None
+                if not version:
+                    return None
+                # a native build's package may carry the host's name and a platform suffix
+                # on its version (Codex: "@openai/codex" "0.171.0-linux-x64")
+                text = str(version)
+                exact = name in names and PLATFORM.search(text) is None
+                return PLATFORM.sub("", text), exact
         parent = os.path.dirname(d)
         if parent == d:
             break
@@ -80,33 +91,40 @@ def _package_version(path: str, names: tuple[str, ...]) -> str | None:
     return None
 
 
+def _lookup(pid: int, start: str, names: tuple[str, ...]) -> tuple[str, bool] | None:
+    key = (pid, start)
+    with _lock:
+        if key in _cache:
+            return _cache[key]
+    found: tuple[str, bool] | None = None
+    for path in _candidates(pid):
+        found = _package_version(path, names)
+        if found is not None and found[1]:
+            break
+    with _lock:
+        if len(_cache) > 4096:
+            _cache.clear()
+        _cache[key] = found
+    return found
+
+
 def version_of(host: str, pid: int) -> str | None:
-    """The version of ``host`` among the ancestors of ``pid`` (itself included)."""
+    """The version of ``host`` among the ancestors of ``pid`` (itself included): the host's
+    own package first (a native build's platform package only when there is none)."""
     names = PACKAGES.get(host)
     if names is None:
         return None
+    fallback: str | None = None
     for _ in range(DEPTH):
         st = _stat(pid)
         if st is None:
-            return None
-        key = (pid, st[1])
-        with _lock:
-            if key in _cache:
-                found = _cache[key]
-                if found is not None:
-                    return found
-            else:
-                found = None
-                for path in _candidates(pid):
-                    found = _package_version(path, names)
-                    if found is not None:
-                        break
-                if len(_cache) > 4096:
-                    _cache.clear()
-                _cache[key] = found
-                if found is not None:
-                    return found
+            break
+        found = _lookup(pid, st[1], names)
+        if found is not None:
+            if found[1]:
+                return found[0]
+            fallback = fallback or found[0]
         if st[0] <= 1:
-            return None
+            break
         pid = st[0]
-    return None
+    return fallback
