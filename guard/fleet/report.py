@@ -39,6 +39,11 @@ except ImportError:  # pragma: no cover - depends on the environment
 DEDUP_WINDOW = 100_000
 SPLIT_BYTES = 64 << 20  # inputs larger than this are split between processes
 DECISIONS = ("allow", "allow_confined", "ask", "deny")
+#: the fields the report reads: each a string or missing
+_TEXT_FIELDS = (
+    "record_id", "hostname", "session", "session_id", "ts", "policy_digest", "guard_version",
+    "host_agent", "host_agent_version", "type", "decision", "agent", "rule", "source",
+)  # fmt: skip
 
 
 @dataclass
@@ -97,7 +102,12 @@ class FleetReport:
         return False
 
     def add(self, r: dict[str, Any]) -> None:
+        """Fold one record in; TypeError (and nothing counted) for a field of the wrong kind."""
         get = r.get
+        for name in _TEXT_FIELDS:
+            value = get(name)
+            if value is not None and type(value) is not str:
+                raise TypeError(f"{name} is not a string")
         rid = get("record_id")
         if rid is not None and self.seen(rid):
             self.duplicates += 1
@@ -316,24 +326,24 @@ def _fold(report: FleetReport, f: IO[bytes], start: int, end: int, name: str) ->
     for line in f:
         if pos >= end:
             break
-        pos += len(line)
+        at, pos = pos, pos + len(line)
         if not line.strip():
             continue
         try:
             r = _loads(line)
+            if not isinstance(r, dict):
+                raise ValueError("not an object")
         except ValueError:
             report.unreadable += 1
-            report.first_error = report.first_error or f"{name}: a line is not JSON"
-            continue
-        if not isinstance(r, dict):
-            report.unreadable += 1
+            report.first_error = report.first_error or (
+                f"{name}: the line at byte {at} is not a JSON record; fix or remove it")
             continue
         try:
             report.add(r)
         except (TypeError, ValueError, AttributeError):  # a field of the wrong kind
             report.unreadable += 1
-            report.first_error = report.first_error or f"{name}: a record has a field of the" \
-                " wrong kind"
+            report.first_error = report.first_error or (
+                f"{name}: the record at byte {at} has a field of the wrong kind; fix or remove it")
 
 
 def _shares(files: list[Path], workers: int) -> list[list[tuple[Path, int, int]]]:

@@ -156,3 +156,19 @@ def test_html_report_renders_charts(
     assert len(re.findall(r'class="num cell"', dom)) == 3 * 2  # 3 machines x 2 digests
     assert "stale policy: m3" in text and "hooks skipped (monitor violations): m2" in text
     assert os.path.getsize(page) < 200_000
+
+
+def test_lines_that_are_not_records_are_counted_and_located(
+    fleet: tuple[Path, Path, list[dict[str, Any]]], repo: Path, tmp_path: Path
+) -> None:
+    central, _, _ = fleet
+    bad = tmp_path / "bad.jsonl"
+    good = central.read_bytes()
+    bad.write_bytes(good + b'{"hostname": ["not", "a", "name"], "type": "verdict"}\nnot json\n')
+    got = run_guard("review", "--fleet", bad, cwd=repo)
+    assert got.returncode == 3 and "Traceback" not in got.stderr
+    assert "23 records from 3 machines" in got.stdout
+    assert f"2 lines were not records ({bad}: the record at byte {len(good)} has a field" in (
+        got.stdout)
+    missing_path = run_guard("review", "--fleet", tmp_path / "nope", cwd=repo)
+    assert missing_path.returncode == 2 and "no such file or directory" in missing_path.stderr
