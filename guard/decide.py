@@ -442,7 +442,9 @@ class Guard:
             else:
                 action, rule = a.kind_default(kind)
                 parts = (action, rule, kind.value + " ", f": no rule matches; {rule} is {action}")
-            floor = a.raised(kind, parts[0])
+            decided_by = names[hit[0]] if hit is not None else ""
+            # a managed list decides as written; the floor raises what the rest decides
+            floor = None if decided_by.startswith("managed.") else a.raised(kind, parts[0])
             if floor is not None:  # only an allow or ask can be raised: denies come first
                 loc = floor[1].split(": ", 1)[-1]
                 parts = (floor[0], floor[1], kind.value + " ",
