@@ -327,7 +327,7 @@ def _fold(report: FleetReport, f: IO[bytes], start: int, end: int, name: str) ->
         if pos >= end:
             break
         at, pos = pos, pos + len(line)
-        if not line.strip():
+        if len(line) < 3 and not line.strip():  # a blank line (no copy of a long one)
             continue
         try:
             r = _loads(line)
