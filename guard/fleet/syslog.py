@@ -16,7 +16,9 @@ of truth; shipping is a copy:
   kernel acknowledged (``SIOCOUTQ``); after a lost connection it resends from there, so
   a record may arrive twice (its ``record_id`` says so) but is never skipped. After a
   restart (of the shipper, the machine or the collector) it resumes from ``sent``.
-  When everything is sent the spool is emptied. It exits after an idle while.
+  When everything is sent the spool is emptied. It exits after ``$GUARD_SHIP_IDLE``
+  seconds (default 300) with nothing to send; while records wait it keeps trying, at
+  most 5 s apart.
 
 Each record is one message: ``<PRI>1 TS HOST openoxide-guard - TYPE - JSON`` where
 ``TS`` and ``HOST`` are the record's, ``TYPE`` is ``verdict``, ``violation`` or

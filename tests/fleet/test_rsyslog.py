@@ -32,9 +32,43 @@ from .rsyslog import Rsyslogd, central_config, edge_config, free_port, listening
 
 
 def stop_shippers(data: Path) -> None:
-    for pidfile in (data / "openoxide" / "spool").glob("*/shipper.pid"):
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(int(pidfile.read_text()), signal.SIGTERM)
+    """Stop the shippers of the test: those this process started (they may not have
+    written their pid file yet), then any other (started by hookd) by its pid file."""
+    from guard.fleet import syslog
+
+    for sp in list(syslog._spools.values()):
+        proc = sp._started
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=30)
+    import fcntl
+    import time
+
+    for spool in (data / "openoxide" / "spool").glob("*"):
+        # a shipper another writer started may take the lock once the first is gone:
+        # stop whoever holds it until nobody does
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            fd = os.open(spool / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(int((spool / "shipper.pid").read_text()), signal.SIGTERM)
+                time.sleep(0.1)
+                continue
+            finally:
+                os.close(fd)
+            time.sleep(1.2)  # a shipper still waiting for the lock gives up after 1 s
+            fd = os.open(spool / "lock", os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
 
 
 @pytest.fixture
