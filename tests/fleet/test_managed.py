@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from integrations.conftest import stop_hookd
 
 from guard.decide import Guard
 from guard.integrations.install import hook_command
@@ -197,8 +198,11 @@ def test_policy_option_and_variable_cannot_bypass_the_managed_layer(
     # the installed hook (in-process and through hookd) with GUARD_POLICY set
     hook_env = {**env, "GUARD_AGENT": "yolo"}
     write = {"file_path": str(lax_repo / "secrets" / "key.pem"), "content": "owned"}
-    for daemon in (False, True):
-        assert hook_decision(hook(lax_repo, "Write", write, hook_env, daemon)) == "deny"
+    try:
+        for daemon in (False, True):
+            assert hook_decision(hook(lax_repo, "Write", write, hook_env, daemon)) == "deny"
+    finally:
+        stop_hookd(Path(os.environ["HOME"]))
     assert (lax_repo / "secrets" / "key.pem").read_text() == "KEY\n"
 
 
