@@ -55,7 +55,6 @@ from guard.mcp.gate import (
     McpAnalyser,
     McpSink,
     McpStats,
-    is_file_uri,
     resource_call,
     tool_call,
 )
@@ -70,6 +69,7 @@ from guard.mcp.jsonrpc import (
     error,
     tool_error,
 )
+from guard.mcp.paths import is_file_uri
 from guard.mcp.server import Launcher, ServerPipe
 from guard.mcp.wire import Id
 from guard.planning.session import Mode, Session
