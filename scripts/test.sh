@@ -14,6 +14,9 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
 # chromium: headless, renders the HTML report of `guard replay` in its test
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# golang-go: tests/e2e/test_mcp_parsers.py builds an MCP server on Go's standard library
+# (encoding/json matches keys without regard to case) with `go build`, offline
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
