@@ -46,7 +46,9 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     path = {"type": "string"}
     return types.ListToolsResult(
         tools=[
-            types.Tool(name="read_file", input_schema={"type": "object", "properties": {"path": path}}),
+            types.Tool(
+                name="read_file", input_schema={"type": "object", "properties": {"path": path}}
+            ),
             types.Tool(
                 name="write_file",
                 input_schema={"type": "object", "properties": {"path": path, "content": path}},
@@ -73,7 +75,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     return text(f"no tool {params.name}", error=True)
 
 
-async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+async def read_resource(
+    ctx: Any, params: types.ReadResourceRequestParams
+) -> types.ReadResourceResult:
     note("resources/read", {"uri": params.uri})
     url = AnyUrl(params.uri)
     path = unquote(url.path or "")
