@@ -1,7 +1,11 @@
 """A stdio MCP proxy that checks every ``tools/call`` against the policy.
 
 The client talks to guard; guard starts the real server and forwards every
-message both ways, unchanged, except:
+message both ways. Each line is read strictly (:mod:`guard.mcp.wire`: what two
+decoders could read differently is refused) and what is forwarded is guard's
+canonical rendering of the object it read, never the bytes it was given; the
+client's answers reach the server only for requests the server has pending.
+Beyond that, messages pass as they are, except:
 
 * ``tools/call``: the call is decided by the gate (:mod:`guard.gate`, MCP side in
   :mod:`guard.mcp.gate`) for the current agent. Allow forwards the call; deny answers
@@ -13,7 +17,8 @@ message both ways, unchanged, except:
   to the session's mode, answered by the planning runtime, never forwarded.
   ``notifications/tools/list_changed`` goes out when the mode changes.
 * ``resources/read`` of a ``file://`` URI is a read of that path, decided the
-  same way (refusals are JSON-RPC errors); other schemes pass through.
+  same way (refusals are JSON-RPC errors; a URI parsers could read differently is
+  refused: :mod:`guard.mcp.paths`); other schemes pass through.
 * ``initialize``: the server's answer passes through (its ``protocolVersion``
   included) with ``capabilities.tools.listChanged`` set, since guard sends it.
 * ``server/discover`` (the stateless 2026 era) is answered "method not found",
