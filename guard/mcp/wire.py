@@ -141,16 +141,19 @@ def _object(pairs: list[tuple[str, Any]]) -> Json:
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise _Bad(f"the key {dup!r} appears twice in one object")
-    folds: dict[str, str] = {}
+        for key, _ in pairs:
+            if key in seen:
+                raise _Bad(f"the key {key!r} appears twice in one object")
+            seen.add(key)
+    if len(obj) > 1 and len({fold(k) for k in obj}) != len(obj):
+        folds: dict[str, str] = {}
+        for key in obj:
+            other = folds.setdefault(fold(key), key)
+            if other != key:
+                raise _Bad(f"the keys {other!r} and {key!r} differ only in case")
     for key in obj:
-        folded = fold(key)
-        other = folds.setdefault(folded, key)
-        if other is not key:
-            raise _Bad(f"the keys {other!r} and {key!r} differ only in case")
         if key not in VOCABULARY:
-            spec = _FOLDED.get(folded)
+            spec = _FOLDED.get(fold(key))
             if spec is not None:
                 raise _Bad(
                     f"the key {key!r} differs from {spec!r} only in case (a decoder that"
@@ -375,9 +378,10 @@ def _encodable(text: str) -> bool:
     return True
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
 def render(message: Json) -> bytes:
     """The canonical line of ``message`` (without the newline): printable ASCII only,
     every non-ASCII character escaped, no whitespace."""
-    return json.dumps(
-        message, ensure_ascii=True, separators=(",", ":"), allow_nan=False
-    ).encode("ascii")
+    return _ENCODER.encode(message).encode("ascii")
