@@ -76,9 +76,13 @@ class Proxy:
             self.answered[json.dumps(message.get("id"))] += 1
 
     def server_lines(self) -> list[bytes]:
-        data = self.log.read_bytes().splitlines()
-        new, self.checked_log = data[self.checked_log:], len(data)
-        return new
+        """The lines the server received since the last call (whole lines only)."""
+        with self.log.open("rb") as log:
+            log.seek(self.checked_log)
+            data = log.read()
+        whole = data[: data.rfind(b"\n") + 1]
+        self.checked_log += len(whole)
+        return whole.splitlines()
 
 
 @pytest.fixture(scope="module")
