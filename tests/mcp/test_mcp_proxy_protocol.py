@@ -381,3 +381,32 @@ def test_a_request_id_still_in_flight_is_not_taken_twice(repo: Path) -> None:
         client.close()
     ids = [json.loads(line).get("id") for line in client.raw_stdout]
     assert ids.count("d") == 1, ids
+
+
+@pytest.mark.parametrize(
+    ("line", "answer_id"),
+    [
+        (  # 100,000-deep nesting: once a RecursionError that ended the proxy
+            b'{"jsonrpc":"2.0","id":"deep","method":"tools/call","params":{"name":"echo",'
+            b'"arguments":{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}}}",
+            "deep",
+        ),
+        (b'{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}', None),  # object id: crashed
+        (b'{"jsonrpc":"2.0","id":[1],"method":"tools/list"}', None),  # array id
+        (  # a lone surrogate in a tool name: once left unanswered for ever in plan mode
+            b'{"jsonrpc":"2.0","id":"sur","method":"tools/call","params":{"name":"echo\\ud800",'
+            b'"arguments":{}}}',
+            "sur",
+        ),
+    ],
+)
+def test_inputs_that_once_ended_the_proxy_get_one_answer_and_it_goes_on(
+    scripted: tuple[RawClient, Path], line: bytes, answer_id: str | None
+) -> None:
+    client, log = scripted
+    client.send_raw(line)
+    answer = client.receive()
+    assert answer["id"] == answer_id and answer["error"]["code"] == -32600, answer
+    assert client.request("tools/list", msg_id="after")["result"]["tools"]
+    assert all(m.get("id") != answer_id for m in received(log) if answer_id is not None)
+    assert client.proc.poll() is None
