@@ -185,8 +185,9 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 def depth(line: bytes) -> int:
     """How deep objects and arrays nest in ``line`` (a bound: brackets in strings are
     skipped, an unfinished string is not); no recursion, linear time."""
-    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
-        return line.count(b"[") + line.count(b"{")
+    opened = line.count(b"[") + line.count(b"{")
+    if opened <= MAX_DEPTH:
+        return opened
     steps = array("b")
     steps.frombytes(_STRING.sub(b"", line).translate(None, _NOT_BRACKETS).translate(_STEPS))
     return max(accumulate(steps), default=0)

@@ -7,8 +7,13 @@
   pyproject.toml): universal newlines (a bare CR ends a line), pydantic's decoder,
   file URIs through ``AnyUrl`` (WHATWG).
 * ``go``: goserver/main.go on Go's standard library, built here with ``go build`` (no
-  module download; Debian's ``golang-go``, installed by scripts/test.sh): keys matched
-  without regard to case, the last of two winning; paths through ``filepath.Clean``.
+  module download; Debian 12's ``golang-go``, Go 1.19, installed by scripts/test.sh;
+  ``encoding/json`` has matched keys this way throughout Go 1): keys matched without
+  regard to case, the last of two winning; paths through ``filepath.Clean``.
+
+What pins each parser's behaviour is tests/e2e/test_mcp_parsers.py's
+``test_each_attack_works_on_its_bare_server``: should a new version read differently,
+it fails, and the attacks must be revisited.
 
 Each runs with the worktree as its working directory and takes absolute paths; its
 log (the requests it acted on) is kept in the plan directory, where it may write
