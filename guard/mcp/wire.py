@@ -145,20 +145,22 @@ def _object(pairs: list[tuple[str, Any]]) -> Json:
             if key in seen:
                 raise _Bad(f"the key {key!r} appears twice in one object")
             seen.add(key)
-    if len(obj) > 1 and len({fold(k) for k in obj}) != len(obj):
-        folds: dict[str, str] = {}
-        for key in obj:
-            other = folds.setdefault(fold(key), key)
-            if other != key:
-                raise _Bad(f"the keys {other!r} and {key!r} differ only in case")
-    for key in obj:
-        if key not in VOCABULARY:
-            spec = _FOLDED.get(fold(key))
-            if spec is not None:
-                raise _Bad(
-                    f"the key {key!r} differs from {spec!r} only in case (a decoder that"
-                    " ignores case would read it as that)"
-                )
+    keys = obj.keys()
+    if len(obj) > 1:
+        ascii_only = "".join(keys).isascii()  # then lower() is the fold, mapped in C
+        if len(set(map(str.lower, keys)) if ascii_only else {fold(k) for k in keys}) != len(obj):
+            folds: dict[str, str] = {}
+            for key in keys:
+                other = folds.setdefault(fold(key), key)
+                if other != key:
+                    raise _Bad(f"the keys {other!r} and {key!r} differ only in case")
+    for key in keys - VOCABULARY:  # most keys are the vocabulary's own
+        spec = _FOLDED.get(fold(key))
+        if spec is not None:
+            raise _Bad(
+                f"the key {key!r} differs from {spec!r} only in case (a decoder that"
+                " ignores case would read it as that)"
+            )
     return obj
 
 
