@@ -11,7 +11,11 @@ ratio (proxied / direct wall time of all calls), last.
 
     .venv/bin/python benchmarks/mcp.py [--calls 500] [--audit all|refusals] [--quick]
 
-``--quick`` runs 200 calls (well under a minute on a busy machine).
+``--quick`` runs 200 calls (well under a minute on a busy machine). ``--wire`` times
+only what the proxy does to the two lines of one call (the request and its answer):
+guard's strict reading and canonical rendering (guard/mcp/wire.py) against a plain
+``json.loads`` of each line with the bytes forwarded as they came (what the proxy did
+before), interleaved in one run; the ratio is printed last.
 """
 
 from __future__ import annotations
@@ -131,12 +135,53 @@ def summary(name: str, lat: list[float]) -> str:
     )
 
 
+def wire_cost(rounds: int = 20000) -> None:
+    """Strict reading + rendering of one call's two lines against plain json.loads."""
+    import json
+
+    from guard.mcp import wire
+
+    text = "VALUE = 3\n" * 20
+    request = json.dumps({"jsonrpc": "2.0", "id": 17, "method": "tools/call", "params": {
+        "name": "read_text_file", "arguments": {"path": "/tmp/project/src/m3.py"}}}).encode()
+    answer = json.dumps({"jsonrpc": "2.0", "id": 17, "result": {
+        "content": [{"type": "text", "text": text}], "structuredContent": {"content": text}}}
+    ).encode()
+
+    def plain() -> None:
+        json.loads(request)
+        json.loads(answer)
+
+    def strict() -> None:
+        wire.render(wire.read(request))
+        wire.render(wire.read(answer))
+
+    # CPU time of this process (steady on a busy machine), in batches of 100, interleaved
+    took = {plain: 0.0, strict: 0.0}
+    for i in range(rounds // 100):
+        for fn in (plain, strict) if i % 2 else (strict, plain):
+            began = time.process_time()
+            for _ in range(100):
+                fn()
+            took[fn] += time.process_time() - began
+    base, new = took[plain] / rounds * 1e6, took[strict] / rounds * 1e6
+    print(f"one call's request + answer, {rounds} rounds interleaved (CPU time), load"
+          f" average {os.getloadavg()[0]:.2f}")
+    print(f"plain json.loads, bytes forwarded: {base:.1f} µs per call")
+    print(f"strict read + canonical rendering: {new:.1f} µs per call (+{new - base:.1f} µs)")
+    print(f"ratio strict/plain: {new / base:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=None, help="calls (default 500)")
     parser.add_argument("--audit", choices=["all", "refusals"], default="all")
     parser.add_argument("--quick", action="store_true", help="200 calls")
+    parser.add_argument("--wire", action="store_true", help="time the line handling only")
     args = parser.parse_args()
+    if args.wire:
+        wire_cost()
+        return
     calls = args.calls or (200 if args.quick else 500)
     server = server_binary()
     with tempfile.TemporaryDirectory() as tmp:

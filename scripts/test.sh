@@ -21,6 +21,9 @@ ls /usr/lib/*/rsyslog/omrelp.so >/dev/null 2>&1 || missing+=(rsyslog-relp)
 # unshare, setpriv, mount (util-linux, mount): managed-layer attacks as another user, in a
 # private mount namespace
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+# golang-go: tests/e2e/test_mcp_parsers.py builds an MCP server on Go's standard library
+# (encoding/json matches keys without regard to case) with `go build`, offline
+command -v go >/dev/null 2>&1 || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

@@ -26,15 +26,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from guard import audit
 from guard.effects import PATH_KINDS, Action, Effect, GuardError, ToolCall
 from guard.mcp.effects import EffectsFn
+from guard.mcp.paths import file_uri_path, readings
 from guard.paths import Roots
 from guard.planning import events
 from guard.planning.session import Session
 from guard.planning.tools import TOOL_NAMES
+from guard.tools import is_guessed
 
 TOOLS = "mcp"
 RESOURCES = "mcp-resource"
@@ -47,10 +48,6 @@ def tool_call(name: str, arguments: Any, cwd: str, session: str | None) -> ToolC
 
 def resource_call(uri: str, cwd: str, session: str | None) -> ToolCall:
     return ToolCall(RESOURCES, "resources/read", {"uri": uri}, cwd, session)
-
-
-def is_file_uri(uri: str) -> bool:
-    return urlsplit(uri).scheme.lower() == "file"
 
 
 class McpAnalyser:
@@ -68,16 +65,15 @@ class McpAnalyser:
             )
         if call.dialect == RESOURCES:
             uri = str(call.input["uri"])
-            parts = urlsplit(uri)
-            if parts.netloc not in ("", "localhost"):
-                raise GuardError(f"file URI {uri!r} names a remote host")
             return [
                 Effect.tool("read", "mcp resources/read"),
-                Effect.read(unquote(parts.path), f"resources/read {uri}"),
+                Effect.read(file_uri_path(uri), f"resources/read {uri}"),
             ]
         if call.name in TOOL_NAMES:
             return [Effect.tool(call.name, "guard planning tool")]
-        effects = self.effects_fn(call.name, call.input, call.cwd or os.getcwd())
+        cwd = call.cwd or os.getcwd()
+        effects = self.effects_fn(call.name, call.input, cwd)
+        effects = readings(effects, cwd, guessed=is_guessed(effects), arguments=call.input)
         self._check_relative(effects)
         return effects
 

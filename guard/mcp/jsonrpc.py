@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import secrets
 import stat
@@ -20,6 +19,8 @@ import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import IO, Any, Protocol
+
+from guard.mcp.wire import render
 
 Json = dict[str, Any]
 
@@ -34,7 +35,14 @@ INTERNAL_ERROR = -32603
 
 
 def dumps(message: Json) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """The canonical line of ``message`` (:func:`guard.mcp.wire.render`)."""
+    return render(message)
+
+
+def line_body(line: bytes) -> bytes:
+    """A line without its end: the newline is gone already; one CR before it goes too
+    (CR LF). Any other CR stays, for :func:`guard.mcp.wire.read` to refuse."""
+    return line[:-1] if line.endswith(b"\r") else line
 
 
 def error(msg_id: Any, code: int, text: str) -> Json:
@@ -134,7 +142,7 @@ class _ClientLines(asyncio.Protocol):
             if self._partial:  # the rest of a line that came in pieces
                 line, self._partial, self._size = b"".join([*self._partial, line]), [], 0
             if line.strip():
-                lines.append(line.rstrip(b"\r"))
+                lines.append(line_body(line))
             start = end + 1
         if start < len(data):
             self._partial.append(data[start:])
@@ -154,7 +162,7 @@ class _ClientLines(asyncio.Protocol):
             partial, self._partial, self._size = b"".join(self._partial), [], 0
             try:
                 if partial.strip():
-                    self._handle([partial.rstrip(b"\r")])
+                    self._handle([line_body(partial)])
             except Exception as exc:
                 self._stop(exc)
                 return None
@@ -191,7 +199,8 @@ class Pipe:
         self.server: asyncio.subprocess.Process | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
-        self._prefix = f"guard-{secrets.token_hex(4)}-"
+        # guard's own requests to the client: ids nobody else can know or guess
+        self._prefix = f"guard-{secrets.token_hex(16)}-"
         self._next_id = 0
         self._waiting: dict[Any, asyncio.Future[Json]] = {}
         #: The verdict records that answers wait for (None: nothing waits).
@@ -317,6 +326,10 @@ class Pipe:
         coro = self.request_client(method, params, timeout)
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
+    def owns_id(self, msg_id: object) -> bool:
+        """Whether ``msg_id`` is of guard's own requests to the client."""
+        return isinstance(msg_id, str) and msg_id.startswith(self._prefix)
+
     def take_answer(self, message: Json) -> bool:
         """Deliver the client's answer to one of guard's requests; False if it is not one."""
         msg_id = message.get("id")
@@ -413,7 +426,7 @@ class Pipe:
             if line is None:
                 return
             if line.strip():
-                handle([line.rstrip(b"\r\n")])
+                handle([line_body(line[:-1] if line.endswith(b"\n") else line)])
 
     async def _server_loop(self, handle: Callable[[bytes], None]) -> None:
         """Hand each line of the server's to ``handle`` until it ends. (``ServerPipe``)"""

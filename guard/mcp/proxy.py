@@ -1,7 +1,11 @@
 """A stdio MCP proxy that checks every ``tools/call`` against the policy.
 
 The client talks to guard; guard starts the real server and forwards every
-message both ways, unchanged, except:
+message both ways. Each line is read strictly (:mod:`guard.mcp.wire`: what two
+decoders could read differently is refused) and what is forwarded is guard's
+canonical rendering of the object it read, never the bytes it was given; the
+client's answers reach the server only for requests the server has pending.
+Beyond that, messages pass as they are, except:
 
 * ``tools/call``: the call is decided by the gate (:mod:`guard.gate`, MCP side in
   :mod:`guard.mcp.gate`) for the current agent. Allow forwards the call; deny answers
@@ -13,7 +17,8 @@ message both ways, unchanged, except:
   to the session's mode, answered by the planning runtime, never forwarded.
   ``notifications/tools/list_changed`` goes out when the mode changes.
 * ``resources/read`` of a ``file://`` URI is a read of that path, decided the
-  same way (refusals are JSON-RPC errors); other schemes pass through.
+  same way (refusals are JSON-RPC errors; a URI parsers could read differently is
+  refused: :mod:`guard.mcp.paths`); other schemes pass through.
 * ``initialize``: the server's answer passes through (its ``protocolVersion``
   included) with ``capabilities.tools.listChanged`` set, since guard sends it.
 * ``server/discover`` (the stateless 2026 era) is answered "method not found",
@@ -38,25 +43,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Coroutine
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 from guard.decide import Guard
 from guard.effects import GuardError, ToolCall
 from guard.gate import Gate, Verdict, VerdictAction
-from guard.mcp import asking
+from guard.mcp import asking, wire
 from guard.mcp.bridge import OFFERED, PlanningBridge
 from guard.mcp.effects import EffectsFn, mcp_effects
 from guard.mcp.gate import (
     McpAnalyser,
     McpSink,
     McpStats,
-    is_file_uri,
     resource_call,
     tool_call,
 )
@@ -65,18 +68,22 @@ from guard.mcp.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    PARSE_ERROR,
     Json,
     RequestFailed,
+    Withheld,
     error,
     tool_error,
 )
+from guard.mcp.paths import is_file_uri
 from guard.mcp.server import Launcher, ServerPipe
+from guard.mcp.wire import Id
 from guard.planning.session import Mode, Session
 
 __all__ = ["MCP_REVISION", "OFFERED", "McpProxy", "ProxyStats", "run_proxy"]
 
 MCP_REVISION = "2025-11-25"
+#: The server's requests to the client that may wait for an answer at once.
+MAX_SERVER_REQUESTS = 65536
 
 ProxyStats = McpStats
 
@@ -161,7 +168,11 @@ class McpProxy:
         self.signalled: int | None = None
         self._initialized = False
         self._client_init: Json | None = None  # the client's initialize params, for restarts
-        self._roots_requests: set[Any] = set()
+        # the server's requests to the client not answered yet: id -> method
+        self._server_requests: dict[Id, str] = {}
+        # the client's requests guard has neither answered nor forwarded yet
+        self._open: set[Id] = set()
+        self._current: Id | None = None  # the request being handled (for internal errors)
         # client request id -> why its verdict could not be recorded (its answer is withheld)
         self._unrecorded: dict[Any, str] = {}
 
@@ -278,6 +289,8 @@ class McpProxy:
         for req_id in list(self._pending):
             self.pipe.send_client(error(req_id, INTERNAL_ERROR, "the MCP server exited"))
         self._pending.clear()
+        for req_id in list(self._open):  # still being checked, or waiting for the user
+            self._reply(req_id, error(req_id, INTERNAL_ERROR, "guard mcp is exiting"))
         self._unrecorded.clear()
         await asyncio.to_thread(self.sink.stop)  # every record written and synced
         self.pipe.release(final=True)
@@ -293,74 +306,100 @@ class McpProxy:
     def _from_client_lines(self, lines: list[bytes]) -> None:
         """Lines the client sent together: each is handled (a checked call decided and
         forwarded) before any verdict record is written, then the records are written at
-        once, while the server works; its answers wait for them (:meth:`Pipe.send_client`)."""
+        once, while the server works; its answers wait for them (:meth:`Pipe.send_client`).
+
+        No line ends the proxy: an error while handling one (a bug) answers its request
+        with an error, if guard has neither answered nor forwarded it yet."""
         self.sink.batch = True
         try:
             for line in lines:
-                self._from_client(line)
+                self._current = None
+                try:
+                    self._from_client(line)
+                except Exception as exc:
+                    self._internal_error(self._current, exc)
         finally:
             self.sink.end_batch()
 
+    def _internal_error(self, msg_id: Id | None, exc: BaseException) -> None:
+        """A bug while handling a client message: said, and its request (still open)
+        answered with an error; never forwarded."""
+        self.log(f"internal error while handling a client message: {exc!r}")
+        if msg_id is not None and msg_id in self._open:
+            self._reply(
+                msg_id,
+                error(msg_id, INTERNAL_ERROR, f"guard could not check this request ({exc!r});"
+                      " it was not forwarded"),
+            )
+
+    def _reply(
+        self, msg_id: Id, message: Json, *, record: int = 0, withheld: Withheld | None = None
+    ) -> None:
+        """guard's own answer to the client's request ``msg_id``: sent once, only while the
+        request is open (neither answered nor forwarded)."""
+        if msg_id not in self._open:
+            self.log(f"internal error: a second answer to request {msg_id!r} was not sent")
+            return
+        self._open.discard(msg_id)
+        self.pipe.send_client(message, record=record, withheld=withheld)
+
+    def _spawn_for(self, msg_id: Id, coro: Coroutine[Any, Any, None]) -> None:
+        """Run the handling of request ``msg_id`` as a task: an error in it answers the
+        request (if still open) instead of leaving it unanswered."""
+
+        async def run() -> None:
+            try:
+                await coro
+            except Exception as exc:
+                self._internal_error(msg_id, exc)
+
+        self.pipe.spawn(run())
+
     def _from_client(self, line: bytes) -> None:
         try:
-            message = json.loads(line)
-        except (ValueError, UnicodeDecodeError) as exc:
-            self.log(f"refused a client line that is not JSON: {exc}")
-            self.pipe.send_client(error(None, PARSE_ERROR, f"parse error: {exc}"))
+            message = wire.read(line)
+        except wire.Refused as refused:
+            self._refuse_line(refused)
             return
-        if isinstance(message, list):
-            self.log("refused a JSON-RPC batch from the client")
-            self.pipe.send_client(
-                error(
-                    None,
-                    INVALID_REQUEST,
-                    "JSON-RPC batches are not supported by MCP"
-                    " since 2025-06-18; send one message per line",
-                )
-            )
+        kind = wire.kind_of(message)
+        if kind == "response":
+            self._client_answer(message)
             return
-        if not isinstance(message, dict):
-            self.pipe.send_client(error(None, INVALID_REQUEST, "a message must be a JSON object"))
-            return
-        method = message.get("method")
-        has_id = "id" in message
-        if method is None:
-            if self.pipe.take_answer(message):  # the answer to guard's own question
-                return
-            if has_id and message["id"] in self._roots_requests:
-                self._roots_requests.discard(message["id"])
-                self._note_roots(message.get("result"))
-            self._forward(line)  # an answer to the server's request
-            return
-        if not isinstance(method, str):
-            if has_id:
-                self.pipe.send_client(
-                    error(message["id"], INVALID_REQUEST, "method must be a string")
-                )
-            return
-        if not has_id:  # a notification
+        method: str = message["method"]
+        if kind == "notification":
             if not method.startswith("notifications/"):
                 self._drop_request_without_id(method, message.get("params"))
                 return
             if method == "notifications/initialized":
                 self._initialized = True
-            self._forward(line)
+            self._forward(message)
             return
-        msg_id = message["id"]
+        msg_id: Id = message["id"]
+        if msg_id in self._open or msg_id in self._pending:
+            self._drop(
+                f"{method} reuses the id {msg_id!r} of a request still in flight (MCP: an id"
+                " is used once); dropped, so each request gets exactly one answer",
+                "guard.mcp.id_in_use",
+                method,
+            )
+            return
+        self._open.add(msg_id)
+        self._current = msg_id
         if method == "tools/call":
-            self._tools_call(msg_id, message.get("params"), line)
+            self._tools_call(msg_id, message)
             return
         if method == "resources/read":
-            self.pipe.spawn(self._resources_read(msg_id, message.get("params"), line))
+            self._spawn_for(msg_id, self._resources_read(msg_id, message))
             return
         if method == "server/discover":
-            self.pipe.send_client(
+            self._reply(
+                msg_id,
                 error(
                     msg_id,
                     METHOD_NOT_FOUND,
                     f"guard mcp speaks the initialize handshake (MCP {MCP_REVISION});"
                     " send initialize",
-                )
+                ),
             )
             return
         if method == "initialize":
@@ -375,37 +414,94 @@ class McpProxy:
             elicit = caps.get("elicitation") if isinstance(caps, dict) else None
             # form mode: declared explicitly, or an empty object (2025-11-25 compatibility)
             self.client_can_elicit = isinstance(elicit, dict) and (not elicit or "form" in elicit)
-        self._pending[msg_id] = (method, 0)  # answered with an error should the server die
-        self._forward(line)
+        self._send_request(msg_id, method, 0, message)
 
-    def _forward(self, data: bytes) -> None:
-        try:
-            self.pipe.send_server(data)
-            self.stats.forwarded += 1
-        except (ConnectionError, OSError) as exc:
-            self.log(f"cannot forward to the server: {exc}")
+    def _refuse_line(self, refused: wire.Refused) -> None:
+        """A line guard does not read (:mod:`guard.mcp.wire`): never forwarded; recorded.
 
-    def _drop_request_without_id(self, method: str, params: Any) -> None:
-        """A request sent as a notification would run unchecked and unanswered: drop it."""
-        reason = (
-            f"{method} sent as a notification (no id): guard answers no such call, so it is"
-            " never forwarded"
+        A request whose id could be read gets an error with that id; a notification or a
+        response gets no answer; anything else gets an error with id null (JSON-RPC's
+        answer when the id cannot be read)."""
+        kind, msg_id = refused.kind, refused.msg_id
+        what = refused.method or "(unreadable)"
+        self.log(f"refused a client {kind if kind != 'unknown' else 'line'}: {refused.reason}")
+        record = self._drop(
+            f"the client's {kind if kind != 'unknown' else 'line'} was refused and not"
+            f" forwarded: {refused.reason}",
+            "guard.mcp.malformed",
+            what,
         )
+        if kind in ("notification", "response"):
+            return
+        if kind == "request" and msg_id is not None:
+            if msg_id in self._open or msg_id in self._pending:
+                return  # that id already waits for its one answer
+            self._open.add(msg_id)
+            self._reply(msg_id, error(msg_id, refused.code, refused.reason), record=record)
+            return
+        self.pipe.send_client(error(None, refused.code, refused.reason), record=record)
+
+    def _drop(self, reason: str, rule: str, method: str, params: Any = None) -> int:
+        """Record a client message guard drops (a deny); the number of its record (0: none)."""
         self.stats.denied += 1
         name = params.get("name") if isinstance(params, dict) else None
         if method == "tools/call" and isinstance(name, str):
             call = tool_call(name, params.get("arguments"), self.cwd, self.session.id)
         else:
             call = ToolCall("mcp-request", method, {}, self.cwd, self.session.id)
-        self.gate.audit(
-            Verdict(VerdictAction.DENY, reason, "guard.mcp.notification", call, self.fixed_agent),
-            {"method": method},
+        verdict = Verdict(VerdictAction.DENY, reason, rule, call, self.fixed_agent)
+        return self._record(verdict, {"method": method})[1]
+
+    def _client_answer(self, message: Json) -> None:
+        """The client's answer to a request: guard's own, or one the server has pending.
+        Any other (an unknown id, one answered already) is dropped and recorded."""
+        if self.pipe.take_answer(message):  # the answer to guard's own question
+            return
+        msg_id = message["id"]
+        method = self._server_requests.pop(msg_id, None)
+        if method is None:
+            self.log(f"dropped a client answer to no pending server request (id {msg_id!r})")
+            self._drop(
+                f"an answer (id {msg_id!r}) to no request the server has pending; not"
+                " forwarded",
+                "guard.mcp.unmatched_answer",
+                "(answer)",
+            )
+            return
+        if method == "roots/list":
+            self._note_roots(message.get("result"))
+        self._forward(message)  # an answer to the server's request
+
+    def _send_request(self, msg_id: Id, method: str, record: int, message: Json) -> None:
+        """Forward the client's request, checked: its answer is the server's from now on
+        (or an error should the server die)."""
+        self._open.discard(msg_id)
+        self._pending[msg_id] = (method, record)
+        self._forward(message)
+
+    def _forward(self, message: Json) -> None:
+        """Send the server guard's canonical rendering of a checked message."""
+        try:
+            self.pipe.send_server(wire.render(message))
+            self.stats.forwarded += 1
+        except (ConnectionError, OSError) as exc:
+            self.log(f"cannot forward to the server: {exc}")
+
+    def _drop_request_without_id(self, method: str, params: Any) -> None:
+        """A request sent as a notification would run unchecked and unanswered: drop it."""
+        self._drop(
+            f"{method} sent as a notification (no id): guard answers no such call, so it is"
+            " never forwarded",
+            "guard.mcp.notification",
+            method,
+            params,
         )
 
-    def _tools_call(self, msg_id: Any, params: Any, line: bytes) -> None:
+    def _tools_call(self, msg_id: Id, message: Json) -> None:
+        params = message.get("params")
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
-            self.pipe.send_client(
-                error(msg_id, INVALID_PARAMS, "tools/call needs params.name (a string)")
+            self._reply(
+                msg_id, error(msg_id, INVALID_PARAMS, "tools/call needs params.name (a string)")
             )
             return
         name: str = params["name"]
@@ -421,14 +517,13 @@ class McpProxy:
             # forwarded first; its record is made while the server works, and written before
             # the loop turns (McpSink.end_batch): the answer waits for it
             self.stats.allowed += 1
-            self._pending[msg_id] = ("tools/call", 0)
-            self._forward(line)
+            self._send_request(msg_id, "tools/call", 0, message)
             self._pending[msg_id] = ("tools/call", self._record_forwarded(msg_id, verdict))
             return
         verdict, record = self._record(verdict, context)
         if verdict.action is VerdictAction.ASK:
             self.stats.asked += 1
-            self.pipe.spawn(self._ask_then_run(msg_id, call, verdict, line, record))
+            self._spawn_for(msg_id, self._ask_then_run(msg_id, call, verdict, message, record))
             return
         if verdict.action is not VerdictAction.ALLOW:  # MCP cannot rewrite: confined is deny
             self.stats.denied += 1
@@ -436,10 +531,11 @@ class McpProxy:
             return
         self.stats.allowed += 1
         if self.bridge.owns(name):
-            self.pipe.spawn(self._planning_call(msg_id, name, dict(call.input), record))
+            self._spawn_for(
+                msg_id, self._planning_call(msg_id, name, dict(call.input), record)
+            )
         else:
-            self._pending[msg_id] = ("tools/call", record)
-            self._forward(line)
+            self._send_request(msg_id, "tools/call", record, message)
 
     def _decide(self, call: ToolCall, context: Json) -> tuple[Verdict, int]:
         """The gate's verdict and the number of its record (0: not recorded, e.g. an allow
@@ -453,7 +549,7 @@ class McpProxy:
         verdict = self.gate.audit(verdict, context, self.guard)
         return verdict, (self.sink.last if self.sink.last != before else 0)
 
-    def _record_forwarded(self, msg_id: Any, verdict: Verdict) -> int:
+    def _record_forwarded(self, msg_id: Id, verdict: Verdict) -> int:
         """Queue the record of an allowed call already forwarded; its number (0: none). It is
         queued even should a write fail meanwhile (the answer then waits for a record that
         failed, and is withheld); one that cannot even be queued withholds the answer too."""
@@ -468,9 +564,10 @@ class McpProxy:
             return 0
         return self.sink.last if self.sink.last != before else 0
 
-    def _refuse_call(self, msg_id: Any, name: str, verdict: Verdict, record: int) -> None:
+    def _refuse_call(self, msg_id: Id, name: str, verdict: Verdict, record: int) -> None:
         text = _refusal(name, verdict)
-        self.pipe.send_client(
+        self._reply(
+            msg_id,
             tool_error(msg_id, text),
             record=record,
             withheld=lambda why: tool_error(msg_id, f"{text}; {_unrecorded(why)}"),
@@ -504,7 +601,7 @@ class McpProxy:
         return final, (self.sink.last if self.sink.last != before else record)
 
     async def _ask_then_run(
-        self, msg_id: Any, call: ToolCall, verdict: Verdict, line: bytes, record: int
+        self, msg_id: Id, call: ToolCall, verdict: Verdict, message: Json, record: int
     ) -> None:
         verdict, record = await self._ask(verdict, {"method": "tools/call"}, record)
         if not verdict.allowed:
@@ -512,20 +609,19 @@ class McpProxy:
         elif self.bridge.owns(call.name):
             await self._planning_call(msg_id, call.name, dict(call.input), record)
         else:
-            self._pending[msg_id] = ("tools/call", record)
-            self._forward(line)
+            self._send_request(msg_id, "tools/call", record, message)
 
-    async def _resources_read(self, msg_id: Any, params: Any, line: bytes) -> None:
+    async def _resources_read(self, msg_id: Id, message: Json) -> None:
         """A ``file://`` resource is a read of that path: the policy decides it too."""
+        params = message.get("params")
         uri = params.get("uri") if isinstance(params, dict) else None
         if not isinstance(uri, str):
-            self.pipe.send_client(
-                error(msg_id, INVALID_PARAMS, "resources/read needs params.uri (a string)")
+            self._reply(
+                msg_id, error(msg_id, INVALID_PARAMS, "resources/read needs params.uri (a string)")
             )
             return
         if not is_file_uri(uri):
-            self._pending[msg_id] = ("resources/read", 0)
-            self._forward(line)
+            self._send_request(msg_id, "resources/read", 0, message)
             return
         context = {"method": "resources/read"}
         call = resource_call(uri, self.cwd, self.session.id)
@@ -533,22 +629,23 @@ class McpProxy:
         if verdict.action is VerdictAction.ASK:
             verdict, record = await self._ask(verdict, context, record)
         if verdict.action is VerdictAction.ALLOW:
-            self._pending[msg_id] = ("resources/read", record)
-            self._forward(line)
+            self._send_request(msg_id, "resources/read", record, message)
         else:
             self.stats.denied += 1
             text = _refusal("resources/read", verdict)
-            self.pipe.send_client(
+            self._reply(
+                msg_id,
                 error(msg_id, INVALID_REQUEST, text),
                 record=record,
                 withheld=lambda why: error(msg_id, INVALID_REQUEST, f"{text}; {_unrecorded(why)}"),
             )
 
-    async def _planning_call(self, msg_id: Any, name: str, arguments: Json, record: int) -> None:
+    async def _planning_call(self, msg_id: Id, name: str, arguments: Json, record: int) -> None:
         self.stats.planning += 1
         elicit = self._elicit_from_thread if self.client_can_elicit else None
         result = await self.bridge.call(name, arguments, elicit)
-        self.pipe.send_client(
+        self._reply(
+            msg_id,
             {"jsonrpc": "2.0", "id": msg_id, "result": result.to_mcp()},
             record=record,
             withheld=lambda why: tool_error(msg_id, f"{name}: {_unrecorded(why)}"),
@@ -557,35 +654,68 @@ class McpProxy:
     # -- server -> client ------------------------------------------------------------------
 
     def _from_server(self, line: bytes) -> None:
+        """A line of the server's. The client (the host) parses it again, so it is read as
+        strictly as the client's lines (:mod:`guard.mcp.wire`), and the client gets guard's
+        canonical rendering of what guard read, never the server's bytes. No line ends the
+        proxy."""
         try:
-            message = json.loads(line)
-        except (ValueError, UnicodeDecodeError) as exc:
-            self.log(f"dropped a server line that is not JSON ({exc}): {line[:200]!r}")
+            self._from_server_line(line)
+        except Exception as exc:
+            self.log(f"internal error while handling a server message: {exc!r}")
+
+    def _from_server_line(self, line: bytes) -> None:
+        try:
+            message = wire.read(line)
+        except wire.Refused as refused:
+            self.log(f"dropped a server line ({refused.reason}): {line[:200]!r}")
+            msg_id = refused.msg_id
+            if refused.kind == "response" and msg_id is not None and msg_id in self._pending:
+                self._server_answer_refused(msg_id, refused.reason)
             return
-        if not isinstance(message, dict):
-            self.log(f"dropped a server message that is not an object: {line[:200]!r}")
-            return
-        if "method" not in message and "id" in message:
+        kind = wire.kind_of(message)
+        if kind == "response":
             msg_id = message["id"]
-            method, record = self._pending.pop(msg_id, ("", 0))
+            if msg_id not in self._pending:
+                self.log(f"dropped a server answer to no request in flight (id {msg_id!r})")
+                return
+            method, record = self._pending.pop(msg_id)
             if self._unrecorded:
                 why = self._unrecorded.pop(msg_id, None)
                 if why is not None:
                     self.pipe.send_client(_withheld(msg_id, method)(why))
                     return
-            if method in ("initialize", "tools/list") and isinstance(message.get("result"), dict):
+            if "result" in message:
                 if method == "initialize":
                     self._patch_initialize(message["result"])
-                else:
+                elif method == "tools/list":
                     self._patch_tools_list(message["result"])
-                self.pipe.send_client(message)
-                return
             if record:  # the answer of a checked call: sent once its record is written
-                self.pipe.send_client(line, record=record, withheld=_withheld(msg_id, method))
+                self.pipe.send_client(message, record=record, withheld=_withheld(msg_id, method))
+            else:
+                self.pipe.send_client(message)
+            return
+        if kind == "request":
+            msg_id = message["id"]
+            if msg_id in self._server_requests or self.pipe.owns_id(msg_id):
+                self.log(f"dropped a server request reusing the id {msg_id!r} of another")
                 return
-        if message.get("method") == "roots/list" and "id" in message:
-            self._roots_requests.add(message["id"])
-        self.pipe.send_client(line)  # passed through as received, never re-serialised
+            if len(self._server_requests) >= MAX_SERVER_REQUESTS:
+                self.log(f"dropped a server request: {MAX_SERVER_REQUESTS} are unanswered")
+                return
+            self._server_requests[msg_id] = message["method"]
+        self.pipe.send_client(message)
+
+    def _server_answer_refused(self, msg_id: Id, reason: str) -> None:
+        """The server's answer to a request in flight could not be read: the client gets an
+        error in its place (each request gets exactly one answer)."""
+        method, record = self._pending.pop(msg_id)
+        self._unrecorded.pop(msg_id, None)
+        text = f"{method}: guard refused the server's answer ({reason}); it was not passed on"
+        self.pipe.send_client(error(msg_id, INTERNAL_ERROR, text), record=record)
+
+    def server_replaced(self) -> None:
+        """The server was restarted: answers to the old one's requests go nowhere."""
+        self._server_requests.clear()
 
     def _note_roots(self, result: Any) -> None:
         """The client's roots become the server's directories: check them like its argv."""

@@ -50,13 +50,14 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from guard.effects import GuardError
-from guard.mcp.jsonrpc import MAX_LINE, Json, Pipe, dumps, stop_process
+from guard.mcp.jsonrpc import MAX_LINE, Json, Pipe, dumps, line_body, stop_process
 from guard.planning.session import Mode
 
 if TYPE_CHECKING:
@@ -91,6 +92,10 @@ class Router(Protocol):
 
     def tools_changed(self) -> None:
         """Tell the client its tool list may have changed."""
+        ...
+
+    def server_replaced(self) -> None:
+        """The server in use is cut off: its requests to the client are void."""
         ...
 
 
@@ -269,7 +274,7 @@ class _Lines(asyncio.subprocess.SubprocessStreamProtocol):
                 line = data[start:end]
                 if self._partial:  # the rest of a line that came in pieces
                     line, self._partial, self._size = b"".join([*self._partial, line]), [], 0
-                self._line(line.rstrip(b"\r"))
+                self._line(line_body(line))
                 start = end + 1
         except Exception as exc:  # a bug in the router: ends the proxy, as a reader task would
             self._partial, self._size = [], 0
@@ -290,7 +295,7 @@ class _Lines(asyncio.subprocess.SubprocessStreamProtocol):
         if fd == 1 and not self.ended.done():
             partial, self._partial, self._size = b"".join(self._partial), [], 0
             try:
-                self._line(partial)
+                self._line(line_body(partial))
             except Exception as failed:
                 self.ended.set_exception(failed)
             if not self.ended.done():
@@ -607,6 +612,7 @@ class ServerPipe(Pipe):
             waiting &= set(router.in_flight())
             waiting -= self._held_ids()
         old.live = False  # from here on, what it says is dropped: no answer twice
+        router.server_replaced()
         left = waiting & set(router.in_flight())
         if left:
             router.cancel(
@@ -647,7 +653,7 @@ class ServerPipe(Pipe):
             return  # the client's own initialize, when it comes, goes to the new server
         assert self.loop is not None
         self._next_id += 1
-        req_id = f"{self._prefix}initialize-{self._next_id}"
+        req_id = f"guard-replay-{secrets.token_hex(8)}-initialize-{self._next_id}"
         answer: asyncio.Future[Json] = self.loop.create_future()
         server.answers[req_id] = answer
         stdin = server.proc.stdin

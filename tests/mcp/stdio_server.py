@@ -57,12 +57,17 @@ def serve(server: str, handlers: Mapping[str, Handler], *, log_optional: bool = 
         params = message.get("params") or {}
         if method == "initialize":
             result: dict[str, object] = {
-                "protocolVersion": params["protocolVersion"],
+                "protocolVersion": params.get("protocolVersion", "2025-11-25"),
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": server, "version": "1"},
             }
         elif method in handlers:
-            result = handlers[method](params)
+            try:
+                result = handlers[method](params)
+            except (KeyError, TypeError, AttributeError) as exc:  # odd params: an error answer
+                failed = {"code": -32602, "message": repr(exc)}
+                send({"jsonrpc": "2.0", "id": msg_id, "error": failed})
+                continue
         else:
             send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": method}})
             continue

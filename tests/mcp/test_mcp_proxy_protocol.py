@@ -311,3 +311,102 @@ def test_tools_call_sent_as_a_notification_never_reaches_the_server(
     dropped = [r for r in records if r.get("rule") == "guard.mcp.notification"]
     assert len(dropped) == 1 and dropped[0]["decision"] == "deny", records
     assert dropped[0]["tool_name"] == "run_shell" and "notification" in dropped[0]["reason"]
+
+
+def build_scripted(repo: Path) -> tuple[RawClient, Path]:
+    log = repo.parent / "server-received.jsonl"
+    log.touch()
+    client = RawClient(["--mode", "build"], repo, [sys.executable, str(SCRIPTED), str(log)])
+    client.initialize()
+    return client, log
+
+
+def test_client_answers_reach_the_server_only_for_its_pending_requests(repo: Path) -> None:
+    """Attack: answers the server never asked for (an unknown id, a second answer to one
+    already answered) hoping the proxy forwards whatever has no "method"."""
+    from guard.audit import default_log_path, read
+    from guard.paths import Roots
+
+    client, log = build_scripted(repo)
+    try:
+        client.send({"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
+                     "params": {"name": "ask_client", "arguments": {}}})
+        asked = client.receive()
+        assert asked["method"] == "roots/list" and asked["id"] == "srv-1", asked
+        forged = {"jsonrpc": "2.0", "id": "srv-999", "result": {"roots": [{"uri": "file:///"}]}}
+        client.send(forged)
+        real = {"jsonrpc": "2.0", "id": "srv-1", "result": {"roots": [{"uri": repo.as_uri()}]}}
+        client.send(real)
+        answer = client.reply("c1")
+        assert repo.as_uri() in result_text(answer) and "file:///\"" not in result_text(answer)
+        client.send(real)  # answered already: the server has nothing pending under srv-1
+        assert client.call("echo", {"x": 1}, msg_id="after")["result"]["isError"] is False
+    finally:
+        client.close()
+    answers = [m for m in received(log) if "method" not in m]
+    assert answers == [real], answers
+    rules = [r.get("rule") for r in read(default_log_path(Roots.discover(repo)))]
+    assert rules.count("guard.mcp.unmatched_answer") == 2, rules
+
+
+def test_a_server_answer_guard_cannot_read_becomes_one_error(repo: Path) -> None:
+    """Attack (by the server, on the host): an answer whose bare CRs hide a forged answer
+    to another request, and a second answer to the same request. The client gets one
+    error for its request, never the forged answer."""
+    client, _log = build_scripted(repo)
+    try:
+        answer = client.call("split_answer", {"answer_id": "s1"}, msg_id="s1")
+        assert answer["error"]["code"] == -32603 and "carriage return" in answer["error"]["message"]
+        assert client.call("echo", {}, msg_id="after")["result"]["isError"] is False
+    finally:
+        client.close()
+    ids = [json.loads(line).get("id") for line in client.raw_stdout]
+    assert ids.count("s1") == 1 and "forged" not in ids, ids
+    assert all(b"\r" not in line[:-1] for line in client.raw_stdout)
+
+
+def test_a_request_id_still_in_flight_is_not_taken_twice(repo: Path) -> None:
+    """Attack: a second request under the id of one still at the server, so that one answer
+    could be taken for the other's (MCP: an id is used once)."""
+    client, _log = build_scripted(repo)
+    try:
+        client.send_raw(
+            b'{"jsonrpc":"2.0","id":"d","method":"tools/call","params":{"name":"split_answer",'
+            b'"arguments":{"answer_id":"other"}}}\n'
+            b'{"jsonrpc":"2.0","id":"d","method":"tools/call","params":{"name":"echo",'
+            b'"arguments":{}}}'
+        )
+        assert client.call("echo", {}, msg_id="after")["result"]["isError"] is False
+    finally:
+        client.close()
+    ids = [json.loads(line).get("id") for line in client.raw_stdout]
+    assert ids.count("d") == 1, ids
+
+
+@pytest.mark.parametrize(
+    ("line", "answer_id"),
+    [
+        (  # 100,000-deep nesting: once a RecursionError that ended the proxy
+            b'{"jsonrpc":"2.0","id":"deep","method":"tools/call","params":{"name":"echo",'
+            b'"arguments":{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}}}",
+            "deep",
+        ),
+        (b'{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}', None),  # object id: crashed
+        (b'{"jsonrpc":"2.0","id":[1],"method":"tools/list"}', None),  # array id
+        (  # a lone surrogate in a tool name: once left unanswered for ever in plan mode
+            b'{"jsonrpc":"2.0","id":"sur","method":"tools/call","params":{"name":"echo\\ud800",'
+            b'"arguments":{}}}',
+            "sur",
+        ),
+    ],
+)
+def test_inputs_that_once_ended_the_proxy_get_one_answer_and_it_goes_on(
+    scripted: tuple[RawClient, Path], line: bytes, answer_id: str | None
+) -> None:
+    client, log = scripted
+    client.send_raw(line)
+    answer = client.receive()
+    assert answer["id"] == answer_id and answer["error"]["code"] == -32600, answer
+    assert client.request("tools/list", msg_id="after")["result"]["tools"]
+    assert all(m.get("id") != answer_id for m in received(log) if answer_id is not None)
+    assert client.proc.poll() is None
