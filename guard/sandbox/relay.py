@@ -19,6 +19,7 @@ import contextlib
 import ipaddress
 import socket
 import threading
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
@@ -165,8 +166,25 @@ def answer(sock: socket.socket, status: int, reason: str, rule: str = "") -> Non
     try:
         sock.settimeout(5)
         sock.sendall(head.encode("latin-1") + body)
+        linger(sock)
     except OSError:
         pass
+
+
+def linger(sock: socket.socket, seconds: float = 2.0, limit: int = 1 << 20) -> None:
+    """Half-close ``sock`` and read what the client still sends (a request body guard
+    refused), for a moment: closing with unread data would reset the connection and
+    could destroy the answer before the client reads it."""
+    sock.shutdown(socket.SHUT_WR)
+    end = time.monotonic() + seconds
+    got = 0
+    with contextlib.suppress(OSError):
+        while got < limit and (left := end - time.monotonic()) > 0:
+            sock.settimeout(left)
+            data = sock.recv(65536)
+            if not data:
+                return
+            got += len(data)
 
 
 def _shutdown(s: socket.socket) -> None:
@@ -200,12 +218,20 @@ class Reader:
 
     def head(self, *, skip_blank: bool = False) -> bytes | None:
         """The next header block, CRLF CRLF included; None at a clean end of stream.
-        ``skip_blank``: empty lines before it are skipped (after a body, RFC 9112 2.2)."""
+        ``skip_blank``: empty lines before it are skipped (after a body, RFC 9112 2.2).
+        A line ending in a lone LF is refused as soon as it arrives."""
         while True:
             if skip_blank:
                 while self.buf[:2] == b"\r\n":
                     del self.buf[:2]
             end = self.buf.find(b"\r\n\r\n")
+            stop = len(self.buf) if end < 0 else end + 4
+            lf = self.buf.find(b"\n", 0, stop)
+            while lf >= 0:
+                if lf == 0 or self.buf[lf - 1] != 13:
+                    raise httpwire.WireError(400, "a line ends with a lone CR or LF (only CRLF"
+                                                  " is accepted)")
+                lf = self.buf.find(b"\n", lf + 1, stop)
             if end >= 0:
                 if end + 4 > httpwire.MAX_HEAD:
                     raise httpwire.WireError(431, "the header block is too large")
@@ -349,8 +375,10 @@ class Client:
         data: dict[str, Any] = {
             "host": req.host, "port": req.port, "method": req.method, "path": req.bare_path,
         }  # fmt: skip
-        if req.content_type is not None and req.method not in ("GET", "HEAD", "OPTIONS"):
-            data["content_type"] = req.content_type
+        if req.chunked or req.length:
+            data["body"] = True
+            if req.content_type is not None:
+                data["content_type"] = req.content_type
         new = (req.host, req.port) != self.origin or self.upstream is None
         self._decide("request", data, record=new)
         if new:
@@ -522,12 +550,17 @@ class Client:
             seen.add(addr)
             kind = address_class(addr)
             if kind is not None:
-                data = {"host": host, "port": port, "address": addr.split("%", 1)[0],
-                        "class": kind}
+                bare = addr.split("%", 1)[0]
+                data = {"host": host, "port": port, "address": bare, "class": kind}
                 try:
                     self._decide("address", data)
                 except Refused as exc:
-                    refused.append(exc.reason)
+                    shown = f"[{bare}]:{port}" if ":" in bare else f"{bare}:{port}"
+                    refused.append(
+                        f"{host} resolved to {bare} ({kind}), which is reached only where a"
+                        f" rule allows the address itself (a name's answer can change: DNS"
+                        f" rebinding); to reach it, allow {shown!r}. {exc.reason}"
+                    )
                     continue
             out.append((family, sockaddr))
         if not out:

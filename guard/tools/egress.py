@@ -9,10 +9,12 @@ rules alone decide (and, in plan mode, the rule that nothing may change a remote
 ``connect`` ``{host, port}``
     An HTTP CONNECT tunnel (HTTPS): decided by host and port only; what is sent
     inside is encrypted and not seen.
-``request`` ``{host, port, method, path, content_type?}``
-    One plain-HTTP request (``path`` without its query). A method other than GET,
-    HEAD and OPTIONS may change the server (``changes_remote``), except a git fetch
-    (:func:`is_git_fetch`).
+``request`` ``{host, port, method, path, content_type?, body?}``
+    One plain-HTTP request (``path`` without its query; ``body``: it carries one). A
+    method other than GET, HEAD and OPTIONS may change the server
+    (``changes_remote``), except a git fetch (:func:`is_git_fetch`); so may a GET,
+    HEAD or OPTIONS with a body, which a server that does not expect one may read as
+    a request of its own.
 ``address`` ``{host, port, address, class}``
     A private, loopback or link-local address a name resolved to: reached only
     where a rule names the address itself (a name's answer can change: DNS
@@ -89,9 +91,15 @@ def _request(call: ToolCall) -> list[Effect]:
     method = _str(call, "method") or ""
     path = _str(call, "path") or ""
     content_type = _str(call, "content_type", required=False)
-    changes = method not in SAFE_METHODS and not is_git_fetch(method, path, content_type)
+    body = call.input.get("body", False)
+    if not isinstance(body, bool):
+        raise ToolInputError(f"{call.where('body')} must be true or false, got {body!r}")
+    safe = method in SAFE_METHODS and not body
+    changes = not safe and not is_git_fetch(method, path, content_type)
     detail = f"{method} http://{target.removesuffix(':80')}{path}"
-    if changes:
+    if changes and method in SAFE_METHODS:
+        detail += " with a body, which a server may read as a request of its own"
+    elif changes:
         detail += " may change the server"
     elif method == "POST":
         detail += " (a git fetch: the upload-pack service only reads)"
