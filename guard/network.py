@@ -99,6 +99,13 @@ def target_path(host: str, port: int | None) -> tuple[str, bool]:
     return f"{NETWORK_ROOT}/{host}/{port}", False
 
 
+def path_target(path: str) -> str:
+    """The target a matcher path stands for: ``//network/h/443`` -> ``h:443``."""
+    rest = path[len(NETWORK_ROOT) + 1 :]
+    host, _, port = rest.partition("/")
+    return format_target(host, int(port) if port else None)
+
+
 def canonical(target: str) -> str:
     """:func:`split_target` then :func:`format_target`."""
     return format_target(*split_target(target))
@@ -148,6 +155,8 @@ def _split_pattern(text: str, body: str) -> tuple[str, str | None]:
         if sep:
             port = rest
         host = host.rstrip(".") if host.rstrip(".") else host
+        if not host:
+            raise PatternError(f"network pattern {text!r} names no host; {fix}")
         if not _HOST_GLOB.fullmatch(host):
             bad = sorted({c for c in host if not _HOST_GLOB.fullmatch(c)})
             what = f"the character(s) {''.join(bad)!r}" if bad else "an empty host"
@@ -172,8 +181,6 @@ def parse_address(text: str) -> tuple[str, int | None]:
         raise GuardError(
             f"{text!r} is not an IP address (a name would be resolved again)"
         ) from None
-    if host.count(".") == 3 and host != str(ipaddress.ip_address(host)):
-        raise GuardError(f"{text!r} is not an IP address in its usual form")
     return host, port
 
 
