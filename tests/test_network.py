@@ -155,7 +155,7 @@ def test_the_matcher_sees_the_host_as_a_directory_and_the_port_as_a_file() -> No
     ],
 )
 def test_malformed_network_patterns_are_clear_errors(pattern: str, problem: str) -> None:
-    with pytest.raises(PatternError, match="HOST or HOST:PORT|names no host|1..65535") as info:
+    with pytest.raises(PatternError, match=r"HOST or HOST:PORT|names no host|1\.\.65535") as info:
         parse_network_pattern(pattern)
     assert problem in str(info.value)
 
