@@ -353,8 +353,8 @@ class Guard:
         what = effect.detail or "a request that may change the remote"
         return Decision(
             Action.DENY,
-            f"network {where}: {what}; agents.{a.name} is a plan-mode agent, which sends"
-            " nothing that may change a remote (HTTP GET, HEAD and OPTIONS only)",
+            f"network {where}: {what}; agents.{a.name} is a plan-mode agent: it may read"
+            " from a remote, never change one (plain HTTP: GET, HEAD and OPTIONS only)",
             PLAN_NETWORK_RULE,
             effect,
         )
