@@ -8,9 +8,11 @@ namespace of their own) where the privilege could matter.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -293,8 +295,6 @@ def test_requests_two_parsers_could_read_differently_are_refused(
 
 
 def _records(audit: Path) -> list[dict[str, object]]:
-    import json
-
     return [json.loads(line) for line in audit.read_text().splitlines()] if audit.exists() else []
 
 
@@ -679,3 +679,39 @@ def test_proxy_env_points_every_usual_client_at_the_proxy() -> None:
                  "npm_config_https_proxy", "PIP_PROXY"):
         assert env[name] == url
     assert env["NO_PROXY"] == env["no_proxy"] == "localhost,127.0.0.1,::1"
+
+
+# -- the record: audit log and replay ------------------------------------------------
+
+
+def test_recorded_connections_replay_under_another_agent(work: Path) -> None:
+    """The proxy's records keep each call's input (host, port, method, path without the
+    query), so ``guard replay`` decides them again: connections a build-mode command made
+    (a GET and a POST, both forwarded) replayed for the plan agent show the POST refused,
+    with the same rule the proxy would have applied."""
+    need_tools("curl", "unshare")
+    audit = work / "audit.jsonl"
+    with recorder() as srv:
+        pol = _policy(work, ["api.test"], {"api.test": f"127.0.0.1:{port_of(srv)}"})
+        done, records = confined(
+            ["sh", "-c", " ".join(_curl("http://api.test/a?token=secret")) + " && "
+             + " ".join(_curl("-d", "x=1", "http://api.test/b"))],
+            user="root", agent="build", policy=pol, cwd=work / "repo", audit=audit,
+        )
+        assert done.returncode == 0, done
+        assert [(s.method, s.path) for s in srv.seen] == [("GET", "/a?token=secret"),
+                                                         ("POST", "/b")]
+    assert "secret" not in audit.read_text()
+    assert [(r["source"], r["agent"], r["decision"]) for r in records] == [
+        ("hook", "build", "allow"), ("hook", "build", "allow")]
+    out = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", str(audit), "--agent", "plan", "--policy",
+         str(pol), "--json"], capture_output=True, text=True, check=False,
+    )
+    assert out.returncode == 3, out  # something would have been refused
+    replayed = json.loads(out.stdout)
+    assert [(r["host"], r["tool"], r["input"]["method"], r["decision"], r["rule"])
+            for r in replayed] == [
+        ("audit", "request", "GET", "allow", replayed[0]["rule"]),
+        ("audit", "request", "POST", "deny", "guard.plan-network")]
+    assert "agents.plan.network.allow[0] 'api.test'" in replayed[0]["rule"]
