@@ -16,8 +16,13 @@ CONNECT request turns the connection into a tunnel.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import ipaddress
+import os
+import select
 import socket
+import struct
 import threading
 import time
 
@@ -40,7 +45,9 @@ CLIENT_IDLE = 300.0
 #: Idle seconds before a tunnel or a response that sends nothing is closed.
 RELAY_IDLE = 900.0
 CONNECT_TIMEOUT = 15.0
-BUFFER = 256 * 1024
+BUFFER = 1024 * 1024
+#: Bodies smaller than this are copied through Python rather than spliced.
+SPLICE_MIN = 64 * 1024
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
@@ -187,6 +194,16 @@ def linger(sock: socket.socket, seconds: float = 2.0, limit: int = 1 << 20) -> N
             got += len(data)
 
 
+def idle(sock: socket.socket, seconds: float) -> None:
+    """Block on ``sock`` for at most ``seconds`` without data, timed by the kernel
+    (``SO_RCVTIMEO``/``SO_SNDTIMEO`` on a blocking socket): ``splice(2)`` then waits in
+    the kernel, with no poll round per chunk. A time-out is an OSError (EAGAIN)."""
+    sock.settimeout(None)
+    tv = struct.pack("@ll", int(seconds), int(seconds % 1 * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+
+
 def _shutdown(s: socket.socket) -> None:
     with contextlib.suppress(OSError):
         s.shutdown(socket.SHUT_RDWR)
@@ -276,16 +293,91 @@ class Reader:
             del self.buf[:take]
             if n is not None:
                 n -= take
-        view = memoryview(bytearray(BUFFER))
-        while n is None or n > 0:
-            k = self.sock.recv_into(view, BUFFER if n is None else min(n, BUFFER))
-            if k == 0:
-                if n is None:
-                    return
-                raise ConnectionError("the connection ended inside a body")
-            dst.sendall(view[:k])
-            if n is not None:
-                n -= k
+        if n != 0 and not transfer(self.sock, dst, n) and n is not None:
+            raise ConnectionError("the connection ended inside a body")
+
+
+def transfer(src: socket.socket, dst: socket.socket, n: int | None) -> bool:
+    """Move ``n`` bytes (None: until end of stream) from ``src`` to ``dst`` without
+    reading them into Python: ``splice(2)`` through a pipe, where the kernel allows it
+    (else ``recv_into``/``sendall``). Honours both sockets' timeouts. False when
+    ``src`` ended first."""
+    if n is not None and n < SPLICE_MIN:
+        return _copy(src, dst, n)  # a pipe costs more than copying a little
+    try:
+        pipe = os.pipe2(os.O_CLOEXEC)
+    except (AttributeError, OSError):
+        return _copy(src, dst, n)
+    r, w = pipe
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(w, _F_SETPIPE_SZ, BUFFER)
+        return _splice(src, dst, n, r, w)
+    except _NoSplice:
+        return _copy(src, dst, n)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+class _NoSplice(Exception):
+    """splice(2) refused these descriptors before moving anything."""
+
+
+_F_SETPIPE_SZ = 1031
+_SPLICE = getattr(os, "splice", None)
+_FLAGS = getattr(os, "SPLICE_F_MOVE", 1)
+
+
+def _splice(src: socket.socket, dst: socket.socket, n: int | None, r: int, w: int) -> bool:
+    if _SPLICE is None:
+        raise _NoSplice
+    sfd, dfd = src.fileno(), dst.fileno()
+    moved_any = False
+    while n is None or n > 0:
+        try:
+            k = _SPLICE(sfd, w, BUFFER if n is None else min(n, BUFFER), flags=_FLAGS)
+        except BlockingIOError:
+            _wait(src, select.POLLIN)
+            continue
+        except OSError as exc:
+            if not moved_any and exc.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise _NoSplice from None
+            raise
+        if k == 0:
+            return False
+        moved_any = True
+        left = k
+        while left:
+            try:
+                left -= _SPLICE(r, dfd, left, flags=_FLAGS)
+            except BlockingIOError:
+                _wait(dst, select.POLLOUT)
+        if n is not None:
+            n -= k
+    return True
+
+
+def _wait(sock: socket.socket, event: int) -> None:
+    """Wait until ``sock`` is ready for ``event``, within its timeout (TimeoutError)."""
+    timeout = sock.gettimeout()
+    poller = select.poll()
+    poller.register(sock.fileno(), event | select.POLLERR | select.POLLHUP)
+    if not poller.poll(None if timeout is None else int(timeout * 1000)):
+        raise TimeoutError("timed out")
+
+
+def _copy(src: socket.socket, dst: socket.socket, n: int | None) -> bool:
+    size = SPLICE_MIN if n is not None and n < SPLICE_MIN else BUFFER
+    view = memoryview(bytearray(size))
+    while n is None or n > 0:
+        k = src.recv_into(view, size if n is None else min(n, size))
+        if k == 0:
+            return False
+        dst.sendall(view[:k])
+        if n is not None:
+            n -= k
+    return True
 
 
 class Client:
@@ -303,7 +395,7 @@ class Client:
         self.overrides: dict[tuple[str, int | None], tuple[str, int | None]] = {}
 
     def run(self) -> None:
-        self.sock.settimeout(CLIENT_IDLE)
+        idle(self.sock, CLIENT_IDLE)
         try:
             self._serve()
         except Refused as exc:
@@ -417,7 +509,7 @@ class Client:
     def _relay_response(self, req: Request) -> None:
         up, upr = self.upstream, self.up_reader
         assert up is not None and upr is not None
-        up.settimeout(RELAY_IDLE)
+        idle(up, RELAY_IDLE)
         while True:
             head = upr.head()
             if head is None:
@@ -460,8 +552,8 @@ class Client:
         up = self._open(req.host, req.port)
         self.upstream = up
         self.sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        self.sock.settimeout(RELAY_IDLE)
-        up.settimeout(RELAY_IDLE)
+        idle(self.sock, RELAY_IDLE)
+        idle(up, RELAY_IDLE)
         # the server's bytes flow at once (some protocols speak first); the client's
         # go up once their start is checked
         down = threading.Thread(target=_pump, args=(up, self.sock), daemon=True,
@@ -517,6 +609,7 @@ class Client:
             try:
                 s.settimeout(CONNECT_TIMEOUT)
                 s.connect(sockaddr)
+                idle(s, RELAY_IDLE)
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 return s
             except OSError as exc:
@@ -592,13 +685,8 @@ def _family(addr: str) -> int:
 def _pump(src: socket.socket, dst: socket.socket) -> None:
     """Copy ``src`` to ``dst`` until end of stream, then half-close ``dst``; on an error
     both ends are shut down."""
-    view = memoryview(bytearray(BUFFER))
     try:
-        while True:
-            k = src.recv_into(view)
-            if k == 0:
-                break
-            dst.sendall(view[:k])
+        transfer(src, dst, None)
     except OSError:
         _shutdown(src)
         _shutdown(dst)
