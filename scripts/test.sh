@@ -14,6 +14,11 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
 # chromium: headless, renders the HTML report of `guard replay` in its test
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# the egress proxy's tests drive real clients through it: curl, openssl (s_client and
+# test certificates), git's http-backend (in git); unshare and setpriv (util-linux)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
