@@ -5,8 +5,9 @@ The proxy module is imported by its plain name from ``DIR`` (guard/sandbox), wit
 site-packages, as the helper imports it. With ``--channel``, the listener arrives as a
 descriptor on that Unix socket (sent from inside a network namespace) and is
 acknowledged with one byte; otherwise the driver listens on 127.0.0.1 itself. It
-prints ``ready PORT``, answers ``modules`` on stdin with ``guard=True|False`` (has the
-guard package been imported?), and stops when stdin closes.
+prints ``ready PORT``, answers ``modules`` on stdin with ``guard=True|False loaded=...``
+(has the guard package been imported? which of the lazily loaded modules are?), and
+stops when stdin closes.
 """
 
 import socket
@@ -36,7 +37,9 @@ def main() -> int:
         print(f"ready {listener.getsockname()[1]}", flush=True)
     for line in sys.stdin:
         if line.strip() == "modules":
-            print(f"guard={'guard' in sys.modules}", flush=True)
+            loaded = [m for m in ("guard", "relay", "httpwire", "json", "ipaddress")
+                      if m in sys.modules]
+            print(f"guard={'guard' in sys.modules} loaded={','.join(loaded)}", flush=True)
     proxy.close()
     return 0
 

@@ -230,12 +230,14 @@ class Proxy:
             return []
         return [json.loads(line) for line in self.audit.read_text().splitlines() if line]
 
-    def guard_imported(self) -> bool:
-        """Whether the proxy process has imported the guard package (asked over stdin)."""
+    def loaded(self) -> set[str]:
+        """Which of guard, relay, httpwire, json, ipaddress the proxy process has imported
+        (asked over stdin)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write("modules\n")
         self.proc.stdin.flush()
-        return _line(self.proc, 10).strip() == "guard=True"
+        answer = _line(self.proc, 10).split()[1]
+        return {m for m in answer.removeprefix("loaded=").split(",") if m}
 
 
 def _line(proc: subprocess.Popen[str], timeout: float) -> str:

@@ -176,12 +176,13 @@ def test_the_proxy_process_imports_nothing_of_guard_before_the_first_connection(
     with recorder() as srv:
         pol = _policy(work, ["docs.test"], {"docs.test": f"127.0.0.1:{port_of(srv)}"})
         with proxy(pol, work / "repo", work / "audit.jsonl") as p:
-            assert p.guard_imported() is False
+            # the spec came as JSON, so json is loaded; nothing else is until a connection
+            assert p.loaded() == {"json"}
             with socket.create_connection(("127.0.0.1", p.port)) as c:
                 c.sendall(b"GET http://docs.test/ HTTP/1.1\r\nHost: docs.test\r\n"
                           b"Connection: close\r\n\r\n")
                 assert _read_all(c).startswith(b"HTTP/1.1 200")
-            assert p.guard_imported() is True
+            assert {"guard", "relay", "httpwire"} <= p.loaded()
 
 
 # -- raw protocol attacks (smuggling, splitting, disagreement) -------------------------
