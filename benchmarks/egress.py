@@ -8,7 +8,10 @@ request; curl downloads it to /dev/null
   request parsed, decided and re-rendered, the response's framing read and its
   body relayed;
 * **HTTPS direct** and **HTTPS through the proxy** (a CONNECT tunnel, decided once,
-  its ClientHello checked, then relayed as it is).
+  its ClientHello checked, then relayed as it is);
+* for reference, when ``socat`` is installed: the plain download through a TCP relay
+  written in C (``socat -b 1048576``), no HTTP parsing, no decisions: what the second
+  loopback connection costs by itself.
 
 The proxy runs as it does for a confined command: a process of its own started with
 ``python -E -s -S`` (tests/sandbox/egress_driver.py), guard imported on the first
@@ -28,6 +31,7 @@ import argparse
 import os
 import resource
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -151,10 +155,24 @@ def main() -> int:
                               str(Path(egress.__file__).parent), "--spec", spec.to_argv()[1]])
         procs.append(proxy)
         via = f"http://127.0.0.1:{ready.split()[1]}"
+        # for reference: a plain TCP relay in C (socat, 1 MiB buffers) between the same
+        # endpoints, when installed: what a second loopback connection costs by itself
+        socat_port = 0
+        if shutil.which("socat"):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                socat_port = probe.getsockname()[1]
+            relay = subprocess.Popen(
+                ["socat", "-b", "1048576", f"TCP-LISTEN:{socat_port},bind=127.0.0.1,reuseaddr,"
+                 "fork", f"TCP:127.0.0.1:{port}"], stdin=subprocess.DEVNULL)
+            procs.append(relay)  # type: ignore[arg-type]
+            time.sleep(0.5)
         cacert = ["--cacert", str(tmp / "cert.pem")]
         kinds = {
             "direct": [f"http://127.0.0.1:{port}/d"],
             "proxy, plain HTTP": ["-x", via, "http://bench.test/d"],
+            **({"socat relay (reference)": [f"http://127.0.0.1:{socat_port}/d"]}
+               if socat_port else {}),
             "direct, HTTPS": [*cacert, "--resolve", f"bench.test:{tls_port}:127.0.0.1",
                               f"https://bench.test:{tls_port}/d"],
             "proxy, HTTPS (CONNECT)": [*cacert, "-x", via, "https://bench.test/d"],
@@ -166,7 +184,7 @@ def main() -> int:
         proxy_cpu: dict[str, list[float]] = {k: [] for k in kinds}  # the proxy alone
         load = os.getloadavg()[0]
         servers = {"direct": plain, "proxy, plain HTTP": plain, "direct, HTTPS": tls,
-                   "proxy, HTTPS (CONNECT)": tls}
+                   "proxy, HTTPS (CONNECT)": tls, "socat relay (reference)": plain}
         for r in range(opts.rounds):
             for kind, args in kinds.items():
                 p0, s0 = cpu_of(proxy.pid), cpu_of(servers[kind].pid)
@@ -184,11 +202,17 @@ def main() -> int:
               f" {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         for kind, mib_s in speed.items():
             own = sum(proxy_cpu[kind]) / (len(proxy_cpu[kind]) * size / 2**30)
+            if kind.startswith("socat"):
+                print(f"  {kind:24} {mib_s:8.0f} MiB/s (median)   (socat's CPU not counted)")
+                continue
             print(f"  {kind:24} {mib_s:8.0f} MiB/s (median)   CPU per GiB: all processes"
                   f" {per_gib[kind]:.2f} s, the proxy's {own:.2f} s")
         print(f"CPU per byte, through the proxy / direct: plain HTTP"
               f" x{per_gib['proxy, plain HTTP'] / per_gib['direct']:.2f}, HTTPS"
               f" x{per_gib['proxy, HTTPS (CONNECT)'] / per_gib['direct, HTTPS']:.2f}")
+        if "socat relay (reference)" in speed:
+            print(f"a C relay (socat) / direct, for reference:"
+                  f" x{speed['socat relay (reference)'] / speed['direct']:.2f}")
         http = speed["proxy, plain HTTP"] / speed["direct"]
         https = speed["proxy, HTTPS (CONNECT)"] / speed["direct, HTTPS"]
         print(f"plain HTTP through the proxy / direct: x{http:.2f}")

@@ -370,8 +370,10 @@ def _wait(sock: socket.socket, event: int) -> None:
 def _copy(src: socket.socket, dst: socket.socket, n: int | None) -> bool:
     size = SPLICE_MIN if n is not None and n < SPLICE_MIN else BUFFER
     view = memoryview(bytearray(size))
+    # a body of known length: wait for whole buffers (fewer, larger writes downstream)
+    wait = socket.MSG_WAITALL if n is not None and src.gettimeout() is None else 0
     while n is None or n > 0:
-        k = src.recv_into(view, size if n is None else min(n, size))
+        k = src.recv_into(view, size if n is None else min(n, size), wait)
         if k == 0:
             return False
         dst.sendall(view[:k])
