@@ -144,6 +144,14 @@ class EgressSpec:
     def to_json(self) -> dict[str, str | None]:
         return {k: getattr(self, k) for k in _SPEC_KEYS}
 
+    def replace(self, **changes: str | None) -> EgressSpec:
+        """A copy with ``changes`` (a plain class, not a dataclass: ``dataclasses`` would
+        cost the helper's start-up more than this whole module)."""
+        unknown = sorted(set(changes) - set(_SPEC_KEYS))
+        if unknown:
+            raise TypeError(f"EgressSpec has no field {', '.join(unknown)}")
+        return EgressSpec(**{**self.to_json(), **changes})  # type: ignore[arg-type]
+
     def to_argv(self) -> list[str]:
         """``["--egress", JSON]``: the helper's flag (:meth:`from_argv_value` reads it)."""
         import json

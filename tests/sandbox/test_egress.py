@@ -669,6 +669,10 @@ def test_egress_spec_round_trips_and_rejects_bad_values(tmp_path: Path) -> None:
             EgressSpec.from_argv_value(bad)
     with pytest.raises(AttributeError):
         spec.agent = "build"  # type: ignore[misc]
+    assert spec.replace(source="hook") == EgressSpec("plan", str(tmp_path), None, "hook")
+    assert hash(spec) == hash(EgressSpec("plan", str(tmp_path), None, "run"))
+    with pytest.raises(ValueError, match="source must be"):
+        spec.replace(source="web")
 
 
 def test_proxy_env_points_every_usual_client_at_the_proxy() -> None:
