@@ -136,18 +136,28 @@ class _Agent:
             kind: (tuple(lists), RuleSet(list(lists.values()), self.roots[kind]))
             for kind, lists in self.lists.items()
         }
-        # connections made under guard run: the host agent's model API is allowed too,
-        # after deny, ask and allow
-        run_lists = {
-            **self.lists[EffectKind.NETWORK],
-            "model_api": patterns_of(loaded, name, "network", "model_api"),
-        }
-        self.run_rules = (tuple(run_lists), RuleSet(list(run_lists.values()), self.roots[
-            EffectKind.NETWORK]))
+        self._guard = guard
+        self._run_rules: tuple[tuple[str, ...], RuleSet] | None = None
         self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
         # by (kind, list, id of the deciding pattern): the patterns live as long as this
         self.parts: dict[tuple[EffectKind, int, int], tuple[Action, str, str, str]] = {}
         self.tool_memo: dict[str, Decision] = {}  # by tool name (the policy never changes)
+
+    @property
+    def run_rules(self) -> tuple[tuple[str, ...], RuleSet]:
+        """The network lists for connections made under guard run: the host agent's model
+        API (``model_api``) is allowed too, after deny, ask and allow. Compiled when first
+        needed (most processes never decide such a connection)."""
+        if self._run_rules is None:
+            run_lists = {
+                **self.lists[EffectKind.NETWORK],
+                "model_api": patterns_of(self._guard.loaded, self.name, "network", "model_api"),
+            }
+            self._run_rules = (
+                tuple(run_lists),
+                RuleSet(list(run_lists.values()), self.roots[EffectKind.NETWORK]),
+            )
+        return self._run_rules
 
     def kind_default(self, kind: EffectKind) -> tuple[Action, str]:
         rules = getattr(self.policy, kind.value)
