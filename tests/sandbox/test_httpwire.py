@@ -37,7 +37,8 @@ def test_http_1_0_closes_unless_kept_alive() -> None:
     assert not req.close and b"Connection: keep-alive" in req.render()
 
 
-_names = st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z][a-z0-9-]{0,10}){0,2}", fullmatch=True)
+_label = r"[a-z]([a-z0-9-]{0,9}[a-z0-9])?"
+_names = st.from_regex(rf"{_label}(\.{_label}){{0,2}}", fullmatch=True)
 _paths = st.from_regex(r"(/[A-Za-z0-9._~%!$&'()*+,;=:@-]{0,8}){0,4}(\?[A-Za-z0-9=&]{0,8})?",
                        fullmatch=True)
 _values = st.from_regex(r"[!-~]([ !-~]{0,20}[!-~])?", fullmatch=True)
