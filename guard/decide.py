@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError
 from guard.match import CompiledList, Pattern, RuleSet, parse_pattern
@@ -22,7 +23,9 @@ from guard.network import NETWORK_ROOT, format_target, split_target, target_path
 from guard.paths import CanonicalPath, Roots, canonicalize, plan_file_problem
 from guard.policy import BUILTIN_PREFIX, LoadedPolicy, load_policy, patterns_of
 from guard.policy.loader import unchanged
-from guard.policy.valid import Agent
+from guard.policy.managed import ManagedLayer, load_managed
+from guard.policy.managed import unchanged as managed_unchanged
+from guard.policy.valid import Agent, Audit, Sandbox
 
 LISTS = ("deny", "ask", "allow")
 LIST_ACTION = {
@@ -118,14 +121,27 @@ class _Agent:
         self.default = policy.default
         loaded = guard.loaded
         roots = guard.root_map
+        m = guard.managed
         self.lists: dict[EffectKind, dict[str, list[Pattern]]] = {}
-        for kind in (EffectKind.READ, EffectKind.WRITE, EffectKind.DELETE, EffectKind.EXEC):
-            lists = {ln: patterns_of(loaded, name, kind.value, ln) for ln in LISTS}
+        for kind in EffectKind:
+            if kind is EffectKind.TOOL:
+                continue
+            own = {ln: patterns_of(loaded, name, kind.value, ln) for ln in LISTS}
+            lists: dict[str, list[Pattern]] = {}
             if policy.protected and kind in (EffectKind.WRITE, EffectKind.DELETE):
-                lists = {"protected": guard.protected_patterns, **lists}
+                lists["protected"] = guard.protected_patterns
+            # protected > managed deny > deny > managed ask > ask > allow (guard/policy/managed.py)
+            for ln in LISTS:
+                if m is not None and ln != "allow":
+                    lists.update(m.lists(policy.mode, kind.value, ln))
+                lists[ln] = own[ln]
+            if kind is EffectKind.NETWORK:
+                lists = {ln: [p for p in ps if p.root == "worktree"] for ln, ps in lists.items()}
             self.lists[kind] = lists
-        self.lists[EffectKind.NETWORK] = {
-            ln: patterns_of(loaded, name, "network", ln) for ln in LISTS
+        #: the managed layer's floor per kind: (action, rule) or None
+        self.floor = {
+            kind: (m.default(policy.mode, kind.value) if m is not None else None)
+            for kind in self.lists
         }
         self.roots = {
             k: roots if k is not EffectKind.NETWORK else {"worktree": NETWORK_ROOT}
@@ -165,11 +181,29 @@ class _Agent:
             return rules.default, f"agents.{self.name}.{kind.value}.default"
         return self.default, f"agents.{self.name}.default"
 
+    def raised(self, kind: EffectKind, action: Action) -> tuple[Action, str] | None:
+        """The managed floor of ``kind`` when it is stricter than ``action``, else None."""
+        floor = self.floor.get(kind)
+        if floor is not None and floor[0].severity > action.severity:
+            return floor
+        return None
+
 
 class Guard:
     """A compiled policy bound to concrete roots. Load it with :meth:`load`."""
 
-    def __init__(self, loaded: LoadedPolicy, roots: Roots, discovery: str = "") -> None:
+    def __init__(
+        self,
+        loaded: LoadedPolicy,
+        roots: Roots,
+        discovery: str = "",
+        managed: ManagedLayer | None = None,
+    ) -> None:
+        self.managed = managed
+        #: the policy's fleet fields, worked out once (guard.fleet.records.policy_fields)
+        self.fleet_fields: dict[str, Any] | None = None
+        if managed is not None:
+            loaded = _pinned(loaded, managed)
         self.loaded = loaded
         self.roots = roots
         self.discovery = discovery
@@ -182,6 +216,8 @@ class Guard:
         }
         protected = [parse_pattern(p) for p in PROTECTED_PATTERNS]
         protected += [parse_pattern("/" + _escape_glob(str(p))) for p in loaded.paths]
+        if managed is not None:  # root's files, but an agent may run as root
+            protected += [parse_pattern("/" + _escape_glob(f)) for f in managed.files]
         self.protected_patterns = [p for p in protected if p is not None]
         self._agents: dict[str, _Agent] = {}
         # Roots.describe as one regex: the alternatives in the same order (most specific
@@ -205,7 +241,8 @@ class Guard:
         """Load a policy: explicit > $GUARD_POLICY > <worktree>/.openoxide/policy.toml > builtin."""
         roots = Roots.discover(cwd, worktree)
         spec, why = _policy_spec(policy, roots)
-        return cls(load_policy(spec), roots, why)
+        managed = load_managed()  # first: an untrusted managed layer refuses everything
+        return cls(load_policy(spec), roots, why, managed)
 
     @classmethod
     def load_shared(
@@ -228,8 +265,9 @@ class Guard:
         key = (spec, why, dataclasses.replace(roots, plans_reason=""))  # the same from any subdir
         with _shared_lock:
             g = _shared.pop(key, None)
-        if g is None or not unchanged(g.loaded):
-            g = cls(load_policy(spec), roots, why)
+        if g is None or not unchanged(g.loaded) or not managed_unchanged(g.managed):
+            managed = load_managed()
+            g = cls(load_policy(spec), roots, why, managed)
         with _shared_lock:
             _shared[key] = g  # the most recent last
             while len(_shared) > SHARED_GUARDS:
@@ -309,13 +347,24 @@ class Guard:
             if d is None:
                 if len(a.tool_memo) >= MEMO_LIMIT:
                     a.tool_memo.clear()
-                d = a.tool_memo[name] = self._decide_tool(a, effect)
+                d = a.tool_memo[name] = self._managed_tool(a, self._decide_tool(a, effect))
             return d if d.effect == effect else _with_effect(d, effect)
         if effect.target is None:
             if kind is EffectKind.NETWORK and effect.changes_remote and a.mode == "plan":
                 return self._plan_network_refusal(a, "of an unknown host", effect)
             action, rule = a.kind_default(kind)
             why = effect.detail or "target unknown"
+            floor = a.raised(kind, action)
+            if floor is not None:
+                action, rule = floor
+                loc = rule.split(": ", 1)[-1]
+                return Decision(
+                    action,
+                    f"{kind.value} of an unknown target ({why}): the managed policy's {loc}"
+                    f" is {action}",
+                    rule,
+                    effect,
+                )
             return Decision(
                 action,
                 f"{kind.value} of an unknown target ({why}): {rule} is {action}",
@@ -439,6 +488,14 @@ class Guard:
             else:
                 action, rule = a.kind_default(kind)
                 parts = (action, rule, kind.value + " ", f": no rule matches; {rule} is {action}")
+            decided_by = names[hit[0]] if hit is not None else ""
+            # a managed list decides as written; the floor raises what the rest decides
+            floor = None if decided_by.startswith("managed.") else a.raised(kind, parts[0])
+            if floor is not None:  # only an allow or ask can be raised: denies come first
+                loc = floor[1].split(": ", 1)[-1]
+                parts = (floor[0], floor[1], kind.value + " ",
+                         f": no managed list decides it; the managed policy's {loc} is"
+                         f" {floor[0]} (the rest of the policy says {parts[0]})")
             a.parts[pkey] = parts
         if shown is not None:
             where = shown
@@ -460,6 +517,19 @@ class Guard:
                 Action.DENY,
                 f"{kind.value} {where}: protected path ({p.text!r}); agents.{a.name}.protected"
                 " is true",
+                rule,
+                effect,
+            )
+        if list_name.startswith("managed."):
+            src = p.source
+            action = LIST_ACTION[list_name.split(".")[2].split("@")[0]]
+            key = f"{src.key}[{src.index}]" if src else list_name
+            rule = f"{src.file}:{src.line}: {key} {p.text!r}" if src else key
+            verb = "denied" if action is Action.DENY else "needs approval"
+            return Decision(
+                action,
+                f"{kind.value} {where}: {verb} by the managed policy {key} {p.text!r}"
+                f" ({src.file if src else 'managed'}); no other policy can change that",
                 rule,
                 effect,
             )
@@ -512,6 +582,40 @@ class Guard:
         rule = self._rule_at(("agents", a.name, "tools", key), loc)
         return Decision(action, f"tool {name!r}: {loc} is {action}", rule, effect)
 
+    def _managed_tool(self, a: _Agent, d: Decision) -> Decision:
+        """``d`` raised to the managed layer's tool entry, when that is stricter."""
+        if self.managed is None:
+            return d
+        name = d.effect.target if d.effect is not None and d.effect.target else ""
+        found = self.managed.tool(a.mode, "task" if name.startswith("task:") else name)
+        if found is None or found[0].severity <= d.action.severity:
+            return d
+        action, rule = found
+        loc = rule.split(": ", 1)[-1]
+        return Decision(
+            action,
+            f"tool {name!r}: the managed policy's {loc} is {action}; no other policy can"
+            " change that",
+            rule,
+            d.effect,
+        )
+
+    @property
+    def audit_settings(self) -> Audit:
+        """The effective ``[audit]`` table (the managed layer's keys win)."""
+        own = self.loaded.model.audit
+        return own if self.managed is None else self.managed.audit(own)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 over the merged policy and the managed layer: one value per policy in force."""
+        if self.managed is None:
+            return self.loaded.digest
+        import hashlib
+
+        text = f"guard-policy 1\0{self.loaded.digest}\0{self.managed.digest}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
     def _rule_at(self, loc: tuple[str | int, ...], text: str) -> str:
         f, line = self.loaded.locate(loc)
         return f"{f}:{line}: {text}"
@@ -551,6 +655,25 @@ class Guard:
                     )
                 lists[path] = hits
         return Explanation(agent, effect, paths, lists, decision)
+
+
+def _pinned(loaded: LoadedPolicy, managed: ManagedLayer) -> LoadedPolicy:
+    """``loaded`` with the managed layer's pins in force: ``protected`` on for every agent,
+    ``confine`` on for every plan agent."""
+    pins = managed.pins
+    if not pins & {"protected", "confine"}:
+        return loaded
+    agents = {}
+    for name, agent in loaded.model.agents.items():
+        if "protected" in pins and not agent.protected:
+            agent = dataclasses.replace(agent, protected=True)
+        if "confine" in pins and agent.mode == "plan" and not agent.sandbox.confine:
+            agent = dataclasses.replace(
+                agent, sandbox=Sandbox(agent.sandbox.writable, True)
+            )
+        agents[name] = agent
+    model = dataclasses.replace(loaded.model, agents=agents)
+    return dataclasses.replace(loaded, model=model)
 
 
 def _decision_maker() -> Callable[[Action, str, str, Effect | None], Decision]:

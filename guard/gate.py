@@ -394,6 +394,8 @@ class Gate:
         if self.sink is None:
             return verdict
         try:
+            from guard.fleet.records import stamp
+
             record = verdict.record(self.source, context)
             if g is not None and g.loaded.warnings:  # patterns that can never match (GL101)
                 record["policy_warnings"] = list(g.loaded.warnings)
@@ -401,7 +403,15 @@ class Gate:
                 told = answered(verdict)
                 if told != verdict.action.value:
                     record["answered"] = told
+            call = verdict.call
+            host = record.get("host") if self.source == "hook" else None
+            stamp(record, g, session=call.session if call is not None else None,
+                  host_agent=host if isinstance(host, str) else None)
             self.sink.write(record, g.roots if g is not None else None)
+            if g is not None and not getattr(self.sink, "ships", False):
+                from guard.fleet.syslog import ship
+
+                ship(g.audit_settings, [record], g.roots.data)  # never raises, never waits
         except Exception as exc:
             reason = f"the audit log could not record the verdict: {describe(exc)}"
             if verdict.failed:

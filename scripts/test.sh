@@ -12,12 +12,18 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 # libseccomp2: the oracle the sandbox tests check guard's syscall table against
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
-# chromium: headless, renders the HTML report of `guard replay` in its test
+# chromium: headless, renders the HTML reports of `guard replay` and `guard review --fleet`
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # the egress proxy's tests drive real clients through it: curl, openssl (s_client and
 # test certificates), git's http-backend (in git); unshare and setpriv (util-linux)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# rsyslog and its RELP modules: the fleet tests ship records through real rsyslogd
+# processes (edge -> RELP -> central), each started by the test with its own configuration
+command -v rsyslogd >/dev/null 2>&1 || [ -x /usr/sbin/rsyslogd ] || missing+=(rsyslog)
+ls /usr/lib/*/rsyslog/omrelp.so >/dev/null 2>&1 || missing+=(rsyslog-relp)
+# unshare, setpriv, mount (util-linux, mount): managed-layer attacks as another user, in a
+# private mount namespace
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"

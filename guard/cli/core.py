@@ -194,13 +194,18 @@ def explain(
     ex = g.explain(agent, Effect(_kind(kind), _path_arg(path)), cwd)
     con = _out()
     con.print(f"policy: {g.loaded.name} ({g.discovery})")
+    if g.managed is not None:
+        pins = ", ".join(sorted(g.managed.pins)) or "none"
+        con.print(f"managed: {', '.join(g.managed.files)} (pins: {pins}; consulted before"
+                  " the policy's own lists, and no other layer can weaken them)")
     if not ex.paths:
         con.print("no path checked (see the reason below)")
     for p in ex.paths:
         shown = g.roots.describe(p) if not p.startswith("//network/") else path_target(p)
         con.print(f"\n[bold]{kind} {escape(printable(shown))}[/]  [dim]{escape(printable(p))}[/]")
+        width = max(9, *(len(h.list_name) for h in ex.lists[p]))
         for hit in ex.lists[p]:
-            head = f"  {hit.list_name:9}"
+            head = f"  {hit.list_name:{width}}"
             if not hit.matches:
                 con.print(f"{head} [dim]no match[/]")
                 continue
@@ -215,9 +220,9 @@ def explain(
                 mark = "  [bold]<- decides this list[/]" if n == marked else ""
                 shown_pat = escape(printable(pat.text))
                 con.print(f"{head} {where}:{shown_pat}\t{escape(printable(level))}{mark}")
-                head = " " * 11
+                head = " " * (width + 2)
             if hit.decided_by is not None and hit.decided_by.negated:
-                con.print(" " * 11 + "[dim](an exception: this list does not apply)[/]")
+                con.print(" " * (width + 2) + "[dim](an exception: this list does not apply)[/]")
     d = ex.decision
     con.print(
         f"\n{_badge(d.action)} {escape(printable(d.reason))}\n[dim]rule: {escape(d.rule)}[/]"

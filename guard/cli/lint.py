@@ -122,6 +122,7 @@ def lint_command(
 class ReviewFormat(StrEnum):
     markdown = "markdown"
     json = "json"
+    html = "html"
 
 
 @app.command(
@@ -132,8 +133,12 @@ class ReviewFormat(StrEnum):
         "  guard review --format json > review.json\n\n"
         "  guard review --policy builtin:readonly --agent readonly\n\n"
         "  guard review --transcripts ~/.claude/projects/-home-me-repo/  # + past sessions\n\n"
+        "  guard review --fleet examples/fleet/decisions.jsonl   # exit 3: a stale machine\n\n"
+        "  guard review --fleet examples/fleet/ --format html -o fleet.html   # exit 3\n\n"
         "Exit status: 0 when no operation gets through, 3 when a plan agent could complete"
-        " a write (or the tool-call analysis layer is missing), 2 for bad input."
+        " a write (or the tool-call analysis layer is missing), 2 for bad input. With"
+        " --fleet: 3 when a machine runs a stale policy, had a hook skipped or ran"
+        " unconfined, else 0."
     ),
 )
 def review_command(
@@ -152,6 +157,16 @@ def review_command(
         help="Also replay these host transcripts (files or directories, as guard replay"
         " reads them): how many calls of those sessions the plan agent would have blocked.",
     ),
+    fleet: Path | None = typer.Option(
+        None,
+        "--fleet",
+        help="Report on a fleet instead: the central rsyslog's JSON lines, or a directory of"
+        " audit logs (machines, sessions, decisions by agent and rule, stale policy digests,"
+        " skipped hooks, confinement unavailable). Formats: markdown (a table), json, html.",
+    ),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the report here (default: stdout)."
+    ),
 ) -> None:
     """Security review of plan-mode isolation here: active layers and a red-team matrix.
 
@@ -159,6 +174,12 @@ def review_command(
     dialect, shell tricks, symlinks, traversal, protected files) is decided for the
     plan agent; any that it could complete is flagged.
     """
+    if fleet is not None:
+        _fleet_review(fleet, output_format, output)
+        return
+    if output_format is ReviewFormat.html:
+        raise GuardError("--format html is for --fleet (guard replay --format html renders"
+                         " past sessions)")
     from guard.lint.review import run_review, to_markdown
 
     def json_text(review: Any) -> str:
@@ -173,9 +194,44 @@ def review_command(
     if sys.stderr.isatty():
         sys.stderr.write("\r" + " " * 45 + "\r")
     text = json_text(review) if output_format is ReviewFormat.json else to_markdown(review)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    _emit(text, output)
     if review.failed():
+        raise typer.Exit(3)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    tmp = output.with_name(f".{output.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, output)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise GuardError(f"--output {output}: {exc.strerror or exc}") from None
+
+
+def _fleet_review(path: Path, output_format: ReviewFormat, output: Path | None) -> None:
+    import io
+
+    from guard.fleet.report import build, to_table, write_html
+
+    rep = build(path)
+    if output_format is ReviewFormat.json:
+        text = json.dumps(with_schema(rep.to_json()), indent=2) + "\n"
+    elif output_format is ReviewFormat.html:
+        buf = io.StringIO()
+        write_html(rep, buf)
+        text = buf.getvalue()
+    else:
+        text = to_table(rep)
+    _emit(text, output)
+    if output is not None:
+        sys.stderr.write(f"guard review: wrote {output} ({rep.records} records,"
+                         f" {len(rep.machines)} machines)\n")
+    if rep.findings():
         raise typer.Exit(3)
 
 

@@ -128,6 +128,11 @@ def mcp_command(
     workdir = os.path.realpath(cwd)
     _check_server_command(server[0], workdir)
     guard = Guard.load(policy, cwd=workdir)
+    if audit is not AuditLevel.ALL and guard.managed is not None and "audit" in guard.managed.pins:
+        raise GuardError(
+            f"--audit {audit.value} is refused: the managed policy pins the audit"
+            f" ([managed] pin in {', '.join(guard.managed.files)}); every call is recorded"
+        )
     owner = Owner.this_process("guard mcp")
     fresh = [d for d in state_dirs(workdir) if not d.exists()]
     created = True

@@ -180,6 +180,11 @@ def execute(o: RunOptions) -> int:
     if not o.command and not o.explain:
         raise GuardError("no command given; usage: guard run --agent plan -- COMMAND [ARGS]...")
     guard = _load_guard(o.policy, o.worktree)
+    if o.allow_unconfined and guard.managed is not None and "confine" in guard.managed.pins:
+        raise GuardError(
+            "--allow-unconfined is refused: the managed policy pins confinement"
+            f" ([managed] pin in {', '.join(guard.managed.files)})"
+        )
     # On the command line a relative directory means one relative to here.
     writable = [w if w.startswith(("{", "~", "/")) else os.path.abspath(w) for w in o.writable]
     plan = roots.derive(

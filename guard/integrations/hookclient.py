@@ -48,7 +48,7 @@ PROTOCOL = 2
 TIMEOUT = 25.0
 STARTUP_WAIT = 5.0  # seconds to wait for a daemon that is coming up
 ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY")
-SAME_ENV = ("HOME", "XDG_DATA_HOME", "TMPDIR")
+SAME_ENV = ("HOME", "XDG_DATA_HOME", "TMPDIR", "GUARD_MANAGED_DIR")
 FINGERPRINTED = (".py", ".toml", ".json", ".typed")
 
 

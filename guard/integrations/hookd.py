@@ -105,10 +105,10 @@ class Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         self.server.last = time.monotonic()
         creds = self.request.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-        _pid, uid, _gid = struct.unpack("3i", creds)
+        pid, uid, _gid = struct.unpack("3i", creds)
         if uid != os.getuid():
             return  # not ours: close without an answer
-        reply = self.answer(self.rfile.read(MAX_REQUEST))
+        reply = self.answer(self.rfile.read(MAX_REQUEST), pid)
         reply.update(v=PROTOCOL, id=self.server.ident, pid=os.getpid())
         self.wfile.write(json.dumps(reply).encode() + b"\n")
         self.server.last = time.monotonic()
@@ -116,7 +116,7 @@ class Handler(socketserver.StreamRequestHandler):
     def refuse(self, why: str) -> dict[str, Any]:
         return {"retry": True, "exit_code": 2, "why": why}
 
-    def answer(self, data: bytes) -> dict[str, Any]:
+    def answer(self, data: bytes, client_pid: int | None = None) -> dict[str, Any]:
         try:
             req = json.loads(data)
             if not isinstance(req, dict) or req.get("v") != PROTOCOL:
@@ -149,6 +149,7 @@ class Handler(socketserver.StreamRequestHandler):
                 policy=policy,
                 env={str(k): str(v) for k, v in dict(client_env).items()},
                 cwd=str(req["cwd"]),
+                client_pid=client_pid,
             )
             return {
                 "exit_code": answer.exit_code,

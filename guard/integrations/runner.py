@@ -59,13 +59,23 @@ def decide(
     policy: str | None = None,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    client_pid: int | None = None,
 ) -> HookAnswer:
     """Answer one hook invocation. Never raises; never answers "allow" by accident.
 
     ``env`` supplies $GUARD_AGENT and $GUARD_POLICY (default: this process's);
-    ``cwd`` is where the hook runs, used when the payload names no cwd.
+    ``cwd`` is where the hook runs, used when the payload names no cwd;
+    ``client_pid`` is the hook process the host started (default: this one's parent),
+    whose ancestors tell the host agent's version.
     """
     context: dict[str, Any] = {"host": host}
+    try:
+        from guard.fleet.hostinfo import version_of
+
+        pid = client_pid if client_pid is not None else os.getppid()
+        context["host_agent_version"] = version_of(host, pid)
+    except Exception:  # informational only
+        context["host_agent_version"] = None
     gate: Gate | None = None
     try:
         gate = hook_gate(agent=agent, policy=policy, env=env)

@@ -35,8 +35,9 @@ def rule_page(r: Rule) -> str:
 _USAGE = """\
 `guard lint [FILES...]` checks policy files (default: the policy guard would use
 here). Codes are stable: GL0xx schema and names, GL1xx patterns, GL2xx plan-mode
-isolation, GL3xx `extends` chains. Plan-mode rules decide with the real evaluator
-on an imaginary worktree, probing every pattern with sample paths.
+isolation, GL3xx `extends` chains, GL4xx rules the managed layer overrides.
+Plan-mode rules decide with the real evaluator on an imaginary worktree, probing
+every pattern with sample paths.
 
 ```sh
 guard lint policies/ .openoxide/policy.toml   # pretty output

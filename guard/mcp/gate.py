@@ -130,8 +130,15 @@ class McpSink:
         verbose: bool = False,
         audit_allowed: bool = True,
         audit_path: Path | None = None,
+        shipping: Any = None,
+        data: Path | None = None,
     ) -> None:
+        self.data = data
         self.session = session
+        #: [audit] settings: records written are shipped (guard.fleet.syslog)
+        self.shipping = shipping
+        #: the client's (name, version) from its initialize request, for the fleet fields
+        self.client: tuple[str | None, str | None] = (None, None)
         self.stats = stats
         self.log = log
         self.verbose = verbose
@@ -152,7 +159,13 @@ class McpSink:
         self._logs: dict[Path, audit.Appender] = {}
         self._events = audit.Appender(session.events_path, audit=False)
 
+    #: this sink ships what it writes (after the write): the gate does not
+    ships = True
+
     def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
+        if record.get("host_agent") is None and self.client[0] is not None:
+            record = {**record, "host_agent": self.client[0],
+                      "host_agent_version": self.client[1]}
         action = str(record.get("decision"))
         agent, tool = record.get("agent", "?"), record.get("tool_name", "?")
         entry = {
@@ -253,6 +266,13 @@ class McpSink:
                     events.deliver(event)
         for e in dict.fromkeys(e for e in errors if e is not None):
             self.log(e)
+        shipped = [items[i][0] for i, e in enumerate(errors) if e is None]
+        if shipped and self.shipping is not None:
+            from guard.fleet.syslog import ship
+
+            why = ship(self.shipping, shipped, self.data)  # never raises, never waits
+            if why is not None:
+                self.log(why)
         return errors, dirty
 
     def _appender(self, path: Path) -> audit.Appender:

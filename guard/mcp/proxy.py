@@ -137,7 +137,8 @@ class McpProxy:
         self.pipe.attach(self)  # the server restarts with the mode: see guard.mcp.server
         self.stats = McpStats()
         self.sink = McpSink(
-            session, self.stats, self.log, verbose=verbose, audit_allowed=audit_allowed
+            session, self.stats, self.log, verbose=verbose, audit_allowed=audit_allowed,
+            shipping=guard.audit_settings, data=guard.roots.data,
         )
         analyse = McpAnalyser(self.effects_fn, lambda: self.relative_base_mismatch)
         self.gate = Gate(
@@ -365,6 +366,11 @@ class McpProxy:
         if method == "initialize":
             params = message.get("params")
             self._client_init = params if isinstance(params, dict) else None
+            info = params.get("clientInfo") if isinstance(params, dict) else None
+            if isinstance(info, dict):  # the host agent, in its own words (fleet records)
+                name, version = info.get("name"), info.get("version")
+                self.sink.client = (str(name)[:100] if name else None,
+                                    str(version)[:100] if version else None)
             caps = params.get("capabilities") if isinstance(params, dict) else None
             elicit = caps.get("elicitation") if isinstance(caps, dict) else None
             # form mode: declared explicitly, or an empty object (2025-11-25 compatibility)

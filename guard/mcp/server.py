@@ -194,8 +194,10 @@ class Launcher:
     def notice(self, event: str, agent: str | None, message: str) -> None:
         """A ``notice`` record in the project's audit log (never silent: stderr on failure)."""
         from guard import audit
+        from guard.fleet.records import stamp
+        from guard.fleet.syslog import ship
 
-        record = {
+        record: dict[str, Any] = {
             "type": "notice",
             "source": "mcp",
             "event": event,
@@ -205,7 +207,9 @@ class Launcher:
             "message": message,
         }
         try:
+            stamp(record, self.guard, session=self.session_id)
             audit.append(record, roots=self.guard.roots)
+            ship(self.guard.audit_settings, [record], self.guard.roots.data)  # never waits
         except Exception as exc:
             self.log(f"cannot write the audit log: {exc}")
 

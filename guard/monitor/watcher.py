@@ -745,8 +745,13 @@ class Monitor(_Sink):
                             cb(rec)  # type: ignore[arg-type]
 
     def _log(self, record: dict[str, Any]) -> None:
+        from guard.fleet.records import stamp
+        from guard.fleet.syslog import ship
+
+        stamp(record, self.guard, session=self.session)
         try:
             self.sink.write(record, self.guard.roots)
+            ship(self.guard.audit_settings, [record], self.guard.roots.data)  # never waits
         except GuardError as exc:
             # never silent: the record is still in memory and on stderr
             print(f"guard: monitor: {exc}", file=sys.stderr)

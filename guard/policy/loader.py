@@ -50,6 +50,8 @@ class LoadedPolicy:
     provenance: dict[Loc, str] = field(repr=False)
     #: located lines about patterns that load but can never match (lint rule GL101)
     warnings: list[str] = field(default_factory=list)
+    #: SHA-256 of the merged policy (what the files say together, wherever they are)
+    digest: str = ""
 
     def file_of(self, loc: Loc) -> str:
         for n in range(len(loc), -1, -1):
@@ -163,7 +165,7 @@ def load_policy(spec: str | Path) -> LoadedPolicy:
     top = _load_into(str(spec), None, "policy", merged, prov, texts, files, paths, [])
     merged.pop("extends", None)
     merged["version"] = 1
-    loaded = LoadedPolicy(top, Policy.empty(), files, paths, texts, prov)
+    loaded = LoadedPolicy(top, Policy.empty(), files, paths, texts, prov, digest=digest_of(merged))
     key = valid.cache_key(merged)
     hit = valid.cached(key) if key is not None else None
     loaded.model = hit if hit is not None else _validate(loaded, merged, key)
@@ -223,6 +225,15 @@ def _egress_problems(loaded: LoadedPolicy) -> list[str]:
         if problem is not None:
             out.append(_located(loaded, ("egress", "resolve", name), problem))
     return out
+
+
+def digest_of(merged: dict[str, Any]) -> str:
+    """SHA-256 over a merged policy as canonical JSON (key order kept: it carries meaning,
+    the first plan agent is the one a policy lists first)."""
+    import hashlib
+
+    text = json.dumps(merged, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _validate(loaded: LoadedPolicy, merged: dict[str, Any], key: str | None) -> Policy:
@@ -358,6 +369,12 @@ def _format_error(loaded: LoadedPolicy, err: Any) -> str:
         }.get(str(loc[-1]), f"add `{loc[-1]} = ...`")
         return f"{f}:{line}: {format_loc(loc)}: required key is missing; {hint}"
     f, line = loaded.locate(loc)
+    if etype == "extra_forbidden" and loc == ("managed",):
+        return (
+            f"{f}:{line}: managed: a managed policy file applies by itself (from"
+            " /etc/openoxide/managed.d); a policy cannot extend or be one: remove the extends"
+            " entry that names it"
+        )
     if etype == "extra_forbidden":
         allowed = _allowed_keys(loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), allowed.split(", "), n=1, cutoff=0.6)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from guard.effects import Action
 
@@ -93,6 +94,50 @@ class AgentPolicy(_Strict):
     sandbox: SandboxRules = Field(default_factory=SandboxRules)
 
 
+Facility = Literal[
+    "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron",
+    "authpriv", "ftp", "local0", "local1", "local2", "local3", "local4", "local5", "local6",
+    "local7",
+]  # fmt: skip
+
+#: where ``[audit] syslog`` may point (docs/fleet.md)
+SYSLOG_URL = re.compile(
+    r"unix:/[^\x00-\x1f]*|(?:tcp|udp)://(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}"
+)
+
+
+class AuditSettings(_Strict):
+    """Where every audit record goes besides the local audit log (docs/fleet.md)."""
+
+    syslog: str | None = Field(
+        default=None,
+        description='Also ship every record as RFC 5424 syslog: "unix:/dev/log",'
+        ' "tcp://HOST:PORT" (octet-counting framing) or "udp://HOST:PORT". A decision never'
+        " waits for it: records go through a bounded spool in guard's data directory.",
+    )
+    facility: Facility = Field(default="auth", description="The syslog facility.")
+    spool_max_bytes: int = Field(
+        default=64 << 20,
+        ge=0,
+        description="Most bytes of records waiting to be shipped; past it a record is kept in"
+        " the local audit log only, and a notice says how many were not shipped.",
+    )
+
+    @field_validator("syslog")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        m = SYSLOG_URL.fullmatch(value)
+        port = value.rsplit(":", 1)[-1] if not value.startswith("unix:") else "1"
+        if m is None or not 0 < int(port) < 65536:
+            raise ValueError(
+                f"syslog must be unix:/PATH, tcp://HOST:PORT or udp://HOST:PORT, got {value!r};"
+                ' e.g. "unix:/dev/log" or "tcp://127.0.0.1:514"'
+            )
+        return value
+
+
 class PolicyFile(_Strict):
     """A guard policy file (TOML or JSON)."""
 
@@ -108,6 +153,72 @@ class PolicyFile(_Strict):
     lint: dict[str, object] = Field(
         default_factory=dict, description="Configuration for `guard lint`."
     )
+    audit: AuditSettings = Field(
+        default_factory=AuditSettings, description="Shipping audit records (docs/fleet.md)."
+    )
+
+
+ManagedAction = Literal["ask", "deny"]
+Pin = Literal["protected", "confine", "audit"]
+
+
+class ManagedKind(_Strict):
+    """One effect kind in the managed layer: it can only deny or ask."""
+
+    deny: list[str] = Field(
+        default_factory=list, description="Denied whatever any other policy says."
+    )
+    ask: list[str] = Field(
+        default_factory=list, description="Asked about unless another list denies."
+    )
+    default: ManagedAction | None = Field(
+        default=None,
+        description="At least this for every effect of the kind no managed list decides (an"
+        " allow of the user's policy becomes this).",
+    )
+
+
+class ManagedScope(_Strict):
+    """The managed rules for a group of agents."""
+
+    tools: dict[str, ManagedAction] = Field(
+        default_factory=dict, description="Canonical tool name ('*' for any) -> ask or deny."
+    )
+    read: ManagedKind = Field(default_factory=ManagedKind)
+    write: ManagedKind = Field(default_factory=ManagedKind)
+    delete: ManagedKind = Field(default_factory=ManagedKind)
+    exec: ManagedKind = Field(default_factory=ManagedKind)
+    network: ManagedKind = Field(default_factory=ManagedKind)
+
+
+class ManagedTable(_Strict):
+    pin: list[Pin] = Field(
+        default_factory=list,
+        description="Settings no other policy can switch off: protected (every agent keeps"
+        " protected paths), confine (plan agents run shell confined; guard run cannot go"
+        " unconfined), audit (the [audit] table is the managed layer's alone).",
+    )
+    all: ManagedScope = Field(default_factory=ManagedScope, description="Every agent.")
+    plan: ManagedScope = Field(
+        default_factory=ManagedScope, description="Every agent whose mode is plan."
+    )
+    build: ManagedScope = Field(
+        default_factory=ManagedScope, description="Every agent whose mode is build."
+    )
+
+
+class ManagedFile(_Strict):
+    """A managed policy file (/etc/openoxide/managed.d/*.toml): rules no user, project or
+    --policy layer can weaken."""
+
+    version: Literal[1] = Field(description="Policy format version; always 1.")
+    extends: list[str] = Field(
+        default_factory=list,
+        description="Other managed files (root-owned, like this one) this one builds on.",
+    )
+    description: str | None = None
+    managed: ManagedTable = Field(default_factory=ManagedTable)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
 
 
 def json_schema() -> dict[str, object]:

@@ -87,6 +87,15 @@ class Agent:
 
 
 @dataclass(frozen=True, slots=True)
+class Audit:
+    """:class:`guard.policy.schema.AuditSettings`."""
+
+    syslog: str | None = None
+    facility: str = "auth"
+    spool_max_bytes: int = 64 << 20
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """A whole validated policy (:class:`guard.policy.schema.PolicyFile`)."""
 
@@ -96,10 +105,11 @@ class Policy:
     agents: dict[str, Agent]
     egress: Egress
     lint: dict[str, object]
+    audit: Audit
 
     @classmethod
     def empty(cls) -> Policy:
-        return cls(1, [], None, {}, Egress({}), {})
+        return cls(1, [], None, {}, Egress({}), {}, Audit())
 
 
 KINDS = ("read", "write", "delete", "exec", "network")
@@ -176,6 +186,23 @@ def _agent(d: Any) -> Agent:
     )
 
 
+FACILITIES = (
+    "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron",
+    "authpriv", "ftp", *(f"local{n}" for n in range(8)),
+)  # fmt: skip
+
+
+def audit_of(d: Any) -> Audit:
+    """The :class:`Audit` of pydantic's dump of an ``[audit]`` table; ValueError otherwise."""
+    d = _keys(d, Audit)
+    size = d["spool_max_bytes"]
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise ValueError(f"spool_max_bytes {size!r}")
+    if d["facility"] not in FACILITIES:
+        raise ValueError(f"facility {d['facility']!r}")
+    return Audit(_opt_str(d["syslog"]), d["facility"], size)
+
+
 def from_dump(d: Any) -> Policy:
     """The :class:`Policy` of pydantic's ``model_dump(mode="json")`` of a validated
     :class:`~guard.policy.schema.PolicyFile`; ValueError for anything else."""
@@ -193,6 +220,7 @@ def from_dump(d: Any) -> Policy:
         agents={str(name): _agent(a) for name, a in agents.items()},
         egress=_egress(d["egress"]),
         lint=dict(lint),
+        audit=audit_of(d["audit"]),
     )
 
 

@@ -120,6 +120,23 @@ def _refuse_protected(path: Path, entry: str, where: str, roots: Roots) -> None:
         )
 
 
+def _refuse_managed(guard: Guard, agent: str, path: Path, entry: str, where: str) -> None:
+    """No extra root where the managed layer denies writing (the directory itself, or a
+    file directly in it): the kernel would let through what the managed layer refuses."""
+    managed = getattr(guard, "managed", None)
+    if managed is None:
+        return
+    from guard.effects import Effect
+
+    for probe in (path, path / "guard-probe"):
+        d = guard.decide_effect(agent, Effect.write(str(probe)))
+        if d.action.value == "deny" and any(d.rule.startswith(f + ":") for f in managed.files):
+            raise SandboxError(
+                f"{where}: {entry!r} ({path}) would make writable what the managed policy"
+                f" denies ({d.rule}); name another directory"
+            )
+
+
 def derive(
     guard: Guard,
     agent: str,
@@ -173,6 +190,7 @@ def derive(
                 " temp), or use {plans}"
             )
         _refuse_protected(path, entry, where, roots)
+        _refuse_managed(guard, agent, path, entry, where)
         if not path.exists():
             if create:
                 path.mkdir(parents=True, exist_ok=True)

@@ -241,6 +241,11 @@ def test_claude_plan_mode_is_held_to_the_plan_agent(
     assert [r["tool_use_id"] for r in records] == ["toolu_w", "toolu_b", "toolu_r"]
     assert {r["agent"] for r in records} == {"plan"}
     assert [r["decision"] for r in records] == ["deny", "deny", "allow"]
+    # the fleet fields: the real host and its version, read from the hook's ancestors
+    assert {(r["host_agent"], r["host_agent_version"]) for r in records} == {
+        ("claude-code", CLAUDE_CODE_VERSION)}
+    assert len({r["record_id"] for r in records}) == 3
+    assert all(r["policy_digest"].startswith("sha256:") and r["session"] for r in records)
 
 
 def test_build_agent_cannot_unwire_guard(claude: str, project: tuple[Path, dict[str, str]]) -> None:

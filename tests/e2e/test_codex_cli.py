@@ -85,6 +85,7 @@ def test_codex_plan_mode_changes_only_the_plan(
     assert {r["agent"] for r in records} == {"plan"}
     denied = {i for i, r in by_id.items() if r["decision"] == "deny"}
     assert denied == {"call_patch_src", "call_add_src", "call_redirect", "call_sed"}
+    assert {(r["host_agent"], r["host_agent_version"]) for r in records} == {("codex", VERSION)}
 
 
 def test_codex_without_hook_trust_skips_guard_and_doctor_says_so(

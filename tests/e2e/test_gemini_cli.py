@@ -82,6 +82,7 @@ def test_gemini_plan_mode_changes_only_the_plan(
     assert [(r["tool_name"], r["decision"]) for r in records] == [
         ("write_file", "deny"), ("replace", "deny"), ("run_shell_command", "deny"),
         ("write_file", "allow"), ("run_shell_command", "allow_confined")]  # ls runs confined
+    assert {(r["host_agent"], r["host_agent_version"]) for r in records} == {("gemini", VERSION)}
 
 
 def test_gemini_project_hook_in_untrusted_workspace_is_reported(

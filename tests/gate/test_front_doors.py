@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.audit import default_log_path, read
+from guard.fleet.records import missing
 from guard.paths import Roots
 
 SCRIPTED = Path(__file__).parent.parent / "mcp" / "scripted_server.py"
@@ -30,6 +31,11 @@ FRONT_DOOR_KEYS = {
     "method",
     "session_id",
     "answered",
+    # the fleet fields that name the record itself and its front door's session and host
+    "record_id",
+    "session",
+    "host_agent",
+    "host_agent_version",
 }
 
 CALLS = [
@@ -169,4 +175,10 @@ def test_the_same_call_gets_the_same_verdict_and_record_at_every_front_door(
         assert told == ([1, 1, 1] if want != "allow" else [0, 0, 0]), told
         assert (h["source"], c["source"], p["source"]) == ("hook", "check", "mcp")
         assert h["type"] == "verdict" and h["dialect"] == "mcp" and h["agent"] == "plan"
+    # every record carries the fleet fields; the policy's digest and the machine agree
+    records = [*hook_records, *check_records, *proxy_records]
+    assert all(not missing(r) for r in records)
+    assert len({r["record_id"] for r in records}) == len(records)
+    assert len({(r["policy_digest"], r["hostname"], r["guard_version"]) for r in records}) == 1
+    assert {r["host_agent"] for r in hook_records} == {"cursor"}
     assert (repo / "src" / "app.py").read_text() == "print('hi')\n"

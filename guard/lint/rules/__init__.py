@@ -1,12 +1,12 @@
 """The rule catalog: one module per family; importing this package registers every rule.
 
 Codes are stable: GL0xx schema and names, GL1xx patterns, GL2xx plan-mode isolation,
-GL3xx composition (extends).
+GL3xx composition (extends), GL4xx the managed layer.
 """
 
-from guard.lint.rules import extends, network, patterns, plan, schema, tools
+from guard.lint.rules import extends, managed, network, patterns, plan, schema, tools
 
-__all__ = ["extends", "network", "patterns", "plan", "schema", "tools"]
+__all__ = ["extends", "managed", "network", "patterns", "plan", "schema", "tools"]
 
 from guard.lint.model import RULES as _RULES
 
