@@ -14,6 +14,10 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
 # chromium: headless, renders the HTML reports of `guard replay` and `guard review --fleet`
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# the egress proxy's tests drive real clients through it: curl, openssl (s_client and
+# test certificates), git's http-backend (in git); unshare and setpriv (util-linux)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # rsyslog and its RELP modules: the fleet tests ship records through real rsyslogd
 # processes (edge -> RELP -> central), each started by the test with its own configuration
 command -v rsyslogd >/dev/null 2>&1 || [ -x /usr/sbin/rsyslogd ] || missing+=(rsyslog)

@@ -43,6 +43,7 @@ from typing import Any
 
 from guard.effects import Action
 from guard.match import Pattern, parse_pattern
+from guard.network import parse_network_pattern
 from guard.policy.loader import (
     BUILTIN_PREFIX,
     LoadedPolicy,
@@ -231,8 +232,9 @@ class Part:
         got = self.patterns.get(key)
         if got is None:
             got = []
+            parse = parse_network_pattern if kind == "network" else parse_pattern
             for i, text in enumerate(self.scopes[scope][kind][list_name]):
-                p = parse_pattern(text, self.loaded.source(("managed", scope, kind, list_name, i)))
+                p = parse(text, self.loaded.source(("managed", scope, kind, list_name, i)))
                 if p is not None:
                     got.append(p)
             self.patterns[key] = got
@@ -274,7 +276,7 @@ def _load_part(path: str, text: str) -> Part:
             for list_name in ("deny", "ask"):
                 for i, pat in enumerate(part.scopes[scope][kind][list_name]):
                     try:
-                        parse_pattern(pat)
+                        (parse_network_pattern if kind == "network" else parse_pattern)(pat)
                     except Exception as exc:
                         loc: Loc = ("managed", scope, kind, list_name, i)
                         f, line = loaded.locate(loc)

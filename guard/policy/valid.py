@@ -47,6 +47,20 @@ class Rules:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkRules(Rules):
+    """:class:`guard.policy.schema.NetworkRules`: the lists, and ``model_api``."""
+
+    model_api: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Egress:
+    """:class:`guard.policy.schema.EgressConfig`."""
+
+    resolve: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Sandbox:
     """:class:`guard.policy.schema.SandboxRules`."""
 
@@ -68,7 +82,7 @@ class Agent:
     write: Rules
     delete: Rules
     exec: Rules
-    network: Rules
+    network: NetworkRules
     sandbox: Sandbox
 
 
@@ -89,12 +103,13 @@ class Policy:
     extends: list[str]
     description: str | None
     agents: dict[str, Agent]
+    egress: Egress
     lint: dict[str, object]
     audit: Audit
 
     @classmethod
     def empty(cls) -> Policy:
-        return cls(1, [], None, {}, {}, Audit())
+        return cls(1, [], None, {}, Egress({}), {}, Audit())
 
 
 KINDS = ("read", "write", "delete", "exec", "network")
@@ -131,6 +146,22 @@ def _rules(d: Any) -> Rules:
     return Rules(_strs(d["deny"]), _strs(d["ask"]), _strs(d["allow"]), default)
 
 
+def _network(d: Any) -> NetworkRules:
+    d = _keys(d, NetworkRules)
+    r = _rules({k: v for k, v in d.items() if k != "model_api"})
+    return NetworkRules(r.deny, r.ask, r.allow, r.default, _strs(d["model_api"]))
+
+
+def _egress(d: Any) -> Egress:
+    d = _keys(d, Egress)
+    resolve = d["resolve"]
+    if not isinstance(resolve, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in resolve.items()
+    ):
+        raise ValueError(f"egress.resolve {resolve!r}")
+    return Egress(dict(resolve))
+
+
 def _agent(d: Any) -> Agent:
     d = _keys(d, Agent)
     if d["mode"] not in ("plan", "build"):
@@ -150,7 +181,7 @@ def _agent(d: Any) -> Agent:
         write=_rules(d["write"]),
         delete=_rules(d["delete"]),
         exec=_rules(d["exec"]),
-        network=_rules(d["network"]),
+        network=_network(d["network"]),
         sandbox=Sandbox(_strs(s["writable"]), _bool(s["confine"])),
     )
 
@@ -187,6 +218,7 @@ def from_dump(d: Any) -> Policy:
         extends=_strs(d["extends"]),
         description=_opt_str(d["description"]),
         agents={str(name): _agent(a) for name, a in agents.items()},
+        egress=_egress(d["egress"]),
         lint=dict(lint),
         audit=audit_of(d["audit"]),
     )

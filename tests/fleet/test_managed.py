@@ -426,3 +426,29 @@ def test_guard_run_cannot_make_writable_what_the_managed_layer_denies(
     (lax_repo / ".openoxide" / "policy.toml").write_text(LAX)
     got = run_guard("run", "--agent", "plan", "--writable", str(out), "--explain", cwd=lax_repo)
     assert got.returncode == 2 and "managed policy denies" in got.stderr
+
+
+def test_managed_network_rules_take_host_and_port_and_beat_model_api(
+    managed: Managed, tmp_path: Path
+) -> None:
+    """A managed network list is read like any policy's (HOST or HOST:PORT): it denies a
+    port of a host the user's policy allows, and the host agent's model API under guard
+    run too; a malformed entry refuses the whole managed layer with its fix."""
+    from guard.effects import Action, Effect
+
+    managed.write("net.toml", 'version = 1\n[managed.all.network]\n'
+                              'deny = ["*.example.com:22", "api.anthropic.com"]\n')
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "p.toml").write_text('version = 1\nextends = ["builtin:default"]\n'
+                                 '[agents.build.network]\nallow = ["*.example.com"]\n')
+    g = Guard.load(repo / "p.toml", worktree=repo)
+    assert g.decide_effect("build", Effect.network("a.example.com:443")).allowed
+    d = g.decide_effect("build", Effect.network("a.example.com:22"))
+    assert d.action is Action.DENY and "net.toml" in d.rule
+    api = g.decide_effect("plan", Effect.network("api.anthropic.com:443", via="run"))
+    assert api.action is Action.DENY and "net.toml" in api.rule
+    managed.write("net.toml", 'version = 1\n[managed.all.network]\ndeny = ["a/b"]\n')
+    with pytest.raises(ManagedError, match="HOST or HOST:PORT"):
+        Guard.load(repo / "p.toml", worktree=repo)

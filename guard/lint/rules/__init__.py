@@ -4,9 +4,9 @@ Codes are stable: GL0xx schema and names, GL1xx patterns, GL2xx plan-mode isolat
 GL3xx composition (extends), GL4xx the managed layer.
 """
 
-from guard.lint.rules import extends, managed, patterns, plan, schema, tools
+from guard.lint.rules import extends, managed, network, patterns, plan, schema, tools
 
-__all__ = ["extends", "managed", "patterns", "plan", "schema", "tools"]
+__all__ = ["extends", "managed", "network", "patterns", "plan", "schema", "tools"]
 
 from guard.lint.model import RULES as _RULES
 
