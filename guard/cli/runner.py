@@ -211,8 +211,10 @@ def execute(o: RunOptions) -> int:
 def _explain(plan: Any) -> None:
     from guard.cli._base import print_json
     from guard.sandbox import landlock, seccomp
+    from guard.sandbox.confine import namespaces_unavailable
 
     abi = landlock.abi_version()
+    why = namespaces_unavailable() if plan.mode == "plan" else "not used in build mode"
     doc = {
         "agent": plan.agent,
         "mode": plan.mode,
@@ -224,6 +226,11 @@ def _explain(plan: Any) -> None:
         "tiocsti_filtered": seccomp.supported(),
         "seccomp": "system-state syscalls refused" if seccomp.supported() else "unsupported",
         "capabilities": "all dropped",
+        "namespaces": why or "user (unless root), mount, network, pid, ipc",
+        "read_only_view": not why,
+        "network": "loopback only" if not why else "the host's",
+        "require": plan.require,
+        "sockets": plan.sockets,
         "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
         "notes": plan.notes,
     }

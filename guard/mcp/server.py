@@ -35,7 +35,14 @@ A restart that fails (the helper cannot confine, the new server does not answer
 ``initialize``) ends the proxy as if the server had exited: in plan mode the
 server never runs unconfined where the kernel could confine it.
 
-Where the kernel cannot confine (no Landlock, an architecture without a
+The confinement is the helper's whole: namespaces (a read-only view but for the
+writable roots, loopback-only network, its own PID and IPC namespaces), then
+Landlock, no capabilities and seccomp. Where the kernel cannot make namespaces,
+the server runs under the Landlock-only fallback, said on stderr and as a
+``notice`` record (``server_fallback``), unless the policy requires a wall
+(``[agents.NAME.sandbox] require``): then it is not started.
+
+Where the kernel cannot confine at all (no Landlock, an architecture without a
 seccomp table), plan mode falls back to the policy's analysis alone, and says
 so on stderr and as a ``notice`` record in the audit log each time plan mode
 starts the server. ``$GUARD_TEST_MCP_NO_LANDLOCK`` (a non-empty value) makes the
@@ -160,22 +167,43 @@ class Launcher:
         agent = self.agent_for(mode)
         assert agent is not None
         why = self.unavailable()
+        required = self.guard.agent(agent).sandbox.require
+        if why and required:
+            raise GuardError(
+                f"the policy requires the {', '.join(required)} wall(s) for agent {agent!r}"
+                f" ([agents.{agent}.sandbox] require), and the kernel cannot confine here: {why}"
+            )
         if why:
             self.fallback(agent, why)
             return Launch(list(self.server_cmd), None, False)
-        from guard.sandbox import confine, roots
+        from guard.sandbox import confine, roots, supervise
 
         plan = roots.derive(self.guard, agent, private_tmp=True, create=True)
+        try:
+            isolate = supervise.isolation(plan, lambda msg, force=False: self.weaker(agent, msg))
+        except GuardError:
+            _remove_tmpdir(plan.tmpdir, self.log)
+            raise
         argv = confine.helper_argv(
             self.server_cmd,
             plans=plan.plan_dirs,
             writable=plan.writable,
             ioctl=plan.ioctl,
             devices=False,
+            isolate=isolate,
+            walls=True,
+            sockets=plan.sockets,
             extra=["--status-fd", str(status_fd)],
         )
-        env = {**os.environ, **plan.env, "GUARD_SANDBOX": "landlock"}
+        sandbox = "namespaces+landlock" if isolate else "landlock"
+        env = {**os.environ, **plan.env, "GUARD_SANDBOX": sandbox}
         return Launch(argv, env, True, plan.tmpdir, tuple(plan.describe()))
+
+    def weaker(self, agent: str, message: str) -> None:
+        """Plan mode confined without namespaces (the Landlock-only fallback): loud on
+        stderr and in the audit log, like the unconfined fallback."""
+        self.log(f"WARNING: the MCP server runs in the {message}")
+        self.notice("server_fallback", agent, message)
 
     def fallback(self, agent: str, why: str) -> None:
         """Plan mode without kernel confinement: loud on stderr and in the audit log."""

@@ -52,6 +52,8 @@ class Sandbox:
 
     writable: list[str]
     confine: bool
+    require: list[str]
+    sockets: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,13 @@ def _rules(d: Any) -> Rules:
     return Rules(_strs(d["deny"]), _strs(d["ask"]), _strs(d["allow"]), default)
 
 
+def _walls(v: Any) -> list[str]:
+    walls = _strs(v)
+    if any(w not in ("network", "ipc", "processes", "metadata") for w in walls):
+        raise ValueError(f"not a list of walls: {v!r}")
+    return walls
+
+
 def _agent(d: Any) -> Agent:
     d = _keys(d, Agent)
     if d["mode"] not in ("plan", "build"):
@@ -141,7 +150,9 @@ def _agent(d: Any) -> Agent:
         delete=_rules(d["delete"]),
         exec=_rules(d["exec"]),
         network=_rules(d["network"]),
-        sandbox=Sandbox(_strs(s["writable"]), _bool(s["confine"])),
+        sandbox=Sandbox(
+            _strs(s["writable"]), _bool(s["confine"]), _walls(s["require"]), _strs(s["sockets"])
+        ),
     )
 
 

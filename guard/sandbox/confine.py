@@ -1,26 +1,45 @@
 """Run one command confined: the helper between a launcher and the command, and its API.
 
 As the helper (stdlib only, nothing slow to import; it runs before every
-confined shell command of a plan-mode agent, and under ``guard run``; the entry
-point is the tiny :mod:`guard.sandbox.run_confined`)::
+confined shell command of a plan-mode agent, under ``guard run`` and around the
+confined MCP server; the entry point is the tiny :mod:`guard.sandbox.run_confined`)::
 
     python3 -E -s -S /path/to/guard/sandbox/run_confined.py \\
-        --plans DIR --tmpdir DIR --devices [--write DIR]... -- bash -c 'COMMAND'
+        --plans DIR --private-tmp --devices --namespaces --walls [--write DIR]... \\
+        -- bash -c 'COMMAND'
 
 it, in this order: (with ``--go-fd``) waits for its caller's go, touching nothing
-before it; makes sure the private temporary directory exists and is
-its own; restricts itself with Landlock (:mod:`guard.sandbox.landlock`: writes
-only beneath the roots, regular files only in a plan directory, no device
-nodes anywhere); drops every capability and installs the seccomp filter
-(:mod:`guard.sandbox.seccomp`); closes every fd >= 3; restores the default
-signal mask, SIGPIPE and SIGXFSZ; points ``TMPDIR``/``TMP``/``TEMP`` at the
-private directory; and ``exec``s the command. The command keeps the caller's
-pid, cwd, environment, stdin/stdout/stderr and terminal, so its exit status
-and output are the command's own. If any step fails, the command is **not**
-started: exit status 126 and one line on stderr (fail closed).
+before it; checks the plan directory (:func:`check_plan_directory`: only regular
+files whose every link is in it, else it refuses, naming the file); makes the
+private temporary directory (``--private-tmp``: fresh, at an unpredictable
+path, removed afterwards); then starts the command in one of two ways.
+
+With ``--namespaces`` (:mod:`guard.sandbox.namespaces`), this process (the
+*outer* one) stays in the host's network, mount and PID namespaces; it makes a
+PID namespace (and, unless root, a user namespace) and forks **pid 1** of it,
+which makes new mount, network and IPC namespaces, turns every mount read-only
+but the writable roots, mounts its own ``/proc``, brings the loopback up, hands
+a listener on 127.0.0.1 to the egress proxy outside (``--listen``), restricts
+itself (Landlock, capability drop, seccomp: the second wall), forks the command
+and waits: it forwards the signals the outer process passes on, reaps orphans,
+and when the command ends it ends, so the kernel ends every process left in
+the namespace. Without ``--namespaces`` (the fallback where the kernel cannot
+make them) the outer process forks the command, which restricts itself and
+execs.
+
+Either way the outer process forwards the signals it is sent (not those a
+terminal sends the whole foreground group: the command gets its own), waits,
+removes the private temporary directory, and exits as the command did: with
+its exit status, or killed by the same signal. The command keeps the caller's
+cwd, environment, stdin/stdout/stderr, terminal and process group. Before exec
+it closes every fd >= 3, restores the default signal mask, SIGPIPE and SIGXFSZ,
+and points ``TMPDIR``/``TMP``/``TEMP`` at the private directory. If any step
+fails, the command is **not** started: exit status 126 and one line on stderr
+(fail closed), or a JSON report on ``--status-fd``.
 
 As a module, :func:`wrap_command` gives a host the shell text to run instead
-of a command (the ``allow_confined`` verdict), and :func:`helper_argv` the argv.
+of a command (the ``allow_confined`` verdict), :func:`helper_argv` the argv,
+and :func:`walls` what this machine can enforce.
 """
 
 from __future__ import annotations
@@ -31,11 +50,22 @@ import stat
 import sys
 
 TYPE_CHECKING = False
-if TYPE_CHECKING or __package__:
-    from guard.sandbox import landlock, seccomp
+if TYPE_CHECKING:
+    import ctypes
+
+    from guard.sandbox import landlock, namespaces, seccomp
+elif __package__:
+    from guard.sandbox import _ffi as ctypes
+    from guard.sandbox import landlock, namespaces, seccomp
 else:  # imported by run_confined.py: the siblings alone, not the package (start-up cost)
+    import _ffi as ctypes
     import landlock
+    import namespaces
     import seccomp
+if TYPE_CHECKING:  # the C module under it is all the helper imports (``signal`` costs ~9 ms)
+    import signal as _signal
+else:
+    import _signal
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,36 +79,59 @@ SINK_DEVICES = ("/dev/null",)
 NOT_STARTED = 126
 #: The helper's entry point, run by path.
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_confined.py")
+#: Prefix of the private temporary directories ``--private-tmp`` makes.
+TMP_PREFIX = "guard-confined-"
+
+# Signals forwarded to the command (by the outer process, and by pid 1 inside).
+FORWARDED = (
+    _signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGUSR1,
+    _signal.SIGUSR2, _signal.SIGWINCH, _signal.SIGALRM,
+)  # fmt: skip
+_WATCHED = (*FORWARDED, _signal.SIGCHLD)
+SI_KERNEL, SI_QUEUE = 0x80, -1
 
 _USAGE = (
     "usage: confine.py [--plans DIR]... [--write PATH]... [--ioctl PATH]... [--devices]"
-    " [--tmpdir DIR] [--abi N (0: no Landlock)] [--no-scope-signals] [--status-fd FD]"
-    " [--go-fd FD] [--announce PREFIX] -- COMMAND [ARGS...]"
+    " [--tmpdir DIR | --private-tmp] [--namespaces] [--walls] [--socket PATH]..."
+    " [--listen PORT --egress-fd FD] [--abi N (0: no Landlock)] [--no-scope-signals]"
+    " [--status-fd FD] [--go-fd FD] [--announce PREFIX] -- COMMAND [ARGS...]\n"
+    "       confine.py --probe"
 )
 
 
 class _Args:
     __slots__ = (
-        "abi", "announce", "command", "go_fd", "ioctl", "plans", "scope", "status_fd", "tmpdir",
-        "writable",
+        "abi", "announce", "command", "egress_fd", "go_fd", "ioctl", "listen", "namespaces",
+        "plans", "private_tmp", "scope", "sockets", "status_fd", "tmpdir", "walls", "writable",
     )  # fmt: skip
 
     def __init__(self) -> None:
         self.writable: list[str] = []
         self.plans: list[str] = []
         self.ioctl: list[str] = []
+        self.sockets: list[str] = []
         self.abi: int | None = None
         self.scope = True
         self.status_fd: int | None = None
         self.go_fd: int | None = None
+        self.egress_fd: int | None = None
+        self.listen: int | None = None
         self.announce: str | None = None
         self.tmpdir: str | None = None
+        self.private_tmp = False
+        self.namespaces = False
+        self.walls = False
         self.command: list[str] = []
 
 
 _VALUED = (
     "--write", "--plans", "--ioctl", "--abi", "--status-fd", "--go-fd", "--announce", "--tmpdir",
+    "--socket", "--listen", "--egress-fd",
 )  # fmt: skip
+_FLAGS = {
+    "--no-scope-signals": "scope", "--private-tmp": "private_tmp", "--namespaces": "namespaces",
+    "--walls": "walls",
+}  # fmt: skip
 
 
 def parse(argv: Sequence[str]) -> _Args:
@@ -90,9 +143,13 @@ def parse(argv: Sequence[str]) -> _Args:
             args.command = list(argv[i + 1 :])
             if not args.command:
                 raise ValueError("no command given after '--'")
+            if args.listen is not None and args.egress_fd is None:
+                raise ValueError("--listen needs --egress-fd (where the listener goes)")
+            if args.listen is not None and not args.namespaces:
+                raise ValueError("--listen needs --namespaces (a network namespace to listen in)")
             return args
-        if arg == "--no-scope-signals":
-            args.scope = False
+        if arg in _FLAGS:
+            setattr(args, _FLAGS[arg], arg != "--no-scope-signals")
         elif arg == "--devices":
             args.writable += SINK_DEVICES
             for dev in TERMINAL_DEVICES:
@@ -108,20 +165,32 @@ def parse(argv: Sequence[str]) -> _Args:
                 args.plans.append(value)
             elif arg == "--ioctl":
                 args.ioctl.append(value)
-            elif arg == "--abi":
-                args.abi = int(value)
-            elif arg == "--status-fd":
-                args.status_fd = int(value)
-            elif arg == "--go-fd":
-                args.go_fd = int(value)
+            elif arg == "--socket":
+                args.sockets.append(value)
             elif arg == "--tmpdir":
                 args.tmpdir = value
-            else:
+            elif arg == "--announce":
                 args.announce = value
+            else:
+                number = int(value)
+                if arg == "--abi":
+                    args.abi = number
+                elif arg == "--status-fd":
+                    args.status_fd = number
+                elif arg == "--go-fd":
+                    args.go_fd = number
+                elif arg == "--egress-fd":
+                    args.egress_fd = number
+                else:
+                    args.listen = number
         else:
             raise ValueError(f"unexpected argument {arg!r}")
         i += 1
     raise ValueError("missing '--' before the command")
+
+
+# ---------------------------------------------------------------------------
+# Directories the command writes: checked or made before anything starts.
 
 
 def private_tmpdir(path: str) -> str:
@@ -143,16 +212,81 @@ def private_tmpdir(path: str) -> str:
     return path
 
 
-def remove_private_tmpdir(path: Path) -> bool:
-    """Remove the private ``$TMPDIR`` a confined command ran with once it is done; False
-    when the command left files in it (it is kept: the caller says where)."""
+def fresh_tmpdir(base: str | None = None) -> str:
+    """A new, empty directory (mode 0700) at an unpredictable path under ``base`` (default:
+    ``$TMPDIR`` when it is an absolute directory, else ``/tmp``): nothing can have been
+    planted in it (a hard link to a project file, a FIFO), and it is never reused."""
+    if base is None:
+        base = os.environ.get("TMPDIR") or "/tmp"
+        if not os.path.isabs(base) or not os.path.isdir(base):
+            base = "/tmp"
+    for _ in range(16):
+        path = os.path.join(base, TMP_PREFIX + os.urandom(9).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return os.path.realpath(path)
+    raise OSError(errno.EEXIST, f"cannot make a fresh private directory in {base}")
+
+
+def remove_tree(path: str) -> bool:
+    """Remove ``path`` and everything in it, never following a symlink (each directory is
+    pinned with O_NOFOLLOW and emptied through its descriptor; modes the command set are
+    undone first). True when it is gone."""
     try:
-        path.rmdir()
+        os.rmdir(path)
+        return True
     except FileNotFoundError:
         return True
     except OSError:
+        pass
+    try:
+        fd = _open_dir(path, None)
+        try:
+            _empty(fd, 0)
+        finally:
+            os.close(fd)
+        os.rmdir(path)
+    except OSError:
         return False
     return True
+
+
+def _open_dir(name: str, dir_fd: int | None) -> int:
+    """Open the directory ``name`` for listing, never through a symlink, after giving it
+    mode 0700 (the command may have taken its owner's rights away)."""
+    flags = os.O_CLOEXEC | os.O_NOFOLLOW | os.O_DIRECTORY
+    pin = os.open(name, os.O_PATH | flags, dir_fd=dir_fd)
+    try:
+        os.chmod(f"/proc/self/fd/{pin}", 0o700)
+        return os.open(".", os.O_RDONLY | flags, dir_fd=pin)
+    finally:
+        os.close(pin)
+
+
+def _empty(fd: int, depth: int) -> None:
+    if depth > 256:
+        raise OSError(errno.ELOOP, "directories nested too deep to remove")
+    with os.scandir(fd) as listing:
+        entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
+    for name, is_dir in entries:
+        if is_dir:
+            sub = _open_dir(name, fd)
+            try:
+                _empty(sub, depth + 1)
+            finally:
+                os.close(sub)
+            os.rmdir(name, dir_fd=fd)
+        else:
+            os.unlink(name, dir_fd=fd)
+
+
+def remove_private_tmpdir(path: Path) -> bool:
+    """Remove the private ``$TMPDIR`` a confined command ran with once it is done, whatever
+    it left there (symlinks are removed, never followed); False when that failed (the
+    caller says where it is)."""
+    return remove_tree(str(path))
 
 
 def plan_directory(path: str) -> str:
@@ -182,6 +316,50 @@ def plan_directory(path: str) -> str:
         if not stat.S_ISDIR(os.lstat(probe).st_mode):
             raise OSError(errno.EPERM, f"{probe} is not a real directory; refusing {path}")
     return path
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symlink", stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+}  # fmt: skip
+
+
+def check_plan_directory(path: str) -> None:
+    """Refuse (OSError naming the file) anything in the plan directory that could lead a
+    confined command out of it: any entry but a regular file (a symlink, a FIFO a process
+    outside reads, a socket, a device, a directory), and a regular file with a hard link
+    outside the plan directory (planted while building: writing it would write the other
+    name, ``src/app.py``). Links between two names inside it are fine."""
+    links: dict[tuple[int, int], list[str]] = {}
+    nlink: dict[tuple[int, int], int] = {}
+    with os.scandir(path) as entries:
+        for entry in entries:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+                raise OSError(
+                    errno.EPERM,
+                    f"{entry.path} is {kind}; only regular plan files may be in the plan"
+                    " directory while a command runs confined (a link, FIFO or device there"
+                    " could lead out of it). Remove it",
+                )
+            key = (st.st_dev, st.st_ino)
+            links.setdefault(key, []).append(entry.path)
+            nlink[key] = st.st_nlink
+    for key, names in links.items():
+        if nlink[key] > len(names):
+            raise OSError(
+                errno.EPERM,
+                f"{names[0]} has {nlink[key]} hard links, {nlink[key] - len(names)} of them"
+                " outside the plan directory: a confined command writing it would change the"
+                " other file too. Replace it with a copy of its own"
+                f" (cp --remove-destination {names[0]} {names[0]}.copy && mv {names[0]}.copy"
+                f" {names[0]}) or remove it",
+            )
+
+
+# ---------------------------------------------------------------------------
+# The helper.
 
 
 def _report(status_fd: int | None, payload: dict[str, object]) -> None:
@@ -218,13 +396,18 @@ def read_status(fd: int) -> list[dict[str, Any]]:
 def _fail(args: _Args, stage: str, exc: BaseException) -> int:
     _report(args.status_fd, {"ok": False, "stage": stage, "error": str(exc)})
     if args.status_fd is None:
-        print(f"guard confine: {exc}; the command was NOT started", file=sys.stderr)
+        print(f"guard confine: {exc}; the command was NOT started", file=sys.stderr, flush=True)
     return NOT_STARTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if list(given) == ["--probe"]:
+        why = namespaces.unavailable()
+        print(why or "ok")
+        return 1 if why else 0
     try:
-        args = parse(sys.argv[1:] if argv is None else argv)
+        args = parse(given)
     except ValueError as exc:
         print(f"guard confine: {exc}\n{_USAGE}", file=sys.stderr)
         return 2
@@ -233,43 +416,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = os.environ
     try:
         args.plans = [plan_directory(p) for p in args.plans]
+        for p in args.plans:
+            check_plan_directory(p)
     except OSError as exc:
         return _fail(args, "plans", exc)
-    if args.tmpdir is not None:
-        try:
+    made = tmp = None
+    try:
+        if args.private_tmp:
+            made = tmp = fresh_tmpdir()
+        elif args.tmpdir is not None:
             tmp = private_tmpdir(args.tmpdir)
-        except OSError as exc:
-            return _fail(args, "tmpdir", exc)
+    except OSError as exc:
+        return _fail(args, "tmpdir", exc)
+    if tmp is not None:
         args.writable.append(tmp)
         env["TMPDIR"] = env["TMP"] = env["TEMP"] = tmp
-    enforcement: landlock.Enforcement | None = None
-    if args.abi != 0:
-        try:
-            enforcement = landlock.restrict_self(
-                args.writable, args.ioctl, plans=args.plans, abi=args.abi, scope_signals=args.scope
-            )
-        except OSError as exc:
-            return _fail(args, "landlock", exc)
-    hardening = []
     try:
-        if seccomp.drop_capabilities():
-            hardening.append("capabilities")
-        seccomp.install_filter()
-        hardening.append("seccomp")
-    except OSError as exc:
-        return _fail(args, "seccomp", exc)
-    if enforcement is None:
-        # Explicitly without Landlock (guard run --allow-unconfined on a kernel without it).
-        _report(args.status_fd, {"ok": True, "stage": "unconfined", "hardening": hardening})
-    else:
-        enforcement.hardening = hardening
-        report = enforcement.to_json()
-        _report(args.status_fd, {"ok": True, "stage": "restricted", "enforcement": report})
-        if args.announce is not None:
-            # Said here, before exec, so that it comes before anything the command prints.
-            for line in landlock.summary_lines(report):
-                print(f"{args.announce}{line}", file=sys.stderr, flush=True)
-    return _exec(args)
+        return _start(args)
+    finally:
+        if made is not None and not remove_tree(made):
+            print(f"guard confine: cannot remove the command's TMPDIR {made}", file=sys.stderr)
 
 
 def _await_go(fd: int) -> bool:
@@ -293,6 +459,185 @@ def _await_go(fd: int) -> bool:
     return byte == b"g"
 
 
+def _start(args: _Args) -> int:
+    """The outer process: start the command (in namespaces or not), forward, wait, and
+    return its exit status (or die of the signal that killed it)."""
+    masks: list[str] = []
+    if args.namespaces and args.sockets and args.walls:
+        allowed = {os.path.realpath(s) for s in args.sockets}
+        masks = [s for s in namespaces.listening_sockets() if os.path.realpath(s) not in allowed]
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, _WATCHED)
+    if args.namespaces:
+        try:
+            namespaces.enter_outer()
+        except OSError as exc:
+            return _fail(args, "namespaces", exc)
+    fate_r, fate_w = os.pipe()  # pid 1 -> here: the signal that killed the command
+    life_r, life_w = os.pipe()  # held here: pid 1 sees it close when this process dies
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child (measured through the tests' commands)
+        code = NOT_STARTED
+        try:
+            os.close(fate_r)
+            os.close(life_w)
+            if args.namespaces:
+                code = _init(args, masks, fate_w, life_r)
+            else:
+                os.close(fate_w)
+                os.close(life_r)
+                code = _restrict_and_exec(args)
+        except BaseException as exc:  # a child never returns into main()
+            try:
+                code = _fail(args, "start", exc)
+            except BaseException:
+                code = NOT_STARTED
+        finally:
+            os._exit(code)
+    os.close(fate_w)
+    os.close(life_r)
+    for fd in (args.status_fd, args.egress_fd):
+        if fd is not None:
+            os.close(fd)  # theirs now: a reader sees end of file when they are done
+    status = _wait(pid, args.namespaces)
+    os.close(life_w)
+    try:
+        fate = os.read(fate_r, 1)
+    finally:
+        os.close(fate_r)
+    if fate:
+        return _die_of(fate[0])
+    if os.WIFSIGNALED(status):
+        return _die_of(os.WTERMSIG(status))
+    return os.waitstatus_to_exitcode(status) & 0xFF
+
+
+def _wait(pid: int, queue: bool) -> int:
+    """Wait for the child ``pid``, forwarding every signal sent to this process by another
+    process (a terminal's signals reach the whole foreground group, the command included:
+    they are not repeated). To pid 1 of the namespace (``queue``) a forwarded signal goes
+    with sigqueue(3), which is how it tells it from one sent to it directly."""
+    sigqueue = _lib().sigqueue if queue else None
+    while True:
+        info = _signal.sigwaitinfo(_WATCHED)
+        if info.si_signo == _signal.SIGCHLD:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return status
+            continue
+        if info.si_code == SI_KERNEL:
+            continue
+        if sigqueue is not None:
+            sigqueue(pid, info.si_signo, ctypes.c_long(0))
+        else:
+            try:  # noqa: SIM105 - not reaped yet, so the pid is still the child's
+                os.kill(pid, info.si_signo)
+            except ProcessLookupError:
+                pass
+
+
+def _init(args: _Args, masks: list[str], fate_w: int, life_r: int) -> int:
+    """Pid 1 of the new PID namespace: the namespaces, the walls, then the command."""
+    if not namespaces.die_with_parent(life_r):
+        return NOT_STARTED
+    os.close(life_r)
+    try:
+        skipped = namespaces.enter_inner([*args.plans, *args.writable], mask_sockets=masks)
+    except OSError as exc:
+        return _fail(args, "namespaces", exc)
+    if args.listen is not None and args.egress_fd is not None:
+        try:
+            listener = namespaces.listen_loopback(args.listen)
+            try:
+                namespaces.send_fd(args.egress_fd, listener)
+            finally:
+                os.close(listener)
+        except OSError as exc:
+            return _fail(args, "egress", exc)
+    if args.egress_fd is not None:
+        os.close(args.egress_fd)
+        args.egress_fd = None
+    code = _restrict(args, ["user", "mount", "network", "pid", "ipc"] if os.geteuid() != 0
+                     else ["mount", "network", "pid", "ipc"], skipped)  # fmt: skip
+    if code is not None:
+        return code
+    command = os.fork()
+    if command == 0:  # pragma: no cover - replaced by the command
+        os.close(fate_w)
+        os._exit(_exec(args))
+    if args.status_fd is not None:
+        os.close(args.status_fd)
+    while True:
+        info = _signal.sigwaitinfo(_WATCHED)
+        if info.si_signo == _signal.SIGCHLD:
+            ended = None
+            while True:  # reap the command and every orphan handed to pid 1
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                if pid == command:
+                    ended = status
+            if ended is None:
+                continue
+            if os.WIFSIGNALED(ended):
+                os.write(fate_w, bytes([os.WTERMSIG(ended)]))
+                return 128 + os.WTERMSIG(ended)
+            return os.waitstatus_to_exitcode(ended) & 0xFF
+        if info.si_code == SI_QUEUE and info.si_pid == 0:  # passed on by the outer process
+            try:  # noqa: SIM105 - not reaped yet, so the pid is still the command's
+                os.kill(command, info.si_signo)
+            except ProcessLookupError:
+                pass
+
+
+def _restrict_and_exec(args: _Args) -> int:
+    code = _restrict(args, [], [])
+    return code if code is not None else _exec(args)
+
+
+def _restrict(args: _Args, spaces: list[str], skipped: list[str]) -> int | None:
+    """Landlock, the capability drop and the seccomp filter on this process; None when all
+    of them hold (reported on the status fd and announced), else the exit status."""
+    enforcement: landlock.Enforcement | None = None
+    if args.abi != 0:
+        try:
+            enforcement = landlock.restrict_self(
+                args.writable, args.ioctl, plans=args.plans, abi=args.abi,
+                scope_signals=args.scope, scope_abstract_unix=args.walls,
+            )  # fmt: skip
+        except OSError as exc:
+            return _fail(args, "landlock", exc)
+    hardening = []
+    unix = bool(args.sockets) or not args.walls
+    try:
+        if seccomp.drop_capabilities():
+            hardening.append("capabilities")
+        seccomp.install_filter(walls=args.walls, unix_sockets=unix)
+        hardening.append("seccomp")
+        if args.walls:
+            hardening.append("walls")
+            if unix:
+                hardening.append("unix-sockets")
+    except OSError as exc:
+        return _fail(args, "seccomp", exc)
+    if enforcement is None:
+        # Explicitly without Landlock (guard run --allow-unconfined on a kernel without it).
+        _report(args.status_fd, {"ok": True, "stage": "unconfined", "hardening": hardening,
+                                 "namespaces": spaces})  # fmt: skip
+        return None
+    enforcement.hardening = hardening
+    enforcement.namespaces = spaces
+    report = enforcement.to_json()
+    _report(args.status_fd, {"ok": True, "stage": "restricted", "enforcement": report})
+    if args.announce is not None:
+        # Said here, before exec, so that it comes before anything the command prints.
+        for line in landlock.summary_lines(report):
+            print(f"{args.announce}{line}", file=sys.stderr, flush=True)
+    return None
+
+
 def _exec(args: _Args) -> int:
     # Nothing opened before the restriction may reach the command, except the status
     # pipe, which closes on exec (and reports an exec failure).
@@ -314,6 +659,24 @@ def _exec(args: _Args) -> int:
     return 0  # pragma: no cover - execvp does not return
 
 
+def _die_of(signo: int) -> int:
+    """End this process with the signal that ended the command (as the command would have
+    ended), without a core file; 128+N if the signal does not end a process."""
+    rlimit = (ctypes.c_ulong * 2)()  # RLIMIT_CORE 0: a core here would land outside
+    _lib().setrlimit(4, ctypes.byref(rlimit))
+    try:
+        _signal.signal(signo, _signal.SIG_DFL)
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, (signo,))
+    except (OSError, ValueError):
+        pass  # SIGKILL and SIGSTOP: their action cannot change, and they cannot be blocked
+    os.kill(os.getpid(), signo)
+    return 128 + signo
+
+
+def _lib() -> Any:
+    return seccomp._lib()
+
+
 # ---------------------------------------------------------------------------
 # The API for hosts and for guard run (runs in guard's process, not the helper's).
 
@@ -327,6 +690,50 @@ def available() -> str:
     return ""
 
 
+_NAMESPACES: str | None = None
+#: Test seam: a non-empty value makes this process act as if namespaces were unavailable
+#: (said as such, loudly, wherever the fallback is said). Used by the tests of the
+#: Landlock-only fallback on machines where namespaces work; a user may set it to run the
+#: fallback deliberately, and a policy's ``require`` still refuses it.
+NO_NAMESPACES_ENV = "GUARD_TEST_NO_NAMESPACES"
+
+
+def namespaces_unavailable() -> str:
+    """Why confined commands cannot run in namespaces here ("" when they can): the helper's
+    own probe (``--probe``: the same calls, in a throwaway process), run once per process."""
+    global _NAMESPACES
+    if os.environ.get(NO_NAMESPACES_ENV):
+        return f"namespaces are treated as unavailable (${NO_NAMESPACES_ENV} is set)"
+    if _NAMESPACES is None:
+        import subprocess
+
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-E", "-s", "-S", HELPER, "--probe"],
+                capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            out = proc.stdout.strip() or proc.stderr.strip()
+            _NAMESPACES = "" if proc.returncode == 0 else (out or f"probe exited {proc.returncode}")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _NAMESPACES = f"the namespace probe could not run: {exc}"
+    return _NAMESPACES
+
+
+def walls(require: Sequence[str] = ()) -> tuple[bool, str, list[str]]:
+    """(namespaces?, why not, the required walls missing) for a confined command here:
+    without namespaces the network, local IPC (the IPC namespace), processes (the PID
+    namespace) and metadata (the read-only view) walls are missing."""
+    why = namespaces_unavailable()
+    missing = [w for w in require if w in namespaces.WALLS] if why else []
+    return not why, why, missing
+
+
+FALLBACK = (
+    "Landlock-only fallback: no namespaces here ({why}); the command can reach the network"
+    " and local services, see other processes, and change permission bits and timestamps"
+)
+
+
 def helper_argv(
     command: Sequence[str],
     *,
@@ -335,10 +742,16 @@ def helper_argv(
     ioctl: Sequence[str] = (),
     devices: bool = True,
     tmpdir: str | None = None,
+    private_tmp: bool = False,
+    isolate: bool = False,
+    walls: bool | None = None,
+    sockets: Sequence[str] = (),
     python: str | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The argv that runs ``command`` under this helper."""
+    """The argv that runs ``command`` under this helper. ``isolate``: in namespaces;
+    ``walls`` (default: ``isolate``): the process and IPC walls of seccomp and Landlock;
+    ``sockets``: pathname Unix sockets the command may reach."""
     argv = [python or sys.executable, "-E", "-s", "-S", HELPER]
     for p in plans:
         argv += ["--plans", p]
@@ -346,23 +759,19 @@ def helper_argv(
         argv += ["--write", w]
     for d in ioctl:
         argv += ["--ioctl", d]
+    for s in sockets:
+        argv += ["--socket", s]
     if devices:
         argv.append("--devices")
     if tmpdir is not None:
         argv += ["--tmpdir", tmpdir]
+    elif private_tmp:
+        argv.append("--private-tmp")
+    if isolate:
+        argv.append("--namespaces")
+    if isolate if walls is None else walls:
+        argv.append("--walls")
     return [*argv, *extra, "--", *command]
-
-
-def default_tmpdir(plans: str) -> str:
-    """The private temporary directory of confined commands for one plan directory:
-    ``<system tmp>/guard-confined-<uid>/<hash of the plan directory>``, kept between
-    commands (like /tmp) but apart from everything else."""
-    import hashlib
-    import tempfile
-
-    key = hashlib.sha256(os.path.realpath(plans).encode("utf-8", "surrogateescape")).hexdigest()
-    base = os.path.join(tempfile.gettempdir(), f"guard-confined-{os.geteuid()}")
-    return os.path.join(base, key[:16])
 
 
 def wrap_command(
@@ -374,17 +783,21 @@ def wrap_command(
     tmpdir: str | None = None,
     shell: Sequence[str] = (),
     python: str | None = None,
+    isolate: bool = True,
+    sockets: Sequence[str] = (),
 ) -> str:
     """The shell text a host runs instead of ``command`` so that it runs confined.
 
     ``plans``: plan directories (regular files only); ``writable``: other
     directories that stay writable (absolute, or relative to ``cwd``). A private
-    temporary directory (:func:`default_tmpdir` of the first plan directory
-    unless ``tmpdir`` is given), ``/dev/null`` and the terminal are writable too.
-    ``shell``: the argv prefix that runs the text (default: ``bash -c``). The
-    inner shell receives exactly ``command`` as one argument; every word is
-    single-quoted. Raises ValueError for a command the kernel cannot pass on
-    (a NUL character).
+    temporary directory (fresh for each command and removed after it, unless
+    ``tmpdir`` names one), ``/dev/null`` and the terminal are writable too.
+    ``isolate``: in namespaces with the process and IPC walls (False: the
+    Landlock-only fallback, with the walls). ``sockets``: pathname Unix sockets the
+    command may reach. ``shell``: the argv prefix that runs the text (default:
+    ``bash -c``). The inner shell receives exactly ``command`` as one argument;
+    every word is single-quoted. Raises ValueError for a command the kernel cannot
+    pass on (a NUL character).
     """
     import shlex
     import shutil
@@ -393,12 +806,10 @@ def wrap_command(
         raise ValueError("the command contains a NUL character; no program can receive it")
     roots_plans = [os.path.join(cwd, p) for p in plans]
     roots = [os.path.join(cwd, w) for w in writable]
-    if tmpdir is None and roots_plans:
-        tmpdir = default_tmpdir(roots_plans[0])
     if not shell:
         shell = (shutil.which("bash") or "/bin/bash", "-c")
     argv = helper_argv(
-        [*shell, command], plans=roots_plans, writable=roots, tmpdir=tmpdir, python=python
-    )
+        [*shell, command], plans=roots_plans, writable=roots, tmpdir=tmpdir,
+        private_tmp=tmpdir is None, isolate=isolate, walls=True, sockets=sockets, python=python,
+    )  # fmt: skip
     return " ".join(shlex.quote(a) for a in argv)
-

@@ -1,0 +1,400 @@
+"""The first wall: Linux namespaces and a read-only view of the filesystem, through ctypes.
+
+The confinement helper (:mod:`guard.sandbox.confine`) calls these in two processes:
+
+* :func:`enter_outer` in its **outer** process, which stays in the host's
+  network, mount and PID namespaces (it runs the egress proxy and waits for the
+  command): a new PID namespace for its children and, when it is not root, a
+  new user namespace first that maps its own uid and gid to themselves (root
+  needs none and gets none).
+* :func:`enter_inner` in **pid 1** of that PID namespace (the helper's init):
+  new mount, network and IPC namespaces; every mount private and read-only
+  (``mount_setattr`` over the whole tree), with fresh writable binds of the
+  writable roots only (cloned before the tree turned read-only, attached by
+  descriptor so that a symlink swapped in cannot redirect them); a ``/proc``
+  of the new PID namespace (read-only: other processes are not there); the
+  loopback interface up, and no other interface.
+
+What that stops: writes, chmod, chown, utime, xattrs and truncate anywhere but
+the writable roots (``EROFS``, whatever the uid); every network but the
+namespace's own loopback (and the listener :func:`listen_loopback` hands to
+the outer process for guard's egress proxy); System V IPC objects and POSIX
+message queues of the host; abstract Unix sockets of the host (they belong to
+the network namespace); seeing, signalling or changing the limits of any
+process outside (they are not in the PID namespace). Every process left in the
+namespace dies with its pid 1.
+
+Stdlib only, nothing slow to import (it runs before every confined command);
+no policy logic. :func:`unavailable` is the probe, run in a throwaway child.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ctypes
+elif __package__:  # _ctypes alone: ``import ctypes`` costs the helper ~5 ms of CPU
+    from guard.sandbox import _ffi as ctypes
+else:  # run by the helper as a sibling module, without the package
+    import _ffi as ctypes
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
+AT_FDCWD, AT_EMPTY_PATH, AT_RECURSIVE = -100, 0x1000, 0x8000
+OPEN_TREE_CLONE = 1
+MOVE_MOUNT_F_EMPTY_PATH, MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
+PR_SET_PDEATHSIG = 1
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+AF_INET, SOCK_DGRAM, SOCK_CLOEXEC = 2, 2, 0o2000000
+
+# The new mount API's syscall numbers are shared by every architecture guard has a
+# seccomp table for (the unified numbering).
+NR_OPEN_TREE, NR_MOVE_MOUNT, NR_MOUNT_SETATTR = 428, 429, 442
+
+#: What :func:`enter_inner` unshares (the outer process adds PID, and USER when not root).
+INNER_FLAGS = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC
+#: The walls, by the names a policy's ``[agents.NAME.sandbox] require`` uses.
+WALLS = ("network", "ipc", "processes", "metadata")
+
+
+class NamespaceError(OSError):
+    """A namespace or mount step failed; the message names the step and the cause."""
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def _lib() -> ctypes.CDLL:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _check(res: int, what: str) -> int:
+    if res < 0:
+        err = ctypes.get_errno()
+        raise NamespaceError(err, f"{what}: {os.strerror(err)}")
+    return res
+
+
+def _syscall(nr: int, *args: object) -> int:
+    fn = _lib().syscall
+    fn.restype = ctypes.c_long
+    return int(fn(ctypes.c_long(nr), *args))
+
+
+def _path(p: str) -> bytes:
+    return os.fsencode(p)
+
+
+def unshare(flags: int, what: str) -> None:
+    _check(int(_lib().unshare(ctypes.c_int(flags))), f"unshare ({what})")
+
+
+def enter_outer() -> bool:
+    """A new PID namespace for the children of this process (and, unless root, a new user
+    namespace mapping the caller's uid and gid to themselves, entered first). This
+    process keeps its network, mount and PID namespaces. True when a user namespace was
+    made. Must be called while single-threaded."""
+    uid, gid = os.geteuid(), os.getegid()
+    user = uid != 0
+    unshare(CLONE_NEWPID | (CLONE_NEWUSER if user else 0), "user and PID namespaces"
+            if user else "PID namespace")  # fmt: skip
+    if user:
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1\n"),
+            ("gid_map", f"{gid} {gid} 1\n"),
+        ):
+            fd = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, text.encode())
+            except OSError as exc:
+                raise NamespaceError(
+                    exc.errno, f"writing /proc/self/{name}: {exc.strerror}"
+                ) from None
+            finally:
+                os.close(fd)
+    return user
+
+
+def die_with_parent(life_fd: int) -> bool:
+    """SIGKILL this process when its parent dies; False when the parent is already gone
+    (its end of the ``life_fd`` pipe is closed), which the caller must treat as a stop."""
+    _check(int(_lib().prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)), "prctl(PR_SET_PDEATHSIG)")
+    os.set_blocking(life_fd, False)
+    try:
+        return os.read(life_fd, 1) != b""
+    except BlockingIOError:
+        return True  # still open: the parent lives, and from now on its death kills us
+
+
+def _open_tree(fd: int, what: str) -> int:
+    flags = OPEN_TREE_CLONE | os.O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE
+    return _check(
+        _syscall(NR_OPEN_TREE, ctypes.c_int(fd), b"", ctypes.c_uint32(flags)),
+        f"cloning the mount of {what}",
+    )
+
+
+def _move_mount(tree: int, fd: int, what: str) -> None:
+    flags = MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH
+    _check(
+        _syscall(NR_MOVE_MOUNT, ctypes.c_int(tree), b"", ctypes.c_int(fd), b"",
+                 ctypes.c_uint32(flags)),
+        f"mounting the writable view of {what}",
+    )  # fmt: skip
+
+
+def _read_only_everywhere() -> None:
+    attr = _MountAttr(attr_set=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
+    _check(
+        _syscall(NR_MOUNT_SETATTR, ctypes.c_int(AT_FDCWD), b"/", ctypes.c_uint32(AT_RECURSIVE),
+                 ctypes.byref(attr), ctypes.c_size_t(32)),
+        "making every mount read-only (mount_setattr)",
+    )  # fmt: skip
+
+
+def _mount(
+    source: bytes | None, target: bytes, fstype: bytes | None, flags: int, what: str
+) -> None:
+    _check(int(_lib().mount(source, target, fstype, ctypes.c_ulong(flags), None)), what)
+
+
+def _pinned(path: str, kinds: int) -> int | None:
+    """An O_PATH descriptor of ``path`` (never through a symlink at its end) when its type
+    is in ``kinds`` (stat.S_IFDIR and the like, or-ed); None when it is missing or of
+    another type."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.ELOOP):
+            return None
+        raise NamespaceError(exc.errno, f"opening {path}: {exc.strerror}") from None
+    kind = stat.S_IFMT(os.fstat(fd).st_mode)
+    if kinds & kind != kind or kind == 0:
+        os.close(fd)
+        return None
+    return fd
+
+
+def enter_inner(
+    writable: Iterable[str] = (), *, mask_sockets: Iterable[str] = (), proc: bool = True
+) -> list[str]:
+    """In pid 1 of the new PID namespace: new mount, network and IPC namespaces, the
+    read-only view with ``writable`` (directories and regular files; other kinds, such as
+    ``/dev/null`` and terminals, stay writable on a read-only mount) bound writable,
+    each of ``mask_sockets`` (pathname sockets, with the kind checked) covered with
+    ``/dev/null`` so that nothing can connect to it, ``/proc`` of this PID namespace, and
+    the loopback interface up. Returns the writable roots that were missing (skipped)."""
+    unshare(INNER_FLAGS, "mount, network and IPC namespaces")
+    _mount(None, b"/", None, MS_REC | MS_PRIVATE, "making every mount private")
+    skipped: list[str] = []
+    views: list[tuple[int, int, str]] = []
+    try:
+        for path in dict.fromkeys(writable):
+            fd = _pinned(path, stat.S_IFDIR | stat.S_IFREG)
+            if fd is None:
+                if not os.path.exists(path):
+                    skipped.append(path)
+                continue
+            try:
+                views.append((fd, _open_tree(fd, path), path))
+            except BaseException:
+                os.close(fd)
+                raise
+        _read_only_everywhere()
+        for fd, tree, path in views:
+            _move_mount(tree, fd, path)
+    finally:
+        for fd, tree, _ in views:
+            os.close(tree)
+            os.close(fd)
+    for path in mask_sockets:
+        fd = _pinned(path, stat.S_IFSOCK)
+        if fd is None:
+            continue
+        try:
+            _mount(b"/dev/null", _path(f"/proc/self/fd/{fd}"), None, MS_BIND,
+                   f"covering the socket {path}")  # fmt: skip
+        finally:
+            os.close(fd)
+    if proc:
+        _mount(b"proc", b"/proc", b"proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+               "mounting /proc for the new PID namespace")  # fmt: skip
+    _reenter_cwd()
+    loopback_up()
+    return skipped
+
+
+def _reenter_cwd() -> None:
+    """Look the working directory up again, so that a writable bind mounted over it (or
+    over a directory above it) is the one it is in."""
+    try:  # noqa: SIM105 (contextlib would cost start-up time)
+        os.chdir(os.getcwd())
+    except OSError:
+        pass
+
+
+def loopback_up() -> None:
+    """Bring ``lo`` up in this (new) network namespace: 127.0.0.1 and ::1 work, and
+    nothing else exists."""
+    import fcntl
+
+    fd = _check(int(_lib().socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)), "socket for lo")
+    try:
+        req = bytearray(b"lo".ljust(40, b"\0"))
+        fcntl.ioctl(fd, SIOCGIFFLAGS, req)
+        flags = int.from_bytes(req[16:18], "little") | IFF_UP
+        req[16:18] = flags.to_bytes(2, "little")
+        fcntl.ioctl(fd, SIOCSIFFLAGS, req)
+    except OSError as exc:
+        raise NamespaceError(
+            exc.errno, f"bringing the loopback interface up: {exc.strerror}"
+        ) from None
+    finally:
+        os.close(fd)
+
+
+def listen_loopback(port: int) -> int:
+    """A TCP listener on 127.0.0.1:``port`` in this network namespace (its descriptor)."""
+    import _socket
+
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise NamespaceError(
+            exc.errno, f"listening on 127.0.0.1:{port}: {exc.strerror}"
+        ) from None
+    return int(sock.detach())
+
+
+def send_fd(channel: int, fd: int) -> None:
+    """Send ``fd`` over the Unix socket ``channel`` (SCM_RIGHTS), with one byte."""
+    import _socket
+
+    sock = _socket.socket(fileno=channel)
+    try:
+        sock.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fd.to_bytes(4, "little"))])
+    finally:
+        sock.detach()
+
+
+def receive_fd(channel: int) -> int | None:
+    """The descriptor sent over ``channel`` by :func:`send_fd`, or None at end of file
+    (the sender exited first)."""
+    import _socket
+
+    sock = _socket.socket(fileno=channel)
+    try:
+        data, ancillary, _flags, _addr = sock.recvmsg(1, _socket.CMSG_SPACE(4))
+    finally:
+        sock.detach()
+    fds = [
+        int.from_bytes(payload[:4], "little")
+        for level, kind, payload in ancillary
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS and len(payload) >= 4
+    ]
+    if not data or not fds:
+        for extra in fds:
+            os.close(extra)
+        return None
+    for extra in fds[1:]:
+        os.close(extra)
+    os.set_inheritable(fds[0], False)
+    return fds[0]
+
+
+def listening_sockets() -> list[str]:
+    """The pathname Unix sockets bound in this network namespace (``/proc/net/unix``),
+    to be covered when the command may create Unix sockets at all."""
+    try:
+        with open("/proc/net/unix", "rb") as f:
+            lines = f.read().splitlines()[1:]
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith(b"/"):
+            out.append(os.fsdecode(fields[7]))
+    return out
+
+
+def unavailable(writable: Sequence[str] = ()) -> str:
+    """Why namespaces cannot be made here ("" when they can): tried for real in a
+    throwaway child and grandchild (the same calls the helper makes). Forks: call it
+    from a single-threaded process (the helper's ``--probe``)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        os.close(r)
+        why = ""
+        try:
+            enter_outer()
+            inner = os.fork()
+            if inner == 0:
+                try:
+                    enter_inner(writable)
+                    os._exit(0)
+                except OSError as exc:
+                    os.write(w, str(exc).encode(errors="replace"))
+                    os._exit(1)
+                except BaseException:
+                    os._exit(2)
+            _, status = os.waitpid(inner, 0)
+            if os.waitstatus_to_exitcode(status) == 2:
+                why = "the probe failed inside the PID namespace"
+        except OSError as exc:
+            why = str(exc)
+        except BaseException as exc:  # the reason is all that matters
+            why = f"{type(exc).__name__}: {exc}"
+        if why:
+            os.write(w, why.encode(errors="replace"))
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while data := os.read(r, 4096):
+        chunks.append(data)
+    os.close(r)
+    os.waitpid(pid, 0)
+    why = b"".join(chunks).decode(errors="replace").strip()
+    return explain(why) if why else ""
+
+
+def explain(why: str) -> str:
+    """A probe failure with the usual cause and fix appended."""
+    if "unshare" in why and ("Operation not permitted" in why or "No space left" in why):
+        return (
+            f"{why} (unprivileged user namespaces are off here: sysctl"
+            " user.max_user_namespaces, kernel.unprivileged_userns_clone, or an AppArmor or"
+            " container policy)"
+        )
+    return why
