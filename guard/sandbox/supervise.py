@@ -384,10 +384,13 @@ class _Helper:
             self.proc.wait()
             if failure.get("stage") == "exec":
                 raise SandboxError(str(failure.get("error")))
-            raise SandboxError(
-                f"the Landlock sandbox could not be applied: {failure.get('error')}; the"
-                " command was NOT started"
-            )
+            what = {"landlock": "the Landlock sandbox could not be applied",
+                    "plans": "the plan directory cannot be used as it is",
+                    "tmpdir": "the private TMPDIR cannot be used",
+                    "namespaces": "the namespaces could not be made",
+                    "egress": "the egress listener could not be made"}.get(
+                str(failure.get("stage")), "the sandbox could not be set up")  # fmt: skip
+            raise SandboxError(f"{what}: {failure.get('error')}; the command was NOT started")
         restricted = next(
             (rep for rep in reports if rep.get("stage") in ("restricted", "unconfined")), None
         )
