@@ -1,7 +1,8 @@
 """A scripted "agent" in plan mode that tries to escape, one trick at a time.
 
 Shows: what the kernel (namespaces and Landlock, through ``guard run``) blocks,
-and what is left to the monitor (nothing, in namespaces: chmod gets EROFS too). Run it from inside a git worktree, under guard:
+and what is left to the monitor (nothing, in namespaces: chmod gets EROFS too).
+Run it from inside a git worktree, under guard:
 
     guard run --agent plan -- python examples/naughty_agent.py
 

@@ -219,9 +219,9 @@ class Recorder(http.server.ThreadingHTTPServer):
                 self.end_headers()
                 self.wfile.write(b"ok")
 
-            do_GET = do_POST = _record  # noqa: N815
+            do_GET = do_POST = _record
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 return
 
         super().__init__(("127.0.0.1", 0), Handler)
