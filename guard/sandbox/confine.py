@@ -353,7 +353,7 @@ def check_plan_directory(path: str) -> None:
                 f"{names[0]} has {nlink[key]} hard links, {nlink[key] - len(names)} of them"
                 " outside the plan directory: a confined command writing it would change the"
                 " other file too. Replace it with a copy of its own"
-                f" (cp --remove-destination {names[0]} {names[0]}.copy && mv {names[0]}.copy"
+                f" (cp {names[0]} {names[0]}.copy && mv {names[0]}.copy"
                 f" {names[0]}) or remove it",
             )
 

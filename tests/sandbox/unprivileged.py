@@ -70,12 +70,22 @@ def require_unprivileged() -> None:
         pytest.skip(why)
 
 
-def as_user(user: str, argv: Sequence[str]) -> list[str]:
-    """``argv`` to run as ``user`` ("root": as it is; "nobody": uid/gid 65534)."""
-    if user == "root":
+LIMIT = str(Path(__file__).with_name("userns_limit.py"))
+
+
+def as_user(user: str, argv: Sequence[str], *, no_user_namespaces: bool = False) -> list[str]:
+    """``argv`` to run as ``user`` ("root": as it is; "nobody": uid/gid 65534).
+
+    ``no_user_namespaces``: inside a user namespace where no further one may be made
+    (``userns_limit.py``): a machine without unprivileged user namespaces, for real."""
+    if user == "root" and not no_user_namespaces:
         return list(argv)
-    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-    dirs = _shim_dirs()
+    drop: list[str] = []
+    if no_user_namespaces:
+        drop = [sys.executable, LIMIT]
+    if user != "root":
+        drop += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
+    dirs = _shim_dirs() if user != "root" else []
     if not dirs:
         return [*drop, *argv]
     home = os.path.expanduser("~root")
