@@ -101,8 +101,9 @@ _USAGE = (
 
 class _Args:
     __slots__ = (
-        "abi", "announce", "command", "egress_fd", "go_fd", "ioctl", "listen", "namespaces",
-        "plans", "private_tmp", "scope", "sockets", "status_fd", "tmpdir", "walls", "writable",
+        "abi", "announce", "command", "command_missing", "egress_fd", "go_fd", "ioctl",
+        "listen", "namespaces", "plans", "private_tmp", "scope", "sockets", "status_fd",
+        "tmpdir", "walls", "writable",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -122,6 +123,7 @@ class _Args:
         self.namespaces = False
         self.walls = False
         self.command: list[str] = []
+        self.command_missing = False
 
 
 _VALUED = (
@@ -413,7 +415,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.go_fd is not None and not _await_go(args.go_fd):
         return NOT_STARTED  # the caller gave up (its monitor did not start): nothing done
-    env = os.environ
     try:
         args.plans = [plan_directory(p) for p in args.plans]
         for p in args.plans:
@@ -422,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, "plans", exc)
     made = tmp = None
     try:
-        if args.private_tmp:
+        if args.private_tmp and not args.namespaces:  # in namespaces: a tmpfs of its own
             made = tmp = fresh_tmpdir()
         elif args.tmpdir is not None:
             tmp = private_tmpdir(args.tmpdir)
@@ -430,7 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, "tmpdir", exc)
     if tmp is not None:
         args.writable.append(tmp)
-        env["TMPDIR"] = env["TMP"] = env["TEMP"] = tmp
+        os.environ["TMPDIR"] = os.environ["TMP"] = os.environ["TEMP"] = tmp
     try:
         return _start(args)
     finally:
@@ -460,18 +461,33 @@ def _await_go(fd: int) -> bool:
 
 
 def _start(args: _Args) -> int:
-    """The outer process: start the command (in namespaces or not), forward, wait, and
-    return its exit status (or die of the signal that killed it)."""
+    """The outer process: start the command (in namespaces, or restricted here in the
+    fallback), forward signals, wait, and return its exit status (or die of the signal
+    that killed it)."""
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, _WATCHED)
+    if not args.namespaces:
+        # The fallback: the command's own process restricts itself and execs; this one
+        # stays as it is, to remove the private TMPDIR (in a directory no root grants).
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - replaced by the command
+            code = NOT_STARTED
+            try:
+                refused = _restrict(args, [])
+                code = _exec(args) if refused is None else refused
+            finally:
+                os._exit(code)
+        for fd in (args.status_fd, args.egress_fd):
+            if fd is not None:
+                os.close(fd)
+        return _ended(_wait(pid, False), b"")
     masks: list[str] = []
-    if args.namespaces and args.sockets and args.walls:
+    if args.sockets and args.walls:
         allowed = {os.path.realpath(s) for s in args.sockets}
         masks = [s for s in namespaces.listening_sockets() if os.path.realpath(s) not in allowed]
-    _signal.pthread_sigmask(_signal.SIG_BLOCK, _WATCHED)
-    if args.namespaces:
-        try:
-            namespaces.enter_outer()
-        except OSError as exc:
-            return _fail(args, "namespaces", exc)
+    try:
+        namespaces.enter_outer()
+    except OSError as exc:
+        return _fail(args, "namespaces", exc)
     fate_r, fate_w = os.pipe()  # pid 1 -> here: the signal that killed the command
     life_r, life_w = os.pipe()  # held here: pid 1 sees it close when this process dies
     pid = os.fork()
@@ -480,12 +496,7 @@ def _start(args: _Args) -> int:
         try:
             os.close(fate_r)
             os.close(life_w)
-            if args.namespaces:
-                code = _init(args, masks, fate_w, life_r)
-            else:
-                os.close(fate_w)
-                os.close(life_r)
-                code = _restrict_and_exec(args)
+            code = _init(args, masks, fate_w, life_r)
         except BaseException as exc:  # a child never returns into main()
             try:
                 code = _fail(args, "start", exc)
@@ -498,12 +509,18 @@ def _start(args: _Args) -> int:
     for fd in (args.status_fd, args.egress_fd):
         if fd is not None:
             os.close(fd)  # theirs now: a reader sees end of file when they are done
-    status = _wait(pid, args.namespaces)
+    status = _wait(pid, True)
     os.close(life_w)
     try:
         fate = os.read(fate_r, 1)
     finally:
         os.close(fate_r)
+    return _ended(status, fate)
+
+
+def _ended(status: int, fate: bytes) -> int:
+    """This process's end for the command's wait status (``fate``: the signal that killed
+    the command, as pid 1 of the namespace passed it on)."""
     if fate:
         return _die_of(fate[0])
     if os.WIFSIGNALED(status):
@@ -540,10 +557,16 @@ def _init(args: _Args, masks: list[str], fate_w: int, life_r: int) -> int:
     if not namespaces.die_with_parent(life_r):
         return NOT_STARTED
     os.close(life_r)
+    tmpfs = "/dev/shm" if args.private_tmp and args.tmpdir is None else None
     try:
-        skipped = namespaces.enter_inner([*args.plans, *args.writable], mask_sockets=masks)
+        skipped = namespaces.enter_inner(
+            [*args.plans, *args.writable], mask_sockets=masks, tmpfs=tmpfs
+        )
     except OSError as exc:
         return _fail(args, "namespaces", exc)
+    if tmpfs is not None:
+        args.writable.append(tmpfs)
+        os.environ["TMPDIR"] = os.environ["TMP"] = os.environ["TEMP"] = tmpfs
     if args.listen is not None and args.egress_fd is not None:
         try:
             listener = namespaces.listen_loopback(args.listen)
@@ -556,16 +579,13 @@ def _init(args: _Args, masks: list[str], fate_w: int, life_r: int) -> int:
     if args.egress_fd is not None:
         os.close(args.egress_fd)
         args.egress_fd = None
-    code = _restrict(args, ["user", "mount", "network", "pid", "ipc"] if os.geteuid() != 0
-                     else ["mount", "network", "pid", "ipc"], skipped)  # fmt: skip
+    spaces = ["mount", "network", "pid", "ipc"]
+    code = _restrict(args, spaces if os.geteuid() == 0 else ["user", *spaces], skipped)
     if code is not None:
         return code
-    command = os.fork()
-    if command == 0:  # pragma: no cover - replaced by the command
-        os.close(fate_w)
-        os._exit(_exec(args))
-    if args.status_fd is not None:
-        os.close(args.status_fd)
+    command = _spawn(args)
+    if command is None:
+        return 127 if args.command_missing else NOT_STARTED
     while True:
         info = _signal.sigwaitinfo(_WATCHED)
         if info.si_signo == _signal.SIGCHLD:
@@ -592,12 +612,7 @@ def _init(args: _Args, masks: list[str], fate_w: int, life_r: int) -> int:
                 pass
 
 
-def _restrict_and_exec(args: _Args) -> int:
-    code = _restrict(args, [], [])
-    return code if code is not None else _exec(args)
-
-
-def _restrict(args: _Args, spaces: list[str], skipped: list[str]) -> int | None:
+def _restrict(args: _Args, spaces: list[str], skipped: Sequence[str] = ()) -> int | None:
     """Landlock, the capability drop and the seccomp filter on this process; None when all
     of them hold (reported on the status fd and announced), else the exit status."""
     enforcement: landlock.Enforcement | None = None
@@ -639,24 +654,47 @@ def _restrict(args: _Args, spaces: list[str], skipped: list[str]) -> int | None:
 
 
 def _exec(args: _Args) -> int:
-    # Nothing opened before the restriction may reach the command, except the status
-    # pipe, which closes on exec (and reports an exec failure).
-    keep = (args.status_fd,) if args.status_fd is not None else ()
-    landlock.close_fds_from(3, keep=keep)
-    if args.status_fd is not None:
-        os.set_inheritable(args.status_fd, False)
+    """Exec the command in this (restricted) process: every fd >= 3 closed on exec (the
+    status pipe too, which reports a failure), an empty signal mask, SIGPIPE and SIGXFSZ
+    back to their defaults. Returns only when exec failed: 127 or 126."""
+    landlock.cloexec_from(3)
     seccomp.reset_signals()
     command = args.command
     try:
         os.execvp(command[0], command)
     except OSError as exc:
-        code = 127 if exc.errno in (errno.ENOENT, errno.ENOTDIR) else NOT_STARTED
         msg = f"cannot run {command[0]!r}: {exc.strerror}"
         _report(args.status_fd, {"ok": False, "stage": "exec", "error": msg})
         if args.status_fd is None:
             print(f"guard confine: {msg}", file=sys.stderr)
-        return code
+        return 127 if exc.errno in (errno.ENOENT, errno.ENOTDIR) else NOT_STARTED
     return 0  # pragma: no cover - execvp does not return
+
+
+def _spawn(args: _Args) -> int | None:
+    """Start the command (restricted already, as this process is) with posix_spawn: no
+    copy of this interpreter runs between fork and exec. Nothing opened before the
+    restriction reaches it (every fd >= 3 is closed on exec, the status pipe included);
+    the signal mask is empty and SIGPIPE and SIGXFSZ, which Python ignores, are back to
+    their defaults. None when it could not start (said, on the status fd or stderr)."""
+    landlock.cloexec_from(3)
+    command = args.command
+    try:
+        pid = os.posix_spawnp(
+            command[0], command, os.environ, setsigmask=(),
+            setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
+        )  # fmt: skip
+    except OSError as exc:
+        args.command_missing = exc.errno in (errno.ENOENT, errno.ENOTDIR)
+        msg = f"cannot run {command[0]!r}: {exc.strerror}"
+        _report(args.status_fd, {"ok": False, "stage": "exec", "error": msg})
+        if args.status_fd is None:
+            print(f"guard confine: {msg}", file=sys.stderr)
+        return None
+    if args.status_fd is not None:
+        os.close(args.status_fd)  # the reader sees end of file: the command runs
+        args.status_fd = None
+    return pid
 
 
 def _die_of(signo: int) -> int:

@@ -202,14 +202,20 @@ def _pinned(path: str, kinds: int) -> int | None:
 
 
 def enter_inner(
-    writable: Iterable[str] = (), *, mask_sockets: Iterable[str] = (), proc: bool = True
+    writable: Iterable[str] = (),
+    *,
+    mask_sockets: Iterable[str] = (),
+    proc: bool = True,
+    tmpfs: str | None = None,
 ) -> list[str]:
     """In pid 1 of the new PID namespace: new mount, network and IPC namespaces, the
     read-only view with ``writable`` (directories and regular files; other kinds, such as
     ``/dev/null`` and terminals, stay writable on a read-only mount) bound writable,
     each of ``mask_sockets`` (pathname sockets, with the kind checked) covered with
-    ``/dev/null`` so that nothing can connect to it, ``/proc`` of this PID namespace, and
-    the loopback interface up. Returns the writable roots that were missing (skipped)."""
+    ``/dev/null`` so that nothing can connect to it, ``/proc`` of this PID namespace, a
+    new empty tmpfs (mode 0700) on the directory ``tmpfs`` when given (the private
+    TMPDIR: it exists nowhere else and ends with the namespace), and the loopback
+    interface up. Returns the writable roots that were missing (skipped)."""
     unshare(INNER_FLAGS, "mount, network and IPC namespaces")
     _mount(None, b"/", None, MS_REC | MS_PRIVATE, "making every mount private")
     skipped: list[str] = []
@@ -242,6 +248,18 @@ def enter_inner(
                    f"covering the socket {path}")  # fmt: skip
         finally:
             os.close(fd)
+    if tmpfs is not None:
+        fd = _pinned(tmpfs, stat.S_IFDIR)
+        if fd is None:
+            raise NamespaceError(errno.ENOENT, f"no directory {tmpfs} for the private TMPDIR")
+        try:
+            _check(
+                int(_lib().mount(b"tmpfs", _path(f"/proc/self/fd/{fd}"), b"tmpfs",
+                                 ctypes.c_ulong(MS_NOSUID | MS_NODEV), b"mode=0700")),
+                f"mounting a private tmpfs on {tmpfs}",
+            )  # fmt: skip
+        finally:
+            os.close(fd)
     if proc:
         _mount(b"proc", b"/proc", b"proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                "mounting /proc for the new PID namespace")  # fmt: skip
@@ -262,19 +280,13 @@ def _reenter_cwd() -> None:
 def loopback_up() -> None:
     """Bring ``lo`` up in this (new) network namespace: 127.0.0.1 and ::1 work, and
     nothing else exists."""
-    import fcntl
-
     fd = _check(int(_lib().socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)), "socket for lo")
     try:
-        req = bytearray(b"lo".ljust(40, b"\0"))
-        fcntl.ioctl(fd, SIOCGIFFLAGS, req)
-        flags = int.from_bytes(req[16:18], "little") | IFF_UP
-        req[16:18] = flags.to_bytes(2, "little")
-        fcntl.ioctl(fd, SIOCSIFFLAGS, req)
-    except OSError as exc:
-        raise NamespaceError(
-            exc.errno, f"bringing the loopback interface up: {exc.strerror}"
-        ) from None
+        req = (ctypes.c_uint8 * 40)(*b"lo")  # struct ifreq: the name, then the flags
+        ioctl = _lib().ioctl
+        _check(int(ioctl(fd, ctypes.c_ulong(SIOCGIFFLAGS), ctypes.byref(req))), "reading lo")
+        req[16] |= IFF_UP
+        _check(int(ioctl(fd, ctypes.c_ulong(SIOCSIFFLAGS), ctypes.byref(req))), "bringing lo up")
     finally:
         os.close(fd)
 

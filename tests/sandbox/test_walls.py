@@ -341,31 +341,45 @@ def test_attack_planted_links_in_the_plan_directory_lead_nowhere(
 
 
 @pytest.mark.parametrize("door", DOORS)
-def test_the_private_tmpdir_is_fresh_empty_unpredictable_and_removed(
+def test_the_private_tmpdir_is_fresh_empty_out_of_reach_and_gone_afterwards(
     proj: Project, door: str
 ) -> None:
-    """Each command gets a new, empty TMPDIR nobody else can enter, removed afterwards with
-    whatever the command left there (a hard link to the project planted there by one
-    command cannot serve the next: the next one has another directory)."""
-    source = """
+    """Each command gets a new, empty TMPDIR nobody else can enter or plant in, gone
+    afterwards with whatever it left there. Behind the hook it is a tmpfs of the
+    command's own mount namespace (on /dev/shm there, which exists nowhere else);
+    guard run makes a new directory for each run. Something planted beforehand where
+    the host sees that path (a link to the project) is not there."""
+    planted = Path("/dev/shm") / f"guard-planted-{uuid.uuid4().hex}"
+    planted.symlink_to(proj.victim)  # (a hard link cannot cross into that tmpfs)
+    source = f"""
 import os, stat
 tmp = os.environ["TMPDIR"]
 print(tmp, len(os.listdir(tmp)), oct(stat.S_IMODE(os.stat(tmp).st_mode)))
+print(os.path.lexists({str(planted)!r}))
 os.mkdir(os.path.join(tmp, "d"))
 open(os.path.join(tmp, "d", "f"), "w").write("x")
 os.chmod(os.path.join(tmp, "d"), 0)
 os.symlink("/etc/passwd", os.path.join(tmp, "link"))
 """
-    seen = []
-    for _ in range(2):
-        proc = confined(proj, door, py(source))
-        assert proc.returncode == 0, proc.stderr
-        path, count, mode = proc.stdout.split()
-        assert (count, mode) == ("0", "0o700")
-        assert not os.path.lexists(path)
-        seen.append(path)
-    assert seen[0] != seen[1]
-    assert os.path.exists("/etc/passwd")
+    try:
+        seen = []
+        for _ in range(2):
+            proc = confined(proj, door, py(source))
+            assert proc.returncode == 0, proc.stderr
+            path, count, mode, sees_planted = proc.stdout.split()
+            assert (count, mode) == ("0", "0o700")
+            if door == "hook":
+                assert path == "/dev/shm" and sees_planted == "False"
+                assert not os.path.lexists("/dev/shm/link")  # the host's /dev/shm: untouched
+            else:
+                assert path.startswith("/tmp/guard-run-plan-")
+                assert not os.path.lexists(path)
+            seen.append(path)
+        assert door == "hook" or seen[0] != seen[1]
+        assert os.path.exists("/etc/passwd")
+        assert proj.victim.read_text() == "print('original')\n"
+    finally:
+        planted.unlink()
 
 
 @pytest.mark.parametrize("door", DOORS)
