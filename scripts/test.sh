@@ -14,6 +14,14 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
 # chromium: headless, renders the HTML report of `guard replay` in its test
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# the walls' tests: util-linux's setpriv/unshare/prlimit (uid 65534, limits of a victim),
+# tmux (the user's tmux server as a target); the confinement benchmark compares against
+# bubblewrap, and Anthropic's sandbox-runtime needs bwrap, socat and ripgrep
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v socat >/dev/null 2>&1 || missing+=(socat)
+command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
@@ -50,6 +58,8 @@ npm_host() {  # folder version package binary
   fi
 }
 npm_host codex 0.171.0 @openai/codex codex
+# the peer sandbox benchmarks/confine.py measures guard against (with codex sandbox)
+npm_host sandbox-runtime 0.0.78 @anthropic-ai/sandbox-runtime srt
 npm_host gemini-cli 0.61.0 @google/gemini-cli gemini
 npm_host opencode 1.18.33 opencode-ai opencode
 AIDER_VERSION=0.86.2
