@@ -101,9 +101,9 @@ _USAGE = (
 
 class _Args:
     __slots__ = (
-        "abi", "announce", "command", "command_missing", "egress_fd", "go_fd", "ioctl",
-        "listen", "namespaces", "plans", "private_tmp", "scope", "sockets", "status_fd",
-        "tmpdir", "walls", "writable",
+        "abi", "announce", "command", "command_missing", "egress_fd", "filter", "go_fd",
+        "ioctl", "listen", "namespaces", "plans", "private_tmp", "scope", "sockets",
+        "status_fd", "tmpdir", "walls", "writable",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -124,6 +124,8 @@ class _Args:
         self.walls = False
         self.command: list[str] = []
         self.command_missing = False
+        #: the seccomp filter, assembled before pid 1 is forked (so that it only installs it)
+        self.filter: seccomp.Filter | None = None
 
 
 _VALUED = (
@@ -485,6 +487,11 @@ def _start(args: _Args) -> int:
         allowed = {os.path.realpath(s) for s in args.sockets}
         masks = [s for s in namespaces.listening_sockets() if os.path.realpath(s) not in allowed]
     try:
+        args.filter = seccomp.Filter(walls=args.walls, unix_sockets=bool(args.sockets)
+                                     or not args.walls)  # fmt: skip
+    except OSError as exc:
+        return _fail(args, "seccomp", exc)
+    try:
         namespaces.enter_outer()
     except OSError as exc:
         return _fail(args, "namespaces", exc)
@@ -629,7 +636,7 @@ def _restrict(args: _Args, spaces: list[str], skipped: Sequence[str] = ()) -> in
     try:
         if seccomp.drop_capabilities():
             hardening.append("capabilities")
-        seccomp.install_filter(walls=args.walls, unix_sockets=unix)
+        (args.filter or seccomp.Filter(walls=args.walls, unix_sockets=unix)).install()
         hardening.append("seccomp")
         if args.walls:
             hardening.append("walls")

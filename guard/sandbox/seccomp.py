@@ -458,6 +458,26 @@ def set_no_new_privs() -> None:
     _prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
+class Filter:
+    """The filter, assembled and ready for the kernel: built before a fork so that the
+    child (the namespace's pid 1) only installs it."""
+
+    __slots__ = ("fprog", "insns")
+
+    def __init__(self, *, walls: bool = False, unix_sockets: bool = True) -> None:
+        insns = program(walls=walls, unix_sockets=unix_sockets)
+        self.insns = (_SockFilter * len(insns))(*[_SockFilter(*i) for i in insns])
+        self.fprog = _SockFprog(len(insns), self.insns)
+
+    def install(self) -> None:
+        """Install it for this process and every process it starts. Irreversible. Sets
+        no_new_privs first (required); OSError when the kernel refuses the filter."""
+        set_no_new_privs()
+        if _lib().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog), 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot install the seccomp filter: {os.strerror(err)}")
+
+
 def install_filter(*, walls: bool = False, unix_sockets: bool = True) -> None:
     """Install the filter for this process and every process it starts. Irreversible.
 
@@ -465,13 +485,7 @@ def install_filter(*, walls: bool = False, unix_sockets: bool = True) -> None:
     table here or the kernel refuses the filter; callers must then not run the command.
     ``walls`` and ``unix_sockets``: see :func:`program`.
     """
-    insns = program(walls=walls, unix_sockets=unix_sockets)
-    set_no_new_privs()
-    filters = (_SockFilter * len(insns))(*[_SockFilter(*i) for i in insns])
-    fprog = _SockFprog(len(insns), filters)
-    if _lib().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"cannot install the seccomp filter: {os.strerror(err)}")
+    Filter(walls=walls, unix_sockets=unix_sockets).install()
 
 
 SIG_SETMASK, SIG_DFL, SIGPIPE, SIGXFSZ = 2, 0, 13, 25

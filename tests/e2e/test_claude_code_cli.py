@@ -315,3 +315,83 @@ def test_plan_mode_shell_runs_confined_reads_answer_and_writes_fail_on_disk(
         "toolu_tests": "allow_confined",
         "toolu_plan": "allow",
     }, by_id
+
+
+def test_plan_mode_shell_reaches_no_local_service_nor_the_users_tmux_and_pytest_still_runs(
+    claude: str, project: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Issue 25's reproductions through the real CLI: in guard's plan mode a ``python3``
+    POST to a service on 127.0.0.1 and ``tmux send-keys`` to the user's tmux server run
+    confined (programs guard cannot prove read-only) and do nothing; ``pytest`` runs and
+    reports. The recorder, the tmux pane and the disk are checked afterwards."""
+    import http.server
+    import threading
+
+    from guard.sandbox import confine
+
+    why = confine.available() or confine.namespaces_unavailable()
+    if why:
+        pytest.skip(f"no namespaces here: {why}")
+    repo, env = project
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_app.py").write_text("def test_app():\n    assert 1 + 1 == 2\n")
+    requests: list[tuple[str, bytes]] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            n = int(self.headers.get("Content-Length") or 0)
+            requests.append((self.path, self.rfile.read(n)))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    tmux_sock = str(tmp_path / "tmux-user.sock")  # "the user's" tmux server (private)
+    subprocess.run(["tmux", "-S", tmux_sock, "new-session", "-d", "-s", "user", "-c",
+                    str(repo), "sh"], check=True, env=env, timeout=60)  # fmt: skip
+    src_before = snapshot(repo / "src")
+    post = (
+        "python3 -c \"import urllib.request as u; u.urlopen(u.Request("
+        f"'http://127.0.0.1:{port}/merge', data=b'pwned', method='POST'), timeout=5)\""
+    )
+    steps = [
+        ToolUse("toolu_post", "Bash", {"command": post, "description": "merge"}),
+        ToolUse(
+            "toolu_tmux",
+            "Bash",
+            {"command": f"tmux -S {tmux_sock} send-keys -t user 'echo pwned >> src/app.py'"
+                        " Enter; echo tmux=$?", "description": "type"},
+        ),
+        ToolUse(
+            "toolu_pytest",
+            "Bash",
+            {"command": f"{sys.executable} -m pytest -q -p no:cacheprovider tests",
+             "description": "run the tests"},
+        ),
+    ]  # fmt: skip
+    script = Script(steps)
+    try:
+        run_claude(claude, repo, env, script, "acceptEdits", "plan")
+        import time
+
+        time.sleep(1.0)  # what tmux would have typed would have run by now
+        pane = subprocess.run(["tmux", "-S", tmux_sock, "capture-pane", "-p", "-t", "user"],
+                              capture_output=True, text=True, env=env, timeout=60).stdout
+    finally:
+        subprocess.run(["tmux", "-S", tmux_sock, "kill-server"], capture_output=True, env=env)
+        server.shutdown()
+        server.server_close()
+    results = script.tool_results()
+    assert requests == [], requests
+    assert "Connection refused" in results["toolu_post"], results["toolu_post"]
+    assert "tmux=1" in results["toolu_tmux"], results["toolu_tmux"]
+    assert "pwned" not in pane
+    assert "1 passed" in results["toolu_pytest"], results["toolu_pytest"]
+    assert snapshot(repo / "src") == src_before
+    records = audit_records(Path(env["HOME"]))
+    by_id = {r["tool_use_id"]: r["decision"] for r in records}
+    assert by_id == dict.fromkeys(("toolu_post", "toolu_tmux", "toolu_pytest"), "allow_confined")
