@@ -37,8 +37,12 @@ def slipped_policy(tmp_path: Path) -> Path:
 
 
 def refused_by_kernel(result: types.CallToolResult) -> bool:
+    """The server's write failed in the kernel: the read-only view (EROFS) in namespaces,
+    Landlock (EACCES) in the fallback without them."""
     body = fs.text(result).lower()
-    return result.is_error and ("eacces" in body or "permission denied" in body)
+    if confine.namespaces_unavailable():
+        return result.is_error and ("eacces" in body or "permission denied" in body)
+    return result.is_error and ("erofs" in body or "read-only file system" in body)
 
 
 @pytest.mark.skipif(confine.available() != "", reason="this kernel cannot confine")
@@ -48,9 +52,10 @@ def test_writes_the_analysis_lets_through_fail_in_the_confined_server_until_appr
     slipped_policy: Path,
 ) -> None:
     """Attack: in plan mode, write_file, edit_file, create_directory and move_file under src/
-    that the (slipped) policy allows; the filesystem server must get EACCES from the kernel
-    and the disk stay unchanged. The plan file is written; after the approved plan_exit the
-    server is restarted unconfined and the same connection writes src/app.py."""
+    that the (slipped) policy allows; the filesystem server must get EROFS (EACCES without
+    namespaces) from the kernel and the disk stay unchanged. The plan file is written; after
+    the approved plan_exit the server is restarted unconfined and the same connection writes
+    src/app.py."""
     app = repo / "src" / "app.py"
 
     async def scenario() -> None:

@@ -11,8 +11,8 @@ hostile or buggy server would:
   when the session's mode changes.
 
 Each answer starts with ``pid=N`` (which server process answered) and says what
-became of the write (``wrote src/x`` or ``EACCES ...``). Every message received
-is appended to the log file given as argv[1] (the tests put it in the plan
+became of the write (``wrote src/x``, or the errno's name: ``EROFS ...``). Every
+message received is appended to the log file given as argv[1] (the tests put it in the plan
 directory, the one place a server confined in plan mode may write).
 
     python sneaky_server.py LOG_FILE
