@@ -329,3 +329,51 @@ def test_guard_run_in_build_mode_stays_as_it_was(tree: Tree) -> None:
     assert (tree.worktree / "src" / "new.py").read_text() == "built\n"
     assert "namespaces:" not in proc.stderr
     assert int(proc.stdout.strip()) > 10  # the host's processes are there
+
+
+def test_guard_run_hands_the_egress_listener_to_the_proxy_it_runs(tree: Tree) -> None:
+    """supervise.run with an egress proxy (here a stand-in that answers each connection
+    with what it got): the command reaches it on 127.0.0.1:PORT and nothing else; the
+    proxy is closed when the command is done."""
+    import io
+
+    from guard.decide import Guard
+    from guard.sandbox import roots, supervise
+
+    class Echo:
+        port = 18000 + uuid.uuid4().int % 2000
+
+        def __init__(self) -> None:
+            self.listener: socket.socket | None = None
+            self.closed = False
+
+        def start(self, listener: int) -> None:
+            self.listener = socket.socket(fileno=listener)
+
+            def serve() -> None:
+                assert self.listener is not None
+                conn, _ = self.listener.accept()
+                with conn:
+                    conn.sendall(b"proxied:" + conn.recv(100))
+
+            threading.Thread(target=serve, daemon=True).start()
+
+        def close(self) -> None:
+            self.closed = True
+            if self.listener is not None:
+                self.listener.close()
+
+    egress = Echo()
+    out = tree.plans / "out.md"
+    source = f"""
+import socket
+s = socket.create_connection(("127.0.0.1", {egress.port}), timeout=10)
+s.sendall(b"GET")
+open({str(out)!r}, "w").write(s.recv(100).decode())
+"""
+    plan = roots.derive(Guard.load(worktree=tree.worktree), "plan", private_tmp=False)
+    err = io.StringIO()
+    status = supervise.run(plan, [PYTHON, "-c", source], egress=egress, err=err, quiet=True)
+    assert status == 0, err.getvalue()
+    assert out.read_text() == "proxied:GET"
+    assert egress.closed

@@ -291,6 +291,8 @@ def test_explain_lists_the_writable_roots_and_runs_nothing(tree: Tree) -> None:
     assert str(tree.worktree) not in paths
     assert doc["landlock_abi"] >= 1
     assert doc["tiocsti_filtered"] is True
+    assert doc["read_only_view"] is True and doc["network"] == "loopback only"
+    assert "mount, network, pid, ipc" in doc["namespaces"]
 
 
 def test_build_agent_may_write_the_worktree(tree: Tree) -> None:
