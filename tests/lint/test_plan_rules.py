@@ -175,6 +175,6 @@ def test_a_socket_a_plan_agent_may_reach_is_a_warning_with_its_line(tmp_path: Pa
         'subagents = ["explore"]',
         'subagents = ["explore"]\n[agents.plan.sandbox]\nsockets = ["//var/run/docker.sock"]',
     )
-    found = [f for f in lint_text(tmp_path, text) if f.code == "GL208"]
+    found = [f for f in lint_text(tmp_path, text) if f.code == "GL209"]
     assert len(found) == 1 and "docker.sock" in found[0].message
     assert text.splitlines()[found[0].line - 1].startswith("sockets")

@@ -279,7 +279,7 @@ def _protected(ctx: LintContext) -> Iterable[Finding]:
 
 
 @rule(
-    "GL208",
+    "GL209",
     "plan-socket-reachable",
     Level.WARNING,
     "A plan-mode agent lists Unix sockets its confined commands may reach"
@@ -300,7 +300,7 @@ def _plan_sockets(ctx: LintContext) -> Iterable[Finding]:
     for agent in plan_agents(ctx):
         for i, entry in enumerate(ctx.loaded.model.agents[agent].sandbox.sockets):
             yield ctx.finding(
-                "GL208",
+                "GL209",
                 ("agents", agent, "sandbox", "sockets", i),
                 f"plan-mode agent {agent!r} may reach the Unix socket {entry!r} from confined"
                 " commands: the daemon behind it can change things for them",
