@@ -212,7 +212,10 @@ def test_plan_agent_under_accept_edits_changes_only_the_plan(
     assert (plans / "x.md").read_text() == "# Plan\n\n1. change app.py\n"
     assert (repo / ".claude/settings.json").read_bytes() == settings_before
     results = script.tool_results()
-    assert "branch" in results["toolu_git"].lower(), results["toolu_git"]
+    # git status runs confined, and a confined command does not start while the plan
+    # directory holds anything but plain plan files: the planted symlink is named
+    assert "evil.md is a symlink" in results["toolu_git"], results["toolu_git"]
+    assert "NOT started" in results["toolu_git"]
     assert "guard:" in results["toolu_write_src"], results["toolu_write_src"]
 
     records = audit_records(Path(env["HOME"]))
@@ -268,8 +271,9 @@ def test_plan_mode_shell_runs_confined_reads_answer_and_writes_fail_on_disk(
     claude: str, project: tuple[Path, dict[str, str]]
 ) -> None:
     """allow_confined through the real CLI: guard rewrites plan-mode Bash calls so that
-    Claude Code runs them under Landlock + seccomp. A program guard cannot prove read-only
-    runs and cannot write; a write the analysis sees is denied; reads answer the model."""
+    Claude Code runs them in namespaces under Landlock + seccomp. A program guard cannot
+    prove read-only runs and cannot write; a write the analysis sees is denied; reads answer
+    the model."""
     from guard.sandbox import confine
 
     if confine.available():
@@ -301,7 +305,7 @@ def test_plan_mode_shell_runs_confined_reads_answer_and_writes_fail_on_disk(
     assert (plans / "p.md").read_text() == "# P\n"
     assert denied_ids(result) == {"toolu_sed"}, result.get("permission_denials")
     results = script.tool_results()
-    assert "Permission denied" in results["toolu_py"], results["toolu_py"]
+    assert "Read-only file system" in results["toolu_py"], results["toolu_py"]
     assert "init" in results["toolu_log"], results["toolu_log"]
     assert "print('hello')" in results["toolu_cat"], results["toolu_cat"]
     assert "tests ran" in results["toolu_tests"], results["toolu_tests"]

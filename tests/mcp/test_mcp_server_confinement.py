@@ -60,8 +60,9 @@ def text(answer: dict[str, Any]) -> str:
     return "\n".join(c.get("text", "") for c in answer["result"]["content"])
 
 
-def pid_of(answer: dict[str, Any]) -> int:
-    return int(text(answer).split()[0].removeprefix("pid="))
+def pid_of(answer: dict[str, Any]) -> str:
+    """The answering server process: its pid and a token of its own (``N.TOKEN``)."""
+    return text(answer).split()[0].removeprefix("pid=")
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
