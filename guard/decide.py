@@ -18,15 +18,19 @@ from pathlib import Path
 
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError
 from guard.match import CompiledList, Pattern, RuleSet, parse_pattern
+from guard.network import NETWORK_ROOT, format_target, split_target, target_path
 from guard.paths import CanonicalPath, Roots, canonicalize, plan_file_problem
 from guard.policy import BUILTIN_PREFIX, LoadedPolicy, load_policy, patterns_of
 from guard.policy.loader import unchanged
 from guard.policy.valid import Agent
 
 LISTS = ("deny", "ask", "allow")
-LIST_ACTION = {"deny": Action.DENY, "ask": Action.ASK, "allow": Action.ALLOW}
-NETWORK_ROOT = "//network"  # no canonical path starts with "//"
+LIST_ACTION = {
+    "deny": Action.DENY, "ask": Action.ASK, "allow": Action.ALLOW, "model_api": Action.ALLOW,
+}  # fmt: skip
 MEMO_LIMIT = 1 << 16
+#: the rule of a plan-mode refusal of a network effect that may change the remote
+PLAN_NETWORK_RULE = "guard.plan-network"
 
 #: Denied for writes and deletes in every agent unless it sets ``protected = false``.
 PROTECTED_PATTERNS = (
@@ -121,8 +125,7 @@ class _Agent:
                 lists = {"protected": guard.protected_patterns, **lists}
             self.lists[kind] = lists
         self.lists[EffectKind.NETWORK] = {
-            ln: [p for p in patterns_of(loaded, name, "network", ln) if p.root == "worktree"]
-            for ln in LISTS
+            ln: patterns_of(loaded, name, "network", ln) for ln in LISTS
         }
         self.roots = {
             k: roots if k is not EffectKind.NETWORK else {"worktree": NETWORK_ROOT}
@@ -133,6 +136,14 @@ class _Agent:
             kind: (tuple(lists), RuleSet(list(lists.values()), self.roots[kind]))
             for kind, lists in self.lists.items()
         }
+        # connections made under guard run: the host agent's model API is allowed too,
+        # after deny, ask and allow
+        run_lists = {
+            **self.lists[EffectKind.NETWORK],
+            "model_api": patterns_of(loaded, name, "network", "model_api"),
+        }
+        self.run_rules = (tuple(run_lists), RuleSet(list(run_lists.values()), self.roots[
+            EffectKind.NETWORK]))
         self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
         # by (kind, list, id of the deciding pattern): the patterns live as long as this
         self.parts: dict[tuple[EffectKind, int, int], tuple[Action, str, str, str]] = {}
@@ -291,6 +302,8 @@ class Guard:
                 d = a.tool_memo[name] = self._decide_tool(a, effect)
             return d if d.effect == effect else _with_effect(d, effect)
         if effect.target is None:
+            if kind is EffectKind.NETWORK and effect.changes_remote and a.mode == "plan":
+                return self._plan_network_refusal(a, "of an unknown host", effect)
             action, rule = a.kind_default(kind)
             why = effect.detail or "target unknown"
             return Decision(
@@ -300,10 +313,7 @@ class Guard:
                 effect,
             )
         if kind is EffectKind.NETWORK:
-            host = effect.target.strip().lower().rstrip(".")
-            if not host or "/" in host:
-                raise GuardError(f"invalid network host {effect.target!r}")
-            return self._decide_path(a, kind, f"{NETWORK_ROOT}/{host}", False, effect, host)
+            return self._decide_network(a, effect, effect.target)
         canon = canonicalize(effect.target, self._cwd(cwd),
                              write=kind in (EffectKind.WRITE, EffectKind.DELETE))
         if effect.creates_dir and kind is EffectKind.WRITE and a.mode == "plan":
@@ -324,6 +334,30 @@ class Guard:
             if problem is not None:
                 return Decision(Action.DENY, f"write {problem}", "guard.plan-file", worst.effect)
         return self._hardlink_check(a, kind, canon, worst)
+
+    def _decide_network(self, a: _Agent, effect: Effect, target: str) -> Decision:
+        """A host or ``host:port`` (:mod:`guard.network`): deny > ask > allow (> model_api
+        for connections made under guard run) > default; in plan mode, an effect that may
+        change the remote is refused unless the host agent's model API list allowed it."""
+        host, port = split_target(target)
+        path, is_dir = target_path(host, port)
+        run = effect.via == "run"
+        d = self._decide_path(a, EffectKind.NETWORK, path, is_dir, effect,
+                              format_target(host, port), run=run)
+        if effect.changes_remote and a.mode == "plan" and d.action is not Action.DENY and \
+                f"agents.{a.name}.network.model_api" not in d.rule:
+            return self._plan_network_refusal(a, format_target(host, port), effect)
+        return d
+
+    def _plan_network_refusal(self, a: _Agent, where: str, effect: Effect) -> Decision:
+        what = effect.detail or "a request that may change the remote"
+        return Decision(
+            Action.DENY,
+            f"network {where}: {what}; agents.{a.name} is a plan-mode agent: it may read"
+            " from a remote, never change one (plain HTTP: GET, HEAD and OPTIONS only)",
+            PLAN_NETWORK_RULE,
+            effect,
+        )
 
     def _plan_dir_creation(
         self, a: _Agent, canon: CanonicalPath, effect: Effect
@@ -376,12 +410,13 @@ class Guard:
         is_dir: bool,
         effect: Effect,
         shown: str | None,
+        run: bool = False,
     ) -> Decision:
-        key = (kind, path, is_dir)
+        key = (kind, path if not run else "run:" + path, is_dir)
         memo = a.memo.get(key)
         if memo is not None:
             return memo if memo.effect == effect else _with_effect(memo, effect)
-        names, rules = a.rules[kind]
+        names, rules = a.rules[kind] if not run else a.run_rules
         hit = rules.first(path, is_dir)
         # (action, rule, "KIND ", the reason after "KIND WHERE") per deciding pattern,
         # worked out once
@@ -422,7 +457,10 @@ class Guard:
         src = p.source
         loc = f"agents.{a.name}.{kind.value}.{list_name}"
         rule = f"{src.file}:{src.line}: {loc}[{src.index}] {p.text!r}" if src else loc
-        verb = {"deny": "denied", "ask": "needs approval", "allow": "allowed"}[list_name]
+        verb = {
+            "deny": "denied", "ask": "needs approval", "allow": "allowed",
+            "model_api": "allowed under guard run (the host agent's model API)",
+        }[list_name]  # fmt: skip
         return Decision(action, f"{kind.value} {where}: {verb} by {loc} {p.text!r}", rule, effect)
 
     def _decide_tool(self, a: _Agent, effect: Effect) -> Decision:
@@ -480,8 +518,12 @@ class Guard:
         paths: list[str] = []
         if effect.kind is not EffectKind.TOOL and effect.target is not None:
             if effect.kind is EffectKind.NETWORK:
-                host = effect.target.strip().lower().rstrip(".")
-                candidates, is_dir = [f"{NETWORK_ROOT}/{host}"], False
+                try:
+                    path, is_dir = target_path(*split_target(effect.target))
+                except GuardError:
+                    candidates, is_dir = [], False
+                else:
+                    candidates = [path]
             else:
                 try:
                     canon = canonicalize(effect.target, self._cwd(cwd))

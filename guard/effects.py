@@ -72,8 +72,8 @@ class Effect:
     """One thing a tool call would do.
 
     ``target`` is a filesystem path for read/write/delete/exec (absolute or
-    relative to ``cwd``), a host name for network, a canonical tool name for
-    tool. ``None`` means "unknown target" (e.g. a shell redirection into
+    relative to ``cwd``), a host or ``host:port`` for network (:mod:`guard.network`),
+    a canonical tool name for tool. ``None`` means "unknown target" (e.g. a shell redirection into
     ``$VAR``): it is decided by the kind's default, never by a pattern.
     ``detail`` says where the effect came from, for humans.
     """
@@ -86,6 +86,14 @@ class Effect:
     #: A write that creates something other than a regular file at ``target`` ("a symlink",
     #: "a FIFO", "a device node", "a socket"): never a plan file, whatever its name.
     creates: str = ""
+    #: A network effect that may change something on the remote: an HTTP method other than
+    #: GET, HEAD and OPTIONS, a push, a publish, an apply. Refused in plan mode (the
+    #: ``detail`` says what it is); in other modes the network rules alone decide.
+    changes_remote: bool = False
+    #: Where a network connection was made, when its rules depend on it: ``"run"`` for a
+    #: connection through guard's egress proxy under ``guard run``, where the agent's
+    #: ``network.model_api`` list (the host agent's own model API) applies too.
+    via: str = ""
 
     @classmethod
     def read(cls, path: str | None, detail: str = "") -> Effect:
@@ -109,8 +117,11 @@ class Effect:
         return cls(EffectKind.EXEC, program, detail)
 
     @classmethod
-    def network(cls, host: str | None, detail: str = "") -> Effect:
-        return cls(EffectKind.NETWORK, host, detail)
+    def network(
+        cls, host: str | None, detail: str = "", *, changes_remote: bool = False, via: str = ""
+    ) -> Effect:
+        """A connection to ``host`` or ``host:port`` (see :mod:`guard.network`)."""
+        return cls(EffectKind.NETWORK, host, detail, changes_remote=changes_remote, via=via)
 
     @classmethod
     def tool(cls, name: str, detail: str = "") -> Effect:
@@ -124,6 +135,10 @@ class Effect:
             out["creates_dir"] = True
         if self.creates:
             out["creates"] = self.creates
+        if self.changes_remote:
+            out["changes_remote"] = True
+        if self.via:
+            out["via"] = self.via
         return out
 
     def __str__(self) -> str:

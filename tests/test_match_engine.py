@@ -39,8 +39,10 @@ allow = ["src/**", "!src/**/*.bak", "{tmp}/**"]
 [agents.t.delete]
 allow = ["build/", "*.tmp", "!important*"]
 [agents.t.network]
-allow = ["*.example.com", "!evil.example.com", "pypi.org"]
+allow = ["*.example.com", "!evil.example.com", "pypi.org", "!*.example.com:22", "*:8[0-9]",
+         "[::1]:443"]
 ask = ["*"]
+deny = ["*.example.com:25"]
 """
 
 NAMES = ["src", "gen", "keep", "build", "x.o", "a.md", ".md", "secret", "public", "docs",
@@ -91,10 +93,13 @@ def test_a_policy_decides_the_same_on_both_engines_word_for_word(
                 got = fast._decide_path(a_fast, kind, path, is_dir, e, None)
                 assert (got.action, got.reason, got.rule) == (want.action, want.reason, want.rule)
                 checked += 1
-    for host in ["pypi.org", "a.example.com", "evil.example.com", "x.evil.example.com", "h"]:
-        e = Effect(EffectKind.NETWORK, host)
-        want, got = ref.decide_effect("t", e), fast.decide_effect("t", e)
-        assert (got.action, got.reason, got.rule) == (want.action, want.reason, want.rule)
+    for host in ["pypi.org", "a.example.com", "evil.example.com", "x.evil.example.com", "h",
+                 "::1"]:
+        for port in ("", ":22", ":25", ":80", ":443"):
+            target = f"[{host}]{port}" if ":" in host and port else host + port
+            e = Effect(EffectKind.NETWORK, target)
+            want, got = ref.decide_effect("t", e), fast.decide_effect("t", e)
+            assert (got.action, got.reason, got.rule) == (want.action, want.reason, want.rule)
     assert checked == 3 * 2 * 404
 
 

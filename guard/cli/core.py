@@ -17,6 +17,7 @@ from guard.cli._io import control_chars, printable, read_json_input
 from guard.cli.options import AgentOpt, CwdOpt, JsonOpt, PolicyOpt, WorktreeOpt
 from guard.decide import Guard
 from guard.effects import Effect, EffectKind, GuardError, ToolCall
+from guard.network import path_target
 from guard.paths import plan_dir
 from guard.policy import json_schema
 
@@ -91,7 +92,8 @@ def check(
         str | None, typer.Argument(help="Effect kind: read, write, delete, exec or network.")
     ] = None,
     path: Annotated[
-        str | None, typer.Argument(help="Path (or host for network) the effect touches.")
+        str | None,
+        typer.Argument(help="Path the effect touches (for network: HOST or HOST:PORT)."),
     ] = None,
     policy: PolicyOpt = None,
     worktree: WorktreeOpt = None,
@@ -180,7 +182,7 @@ def _badge(action: str) -> str:
 )
 def explain(
     kind: Annotated[str, typer.Argument(help="read, write, delete, exec or network.")],
-    path: Annotated[str, typer.Argument(help="Path (or host) to explain.")],
+    path: Annotated[str, typer.Argument(help="Path (or HOST or HOST:PORT) to explain.")],
     agent: AgentOpt = "plan",
     policy: PolicyOpt = None,
     worktree: WorktreeOpt = None,
@@ -195,7 +197,7 @@ def explain(
     if not ex.paths:
         con.print("no path checked (see the reason below)")
     for p in ex.paths:
-        shown = g.roots.describe(p) if not p.startswith("//network/") else p[len("//network/") :]
+        shown = g.roots.describe(p) if not p.startswith("//network/") else path_target(p)
         con.print(f"\n[bold]{kind} {escape(printable(shown))}[/]  [dim]{escape(printable(p))}[/]")
         for hit in ex.lists[p]:
             head = f"  {hit.list_name:9}"

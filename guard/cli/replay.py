@@ -31,13 +31,17 @@ class Format(StrEnum):
     html = "html"
 
 
-HOSTS_HELP = "auto (recognise each file), claude-code, codex, gemini or opencode."
+HOSTS_HELP = (
+    "auto (recognise each file), claude-code, codex, gemini, opencode, or audit (guard's"
+    " audit log: the connections its egress proxy decided)."
+)
 
 
 HELP = (
     "What would the policy have decided for the tool calls of past sessions?\n\n"
-    "Reads host transcripts (Claude Code, Codex, Gemini CLI, OpenCode) line by line and"
-    " decides every tool call through the same gate the hooks use, for AGENT (default: plan),"
+    "Reads host transcripts (Claude Code, Codex, Gemini CLI, OpenCode), or the connections"
+    " guard's egress proxy recorded in the audit log, line by line and"
+    " decides every call through the same gate the hooks use, for AGENT (default: plan),"
     " against the cwd the call had: a table and a summary, or JSON, SARIF, HTML."
 )
 
@@ -54,7 +58,9 @@ HELP = (
         "  guard replay --format sarif -o replay.sarif ~/.gemini/tmp/\n\n"
         "Transcripts: Claude Code ~/.claude/projects/*/*.jsonl, Codex"
         " ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl, Gemini CLI"
-        " ~/.gemini/tmp/*/chats/session-*, OpenCode `opencode export SESSION > s.json`.\n\n"
+        " ~/.gemini/tmp/*/chats/session-*, OpenCode `opencode export SESSION > s.json`;"
+        " guard's audit log (~/.local/share/openoxide/audit/*.jsonl) for the connections"
+        " its egress proxy decided.\n\n"
         "Nothing is written to the audit log and no session state is touched. Exit codes:"
         " 0 every call allowed, 3 some call denied or asked, 2 bad input (FILE:LINE: what is"
         " wrong). See docs/replay.md."

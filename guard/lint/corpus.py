@@ -17,7 +17,7 @@ from typing import Any
 @dataclass(frozen=True)
 class Operation:
     id: str
-    category: str  # write-tool | shell | symlink | traversal | protected | mode | control
+    category: str  # write-tool | shell | symlink | traversal | protected | mode | network | control
     dialect: str
     tool: str
     input: dict[str, Any]
@@ -149,4 +149,25 @@ CORPUS: tuple[Operation, ...] = (
     # mode rules: the checklist belongs to build mode
     Operation("mode-update-plan", "mode", "codex", "update_plan",
               {"plan": [{"step": "x", "status": "pending"}]}, (("tool", "update_plan"),)),
+    # the network: what changes a remote, as the analyser and the egress proxy see it
+    Operation("net-curl-post", "network", "claude-code", "Bash",
+              {"command": "curl -X POST -d id=7 https://api.example.com/orders"},
+              (("network", "api.example.com"),), note="a POST changes the remote"),
+    Operation("net-git-push", "network", "claude-code", "Bash",
+              {"command": "git push origin main"}, (("network", "origin"),),
+              note="a push changes the remote's branches"),
+    Operation("net-gh-merge", "network", "gemini", "run_shell_command",
+              {"command": "gh pr merge 12 --squash"}, (("network", "github.com"),)),
+    Operation("net-egress-post", "network", "egress", "request",
+              {"host": "pypi.org", "port": 80, "method": "POST", "path": "/legacy/"},
+              (("network", "pypi.org:80"),),
+              note="a confined command's POST, as guard's egress proxy sees it"),
+    Operation("net-egress-get-body", "network", "egress", "request",
+              {"host": "pypi.org", "port": 80, "method": "GET", "path": "/", "body": True},
+              (("network", "pypi.org:80"),),
+              note="a GET with a body a server may read as a second request"),
+    Operation("net-egress-rebind", "network", "egress", "address",
+              {"host": "pypi.org", "port": 443, "address": "127.0.0.1", "class": "loopback"},
+              (("network", "127.0.0.1:443"),),
+              note="a name resolving to loopback (DNS rebinding); the proxy cannot ask"),
 )

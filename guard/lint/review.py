@@ -55,7 +55,9 @@ class Row:
 
     @property
     def asks(self) -> bool:
-        return self.op.writes and self.decision.action is Action.ASK
+        # guard's egress proxy has no one to ask: it refuses what the policy asks about
+        return self.op.writes and self.decision.action is Action.ASK and \
+            self.op.dialect != "egress"
 
     @property
     def control_broken(self) -> bool:
@@ -72,6 +74,8 @@ class Row:
             return "ok"
         if self.decision.action is Action.ALLOW:
             return "allowed: changes only the plan directory"
+        if self.decision.action is Action.ASK:
+            return "blocked (the egress proxy cannot ask)"
         return "blocked"
 
     def to_json(self) -> dict[str, Any]:
@@ -242,8 +246,24 @@ def detect_layers(g: Guard, worktree: Path | None) -> list[Layer]:
     spaces = namespaces_check()
     layers.append(Layer("namespaces", spaces.status == "ok", spaces.detail))
     layers.append(Layer("monitor", True, "guard.monitor with watchdog (inotify)"))
+    layers.append(_egress_layer(g))
     layers += host_hooks(worktree, Path(os.path.expanduser("~")))
     return layers
+
+
+def _egress_layer(g: Guard) -> Layer:
+    """What guard's egress proxy lets a plan agent's confined commands reach."""
+    name = g.plan_agent_name
+    if name is None:
+        return Layer("egress proxy rules", False, "no plan-mode agent")
+    net = g.agent(name).network
+    hosts = ", ".join(net.allow) or "none"
+    return Layer(
+        "egress proxy rules", True,
+        f"agents.{name}: hosts allowed: {hosts}; model APIs under guard run:"
+        f" {len(net.model_api)}; plain HTTP GET, HEAD and OPTIONS only, HTTPS by host;"
+        " private, loopback and link-local answers only where a rule names the address",
+    )
 
 
 # -- the matrix -----------------------------------------------------------------

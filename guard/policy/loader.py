@@ -18,6 +18,7 @@ from typing import Any
 
 from guard.effects import GuardError
 from guard.match import Pattern, PatternError, Source, parse_pattern
+from guard.network import parse_network_pattern, resolve_problem
 from guard.paths import ROOT_NAMES
 from guard.policy import valid
 from guard.policy.locate import line_of
@@ -25,6 +26,8 @@ from guard.policy.valid import Policy
 
 BUILTIN_PREFIX = "builtin:"
 Loc = tuple[str | int, ...]
+#: The pattern lists of an agent's network rules, in checking order.
+NETWORK_LISTS = ("deny", "ask", "allow", "model_api")
 
 
 class PolicyError(GuardError):
@@ -164,17 +167,22 @@ def load_policy(spec: str | Path) -> LoadedPolicy:
     key = valid.cache_key(merged)
     hit = valid.cached(key) if key is not None else None
     loaded.model = hit if hit is not None else _validate(loaded, merged, key)
-    problems = []
+    problems = _egress_problems(loaded)
     for agent_name, agent in loaded.model.agents.items():
         for kind in ("read", "write", "delete", "exec", "network"):
             rules = getattr(agent, kind)
-            for list_name in ("deny", "ask", "allow"):
+            lists = NETWORK_LISTS if kind == "network" else ("deny", "ask", "allow")
+            for list_name in lists:
                 for i, text in enumerate(getattr(rules, list_name)):
                     loc: Loc = ("agents", agent_name, kind, list_name, i)
                     try:
-                        p = parse_pattern(text)
+                        if kind == "network":
+                            p = parse_network_pattern(text)
+                        else:
+                            p = parse_pattern(text)
                     except PatternError as exc:
-                        problems.append(_located(loaded, loc, f"{exc}; remove the character"))
+                        fix = "" if kind == "network" else "; remove the character"
+                        problems.append(_located(loaded, loc, f"{exc}{fix}"))
                         continue
                     never = never_match_message(p) if p is not None else None
                     if never is not None:
@@ -207,6 +215,16 @@ def load_policy(spec: str | Path) -> LoadedPolicy:
     if problems:
         raise PolicyError(problems)
     return loaded
+
+
+def _egress_problems(loaded: LoadedPolicy) -> list[str]:
+    """Located problems of ``[egress]``: each resolve entry HOST[:PORT] = ADDRESS[:PORT]."""
+    out = []
+    for name, address in loaded.model.egress.resolve.items():
+        problem = resolve_problem(name, address)
+        if problem is not None:
+            out.append(_located(loaded, ("egress", "resolve", name), problem))
+    return out
 
 
 def _validate(loaded: LoadedPolicy, merged: dict[str, Any], key: str | None) -> Policy:
@@ -359,15 +377,26 @@ def _format_error(loaded: LoadedPolicy, err: Any) -> str:
 
 
 def _allowed_keys(parent: Loc) -> str:
-    from guard.policy.schema import AgentPolicy, KindRules, PolicyFile, SandboxRules
+    from guard.policy.schema import (
+        AgentPolicy,
+        EgressConfig,
+        KindRules,
+        NetworkRules,
+        PolicyFile,
+        SandboxRules,
+    )
 
     model: Any
     if len(parent) == 0:
         model = PolicyFile
+    elif parent == ("egress",):
+        model = EgressConfig
     elif len(parent) == 2 and parent[0] == "agents":
         model = AgentPolicy
     elif len(parent) == 3 and parent[2] == "sandbox":
         model = SandboxRules
+    elif len(parent) == 3 and parent[0] == "agents" and parent[2] == "network":
+        model = NetworkRules
     elif len(parent) == 3 and parent[0] == "agents":
         model = KindRules
     else:
@@ -427,11 +456,13 @@ def _guess_line(text: str, loc: Loc) -> int:
 
 
 def patterns_of(loaded: LoadedPolicy, agent: str, kind: str, list_name: str) -> list[Pattern]:
-    """The parsed patterns of one list, each with its source."""
+    """The parsed patterns of one list, each with its source (network lists: host and
+    port patterns, :func:`guard.network.parse_network_pattern`)."""
     rules = getattr(loaded.model.agents[agent], kind)
+    parse = parse_network_pattern if kind == "network" else parse_pattern
     out: list[Pattern] = []
     for i, text in enumerate(getattr(rules, list_name)):
-        p = parse_pattern(text, loaded.source(("agents", agent, kind, list_name, i)))
+        p = parse(text, loaded.source(("agents", agent, kind, list_name, i)))
         if p is not None:
             out.append(p)
     return out

@@ -27,6 +27,28 @@ class KindRules(_Strict):
     )
 
 
+class NetworkRules(KindRules):
+    """Rules for network connections: each pattern is HOST or HOST:PORT (globs allowed)."""
+
+    model_api: list[str] = Field(
+        default_factory=list,
+        description="The host agent's own model API (HOST:PORT patterns): allowed, after deny"
+        " and ask, to connections made through guard's egress proxy under `guard run` (any"
+        " method, in plan mode too); not to confined shell commands or MCP servers.",
+    )
+
+
+class EgressConfig(_Strict):
+    """Guard's egress proxy (the only way out of a confined command's network namespace)."""
+
+    resolve: dict[str, str] = Field(
+        default_factory=dict,
+        description="HOST or HOST:PORT -> ADDRESS or ADDRESS:PORT (an IP address, not a name):"
+        " where the proxy connects instead of resolving the name (tests, local mirrors)."
+        " Decisions are still made on the name; the address is trusted as written.",
+    )
+
+
 Wall = Literal["network", "ipc", "processes", "metadata"]
 
 
@@ -85,7 +107,7 @@ class AgentPolicy(_Strict):
     write: KindRules = Field(default_factory=KindRules)
     delete: KindRules = Field(default_factory=KindRules)
     exec: KindRules = Field(default_factory=KindRules)
-    network: KindRules = Field(default_factory=KindRules)
+    network: NetworkRules = Field(default_factory=NetworkRules)
     sandbox: SandboxRules = Field(default_factory=SandboxRules)
 
 
@@ -100,6 +122,7 @@ class PolicyFile(_Strict):
     )
     description: str | None = None
     agents: dict[str, AgentPolicy] = Field(default_factory=dict)
+    egress: EgressConfig = Field(default_factory=EgressConfig)
     lint: dict[str, object] = Field(
         default_factory=dict, description="Configuration for `guard lint`."
     )

@@ -47,6 +47,20 @@ class Rules:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkRules(Rules):
+    """:class:`guard.policy.schema.NetworkRules`: the lists, and ``model_api``."""
+
+    model_api: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Egress:
+    """:class:`guard.policy.schema.EgressConfig`."""
+
+    resolve: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Sandbox:
     """:class:`guard.policy.schema.SandboxRules`."""
 
@@ -70,7 +84,7 @@ class Agent:
     write: Rules
     delete: Rules
     exec: Rules
-    network: Rules
+    network: NetworkRules
     sandbox: Sandbox
 
 
@@ -82,11 +96,12 @@ class Policy:
     extends: list[str]
     description: str | None
     agents: dict[str, Agent]
+    egress: Egress
     lint: dict[str, object]
 
     @classmethod
     def empty(cls) -> Policy:
-        return cls(1, [], None, {}, {})
+        return cls(1, [], None, {}, Egress({}), {})
 
 
 KINDS = ("read", "write", "delete", "exec", "network")
@@ -130,6 +145,22 @@ def _walls(v: Any) -> list[str]:
     return walls
 
 
+def _network(d: Any) -> NetworkRules:
+    d = _keys(d, NetworkRules)
+    r = _rules({k: v for k, v in d.items() if k != "model_api"})
+    return NetworkRules(r.deny, r.ask, r.allow, r.default, _strs(d["model_api"]))
+
+
+def _egress(d: Any) -> Egress:
+    d = _keys(d, Egress)
+    resolve = d["resolve"]
+    if not isinstance(resolve, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in resolve.items()
+    ):
+        raise ValueError(f"egress.resolve {resolve!r}")
+    return Egress(dict(resolve))
+
+
 def _agent(d: Any) -> Agent:
     d = _keys(d, Agent)
     if d["mode"] not in ("plan", "build"):
@@ -149,7 +180,7 @@ def _agent(d: Any) -> Agent:
         write=_rules(d["write"]),
         delete=_rules(d["delete"]),
         exec=_rules(d["exec"]),
-        network=_rules(d["network"]),
+        network=_network(d["network"]),
         sandbox=Sandbox(
             _strs(s["writable"]), _bool(s["confine"]), _walls(s["require"]), _strs(s["sockets"])
         ),
@@ -171,6 +202,7 @@ def from_dump(d: Any) -> Policy:
         extends=_strs(d["extends"]),
         description=_opt_str(d["description"]),
         agents={str(name): _agent(a) for name, a in agents.items()},
+        egress=_egress(d["egress"]),
         lint=dict(lint),
     )
 

@@ -16,6 +16,8 @@ Formats followed (seen here with the pinned CLIs, see tests/replay/fixtures/READ
 - OpenCode 1.18: a stored session as ``opencode export SESSION`` prints it
   (``{"info": {"directory", ...}, "messages": [{"info", "parts": [...]}]}``), tool
   parts ``{"type": "tool", "tool", "callID", "state": {"input", "time"}}``.
+- guard's audit log (``<data>/audit/<project>.jsonl``): the connections the egress
+  proxy decided (``dialect: "egress"`` records with their input under ``egress``).
 """
 
 from __future__ import annotations
@@ -222,7 +224,33 @@ class OpenCode:
                 )
 
 
-READERS: dict[str, ClaudeCode | Codex | Gemini | OpenCode] = {
-    r.host: r for r in (ClaudeCode(), Codex(), Gemini(), OpenCode())
+class GuardAudit:
+    """guard's own audit log: the connections its egress proxy decided. They are the
+    records that keep their call's input (under ``egress``); every other record is
+    skipped (a hook's record leaves the tool input out: it may hold secrets)."""
+
+    host = "audit"
+
+    def sniff(self, path: Path, first: Mapping[str, Any]) -> bool:
+        return "ts" in first and "source" in first and first.get("type") in (
+            "verdict", "violation", "notice")
+
+    def read(self, path: Path) -> Iterator[ReplayCall]:
+        for n, rec in json_lines(path):
+            data = rec.get("egress")
+            if rec.get("type") != "verdict" or rec.get("dialect") != "egress" or \
+                    not isinstance(data, dict):
+                continue
+            name = rec.get("tool_name")
+            need(isinstance(name, str) and bool(name), path, n,
+                 "an egress record without a 'tool_name' string")
+            yield ReplayCall(
+                self.host, "egress", str(name), data, _str(rec.get("cwd")),
+                _str(rec.get("session_id")), _str(rec.get("ts")), str(path), n,
+            )
+
+
+READERS: dict[str, ClaudeCode | Codex | Gemini | OpenCode | GuardAudit] = {
+    r.host: r for r in (ClaudeCode(), Codex(), Gemini(), OpenCode(), GuardAudit())
 }
 HOSTS: tuple[str, ...] = tuple(READERS)

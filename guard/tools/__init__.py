@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from guard.effects import CANONICAL_TOOLS, Effect, ToolCall, ToolInputError
-from guard.tools import claude_code, codex, gemini, mcp, opencode
+from guard.tools import claude_code, codex, egress, gemini, mcp, opencode
 from guard.tools.interface import Handler, tool
 
 __all__ = [
@@ -39,8 +39,10 @@ _TABLES: dict[str, dict[str, Handler]] = {
     mcp.NAME: mcp.TOOLS,
 }
 
-#: The dialects guard understands, by name.
+#: The dialects of host agents and MCP clients guard understands, by name.
 DIALECTS: tuple[str, ...] = tuple(_TABLES)
+#: guard's own egress proxy (:mod:`guard.tools.egress`): its connections, not tool calls.
+_TABLES[egress.NAME] = egress.TOOLS
 
 _MCP_PREFIXES = ("mcp__filesystem__", "filesystem.", "filesystem__", "filesystem:")
 
@@ -83,6 +85,9 @@ def effects_of(call: ToolCall) -> list[Effect]:
                 name = name[len(prefix):]
                 break
     handler = table.get(name)
+    if handler is None and dialect == egress.NAME:
+        raise ToolInputError(f"egress: unknown call {tool_name!r}; expected one of:"
+                             f" {', '.join(egress.TOOLS)}")
     if handler is None:
         return [tool(unknown_tool_name(tool_name), f"{dialect} tool {tool_name!r} is not known"
                      f" to guard ({GUESSED}); the policy's tool table and default decide"),

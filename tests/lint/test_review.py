@@ -159,3 +159,18 @@ def test_hook_written_by_guard_install_is_detected(repo: Path) -> None:
     assert r.returncode == 0, r.stderr
     layers = {layer.name: layer for layer in run_review(cwd=str(repo)).layers}
     assert layers["Claude Code hooks"].active, layers["Claude Code hooks"].detail
+
+
+def test_review_shows_the_network_rows_and_the_egress_rules(repo: Path) -> None:
+    """The matrix holds what changes a remote (a POST, a push, a merge, as the analyser
+    and as the egress proxy see it, and a name rebinding to loopback): the shipped plan
+    agent blocks every one, and the layers say what the egress proxy lets through."""
+    review = run_review(cwd=str(repo))
+    rows = [r for r in review.rows if r.op.category == "network"]
+    assert {r.op.dialect for r in rows} >= {"claude-code", "egress"}
+    assert rows and all(r.decision.action is not Action.ALLOW for r in rows)
+    assert not any(r.through or r.asks for r in rows)
+    posts = [r for r in rows if r.op.id in ("net-curl-post", "net-git-push", "net-egress-post")]
+    assert {r.decision.rule for r in posts} == {"guard.plan-network"}
+    [layer] = [la for la in review.layers if la.name == "egress proxy rules"]
+    assert layer.active and "GET, HEAD and OPTIONS only" in layer.detail

@@ -4,9 +4,9 @@ Codes are stable: GL0xx schema and names, GL1xx patterns, GL2xx plan-mode isolat
 GL3xx composition (extends).
 """
 
-from guard.lint.rules import extends, patterns, plan, schema, tools
+from guard.lint.rules import extends, network, patterns, plan, schema, tools
 
-__all__ = ["extends", "patterns", "plan", "schema", "tools"]
+__all__ = ["extends", "network", "patterns", "plan", "schema", "tools"]
 
 from guard.lint.model import RULES as _RULES
 

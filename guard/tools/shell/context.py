@@ -207,8 +207,10 @@ class Ctx:
         self._add(EffectKind.EXEC, None, detail)
         self._add(EffectKind.WRITE, None, detail)
 
-    def network(self, host: str | None, detail: str) -> None:
-        self.add(Effect.network(host, detail))
+    def network(self, host: str | None, detail: str, *, changes_remote: bool = False) -> None:
+        """A connection to ``host`` (None: unknown); ``changes_remote``: it may change
+        something there (a POST, a push, a publish), which plan mode refuses."""
+        self.add(Effect.network(host, detail, changes_remote=changes_remote))
 
 
 

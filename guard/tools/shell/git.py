@@ -176,10 +176,13 @@ def _git(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
             ctx.write(f, "git config --file changes it")
         return
     if sub in _GIT_INDEX_ONLY or sub in _GIT_TREE:
+        if sub == "push":  # first: a plan-mode refusal names the remote change
+            ctx.network(None, "git push sends commits to a remote and moves its branches",
+                        changes_remote=True)
         ctx.write(at(".git"), f"git {sub} changes the repository")
         if sub in _GIT_TREE:
             ctx.write(at("."), f"git {sub} changes files in the working tree")
-        if sub in _GIT_NETWORK:
+        if sub in _GIT_NETWORK and sub != "push":
             ctx.network(None, f"git {sub} talks to a remote")
         if sub in ("commit", "merge", "rebase", "am", "push", "checkout", "switch",
                    "cherry-pick", "revert", "pull"):

@@ -38,3 +38,72 @@ WGET = Spec(
     " --progress= --no-cache --no-cookies --load-cookies=@read --save-cookies=@write"
     " -V|--version -h|--help",
     abbrev=False)
+
+#: Subcommands that change something beyond this machine, and what they change: the
+#: reason a plan-mode refusal gives (a network effect that changes a remote). The first
+#: operand (and for a few programs the second: ``state push``) picks the entry.
+REMOTE_CHANGES: dict[str, dict[str, str]] = {
+    "npm": {
+        "publish": "uploads a package to the npm registry",
+        "unpublish": "removes a package from the npm registry",
+        "deprecate": "marks a package deprecated on the npm registry",
+        "dist-tag": "moves a package's tags on the npm registry",
+        "owner": "changes a package's owners on the npm registry",
+        "access": "changes a package's access on the npm registry",
+    },
+    "pnpm": {"publish": "uploads a package to the npm registry"},
+    "yarn": {"publish": "uploads a package to the npm registry"},
+    "cargo": {
+        "publish": "uploads a crate to crates.io",
+        "yank": "yanks a crate version on crates.io",
+        "owner": "changes a crate's owners on crates.io",
+    },
+    "gem": {"push": "uploads a gem to rubygems.org", "yank": "yanks a gem on rubygems.org"},
+    "poetry": {"publish": "uploads a package to a package index"},
+    "uv": {"publish": "uploads a package to a package index"},
+    "docker": {"push": "uploads an image to a registry"},
+    "podman": {"push": "uploads an image to a registry"},
+    "kubectl": {
+        verb: "changes objects in the cluster through its API"
+        for verb in ("apply", "create", "delete", "edit", "patch", "replace", "scale",
+                     "rollout", "set", "label", "annotate", "expose", "run", "autoscale",
+                     "drain", "cordon", "uncordon", "taint", "cp", "exec", "attach")
+    },
+    "terraform": {
+        "apply": "changes real infrastructure",
+        "destroy": "destroys real infrastructure",
+        "import": "writes the remote state",
+        "taint": "writes the remote state",
+        "untaint": "writes the remote state",
+        "refresh": "writes the remote state",
+        "force-unlock": "unlocks the remote state",
+        "state push": "overwrites the remote state",
+        "state rm": "writes the remote state",
+        "state mv": "writes the remote state",
+        "workspace new": "creates a workspace in the remote state",
+        "workspace delete": "deletes a workspace from the remote state",
+    },
+}
+
+#: gh: verbs that only read from GitHub (in any command group; ``gh api`` is decided by
+#: its method), and verbs that change something there.
+GH_READ_VERBS = frozenset({"view", "list", "status", "diff", "checks", "watch", "download"})
+GH_CHANGE_VERBS = frozenset({
+    "merge", "create", "delete", "edit", "close", "reopen", "comment", "review", "ready",
+    "set", "upload", "run", "rerun", "cancel", "fork", "archive", "unarchive", "rename",
+    "enable", "disable", "lock", "unlock", "transfer", "pin", "unpin", "develop", "sync",
+    "add", "remove", "approve",
+})  # fmt: skip
+#: Methods that only read (HTTP); any other one may change the server.
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+#: Options before the subcommand that take a separate value (skipped to find it).
+GLOBAL_VALUE_OPTIONS: dict[str, frozenset[str]] = {
+    "kubectl": frozenset({"-n", "--namespace", "--context", "--kubeconfig", "-s", "--server",
+                          "--cluster", "--user", "--token", "--as", "--as-group",
+                          "--request-timeout", "-v"}),
+    "docker": frozenset({"-H", "--host", "-c", "--context", "--config", "-l", "--log-level"}),
+    "podman": frozenset({"--url", "-c", "--connection", "--log-level", "--root", "--runroot"}),
+    "gh": frozenset({"-R", "--repo", "--hostname"}),
+    "npm": frozenset({"--prefix", "--registry", "-w", "--workspace", "--userconfig"}),
+}

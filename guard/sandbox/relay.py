@@ -1,0 +1,695 @@
+"""One client connection of guard's egress proxy: decide, connect, relay.
+
+Loaded by :mod:`guard.sandbox.egress` on the first connection (standard library
+only, like its siblings; the policy side, :class:`Decider`, imports guard).
+
+A client connection is served one request at a time, in order: each request is
+parsed (:mod:`guard.sandbox.httpwire`), decided, and forwarded as guard renders
+it; its response is relayed whole before the next request is read, so a
+pipelined request waits its turn and is decided like the first. The first
+request to an origin (host and port) opens the upstream connection and is
+recorded; later requests on it are decided again and recorded when refused. A
+refusal ends the connection with a 403 whose status line and body say why. A
+CONNECT request turns the connection into a tunnel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import ipaddress
+import os
+import select
+import socket
+import struct
+import threading
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING or __package__:
+    from guard.sandbox import httpwire
+    from guard.sandbox.egress import FAIL_RULE, PROTOCOL_RULE
+else:  # the helper: siblings by their plain names
+    import httpwire
+    from egress import FAIL_RULE, PROTOCOL_RULE
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+    from guard.sandbox.egress import EgressProxy, EgressSpec
+    from guard.sandbox.httpwire import Request
+
+#: Idle seconds before a client connection waiting for its next request is closed.
+CLIENT_IDLE = 300.0
+#: Idle seconds before a tunnel or a response that sends nothing is closed.
+RELAY_IDLE = 900.0
+CONNECT_TIMEOUT = 15.0
+BUFFER = 1024 * 1024
+#: Bodies smaller than this are copied through Python rather than spliced.
+SPLICE_MIN = 64 * 1024
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+class Outcome:
+    """A decision as the proxy applies it."""
+
+    __slots__ = ("allowed", "reason", "rule")
+
+    def __init__(self, allowed: bool, reason: str, rule: str) -> None:
+        self.allowed = allowed
+        self.reason = reason
+        self.rule = rule
+
+
+class Decider:
+    """The policy side, shared by every connection: egress calls through the gate."""
+
+    def __init__(self, spec: EgressSpec) -> None:
+        from pathlib import Path
+
+        from guard.audit import AuditLog
+        from guard.decide import Guard
+        from guard.effects import ToolCall
+        from guard.gate import Gate, Verdict, VerdictAction
+        from guard.network import resolve_table
+
+        self.spec = spec
+        self._Guard = Guard
+        self._Gate = Gate
+        self._ToolCall = ToolCall
+        self._Verdict = Verdict
+        self._deny = VerdictAction.DENY
+        self._resolve_table = resolve_table
+        self._sink = AuditLog(Path(spec.audit) if spec.audit else None)
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        # the policy as it reads now (recompiled only when one of its files changed)
+        return self._Guard.load_shared(policy=self.spec.policy, cwd=self.spec.cwd)
+
+    def _gate(self, g: Any, record: bool) -> Any:
+        return self._Gate(
+            guard=g, agent=self.spec.agent, mode=None, sink=self._sink if record else None,
+            source=self.spec.source, refusal=_refusal,
+        )  # fmt: skip
+
+    def _call(self, name: str, data: dict[str, Any]) -> Any:
+        if self.spec.source == "run":
+            data = {**data, "via": "run"}
+        return self._ToolCall("egress", name, data, self.spec.cwd)
+
+    def context(self) -> tuple[str, dict[tuple[str, int | None], tuple[str, int | None]]]:
+        """(the agent's mode, the resolver overrides of ``[egress] resolve``)."""
+        with self._lock:
+            g = self._load()
+            table = self._resolve_table(g.loaded.model.egress.resolve)
+            return str(g.agent(self.spec.agent).mode), table
+
+    def decide(self, name: str, data: dict[str, Any], record: bool = True) -> Outcome:
+        """One egress call through the gate: recorded when ``record``, or when refused."""
+        with self._lock:
+            call = self._call(name, data)
+            context = {"egress": dict(call.input)}
+            g = self._load()
+            verdict = self._gate(g, record).decide(call, context=context, answered=_answered)
+            if not record and not verdict.allowed:
+                verdict = self._gate(g, True).audit(verdict, context, g, _answered)
+            reason = str(verdict.reason)
+            if verdict.action.value == "ask":
+                reason += " (the egress proxy has no one to ask: refused)"
+            return Outcome(bool(verdict.allowed), reason, str(verdict.rule))
+
+    def refuse(self, name: str, data: dict[str, Any], reason: str) -> None:
+        """Record a refusal the proxy makes itself (a malformed or smuggled request, a
+        tunnel that is not what it claims)."""
+        with self._lock:
+            call = self._call(name, data)
+            verdict = self._Verdict(
+                self._deny, reason, PROTOCOL_RULE, call, self.spec.agent, "egress proxy"
+            )
+            self._gate(None, True).audit(verdict, {"egress": dict(call.input)})
+
+
+def _answered(verdict: Any) -> str:
+    return "allow" if verdict.allowed else "deny"
+
+
+def _refusal(call: Any) -> str:
+    return ("guard's egress proxy refused it (a confined command reaches the network only"
+            " through it)")
+
+
+def address_class(address: str) -> str | None:
+    """Why ``address`` is not a public internet address ("loopback", "private",
+    "link-local", ...), or None when it is one. IPv4 carried in IPv6 (mapped, NAT64,
+    6to4, Teredo) is judged by the IPv4 address it carries."""
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(
+        address.split("%", 1)[0]
+    )
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+        if inner is None and ip in _NAT64:
+            inner = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if inner is not None:
+            ip = inner
+    for name in ("loopback", "link_local", "private", "unspecified", "multicast", "reserved"):
+        if getattr(ip, f"is_{name}"):
+            return name.replace("_", "-")
+    return None if ip.is_global else "not public"
+
+
+def answer(sock: socket.socket, status: int, reason: str, rule: str = "") -> None:
+    """A refusal the client can read: the reason in the status line (a client whose
+    CONNECT fails shows it) and in the body; the connection closes after it."""
+    line = " ".join(reason.split())
+    short = line if len(line) <= 300 else line[:297] + "..."
+    phrase = "".join(c if 32 <= ord(c) < 127 else "?" for c in f"guard: {short}")
+    body = (f"guard: {line}\n" + (f"rule: {rule}\n" if rule else "")).encode("utf-8", "replace")
+    head = (
+        f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    try:
+        sock.settimeout(5)
+        sock.sendall(head.encode("latin-1") + body)
+        linger(sock)
+    except OSError:
+        pass
+
+
+def linger(sock: socket.socket, seconds: float = 2.0, limit: int = 1 << 20) -> None:
+    """Half-close ``sock`` and read what the client still sends (a request body guard
+    refused), for a moment: closing with unread data would reset the connection and
+    could destroy the answer before the client reads it."""
+    sock.shutdown(socket.SHUT_WR)
+    end = time.monotonic() + seconds
+    got = 0
+    with contextlib.suppress(OSError):
+        while got < limit and (left := end - time.monotonic()) > 0:
+            sock.settimeout(left)
+            data = sock.recv(65536)
+            if not data:
+                return
+            got += len(data)
+
+
+def idle(sock: socket.socket, seconds: float) -> None:
+    """Block on ``sock`` for at most ``seconds`` without data, timed by the kernel
+    (``SO_RCVTIMEO``/``SO_SNDTIMEO`` on a blocking socket): ``splice(2)`` then waits in
+    the kernel, with no poll round per chunk. A time-out is an OSError (EAGAIN)."""
+    sock.settimeout(None)
+    tv = struct.pack("@ll", int(seconds), int(seconds % 1 * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+
+
+def _shutdown(s: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        s.shutdown(socket.SHUT_RDWR)
+
+
+class Refused(Exception):
+    """The connection ends with this answer (any record is already written)."""
+
+    def __init__(self, status: int, reason: str, rule: str = "") -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.rule = rule
+
+
+class Reader:
+    """Buffered reads from a socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+
+    def fill(self) -> bool:
+        data = self.sock.recv(BUFFER)
+        if not data:
+            return False
+        self.buf += data
+        return True
+
+    def head(self, *, skip_blank: bool = False) -> bytes | None:
+        """The next header block, CRLF CRLF included; None at a clean end of stream.
+        ``skip_blank``: empty lines before it are skipped (after a body, RFC 9112 2.2).
+        A line ending in a lone LF is refused as soon as it arrives."""
+        while True:
+            if skip_blank:
+                while self.buf[:2] == b"\r\n":
+                    del self.buf[:2]
+            end = self.buf.find(b"\r\n\r\n")
+            stop = len(self.buf) if end < 0 else end + 4
+            lf = self.buf.find(b"\n", 0, stop)
+            while lf >= 0:
+                if lf == 0 or self.buf[lf - 1] != 13:
+                    raise httpwire.WireError(400, "a line ends with a lone CR or LF (only CRLF"
+                                                  " is accepted)")
+                lf = self.buf.find(b"\n", lf + 1, stop)
+            if end >= 0:
+                if end + 4 > httpwire.MAX_HEAD:
+                    raise httpwire.WireError(431, "the header block is too large")
+                out = bytes(self.buf[: end + 4])
+                del self.buf[: end + 4]
+                return out
+            if len(self.buf) > httpwire.MAX_HEAD:
+                raise httpwire.WireError(431, "the header block is too large")
+            if not self.fill():
+                if not self.buf:
+                    return None
+                raise httpwire.WireError(400, "the connection ended inside a header block")
+
+    def line(self) -> bytes:
+        """One line without its CRLF (a chunk size or a trailer field)."""
+        while True:
+            end = self.buf.find(b"\r\n")
+            if end >= 0:
+                out = bytes(self.buf[:end])
+                del self.buf[: end + 2]
+                if b"\r" in out or b"\n" in out:
+                    raise httpwire.WireError(400, "a lone CR or LF in a chunked body")
+                return out
+            if len(self.buf) > httpwire.MAX_LINE:
+                raise httpwire.WireError(400, "a chunk line is too long")
+            if not self.fill():
+                raise httpwire.WireError(400, "the connection ended inside a chunked body")
+
+    def crlf(self) -> None:
+        while len(self.buf) < 2:
+            if not self.fill():
+                raise httpwire.WireError(400, "the connection ended inside a chunked body")
+        if self.buf[:2] != b"\r\n":
+            raise httpwire.WireError(400, "a chunk is not followed by CRLF")
+        del self.buf[:2]
+
+    def copy(self, dst: socket.socket, n: int | None) -> None:
+        """Send the next ``n`` bytes to ``dst`` (None: everything until end of stream)."""
+        if self.buf:
+            take = len(self.buf) if n is None else min(n, len(self.buf))
+            dst.sendall(self.buf[:take])
+            del self.buf[:take]
+            if n is not None:
+                n -= take
+        if n != 0 and not transfer(self.sock, dst, n) and n is not None:
+            raise ConnectionError("the connection ended inside a body")
+
+
+def transfer(src: socket.socket, dst: socket.socket, n: int | None) -> bool:
+    """Move ``n`` bytes (None: until end of stream) from ``src`` to ``dst`` without
+    reading them into Python: ``splice(2)`` through a pipe, where the kernel allows it
+    (else ``recv_into``/``sendall``). Honours both sockets' timeouts. False when
+    ``src`` ended first."""
+    if n is not None and n < SPLICE_MIN:
+        return _copy(src, dst, n)  # a pipe costs more than copying a little
+    try:
+        pipe = os.pipe2(os.O_CLOEXEC)
+    except (AttributeError, OSError):
+        return _copy(src, dst, n)
+    r, w = pipe
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(w, _F_SETPIPE_SZ, BUFFER)
+        return _splice(src, dst, n, r, w)
+    except _NoSplice:
+        return _copy(src, dst, n)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+class _NoSplice(Exception):
+    """splice(2) refused these descriptors before moving anything."""
+
+
+_F_SETPIPE_SZ = 1031
+_SPLICE = getattr(os, "splice", None)
+_FLAGS = getattr(os, "SPLICE_F_MOVE", 1)
+
+
+def _splice(src: socket.socket, dst: socket.socket, n: int | None, r: int, w: int) -> bool:
+    if _SPLICE is None:
+        raise _NoSplice
+    sfd, dfd = src.fileno(), dst.fileno()
+    moved_any = False
+    while n is None or n > 0:
+        try:
+            k = _SPLICE(sfd, w, BUFFER if n is None else min(n, BUFFER), flags=_FLAGS)
+        except BlockingIOError:
+            _wait(src, select.POLLIN)
+            continue
+        except OSError as exc:
+            if not moved_any and exc.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise _NoSplice from None
+            raise
+        if k == 0:
+            return False
+        moved_any = True
+        left = k
+        while left:
+            try:
+                left -= _SPLICE(r, dfd, left, flags=_FLAGS)
+            except BlockingIOError:
+                _wait(dst, select.POLLOUT)
+        if n is not None:
+            n -= k
+    return True
+
+
+def _wait(sock: socket.socket, event: int) -> None:
+    """Wait until ``sock`` is ready for ``event``, within its timeout (TimeoutError)."""
+    timeout = sock.gettimeout()
+    poller = select.poll()
+    poller.register(sock.fileno(), event | select.POLLERR | select.POLLHUP)
+    if not poller.poll(None if timeout is None else int(timeout * 1000)):
+        raise TimeoutError("timed out")
+
+
+def _copy(src: socket.socket, dst: socket.socket, n: int | None) -> bool:
+    size = SPLICE_MIN if n is not None and n < SPLICE_MIN else BUFFER
+    view = memoryview(bytearray(size))
+    while n is None or n > 0:
+        k = src.recv_into(view, size if n is None else min(n, size))
+        if k == 0:
+            return False
+        dst.sendall(view[:k])
+        if n is not None:
+            n -= k
+    return True
+
+
+class Client:
+    """One client connection: its requests in order, each decided, one upstream at a time."""
+
+    def __init__(self, proxy: EgressProxy, sock: socket.socket) -> None:
+        self.proxy = proxy
+        self.sock = sock
+        self.reader = Reader(sock)
+        self.upstream: socket.socket | None = None
+        self.up_reader: Reader | None = None
+        self.origin: tuple[str, int] | None = None
+        self.decider: Decider | None = None
+        self.mode = ""
+        self.overrides: dict[tuple[str, int | None], tuple[str, int | None]] = {}
+
+    def run(self) -> None:
+        idle(self.sock, CLIENT_IDLE)
+        try:
+            self._serve()
+        except Refused as exc:
+            answer(self.sock, exc.status, exc.reason, exc.rule)
+        except (OSError, httpwire.WireError):
+            pass  # a peer went away, or the server broke the protocol mid-response
+        finally:
+            self._drop_upstream()
+
+    # -- the request loop ----------------------------------------------------
+
+    def _serve(self) -> None:
+        first = True
+        while True:
+            try:
+                data = self.reader.head(skip_blank=not first)
+                if data is None:
+                    return
+                req = httpwire.parse_request(data)
+            except httpwire.WireError as exc:
+                self._protocol("request", {}, exc)
+            self._policy()
+            if req.connect:
+                self._drop_upstream()
+                self._tunnel(req)
+                return
+            self._request(req)
+            first = False
+            if req.close:
+                return
+
+    def _policy(self) -> None:
+        if self.decider is not None:
+            return
+        self.decider = self.proxy.decider()
+        if self.decider is None:
+            raise Refused(503, "guard's egress proxy cannot load the policy:"
+                               f" {self.proxy.decider_error}", FAIL_RULE)
+        try:
+            self.mode, self.overrides = self.decider.context()
+        except Exception as exc:
+            raise Refused(503, f"guard's egress proxy cannot load the policy: {exc}",
+                          FAIL_RULE) from None
+
+    def _decide(self, name: str, data: dict[str, Any], record: bool = True) -> None:
+        assert self.decider is not None
+        try:
+            outcome = self.decider.decide(name, data, record)
+        except Exception as exc:  # fail closed
+            raise Refused(403, f"guard's egress proxy could not decide: {exc}",
+                          FAIL_RULE) from None
+        if not outcome.allowed:
+            raise Refused(403, outcome.reason, outcome.rule)
+
+    def _protocol(self, name: str, data: dict[str, Any], exc: httpwire.WireError) -> NoReturn:
+        """Refuse, and record, a request guard will not forward."""
+        reason = f"refused by guard's egress proxy: {exc.message}"
+        self._policy()
+        assert self.decider is not None
+        try:
+            self.decider.refuse(name, data, reason)
+        except Exception as audit_exc:
+            reason += f" (the audit log could not record it: {audit_exc})"
+        raise Refused(exc.status, reason, PROTOCOL_RULE)
+
+    # -- plain HTTP ------------------------------------------------------------
+
+    def _request(self, req: Request) -> None:
+        data: dict[str, Any] = {
+            "host": req.host, "port": req.port, "method": req.method, "path": req.bare_path,
+        }  # fmt: skip
+        if req.chunked or req.length:
+            data["body"] = True
+            if req.content_type is not None:
+                data["content_type"] = req.content_type
+        new = (req.host, req.port) != self.origin or self.upstream is None
+        self._decide("request", data, record=new)
+        if new:
+            self._drop_upstream()
+            self.upstream = self._open(req.host, req.port)
+            self.up_reader = Reader(self.upstream)
+            self.origin = (req.host, req.port)
+        assert self.upstream is not None and self.up_reader is not None
+        self.upstream.sendall(req.render())
+        if req.expect_continue:
+            self.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        try:
+            if req.chunked:
+                self._send_chunked()
+            elif req.length:
+                self.reader.copy(self.upstream, req.length)
+        except httpwire.WireError as exc:
+            self._drop_upstream()  # the server saw a request cut short: it is not finished
+            self._protocol("request", data, exc)
+        self._relay_response(req)
+
+    def _send_chunked(self) -> None:
+        assert self.upstream is not None
+        while True:
+            size = httpwire.chunk_size(self.reader.line())
+            if size == 0:
+                while self.reader.line():
+                    pass  # trailer fields: dropped
+                self.upstream.sendall(b"0\r\n\r\n")
+                return
+            self.upstream.sendall(b"%x\r\n" % size)
+            self.reader.copy(self.upstream, size)
+            self.reader.crlf()
+            self.upstream.sendall(b"\r\n")
+
+    def _relay_response(self, req: Request) -> None:
+        up, upr = self.upstream, self.up_reader
+        assert up is not None and upr is not None
+        idle(up, RELAY_IDLE)
+        while True:
+            head = upr.head()
+            if head is None:
+                raise ConnectionError("the server closed the connection without an answer")
+            framing = httpwire.response_framing(head, req.method)
+            self.sock.sendall(head)
+            if framing.interim:
+                continue
+            if framing.chunked:
+                self._relay_chunked(upr)
+            elif framing.until_close:
+                upr.copy(self.sock, None)
+                raise ConnectionError("the response ran until the server closed")
+            elif framing.length:
+                upr.copy(self.sock, framing.length)
+            if framing.close:
+                self._drop_upstream()
+            return
+
+    def _relay_chunked(self, upr: Reader) -> None:
+        while True:
+            line = upr.line()
+            self.sock.sendall(line + b"\r\n")
+            size = httpwire.chunk_size(line)
+            if size == 0:
+                while True:
+                    trailer = upr.line()
+                    self.sock.sendall(trailer + b"\r\n")
+                    if not trailer:
+                        return
+            upr.copy(self.sock, size)
+            upr.crlf()
+            self.sock.sendall(b"\r\n")
+
+    # -- CONNECT -------------------------------------------------------------
+
+    def _tunnel(self, req: Request) -> None:
+        data: dict[str, Any] = {"host": req.host, "port": req.port}
+        self._decide("connect", data)
+        up = self._open(req.host, req.port)
+        self.upstream = up
+        self.sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        idle(self.sock, RELAY_IDLE)
+        idle(up, RELAY_IDLE)
+        # the server's bytes flow at once (some protocols speak first); the client's
+        # go up once their start is checked
+        down = threading.Thread(target=_pump, args=(up, self.sock), daemon=True,
+                                name="guard-egress-down")
+        down.start()
+        try:
+            self._check_tls(req, data)
+            if self.reader.buf:
+                up.sendall(self.reader.buf)
+                self.reader.buf.clear()
+            _pump(self.sock, up)
+        except OSError:
+            _shutdown(self.sock)
+            _shutdown(up)
+        down.join(RELAY_IDLE)
+
+    def _check_tls(self, req: Request, data: dict[str, Any]) -> None:
+        """The tunnel's first bytes: a TLS ClientHello naming the CONNECT's host (or no
+        name). Another name closes the tunnel (domain fronting), and so, in plan mode,
+        does anything but TLS. A refusal is recorded."""
+        reason = ""
+        while True:
+            try:
+                hello = httpwire.client_hello_sni(bytes(self.reader.buf))
+            except httpwire.WireError as exc:
+                if self.mode == "plan":
+                    reason = (f"{exc.message}; in plan mode a tunnel carries TLS only (nothing"
+                              " else could be checked)")
+                break
+            if hello is not None:
+                sni = hello[1]
+                if sni is not None and sni != req.host:
+                    reason = (f"the TLS server name {sni!r} is not the CONNECT host"
+                              f" {req.host!r} (domain fronting)")
+                break
+            if not self.reader.fill():
+                break
+        if reason:
+            assert self.decider is not None
+            self.decider.refuse("connect", data, f"refused by guard's egress proxy: {reason}")
+            raise ConnectionError(reason)
+
+    # -- upstream ------------------------------------------------------------
+
+    def _open(self, host: str, port: int) -> socket.socket:
+        """A connection to ``host``, to an address checked once (see :meth:`_addresses`)."""
+        last: OSError | None = None
+        for family, sockaddr in self._addresses(host, port):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            if not self.proxy.track(s):
+                s.close()
+                raise ConnectionError("the egress proxy is closing")
+            try:
+                s.settimeout(CONNECT_TIMEOUT)
+                s.connect(sockaddr)
+                idle(s, RELAY_IDLE)
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return s
+            except OSError as exc:
+                last = exc
+                self.proxy.untrack(s)
+                s.close()
+        raise Refused(502, f"cannot connect to {host}:{port}: {last}")
+
+    def _addresses(self, host: str, port: int) -> list[tuple[int, Any]]:
+        """Where ``host`` is: the ``[egress] resolve`` entry if any (trusted as written),
+        an IP address as given (decided as the host), else the resolver's answers, each
+        private, loopback or link-local one decided as a host of its own."""
+        override = self.overrides.get((host, port)) or self.overrides.get((host, None))
+        if override is not None:
+            addr, to = override
+            return [(_family(addr), (addr, to or port))]
+        if _is_ip(host):
+            return [(_family(host), (host, port))]
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                       proto=socket.IPPROTO_TCP)
+        except socket.gaierror as exc:
+            raise Refused(502, f"cannot resolve {host}: {exc.strerror}") from None
+        out: list[tuple[int, Any]] = []
+        seen: set[str] = set()
+        refused: list[str] = []
+        for family, _, _, _, sockaddr in infos:
+            addr = str(sockaddr[0])
+            if addr in seen or family not in (socket.AF_INET, socket.AF_INET6):
+                continue
+            seen.add(addr)
+            kind = address_class(addr)
+            if kind is not None:
+                bare = addr.split("%", 1)[0]
+                data = {"host": host, "port": port, "address": bare, "class": kind}
+                try:
+                    self._decide("address", data)
+                except Refused as exc:
+                    shown = f"[{bare}]:{port}" if ":" in bare else f"{bare}:{port}"
+                    refused.append(
+                        f"{host} resolved to {bare} ({kind}), which is reached only where a"
+                        f" rule allows the address itself (a name's answer can change: DNS"
+                        f" rebinding); to reach it, allow {shown!r}. {exc.reason}"
+                    )
+                    continue
+            out.append((family, sockaddr))
+        if not out:
+            raise Refused(403, refused[0] if refused else f"{host} has no address")
+        return out
+
+    def _drop_upstream(self) -> None:
+        if self.upstream is not None:
+            self.proxy.untrack(self.upstream)
+            _shutdown(self.upstream)
+            self.upstream.close()
+        self.upstream = None
+        self.up_reader = None
+        self.origin = None
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _family(addr: str) -> int:
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    """Copy ``src`` to ``dst`` until end of stream, then half-close ``dst``; on an error
+    both ends are shut down."""
+    try:
+        transfer(src, dst, None)
+    except OSError:
+        _shutdown(src)
+        _shutdown(dst)
+        return
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)
