@@ -193,12 +193,18 @@ def execute(o: RunOptions) -> int:
         monitor = _MonitorHandle(guard, o.agent, restore=o.restore, audit=o.audit, quiet=o.quiet)
     elif not o.quiet:
         print("guard run: --no-monitor: chmod/chown/utime/xattr go unwatched", file=sys.stderr)
+    egress = None
+    if plan.mode == "plan":  # its network is the namespace's loopback and guard's proxy
+        policy = o.policy if o.policy is None or o.policy.startswith("builtin:") else (
+            os.path.abspath(o.policy))  # fmt: skip
+        egress = supervise.Proxy(o.agent, str(o.worktree or os.getcwd()), policy)
     status = supervise.run(
         plan,
         o.command,
         allow_unconfined=o.allow_unconfined,
         monitor=monitor,
         quiet=o.quiet,
+        egress=egress,
     )
     summary = monitor.summary() if monitor is not None else None
     if summary is not None:

@@ -110,6 +110,58 @@ class Launch:
     confined: bool
     tmpdir: Path | None = None
     roots: tuple[str, ...] = ()
+    #: in namespaces: guard's egress proxy for the server, and the descriptor pair its
+    #: listener comes over (ours, and the one the helper inherits)
+    egress: Egress | None = None
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return (self.egress.child_fd,) if self.egress is not None else ()
+
+
+class Egress:
+    """The confined server's way out: a listener its namespace's pid 1 makes on
+    127.0.0.1 and sends over a socket pair, served by guard's egress proxy here."""
+
+    def __init__(self, agent: str, cwd: str, policy: str | None) -> None:
+        import socket
+
+        from guard.sandbox import egress
+
+        self.port = egress.PROXY_PORT
+        self.env = egress.proxy_env(self.port)
+        self.proxy = egress.EgressProxy(egress.EgressSpec(agent, cwd, policy, "mcp"))
+        self.channel, self.child = socket.socketpair()
+
+    @property
+    def child_fd(self) -> int:
+        return self.child.fileno()
+
+    def argv(self) -> list[str]:
+        return ["--listen", str(self.port), "--egress-fd", str(self.child_fd)]
+
+    def started(self) -> None:
+        """The helper has the child end: close ours of it."""
+        self.child.close()
+
+    def serve(self) -> bool:
+        """Receive the listener (sent before the helper reported its restriction) and serve
+        it; False when none came."""
+        import socket
+
+        from guard.sandbox.namespaces import receive_fd
+
+        fd = receive_fd(self.channel.fileno())
+        self.channel.close()
+        if fd is None:
+            return False
+        self.proxy.serve(socket.socket(fileno=fd))
+        return True
+
+    def close(self) -> None:
+        self.child.close()
+        self.channel.close()
+        self.proxy.close()
 
 
 class Launcher:
@@ -184,6 +236,8 @@ class Launcher:
         except GuardError:
             _remove_tmpdir(plan.tmpdir, self.log)
             raise
+        policy = roots.policy_of(self.guard)
+        egress = Egress(agent, os.path.abspath(self.cwd), policy) if isolate else None
         argv = confine.helper_argv(
             self.server_cmd,
             plans=plan.plan_dirs,
@@ -193,11 +247,12 @@ class Launcher:
             isolate=isolate,
             walls=True,
             sockets=plan.sockets,
-            extra=["--status-fd", str(status_fd)],
+            extra=["--status-fd", str(status_fd), *(egress.argv() if egress else [])],
         )
         sandbox = "namespaces+landlock" if isolate else "landlock"
-        env = {**os.environ, **plan.env, "GUARD_SANDBOX": sandbox}
-        return Launch(argv, env, True, plan.tmpdir, tuple(plan.describe()))
+        env = {**os.environ, **plan.env, **(egress.env if egress else {}),
+               "GUARD_SANDBOX": sandbox}  # fmt: skip
+        return Launch(argv, env, True, plan.tmpdir, tuple(plan.describe()), egress)
 
     def weaker(self, agent: str, message: str) -> None:
         """Plan mode confined without namespaces (the Landlock-only fallback): loud on
@@ -432,7 +487,7 @@ class ServerPipe(Pipe):
                     stderr=None,
                     cwd=self.cwd,
                     env=launch.env,
-                    pass_fds=(w,) if launch.confined else (),
+                    pass_fds=(w, *launch.pass_fds) if launch.confined else (),
                 )
                 proc = asyncio.subprocess.Process(transport, lines, loop)
                 stdout = transport.get_pipe_transport(1)
@@ -440,7 +495,11 @@ class ServerPipe(Pipe):
                     stdout.set_protocol(_Stdout(stdout.get_protocol(), lines))
             except OSError:
                 _remove_tmpdir(launch.tmpdir, self.log)
+                if launch.egress is not None:
+                    launch.egress.close()
                 raise
+            if launch.egress is not None:
+                launch.egress.started()
             os.close(w)
             w = -1
             reports = []
@@ -457,9 +516,18 @@ class ServerPipe(Pipe):
         if launch.confined:
             failure = next((rep for rep in reports if not rep.get("ok")), None)
             restricted = next((rep for rep in reports if rep.get("stage") == "restricted"), None)
+            served = failure is not None or restricted is None or launch.egress is None or (
+                await asyncio.to_thread(launch.egress.serve)
+            )  # fmt: skip
+            if not served:
+                failure = {"error": "the egress listener did not come"}
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
             if failure is not None or restricted is None:
                 await proc.wait()
                 _remove_tmpdir(launch.tmpdir, self.log)
+                if launch.egress is not None:
+                    launch.egress.close()
                 why = failure.get("error") if failure else f"the helper exited ({proc.returncode})"
                 raise OSError(
                     errno.EPERM,
@@ -711,6 +779,8 @@ class ServerPipe(Pipe):
         if server in self._servers:
             self._servers.remove(server)
             _remove_tmpdir(server.launch.tmpdir, self.log)
+            if server.launch.egress is not None:
+                server.launch.egress.close()
         return server.proc.returncode
 
     async def stop_server(self, server_finished: bool) -> int | None:

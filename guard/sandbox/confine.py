@@ -93,7 +93,8 @@ SI_KERNEL, SI_QUEUE = 0x80, -1
 _USAGE = (
     "usage: confine.py [--plans DIR]... [--write PATH]... [--ioctl PATH]... [--devices]"
     " [--tmpdir DIR | --private-tmp] [--namespaces] [--walls] [--socket PATH]..."
-    " [--listen PORT --egress-fd FD] [--abi N (0: no Landlock)] [--no-scope-signals]"
+    " [--listen PORT --egress-fd FD | --egress SPEC] [--abi N (0: no Landlock)]"
+    " [--no-scope-signals]"
     " [--status-fd FD] [--go-fd FD] [--announce PREFIX] -- COMMAND [ARGS...]\n"
     "       confine.py --probe"
 )
@@ -101,8 +102,8 @@ _USAGE = (
 
 class _Args:
     __slots__ = (
-        "abi", "announce", "command", "command_missing", "egress_fd", "filter", "go_fd",
-        "ioctl", "listen", "namespaces", "plans", "private_tmp", "scope", "sockets",
+        "abi", "announce", "command", "command_missing", "egress", "egress_fd", "filter",
+        "go_fd", "ioctl", "listen", "namespaces", "plans", "private_tmp", "scope", "sockets",
         "status_fd", "tmpdir", "walls", "writable",
     )  # fmt: skip
 
@@ -116,6 +117,7 @@ class _Args:
         self.status_fd: int | None = None
         self.go_fd: int | None = None
         self.egress_fd: int | None = None
+        self.egress: str | None = None
         self.listen: int | None = None
         self.announce: str | None = None
         self.tmpdir: str | None = None
@@ -130,7 +132,7 @@ class _Args:
 
 _VALUED = (
     "--write", "--plans", "--ioctl", "--abi", "--status-fd", "--go-fd", "--announce", "--tmpdir",
-    "--socket", "--listen", "--egress-fd",
+    "--socket", "--listen", "--egress-fd", "--egress",
 )  # fmt: skip
 _FLAGS = {
     "--no-scope-signals": "scope", "--private-tmp": "private_tmp", "--namespaces": "namespaces",
@@ -147,10 +149,12 @@ def parse(argv: Sequence[str]) -> _Args:
             args.command = list(argv[i + 1 :])
             if not args.command:
                 raise ValueError("no command given after '--'")
+            if args.egress is not None and (args.listen is not None or args.egress_fd is not None):
+                raise ValueError("--egress serves the listener here: not with --listen/--egress-fd")
             if args.listen is not None and args.egress_fd is None:
                 raise ValueError("--listen needs --egress-fd (where the listener goes)")
-            if args.listen is not None and not args.namespaces:
-                raise ValueError("--listen needs --namespaces (a network namespace to listen in)")
+            if (args.listen is not None or args.egress is not None) and not args.namespaces:
+                raise ValueError("an egress listener needs --namespaces (a network to listen in)")
             return args
         if arg in _FLAGS:
             setattr(args, _FLAGS[arg], arg != "--no-scope-signals")
@@ -175,6 +179,8 @@ def parse(argv: Sequence[str]) -> _Args:
                 args.tmpdir = value
             elif arg == "--announce":
                 args.announce = value
+            elif arg == "--egress":
+                args.egress = value
             else:
                 number = int(value)
                 if arg == "--abi":
@@ -491,8 +497,21 @@ def _start(args: _Args) -> int:
                                      or not args.walls)  # fmt: skip
     except OSError as exc:
         return _fail(args, "seccomp", exc)
+    channel: Any = None
+    if args.egress is not None:
+        try:
+            channel = _egress(args)
+        except (OSError, ImportError) as exc:
+            return _fail(args, "egress", exc)
     try:
-        namespaces.enter_outer()
+        namespaces.enter_user()  # while this process is single-threaded, as it must be
+        if channel is not None:
+            # the proxy's thread, started before the PID namespace (after it, this thread
+            # could start none): it waits for pid 1's listener and serves it when asked
+            import _thread
+
+            _thread.start_new_thread(_serve_when_asked, (args.egress or "", channel))
+        namespaces.enter_pid()
     except OSError as exc:
         return _fail(args, "namespaces", exc)
     fate_r, fate_w = os.pipe()  # pid 1 -> here: the signal that killed the command
@@ -533,6 +552,53 @@ def _ended(status: int, fate: bytes) -> int:
     if os.WIFSIGNALED(status):
         return _die_of(os.WTERMSIG(status))
     return os.waitstatus_to_exitcode(status) & 0xFF
+
+
+def _egress_module() -> Any:
+    if TYPE_CHECKING or __package__:
+        from guard.sandbox import egress
+    else:  # the helper: the sibling by its plain name (stdlib only at import)
+        import egress
+    return egress
+
+
+def _egress(args: _Args) -> Any:
+    """The channel pid 1 sends the egress listener over (``--egress SPEC``: this process
+    serves it); the proxy variables go into the environment."""
+    import _socket
+
+    egress = _egress_module()
+    ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    args.listen = egress.PROXY_PORT
+    args.egress_fd = theirs.detach()
+    os.environ.update(egress.proxy_env(egress.PROXY_PORT))
+    return ours
+
+
+def _serve_when_asked(spec: str, channel: Any) -> None:
+    """The egress proxy's thread: receive the listener pid 1 makes, and serve it once the
+    first connection waits on it: a command that never connects never pays for the proxy
+    (threads, sockets, the policy). Anything that goes wrong closes the listener:
+    connections are refused. Nothing comes when pid 1 failed first (it says why)."""
+    listener = namespaces.receive_fd(channel.fileno())
+    channel.close()
+    if listener is None:
+        return
+    try:
+        import select
+
+        select.select([listener], [], [])
+        import socket
+
+        egress = _egress_module()
+        proxy = egress.EgressProxy(egress.EgressSpec.from_argv_value(spec))
+        proxy.serve(socket.socket(fileno=listener))
+    except BaseException as exc:
+        try:  # noqa: SIM105 (contextlib would cost start-up time)
+            os.close(listener)
+        except OSError:
+            pass
+        print(f"guard confine: the egress proxy cannot serve: {exc}", file=sys.stderr, flush=True)
 
 
 def _wait(pid: int, queue: bool) -> int:
@@ -830,6 +896,7 @@ def wrap_command(
     python: str | None = None,
     isolate: bool = True,
     sockets: Sequence[str] = (),
+    egress: Sequence[str] = (),
 ) -> str:
     """The shell text a host runs instead of ``command`` so that it runs confined.
 
@@ -839,7 +906,9 @@ def wrap_command(
     ``tmpdir`` names one), ``/dev/null`` and the terminal are writable too.
     ``isolate``: in namespaces with the process and IPC walls (False: the
     Landlock-only fallback, with the walls). ``sockets``: pathname Unix sockets the
-    command may reach. ``shell``: the argv prefix that runs the text (default:
+    command may reach. ``egress``: the egress proxy's flag (``EgressSpec.to_argv()``):
+    the helper serves it for the command, which gets the proxy variables (namespaces
+    only). ``shell``: the argv prefix that runs the text (default:
     ``bash -c``). The inner shell receives exactly ``command`` as one argument;
     every word is single-quoted. Raises ValueError for a command the kernel cannot
     pass on (a NUL character).
@@ -856,5 +925,6 @@ def wrap_command(
     argv = helper_argv(
         [*shell, command], plans=roots_plans, writable=roots, tmpdir=tmpdir,
         private_tmp=tmpdir is None, isolate=isolate, walls=True, sockets=sockets, python=python,
+        extra=egress if isolate else (),
     )  # fmt: skip
     return " ".join(shlex.quote(a) for a in argv)

@@ -109,12 +109,19 @@ class ShellConfiner:
         if kernel:
             return None
         from guard.sandbox.confine import FALLBACK, wrap_command
-        from guard.sandbox.roots import socket_paths
+        from guard.sandbox.roots import policy_of, socket_paths
 
         sockets = socket_paths(guard, agent)
+        egress: list[str] = []
+        if not spaces:
+            from guard.sandbox.egress import EgressSpec
+
+            spec = EgressSpec(agent, os.path.abspath(cwd), policy_of(guard), "hook")
+            egress = spec.to_argv()
         wrapped = wrap_command(
-            command, plans=[str(guard.roots.plans)], cwd=cwd, isolate=not spaces, sockets=sockets
-        )
+            command, plans=[str(guard.roots.plans)], cwd=cwd, isolate=not spaces,
+            sockets=sockets, egress=egress,
+        )  # fmt: skip
         if objections:
             programs = ", ".join(sorted({str(e.target or "unknown code") for e in objections}))
             why = f"runs programs guard cannot prove read-only ({programs})"
@@ -130,8 +137,9 @@ class ShellConfiner:
         else:
             how = (
                 f"a read-only view of everything but {plans}, a private TMPDIR and the terminal;"
-                " no network but loopback; no other processes, local sockets or host IPC in"
-                " reach; no capabilities; system-state syscalls refused"
+                " no network but loopback and guard's egress proxy, which decides each"
+                " connection by the policy's network rules; no other processes, local sockets"
+                " or host IPC in reach; no capabilities; system-state syscalls refused"
             )
         return Confinement({"command": wrapped}, f"{why}: runs confined ({how})", RULE)
 

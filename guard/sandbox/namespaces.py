@@ -119,26 +119,40 @@ def enter_outer() -> bool:
     namespace mapping the caller's uid and gid to themselves, entered first). This
     process keeps its network, mount and PID namespaces. True when a user namespace was
     made. Must be called while single-threaded."""
-    uid, gid = os.geteuid(), os.getegid()
-    user = uid != 0
-    unshare(CLONE_NEWPID | (CLONE_NEWUSER if user else 0), "user and PID namespaces"
-            if user else "PID namespace")  # fmt: skip
-    if user:
-        for name, text in (
-            ("setgroups", "deny"),
-            ("uid_map", f"{uid} {uid} 1\n"),
-            ("gid_map", f"{gid} {gid} 1\n"),
-        ):
-            fd = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                os.write(fd, text.encode())
-            except OSError as exc:
-                raise NamespaceError(
-                    exc.errno, f"writing /proc/self/{name}: {exc.strerror}"
-                ) from None
-            finally:
-                os.close(fd)
+    user = enter_user()
+    enter_pid()
     return user
+
+
+def enter_user() -> bool:
+    """Unless root: a new user namespace mapping the caller's uid and gid to themselves
+    (it gains nothing outside). True when one was made. Single-threaded callers only."""
+    uid, gid = os.geteuid(), os.getegid()
+    if uid == 0:
+        return False
+    unshare(CLONE_NEWUSER, "user namespace")
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"{uid} {uid} 1\n"),
+        ("gid_map", f"{gid} {gid} 1\n"),
+    ):
+        fd = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, text.encode())
+        except OSError as exc:
+            raise NamespaceError(
+                exc.errno, f"writing /proc/self/{name}: {exc.strerror}"
+            ) from None
+        finally:
+            os.close(fd)
+    return True
+
+
+def enter_pid() -> None:
+    """A new PID namespace for the children of this thread: the next one it forks is its
+    pid 1. This thread can no longer start threads (the kernel refuses a thread whose PID
+    namespace is not its process's): start them before."""
+    unshare(CLONE_NEWPID, "PID namespace")
 
 
 def die_with_parent(life_fd: int) -> bool:

@@ -104,6 +104,13 @@ def _expand(entry: str, roots: Roots, where: str) -> Path:
     return Path(os.path.realpath(text))
 
 
+def policy_of(guard: Guard) -> str | None:
+    """The policy ``guard`` was loaded from, as the egress proxy takes it (an absolute path
+    or ``builtin:NAME``), so that it decides connections by the very same policy."""
+    name = guard.loaded.name
+    return name if name.startswith("builtin:") or os.path.isabs(name) else None
+
+
 def socket_paths(guard: Guard, agent: str) -> list[str]:
     """The pathname Unix sockets ``agent`` may reach (``[agents.NAME.sandbox] sockets``),
     as absolute real paths. Raises :class:`SandboxError` for a malformed entry."""

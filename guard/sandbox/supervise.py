@@ -55,15 +55,38 @@ MonitorFactory = Callable[[], _Monitor]
 class Egress(Protocol):
     """What serves the connections a confined command makes (part of :func:`run`'s
     contract with the egress proxy): the port it listens on inside the network
-    namespace, and a listener descriptor to serve, handed over once the helper made it."""
+    namespace, the variables the command gets to use it, and a listener descriptor to
+    serve, handed over once the helper made it."""
 
     port: int
+    env: dict[str, str]
 
     def start(self, listener: int) -> None:
         """Serve ``listener`` (owned from now on) until :meth:`close`; returns at once."""
         ...
 
     def close(self) -> None: ...
+
+
+class Proxy:
+    """guard's egress proxy (:mod:`guard.sandbox.egress`) as :func:`run` uses it."""
+
+    def __init__(self, agent: str, cwd: str, policy: str | None, source: str = "run") -> None:
+        from guard.sandbox import egress
+
+        self.port = egress.PROXY_PORT
+        self.env = egress.proxy_env(self.port)
+        self._proxy = egress.EgressProxy(
+            egress.EgressSpec(agent, os.path.abspath(cwd), policy, source)
+        )
+
+    def start(self, listener: int) -> None:
+        import socket
+
+        self._proxy.serve(socket.socket(fileno=listener))
+
+    def close(self) -> None:
+        self._proxy.close()
 
 
 def helper_command(
@@ -247,6 +270,8 @@ def _run(
     ):
         raise SandboxError(f"command not found: {command[0]!r} (not on PATH)")
     isolate = isolation(plan, say)
+    if isolate and egress is not None:
+        plan.env.update(egress.env)
 
     if confined:
         say(f"agent {plan.agent!r} ({plan.mode} mode); writes allowed only in:")

@@ -342,6 +342,7 @@ def test_guard_run_hands_the_egress_listener_to_the_proxy_it_runs(tree: Tree) ->
 
     class Echo:
         port = 18000 + uuid.uuid4().int % 2000
+        env = {"ECHO_PROXY": "1"}
 
         def __init__(self) -> None:
             self.listener: socket.socket | None = None
@@ -366,14 +367,14 @@ def test_guard_run_hands_the_egress_listener_to_the_proxy_it_runs(tree: Tree) ->
     egress = Echo()
     out = tree.plans / "out.md"
     source = f"""
-import socket
+import os, socket
 s = socket.create_connection(("127.0.0.1", {egress.port}), timeout=10)
-s.sendall(b"GET")
+s.sendall(os.environ["ECHO_PROXY"].encode())
 open({str(out)!r}, "w").write(s.recv(100).decode())
 """
     plan = roots.derive(Guard.load(worktree=tree.worktree), "plan", private_tmp=False)
     err = io.StringIO()
     status = supervise.run(plan, [PYTHON, "-c", source], egress=egress, err=err, quiet=True)
     assert status == 0, err.getvalue()
-    assert out.read_text() == "proxied:GET"
+    assert out.read_text() == "proxied:1"  # the proxy's variables reached the command
     assert egress.closed

@@ -429,7 +429,7 @@ def test_the_hook_says_what_runs_confined_and_how(proj: Project) -> None:
     answer = hook_answer(proj, py("print(1)"))
     assert answer["permissionDecision"] == "allow"
     reason = answer["permissionDecisionReason"]
-    assert "read-only view" in reason and "no network but loopback" in reason, reason
+    assert "read-only view" in reason and "no network but loopback and guard's egress proxy" in reason
 
 
 def test_as_root_no_user_namespace_is_made_and_as_a_user_one_is(proj: Project) -> None:
@@ -447,3 +447,52 @@ def test_as_root_no_user_namespace_is_made_and_as_a_user_one_is(proj: Project) -
         assert lines[0].split() == [str(NOBODY), str(NOBODY), "1"]
         assert lines[1] == str(NOBODY)
     assert int(lines[2]) == 2  # pid 1 and the command: no other process
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_the_only_way_out_is_guards_egress_proxy_deciding_by_the_policy(
+    proj: Project, door: str
+) -> None:
+    """The proxy variables point the command's programs at guard's egress proxy outside the
+    namespace: a GET to a host the policy allows (mapped to a recorder on the host's
+    127.0.0.1 by ``[egress] resolve``) arrives; a POST to it does not (plan mode); the
+    recorder's own address is out of reach directly; each connection is audited."""
+    recorder = Recorder()
+    policy = proj.base / "egress-policy.toml"
+    policy.write_text(
+        'version = 1\nextends = ["builtin:default"]\n'
+        '[agents.plan.network]\nallow = ["docs.test"]\n'
+        f'[egress]\nresolve = {{ "docs.test" = "127.0.0.1:{recorder.port}" }}\n'
+    )
+    os.chown(policy, proj.uid, proj.uid)
+    proj.env["GUARD_POLICY"] = str(policy)
+    source = TRY + f"""
+import socket, urllib.request
+out["proxy"] = os.environ.get("HTTP_PROXY", "")
+def get():
+    out["get"] = urllib.request.urlopen("http://docs.test/guide", timeout=30).read().decode()
+def post():
+    urllib.request.urlopen(urllib.request.Request(
+        "http://docs.test/merge", data=b"pwned", method="POST"), timeout=30)
+def direct():
+    socket.create_connection(("127.0.0.1", {recorder.port}), timeout=5)
+attempt("get-ok", get)
+attempt("post", post)
+attempt("direct", direct)
+print(json.dumps(out))
+"""
+    try:
+        proc = confined(proj, door, py(source))
+        result = outcome(proc)
+        assert result["proxy"].startswith("http://127.0.0.1:"), result
+        assert result["get-ok"] == "ok" and result["get"] == "ok", (result, proc.stderr)
+        assert result["post"] != "ok" and result["direct"] == "ECONNREFUSED", result
+        assert recorder.requests == [("GET", "/guide", b"")]
+    finally:
+        recorder.close()
+    from guard.audit import read
+
+    records = [r for log in sorted(proj.home.rglob("audit/*.jsonl")) for r in read(log)]
+    egress = [r for r in records if r.get("source") == door and "egress" in r]
+    assert [(r["tool_name"], r["decision"]) for r in egress] == [
+        ("request", "allow"), ("request", "deny")], records  # fmt: skip
