@@ -399,3 +399,66 @@ def test_plan_mode_shell_reaches_no_local_service_nor_the_users_tmux_and_pytest_
     records = audit_records(Path(env["HOME"]))
     by_id = {r["tool_use_id"]: r["decision"] for r in records}
     assert by_id == dict.fromkeys(("toolu_post", "toolu_tmux", "toolu_pytest"), "allow_confined")
+
+
+def test_guard_run_around_claude_in_plan_mode_reaches_its_model_only_through_the_proxy(
+    claude: str, project: tuple[Path, dict[str, str]]
+) -> None:
+    """``guard run -- claude -p`` in plan mode: Claude Code itself runs in the namespaces,
+    so its scripted Messages API (a host the policy lists under ``model_api``, mapped to
+    the server on the host's 127.0.0.1) is reached through guard's egress proxy; the
+    model's Bash calls run in there too and cannot write. Every connection is in the audit
+    log as an allow by ``model_api``."""
+    from guard.sandbox import confine
+
+    from .fake_anthropic import FakeAnthropic
+    from .host_runs import CLAUDE_ENV, PROMPT
+
+    why = confine.available() or confine.namespaces_unavailable()
+    if why:
+        pytest.skip(f"no namespaces here: {why}")
+    repo, env = project
+    # guard run is the layer here, as for a host without hooks (a hook inside it could not
+    # write guard's audit log, which the sandbox keeps read-only: it would refuse all)
+    (repo / ".claude" / "settings.json").unlink()
+    src_before = snapshot(repo / "src")
+    plans = repo / ".openoxide" / "plans"
+    steps = [
+        ToolUse("toolu_cat", "Bash", {"command": "cat src/app.py", "description": "read"}),
+        ToolUse("toolu_py", "Bash", {
+            "command": "python3 -c \"open('src/x', 'w').write('x')\"", "description": "py"}),
+        ToolUse("toolu_plan", "Write", {"file_path": str(plans / "p.md"), "content": "# P\n"}),
+    ]  # fmt: skip
+    script = Script(steps)
+    with FakeAnthropic(script) as api:
+        port = api.url.rsplit(":", 1)[1]
+        policy = Path(env["HOME"]) / "policy.toml"
+        policy.write_text(
+            'version = 1\nextends = ["builtin:default"]\n'
+            f'[agents.plan.network]\nmodel_api = ["api.test:{port}"]\n'
+            f'[egress]\nresolve = {{ "api.test:{port}" = "127.0.0.1:{port}" }}\n'
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "guard", "run", "--agent", "plan", "--policy", str(policy),
+             "--writable", "{home}/.claude-config",
+             "--", claude, "-p", PROMPT, "--output-format", "json",
+             "--permission-mode", "acceptEdits", "--allowedTools", "Bash", "--max-turns", "30"],
+            cwd=repo, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+            env={**env, **CLAUDE_ENV, "GUARD_AGENT": "plan",
+                 "CLAUDE_CONFIG_DIR": str(Path(env["HOME"]) / ".claude-config"),
+                 "ANTHROPIC_BASE_URL": f"http://api.test:{port}"},
+        )  # fmt: skip
+    assert proc.stdout.strip(), f"claude printed nothing; stderr: {proc.stderr[-3000:]}"
+    results = script.tool_results()
+    assert set(results) == {s.id for s in steps}, (results, proc.stderr[-2000:])
+    assert "print('hello')" in results["toolu_cat"]
+    assert "Read-only file system" in results["toolu_py"], results["toolu_py"]
+    assert snapshot(repo / "src") == src_before
+    assert (plans / "p.md").read_text() == "# P\n"
+    assert "namespaces:" in proc.stderr
+    from guard.audit import read  # type: ignore[import-not-found,unused-ignore]
+
+    records = [r for log in sorted(Path(env["HOME"]).rglob("audit/*.jsonl")) for r in read(log)]
+    egress = [r for r in records if r.get("source") == "run" and "egress" in r]
+    assert egress and all(r["decision"] == "allow" for r in egress), egress
+    assert all("model_api" in str(r["rule"]) for r in egress)

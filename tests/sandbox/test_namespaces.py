@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from sandbox_support import Tree, clean_env, needs_landlock
@@ -342,7 +343,7 @@ def test_guard_run_hands_the_egress_listener_to_the_proxy_it_runs(tree: Tree) ->
 
     class Echo:
         port = 18000 + uuid.uuid4().int % 2000
-        env = {"ECHO_PROXY": "1"}
+        env: ClassVar[dict[str, str]] = {"ECHO_PROXY": "1"}
 
         def __init__(self) -> None:
             self.listener: socket.socket | None = None

@@ -429,7 +429,8 @@ def test_the_hook_says_what_runs_confined_and_how(proj: Project) -> None:
     answer = hook_answer(proj, py("print(1)"))
     assert answer["permissionDecision"] == "allow"
     reason = answer["permissionDecisionReason"]
-    assert "read-only view" in reason and "no network but loopback and guard's egress proxy" in reason
+    assert "read-only view" in reason, reason
+    assert "no network but loopback and guard's egress proxy" in reason, reason
 
 
 def test_as_root_no_user_namespace_is_made_and_as_a_user_one_is(proj: Project) -> None:
