@@ -22,6 +22,10 @@ command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v socat >/dev/null 2>&1 || missing+=(socat)
 command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
+# the egress proxy's tests drive real clients through it: curl, openssl (s_client and
+# test certificates), git's http-backend (in git); unshare and setpriv (util-linux)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
