@@ -441,10 +441,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.writable.append(tmp)
         os.environ["TMPDIR"] = os.environ["TMP"] = os.environ["TEMP"] = tmp
     try:
-        return _start(args)
+        code = _start(args)
     finally:
         if made is not None and not remove_tree(made):
             print(f"guard confine: cannot remove the command's TMPDIR {made}", file=sys.stderr)
+    return _die_of(-code) if code < 0 else code
 
 
 def _await_go(fd: int) -> bool:
@@ -469,9 +470,9 @@ def _await_go(fd: int) -> bool:
 
 
 def _start(args: _Args) -> int:
-    """The outer process: start the command (in namespaces, or restricted here in the
-    fallback), forward signals, wait, and return its exit status (or die of the signal
-    that killed it)."""
+    """The outer process: start the command (in namespaces, or in the fallback a child
+    that restricts itself), forward signals, wait, and return its exit status, or minus
+    the signal that killed it (this process then dies of it, once it has cleaned up)."""
     _signal.pthread_sigmask(_signal.SIG_BLOCK, _WATCHED)
     if not args.namespaces:
         # The fallback: the command's own process restricts itself and execs; this one
@@ -545,12 +546,12 @@ def _start(args: _Args) -> int:
 
 
 def _ended(status: int, fate: bytes) -> int:
-    """This process's end for the command's wait status (``fate``: the signal that killed
-    the command, as pid 1 of the namespace passed it on)."""
+    """The command's exit status from its wait status, or minus the signal that killed it
+    (``fate``: that signal, as pid 1 of the namespace passed it on)."""
     if fate:
-        return _die_of(fate[0])
+        return -fate[0]
     if os.WIFSIGNALED(status):
-        return _die_of(os.WTERMSIG(status))
+        return -os.WTERMSIG(status)
     return os.waitstatus_to_exitcode(status) & 0xFF
 
 
