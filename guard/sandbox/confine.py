@@ -18,14 +18,16 @@ With ``--namespaces`` (:mod:`guard.sandbox.namespaces`), this process (the
 *outer* one) stays in the host's network, mount and PID namespaces; it makes a
 PID namespace (and, unless root, a user namespace) and forks **pid 1** of it,
 which makes new mount, network and IPC namespaces, turns every mount read-only
-but the writable roots, mounts its own ``/proc``, brings the loopback up, hands
-a listener on 127.0.0.1 to the egress proxy outside (``--listen``), restricts
-itself (Landlock, capability drop, seccomp: the second wall), forks the command
-and waits: it forwards the signals the outer process passes on, reaps orphans,
-and when the command ends it ends, so the kernel ends every process left in
-the namespace. Without ``--namespaces`` (the fallback where the kernel cannot
-make them) the outer process forks the command, which restricts itself and
-execs.
+but the writable roots, mounts its own ``/proc`` and (``--private-tmp``) a tmpfs
+for ``$TMPDIR``, brings the loopback up, makes a listener on 127.0.0.1 for guard's
+egress proxy and hands it out over a socket pair (``--listen PORT --egress-fd FD``
+to a caller that serves it; ``--egress SPEC``: to this process, which serves it
+from a thread started before the PID namespace), restricts itself (Landlock,
+capability drop, seccomp: the second wall), starts the command and waits: it
+forwards the signals the outer process passes on, reaps orphans, and when the
+command ends it ends, so the kernel ends every process left in the namespace.
+Without ``--namespaces`` (the fallback where the kernel cannot make them) the
+outer process forks the command, which restricts itself and execs.
 
 Either way the outer process forwards the signals it is sent (not those a
 terminal sends the whole foreground group: the command gets its own), waits,
