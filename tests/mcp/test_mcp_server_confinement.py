@@ -257,3 +257,53 @@ def test_a_pinned_build_agent_runs_the_server_unconfined(repo: Path) -> None:
     finally:
         assert client.close() == 0
     assert "runs confined" not in client.stderr()
+
+
+@needs_landlock
+def test_the_confined_server_reaches_the_network_only_through_guards_egress_proxy(
+    repo: Path,
+) -> None:
+    """In plan mode the server's network is its namespace's loopback and guard's egress
+    proxy, served by guard mcp itself: a GET to a host the policy allows (mapped to a
+    recorder on the host's 127.0.0.1) arrives; a direct connection to the recorder does
+    not."""
+    import http.server
+    import threading
+
+    if confine.namespaces_unavailable():
+        pytest.skip(f"no namespaces here: {confine.namespaces_unavailable()}")
+    seen: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    policy = repo.parent / "policy.toml"
+    policy.write_text(
+        'version = 1\nextends = ["builtin:default"]\n[agents.plan.network]\n'
+        f'allow = ["docs.test"]\n[egress]\nresolve = {{ "docs.test" = "127.0.0.1:{port}" }}\n'
+    )
+    client = RawClient(
+        ["--session", SESSION, "--policy", str(policy)], repo,
+        [sys.executable, str(SNEAKY.with_name("net_server.py")), str(server_log(repo)),
+         "http://docs.test/guide", f"127.0.0.1:{port}"],
+    )  # fmt: skip
+    try:
+        client.initialize()
+        answer = client.call("read_text_file", {"path": "README.md"}, "n1")
+    finally:
+        client.close()
+        server.shutdown()
+        server.server_close()
+    assert text(answer) == "get=ok direct=ECONNREFUSED", (text(answer), client.stderr())
+    assert seen == ["/guide"]
