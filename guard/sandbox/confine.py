@@ -500,7 +500,7 @@ def _start(args: _Args) -> int:
                                      or not args.walls)  # fmt: skip
     except OSError as exc:
         return _fail(args, "seccomp", exc)
-    channel: Any = None
+    channel: int | None = None
     if args.egress is not None:
         try:
             channel = _egress(args)
@@ -565,26 +565,24 @@ def _egress_module() -> Any:
     return egress
 
 
-def _egress(args: _Args) -> Any:
+def _egress(args: _Args) -> int:
     """The channel pid 1 sends the egress listener over (``--egress SPEC``: this process
     serves it); the proxy variables go into the environment."""
-    import _socket
-
     egress = _egress_module()
-    ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    ours, theirs = namespaces.socket_pair()
     args.listen = egress.PROXY_PORT
-    args.egress_fd = theirs.detach()
+    args.egress_fd = theirs
     os.environ.update(egress.proxy_env(egress.PROXY_PORT))
     return ours
 
 
-def _serve_when_asked(spec: str, channel: Any) -> None:
+def _serve_when_asked(spec: str, channel: int) -> None:
     """The egress proxy's thread: receive the listener pid 1 makes, and serve it once the
     first connection waits on it: a command that never connects never pays for the proxy
     (threads, sockets, the policy). Anything that goes wrong closes the listener:
     connections are refused. Nothing comes when pid 1 failed first (it says why)."""
-    listener = namespaces.receive_fd(channel.fileno())
-    channel.close()
+    listener = namespaces.receive_fd(channel)
+    os.close(channel)
     if listener is None:
         return
     try:

@@ -305,32 +305,77 @@ def loopback_up() -> None:
         os.close(fd)
 
 
-def listen_loopback(port: int) -> int:
-    """A TCP listener on 127.0.0.1:``port`` in this network namespace (its descriptor)."""
-    import _socket
+class _SockaddrIn(ctypes.Structure):
+    _fields_ = (
+        ("family", ctypes.c_uint16),
+        ("port", ctypes.c_uint16),  # network byte order
+        ("addr", ctypes.c_uint32),  # network byte order
+        ("zero", ctypes.c_uint64),
+    )
 
-    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+
+class _IoVec(ctypes.Structure):
+    _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
+
+
+class _MsgHdr(ctypes.Structure):
+    _fields_ = (
+        ("name", ctypes.c_void_p),
+        ("namelen", ctypes.c_uint32),
+        ("iov", ctypes.c_void_p),
+        ("iovlen", ctypes.c_size_t),
+        ("control", ctypes.c_void_p),
+        ("controllen", ctypes.c_size_t),
+        ("flags", ctypes.c_int),
+    )
+
+
+SOCK_STREAM, SOL_SOCKET, SO_REUSEADDR, SCM_RIGHTS = 1, 1, 2, 1
+
+
+def listen_loopback(port: int) -> int:
+    """A TCP listener on 127.0.0.1:``port`` in this network namespace (its descriptor).
+    Through libc: ``_socket`` would cost the helper's pid 1 its import."""
+    lib = _lib()
+    fd = _check(int(lib.socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)), "socket")
     try:
-        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise NamespaceError(
-            exc.errno, f"listening on 127.0.0.1:{port}: {exc.strerror}"
-        ) from None
-    return int(sock.detach())
+        one = ctypes.c_int(1)
+        _check(int(lib.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, ctypes.byref(one), 4)),
+               "setsockopt(SO_REUSEADDR)")  # fmt: skip
+        # network byte order, read back as the (little-endian) machine's integers
+        addr = _SockaddrIn(AF_INET, int.from_bytes(port.to_bytes(2, "big"), "little"),
+                           int.from_bytes(bytes((127, 0, 0, 1)), "little"), 0)  # fmt: skip
+        _check(int(lib.bind(fd, ctypes.byref(addr), 16)), f"bind 127.0.0.1:{port}")
+        _check(int(lib.listen(fd, 128)), f"listen on 127.0.0.1:{port}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def socket_pair() -> tuple[int, int]:
+    """A connected pair of Unix stream sockets (close-on-exec), through libc."""
+    fds = (ctypes.c_int * 2)()
+    _check(int(_lib().socketpair(1, SOCK_STREAM | SOCK_CLOEXEC, 0, ctypes.byref(fds))),
+           "socketpair")  # fmt: skip
+    return fds[0], fds[1]
 
 
 def send_fd(channel: int, fd: int) -> None:
     """Send ``fd`` over the Unix socket ``channel`` (SCM_RIGHTS), with one byte."""
-    import _socket
-
-    sock = _socket.socket(fileno=channel)
-    try:
-        sock.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fd.to_bytes(4, "little"))])
-    finally:
-        sock.detach()
+    data = (ctypes.c_uint8 * 1)(ord("L"))
+    iov = _IoVec(ctypes.addressof(data), 1)
+    control = (ctypes.c_uint8 * 24)()  # CMSG_SPACE(sizeof(int)): len, level, type, the fd
+    control[0:8] = list((20).to_bytes(8, "little"))  # CMSG_LEN(sizeof(int))
+    control[8:12] = list(SOL_SOCKET.to_bytes(4, "little"))
+    control[12:16] = list(SCM_RIGHTS.to_bytes(4, "little"))
+    control[16:20] = list(fd.to_bytes(4, "little"))
+    msg = _MsgHdr(None, 0, ctypes.addressof(iov), 1, ctypes.addressof(control), 24, 0)
+    sendmsg = _lib().sendmsg
+    sendmsg.restype = ctypes.c_long
+    if int(sendmsg(channel, ctypes.byref(msg), 0)) != 1:
+        err = ctypes.get_errno()
+        raise NamespaceError(err, f"handing the listener out: {os.strerror(err)}")
 
 
 def receive_fd(channel: int) -> int | None:
