@@ -105,6 +105,9 @@ def test_the_fallback_is_said_by_the_hook_guard_run_and_doctor_and_landlock_hold
     layers = {c["name"]: c for c in json.loads(doctor.stdout)["layers"]}
     assert layers["namespaces"]["status"] == "off"
     assert "Landlock-only fallback" in layers["namespaces"]["detail"]
+    review = as_nobody([PYTHON, "-m", "guard", "review", "--format", "json"])
+    (spaces,) = [x for x in json.loads(review.stdout)["layers"] if x["layer"] == "namespaces"]
+    assert spaces["active"] is False and "Landlock-only fallback" in spaces["detail"]
     assert proj.victim.read_text() == "print('original')\n"
 
 
