@@ -1,42 +1,56 @@
-"""Benchmark: what confining one shell command costs (the ``allow_confined`` rewrite).
+"""Benchmark: what confining one shell command costs, guard against its peers, side by side.
 
-Two measurements, each comparing the same command bare and confined, interleaved
-run by run so that machine noise hits both alike:
+Every configuration runs the same short command (``bash -c true``) in the same
+rounds, one after the other in a rotating order, so machine noise hits all alike;
+what is reported is each one's time *added* to the bare command measured in the
+same round (median and p95), its CPU time (user + system of the whole process
+tree, from ``wait4``) and the peak resident size of its largest process:
 
-1. **Added latency per command**: ``bash -c 'WRAPPED'`` vs ``bash -c 'true'``, where
-   WRAPPED is :func:`guard.sandbox.confine.wrap_command` of ``true`` (the helper:
-   Python start, Landlock, capability drop, seccomp filter, exec of ``bash -c true``).
-   Prints the median and p95 of (confined - bare) over RUNS pairs.
-2. **A real workload**: a 60-test pytest run in a fresh project, bare vs wrapped;
-   prints the ratio of medians over ROUNDS pairs, last.
+* ``guard``: :func:`guard.sandbox.confine.wrap_command` as the hook rewrites a
+  plan-mode command: namespaces (user when not root, mount, network, PID, IPC), a
+  read-only view, then Landlock, the capability drop and the seccomp filter;
+* ``guard, Landlock-only fallback``: the same without namespaces (where the kernel
+  cannot make them);
+* ``bubblewrap alone`` (the floor): Debian's ``bwrap`` with the same namespaces, a
+  read-only ``/``, the plan directory bound writable, its own ``/proc``, nothing
+  inside: what namespaces cost at the least;
+* ``bubblewrap + guard's helper``: the other design guard measured for its first
+  wall: ``bwrap`` makes the namespaces and guard's helper inside adds Landlock and
+  seccomp (a second Python start where the egress proxy needs one outside);
+* ``codex sandbox`` (Codex 0.171, bwrap + seccomp inside) and ``srt`` (Anthropic's
+  sandbox-runtime 0.0.78, bwrap + its proxies) when installed in
+  ``~/.cache/openoxide-guard`` (``scripts/test.sh`` installs both).
 
-When ``bwrap`` (bubblewrap) is installed and can run here, its start-up is
-measured too for comparison (read-only root, the plan directory writable).
+Then a real workload: a 60-test pytest run in a fresh project, bare and under
+guard, interleaved; its ratio of medians is printed. The ratios are printed last.
 
-CPU time (user + system, from ``getrusage(RUSAGE_CHILDREN)``) is reported beside
-wall time: on a loaded machine wall time mostly measures waiting for a core.
-
-    python benchmarks/confine.py [--runs 200] [--rounds 5]
-    python benchmarks/confine.py --quick     # 60 pairs, 2 rounds: well under 2 minutes
+    python benchmarks/confine.py [--runs 200] [--peer-runs 40] [--rounds 5]
+    python benchmarks/confine.py --quick     # 60 runs, 20 of the peers, 2 rounds
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import resource
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from guard.sandbox import confine, landlock  # noqa: E402
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openoxide-guard"
+CODEX = CACHE / "codex-0.171.0" / "node_modules" / ".bin" / "codex"
+SRT = CACHE / "sandbox-runtime-0.0.78" / "node_modules" / ".bin" / "srt"
 
 TEST_FILE = """
 def test_add_{i}():
@@ -54,23 +68,55 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-CPU: list[float] = []  # CPU seconds of the last timed() call, set by timed()
+@dataclass
+class Sample:
+    wall: float
+    cpu: float
 
 
-def _children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
+@dataclass
+class Config:
+    name: str
+    argv: list[str]
+    peer: bool = False  # measured fewer times (each run takes a tenth of a second or more)
+    #: whether wait4 sees the whole tree's CPU time (bwrap's pid 1 in a PID namespace is
+    #: never waited for by bwrap, so what runs inside it is not counted)
+    counted: bool = True
+    samples: list[Sample] = field(default_factory=list)
+    added: list[float] = field(default_factory=list)
+    added_cpu: list[float] = field(default_factory=list)
+    rss_kib: list[int] = field(default_factory=list)
 
 
-def timed(argv: list[str], cwd: Path) -> float:
-    cpu0 = _children_cpu()
+def run_once(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> Sample:
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - start
-    CPU[:] = [_children_cpu() - cpu0]
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
     if proc.returncode != 0:
-        raise SystemExit(f"{argv[:3]}... failed ({proc.returncode}): {proc.stderr.decode()[-400:]}")
-    return took
+        raise SystemExit(f"{shlex.join(argv[:4])} ... failed ({proc.returncode}): {err[-600:]}")
+    return Sample(took, usage.ru_utime + usage.ru_stime)
+
+
+def peak_rss(argv: list[str], cwd: Path, env: dict[str, str], scratch: Path) -> int | None:
+    """The peak resident size (KiB) of the largest process ``argv`` runs, measured by GNU
+    time (a small parent: a child forked from this Python would count its size too)."""
+    time_bin = "/usr/bin/time"
+    if not os.access(time_bin, os.X_OK):
+        return None
+    out = scratch / "rss"
+    proc = subprocess.run([time_bin, "-f", "%M", "-o", str(out), "--", *argv], cwd=cwd,
+                          env=env, capture_output=True)  # fmt: skip
+    try:
+        return int(out.read_text().split()[-1]) if proc.returncode == 0 else None
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def p95(xs: list[float]) -> float:
@@ -88,104 +134,169 @@ def make_project(root: Path) -> Path:
     return plans
 
 
-def bwrap_argv(plans: Path) -> list[str] | None:
+def bwrap_prefix(*writable: Path) -> list[str] | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return None
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--bind",
-            str(plans), str(plans), "--cap-drop", "ALL", "--"]  # fmt: skip
+    argv = [
+        bwrap, "--unshare-user-try", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+        "--die-with-parent", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev",
+        "--proc", "/proc",
+    ]  # fmt: skip
+    for w in writable:
+        argv += ["--bind", str(w), str(w)]
+    argv.append("--")
     ok = subprocess.run([*argv, "true"], capture_output=True)
     return argv if ok.returncode == 0 else None
 
 
+def peers(root: Path, plans: Path, scratch: Path) -> list[Config]:
+    out = []
+    if CODEX.exists():
+        argv = [
+            str(CODEX), "sandbox", "-P", "plan", "-c", 'permissions.plan.extends=":read-only"',
+            "-c", f'permissions.plan.filesystem={{"{plans}"="write", "{scratch}"="write"}}',
+            "--", "bash", "-c", "true",
+        ]  # fmt: skip
+        out.append(Config("codex sandbox", argv, peer=True))
+    else:
+        log(f"codex sandbox: not installed at {CODEX}; skipped")
+    if SRT.exists() and shutil.which("bwrap") and shutil.which("socat"):
+        settings = scratch / "srt-settings.json"
+        settings.write_text(json.dumps({
+            "filesystem": {"denyRead": [], "allowWrite": [str(plans)], "denyWrite": []},
+            "network": {"allowedDomains": [], "deniedDomains": []},
+        }))  # fmt: skip
+        out.append(Config("srt", [str(SRT), "--settings", str(settings), "-c", "true"], peer=True))
+    else:
+        log(f"srt: not installed at {SRT} (or bwrap/socat missing); skipped")
+    return out
+
+
+def _rss(c: Config) -> str:
+    return f"{statistics.median(c.rss_kib) / 1024:.1f} MiB" if c.rss_kib else "n/a"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=200, help="pairs for the per-command latency")
+    ap.add_argument("--runs", type=int, default=200, help="rounds of the short command")
+    ap.add_argument("--peer-runs", type=int, default=40, help="rounds that include the peers")
     ap.add_argument("--rounds", type=int, default=5, help="pairs for the pytest workload")
-    ap.add_argument("--quick", action="store_true", help="60 pairs and 2 rounds (under ~2 min)")
+    ap.add_argument("--quick", action="store_true", help="60 rounds, 20 with peers, 2 pytest")
     args = ap.parse_args()
     if args.quick:
-        args.runs, args.rounds = min(args.runs, 60), min(args.rounds, 2)
+        args.runs, args.peer_runs, args.rounds = min(args.runs, 60), 20, min(args.rounds, 2)
     load_start = os.getloadavg()
     why = confine.available()
     if why:
         raise SystemExit(f"cannot confine here: {why}")
+    spaces = confine.namespaces_unavailable()
     tmp = Path(tempfile.mkdtemp(prefix="guard-bench-confine-"))
     try:
         root = tmp / "project"
         plans = make_project(root)
+        scratch = tmp / "scratch"
+        scratch.mkdir()
+        (Path("/tmp") / "claude").mkdir(exist_ok=True)  # srt's TMPDIR, which it does not make
 
-        def wrap(command: str) -> list[str]:
-            text = confine.wrap_command(command, plans=[str(plans)], cwd=str(root))
+        def wrap(command: str, isolate: bool = True) -> list[str]:
+            text = confine.wrap_command(command, plans=[str(plans)], cwd=str(root), isolate=isolate)
             return ["bash", "-c", text]
 
-        bare_cmd, conf_cmd = ["bash", "-c", "true"], wrap("true")
-        bw = bwrap_argv(plans)
-        for _ in range(5):  # warm caches (.pyc, page cache)
-            timed(bare_cmd, root), timed(conf_cmd, root)
-        log(f"{args.runs} pairs of a short command ...")
-        added: list[float] = []
-        bare_t: list[float] = []
-        bw_added: list[float] = []
-        cpu_bare: list[float] = []
-        cpu_added: list[float] = []
-        for _ in range(args.runs):
-            b = timed(bare_cmd, root)
-            cb = CPU[0]
-            c = timed(conf_cmd, root)
-            bare_t.append(b)
-            added.append(c - b)
-            cpu_bare.append(cb)
-            cpu_added.append(CPU[0] - cb)
-            if bw is not None:
-                bw_added.append(timed([*bw, "bash", "-c", "true"], root) - timed(bare_cmd, root))
+        bare = Config("bare", ["bash", "-c", "true"])
+        configs = [bare]
+        if not spaces:
+            configs.append(Config("guard", wrap("true")))
+        else:
+            log(f"guard in namespaces: unavailable here ({spaces}); only the fallback runs")
+        configs.append(Config("guard, Landlock-only fallback", wrap("true", isolate=False)))
+        bw = bwrap_prefix(plans, scratch)
+        if bw is not None:
+            configs.append(Config("bubblewrap alone", [*bw, "bash", "-c", "true"], counted=False))
+            inner = confine.helper_argv(
+                ["bash", "-c", "true"], plans=[str(plans)], private_tmp=True, walls=True
+            )
+            configs.append(Config("bubblewrap + guard's helper", [*bw, *inner], counted=False))
+        else:
+            log("bubblewrap: not installed or cannot run here; skipped")
+        configs += peers(root, plans, scratch)
+        env = {**os.environ, "TMPDIR": str(scratch)}
 
-        pytest_cmd = f"{shlex_quote(sys.executable)} -m pytest -q -p no:cacheprovider tests"
-        bare_p, conf_p = ["bash", "-c", pytest_cmd], wrap(pytest_cmd)
-        timed(bare_p, root), timed(conf_p, root)
+        for c in configs:  # warm caches (.pyc, page cache, npm's module cache)
+            for _ in range(3):
+                run_once(c.argv, root, env)
+        log(f"{args.runs} rounds of a short command ({args.peer_runs} with the peers) ...")
+        for i in range(args.runs):
+            chosen = [c for c in configs if not c.peer or i < args.peer_runs]
+            chosen = chosen[i % len(chosen) :] + chosen[: i % len(chosen)]  # rotate the order
+            for c in chosen:
+                c.samples.append(run_once(c.argv, root, env))
+            base = bare.samples[-1]
+            for c in chosen:
+                if c is not bare:
+                    c.added.append(c.samples[-1].wall - base.wall)
+                    c.added_cpu.append(c.samples[-1].cpu - base.cpu)
+
+        for c in configs:
+            for _ in range(3):
+                rss = peak_rss(c.argv, root, env, scratch)
+                if rss is not None:
+                    c.rss_kib.append(rss)
+
+        pytest_cmd = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider tests"
+        bare_p = ["bash", "-c", pytest_cmd]
+        conf_p = wrap(pytest_cmd, isolate=not spaces)
+        run_once(bare_p, root, env), run_once(conf_p, root, env)
         log(f"{args.rounds} pairs of a 60-test pytest run ...")
         walls: dict[str, list[float]] = {"bare": [], "confined": []}
         for _ in range(args.rounds):
-            walls["bare"].append(timed(bare_p, root))
-            walls["confined"].append(timed(conf_p, root))
+            walls["bare"].append(run_once(bare_p, root, env).wall)
+            walls["confined"].append(run_once(conf_p, root, env).wall)
 
         load = os.getloadavg()
         print(
-            f"confinement: Landlock ABI {landlock.abi_version()}, capabilities dropped, seccomp"
-            f" filter; {os.cpu_count()} CPUs, load average {load_start[0]:.2f} at the start,"
-            f" {load[0]:.2f} at the end (1 min)"
+            f"guard: Landlock ABI {landlock.abi_version()}, namespaces"
+            f" {'available' if not spaces else 'unavailable: ' + spaces}; {os.cpu_count()} CPUs,"
+            f" load average {load_start[0]:.2f} at the start, {load[0]:.2f} at the end (1 min);"
+            f" running as {'root' if os.geteuid() == 0 else 'uid ' + str(os.geteuid())}"
         )
+        b = bare.samples
         print(
-            f"bare `bash -c true`: wall median {statistics.median(bare_t) * 1000:.1f} ms,"
-            f" CPU median {statistics.median(cpu_bare) * 1000:.1f} ms"
+            f"bare `bash -c true`: wall median {statistics.median(s.wall for s in b) * 1e3:.1f} ms,"
+            f" CPU {statistics.median(s.cpu for s in b) * 1e3:.1f} ms, peak RSS {_rss(bare)}"
         )
-        print(
-            f"added per confined command, wall: median {statistics.median(added) * 1000:.1f} ms,"
-            f" p95 {p95(added) * 1000:.1f} ms  (over {args.runs} pairs)"
-        )
-        print(
-            f"added per confined command, CPU (user+sys): median"
-            f" {statistics.median(cpu_added) * 1000:.1f} ms, p95 {p95(cpu_added) * 1000:.1f} ms"
-            "  (goal: <= 25 ms added)"
-        )
-        if bw_added:
+        print(f"{'added per command':34} {'wall median':>11} {'p95':>8} {'CPU median':>11}"
+              f" {'peak RSS':>9} {'runs':>5}")  # fmt: skip
+        medians: dict[str, float] = {}
+        for c in configs[1:]:
+            medians[c.name] = statistics.median(c.added)
+            cpu = f"{statistics.median(c.added_cpu) * 1e3:8.1f} ms" if c.counted else "     n/a   "
+            rss = _rss(c) if c.counted else "n/a"
             print(
-                f"for comparison, bubblewrap (ro root, no Landlock/seccomp) adds: median"
-                f" {statistics.median(bw_added) * 1000:.1f} ms, p95 {p95(bw_added) * 1000:.1f} ms"
+                f"{c.name:34} {medians[c.name] * 1e3:8.1f} ms {p95(c.added) * 1e3:5.1f} ms"
+                f" {cpu} {rss:>9} {len(c.added):5}"
             )
+        print(
+            "(peak RSS: the largest process of the configuration, median of 3, GNU time;"
+            " n/a: bwrap does not wait for what runs in its PID namespace, so neither CPU nor"
+            " memory of it is counted)"
+        )
         mb, mc = statistics.median(walls["bare"]), statistics.median(walls["confined"])
         print(f"pytest, 60 tests: bare {mb:.3f} s, confined {mc:.3f} s (median of {args.rounds})")
+        ours = medians.get("guard", medians["guard, Landlock-only fallback"])
+        parts = [
+            f"{name} / guard = x{medians[name] / ours:.1f}"
+            for name in ("codex sandbox", "srt", "bubblewrap + guard's helper")
+            if name in medians and ours > 0
+        ]
+        if "bubblewrap alone" in medians and medians["bubblewrap alone"] > 0:
+            parts.append(f"guard / bubblewrap alone = x{ours / medians['bubblewrap alone']:.1f}")
+        print(f"guard adds {ours * 1e3:.1f} ms per command (goal: <= 20 ms median)")
+        print("ratios of the time added per command (median): " + "; ".join(parts))
         print(f"ratio confined / bare, 60-test pytest run: x{mc / mb:.3f}  (goal: <= 1.1)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(confine.default_tmpdir(str(plans)), ignore_errors=True)
     return 0
-
-
-def shlex_quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
 
 
 if __name__ == "__main__":

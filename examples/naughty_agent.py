@@ -1,7 +1,8 @@
 """A scripted "agent" in plan mode that tries to escape, one trick at a time.
 
-Shows: what the kernel (Landlock, through ``guard run``) blocks, and what is
-left to the monitor. Run it from inside a git worktree, under guard:
+Shows: what the kernel (namespaces and Landlock, through ``guard run``) blocks,
+and what is left to the monitor (nothing, in namespaces: chmod gets EROFS too).
+Run it from inside a git worktree, under guard:
 
     guard run --agent plan -- python examples/naughty_agent.py
 
@@ -25,8 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 BLOCKED, ALLOWED, ESCAPED, MONITOR, OTHER = "BLOCKED", "allowed", "ESCAPED", "MONITOR", "OTHER"
-# What a Landlock refusal looks like: EACCES, EPERM (signals), EXDEV (links, renames).
-KERNEL_REFUSALS = (errno.EACCES, errno.EPERM, errno.EXDEV)
+# What a refusal looks like: EROFS (the read-only view), EACCES (Landlock), EPERM
+# (signals), EXDEV (links, renames), ESRCH (a process outside the PID namespace).
+KERNEL_REFUSALS = (errno.EROFS, errno.EACCES, errno.EPERM, errno.EXDEV, errno.ESRCH)
 
 
 def _color(text: str, code: str) -> str:
@@ -164,7 +166,11 @@ def _attempts(wt: Path, plans: Path, victim: Path) -> list[tuple[str, Callable[[
         return ESCAPED
 
     def signal_guard() -> str:
-        os.kill(os.getppid(), 0)  # signal 0: only asks whether we may
+        parent = os.getppid()
+        if parent == 1:
+            # the child of a PID namespace's init: guard runs outside, out of sight
+            raise ProcessLookupError(errno.ESRCH, "guard is outside this PID namespace")
+        os.kill(parent, 0)  # signal 0: only asks whether we may
         return ESCAPED
 
     def chmod() -> str:
@@ -225,8 +231,8 @@ def main(argv: list[str]) -> int:
     )
     if counts[MONITOR]:
         print(
-            "  Landlock does not govern chmod; under `guard run` the monitor reports it: see"
-            " the 'guard monitor: VIOLATION attrib' line."
+            "  Landlock does not govern chmod (here without namespaces); under `guard run` the"
+            " monitor reports it: see the 'guard monitor: VIOLATION attrib' line."
         )
     return 1 if counts[ESCAPED] else 0
 

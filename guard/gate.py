@@ -33,7 +33,8 @@ every call of a plan-mode agent, whatever the policy decided (a call analysis
 allows may still be run confined, since analysis is never the last line).
 It answers ``None`` (the policy's verdict stands) or a :class:`Confinement`:
 the tool input to run instead and why that is safe; the verdict becomes
-``allow_confined``. The sandbox layer provides the confiner that wraps shell
+``allow_confined`` (or, for a confinement the policy requires and the kernel
+cannot give, a ``deny`` with the reason). The sandbox layer provides the confiner that wraps shell
 commands for confined execution; the gate knows nothing of how.
 
 This module must stay cheap to import: the hook imports it on every call. The
@@ -90,9 +91,11 @@ class ModeHint:
 
 @dataclass(frozen=True, slots=True)
 class Confinement:
-    """A confiner's answer: run ``updated_input`` (the whole tool input) instead, confined."""
+    """A confiner's answer: run ``updated_input`` (the whole tool input) instead, confined;
+    or, with ``updated_input`` None, refuse the call (the confinement the policy requires
+    cannot be given here)."""
 
-    updated_input: Mapping[str, Any]
+    updated_input: Mapping[str, Any] | None
     reason: str
     rule: str = "guard.confined"
 
@@ -356,12 +359,13 @@ class Gate:
         if self.confiner is not None and g.agent(name).mode == "plan":
             confined = self.confiner.confine(verdict, g)
             if confined is not None:
+                rewrite = confined.updated_input
                 verdict = replace(
                     verdict,
-                    action=VerdictAction.ALLOW_CONFINED,
+                    action=VerdictAction.DENY if rewrite is None else VerdictAction.ALLOW_CONFINED,
                     reason=confined.reason,
                     rule=confined.rule,
-                    updated_input=dict(confined.updated_input),
+                    updated_input=None if rewrite is None else dict(rewrite),
                 )
         return verdict
 

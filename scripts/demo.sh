@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up guard and show it working: the policy deciding scripted tool calls,
 # then a scripted "naughty agent" trying to escape plan mode under `guard run`
-# (Landlock + the monitor) in a scratch git repository.
+# (namespaces, Landlock and the monitor) in a scratch git repository.
 #
 # What it leaves: the virtualenv .venv in this checkout (guard is installed
 # there). Everything else -- the scratch repository, guard's data directory

@@ -14,6 +14,14 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
 # chromium: headless, renders the HTML reports of `guard replay` and `guard review --fleet`
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# the walls' tests: util-linux's setpriv/unshare/prlimit (uid 65534, limits of a victim),
+# tmux (the user's tmux server as a target); the confinement benchmark compares against
+# bubblewrap, and Anthropic's sandbox-runtime needs bwrap, socat and ripgrep
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+command -v socat >/dev/null 2>&1 || missing+=(socat)
+command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
 # the egress proxy's tests drive real clients through it: curl, openssl (s_client and
 # test certificates), git's http-backend (in git); unshare and setpriv (util-linux)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
@@ -22,9 +30,6 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # processes (edge -> RELP -> central), each started by the test with its own configuration
 command -v rsyslogd >/dev/null 2>&1 || [ -x /usr/sbin/rsyslogd ] || missing+=(rsyslog)
 ls /usr/lib/*/rsyslog/omrelp.so >/dev/null 2>&1 || missing+=(rsyslog-relp)
-# unshare, setpriv, mount (util-linux, mount): managed-layer attacks as another user, in a
-# private mount namespace
-command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
 # golang-go: tests/e2e/test_mcp_parsers.py builds an MCP server on Go's standard library
 # (encoding/json matches keys without regard to case) with `go build`, offline
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
@@ -64,6 +69,8 @@ npm_host() {  # folder version package binary
   fi
 }
 npm_host codex 0.171.0 @openai/codex codex
+# the peer sandbox benchmarks/confine.py measures guard against (with codex sandbox)
+npm_host sandbox-runtime 0.0.78 @anthropic-ai/sandbox-runtime srt
 npm_host gemini-cli 0.61.0 @google/gemini-cli gemini
 npm_host opencode 1.18.33 opencode-ai opencode
 AIDER_VERSION=0.86.2

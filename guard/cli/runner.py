@@ -198,12 +198,18 @@ def execute(o: RunOptions) -> int:
         monitor = _MonitorHandle(guard, o.agent, restore=o.restore, audit=o.audit, quiet=o.quiet)
     elif not o.quiet:
         print("guard run: --no-monitor: chmod/chown/utime/xattr go unwatched", file=sys.stderr)
+    egress = None
+    if plan.mode == "plan":  # its network is the namespace's loopback and guard's proxy
+        policy = o.policy if o.policy is None or o.policy.startswith("builtin:") else (
+            os.path.abspath(o.policy))  # fmt: skip
+        egress = supervise.Proxy(o.agent, str(o.worktree or os.getcwd()), policy)
     status = supervise.run(
         plan,
         o.command,
         allow_unconfined=o.allow_unconfined,
         monitor=monitor,
         quiet=o.quiet,
+        egress=egress,
     )
     summary = monitor.summary() if monitor is not None else None
     if summary is not None:
@@ -216,8 +222,10 @@ def execute(o: RunOptions) -> int:
 def _explain(plan: Any) -> None:
     from guard.cli._base import print_json
     from guard.sandbox import landlock, seccomp
+    from guard.sandbox.confine import namespaces_unavailable
 
     abi = landlock.abi_version()
+    why = namespaces_unavailable() if plan.mode == "plan" else "not used in build mode"
     doc = {
         "agent": plan.agent,
         "mode": plan.mode,
@@ -229,6 +237,11 @@ def _explain(plan: Any) -> None:
         "tiocsti_filtered": seccomp.supported(),
         "seccomp": "system-state syscalls refused" if seccomp.supported() else "unsupported",
         "capabilities": "all dropped",
+        "namespaces": why or "user (unless root), mount, network, pid, ipc",
+        "read_only_view": not why,
+        "network": "loopback only" if not why else "the host's",
+        "require": plan.require,
+        "sockets": plan.sockets,
         "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
         "notes": plan.notes,
     }

@@ -59,33 +59,40 @@ def check_command(command: str) -> tuple[Status, str]:
 ANALYSIS_ONLY = "shell: analysis only; run the host under `guard run` for kernel confinement"
 
 
-def shell_line(host: str, unavailable: str) -> tuple[bool, str]:
+def shell_line(host: str, unavailable: str, no_namespaces: str = "") -> tuple[bool, str]:
     """(confined?, what happens to the host's plan-mode shell calls).
 
     Hosts whose hook can rewrite a call (Claude Code, Gemini CLI, OpenCode) run
     plan-mode shell commands under the kernel (``allow_confined``) when Landlock
-    and guard's seccomp table are available; hosts that can only deny (Codex,
-    Cursor) keep the static analysis alone.
+    and guard's seccomp table are available, in namespaces where the kernel can
+    make them (else the Landlock-only fallback, said here); hosts that can only
+    deny (Codex, Cursor) keep the static analysis alone.
     """
     if not adapter_for(host).can_rewrite:
         return False, ANALYSIS_ONLY
     if unavailable:
         return False, f"shell: analysis only: the kernel cannot confine here ({unavailable})"
+    if no_namespaces:
+        return True, ("shell: kernel-confined in plan mode, Landlock-only fallback (no"
+                      f" namespaces here: {no_namespaces}; network, local IPC, other processes"
+                      " and metadata are not walled off)")  # fmt: skip
     return True, ("shell: kernel-confined in plan mode (allow_confined: the hook rewrites each"
-                  " command to run under Landlock)")
+                  " command to run in namespaces under Landlock: a read-only view, loopback"
+                  " only, no other process)")  # fmt: skip
 
 
 def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
     from guard.integrations import host_state, opencode
     from guard.integrations.install import project_dir
-    from guard.sandbox.confine import available
+    from guard.sandbox.confine import available, namespaces_unavailable
 
     project = project_dir(cwd)
     unavailable = available()
     checks: list[Check] = []
     for host in HOSTS:
         adapter = adapter_for(host)
-        confined, shell = shell_line(host, unavailable)
+        no_namespaces = namespaces_unavailable() if adapter.can_rewrite and not unavailable else ""
+        confined, shell = shell_line(host, unavailable, no_namespaces)
         for scope in ("project", "user"):
             sc: Scope = "project" if scope == "project" else "user"
             path = settings_file(adapter, sc, cwd)
@@ -201,10 +208,30 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         checks.append(Check("kernel confinement", "ok", f"Landlock ABI {abi}; guard run confines"))
     else:
         checks.append(Check("kernel confinement", "off", landlock.unavailable_reason()))
+    checks.append(namespaces_check())
     checks.append(daemon_check())
     checks.append(guessed_tools(cwd))
     checks.append(_monitor_check(cwd))
     return checks
+
+
+def namespaces_check() -> Check:
+    """Whether confined commands run in namespaces here, or fall back to Landlock alone."""
+    from guard.sandbox.confine import FALLBACK, namespaces_unavailable
+
+    why = namespaces_unavailable()
+    if why:
+        return Check(
+            "namespaces", "off",
+            FALLBACK.format(why=why) + "; a policy that requires a wall"
+            " ([agents.NAME.sandbox] require) refuses to run commands",
+        )  # fmt: skip
+    who = "mount, network, PID and IPC" if os.geteuid() == 0 else "user, mount, network, PID, IPC"
+    return Check(
+        "namespaces", "ok",
+        f"{who} namespaces for each confined command: a read-only view but the writable roots,"
+        " loopback only, its own /proc and IPC; leftover processes end with it",
+    )  # fmt: skip
 
 
 def _monitor_check(cwd: str | os.PathLike[str] | None) -> Check:

@@ -241,6 +241,10 @@ def detect_layers(g: Guard, worktree: Path | None) -> list[Layer]:
         layers.append(Layer("Landlock", False, f"no Landlock here: {unavailable_reason()}"))
     else:
         layers.append(Layer("Landlock", True, f"kernel ABI {abi}; guard run available"))
+    from guard.integrations.doctor import namespaces_check
+
+    spaces = namespaces_check()
+    layers.append(Layer("namespaces", spaces.status == "ok", spaces.detail))
     layers.append(Layer("monitor", True, "guard.monitor with watchdog (inotify)"))
     layers.append(_egress_layer(g))
     layers += host_hooks(worktree, Path(os.path.expanduser("~")))

@@ -35,7 +35,14 @@ A restart that fails (the helper cannot confine, the new server does not answer
 ``initialize``) ends the proxy as if the server had exited: in plan mode the
 server never runs unconfined where the kernel could confine it.
 
-Where the kernel cannot confine (no Landlock, an architecture without a
+The confinement is the helper's whole: namespaces (a read-only view but for the
+writable roots, loopback-only network, its own PID and IPC namespaces), then
+Landlock, no capabilities and seccomp. Where the kernel cannot make namespaces,
+the server runs under the Landlock-only fallback, said on stderr and as a
+``notice`` record (``server_fallback``), unless the policy requires a wall
+(``[agents.NAME.sandbox] require``): then it is not started.
+
+Where the kernel cannot confine at all (no Landlock, an architecture without a
 seccomp table), plan mode falls back to the policy's analysis alone, and says
 so on stderr and as a ``notice`` record in the audit log each time plan mode
 starts the server. ``$GUARD_TEST_MCP_NO_LANDLOCK`` (a non-empty value) makes the
@@ -108,6 +115,58 @@ class Launch:
     confined: bool
     tmpdir: Path | None = None
     roots: tuple[str, ...] = ()
+    #: in namespaces: guard's egress proxy for the server, and the descriptor pair its
+    #: listener comes over (ours, and the one the helper inherits)
+    egress: Egress | None = None
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return (self.egress.child_fd,) if self.egress is not None else ()
+
+
+class Egress:
+    """The confined server's way out: a listener its namespace's pid 1 makes on
+    127.0.0.1 and sends over a socket pair, served by guard's egress proxy here."""
+
+    def __init__(self, agent: str, cwd: str, policy: str | None) -> None:
+        import socket
+
+        from guard.sandbox import egress
+
+        self.port = egress.PROXY_PORT
+        self.env = egress.proxy_env(self.port)
+        self.proxy = egress.EgressProxy(egress.EgressSpec(agent, cwd, policy, "mcp"))
+        self.channel, self.child = socket.socketpair()
+
+    @property
+    def child_fd(self) -> int:
+        return self.child.fileno()
+
+    def argv(self) -> list[str]:
+        return ["--listen", str(self.port), "--egress-fd", str(self.child_fd)]
+
+    def started(self) -> None:
+        """The helper has the child end: close ours of it."""
+        self.child.close()
+
+    def serve(self) -> bool:
+        """Receive the listener (sent before the helper reported its restriction) and serve
+        it; False when none came."""
+        import socket
+
+        from guard.sandbox.namespaces import receive_fd
+
+        fd = receive_fd(self.channel.fileno())
+        self.channel.close()
+        if fd is None:
+            return False
+        self.proxy.serve(socket.socket(fileno=fd))
+        return True
+
+    def close(self) -> None:
+        self.child.close()
+        self.channel.close()
+        self.proxy.close()
 
 
 class Launcher:
@@ -165,22 +224,46 @@ class Launcher:
         agent = self.agent_for(mode)
         assert agent is not None
         why = self.unavailable()
+        required = self.guard.agent(agent).sandbox.require
+        if why and required:
+            raise GuardError(
+                f"the policy requires the {', '.join(required)} wall(s) for agent {agent!r}"
+                f" ([agents.{agent}.sandbox] require), and the kernel cannot confine here: {why}"
+            )
         if why:
             self.fallback(agent, why)
             return Launch(list(self.server_cmd), None, False)
-        from guard.sandbox import confine, roots
+        from guard.sandbox import confine, roots, supervise
 
         plan = roots.derive(self.guard, agent, private_tmp=True, create=True)
+        try:
+            isolate = supervise.isolation(plan, lambda msg, force=False: self.weaker(agent, msg))
+        except GuardError:
+            _remove_tmpdir(plan.tmpdir, self.log)
+            raise
+        policy = roots.policy_of(self.guard)
+        egress = Egress(agent, os.path.abspath(self.cwd), policy) if isolate else None
         argv = confine.helper_argv(
             self.server_cmd,
             plans=plan.plan_dirs,
             writable=plan.writable,
             ioctl=plan.ioctl,
             devices=False,
-            extra=["--status-fd", str(status_fd)],
+            isolate=isolate,
+            walls=True,
+            sockets=plan.sockets,
+            extra=["--status-fd", str(status_fd), *(egress.argv() if egress else [])],
         )
-        env = {**os.environ, **plan.env, "GUARD_SANDBOX": "landlock"}
-        return Launch(argv, env, True, plan.tmpdir, tuple(plan.describe()))
+        sandbox = "namespaces+landlock" if isolate else "landlock"
+        env = {**os.environ, **plan.env, **(egress.env if egress else {}),
+               "GUARD_SANDBOX": sandbox}  # fmt: skip
+        return Launch(argv, env, True, plan.tmpdir, tuple(plan.describe()), egress)
+
+    def weaker(self, agent: str, message: str) -> None:
+        """Plan mode confined without namespaces (the Landlock-only fallback): loud on
+        stderr and in the audit log, like the unconfined fallback."""
+        self.log(f"WARNING: the MCP server runs in the {message}")
+        self.notice("server_fallback", agent, message)
 
     def fallback(self, agent: str, why: str) -> None:
         """Plan mode without kernel confinement: loud on stderr and in the audit log."""
@@ -413,7 +496,7 @@ class ServerPipe(Pipe):
                     stderr=None,
                     cwd=self.cwd,
                     env=launch.env,
-                    pass_fds=(w,) if launch.confined else (),
+                    pass_fds=(w, *launch.pass_fds) if launch.confined else (),
                 )
                 proc = asyncio.subprocess.Process(transport, lines, loop)
                 stdout = transport.get_pipe_transport(1)
@@ -421,7 +504,11 @@ class ServerPipe(Pipe):
                     stdout.set_protocol(_Stdout(stdout.get_protocol(), lines))
             except OSError:
                 _remove_tmpdir(launch.tmpdir, self.log)
+                if launch.egress is not None:
+                    launch.egress.close()
                 raise
+            if launch.egress is not None:
+                launch.egress.started()
             os.close(w)
             w = -1
             reports = []
@@ -438,9 +525,18 @@ class ServerPipe(Pipe):
         if launch.confined:
             failure = next((rep for rep in reports if not rep.get("ok")), None)
             restricted = next((rep for rep in reports if rep.get("stage") == "restricted"), None)
+            served = failure is not None or restricted is None or launch.egress is None or (
+                await asyncio.to_thread(launch.egress.serve)
+            )  # fmt: skip
+            if not served:
+                failure = {"error": "the egress listener did not come"}
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
             if failure is not None or restricted is None:
                 await proc.wait()
                 _remove_tmpdir(launch.tmpdir, self.log)
+                if launch.egress is not None:
+                    launch.egress.close()
                 why = failure.get("error") if failure else f"the helper exited ({proc.returncode})"
                 raise OSError(
                     errno.EPERM,
@@ -693,6 +789,8 @@ class ServerPipe(Pipe):
         if server in self._servers:
             self._servers.remove(server)
             _remove_tmpdir(server.launch.tmpdir, self.log)
+            if server.launch.egress is not None:
+                server.launch.egress.close()
         return server.proc.returncode
 
     async def stop_server(self, server_finished: bool) -> int | None:

@@ -201,15 +201,17 @@ def load_policy(spec: str | Path) -> LoadedPolicy:
                                 + " or //absolute/path",
                             )
                         )
-        if agent.sandbox.writable:
-            for i, text in enumerate(agent.sandbox.writable):
+        for key in ("writable", "sockets"):
+            for i, text in enumerate(getattr(agent.sandbox, key)):
                 m = re.match(r"^\{([a-z]+)\}", text)
                 if m and m.group(1) not in ROOT_NAMES:
                     problems.append(
                         _located(
                             loaded,
-                            ("agents", agent_name, "sandbox", "writable", i),
-                            f"unknown root {{{m.group(1)}}}",
+                            ("agents", agent_name, "sandbox", key, i),
+                            f"unknown root {{{m.group(1)}}}; use one of "
+                            + ", ".join("{" + r + "}" for r in ROOT_NAMES)
+                            + " or //absolute/path",
                         )
                     )
     if problems:

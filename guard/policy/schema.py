@@ -50,6 +50,9 @@ class EgressConfig(_Strict):
     )
 
 
+Wall = Literal["network", "ipc", "processes", "metadata"]
+
+
 class SandboxRules(_Strict):
     """Kernel confinement: extra writable directories for `guard run`, and confined shell."""
 
@@ -65,6 +68,21 @@ class SandboxRules(_Strict):
         " commands the analysis allows, and commands whose only objection is a program it"
         " cannot prove read-only (an exec the policy asks about), become allow_confined."
         " Writes the analysis can see outside the policy stay denied.",
+    )
+    require: list[Wall] = Field(
+        default_factory=list,
+        description="Walls a confined command must have, else guard refuses rather than run"
+        " it weaker: 'network' (a network namespace: loopback and guard's egress proxy only),"
+        " 'ipc' (an IPC namespace; the host's abstract sockets out of reach), 'processes' (a PID"
+        " namespace), 'metadata' (a read-only view: no chmod, utime or xattrs). All four need"
+        " namespaces; without them (no unprivileged user namespaces) commands fall back to"
+        " Landlock, capabilities and seccomp alone unless a wall is required here.",
+    )
+    sockets: list[str] = Field(
+        default_factory=list,
+        description="Pathname Unix sockets a confined command may connect to (none by default:"
+        " creating a Unix socket is refused). Listing one lets commands create Unix sockets;"
+        " every other socket bound on the host is covered in the command's view.",
     )
 
 

@@ -66,6 +66,8 @@ class Sandbox:
 
     writable: list[str]
     confine: bool
+    require: list[str]
+    sockets: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,13 @@ def _rules(d: Any) -> Rules:
     return Rules(_strs(d["deny"]), _strs(d["ask"]), _strs(d["allow"]), default)
 
 
+def _walls(v: Any) -> list[str]:
+    walls = _strs(v)
+    if any(w not in ("network", "ipc", "processes", "metadata") for w in walls):
+        raise ValueError(f"not a list of walls: {v!r}")
+    return walls
+
+
 def _network(d: Any) -> NetworkRules:
     d = _keys(d, NetworkRules)
     r = _rules({k: v for k, v in d.items() if k != "model_api"})
@@ -182,7 +191,9 @@ def _agent(d: Any) -> Agent:
         delete=_rules(d["delete"]),
         exec=_rules(d["exec"]),
         network=_network(d["network"]),
-        sandbox=Sandbox(_strs(s["writable"]), _bool(s["confine"])),
+        sandbox=Sandbox(
+            _strs(s["writable"]), _bool(s["confine"]), _walls(s["require"]), _strs(s["sockets"])
+        ),
     )
 
 

@@ -5,7 +5,7 @@ after the interpreter starts (its ``__init__`` builds dozens of types and
 imports ``struct``); ``_ctypes`` is the C core it wraps. :mod:`landlock` and
 :mod:`seccomp` import this module *as* ``ctypes`` at run time and the real
 ctypes for type checking, so the names and behaviour here must match ctypes':
-simple types, ``Structure``, ``POINTER``, ``byref``, ``get_errno`` and a
+simple types, ``Structure``, ``POINTER``, ``byref``, ``addressof``, ``get_errno`` and a
 ``CDLL(None, use_errno=True)`` whose attributes are C functions returning
 ``int`` (a settable ``restype``), cached per name. Nothing else.
 """
@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the real ctypes, for the modules that use this one
         CDLL,
         POINTER,
         Structure,
+        addressof,
         byref,
         c_int,
         c_int32,
@@ -41,6 +42,7 @@ else:
         CFuncPtr,
         Structure,
         _SimpleCData,
+        addressof,
         byref,
         dlopen,
         get_errno,
@@ -83,7 +85,7 @@ else:
 
 
 __all__ = [
-    "CDLL", "POINTER", "Structure", "byref", "c_int", "c_int32", "c_long", "c_size_t",
+    "CDLL", "POINTER", "Structure", "addressof", "byref", "c_int", "c_int32", "c_long", "c_size_t",
     "c_uint8", "c_uint16", "c_uint32", "c_uint64", "c_ulong", "c_ushort", "c_void_p",
     "get_errno",
 ]  # fmt: skip

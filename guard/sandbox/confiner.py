@@ -14,11 +14,16 @@ plan-mode agent whose policy sets ``[agents.NAME.sandbox] confine = true``
   can see outside what the policy allows (``echo > src/app.py``), an explicit
   ``deny``, a network or read question, a refused tool.
 
-"Confined" is the helper of :mod:`guard.sandbox.confine`: writes only to the
-plan directory (regular files), a private TMPDIR, ``/dev/null`` and the
-terminal; no capabilities; the seccomp filter for system state. Without
-Landlock (or on an architecture without a syscall table) it answers None and
-today's analysis-only decisions stand.
+"Confined" is the helper of :mod:`guard.sandbox.confine`: in namespaces (a
+read-only view of everything but the plan directory (regular files), a fresh
+private TMPDIR, ``/dev/null`` and the terminal; loopback-only network; its own
+PID and IPC namespaces), then Landlock, no capabilities, and the seccomp filter
+for system state, other processes and Unix sockets. Where the kernel cannot make
+namespaces it falls back to Landlock, capabilities and seccomp alone and says so
+in the reason, unless the policy requires a wall (``[agents.NAME.sandbox]
+require``): then every such shell call is denied, naming what is missing.
+Without Landlock (or on an architecture without a syscall table) it answers None
+and today's analysis-only decisions stand (or, with ``require``, the deny).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ if TYPE_CHECKING:
     from guard.gate import Confinement, Verdict
 
 RULE = "guard.confined"
+#: The rule of a deny for a wall the policy requires and the kernel cannot give.
+REQUIRE_RULE = "guard.sandbox-require"
 
 
 def shell_command(verdict: Verdict) -> str | None:
@@ -50,9 +57,11 @@ def shell_command(verdict: Verdict) -> str | None:
 class ShellConfiner:
     """Turns plan-mode shell calls into ``allow_confined`` (see the module docstring)."""
 
-    def __init__(self, available: str | None = None) -> None:
+    def __init__(self, available: str | None = None, namespaces: str | None = None) -> None:
         #: why the kernel cannot confine here ("" when it can); probed once, lazily
         self._available = available
+        #: why it cannot make namespaces here ("" when it can); probed once, lazily
+        self._namespaces = namespaces
 
     def unavailable(self) -> str:
         if self._available is None:
@@ -60,6 +69,13 @@ class ShellConfiner:
 
             self._available = available()
         return self._available
+
+    def no_namespaces(self) -> str:
+        if self._namespaces is None:
+            from guard.sandbox.confine import namespaces_unavailable
+
+            self._namespaces = namespaces_unavailable()
+        return self._namespaces
 
     def confine(self, verdict: Verdict, guard: Guard) -> Confinement | None:
         from guard.gate import Confinement
@@ -69,7 +85,7 @@ class ShellConfiner:
         if agent is None or command is None or verdict.call is None:
             return None
         policy = guard.agent(agent)
-        if policy.mode != "plan" or not policy.sandbox.confine or self.unavailable():
+        if policy.mode != "plan" or not policy.sandbox.confine:
             return None
         cwd = verdict.call.cwd or str(guard.roots.worktree or os.getcwd())
         objections = [e for e in verdict.effects if not self._fine(guard, agent, e, cwd)]
@@ -77,19 +93,55 @@ class ShellConfiner:
             return None
         if "\0" in command:
             return None
-        from guard.sandbox.confine import wrap_command
+        required = policy.sandbox.require
+        kernel = self.unavailable()
+        spaces = "" if kernel else self.no_namespaces()
+        if required and (kernel or spaces):
+            return Confinement(
+                None,
+                f"the policy requires the {', '.join(required)} wall(s) for shell commands in"
+                f" plan mode ([agents.{agent}.sandbox] require), and this machine cannot give"
+                f" them: {kernel or spaces}. Guard refuses the command rather than run it"
+                " weaker; read files with the host's read tools, or ask the user to enable"
+                " unprivileged user namespaces",
+                REQUIRE_RULE,
+            )
+        if kernel:
+            return None
+        from guard.sandbox.confine import FALLBACK, wrap_command
+        from guard.sandbox.roots import policy_of, socket_paths
 
-        wrapped = wrap_command(command, plans=[str(guard.roots.plans)], cwd=cwd)
+        sockets = socket_paths(guard, agent)
+        egress: list[str] = []
+        if not spaces:
+            from guard.sandbox.egress import EgressSpec
+
+            spec = EgressSpec(agent, os.path.abspath(cwd), policy_of(guard), "hook")
+            egress = spec.to_argv()
+        wrapped = wrap_command(
+            command, plans=[str(guard.roots.plans)], cwd=cwd, isolate=not spaces,
+            sockets=sockets, egress=egress,
+        )  # fmt: skip
         if objections:
             programs = ", ".join(sorted({str(e.target or "unknown code") for e in objections}))
             why = f"runs programs guard cannot prove read-only ({programs})"
         else:
             why = "read-only by analysis"
-        reason = (
-            f"{why}: runs confined (writes only to {guard.roots.describe(str(guard.roots.plans))},"
-            " a private TMPDIR and the terminal; no capabilities; system-state syscalls refused)"
-        )
-        return Confinement({"command": wrapped}, reason, RULE)
+        plans = guard.roots.describe(str(guard.roots.plans))
+        if spaces:
+            how = (
+                f"writes only to {plans}, a private TMPDIR and the terminal; no capabilities;"
+                " system-state syscalls, other processes and Unix sockets refused;"
+                f" {FALLBACK.format(why=spaces)}"
+            )
+        else:
+            how = (
+                f"a read-only view of everything but {plans}, a private TMPDIR and the terminal;"
+                " no network but loopback and guard's egress proxy, which decides each"
+                " connection by the policy's network rules; no other processes, local sockets"
+                " or host IPC in reach; no capabilities; system-state syscalls refused"
+            )
+        return Confinement({"command": wrapped}, f"{why}: runs confined ({how})", RULE)
 
     @staticmethod
     def _fine(guard: Guard, agent: str, effect: Effect, cwd: str) -> bool:

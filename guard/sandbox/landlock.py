@@ -14,7 +14,9 @@ What a restricted process may do, and what it may not:
 * never create a block or character device, anywhere (no root grants it);
 * ``ioctl`` on devices only beneath a root granted ``ioctl`` (terminals);
 * from ABI 6, send signals only to processes inside its own Landlock domain
-  (it cannot kill the guard that supervises it), and ptrace only inside it.
+  (it cannot kill the guard that supervises it), and ptrace only inside it;
+  with ``scope_abstract_unix``, connect to abstract Unix sockets only of its own
+  domain (a daemon outside listening on ``@name`` is out of reach).
 
 Landlock does not cover chmod, chown, utime, setxattr, or file descriptors
 opened before :func:`restrict_self`; :mod:`guard.sandbox.seccomp`, the
@@ -74,6 +76,7 @@ REFER = 1 << 13  # ABI 2
 TRUNCATE = 1 << 14  # ABI 3
 IOCTL_DEV = 1 << 15  # ABI 5
 
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1  # ABI 6
 
 RIGHT_NAMES: dict[int, str] = {
@@ -232,20 +235,30 @@ class Rule:
 class Enforcement:
     """What :func:`restrict_self` put in place, for the user."""
 
-    __slots__ = ("abi", "handled", "hardening", "rules", "scoped_signals", "skipped")
+    __slots__ = (
+        "abi", "handled", "hardening", "namespaces", "rules", "scoped_abstract_unix",
+        "scoped_signals", "skipped",
+    )  # fmt: skip
 
-    def __init__(self, abi: int, handled: int, scoped_signals: bool) -> None:
+    def __init__(
+        self, abi: int, handled: int, scoped_signals: bool, scoped_abstract_unix: bool = False
+    ) -> None:
         self.abi, self.handled, self.scoped_signals = abi, handled, scoped_signals
+        self.scoped_abstract_unix = scoped_abstract_unix
         self.rules: list[Rule] = []
         self.skipped: list[tuple[str, str]] = []
-        #: what the confinement helper added: "seccomp", "capabilities", ...
+        #: what the confinement helper added: "seccomp", "capabilities", "walls", ...
         self.hardening: list[str] = []
+        #: the namespaces the command runs in ("user", "mount", ...), [] without
+        self.namespaces: list[str] = []
 
     def to_json(self) -> dict[str, object]:
         return {
             "abi": self.abi,
             "handled": right_names(self.handled),
             "scoped_signals": self.scoped_signals,
+            "scoped_abstract_unix": self.scoped_abstract_unix,
+            "namespaces": list(self.namespaces),
             "rules": [
                 {"path": r.path, "rights": right_names(r.rights), "why": r.why} for r in self.rules
             ],
@@ -259,15 +272,31 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     """What an :meth:`Enforcement.to_json` report means, in a line or few, for people."""
     rights = ", ".join(report.get("handled", []))
     extra = "; signals to outside processes blocked" if report.get("scoped_signals") else ""
+    if report.get("scoped_abstract_unix"):
+        extra += "; abstract Unix sockets outside unreachable"
     hardening = report.get("hardening") or []
     if "seccomp" in hardening:
         extra += (
             "; system-state syscalls (hostname, clock, mounts, modules, IPC, devices, ownership,"
             " set-id bits, xattrs, inode flags, TIOCSTI) refused by seccomp"
         )
+    if "walls" in hardening:
+        extra += (
+            "; ptrace, process_vm_*, kcmp, pidfd_getfd, io_uring and other processes' limits"
+            " and scheduling refused"
+        )
+        extra += "" if "unix-sockets" in hardening else "; Unix sockets refused (socketpair works)"
     if "capabilities" in hardening:
         extra += "; all capabilities dropped"
     lines = [f"Landlock ABI {report.get('abi')} enforced ({rights}){extra}"]
+    spaces = report.get("namespaces") or []
+    if spaces:
+        lines.insert(
+            0,
+            f"namespaces: {', '.join(spaces)}: everything read-only but the writable roots;"
+            " network: loopback only (and guard's egress proxy where given); its own /proc,"
+            " processes and IPC",
+        )
     for skipped in report.get("skipped", []):
         lines.append(f"not granted (missing): {skipped['path']}: {skipped['why']}")
     return lines
@@ -305,6 +334,7 @@ def restrict_self(
     plans: Iterable[str] = (),
     abi: int | None = None,
     scope_signals: bool = True,
+    scope_abstract_unix: bool = False,
 ) -> Enforcement:
     """Confine the calling process (and every process it starts) for good.
 
@@ -328,7 +358,14 @@ def restrict_self(
     create_nr, add_nr, restrict_nr = nums
     handled = handled_rights(abi)
     scoped = SCOPE_SIGNAL if (scope_signals and abi >= 6) else 0
-    enforcement = Enforcement(abi=abi, handled=handled, scoped_signals=bool(scoped))
+    if scope_abstract_unix and abi >= 6:
+        scoped |= SCOPE_ABSTRACT_UNIX_SOCKET
+    enforcement = Enforcement(
+        abi=abi,
+        handled=handled,
+        scoped_signals=bool(scoped & SCOPE_SIGNAL),
+        scoped_abstract_unix=bool(scoped & SCOPE_ABSTRACT_UNIX_SOCKET),
+    )
 
     rules: dict[str, int] = {}
     for path in writable:
@@ -385,3 +422,23 @@ def close_fds_from(first: int = 3, keep: Sequence[int] = ()) -> None:
         os.closerange(start, fd)
         start = fd + 1
     os.closerange(start, max(limit, start))
+
+
+_CLOSE_RANGE, _CLOSE_RANGE_CLOEXEC = 436, 4  # the unified syscall number (Linux 5.11+)
+
+
+def cloexec_from(first: int = 3) -> None:
+    """Mark every file descriptor >= ``first`` close-on-exec (one ``close_range`` call;
+    on older kernels, each descriptor listed in ``/proc/self/fd``)."""
+    if _syscall()(
+        ctypes.c_long(_CLOSE_RANGE), ctypes.c_uint32(first), ctypes.c_uint32(0xFFFFFFFF),
+        ctypes.c_uint32(_CLOSE_RANGE_CLOEXEC),
+    ) == 0:  # fmt: skip
+        return
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd >= first:
+            try:  # noqa: SIM105 (contextlib would cost start-up time)
+                os.set_inheritable(fd, False)
+            except OSError:
+                pass  # the listing's own descriptor, closed already

@@ -4,7 +4,8 @@
 directory (regular files only), ``/dev/null``, the terminal devices, a private
 ``TMPDIR``, the policy's extra writable directories
 (``[agents.NAME.sandbox] writable``), ``--writable`` directories, and, for a
-build-mode agent, the worktree. No process is started here
+build-mode agent, the worktree; and the Unix sockets it may reach and the walls it
+requires (``sockets``, ``require``). No process is started here
 (:mod:`guard.sandbox.supervise` does that) and no kernel code lives here.
 """
 
@@ -53,6 +54,10 @@ class SandboxPlan:
     tmpdir: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: pathname Unix sockets the command may reach (``[agents.NAME.sandbox] sockets``)
+    sockets: list[str] = field(default_factory=list)
+    #: walls the command must have (``[agents.NAME.sandbox] require``)
+    require: list[str] = field(default_factory=list)
 
     @property
     def writable(self) -> list[str]:
@@ -97,6 +102,23 @@ def _expand(entry: str, roots: Roots, where: str) -> Path:
             " such as {tmp}/ or {home}/"
         )
     return Path(os.path.realpath(text))
+
+
+def policy_of(guard: Guard) -> str | None:
+    """The policy ``guard`` was loaded from, as the egress proxy takes it (an absolute path
+    or ``builtin:NAME``), so that it decides connections by the very same policy."""
+    name = guard.loaded.name
+    return name if name.startswith("builtin:") or os.path.isabs(name) else None
+
+
+def socket_paths(guard: Guard, agent: str) -> list[str]:
+    """The pathname Unix sockets ``agent`` may reach (``[agents.NAME.sandbox] sockets``),
+    as absolute real paths. Raises :class:`SandboxError` for a malformed entry."""
+    entries = guard.agent(agent).sandbox.sockets
+    return [
+        str(_expand(e, guard.roots, f"agents.{agent}.sandbox.sockets[{i}]"))
+        for i, e in enumerate(entries)
+    ]
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -196,6 +218,14 @@ def derive(
                 path.mkdir(parents=True, exist_ok=True)
             plan.notes.append(f"{'created' if create else 'would create'} {path} ({where})")
         plan.roots.append(WritableRoot(str(path), where))
+
+    for i, entry in enumerate(policy.sandbox.sockets):
+        where = f"agents.{agent}.sandbox.sockets[{i}]"
+        path = _expand(entry, roots, where)
+        if not path.is_socket():
+            plan.notes.append(f"{path} ({where}) is not a socket here: nothing to reach there")
+        plan.sockets.append(str(path))
+    plan.require = list(policy.sandbox.require)
 
     if private_tmp:
         tmp = Path(tempfile.mkdtemp(prefix=f"guard-run-{agent}-"))

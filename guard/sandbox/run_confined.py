@@ -3,9 +3,12 @@
 Kept tiny on purpose: a script run by path is compiled on every start, the
 modules it imports are not (their bytecode is cached). Everything lives in
 :mod:`guard.sandbox.confine`; its siblings are imported alone, not through the
-``guard`` package, to keep the start-up short.
+``guard`` package, to keep the start-up short. The helper ends with ``os._exit``
+once its output is flushed: the interpreter's teardown would only cost time
+after the command is done.
 """
 
+import os
 import sys
 
 TYPE_CHECKING = False
@@ -14,4 +17,9 @@ if TYPE_CHECKING or __package__:
 else:
     from confine import main
 
-sys.exit(main())
+code = main()
+try:
+    sys.stdout.flush()
+    sys.stderr.flush()
+finally:
+    os._exit(code)

@@ -171,6 +171,22 @@ NUMBERS: dict[str, tuple[int, int | None]] = {
     "creat": (85, None),
     "openat": (257, 56),
     "ioctl": (16, 29),
+    # the walls around other processes and local IPC (``walls=True``)
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "kcmp": (312, 272),
+    "pidfd_getfd": (438, 438),
+    "process_madvise": (440, 440),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
+    "socket": (41, 198),
+    "prlimit64": (302, 261),
+    "setpriority": (141, 140),
+    "ioprio_set": (251, 30),
+    "sched_setattr": (314, 274),
+    "sched_setscheduler": (144, 119),
+    "sched_setparam": (142, 118),
 }
 #: Syscalls numbered above this are newer than the table: refused with ENOSYS.
 HIGHEST_KNOWN = 469
@@ -191,6 +207,17 @@ REFUSED = (
 #: Refused with ENOSYS: their arguments are out of the filter's sight (a struct in
 #: memory, or a ring of operations); C libraries fall back to the plain syscalls.
 UNSUPPORTED = ("clone3", "openat2", "io_uring_setup")
+#: Refused with EPERM when the walls are up: reaching into another process (its memory,
+#: its descriptors, comparing its kernel objects, tracing it).
+REFUSED_WALLS = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "process_madvise",
+)  # fmt: skip
+#: Refused with ENOSYS when the walls are up: io_uring runs operations (connect, open,
+#: send...) out of the filter's sight; libraries fall back to plain syscalls.
+UNSUPPORTED_WALLS = ("io_uring_enter", "io_uring_register")
+AF_UNIX = 1
+PRIO_PROCESS = 0
+IOPRIO_WHO_PROCESS = 1
 
 # Architectures: (AUDIT_ARCH value of the native ABI, whether x32 numbers share it).
 _ARCHES: dict[str, tuple[int, bool]] = {
@@ -267,6 +294,31 @@ def _mknod_block(mode_arg: int) -> list[Insn]:
     ]
 
 
+def _allow_only(pairs: Sequence[tuple[int, int]]) -> list[Insn]:
+    """EPERM unless every ``(arg, value)`` holds (low 32 bits of the argument)."""
+    block: list[Insn] = []
+    n = len(pairs)
+    for i, (arg, value) in enumerate(pairs):
+        # to the EPERM at the end: past the remaining (load, jump) pairs and the ALLOW
+        block += [(_LD_W_ABS, 0, 0, _arg(arg)), (_JEQ_K, 0, 2 * (n - i - 1) + 1, value)]
+    return [*block, (_RET_K, 0, 0, RET_ALLOW), (_RET_K, 0, 0, EPERM)]
+
+
+def _prlimit_block() -> list[Insn]:
+    """prlimit64(pid, resource, new, old): EPERM when it would set (``new`` not NULL) the
+    limits of another process (``pid`` not 0); reading any, or setting its own, passes."""
+    return [
+        (_LD_W_ABS, 0, 0, _arg(0)),
+        (_JEQ_K, 4, 0, 0),  # pid 0: this process
+        (_LD_W_ABS, 0, 0, _arg(2)),
+        (_JSET_K, 3, 0, 0xFFFFFFFF),
+        (_LD_W_ABS, 0, 0, _arg(2) + 4),  # the pointer's high half
+        (_JSET_K, 1, 0, 0xFFFFFFFF),
+        (_RET_K, 0, 0, RET_ALLOW),
+        (_RET_K, 0, 0, EPERM),
+    ]
+
+
 def _ipc_create_block(flag_arg: int) -> list[Insn]:
     """shmget/semget/msgget: EPERM when it could create (IPC_PRIVATE or IPC_CREAT);
     getting an existing object passes."""
@@ -280,9 +332,9 @@ def _ipc_create_block(flag_arg: int) -> list[Insn]:
     ]
 
 
-def _checks() -> dict[str, list[Insn]]:
+def _checks(walls: bool = False, unix_sockets: bool = True) -> dict[str, list[Insn]]:
     """Argument checks, per syscall name: a block that returns."""
-    return {
+    checks = {
         "unshare": _refuse_if_set(0, CLONE_NEW_NAMESPACES),
         "clone": _refuse_if_set(0, CLONE_NEW_NAMESPACES),
         "shmget": _ipc_create_block(2),
@@ -301,10 +353,30 @@ def _checks() -> dict[str, list[Insn]]:
         "openat": _refuse_if_set(3, SETID_BITS),
         "ioctl": _refuse_values(1, REFUSED_IOCTLS),
     }
+    if walls:
+        # another process's limits, priority, I/O priority or scheduling: only this one's
+        # (pid 0). In guard's PID namespace no other process is visible; this holds
+        # without one too (the fallback) and against whatever shares the namespace.
+        checks["prlimit64"] = _prlimit_block()
+        checks["setpriority"] = _allow_only([(0, PRIO_PROCESS), (1, 0)])
+        checks["ioprio_set"] = _allow_only([(0, IOPRIO_WHO_PROCESS), (1, 0)])
+        for name in ("sched_setattr", "sched_setscheduler", "sched_setparam"):
+            checks[name] = _allow_only([(0, 0)])
+        if not unix_sockets:
+            # a Unix socket reaches a daemon that acts for the command (docker, tmux, an
+            # IDE, an ssh-agent); socketpair(2) is another syscall and stays allowed
+            checks["socket"] = _refuse_values(0, [AF_UNIX])
+    return checks
 
 
-def program(arch: str | None = None) -> list[Insn]:
-    """The BPF program for ``arch`` (default: this machine), as (code, jt, jf, k)."""
+def program(
+    arch: str | None = None, *, walls: bool = False, unix_sockets: bool = True
+) -> list[Insn]:
+    """The BPF program for ``arch`` (default: this machine), as (code, jt, jf, k).
+
+    ``walls``: also refuse reaching into other processes (:data:`REFUSED_WALLS`,
+    io_uring, and their limits and scheduling) and, unless ``unix_sockets``, creating
+    Unix sockets."""
     arch = arch or machine()
     if arch not in _ARCHES:
         raise OSError(errno.ENOSYS, f"guard has no syscall table for {arch}")
@@ -319,11 +391,14 @@ def program(arch: str | None = None) -> list[Insn]:
     if x32:
         prog += [(_JGE_K, 0, 1, 0x40000000), (_RET_K, 0, 0, RET_KILL_PROCESS)]
     prog += [(_JGT_K, 0, 1, HIGHEST_KNOWN), (_RET_K, 0, 0, ENOSYS)]
-    for name, action in [*((n, EPERM) for n in REFUSED), *((n, ENOSYS) for n in UNSUPPORTED)]:
+    refused = [*((n, EPERM) for n in REFUSED), *((n, ENOSYS) for n in UNSUPPORTED)]
+    if walls:
+        refused += [*((n, EPERM) for n in REFUSED_WALLS), *((n, ENOSYS) for n in UNSUPPORTED_WALLS)]
+    for name, action in refused:
         nr = NUMBERS[name][col]
         if nr is not None:
             prog += [(_JEQ_K, 0, 1, nr), (_RET_K, 0, 0, action)]
-    for name, block in _checks().items():
+    for name, block in _checks(walls, unix_sockets).items():
         nr = NUMBERS[name][col]
         if nr is not None:
             prog += [(_JEQ_K, 0, len(block), nr), *block]
@@ -383,19 +458,34 @@ def set_no_new_privs() -> None:
     _prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
-def install_filter() -> None:
+class Filter:
+    """The filter, assembled and ready for the kernel: built before a fork so that the
+    child (the namespace's pid 1) only installs it."""
+
+    __slots__ = ("fprog", "insns")
+
+    def __init__(self, *, walls: bool = False, unix_sockets: bool = True) -> None:
+        insns = program(walls=walls, unix_sockets=unix_sockets)
+        self.insns = (_SockFilter * len(insns))(*[_SockFilter(*i) for i in insns])
+        self.fprog = _SockFprog(len(insns), self.insns)
+
+    def install(self) -> None:
+        """Install it for this process and every process it starts. Irreversible. Sets
+        no_new_privs first (required); OSError when the kernel refuses the filter."""
+        set_no_new_privs()
+        if _lib().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog), 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot install the seccomp filter: {os.strerror(err)}")
+
+
+def install_filter(*, walls: bool = False, unix_sockets: bool = True) -> None:
     """Install the filter for this process and every process it starts. Irreversible.
 
     Sets no_new_privs first (required). Raises OSError when the machine has no
     table here or the kernel refuses the filter; callers must then not run the command.
+    ``walls`` and ``unix_sockets``: see :func:`program`.
     """
-    insns = program()
-    set_no_new_privs()
-    filters = (_SockFilter * len(insns))(*[_SockFilter(*i) for i in insns])
-    fprog = _SockFprog(len(insns), filters)
-    if _lib().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"cannot install the seccomp filter: {os.strerror(err)}")
+    Filter(walls=walls, unix_sockets=unix_sockets).install()
 
 
 SIG_SETMASK, SIG_DFL, SIGPIPE, SIGXFSZ = 2, 0, 13, 25

@@ -20,10 +20,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from guard.sandbox import confine, landlock
 from guard.sandbox.roots import SandboxError, SandboxPlan
+
+if TYPE_CHECKING:
+    import socket
 
 # Signals forwarded to the command. Terminal-generated ones (si_code
 # SI_KERNEL) reach the command directly, as it shares guard's process group.
@@ -49,6 +52,43 @@ class _Monitor(Protocol):
 MonitorFactory = Callable[[], _Monitor]
 
 
+class Egress(Protocol):
+    """What serves the connections a confined command makes (part of :func:`run`'s
+    contract with the egress proxy): the port it listens on inside the network
+    namespace, the variables the command gets to use it, and a listener descriptor to
+    serve, handed over once the helper made it."""
+
+    port: int
+    env: dict[str, str]
+
+    def start(self, listener: int) -> None:
+        """Serve ``listener`` (owned from now on) until :meth:`close`; returns at once."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Proxy:
+    """guard's egress proxy (:mod:`guard.sandbox.egress`) as :func:`run` uses it."""
+
+    def __init__(self, agent: str, cwd: str, policy: str | None, source: str = "run") -> None:
+        from guard.sandbox import egress
+
+        self.port = egress.PROXY_PORT
+        self.env = egress.proxy_env(self.port)
+        self._proxy = egress.EgressProxy(
+            egress.EgressSpec(agent, os.path.abspath(cwd), policy, source)
+        )
+
+    def start(self, listener: int) -> None:
+        import socket
+
+        self._proxy.serve(socket.socket(fileno=listener))
+
+    def close(self) -> None:
+        self._proxy.close()
+
+
 def helper_command(
     plan: SandboxPlan,
     command: Sequence[str],
@@ -57,8 +97,12 @@ def helper_command(
     abi: int | None,
     announce: str | None = None,
     go_fd: int | None = None,
+    isolate: bool = False,
+    walls: bool = False,
+    listen: tuple[int, int] | None = None,
 ) -> list[str]:
-    """The argv that starts ``command`` under the confinement helper."""
+    """The argv that starts ``command`` under the confinement helper. ``listen``: (port,
+    fd): a listener on 127.0.0.1:port in the network namespace, sent over fd."""
     extra: list[str] = []
     if abi is not None:
         extra += ["--abi", str(abi)]  # 0: no Landlock; capabilities, seccomp and fds only
@@ -68,14 +112,41 @@ def helper_command(
         extra += ["--go-fd", str(go_fd)]
     if announce is not None:
         extra += ["--announce", announce]
+    if listen is not None:
+        extra += ["--listen", str(listen[0]), "--egress-fd", str(listen[1])]
     return confine.helper_argv(
         command,
         plans=plan.plan_dirs,
         writable=plan.writable,
         ioctl=plan.ioctl,
         devices=False,
+        isolate=isolate,
+        walls=walls,
+        sockets=plan.sockets if walls else (),
         extra=extra,
     )
+
+
+def isolation(plan: SandboxPlan, say: Callable[..., None] | None = None) -> bool:
+    """Whether ``plan``'s command runs in namespaces: a plan-mode agent's does where the
+    kernel can make them. Without them, a policy that requires a wall refuses
+    (:class:`SandboxError`, nothing started); otherwise the Landlock-only fallback is
+    said loudly through ``say``."""
+    if plan.mode != "plan":
+        return False
+    ok, why, missing = confine.walls(plan.require)
+    if ok:
+        return True
+    if missing:
+        raise SandboxError(
+            f"the policy requires the {', '.join(missing)} wall(s) for agent {plan.agent!r}"
+            f" ([agents.{plan.agent}.sandbox] require), and this machine cannot make the"
+            f" namespaces they need: {why}. Nothing was started; enable unprivileged user"
+            " namespaces (or run as root), or remove the requirement"
+        )
+    if say is not None:
+        say(confine.FALLBACK.format(why=why), force=True)
+    return False
 
 
 @contextlib.contextmanager
@@ -144,12 +215,15 @@ def run(
     quiet: bool = False,
     err: IO[str] | None = None,
     keep_tmp: bool = False,
+    egress: Egress | None = None,
 ) -> int:
     """Run ``command`` confined by ``plan``; return its exit status (128+N for signal N).
 
     ``abi``: cap the Landlock ABI (None: the kernel's; 0: act as if the kernel
     had no Landlock). Without Landlock the command runs only when
     ``allow_unconfined`` is true, under the monitor alone, with a loud warning.
+    A plan-mode agent's command runs in namespaces (:func:`isolation`); ``egress``
+    then serves the connections it makes to 127.0.0.1:``egress.port``.
     """
     out = err if err is not None else sys.stderr
 
@@ -158,7 +232,7 @@ def run(
             print(f"guard run: {msg}", file=out, flush=True)
 
     try:
-        return _run(plan, command, abi, allow_unconfined, monitor, say, quiet)
+        return _run(plan, command, abi, allow_unconfined, monitor, say, quiet, egress)
     finally:
         _cleanup_tmp(plan, keep_tmp, say)
 
@@ -171,6 +245,7 @@ def _run(
     monitor: MonitorFactory | None,
     say: Callable[..., None],
     quiet: bool,
+    egress: Egress | None = None,
 ) -> int:
     if not command:
         raise SandboxError("no command given; usage: guard run --agent plan -- CMD [ARGS...]")
@@ -194,6 +269,9 @@ def _run(
         and "/" not in command[0]
     ):
         raise SandboxError(f"command not found: {command[0]!r} (not on PATH)")
+    isolate = isolation(plan, say)
+    if isolate and egress is not None:
+        plan.env.update(egress.env)
 
     if confined:
         say(f"agent {plan.agent!r} ({plan.mode} mode); writes allowed only in:")
@@ -225,7 +303,8 @@ def _run(
             # The helper's interpreter starts while the monitor does (the other CPU); it
             # does nothing, the command least of all, until the go below.
             helper = _Helper(plan, command, confined=confined, abi=abi,
-                             announce=None if quiet else "guard run: ")
+                             announce=None if quiet else "guard run: ", isolate=isolate,
+                             egress=egress if isolate else None)  # fmt: skip
             if monitor is not None:
                 mon = monitor()
                 mon.start()
@@ -242,6 +321,8 @@ def _run(
         finally:
             if helper is not None:
                 helper.abandon()
+            if egress is not None:
+                egress.close()
             if mon is not None:
                 mon.stop()
 
@@ -268,27 +349,47 @@ class _Helper:
         confined: bool,
         abi: int | None,
         announce: str | None,
+        isolate: bool = False,
+        egress: Egress | None = None,
     ) -> None:
         env = _child_env(plan)
-        env["GUARD_SANDBOX"] = "landlock" if confined else "none"
+        env["GUARD_SANDBOX"] = ("namespaces+" if isolate else "") + (
+            "landlock" if confined else "none"
+        )
         self._status_r, status_w = os.pipe()
         go_r, self._go_w = os.pipe()
         self._gone = False
+        self.egress = egress
+        self._channel: socket.socket | None = None
+        passed = [status_w, go_r]
+        listen: tuple[int, int] | None = None
+        child: socket.socket | None = None
+        if egress is not None:
+            import socket  # only here: it costs guard run's start-up ~10 ms
+
+            self._channel, child = socket.socketpair()
+            passed.append(child.fileno())
+            listen = (egress.port, child.fileno())
         try:
             self.proc = subprocess.Popen(
                 helper_command(plan, command, status_fd=status_w, abi=abi if confined else 0,
-                               announce=announce, go_fd=go_r),
+                               announce=announce, go_fd=go_r, isolate=isolate,
+                               walls=plan.mode == "plan", listen=listen),
                 env=env,
                 close_fds=True,
-                pass_fds=(status_w, go_r),
-            )
+                pass_fds=tuple(passed),
+            )  # fmt: skip
         except OSError as exc:
             os.close(self._status_r)
             os.close(self._go_w)
+            if self._channel is not None:
+                self._channel.close()
             raise SandboxError(f"cannot start the sandbox helper: {exc.strerror}") from exc
         finally:
             os.close(status_w)
             os.close(go_r)
+            if child is not None:
+                child.close()
 
     def go(self) -> None:
         """Let the helper confine itself and exec the command; raise unless it did."""
@@ -308,10 +409,13 @@ class _Helper:
             self.proc.wait()
             if failure.get("stage") == "exec":
                 raise SandboxError(str(failure.get("error")))
-            raise SandboxError(
-                f"the Landlock sandbox could not be applied: {failure.get('error')}; the"
-                " command was NOT started"
-            )
+            what = {"landlock": "the Landlock sandbox could not be applied",
+                    "plans": "the plan directory cannot be used as it is",
+                    "tmpdir": "the private TMPDIR cannot be used",
+                    "namespaces": "the namespaces could not be made",
+                    "egress": "the egress listener could not be made"}.get(
+                str(failure.get("stage")), "the sandbox could not be set up")  # fmt: skip
+            raise SandboxError(f"{what}: {failure.get('error')}; the command was NOT started")
         restricted = next(
             (rep for rep in reports if rep.get("stage") in ("restricted", "unconfined")), None
         )
@@ -321,11 +425,31 @@ class _Helper:
                 f"the sandbox helper exited ({code}) without confirming the restriction;"
                 " the command was NOT started"
             )
+        if self._channel is not None and self.egress is not None:
+            # made and sent before the restriction was reported: here already
+            from guard.sandbox.namespaces import receive_fd
+
+            channel, self._channel = self._channel, None
+            try:
+                listener = receive_fd(channel.fileno())
+            finally:
+                channel.close()
+            if listener is None:
+                self.proc.kill()
+                self.proc.wait()
+                raise SandboxError(
+                    "the sandbox helper did not hand over the egress listener; the command was"
+                    " stopped"
+                )
+            self.egress.start(listener)
         # The helper announced what it enforced (before exec, so before the command's
         # own output) unless quiet.
 
     def abandon(self) -> None:
         """A helper that never got the go: close its pipes (it exits, nothing started)."""
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
         if self._gone:
             return
         self._gone = True
@@ -339,4 +463,4 @@ def _cleanup_tmp(plan: SandboxPlan, keep: bool, say: Callable[..., None]) -> Non
     if tmp is None or keep:
         return
     if not confine.remove_private_tmpdir(tmp):
-        say(f"the command's scratch files are kept in {tmp} (TMPDIR); remove it when done")
+        say(f"cannot remove the command's TMPDIR {tmp}; remove it by hand", force=True)

@@ -212,7 +212,10 @@ def test_plan_agent_under_accept_edits_changes_only_the_plan(
     assert (plans / "x.md").read_text() == "# Plan\n\n1. change app.py\n"
     assert (repo / ".claude/settings.json").read_bytes() == settings_before
     results = script.tool_results()
-    assert "branch" in results["toolu_git"].lower(), results["toolu_git"]
+    # git status runs confined, and a confined command does not start while the plan
+    # directory holds anything but plain plan files: the planted symlink is named
+    assert "evil.md is a symlink" in results["toolu_git"], results["toolu_git"]
+    assert "NOT started" in results["toolu_git"]
     assert "guard:" in results["toolu_write_src"], results["toolu_write_src"]
 
     records = audit_records(Path(env["HOME"]))
@@ -273,8 +276,9 @@ def test_plan_mode_shell_runs_confined_reads_answer_and_writes_fail_on_disk(
     claude: str, project: tuple[Path, dict[str, str]]
 ) -> None:
     """allow_confined through the real CLI: guard rewrites plan-mode Bash calls so that
-    Claude Code runs them under Landlock + seccomp. A program guard cannot prove read-only
-    runs and cannot write; a write the analysis sees is denied; reads answer the model."""
+    Claude Code runs them in namespaces under Landlock + seccomp. A program guard cannot
+    prove read-only runs and cannot write; a write the analysis sees is denied; reads answer
+    the model."""
     from guard.sandbox import confine
 
     if confine.available():
@@ -306,7 +310,7 @@ def test_plan_mode_shell_runs_confined_reads_answer_and_writes_fail_on_disk(
     assert (plans / "p.md").read_text() == "# P\n"
     assert denied_ids(result) == {"toolu_sed"}, result.get("permission_denials")
     results = script.tool_results()
-    assert "Permission denied" in results["toolu_py"], results["toolu_py"]
+    assert "Read-only file system" in results["toolu_py"], results["toolu_py"]
     assert "init" in results["toolu_log"], results["toolu_log"]
     assert "print('hello')" in results["toolu_cat"], results["toolu_cat"]
     assert "tests ran" in results["toolu_tests"], results["toolu_tests"]
@@ -320,3 +324,146 @@ def test_plan_mode_shell_runs_confined_reads_answer_and_writes_fail_on_disk(
         "toolu_tests": "allow_confined",
         "toolu_plan": "allow",
     }, by_id
+
+
+def test_plan_mode_shell_reaches_no_local_service_nor_the_users_tmux_and_pytest_still_runs(
+    claude: str, project: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Issue 25's reproductions through the real CLI: in guard's plan mode a ``python3``
+    POST to a service on 127.0.0.1 and ``tmux send-keys`` to the user's tmux server run
+    confined (programs guard cannot prove read-only) and do nothing; ``pytest`` runs and
+    reports. The recorder, the tmux pane and the disk are checked afterwards."""
+    import http.server
+    import threading
+
+    from guard.sandbox import confine
+
+    why = confine.available() or confine.namespaces_unavailable()
+    if why:
+        pytest.skip(f"no namespaces here: {why}")
+    repo, env = project
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_app.py").write_text("def test_app():\n    assert 1 + 1 == 2\n")
+    requests: list[tuple[str, bytes]] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            n = int(self.headers.get("Content-Length") or 0)
+            requests.append((self.path, self.rfile.read(n)))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    tmux_sock = str(tmp_path / "tmux-user.sock")  # "the user's" tmux server (private)
+    subprocess.run(["tmux", "-S", tmux_sock, "new-session", "-d", "-s", "user", "-c",
+                    str(repo), "sh"], check=True, env=env, timeout=60)  # fmt: skip
+    src_before = snapshot(repo / "src")
+    post = (
+        "python3 -c \"import urllib.request as u; u.urlopen(u.Request("
+        f"'http://127.0.0.1:{port}/merge', data=b'pwned', method='POST'), timeout=5)\""
+    )
+    steps = [
+        ToolUse("toolu_post", "Bash", {"command": post, "description": "merge"}),
+        ToolUse(
+            "toolu_tmux",
+            "Bash",
+            {"command": f"tmux -S {tmux_sock} send-keys -t user 'echo pwned >> src/app.py'"
+                        " Enter; echo tmux=$?", "description": "type"},
+        ),
+        ToolUse(
+            "toolu_pytest",
+            "Bash",
+            {"command": f"{sys.executable} -m pytest -q -p no:cacheprovider tests",
+             "description": "run the tests"},
+        ),
+    ]  # fmt: skip
+    script = Script(steps)
+    try:
+        run_claude(claude, repo, env, script, "acceptEdits", "plan")
+        import time
+
+        time.sleep(1.0)  # what tmux would have typed would have run by now
+        pane = subprocess.run(["tmux", "-S", tmux_sock, "capture-pane", "-p", "-t", "user"],
+                              capture_output=True, text=True, env=env, timeout=60).stdout
+    finally:
+        subprocess.run(["tmux", "-S", tmux_sock, "kill-server"], capture_output=True, env=env)
+        server.shutdown()
+        server.server_close()
+    results = script.tool_results()
+    assert requests == [], requests
+    assert "Connection refused" in results["toolu_post"], results["toolu_post"]
+    assert "tmux=1" in results["toolu_tmux"], results["toolu_tmux"]
+    assert "pwned" not in pane
+    assert "1 passed" in results["toolu_pytest"], results["toolu_pytest"]
+    assert snapshot(repo / "src") == src_before
+    records = audit_records(Path(env["HOME"]))
+    by_id = {r["tool_use_id"]: r["decision"] for r in records}
+    assert by_id == dict.fromkeys(("toolu_post", "toolu_tmux", "toolu_pytest"), "allow_confined")
+
+
+def test_guard_run_around_claude_in_plan_mode_reaches_its_model_only_through_the_proxy(
+    claude: str, project: tuple[Path, dict[str, str]]
+) -> None:
+    """``guard run -- claude -p`` in plan mode: Claude Code itself runs in the namespaces,
+    so its scripted Messages API (a host the policy lists under ``model_api``, mapped to
+    the server on the host's 127.0.0.1) is reached through guard's egress proxy; the
+    model's Bash calls run in there too and cannot write. Every connection is in the audit
+    log as an allow by ``model_api``."""
+    from guard.sandbox import confine
+
+    from .fake_anthropic import FakeAnthropic
+    from .host_runs import CLAUDE_ENV, PROMPT
+
+    why = confine.available() or confine.namespaces_unavailable()
+    if why:
+        pytest.skip(f"no namespaces here: {why}")
+    repo, env = project
+    # guard run is the layer here, as for a host without hooks (a hook inside it could not
+    # write guard's audit log, which the sandbox keeps read-only: it would refuse all)
+    (repo / ".claude" / "settings.json").unlink()
+    src_before = snapshot(repo / "src")
+    plans = repo / ".openoxide" / "plans"
+    steps = [
+        ToolUse("toolu_cat", "Bash", {"command": "cat src/app.py", "description": "read"}),
+        ToolUse("toolu_py", "Bash", {
+            "command": "python3 -c \"open('src/x', 'w').write('x')\"", "description": "py"}),
+        ToolUse("toolu_plan", "Write", {"file_path": str(plans / "p.md"), "content": "# P\n"}),
+    ]  # fmt: skip
+    script = Script(steps)
+    with FakeAnthropic(script) as api:
+        port = api.url.rsplit(":", 1)[1]
+        policy = Path(env["HOME"]) / "policy.toml"
+        policy.write_text(
+            'version = 1\nextends = ["builtin:default"]\n'
+            f'[agents.plan.network]\nmodel_api = ["api.test:{port}"]\n'
+            f'[egress]\nresolve = {{ "api.test:{port}" = "127.0.0.1:{port}" }}\n'
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "guard", "run", "--agent", "plan", "--policy", str(policy),
+             "--writable", "{home}/.claude-config",
+             "--", claude, "-p", PROMPT, "--output-format", "json",
+             "--permission-mode", "acceptEdits", "--allowedTools", "Bash", "--max-turns", "30"],
+            cwd=repo, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+            env={**env, **CLAUDE_ENV, "GUARD_AGENT": "plan",
+                 "CLAUDE_CONFIG_DIR": str(Path(env["HOME"]) / ".claude-config"),
+                 "ANTHROPIC_BASE_URL": f"http://api.test:{port}"},
+        )  # fmt: skip
+    assert proc.stdout.strip(), f"claude printed nothing; stderr: {proc.stderr[-3000:]}"
+    results = script.tool_results()
+    assert set(results) == {s.id for s in steps}, (results, proc.stderr[-2000:])
+    assert "print('hello')" in results["toolu_cat"]
+    assert "Read-only file system" in results["toolu_py"], results["toolu_py"]
+    assert snapshot(repo / "src") == src_before
+    assert (plans / "p.md").read_text() == "# P\n"
+    assert "namespaces:" in proc.stderr
+    from guard.audit import read  # type: ignore[import-not-found,unused-ignore]
+
+    records = [r for log in sorted(Path(env["HOME"]).rglob("audit/*.jsonl")) for r in read(log)]
+    egress = [r for r in records if r.get("source") == "run" and "egress" in r]
+    assert egress and all(r["decision"] == "allow" for r in egress), egress
+    assert all("model_api" in str(r["rule"]) for r in egress)

@@ -36,9 +36,17 @@ def slipped_policy(tmp_path: Path) -> Path:
     return path
 
 
-def refused_by_kernel(result: types.CallToolResult) -> bool:
+def refused_by_kernel(result: types.CallToolResult, tool: str = "") -> bool:
+    """The server's write failed in the kernel: the read-only view (EROFS) in namespaces,
+    Landlock (EACCES) in the fallback without them. (Node's recursive mkdir reports the
+    EROFS of a directory it could not make as the ENOENT of its stat afterwards.)"""
     body = fs.text(result).lower()
-    return result.is_error and ("eacces" in body or "permission denied" in body)
+    if confine.namespaces_unavailable():
+        return result.is_error and ("eacces" in body or "permission denied" in body)
+    seen = ("erofs", "read-only file system")
+    if tool == "create_directory":
+        seen += ("enoent: no such file or directory, mkdir",)
+    return result.is_error and any(s in body for s in seen)
 
 
 @pytest.mark.skipif(confine.available() != "", reason="this kernel cannot confine")
@@ -48,9 +56,10 @@ def test_writes_the_analysis_lets_through_fail_in_the_confined_server_until_appr
     slipped_policy: Path,
 ) -> None:
     """Attack: in plan mode, write_file, edit_file, create_directory and move_file under src/
-    that the (slipped) policy allows; the filesystem server must get EACCES from the kernel
-    and the disk stay unchanged. The plan file is written; after the approved plan_exit the
-    server is restarted unconfined and the same connection writes src/app.py."""
+    that the (slipped) policy allows; the filesystem server must get EROFS (EACCES without
+    namespaces) from the kernel and the disk stay unchanged. The plan file is written; after
+    the approved plan_exit the server is restarted unconfined and the same connection writes
+    src/app.py."""
     app = repo / "src" / "app.py"
 
     async def scenario() -> None:
@@ -77,7 +86,7 @@ def test_writes_the_analysis_lets_through_fail_in_the_confined_server_until_appr
             for name, arguments in attempts:
                 r = await c.call(name, **arguments)
                 assert "guard refused" not in fs.text(r), (name, fs.text(r))  # the gate allowed
-                assert refused_by_kernel(r), (name, fs.text(r))
+                assert refused_by_kernel(r, name), (name, fs.text(r))
             assert fs.snapshot(repo) == before
             assert app.read_text() == "print('hello')\n"
 

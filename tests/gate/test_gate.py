@@ -179,6 +179,26 @@ def test_a_confiner_turns_a_refused_plan_shell_call_into_allow_confined(repo: Pa
     assert len(confiner.asked) == asked + 1
 
 
+class _Require:
+    """A confiner whose policy requires a confinement the kernel cannot give here."""
+
+    def confine(self, verdict: Verdict, guard: Guard) -> Confinement | None:
+        return Confinement(None, "the network wall is missing here", "guard.sandbox-require")
+
+
+def test_a_confiner_may_refuse_a_call_it_cannot_confine_as_required(repo: Path) -> None:
+    """A Confinement without an input to run is a deny with its reason (the policy's
+    `require` where the kernel cannot give the walls), even for a call the policy allows."""
+    sink = MemorySink()
+    g = Guard.load(cwd=repo)
+    plan = Gate(guard=g, agent="plan", env={}, confiner=_Require(), sink=sink, source="test")
+    v = plan.decide(bash_call(repo, "cat src/app.py"))
+    assert v.action is VerdictAction.DENY and not v.allowed
+    assert (v.reason, v.rule) == ("the network wall is missing here", "guard.sandbox-require")
+    assert v.updated_input is None
+    assert sink.records[0]["decision"] == "deny"
+
+
 # -- rendering a verdict for each host ---------------------------------------------------
 
 

@@ -77,3 +77,18 @@ def test_bad_lint_table_in_a_policy_is_a_located_gl001(tmp_path: Path) -> None:
 def test_missing_extends_parent_is_a_gl001_in_the_child(tmp_path: Path) -> None:
     (f,) = lint_text(tmp_path, 'version = 1\nextends = ["gone.toml"]\n')
     assert f.code == "GL001" and f.line == 2 and "does not exist" in f.message
+
+
+def test_an_unknown_wall_in_sandbox_require_is_a_located_gl001(tmp_path: Path) -> None:
+    text = complete('[agents.plan.sandbox]\nrequire = ["network", "everything"]')
+    (f,) = [f for f in lint_text(tmp_path, text) if f.code == "GL001"]
+    assert text.splitlines()[f.line - 1].startswith("require"), f
+    assert "'network', 'ipc', 'processes' or 'metadata'" in f.message, f
+    assert "everything" in f.message
+
+
+def test_an_unknown_root_in_sandbox_sockets_is_a_located_gl001(tmp_path: Path) -> None:
+    text = complete('[agents.plan.sandbox]\nsockets = ["{nowhere}/x.sock"]')
+    (f,) = [f for f in lint_text(tmp_path, text) if f.code == "GL001"]
+    assert text.splitlines()[f.line - 1].startswith("sockets"), f
+    assert "unknown root {nowhere}" in f.message, f

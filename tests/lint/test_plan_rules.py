@@ -166,3 +166,15 @@ def test_task_allowed_without_subagents_list_reaches_build(tmp_path: Path) -> No
 def test_task_denied_without_subagents_list_is_clean(tmp_path: Path) -> None:
     text = PLAN_OK.replace('subagents = ["explore"]\n', "")
     assert "GL203" not in codes(lint_text(tmp_path, text))
+
+
+def test_a_socket_a_plan_agent_may_reach_is_a_warning_with_its_line(tmp_path: Path) -> None:
+    """Attack: the plan agent lists the docker socket; docker mounts the worktree and
+    writes it for a confined command."""
+    text = PLAN_OK.replace(
+        'subagents = ["explore"]',
+        'subagents = ["explore"]\n[agents.plan.sandbox]\nsockets = ["//var/run/docker.sock"]',
+    )
+    found = [f for f in lint_text(tmp_path, text) if f.code == "GL209"]
+    assert len(found) == 1 and "docker.sock" in found[0].message
+    assert text.splitlines()[found[0].line - 1].startswith("sockets")

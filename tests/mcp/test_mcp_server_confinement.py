@@ -32,6 +32,8 @@ SESSION = "confined-1"
 needs_landlock = pytest.mark.skipif(
     confine.available() != "", reason=f"this kernel cannot confine: {confine.available()}"
 )
+#: How the kernel refuses the write: the read-only view in namespaces, Landlock without.
+REFUSED = "EACCES" if confine.namespaces_unavailable() else "EROFS"
 
 
 @pytest.fixture
@@ -58,8 +60,9 @@ def text(answer: dict[str, Any]) -> str:
     return "\n".join(c.get("text", "") for c in answer["result"]["content"])
 
 
-def pid_of(answer: dict[str, Any]) -> int:
-    return int(text(answer).split()[0].removeprefix("pid="))
+def pid_of(answer: dict[str, Any]) -> str:
+    """The answering server process: its pid and a token of its own (``N.TOKEN``)."""
+    return text(answer).split()[0].removeprefix("pid=")
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -140,14 +143,15 @@ def test_a_read_tool_that_writes_is_stopped_by_the_kernel_until_the_plan_is_appr
     repo: Path,
 ) -> None:
     """Attack: a tool guard's analysis takes for a read (read_text_file) makes the server write
-    src/x. In plan mode the kernel must refuse it (EACCES) and the disk stay unchanged; after
+    src/x. In plan mode the kernel must refuse it (EROFS; EACCES without namespaces) and the
+    disk stay unchanged; after
     the approved plan exit the server is restarted unconfined and the write lands; after
     `guard mode plan` it is confined again. One proxy, one connection throughout."""
     before = snapshot(repo)
     client = start(repo)
     try:
         plan_pid = pid_of(first := client.call("read_text_file", {"path": "README.md"}, "r1"))
-        assert "# project" in text(first) and "EACCES" in text(first), text(first)
+        assert "# project" in text(first) and REFUSED in text(first), text(first)
         assert not (repo / "src" / "x").exists()
         assert snapshot(repo) == before
         assert "runs confined" in client.stderr()
@@ -163,7 +167,7 @@ def test_a_read_tool_that_writes_is_stopped_by_the_kernel_until_the_plan_is_appr
         guard_cli(repo, "mode", "plan")
         wait_for_list_changed(client)
         again = client.call("read_text_file", {"path": "README.md"}, "r3")
-        assert "EACCES" in text(again), text(again)
+        assert REFUSED in text(again), text(again)
         assert pid_of(again) not in (plan_pid, build_pid)
         assert (repo / "src" / "x").read_text() == f"written by pid {build_pid}\n"
         assert client.proc.poll() is None  # the same proxy process all along
@@ -253,3 +257,53 @@ def test_a_pinned_build_agent_runs_the_server_unconfined(repo: Path) -> None:
     finally:
         assert client.close() == 0
     assert "runs confined" not in client.stderr()
+
+
+@needs_landlock
+def test_the_confined_server_reaches_the_network_only_through_guards_egress_proxy(
+    repo: Path,
+) -> None:
+    """In plan mode the server's network is its namespace's loopback and guard's egress
+    proxy, served by guard mcp itself: a GET to a host the policy allows (mapped to a
+    recorder on the host's 127.0.0.1) arrives; a direct connection to the recorder does
+    not."""
+    import http.server
+    import threading
+
+    if confine.namespaces_unavailable():
+        pytest.skip(f"no namespaces here: {confine.namespaces_unavailable()}")
+    seen: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    policy = repo.parent / "policy.toml"
+    policy.write_text(
+        'version = 1\nextends = ["builtin:default"]\n[agents.plan.network]\n'
+        f'allow = ["docs.test"]\n[egress]\nresolve = {{ "docs.test" = "127.0.0.1:{port}" }}\n'
+    )
+    client = RawClient(
+        ["--session", SESSION, "--policy", str(policy)], repo,
+        [sys.executable, str(SNEAKY.with_name("net_server.py")), str(server_log(repo)),
+         "http://docs.test/guide", f"127.0.0.1:{port}"],
+    )  # fmt: skip
+    try:
+        client.initialize()
+        answer = client.call("read_text_file", {"path": "README.md"}, "n1")
+    finally:
+        client.close()
+        server.shutdown()
+        server.server_close()
+    assert text(answer) == "get=ok direct=ECONNREFUSED", (text(answer), client.stderr())
+    assert seen == ["/guide"]

@@ -40,11 +40,13 @@ def _held_progress(marker: Path, reached: threading.Event) -> object:
 
 
 def test_attack_command_changes_untracked_and_tracked_files_at_once_restore_is_exact(
-    wt: Path, tmp_path: Path
+    wt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The attack: the confined command rewrites and chmods an untracked file and a
     tracked file the moment it starts, before the background baseline could read them.
-    ``--restore`` puts both back exactly: bytes and mode on disk."""
+    ``--restore`` puts both back exactly: bytes and mode on disk. (The command runs
+    unconfined: no Landlock, and no namespaces, whose read-only view would refuse it.)"""
+    monkeypatch.setenv("GUARD_TEST_NO_NAMESPACES", "1")
     tracked, untracked = wt / "src" / "tool.sh", wt / "notes.txt"
     before = {p: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in (tracked, untracked)}
     assert before[untracked][1] == 0o600 and before[tracked][1] & 0o100

@@ -209,3 +209,19 @@ def test_attack_plan_directory_under_a_planted_link_is_refused_before_anything_r
     assert b"real directories only" in r.stderr
     assert not (repo / "src" / "plans").exists()
     assert not marker.exists()
+
+
+def test_the_private_tmpdir_of_the_fallback_is_removed_when_a_signal_kills_the_command(
+    tree: Tree,
+) -> None:
+    """Without namespaces the private TMPDIR is a directory on disk: it is removed before
+    the helper dies of the signal that killed the command (as the command would have)."""
+    text = confine.wrap_command(
+        'echo "$TMPDIR"; touch "$TMPDIR/left"; kill -TERM $$', plans=[str(tree.plans)],
+        cwd=str(tree.worktree), isolate=False,
+    )  # fmt: skip
+    r = sh(text, tree.worktree)
+    assert r.returncode == -15 or r.returncode == 143, r.stderr
+    tmp = r.stdout.decode().strip()
+    assert tmp.startswith(("/tmp/", os.environ.get("TMPDIR") or "/tmp")), tmp
+    assert not os.path.lexists(tmp)

@@ -400,3 +400,106 @@ def test_guard_run_refuses_system_state_changes_end_to_end(tree: Tree) -> None:
     assert proc.stdout.split() == ["hostname=1", "date=1", "chown=1"], proc.stdout
     assert "all capabilities dropped" in proc.stderr or not ROOT
     assert "refused by seccomp" in proc.stderr
+
+
+# -- the walls around other processes and local IPC (plan mode: --walls) -----------------
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+@pytest.mark.parametrize("unix", [True, False])
+def test_the_walls_program_is_well_formed(arch: str, unix: bool) -> None:
+    prog = seccomp.program(arch, walls=True, unix_sockets=unix)
+    assert len(prog) < 4096
+    for pc, (op, jt, jf, _k) in enumerate(prog):
+        if op & 0x07 == 0x05:
+            assert pc + 1 + jt < len(prog) and pc + 1 + jf < len(prog), pc
+    assert prog[-1] == (0x06, 0, 0, seccomp.RET_ALLOW)
+    assert len(prog) > len(seccomp.program(arch))
+
+
+def walls_probe(tree: Tree, body: str, *extra: str) -> dict[str, object]:
+    return confined_probe(
+        [str(tree.plans), "/dev/null"], SYSCALL + textwrap.dedent(body), "--walls", *extra
+    )
+
+
+def test_attack_reaching_into_a_sibling_process_is_refused(tree: Tree) -> None:
+    """Another process (here a sibling the test started, outside any PID namespace: the
+    filter's wall holds by itself): its limits, priority, I/O priority, scheduling, memory,
+    descriptors and kernel objects."""
+    sibling = subprocess.Popen(["sleep", "60"])
+    pid = sibling.pid
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    nice = Path(f"/proc/{pid}/stat").read_text().split()[18]
+    try:
+        rlim = "(ctypes.c_ulong * 2)(0, 0)"
+        for call in (
+            f"r = {rlim}; sc('prlimit64', {pid}, 4, ctypes.addressof(r), 0)",  # RLIMIT_CORE
+            f"sc('setpriority', 0, {pid}, 19)",  # PRIO_PROCESS
+            "sc('setpriority', 1, 0, 19)",  # PRIO_PGRP: its own group holds guard and the host
+            "sc('setpriority', 2, 0, 19)",  # PRIO_USER: every process of the user
+            f"sc('ioprio_set', 1, {pid}, 0x6000)",  # IOPRIO_WHO_PROCESS, idle class
+            f"sc('sched_setscheduler', {pid}, 5, ctypes.addressof(ctypes.c_int(0)))",  # IDLE
+            f"sc('sched_setparam', {pid}, ctypes.addressof(ctypes.c_int(0)))",
+            f"sc('sched_setattr', {pid}, 0, 0)",
+            f"sc('process_vm_writev', {pid}, 0, 0, 0, 0, 0)",
+            f"sc('process_vm_readv', {pid}, 0, 0, 0, 0, 0)",
+            f"sc('kcmp', os.getpid(), {pid}, 0, 0, 0)",
+            f"sc('pidfd_getfd', os.pidfd_open({pid}), 1, 0)",
+            f"sc('process_madvise', os.pidfd_open({pid}), 0, 0, 0, 0)",
+            f"sc('ptrace', 16, {pid}, 0, 0)",  # PTRACE_ATTACH
+        ):
+            assert_eperm(walls_probe(tree, call))
+        assert Path(f"/proc/{pid}/limits").read_text() == limits
+        assert Path(f"/proc/{pid}/stat").read_text().split()[18] == nice
+        assert sibling.poll() is None
+    finally:
+        sibling.kill()
+        sibling.wait()
+
+
+def test_a_process_may_still_change_its_own_limits_and_priority(tree: Tree) -> None:
+    body = """
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 256), hard))
+    resource.prlimit(0, resource.RLIMIT_CORE)
+    os.setpriority(os.PRIO_PROCESS, 0, 5)
+    os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    """
+    assert walls_probe(tree, body) == {"ok": True}
+
+
+def test_io_uring_is_out_of_reach(tree: Tree) -> None:
+    for call in ("sc('io_uring_setup', 8, 0)", "sc('io_uring_enter', 0, 0, 0, 0, 0, 0)",
+                 "sc('io_uring_register', 0, 0, 0, 0)"):  # fmt: skip
+        assert walls_probe(tree, call) == {"ok": False, "errno": "ENOSYS"}, call
+
+
+def test_unix_sockets_are_refused_but_socketpair_and_inet_work(tree: Tree) -> None:
+    assert_eperm(walls_probe(tree, "import socket; socket.socket(socket.AF_UNIX)"))
+    body = """
+    import socket
+    a, b = socket.socketpair()
+    a.sendall(b"x"); assert b.recv(1) == b"x"
+    socket.socket(socket.AF_INET).close()
+    socket.socket(socket.AF_INET6).close()
+    """
+    assert walls_probe(tree, body) == {"ok": True}
+    # with a socket the policy lists, Unix sockets may be made (the namespace masks the rest)
+    listed = ("--socket", str(tree.outside / "daemon.sock"))
+    body = "import socket; socket.socket(socket.AF_UNIX).close()"
+    assert walls_probe(tree, body, *listed) == {"ok": True}
+
+
+def test_without_the_walls_build_mode_keeps_its_tools(tree: Tree) -> None:
+    """guard run in build mode does not raise the walls: Unix sockets and the limits of
+    its own children work as they did."""
+    body = """
+    import resource, socket, subprocess
+    socket.socket(socket.AF_UNIX).close()
+    child = subprocess.Popen(["sleep", "30"])
+    resource.prlimit(child.pid, resource.RLIMIT_CORE, (0, 0))
+    child.kill()
+    """
+    assert probe(tree, body) == {"ok": True}

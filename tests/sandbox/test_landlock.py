@@ -198,6 +198,31 @@ def test_attack_signal_to_an_outside_process_is_refused(tree: Tree) -> None:
         victim.wait()
 
 
+def test_attack_connect_to_an_abstract_socket_outside_is_refused(tree: Tree) -> None:
+    """Landlock's scope (ABI 6) on its own: Unix sockets allowed (a policy listed one), no
+    network namespace, and still the daemon on ``@name`` outside is out of reach."""
+    if ABI < 6:
+        pytest.skip(f"abstract socket scoping needs Landlock ABI 6; this kernel has ABI {ABI}")
+    import socket
+    import uuid
+
+    name = b"\0guard-test-" + uuid.uuid4().hex.encode()
+    daemon = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    daemon.bind(name)
+    daemon.listen(1)
+    try:
+        body = f"import socket; socket.socket(socket.AF_UNIX).connect({name!r})"
+        listed = ("--walls", "--socket", str(tree.outside / "listed.sock"))
+        assert_blocked(confined_probe(plan_roots(tree), body, *listed), "EPERM")
+        daemon.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            daemon.accept()
+        # without the scope (no --walls), the same connect reaches it: the attack is real
+        assert confined_probe(plan_roots(tree), body) == {"ok": True}
+    finally:
+        daemon.close()
+
+
 TTY = ["--write", "/dev/pts", "--ioctl", "/dev/pts", "--write", "/dev/ptmx", "--ioctl", "/dev/ptmx"]
 TIOCSTI_BODY = """
 import fcntl, termios

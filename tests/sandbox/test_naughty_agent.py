@@ -18,9 +18,9 @@ def _commit(tree: Tree) -> None:
 
 
 @needs_landlock
-def test_naughty_agent_is_stopped_by_guard_run_and_its_chmod_reported(
-    tree: Tree, tmp_path: Path
-) -> None:
+def test_naughty_agent_is_stopped_by_guard_run_in_namespaces(tree: Tree, tmp_path: Path) -> None:
+    """In namespaces every trick fails, chmod included (the read-only view): nothing is
+    left for the monitor to report."""
     _commit(tree)
     home = tmp_path / "home"
     home.mkdir()
@@ -33,10 +33,40 @@ def test_naughty_agent_is_stopped_by_guard_run_and_its_chmod_reported(
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "sandbox namespaces+landlock" in proc.stdout
+    assert (
+        "13 blocked by the kernel, 1 allowed (the plan file), 0 left to the monitor, 0 escaped."
+        in proc.stdout
+    ), proc.stdout
+    assert "ESCAPED" not in proc.stdout and "VIOLATION" not in proc.stderr
+    assert list(tree.plans.glob("*-naughty-plan.md"))
+    assert tree.victim.read_text() == "print('original')\n"
+    assert not (home / ".bashrc").exists()
+
+
+@needs_landlock
+def test_naughty_agent_in_the_landlock_only_fallback_leaves_chmod_to_the_monitor(
+    tree: Tree, tmp_path: Path
+) -> None:
+    """Without namespaces (the fallback, here forced by guard's test seam) Landlock blocks
+    every write, and the chmod it does not govern is reported by the monitor alongside."""
+    _commit(tree)
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = subprocess.run(
+        guard_argv("run", "--agent", "plan", "--", sys.executable, str(DEMO)),
+        capture_output=True,
+        text=True,
+        cwd=tree.worktree,
+        env=clean_env(HOME=str(home), GUARD_TEST_NO_NAMESPACES="1"),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Landlock-only fallback" in proc.stderr
     assert (
         "12 blocked by the kernel, 1 allowed (the plan file), 1 left to the monitor, 0 escaped."
         in proc.stdout
-    )
+    ), proc.stdout
     assert "ESCAPED" not in proc.stdout
     # the one thing Landlock lets through, the monitor running alongside reports
     assert "guard monitor: VIOLATION attrib {worktree}/src/app.py" in proc.stderr

@@ -26,27 +26,37 @@ pytestmark = needs_landlock
 def guard_run(
     tree: Tree, *args: str, timeout: float = 120, **kw: object
 ) -> subprocess.CompletedProcess[str]:
+    kw.setdefault("env", clean_env())
     return subprocess.run(
         guard_argv("run", *args),
         capture_output=True,
         text=True,
         cwd=tree.worktree,
-        env=clean_env(),
         timeout=timeout,
         **kw,  # type: ignore[call-overload]
     )
 
 
-def test_plan_agent_under_default_policy_can_write_its_plan_but_not_the_project(tree: Tree) -> None:
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "fallback"])
+def test_plan_agent_under_default_policy_can_write_its_plan_but_not_the_project(
+    tree: Tree, namespaces: bool
+) -> None:
+    """In namespaces the read-only view refuses (EROFS); in the Landlock-only fallback
+    (forced by the test seam) Landlock does (EACCES)."""
     script = (
-        "import os\n"
+        "import errno, os\n"
         "open(os.path.join(os.environ['GUARD_PLANS'], 'p.md'), 'w').write('# plan')\n"
         "try:\n    open('src/app.py', 'a').write('evil')\n"
-        "except PermissionError:\n    print('refused')\n"
+        "except OSError as e:\n    print('refused', errno.errorcode[e.errno])\n"
     )
-    proc = guard_run(tree, "--agent", "plan", "--no-monitor", "--", sys.executable, "-c", script)
+    env = clean_env() if namespaces else clean_env(GUARD_TEST_NO_NAMESPACES="1")
+    proc = guard_run(
+        tree, "--agent", "plan", "--no-monitor", "--", sys.executable, "-c", script, env=env
+    )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "refused"
+    assert proc.stdout.strip() == ("refused EROFS" if namespaces else "refused EACCES")
+    assert ("namespaces: " in proc.stderr) is namespaces
+    assert ("Landlock-only fallback" in proc.stderr) is not namespaces
     assert (tree.plans / "p.md").read_text() == "# plan"
     assert tree.victim.read_text() == "print('original')\n"
     assert "Landlock ABI" in proc.stderr and "enforced" in proc.stderr
@@ -281,6 +291,8 @@ def test_explain_lists_the_writable_roots_and_runs_nothing(tree: Tree) -> None:
     assert str(tree.worktree) not in paths
     assert doc["landlock_abi"] >= 1
     assert doc["tiocsti_filtered"] is True
+    assert doc["read_only_view"] is True and doc["network"] == "loopback only"
+    assert "mount, network, pid, ipc" in doc["namespaces"]
 
 
 def test_build_agent_may_write_the_worktree(tree: Tree) -> None:
@@ -413,16 +425,47 @@ def _commit_src(tree: Tree) -> None:
     subprocess.run([*git, "commit", "-qm", "init"], check=True)
 
 
+def test_attack_chmod_is_refused_in_namespaces_and_nothing_is_left_to_report(
+    tree: Tree, tmp_path: Path
+) -> None:
+    """chmod, utime and xattrs are not Landlock rights; the read-only view refuses them
+    (EROFS) inside the worktree and beyond it, so the monitor has nothing to report."""
+    _commit_src(tree)
+    mode, mtime = tree.victim.stat().st_mode, tree.victim.stat().st_mtime_ns
+    outside = tree.outside / "f"
+    outside.write_text("x")
+    audit_log = tmp_path / "audit.jsonl"
+    script = (
+        f"chmod o+x src/app.py; echo chmod=$?; touch -d 2001-01-01 src/app.py; echo utime=$?;"
+        f" chmod 000 .git; echo git=$?; chmod o+x {outside}; echo outside=$?"
+    )
+    proc = guard_run(tree, "--audit", str(audit_log), "--", "sh", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["chmod=1", "utime=1", "git=1", "outside=1"], proc.stdout
+    assert proc.stderr.count("Read-only file system") == 4, proc.stderr
+    assert (tree.victim.stat().st_mode, tree.victim.stat().st_mtime_ns) == (mode, mtime)
+    assert (tree.worktree / ".git").stat().st_mode & 0o700 == 0o700
+    assert outside.stat().st_mode & 0o777 == 0o644
+    assert "VIOLATION" not in proc.stderr
+    assert "monitor: 0 violations seen" in proc.stderr
+
+
+# The monitor's part: in the Landlock-only fallback (forced by the test seam), chmod gets
+# through, and the monitor reports it (and with --restore undoes it).
+FALLBACK = {"GUARD_TEST_NO_NAMESPACES": "1"}
+
+
 def test_attack_chmod_is_not_covered_by_landlock_but_reported_by_the_monitor(
     tree: Tree, tmp_path: Path
 ) -> None:
-    """Landlock does not govern chmod: the command succeeds, and the monitor running
-    alongside reports it and writes it to the audit log."""
+    """Landlock does not govern chmod: without namespaces the command succeeds, and the
+    monitor running alongside reports it and writes it to the audit log."""
     _commit_src(tree)
     audit_log = tmp_path / "audit.jsonl"
     proc = guard_run(
-        tree, "--audit", str(audit_log), "--", "sh", "-c", "chmod o+x src/app.py && sleep 1"
-    )
+        tree, "--audit", str(audit_log), "--", "sh", "-c", "chmod o+x src/app.py && sleep 1",
+        env=clean_env(**FALLBACK),
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert tree.victim.stat().st_mode & 0o001
     # the same line whether the chmod landed before or after the baseline was complete
@@ -440,7 +483,7 @@ def test_chmod_is_undone_with_restore(tree: Tree, tmp_path: Path) -> None:
     mode = tree.victim.stat().st_mode
     proc = guard_run(
         tree, "--restore", "--audit", str(tmp_path / "a.jsonl"), "--",
-        "sh", "-c", "chmod o+x src/app.py && sleep 1",
+        "sh", "-c", "chmod o+x src/app.py && sleep 1", env=clean_env(**FALLBACK),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "VIOLATION attrib" in proc.stderr
@@ -448,11 +491,14 @@ def test_chmod_is_undone_with_restore(tree: Tree, tmp_path: Path) -> None:
     assert tree.victim.read_text() == "print('original')\n"
 
 
-def test_unconfined_run_is_loud_and_watched_by_the_monitor(tree: Tree, tmp_path: Path) -> None:
-    """Without Landlock (ABI 0 here) and with --allow-unconfined, the write happens, the
-    banner says UNCONFINED, and the monitor reports the write."""
+def test_unconfined_run_is_loud_and_watched_by_the_monitor(
+    tree: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without Landlock (ABI 0 here) nor namespaces (the seam), and with --allow-unconfined,
+    the write happens, the banner says UNCONFINED, and the monitor reports the write."""
     from guard.monitor import Monitor
 
+    monkeypatch.setenv("GUARD_TEST_NO_NAMESPACES", "1")
     _commit_src(tree)
     g = Guard.load(worktree=tree.worktree)
     plan = roots.derive(g, "plan", private_tmp=False)
@@ -474,6 +520,27 @@ def test_unconfined_run_is_loud_and_watched_by_the_monitor(tree: Tree, tmp_path:
     assert "UNCONFINED" in err.getvalue()
     assert tree.victim.read_text() == "changed\n"
     assert any(getattr(v, "path", "").endswith("src/app.py") for v in seen)
+
+
+def test_without_landlock_the_namespaces_still_hold(tree: Tree, tmp_path: Path) -> None:
+    """--allow-unconfined on a kernel without Landlock (ABI 0 here): in plan mode the
+    namespaces still stand, so the write is refused by the read-only view."""
+    from guard.monitor import Monitor
+
+    _commit_src(tree)
+    g = Guard.load(worktree=tree.worktree)
+    plan = roots.derive(g, "plan", private_tmp=False)
+    err = io.StringIO()
+
+    def factory() -> Monitor:
+        return Monitor(g, "plan", audit_path=tmp_path / "a.jsonl")
+
+    status = supervise.run(
+        plan, ["sh", "-c", f"echo changed > {tree.victim}"], abi=0, allow_unconfined=True,
+        monitor=factory, err=err,
+    )  # fmt: skip
+    assert status == 2, err.getvalue()  # sh: cannot create: Read-only file system
+    assert tree.victim.read_text() == "print('original')\n"
 
 
 def _start_until_ready(tree: Tree, script: str) -> subprocess.Popen[str]:

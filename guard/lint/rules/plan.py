@@ -276,3 +276,33 @@ def _protected(ctx: LintContext) -> Iterable[Finding]:
                 " policy, git hooks and agent hook settings are writable under its rules",
                 "remove `protected = false`",
             )
+
+
+@rule(
+    "GL209",
+    "plan-socket-reachable",
+    Level.WARNING,
+    "A plan-mode agent lists Unix sockets its confined commands may reach"
+    " (`[agents.NAME.sandbox] sockets`).",
+    why="Behind a socket is a daemon that acts with its own rights: docker starts"
+    " containers that mount the worktree, tmux types into shells, an IDE's server edits"
+    " files. A confined command that may reach one may have it change what plan mode keeps"
+    " unchanged; guard cannot see what the daemon does. Listing a socket also lets every"
+    " confined command create Unix sockets (the other sockets on the host stay covered).",
+    bad='[agents.plan]\nmode = "plan"\ndefault = "deny"\n\n[agents.plan.sandbox]\nconfine = true\n'
+    'sockets = ["//var/run/docker.sock"]',
+    fix="List only sockets of read-only services (a language server that answers queries,"
+    " a metrics endpoint), or none: a plan needs no daemon that writes. Give a build agent"
+    " the sockets it needs instead.",
+    good='[agents.plan]\nmode = "plan"\ndefault = "deny"\n\n[agents.plan.sandbox]\nconfine = true',
+)
+def _plan_sockets(ctx: LintContext) -> Iterable[Finding]:
+    for agent in plan_agents(ctx):
+        for i, entry in enumerate(ctx.loaded.model.agents[agent].sandbox.sockets):
+            yield ctx.finding(
+                "GL209",
+                ("agents", agent, "sandbox", "sockets", i),
+                f"plan-mode agent {agent!r} may reach the Unix socket {entry!r} from confined"
+                " commands: the daemon behind it can change things for them",
+                "remove the entry unless the service behind it only reads",
+            )
