@@ -25,7 +25,7 @@ from guard.policy import BUILTIN_PREFIX, LoadedPolicy, load_policy, patterns_of
 from guard.policy.loader import unchanged
 from guard.policy.managed import ManagedLayer, load_managed
 from guard.policy.managed import unchanged as managed_unchanged
-from guard.policy.valid import Agent, Audit, Sandbox
+from guard.policy.valid import Agent, Audit
 
 LISTS = ("deny", "ask", "allow")
 LIST_ACTION = {
@@ -669,7 +669,7 @@ def _pinned(loaded: LoadedPolicy, managed: ManagedLayer) -> LoadedPolicy:
             agent = dataclasses.replace(agent, protected=True)
         if "confine" in pins and agent.mode == "plan" and not agent.sandbox.confine:
             agent = dataclasses.replace(
-                agent, sandbox=Sandbox(agent.sandbox.writable, True)
+                agent, sandbox=dataclasses.replace(agent.sandbox, confine=True)
             )
         agents[name] = agent
     model = dataclasses.replace(loaded.model, agents=agents)
