@@ -179,11 +179,13 @@ print(json.dumps(out))
         assert [d.connections for d in daemons] == [0, 0]
         assert proj.victim.read_text() == "print('original')\n"
         pane = subprocess.run([*tmux, "capture-pane", "-p", "-t", "user"], env=proj.env,
-                              capture_output=True, text=True, timeout=60).stdout  # fmt: skip
-        assert "pwned" not in pane
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert pane.returncode == 0, pane.stderr  # the user's server is alive, its pane too
+        assert "pwned" not in pane.stdout
         # the control: without guard each of the three writes into src/app.py
         control = bare(proj, command)
         assert outcome(control) == {"pathname": "ok", "abstract": "ok"}, control.stderr
+        assert "tmux=0" in control.stdout, control.stdout + control.stderr
         deadline = time.monotonic() + 30
         while proj.victim.read_text().count("pwned") < 3 and time.monotonic() < deadline:
             time.sleep(0.1)

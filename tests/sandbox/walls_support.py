@@ -71,7 +71,9 @@ def make_project(user: str) -> Project:
         if not k.startswith(("GUARD_", "XDG_", "PYTHON", "CLAUDE", "TMUX"))
     }
     env.update(
-        HOME=str(home), GUARD_HOOK_DAEMON="0", TMPDIR="/tmp",
+        # SHELL: tmux runs a pane's command with $SHELL, else the passwd entry's shell,
+        # which is nologin for uid 65534 (the pane would die at once)
+        HOME=str(home), GUARD_HOOK_DAEMON="0", TMPDIR="/tmp", SHELL="/bin/sh",
         GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
         GIT_COMMITTER_EMAIL="t@t",
     )  # fmt: skip
