@@ -399,8 +399,13 @@ class Session(BaseModel):
 
     @property
     def live(self) -> bool:
-        """Open, and its owner (if any) still runs: only a live session may decide."""
+        """Open, and its owner (if any) still runs."""
         return self.state == "open" and self.owner_alive
+
+    @property
+    def decides(self) -> bool:
+        """May decide for its worktree: live."""
+        return self.live
 
     @property
     def status(self) -> str:
@@ -577,27 +582,30 @@ def pinned_id(directory: Path) -> str | None:
 
 
 def deciding_session(worktree_or_cwd: str | os.PathLike[str]) -> tuple[Session, str] | None:
-    """The session whose mode decides for that worktree, and why; None when none is live.
+    """The session whose mode decides for that worktree, and why; None when none decides.
 
-    The pinned session (``guard mode ... --session ID``) while it is live,
-    else the newest live session (open, its owner still running). An ended
-    or orphaned session never decides. A corrupt session or pin file raises
-    SessionError (callers deciding on it fail closed).
+    Among the sessions that may decide (:attr:`Session.decides`): the pinned one
+    (``guard mode ... --session ID``), else the newest one in plan mode (a worktree
+    with an open plan session is in plan mode), else the newest one. An ended
+    session never decides. A corrupt session or pin file raises SessionError
+    (callers deciding on it fail closed).
     """
     sessions = Session.list_all(worktree_or_cwd)
     if not sessions:
         return None
     pinned = pinned_id(sessions[0].directory)
-    live = [s for s in sessions if s.live]
+    live = [s for s in sessions if s.decides]
     for s in live:
         if s.id == pinned:
             return s, f"session {s.id} (pinned with `guard mode --session`)"
     if not live:
         return None
-    newest = max(live, key=lambda s: (s.created_at, s.active_ns))
+    planning = [s for s in live if s.mode is Mode.PLAN]
+    newest = max(planning or live, key=lambda s: (s.created_at, s.active_ns))
     others = len(live) - 1
-    why = f"session {newest.id} (the newest open session"
-    why += f"; {others} older one{'s' if others > 1 else ''} open)" if others else ")"
+    kind = "open plan session" if planning else "open session"
+    why = f"session {newest.id} (the newest {kind}"
+    why += f"; {others} other{'s' if others > 1 else ''} open)" if others else ")"
     return newest, why
 
 

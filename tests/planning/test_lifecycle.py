@@ -56,12 +56,22 @@ def wait_for(predicate: object, what: str, seconds: float = 60.0) -> None:
 
 
 def test_the_newest_open_session_decides(repo: Path) -> None:
-    older = Session.start(repo, "plan", title="old")
+    older = Session.start(repo)
     newer = Session.start(repo)
     found = deciding_session(repo)
     assert found is not None and found[0].id == newer.id and "newest open" in found[1]
     older.refresh()
     assert current_mode(repo) == ("build", found[0])
+
+
+def test_an_open_plan_session_keeps_the_worktree_in_plan_mode(repo: Path) -> None:
+    """A newer build session does not take the worktree out of plan mode: plan wins."""
+    planning = Session.start(repo, "plan", title="old")
+    Session.start(repo)
+    found = deciding_session(repo)
+    assert found is not None and found[0].id == planning.id
+    assert "newest open plan session; 1 other open" in found[1]
+    assert current_mode(repo) == ("plan", found[0])
 
 
 def test_an_ended_session_never_decides(repo: Path) -> None:
