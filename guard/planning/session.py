@@ -218,6 +218,9 @@ class Session(BaseModel):
     inbox: list[str] = Field(default_factory=list)
     decisions: list[ExitRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    #: The host agents' session ids (Claude Code's ``session_id``, ...) bound to this
+    #: session: their calls are decided by it wherever their cwd (guard.planning.binding).
+    host_sessions: list[str] = Field(default_factory=list)
 
     _dir: Path = PrivateAttr()
 
@@ -316,6 +319,11 @@ class Session(BaseModel):
                 return cls.start(cwd, mode, id=id)
             except SessionError:
                 return cls.load(id, cwd)  # another process created it meanwhile
+
+    @classmethod
+    def load_file(cls, path: Path) -> Session:
+        """Load the session stored in ``path`` (``<sessions dir>/<id>.json``)."""
+        return cls._read(path)
 
     @classmethod
     def list_all(cls, cwd: str | os.PathLike[str]) -> list[Session]:

@@ -128,3 +128,41 @@ def test_the_plan_file_stays_writable_from_the_submodule(
     )
     action, reason = decision(run_hook("claude-code", payload, cwd=outer / "sub"))
     assert action == "allow", reason
+
+
+def test_the_agent_run_is_bound_to_the_plan_session_wherever_it_goes(
+    outer: Path, tmp_path: Path, env: dict[str, str], run_hook: HookRunner
+) -> None:
+    """Attack: leave every worktree (cwd under no version control) and write the plan
+    worktree's src/ with a program whose target no analysis sees. The agent run's first
+    call bound it to the plan session, so the call is still plan: it runs confined, and
+    running the rewritten command for real leaves the file unchanged."""
+    session = plan_start(env, outer)
+    first = claude_payload("Read", {"file_path": str(outer / "src" / "app.py")}, outer)
+    first["session_id"] = "cc-bound"
+    assert decision(run_hook("claude-code", first, cwd=outer))[0] == "allow"
+    from guard.planning import Session
+
+    stored = Session.load(session["id"], outer)
+    assert stored.host_sessions == ["cc-bound"], "the binding is stored in the session file"
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    app = outer / "src" / "app.py"
+    sneaky = f"python3 -c \"open('{app}', 'w').write('pwned')\""
+    for host_session, bound in (("cc-other", False), ("cc-bound", True)):
+        payload = claude_payload("Bash", {"command": sneaky}, elsewhere)
+        payload["session_id"] = host_session
+        out = answer_of(run_hook("claude-code", payload, cwd=elsewhere))["hookSpecificOutput"]
+        rewritten = out.get("updatedInput")
+        if not bound:  # an unbound run out here is the host's: build, the command as sent
+            assert out["permissionDecision"] == "allow" and rewritten is None
+            continue
+        assert out["permissionDecision"] == "allow" and rewritten is not None, out
+        assert f"--plans {outer}/.openoxide/plans" in rewritten["command"], "its plan dir"
+        ran = subprocess.run(
+            ["bash", "-c", rewritten["command"]], cwd=elsewhere, env=env,
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert ran.returncode != 0, ran
+    assert app.read_text() == ORIGINAL, "the confined command could not write src/"
