@@ -230,7 +230,7 @@ def ruling(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
             "plan",
             f"guard mode 'plan' of session {bound.id} in {bound.project}, bound to this"
             f" agent run (host session {host})",
-            bound.worktree, bound.id,
+            bound.worktree, bound.id, bound.orphan_note(),
         )  # fmt: skip
     found = plan_session_around(call, effects)
     if found is not None:
@@ -239,7 +239,7 @@ def ruling(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
             bind(session, host)
         return ModeFound(
             "plan", f"guard mode 'plan' of {why} in {session.project}",
-            session.worktree, session.id,
+            session.worktree, session.id, session.orphan_note(),
         )  # fmt: skip
     if bound is not None:
         return ModeFound(
