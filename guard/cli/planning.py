@@ -29,13 +29,13 @@ session_app = typer.Typer(
         " (a plan session before a build one; or the one pinned with"
         " `guard mode MODE --session ID`); ended sessions never decide. A plan session"
         " whose owning process died (orphaned) stays in plan mode until you end it,"
-        " approve its plan or resume it; an orphaned build session decides nothing.\n\n"
+        " approve its plan or take it over (`guard plan resume ID`); an orphaned build"
+        " session decides nothing.\n\n"
         "  guard session start                 # new build-mode session, prints its id\n\n"
         "  guard session start --mode plan --title 'Add caching'\n\n"
         "  guard session list                  # newest first: state and owner\n\n"
         "  guard session show                  # checklist and plan, side by side lanes\n\n"
-        "  guard session end                   # the deciding session stops deciding\n\n"
-        "  guard session resume ID             # take over an orphaned session"
+        "  guard session end                   # the deciding session stops deciding"
     ),
     no_args_is_help=True,
 )
@@ -208,24 +208,6 @@ def _resume(session_id: str | None, cwd: Path) -> None:
     else:
         sys.stdout.write(f"{session.id}: open, nothing to resume ({session.mode.value} mode)\n")
     sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
-
-
-@session_app.command("resume")
-def session_resume(
-    session_id: Annotated[
-        str | None, typer.Argument(help="Session id (default: the one deciding here).")
-    ] = None,
-    cwd: CwdOpt = Path("."),
-) -> None:
-    """Take a session over: an orphaned one (its owning process died) becomes yours.
-
-    An orphaned plan session keeps the worktree in plan mode, and every refusal
-    says so, until you act: resume it (keep planning, owned by you), approve its
-    plan (`guard plan exit --approve`) or end it (`guard session end`).
-
-    Example: guard session resume 20261202-1a2b3c4d
-    """
-    _resume(session_id, cwd)
 
 
 # ---- guard mode -------------------------------------------------------------------------------
@@ -556,7 +538,11 @@ def plan_resume(
     ] = None,
     cwd: CwdOpt = Path("."),
 ) -> None:
-    """Take over an orphaned plan session (the same as `guard session resume`).
+    """Take a plan session over: an orphaned one (its owning process died) becomes yours.
+
+    An orphaned plan session keeps the worktree in plan mode, and every refusal
+    says so, until you act: resume it (keep planning, owned by you), approve its
+    plan (`guard plan exit --approve`) or end it (`guard session end`).
 
     Example: guard plan resume 20261202-1a2b3c4d
     """

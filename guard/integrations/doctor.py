@@ -270,7 +270,7 @@ def orphans_check(cwd: str | os.PathLike[str] | None = None) -> Check:
         if s.mode is Mode.PLAN:
             lines.append(
                 f"session {s.id} in {s.project} (plan mode; {owner} is gone): plan mode stays"
-                f" in force; `guard session resume {s.id}` takes it over,"
+                f" in force; `guard plan resume {s.id}` takes it over,"
                 f" `guard plan exit --approve --session {s.id}` approves its plan,"
                 f" `guard session end {s.id}` ends it"
             )

@@ -7,7 +7,7 @@ records that process (pid, its start time, the boot and the host) and is
 ended when the process exits; a process that died without ending it makes
 the session *orphaned*. An ended session never decides anything again; an
 orphaned one in plan mode keeps deciding (plan mode ends only by the user:
-``guard session end``, ``guard plan exit --approve``, or ``guard session
+``guard session end``, ``guard plan exit --approve``, or ``guard plan
 resume`` to take it over), an orphaned build session decides nothing.
 A session started from the command line is owned by the
 user and stays open until ``guard session end``.
@@ -419,7 +419,7 @@ class Session(BaseModel):
 
         A plan session whose owner died stays in plan mode (fail closed): only the user
         ends it (``guard session end``, ``guard plan exit --approve``) or takes it over
-        (``guard session resume``). An orphaned build session decides nothing.
+        (``guard plan resume``). An orphaned build session decides nothing.
         """
         return self.state == "open" and (self.owner_alive or self.mode is Mode.PLAN)
 
@@ -431,7 +431,7 @@ class Session(BaseModel):
             f"Guard session {self.id} is orphaned: its owner {self.owner.describe()} is gone,"
             " and it stays in plan mode until the user acts: `guard plan exit --approve"
             f" --session {self.id}` approves its plan, `guard session end {self.id}` ends it,"
-            f" `guard session resume {self.id}` takes it over."
+            f" `guard plan resume {self.id}` takes it over."
         )
 
     def resume(self) -> bool:

@@ -292,15 +292,15 @@ def test_a_killed_proxy_plan_session_stays_in_force(repo: Path, tmp_path: Path) 
     reason = str(out["permissionDecisionReason"])
     assert out["permissionDecision"] == "deny", out
     assert f"its owner guard mcp (pid {proxy.pid}) is gone" in reason
-    for step in ("guard plan exit --approve", "guard session end", "guard session resume"):
+    for step in ("guard plan exit --approve", "guard session end", "guard plan resume"):
         assert f"`{step}" in reason, (step, reason)
     assert app.read_text() == "print('hello')\n"
     _, out_list, _ = guard("session", "list", "--cwd", str(repo))
     assert "orphaned" in out_list and "guard mcp" in out_list
     doctor = guard_proc("doctor", "--json", cwd=repo)
-    assert f"guard session resume {s.id}" in doctor.stdout, doctor.stdout
+    assert f"guard plan resume {s.id}" in doctor.stdout, doctor.stdout
 
-    code, said, _ = guard("session", "resume", s.id, "--cwd", str(repo))
+    code, said, _ = guard("plan", "resume", s.id, "--cwd", str(repo))
     assert code == 0 and "resumed; you own it now (plan mode)" in said
     assert Session.load(s.id, repo).status == "open"
     out = _hook(repo, "Write", write)
