@@ -132,3 +132,53 @@ def test_hooks_of_analysis_only_hosts_deny_every_byte_attack(user: str) -> None:
             assert not (repo / "pwned").exists()
     finally:
         subprocess.run(["rm", "-rf", str(base)], check=False)
+
+
+#: sed scripts that write ``pwned`` (or run ``touch pwned``) in GNU sed, each read by a
+#: reader that splits at delimiters naively or takes a/i/c text too far
+SED_ATTACKS = [
+    ("a bracket expression hides the delimiter before an e flag", "s/[/]/touch pwned #/e"),
+    ("an escaped backslash before the delimiter, then e", "s/\\\\/touch pwned/e"),
+    ("an escaped delimiter in the pattern, then w", "s/\\//X/w pwned"),
+    ("flags then a comment, then w on the next line", "s/a/b/g#c\nw pwned"),
+    ("another delimiter, then w", "s|a|b|w pwned"),
+    ("a w command after a block", "/x/{p};w pwned"),
+    ("a text command at the end of one -e and w in the next", "a\\$\nw pwned"),
+    ("y then w", "y/ab/cd/;w pwned"),
+    ("e command", "1e touch pwned"),
+    ("W command", "W pwned"),
+    ("an address bracket expression hides the delimiter", "/[/]/w pwned"),
+]
+
+
+@pytest.mark.parametrize(("attack", "script"), SED_ATTACKS, ids=[a for a, _ in SED_ATTACKS])
+def test_sed_scripts_are_read_with_seds_grammar(attack: str, script: str,
+                                                tmp_path: Path) -> None:
+    """Attack: a sed script that writes or runs a command once sed reads it."""
+    repo = _scratch(tmp_path)
+    (repo / "in.txt").write_text("/\n\\\n")
+    argv = ["sed"]
+    for part in script.split("\n"):
+        argv += ["-e", part]
+    subprocess.run([*argv, "in.txt"], cwd=repo, capture_output=True, check=False, timeout=60)
+    assert (repo / "pwned").exists(), f"{attack}: the attack does not work in GNU sed"
+    (repo / "pwned").unlink()
+    command = " ".join(f"-e '{p}'" for p in script.split("\n"))
+    assert _plan(repo, f"sed {command} in.txt") == "deny", attack
+
+
+SED_READERS = ["1,20p", "s/a/b/g", "s/\\//X/", "s|a|b|gI", "$!N;P;D", "/foo/,+3{s/a/b/;p}",
+               "a hello", ":a;N;$!ba;s/\\n/ /g", "y/abc/xyz/", "1~2d", "0,/re/d", "s/x/y/3g#c",
+               "/x/I,/y/Mp", "l 40", "2q", "s/[ab]/X/", "s/[\\]/X/", "=", "s/a/b/;# e w r"]
+
+
+@pytest.mark.parametrize("script", SED_READERS)
+def test_sed_scripts_that_only_print_stay_allowed(script: str, tmp_path: Path) -> None:
+    """What guard accepts is a script GNU sed accepts in --sandbox mode (no e, w, r)."""
+    repo = _scratch(tmp_path)
+    (repo / "in.txt").write_text("a/b\nfoo\n")
+    proc = subprocess.run(["sed", "--sandbox", "-e", script, "in.txt"], cwd=repo,
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    quoted = "'" + script.replace("'", "'\\''") + "'"
+    assert _plan(repo, f"sed -e {quoted} in.txt") == "allow"
