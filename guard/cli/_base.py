@@ -132,8 +132,8 @@ def fail(message: str, *, as_json: bool, code: int = 2, **extra: Any) -> NoRetur
     """Report an error the conventional way and leave with ``code``."""
     if as_json:
         sys.stderr.write(json.dumps(with_schema({"error": message, **extra})) + "\n")
-    else:
-        sys.stderr.write(f"guard: error: {message}\n")
+    else:  # every line carries the prefix (a policy error has one line per problem)
+        sys.stderr.write("".join(f"guard: error: {line}\n" for line in message.splitlines()))
     sys.stderr.flush()
     raise SystemExit(code)
 
