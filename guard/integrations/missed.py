@@ -154,14 +154,17 @@ def decided(
     tool_name: str,
     tool_input: Mapping[str, Any] | None,
 ) -> bool:
-    """Whether the log holds guard's pre-tool decision for this call."""
+    """Whether the log holds guard's pre-tool decision for this call (or already a
+    ``hook_missed`` record of it: each missed call is reported once)."""
     data = _tail(log)
     if not data:
         return False
 
     def ours(rec: Mapping[str, Any]) -> bool:
-        return (rec.get("type") == "verdict" and rec.get("source") == "hook"
-                and rec.get("host") == host and rec.get("session_id") == session)
+        # a decision, or this call already reported as missed (by the other way of seeing it)
+        return ((rec.get("type") == "verdict" or rec.get("kind") == KIND)
+                and rec.get("source") == "hook" and rec.get("host") == host
+                and rec.get("session_id") == session)
 
     if tool_use_id:
         return any(ours(r) for r in _lines_with(data, _needle("tool_use_id", tool_use_id)))
@@ -300,6 +303,8 @@ def transcript_results(
     end = data.rfind(b"\n") + 1  # whole lines only; a line still being written waits
     kept = state.get("uses")
     uses: dict[str, Any] = kept if isinstance(kept, dict) else {}
+    done_before = state.get("done")
+    done: list[str] = done_before if isinstance(done_before, list) else []
     results: list[tuple[str, str, dict[str, Any]]] = []
     for line in data[:end].splitlines():
         if b'"tool_use"' not in line and b'"tool_result"' not in line:
@@ -319,12 +324,15 @@ def transcript_results(
                     given = block.get("input")
                     uses[block["id"]] = [name, given if isinstance(given, dict) else {}]
             elif block.get("type") == "tool_result":
-                use = uses.pop(str(block.get("tool_use_id")), None)
-                if use is not None and not block.get("is_error"):
-                    results.append((str(block.get("tool_use_id")), use[0], use[1]))
+                use_id = str(block.get("tool_use_id"))
+                use = uses.pop(use_id, None)
+                if use is not None and not block.get("is_error") and use_id not in done:
+                    done.append(use_id)  # a result the transcript repeats counts once
+                    results.append((use_id, use[0], use[1]))
     if len(uses) > 200:  # results that never came (a killed run): keep the newest
         uses = dict(list(uses.items())[-200:])
-    _write_json(seen, {"ino": st.st_ino, "offset": offset + end, "uses": uses})
+    _write_json(seen, {"ino": st.st_ino, "offset": offset + end, "uses": uses,
+                       "done": done[-200:]})
     return results, False
 
 
@@ -437,7 +445,7 @@ def before_tool(
     from guard.integrations import reconcile
 
     text = reconcile.describe(data.get("landed"))
-    verdict = Verdict(VerdictAction.DENY, "guard: " + held_reason(data, text), RULE, call,
+    verdict = Verdict(VerdictAction.DENY, held_reason(data, text), RULE, call,
                       agent, why)
     return gate.audit(verdict, context, g), ""
 
