@@ -76,10 +76,20 @@ def input_digest(tool_input: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def missed_dir() -> Path:
-    from guard.paths import data_dir
+_DIRS: dict[tuple[str | None, str | None], Path] = {}
 
-    return data_dir() / SUBDIR
+
+def missed_dir() -> Path:
+    """``<data>/missed``: holds, transcript offsets, session starts (plan mode cannot write
+    guard's data directory). Remembered per $HOME and $XDG_DATA_HOME: asked several times
+    per hook call."""
+    key = (os.environ.get("HOME"), os.environ.get("XDG_DATA_HOME"))
+    found = _DIRS.get(key)
+    if found is None:
+        from guard.paths import data_dir
+
+        found = _DIRS[key] = data_dir() / SUBDIR
+    return found
 
 
 def _key(host: str, session: str | None, cwd: str | None) -> str:
@@ -427,7 +437,8 @@ def before_tool(
     call = hook.call
     path = hold_path(hook.host, call.session, call.cwd)
     transcript = payload.get("transcript_path")
-    if (read_hold(path) is None and not (isinstance(transcript, str) and transcript)):
+    data = read_hold(path)
+    if data is None and not (isinstance(transcript, str) and transcript):
         return None, ""
     g = gate.load(call)
     gate.guard = g  # the gate decides this call with the policy loaded here: one load per call
@@ -437,7 +448,7 @@ def before_tool(
     why = ""
     if found:
         agent, why, notice = _record(gate, g, hook, adapter, found)
-    data = read_hold(path)
+        data = read_hold(path)
     if data is None:
         return None, notice
     if agent is None:
