@@ -35,8 +35,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from guard.effects import GuardError
-from guard.paths import data_dir, find_worktree, plan_dir, project_key
+from guard.paths import data_dir, find_worktree, plan_dir
+from guard.planning._base import SESSIONS_SUBDIR as SESSIONS_SUBDIR
 from guard.planning._base import Mode as Mode
+from guard.planning._base import sessions_dir as sessions_dir
 from guard.planning._base import utc_now as utc_now
 from guard.planning._store import atomic_write_text, locked
 from guard.planning.artifact import artifact_path, find_written_plan, snapshot_plans
@@ -45,7 +47,6 @@ from guard.planning.events import Event, ModeChanged, TurnEnded
 from guard.planning.events import publish as publish_event
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-SESSIONS_SUBDIR = Path(".openoxide") / "sessions"
 
 
 class SessionError(GuardError):
@@ -149,15 +150,6 @@ class PendingRequest(BaseModel):
     kind: Literal["plan_enter", "plan_exit", "request_user_input"]
     at: str
     detail: dict[str, Any] = Field(default_factory=dict)
-
-
-def sessions_dir(cwd: str | os.PathLike[str]) -> Path:
-    """Where sessions for ``cwd`` live (worktree, or the data-dir fallback)."""
-    start = Path(os.path.realpath(cwd))
-    wt = find_worktree(start)
-    if wt is not None:
-        return wt / SESSIONS_SUBDIR
-    return data_dir() / "sessions" / project_key(start)
 
 
 def state_dirs(cwd: str | os.PathLike[str]) -> list[Path]:
