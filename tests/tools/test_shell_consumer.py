@@ -182,3 +182,56 @@ def test_sed_scripts_that_only_print_stay_allowed(script: str, tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr
     quoted = "'" + script.replace("'", "'\\''") + "'"
     assert _plan(repo, f"sed -e {quoted} in.txt") == "allow"
+
+
+#: constructs where bash evaluates text as code at run time, each creating ``pwned``
+RUNTIME_ATTACKS = [
+    ("PS4 with set -x traces a [[ ]]", "PS4='$(touch pwned)'; set -x; [[ 1 ]]"),
+    ("exported PS4 traces an assignment", "export PS4='$(touch pwned)'; set -x; x=1"),
+    ("PS4 traces a case", "PS4='$(touch pwned)'; set -x; case a in a) x=1;; esac"),
+    ("declare PS4", "declare PS4='$(touch pwned)'; set -x; [[ 1 ]]"),
+    ("PS4 assigned inside [[ ]]", "unset PS4; [[ ${PS4:='$(touch pwned)'} ]]; set -x; x=1"),
+    ("PS4 read from a here-string", "read -r PS4 <<< '$(touch pwned)'; set -x; [[ 1 ]]"),
+    ("PS4 as a for variable", "for PS4 in '$(touch pwned)'; do set -x; [[ 1 ]]; done"),
+    ("PS4 inside a case arm", "case a in a) PS4='$(touch pwned)';; esac; set -o xtrace; [[ 1 ]]"),
+    ("BASH_ENV for a nested bash", "BASH_ENV=evil.sh bash -c true"),
+    ("a function imported through the environment",
+     "env 'BASH_FUNC_true%%=() { touch pwned; }' bash -c true"),
+    ("prompt expansion of a value", "x='$(touch pwned)'; echo \"${x@P}\""),
+    ("a tab-indented heredoc body", "cat <<-EOF\n\t$(touch pwned)\n\tEOF"),
+    ("a tab-indented heredoc body, end unindented", "cat <<-EOF\n\t`touch pwned`\nEOF"),
+    ("a <<- delimiter line the body seems to hold", "cat <<-EOF\n\tEOF\ntouch pwned\nEOF"),
+]
+
+
+@pytest.mark.parametrize(("attack", "command"), RUNTIME_ATTACKS,
+                         ids=[a for a, _ in RUNTIME_ATTACKS])
+def test_text_bash_evaluates_at_run_time_is_code(attack: str, command: str,
+                                                 tmp_path: Path) -> None:
+    """Attack: hide a command in a value or body that bash evaluates later."""
+    repo = _scratch(tmp_path)
+    (repo / "evil.sh").write_text("touch pwned\n")
+    subprocess.run(["bash", "--norc", "-c", command], cwd=repo, capture_output=True,
+                   check=False, timeout=60, stdin=subprocess.DEVNULL)
+    assert (repo / "pwned").exists(), f"{attack}: the attack does not work in bash"
+    (repo / "pwned").unlink()
+    assert _plan(repo, command) == "deny", attack
+
+
+@pytest.mark.parametrize("command", [
+    "cat <<EOF\nhello $USER\nEOF", "cat <<-EOF\n\thello\n\tEOF", "cat <<'EOF'\n$(x) `y`\nEOF",
+    "cat <<EOF\n$(ls)\nEOF", "set -x; ls", "echo ${x@Q}", "for f in a b; do echo $f; done",
+])
+def test_heredocs_and_expansions_bash_reads_alike_stay_allowed(command: str,
+                                                               tmp_path: Path) -> None:
+    assert _plan(_scratch(tmp_path), command) == "allow"
+
+
+@pytest.mark.parametrize("command", [
+    ": ${PS4:=x}", ": ${PROMPT_COMMAND=x}", "export BASH_ENV=f", "typeset -x PS1=x",
+    "printf -v PS4 %s x", "mapfile -t PS3 < README.md", "getopts a PS4", "local ENV=x",
+    "SHELLOPTS=xtrace bash -c true", "env BASHOPTS=x bash -c true", "command export PS4=x",
+])
+def test_every_way_to_set_a_variable_bash_evaluates_is_refused(command: str,
+                                                               tmp_path: Path) -> None:
+    assert _plan(_scratch(tmp_path), command) == "deny", command
