@@ -235,3 +235,19 @@ def test_heredocs_and_expansions_bash_reads_alike_stay_allowed(command: str,
 def test_every_way_to_set_a_variable_bash_evaluates_is_refused(command: str,
                                                                tmp_path: Path) -> None:
     assert _plan(_scratch(tmp_path), command) == "deny", command
+
+
+def test_jq_modules_are_reads_the_operands_do_not_name(tmp_path: Path) -> None:
+    """Attack: jq's own grammar reads files that are no operand: `import "lib/secret" as
+    $s;` prints lib/secret.json (a path the read rules never saw)."""
+    repo = _scratch(tmp_path)
+    (repo / "lib").mkdir()
+    (repo / "lib" / "secret.json").write_text('{"token": "s3cret"}\n')
+    command = "jq -n 'import \"lib/secret\" as $s; $s'"
+    proc = subprocess.run(["bash", "-c", command], cwd=repo, capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert "s3cret" in proc.stdout, proc.stderr
+    effects = effects_for("claude-code", "Bash", {"command": command}, str(repo))
+    assert any(e.kind.value == "read" and e.target is None for e in effects), effects
+    assert _plan(repo, command) != "allow"
+    assert _plan(repo, "jq -r '.token' lib/secret.json") == "allow"
