@@ -251,3 +251,9 @@ def test_jq_modules_are_reads_the_operands_do_not_name(tmp_path: Path) -> None:
     assert any(e.kind.value == "read" and e.target is None for e in effects), effects
     assert _plan(repo, command) != "allow"
     assert _plan(repo, "jq -r '.token' lib/secret.json") == "allow"
+
+
+def test_security_md_states_the_rule_for_the_shell_analysis() -> None:
+    text = (Path(__file__).parents[2] / "SECURITY.md").read_text(encoding="utf-8")
+    section = text.split("### Tool-call analysis", 1)[1].split("\n### ", 1)[0]
+    assert "guard decides on exactly what the consumer will read, or refuses." in section
