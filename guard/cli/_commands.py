@@ -5,7 +5,19 @@ The order of the imports is the order of the commands in ``guard --help``.
 
 from __future__ import annotations
 
-from guard.cli import core, demo, effects, hooks, lint, mcp, monitor, planning, replay, run
+from guard.cli import (
+    core,
+    demo,
+    effects,
+    hooks,
+    lint,
+    mcp,
+    monitor,
+    planning,
+    replay,
+    resume,
+    run,
+)
 from guard.cli._app import app
 
 __all__ = [
@@ -19,5 +31,6 @@ __all__ = [
     "monitor",
     "planning",
     "replay",
+    "resume",
     "run",
 ]

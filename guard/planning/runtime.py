@@ -1,8 +1,8 @@
 """The planning runtime as the rest of guard sees it.
 
 * which session decides for a worktree (:func:`guard.planning.session.deciding_session`:
-  the pinned one while it is live, else the newest live one; never an ended
-  or orphaned one) and which agent the hooks will therefore use
+  the pinned one, else the newest plan one, else the newest one; never an ended
+  one, nor an orphaned build one) and which agent the hooks will therefore use
   (:func:`describe_current_agent`, printed by ``guard mode`` and ``guard doctor``);
 * what the model is told in plan mode: :func:`plan_file_instruction` is the
   sentence every plan-mode refusal carries and the context a host injects at
