@@ -5,11 +5,24 @@ The order of the imports is the order of the commands in ``guard --help``.
 
 from __future__ import annotations
 
-from guard.cli import core, demo, effects, hooks, lint, mcp, monitor, planning, replay, run
+from guard.cli import (
+    audit,
+    core,
+    demo,
+    effects,
+    hooks,
+    lint,
+    mcp,
+    monitor,
+    planning,
+    replay,
+    run,
+)
 from guard.cli._app import app
 
 __all__ = [
     "app",
+    "audit",
     "core",
     "demo",
     "effects",

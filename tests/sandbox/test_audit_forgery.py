@@ -167,3 +167,36 @@ def test_confined_command_cannot_forge_a_build_allow_through_hookd(
     assert not [line for line in audit_lines(proj) if '"agent": "build"' in line and marker in line]
     assert not (proj.root / "src" / f"{marker}.py").exists()
     assert proj.victim.read_text() == "print('original')\n"
+
+
+@pytest.mark.parametrize("door", ["hook", "run"])
+def test_confined_command_cannot_read_the_audit_key(proj: Project, door: str) -> None:
+    """Attack: read the key that chains the audit log (to forge MACs that verify), through
+    its path and by listing its directory. In the namespaces' view the key's directory is
+    an empty tmpfs nobody may open; the same read unconfined gets the 32 bytes (the
+    control: the key is there, and the user's)."""
+    key = proj.home / ".local/share/openoxide/keys/audit.key"
+    source = (
+        "import errno, os, sys\n"
+        "out = []\n"
+        "for how in ('read', 'list'):\n"
+        "    try:\n"
+        "        if how == 'read':\n"
+        "            out.append(str(len(open(sys.argv[1], 'rb').read())))\n"
+        "        else:\n"
+        "            out.append(','.join(os.listdir(os.path.dirname(sys.argv[1]))) or 'empty')\n"
+        "    except OSError as e:\n"
+        "        out.append(errno.errorcode[e.errno])\n"
+        "print('KEY ' + ' '.join(out))\n"
+    )
+    import shlex
+
+    command = f"{py(source)} {shlex.quote(str(key))}"
+    proc = confined(proj, door, command)  # the hook's and guard run's first record makes the key
+    assert proc.returncode == 0, proc.stderr
+    assert key.stat().st_size == 32
+    seen = [ln for ln in proc.stdout.splitlines() if ln.startswith("KEY ")]
+    assert seen and seen[-1].split()[1] in ("EACCES", "ENOENT"), proc.stdout
+    assert seen[-1].split()[2] in ("EACCES", "empty"), proc.stdout
+    control = [ln for ln in bare(proj, command).stdout.splitlines() if ln.startswith("KEY ")]
+    assert control == ["KEY 32 audit.key"], control
