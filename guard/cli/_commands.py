@@ -16,6 +16,7 @@ from guard.cli import (
     monitor,
     planning,
     replay,
+    resume,
     run,
 )
 from guard.cli._app import app
@@ -32,5 +33,6 @@ __all__ = [
     "monitor",
     "planning",
     "replay",
+    "resume",
     "run",
 ]
