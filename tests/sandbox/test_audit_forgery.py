@@ -259,3 +259,24 @@ def test_confined_hook_client_claiming_build_records_nothing(
     assert "audit" in hook["err"] + hook["out"], hook  # the reason names the audit log
     assert not [line for line in audit_lines(proj) if f"{marker}.py" in line]
     assert not (proj.root / "src" / f"{marker}.py").exists()
+
+
+def test_root_gets_no_answer_from_another_users_hookd() -> None:
+    """Attack: root (who can reach any socket) sends uid 65534's hookd a forged build
+    call; root is not special to another user's daemon: the connection is closed without
+    an answer, and that user's audit log holds nothing of it."""
+    require_unprivileged()
+    for proj in run_project("nobody"):
+        try:
+            start_hookd(proj)
+            marker = f"forged{uuid.uuid4().hex[:8]}"
+            env = {**proj.env, "HOME": str(proj.home)}
+            proc = subprocess.run(
+                ["/bin/sh", "-c", forge(marker, proj)], cwd=proj.root, env=env,
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            reply = reply_of(proc)  # closed without an answer (or reset, unread)
+            assert reply is None or set(reply) == {"error"}, reply
+            assert not [line for line in audit_lines(proj) if f"{marker}.py" in line]
+        finally:
+            stop_hookd(proj)
