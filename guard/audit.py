@@ -76,8 +76,8 @@ KEY_NAME = "audit.key"
 KEY_BYTES = 32
 #: the keys the writer adds to every line of an audit log, last
 CHAIN_KEYS = ("chain_seq", "chain")
-_CHAIN = re.compile(rb', "chain_seq": ([0-9]+), "chain": "([0-9a-f]{64})"\}\Z')
-_keys: dict[Path, bytes] = {}
+_CHAIN = re.compile(rb', "chain_seq": ([1-9][0-9]{0,17}), "chain": "([0-9a-f]{64})"\}\Z')
+_keys: dict[Path, tuple[tuple[int, int], bytes]] = {}  # path -> ((dev, inode), key)
 
 
 _default_key: tuple[tuple[str | None, str | None], Path] | None = None
@@ -101,6 +101,7 @@ def _read_key(path: Path) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
+        identity = (st.st_dev, st.st_ino)
         if not stat.S_ISREG(st.st_mode):
             raise AuditError(f"the audit key {path} is not a regular file; remove it")
         if st.st_uid != os.getuid() or st.st_mode & 0o077:
@@ -116,6 +117,7 @@ def _read_key(path: Path) -> bytes:
         raise AuditError(
             f"the audit key {path} holds {len(key)} bytes, not {KEY_BYTES}; it was damaged"
         )
+    _keys[path] = (identity, key)
     return key
 
 
@@ -125,7 +127,12 @@ def load_key(path: Path | None = None, *, create: bool = True) -> bytes:
     path = key_path() if path is None else path
     cached = _keys.get(path)
     if cached is not None:
-        return cached
+        try:
+            st = os.stat(path, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) == cached[0]:
+                return cached[1]  # still the key read before (one stat per record)
+        except OSError:
+            pass
     try:
         try:
             key = _read_key(path)
@@ -153,7 +160,6 @@ def load_key(path: Path | None = None, *, create: bool = True) -> bytes:
             key = _read_key(path)
     except OSError as exc:
         raise AuditError(f"cannot read the audit key {path}: {exc.strerror or exc}") from exc
-    _keys[path] = key
     return key
 
 
@@ -669,7 +675,10 @@ def verify(path: Path, key: bytes, anchor: tuple[int, str] | None = None) -> Ver
                         " repeated"
                     )
                 elif seq > last + 1:
-                    gone = [k for k in range(last + 1, seq) if (chain, k) not in macs]
+                    if seq - last - 1 > len(macs):  # they cannot all be elsewhere in the log
+                        gone = [last + 1, seq - 1]
+                    else:
+                        gone = [k for k in range(last + 1, seq) if (chain, k) not in macs]
                     if gone:
                         which = (
                             f"record {gone[0]} is" if len(gone) == 1

@@ -246,3 +246,28 @@ def test_after_a_forged_last_line_the_writer_starts_a_new_chain_and_only_it_is_n
     result = audit.verify(log, audit.load_key())
     assert [(f.line, f.problem[:13]) for f in result.findings] == [(2, "no chain MAC:")]
     assert [r.get("chain_seq") for r in audit.read(log)] == [1, None, 1]
+
+
+def test_a_forged_record_number_far_ahead_is_named_at_once(home: Path) -> None:
+    """Attack on the verifier: a record claiming number 10**17 (or a number too long to
+    parse) must be named, not make verify count to it."""
+    log = home / "a.jsonl"
+    audit.append({"n": 1}, log)
+    for seq in (10**17, int("9" * 40)):
+        with open(log, "a") as fh:
+            fh.write(json.dumps({"n": 2, "chain_seq": seq, "chain": "ab" * 32}) + "\n")
+    result = audit.verify(log, audit.load_key())
+    assert [f.line for f in result.findings] == [2, 3]
+    assert "records 2 to 99999999999999999 are missing" in result.findings[0].problem
+    assert "no chain MAC" in result.findings[1].problem
+
+
+def test_a_long_lived_writer_notices_a_new_key(home: Path) -> None:
+    log = home / "a.jsonl"
+    audit.append({"n": 1}, log)
+    key = key_file(home)
+    key.unlink()
+    audit.append({"n": 2}, log)  # the same process: makes and uses a new key
+    assert key.exists()
+    result = audit.verify(log, audit.load_key(create=False))
+    assert [f.line for f in result.findings] == [1]  # chained under the old key
