@@ -172,3 +172,38 @@ def test_installed_hook_sets_carry_the_post_tool_event(repo: Path, env: dict[str
         assert guard_cli("uninstall", host, "--project", cwd=repo, env=env).returncode == 0
         data = json.loads((repo / rel).read_text()) if (repo / rel).exists() else {}
         assert event not in data.get("hooks", {}), (host, data)
+
+
+AFTER_DRIVER = """
+import { pathToFileURL } from "node:url";
+const [plugin, call] = process.argv.slice(2);
+const mod = await import(pathToFileURL(plugin).href);
+const hooks = await mod.OpenOxideGuard({ directory: process.cwd() });
+const c = JSON.parse(call);
+const output = { title: "", output: "written", metadata: {} };
+await hooks["tool.execute.after"]({ tool: c.tool, sessionID: "ses_1", callID: c.id,
+                                    args: c.args }, output);
+console.log(JSON.stringify(output));
+"""
+
+
+def test_opencode_plugin_reports_a_call_guard_never_saw(repo: Path, env: dict[str, str]) -> None:
+    """Attack: OpenCode ran a write whose tool.execute.before never reached guard."""
+    import shutil
+
+    node = shutil.which("node")
+    assert node is not None, "node is required (scripts/test.sh installs it)"
+    assert guard_cli("install", "opencode", cwd=repo, env=env).returncode == 0
+    plugin = repo / ".opencode/plugin/guard.js"
+    driver = repo.parent / "after.mjs"
+    driver.write_text(AFTER_DRIVER)
+    call = {"tool": "write", "id": "call_9", "args": {"filePath": "src/app.py", "content": "x"}}
+    proc = subprocess.run([node, str(driver), str(plugin), json.dumps(call)], cwd=repo,
+                          env={**env, "GUARD_AGENT": "build"}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["output"].startswith("written\n\nguard: ") and "hook_missed" in out["output"]
+    assert "hook_missed" in proc.stderr  # the user sees it too
+    [v] = records(repo, "violation")
+    assert (v["host"], v["tool_use_id"], v["via"]) == ("opencode", "call_9", "tool.execute.after")
