@@ -107,6 +107,11 @@ def test_plan_mode_missed_write_holds_the_session_until_resume(
     # another host session is not held
     other = {**read_call, "session_id": "another"}
     assert pre_decision(decide_hook("claude-code", other))[0] == "allow"
+    # guard doctor shows it (and exits 1: that session's every call is blocked)
+    doctor = guard_cli("doctor", "--json", cwd=repo, env=env)
+    assert doctor.returncode == 1
+    [held] = [c for c in json.loads(doctor.stdout)["layers"] if c["name"] == "held sessions"]
+    assert held["status"] == "broken" and held["held"][0]["session_id"] == SESSION
     # the user looks, undoes what landed, and resumes
     out = guard_cli("session", "resume", "--restore", cwd=repo, env=env)
     assert out.returncode == 0, out.stderr
@@ -115,6 +120,9 @@ def test_plan_mode_missed_write_holds_the_session_until_resume(
     kept = list((repo / ".openoxide/quarantine").rglob("app.py"))
     assert [k.read_text() for k in kept] == ["owned\n"]
     assert pre_decision(decide_hook("claude-code", read_call))[0] == "allow"
+    [held] = [c for c in json.loads(guard_cli("doctor", "--json", cwd=repo, env=env).stdout)[
+        "layers"] if c["name"] == "held sessions"]
+    assert held["status"] == "ok"
     assert [r["event"] for r in records(repo, "notice") if r.get("event")] == [
         "hook_missed_resumed"]
 
