@@ -215,3 +215,18 @@ def test_opencode_plugin_reports_a_call_guard_never_saw(repo: Path, env: dict[st
     assert "hook_missed" in proc.stderr  # the user sees it too
     [v] = records(repo, "violation")
     assert (v["host"], v["tool_use_id"], v["via"]) == ("opencode", "call_9", "tool.execute.after")
+
+
+def test_a_decision_recorded_in_another_projects_log_counts(
+    repo: Path, decide_hook: HookRunner, tmp_path: Path
+) -> None:
+    """No false hold: the model `cd`ed into another repository, so the PreToolUse record went
+    to that project's log; the result comes back from this one."""
+    other = tmp_path / "other"
+    (other / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    p = claude_payload("Write", {"file_path": str(other / "src/x.py"), "content": "x"}, other)
+    assert pre_decision(decide_hook("claude-code", p, "--agent", "build"))[0] == "allow"
+    back = post({**p, "cwd": str(repo)})
+    assert decide_hook("claude-code", back, "--agent", "build").stdout == ""
+    assert records(repo, "violation") == [] and records(other, "violation") == []
