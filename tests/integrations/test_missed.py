@@ -230,3 +230,24 @@ def test_a_decision_recorded_in_another_projects_log_counts(
     back = post({**p, "cwd": str(repo)})
     assert decide_hook("claude-code", back, "--agent", "build").stdout == ""
     assert records(repo, "violation") == [] and records(other, "violation") == []
+
+
+def test_each_new_turn_tells_the_model_the_session_is_held(
+    repo: Path, decide_hook: HookRunner, env: dict[str, str]
+) -> None:
+    """The per-turn context (UserPromptSubmit) says so too, before any tool call."""
+    from guard.planning.host import answer
+
+    assert guard_cli("plan", "start", "x", cwd=repo, env=env).returncode == 0
+    p = claude_payload("Write", {"file_path": str(repo / "src/app.py"), "content": "o"}, repo)
+    (repo / "src/app.py").write_text("o")
+    decide_hook("claude-code", post(p))
+    turn = {"session_id": SESSION, "cwd": str(repo), "hook_event_name": "UserPromptSubmit",
+            "prompt": "go on", "permission_mode": "acceptEdits"}
+    said = json.loads(answer(json.dumps(turn), ["claude-code"], env=env).stdout)
+    context = said["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("guard: claude-code ran Write toolu_01ABC without guard's")
+    assert "guard session resume" in context and "src/app.py (modified)" in context
+    other = json.loads(answer(json.dumps({**turn, "session_id": "x"}), ["claude-code"],
+                              env=env).stdout)
+    assert "without guard" not in other["hookSpecificOutput"]["additionalContext"]
