@@ -482,7 +482,7 @@ def before_tool(
     data = read_hold(path)
     if data is None and not (isinstance(transcript, str) and transcript):
         return None, ""
-    g = gate.load(call)
+    g = gate.load_for(call)
     gate.guard = g  # the gate decides this call with the policy loaded here: one load per call
     found = _found(g, hook, payload, post=False)
     notice = ""
@@ -508,7 +508,7 @@ def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,
     """At a post-tool call: what the model and the user are told (None: nothing)."""
     call = hook.call
     path = hold_path(hook.host, call.session, call.cwd)
-    g = gate.load(call)
+    g = gate.load_for(call)
     found = _found(g, hook, payload, post=True)
     notice = ""
     if found:
