@@ -310,6 +310,9 @@ def mode_command(
         if not cwd.is_dir():
             raise GuardError(f"--cwd {cwd}: not a directory")
         found = deciding_session(cwd)
+        if found is None or found[0].mode is not Mode.PLAN:
+            around = _open_plans(cwd)  # a plan of a worktree this one lies in holds here
+            found = (around[0], "") if around else found
         sys.stdout.write((found[0].mode.value if found else "no open session") + "\n")
         sys.stdout.write(f"the hooks use {describe_current_agent(cwd).line()}\n")
         return
