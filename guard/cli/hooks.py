@@ -230,7 +230,8 @@ def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
         " block every call) or skipped (the host will not run it: Codex hook or project trust"
         " missing or stale, Gemini workspace not trusted, a settings file another tool"
         " rewrote), a policy that does not load (every hook call is blocked), missing tool"
-        " analysis. The last line names the audit log.\n\n"
+        " analysis, a host session held after it ran a tool without guard (hook_missed:"
+        " `guard session resume`). The last line names the audit log.\n\n"
         "Example:\n\n  guard doctor\n\n"
         "  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
     ),

@@ -219,6 +219,7 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
     checks.append(Check("monitor", "ok", lay.monitor))
     inst = probe.installation()
     checks.append(Check("installation", "ok", f"guard {inst.version} {inst.line()}; {inst.python}"))
+    checks.append(held_check(cwd))
     return checks
 
 
@@ -314,3 +315,26 @@ def project_of(cwd: str | None) -> Path:
     from guard.integrations.install import project_dir
 
     return project_dir(cwd)
+
+
+def held_check(cwd: str | os.PathLike[str] | None = None) -> Check:
+    """Host sessions of this worktree that guard holds after ``hook_missed`` (plan mode)."""
+    from guard.integrations import missed
+    from guard.paths import find_worktree
+
+    here = os.path.realpath(cwd or os.getcwd())
+    wt = find_worktree(here)
+    mine = [d for _, d in missed.holds()
+            if d.get("worktree") == (str(wt) if wt is not None else None)
+            and (wt is not None or d.get("cwd") == here)]
+    if not mine:
+        return Check("held sessions", "ok", "no host session ran a tool without guard here")
+    names = ", ".join(f"{d.get('host')} {d.get('session_id')}" for d in mine)
+    return Check(
+        "held sessions", "broken",
+        f"{len(mine)} host session(s) ran a tool without guard's decision and are held in plan"
+        f" mode ({names}): every call of theirs is refused; look at what landed, then run"
+        " `guard session resume` (--restore undoes it)",
+        {"held": [{"host": d.get("host"), "session_id": d.get("session_id"),
+                   "since": d.get("since")} for d in mine]},
+    )  # fmt: skip

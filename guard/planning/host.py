@@ -402,6 +402,17 @@ def codex_stop(cwd: str, message: object) -> Answer:
     return _json({"systemMessage": _waits(session, plan_path)})
 
 
+def held_text(host: str, session_id: str | None, cwd: str) -> str:
+    """What the model is told at each turn while guard holds its host session after
+    ``hook_missed`` (guard.integrations.missed), else ''."""
+    from guard.integrations import missed, reconcile
+
+    data = missed.read_hold(missed.hold_path(host, session_id, cwd))
+    if data is None:
+        return ""
+    return "guard: " + missed.held_reason(data, reconcile.describe(data.get("landed"))) + "."
+
+
 def _context_answer_for(host: str, event: str, text: str) -> Answer:
     if host == "gemini" and not text:
         return _json({})
@@ -432,6 +443,9 @@ def answer(
             text = context_text(
                 here, env, agent=agent, policy=policy, permission_mode=mode, host=host
             )
+            session_id = payload.get("session_id")
+            held = held_text(host, session_id if isinstance(session_id, str) else None, here)
+            text = f"{held} {text}".strip() if held else text
             return _context_answer_for(host, event, text)
         if agent and agent != "plan":
             return Answer(0)
