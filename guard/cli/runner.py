@@ -41,6 +41,8 @@ class RunOptions:
     no_monitor: bool = False
     explain: bool = False
     quiet: bool = False
+    #: most files the monitor's baseline may cover before guard run refuses (0: no limit)
+    baseline_limit: int = 20_000
 
 
 # option -> RunOptions field; the typer command in guard/cli/run.py declares the same options
@@ -50,6 +52,7 @@ _VALUED = {
     "--worktree": "worktree", "-w": "worktree",
     "--writable": "writable",
     "--audit": "audit",
+    "--baseline-limit": "baseline_limit",
 }  # fmt: skip
 _FLAGS = {
     "--restore": "restore",
@@ -95,6 +98,10 @@ def parse(args: list[str]) -> RunOptions | None:
             return None
         if key == "writable":
             values["writable"].append(value)
+        elif key == "baseline_limit":
+            if not value.isdigit():
+                return None  # typer says what is wrong with it
+            values[key] = int(value)
         elif key in ("worktree", "audit"):
             values[key] = Path(value)
         else:
@@ -193,8 +200,15 @@ def execute(o: RunOptions) -> int:
     if o.explain:
         _explain(plan)
         return 0
+    if guard.roots.worktree is None and not o.quiet:
+        from guard.paths import no_worktree_note
+
+        note = no_worktree_note()
+        if note is not None:
+            print(f"guard run: {note}", file=sys.stderr)
     monitor = None
     if not o.no_monitor:
+        _check_baseline_size(guard, o.baseline_limit)
         monitor = _MonitorHandle(guard, o.agent, restore=o.restore, audit=o.audit, quiet=o.quiet)
     elif not o.quiet:
         print("guard run: --no-monitor: chmod/chown/utime/xattr go unwatched", file=sys.stderr)
@@ -217,6 +231,42 @@ def execute(o: RunOptions) -> int:
         if violations or not o.quiet:
             print(f"guard run: {summary}", file=sys.stderr)
     return status
+
+
+def _check_baseline_size(guard: Any, limit: int) -> None:
+    """Refuse, naming the way on, a baseline of more than ``limit`` files: the monitor would
+    read (and copy what git cannot restore of) every one before the command starts."""
+    if limit <= 0:
+        return
+    from guard.monitor import default_roots
+
+    for root in default_roots(guard):
+        count = _count_files(str(root), limit + 1)
+        if count > limit:
+            raise GuardError(
+                f"the monitor's baseline would cover more than {limit:,} files under {root};"
+                " guard run does not read (and copy) a tree that large unasked: pass"
+                f" --baseline-limit N (more than the files there; 0: no limit), --no-monitor"
+                " (the kernel layers alone), or run it from the worktree you mean"
+            )
+
+
+def _count_files(top: str, stop: int) -> int:
+    """Files and links under ``top`` (``.git`` aside: git restores from it), up to ``stop``."""
+    count = 0
+    stack = [top]
+    while stack and count < stop:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for e in entries:
+                    if e.is_dir(follow_symlinks=False):
+                        if e.name != ".git":
+                            stack.append(e.path)
+                    else:
+                        count += 1
+        except OSError:
+            continue
+    return count
 
 
 def _explain(plan: Any) -> None:
