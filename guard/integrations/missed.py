@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,6 +157,12 @@ def _needle(key: str, value: str) -> bytes:
     return f'"{key}": {json.dumps(value, ensure_ascii=False)}'.encode("utf-8", "surrogateescape")
 
 
+#: Other projects' logs searched when the call's own holds no record (a call whose cwd
+#: was in another repository was recorded there): written to within this many seconds.
+OTHER_LOGS_AGE = 24 * 3600
+OTHER_LOGS_MAX = 8
+
+
 def decided(
     log: Path,
     host: str,
@@ -164,8 +171,28 @@ def decided(
     tool_name: str,
     tool_input: Mapping[str, Any] | None,
 ) -> bool:
-    """Whether the log holds guard's pre-tool decision for this call (or already a
-    ``hook_missed`` record of it: each missed call is reported once)."""
+    """Whether the log (else another project's recent log) holds guard's pre-tool decision
+    for this call, or already a ``hook_missed`` record of it (each is reported once)."""
+    if _decided_in(log, host, session, tool_use_id, tool_name, tool_input):
+        return True
+    try:
+        others = [(e.stat().st_mtime, Path(e.path)) for e in os.scandir(log.parent)
+                  if e.name.endswith(".jsonl") and e.path != str(log)]
+    except OSError:
+        return False
+    recent = sorted((o for o in others if o[0] > time.time() - OTHER_LOGS_AGE), reverse=True)
+    return any(_decided_in(p, host, session, tool_use_id, tool_name, tool_input)
+               for _, p in recent[:OTHER_LOGS_MAX])
+
+
+def _decided_in(
+    log: Path,
+    host: str,
+    session: str | None,
+    tool_use_id: str | None,
+    tool_name: str,
+    tool_input: Mapping[str, Any] | None,
+) -> bool:
     data = _tail(log)
     if not data:
         return False
@@ -284,6 +311,21 @@ def transcript_results(
     if host != "claude-code" or not transcript or not os.path.isabs(transcript):
         return [], False
     seen = _seen_path(host, session, cwd)
+    seen.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    import fcntl
+
+    # one reader at a time per session: parallel tool calls must not read a delta twice
+    lock = os.open(seen.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _transcript_delta(host, seen, transcript)
+    finally:
+        os.close(lock)
+
+
+def _transcript_delta(
+    host: str, seen: Path, transcript: str
+) -> tuple[list[tuple[str, str, dict[str, Any]]], bool]:
     try:
         state = json.loads(seen.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):

@@ -61,6 +61,41 @@ class BaselineError(GuardError):
     """The baseline cannot be taken or a path cannot be restored from it."""
 
 
+class SourceChanged(BaselineError):
+    """What a restore would write is not what the baseline read: its source changed."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"original unavailable: its source was changed ({why})")
+
+
+def blob_id(data: bytes, hex_len: int = 40) -> str:
+    """The id git gives ``data`` as a blob (SHA-1, or SHA-256 in a sha256 repository)."""
+    h = hashlib.sha256() if hex_len == 64 else hashlib.sha1(usedforsecurity=False)
+    h.update(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+def _read_copy(path: str) -> bytes | None:
+    """A baseline copy, read without following a symlink (never a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise SourceChanged(f"its baseline copy {path} cannot be opened: {exc.strerror}"
+                            ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SourceChanged(f"its baseline copy {path} is not a file any more")
+        chunks = []
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True, slots=True)
 class Sig:
     """What an ``lstat`` says about a path, reduced to what a change alters.
@@ -318,6 +353,9 @@ class Baseline:
     anchor: Anchor | None = None
     temp_names: set[str] = field(default_factory=set)  # the restore's own temporary files
     index_mtime: int = 0
+    #: tracked files git converts on checkout (filters, eol): read and copied, never
+    #: restored from their blob by git's stat shortcut (gitstate.converted_paths)
+    filtered: set[str] = field(default_factory=set)
 
     # filled by the two phases (guard/monitor/phases.py)
     status: gitstate.Status | None = None  # git status before the command started
@@ -385,7 +423,7 @@ class Baseline:
         elif sig.kind == "file":
             s.files += 1
             s.bytes += sig.size
-            if ie is not None and self.clean(st, ie):
+            if ie is not None and path not in self.filtered and self.clean(st, ie):
                 # git status's own shortcut: the stat data git cached matches, and the
                 # entry is older than the index (not "racily clean"): the content is
                 # the blob, already in git's object database. Nothing to read.
@@ -497,7 +535,7 @@ class Baseline:
                 tmp_fd = -1
                 os.replace(tmp_name, dest)
                 tmp_name = ""
-            elif not dest.exists():
+            else:
                 self._store_bytes(digest, b"".join(chunks))
             return str(dest), digest, gid, n
         finally:
@@ -516,12 +554,32 @@ class Baseline:
 
     def _store_bytes(self, sha: str, data: bytes) -> str:
         dest = self.store / "objects" / sha
-        if not dest.exists():
-            fd, tmp = tempfile.mkstemp(dir=self.store)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, dest)
+        # always written afresh: a file already at that name may not hold those bytes
+        fd, tmp = tempfile.mkstemp(dir=self.store)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, dest)
         return str(dest)
+
+    def secure(self, path: str) -> bool:
+        """Copy a file restored from git into the store while it still holds its blob
+        (its git object was touched). True when the entry now has a verified copy."""
+        e = self.entries.get(path)
+        if e is None or e.blob is None or e.copy is not None:
+            return False
+        with _open_file(path, self.anchor) as (fd, st):
+            if st.st_size > self.size_cap:
+                return False
+            chunks = []
+            while chunk := os.read(fd, _CHUNK):
+                chunks.append(chunk)
+        data = b"".join(chunks)
+        if blob_id(data, len(e.blob)) != e.blob:
+            return False  # changed already: the object is all there is
+        sha = hashlib.sha256(data).hexdigest()
+        dest = self._store_bytes(sha, data)
+        e.sha256, e.copy = sha, dest
+        return True
 
     # -- queries -----------------------------------------------------------
 
@@ -540,22 +598,37 @@ class Baseline:
         )
 
     def content(self, e: Entry) -> bytes:
-        """The baseline bytes of a file entry."""
+        """The baseline bytes of a file entry, verified against the hash the baseline took.
+
+        A copy must hash to its SHA-256, git's bytes to the blob id (computed here, never
+        taken from git). Anything else is :class:`SourceChanged`: the source can be
+        written by the agent (``.git/objects`` always, the store under ``guard watch``).
+        """
+        if e.copy is not None and e.sha256 is not None:
+            data = _read_copy(e.copy)
+            if data is None:
+                raise SourceChanged(f"its baseline copy {e.copy} is gone")
+            if hashlib.sha256(data).hexdigest() != e.sha256:
+                raise SourceChanged(f"its baseline copy {e.copy} no longer holds what the"
+                                    f" baseline read (SHA-256 {e.sha256[:12]})")
+            return data
         if e.blob is not None and self.worktree is not None:
             try:
                 out = subprocess.run(
                     ["git", "-C", str(self.worktree), "cat-file", "blob", e.blob],
                     capture_output=True,
-                    check=True,
+                    check=False,
                     stdin=subprocess.DEVNULL,
                     timeout=GIT_TIMEOUT,  # an object swapped for a FIFO must not hang us
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise BaselineError(f"cannot read git blob {e.blob} for {e.path}: {exc}") from exc
+            if out.returncode != 0:
+                raise SourceChanged(f"git object {e.blob[:12]} is gone from the object database")
+            if blob_id(out.stdout, len(e.blob)) != e.blob:
+                raise SourceChanged(f"git object {e.blob[:12]} no longer holds its blob"
+                                    " (its bytes hash to another id)")
             return out.stdout
-        if e.copy is not None:
-            with open(e.copy, "rb") as f:
-                return f.read()
         raise BaselineError(f"{e.path}: no baseline content ({e.unrestorable})")
 
     # -- restoring ---------------------------------------------------------
@@ -640,9 +713,13 @@ class Baseline:
         """
         tmp = f".guard-restore-{secrets.token_hex(8)}"
         self.temp_names.add(os.path.join(os.path.dirname(e.path), tmp))
-        fd = write_new_file(pfd, tmp, self.content(e), e.sig.mode)
+        data = self.content(e)
+        want = hashlib.sha256(data).hexdigest()
+        fd = write_new_file(pfd, tmp, data, e.sig.mode)
         try:
             try:
+                if hash_fd(fd)[0] != want:  # what is linked into place is what was verified
+                    raise SourceChanged(f"the restore's temporary file {tmp} was written to")
                 owned = self._attrs(e, pfd, tmp, fd)
             finally:
                 os.close(fd)

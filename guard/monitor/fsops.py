@@ -266,7 +266,7 @@ def describe_stable(dirfd: int, name: str, attempts: int = 20) -> dict[str, obje
 
 def write_new_file(dirfd: int, name: str, data: bytes, mode: int) -> int:
     """Create ``name`` (O_EXCL|O_NOFOLLOW) with ``data``; returns the open fd (caller closes)."""
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o600, dir_fd=dirfd)
     try:
         view = memoryview(data)

@@ -93,6 +93,9 @@ def prepare(
                     untrusted = {str(worktree) + "/" + n for n in quick}
             finally:
                 bl.status = gitstate.status_end(worktree, proc)
+            # filtered files (clean/smudge, eol): their bytes are not their blob's
+            bl.filtered = gitstate.converted_paths(worktree)
+            untrusted |= bl.filtered
         except (gitstate.GitStateError, OSError):
             bl.index, bl.status, bl.index_data = {}, None, None
     st = bl.status

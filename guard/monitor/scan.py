@@ -183,6 +183,9 @@ def finish_baseline(m: Monitor, t0: float) -> None:
         m.sync()
         with m._lock:
             m._known = {p: e.sig for p, e in bl.entries.items()}
+            for e in bl.entries.values():
+                if e.blob is not None and e.copy is None:
+                    m._baseline_blobs.setdefault(e.blob, []).append(e.path)
             early, m._early = m._early, {}
         m.startup_seconds = time.perf_counter() - t0
         m._ready.set()

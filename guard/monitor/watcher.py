@@ -33,7 +33,14 @@ from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor.attribution import NO_ORIGIN, Origin, Processes
 from guard.monitor.backends import remember_origin, start_observer
-from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Progress, Sig
+from guard.monitor.baseline import (
+    DEFAULT_SIZE_CAP,
+    Baseline,
+    BaselineError,
+    Progress,
+    Sig,
+    SourceChanged,
+)
 from guard.monitor.events import (
     _WRITING_EVENTS,
     CHANGES,
@@ -189,6 +196,9 @@ class Monitor(_Sink):
         self._index_paths = {g + "/index": g for g in self._git_dirs}
         self._index_base: dict[str, tuple[bytes | None, str]] = {}
         self._index_known: dict[str, str] = {}
+        self._objects_prefixes = tuple(g + "/objects/" for g in self._git_dirs)
+        #: blob id -> the baselined files whose restore reads it (filled once ready)
+        self._baseline_blobs: dict[str, list[str]] = {}
         self._plans = str(r.plans)
         self._plan_ancestors = self._ancestors(str(r.plans))
         self._ignored_exact = {
@@ -534,6 +544,8 @@ class Monitor(_Sink):
         """Decide one change and act on it. Logging and callbacks run after the lock is released."""
         if path in self._index_paths:
             return self._index_change(self._index_paths[path], event)
+        if path.startswith(self._objects_prefixes):
+            return self._object_change(path, kind, event)
         with self._lock:
             cur = self._sig(path)  # under the lock: our own restores are complete or not begun
             v = self._change_locked(path, kind, event, detail, cur, force=force, adopted=adopted)
@@ -642,6 +654,50 @@ class Monitor(_Sink):
         self._outbox.append(v)
         return v
 
+    def _object_change(self, path: str, kind: EffectKind, event: str) -> Violation | None:
+        """A loose object in ``.git/objects`` changed. Objects are content-addressed and
+        never rewritten by git, so a change to one that holds the baseline of a file is
+        an attack on the restore: the files it backs are copied into the store now (when
+        they still hold the blob), and the change is decided like any write."""
+        rest = path.split("/objects/", 1)[1]
+        blob = rest.replace("/", "")
+        if not self._ready.is_set() or len(rest) not in (41, 65) or rest[2:3] != "/":
+            return None
+        if event in ("attrib", "reconcile:attrib"):
+            return None  # git "freshens" an object it would write again with utime(2)
+        with self._lock:
+            files = list(self._baseline_blobs.get(blob, ()))
+            if not files or (path, kind) in self._dirty:
+                return None
+        assert self.baseline is not None
+        kept: list[str] = []
+        for f in files:  # outside the lock: reads the file
+            try:
+                if self.baseline.secure(f):
+                    kept.append(self._rel(f))
+            except (OSError, BaselineError):
+                pass
+        decision = self.guard.decide(self.agent, [Effect(kind, path, detail=event)])
+        if decision.allowed:
+            return None
+        names = ", ".join(self._rel(f) for f in files[:5]) + (" ..." if len(files) > 5 else "")
+        action = (f"reported; the baseline of {', '.join(kept)} is now a verified copy"
+                  if kept else "reported; restores of these files verify the object and"
+                  " refuse what it no longer holds")
+        with self._lock:
+            self._dirty.add((path, kind))
+            v = Violation(
+                timestamp=audit.now_iso(), session=self.session, agent=self.agent,
+                event=event, path=path, rule=decision.rule, reason=decision.reason,
+                action_taken=action, effect=kind.value,
+                detail=f"the git object holding the baseline of {names}",
+                **self._origin_fields(path, event),
+            )
+            self.violations.append(v)
+            self._outbox.append(v)
+        self._flush()
+        return v
+
     def _origin_fields(self, path: str, event: str) -> dict[str, Any]:
         """The writer of the event behind a violation (fanotify); a scan cannot know it."""
         origin = None if event.startswith("reconcile:") else self._origins.get(path)
@@ -696,8 +752,12 @@ class Monitor(_Sink):
             self._notice("error", f"{path}: {msg}")
             return "; ".join([*done, msg])
         except (OSError, BaselineError, GuardError) as exc:
-            msg = f"restore failed: {exc}"
+            msg = str(exc) if isinstance(exc, SourceChanged) else f"restore failed: {exc}"
             self._notice("error", f"{path}: {msg}")
+            # never left dirty: what is there now is the state the next change is
+            # compared with, so a later write is reported (and acted on) again
+            self._known[path] = self._sig(path)
+            self._dirty.discard((path, kind))
             return "; ".join([*done, msg])
 
     def _restore_tree(self, path: str) -> str:
@@ -706,7 +766,8 @@ class Monitor(_Sink):
         assert entry is not None
         self._known[path] = self.baseline.restore(path)
         source = (
-            f"git blob {entry.blob[:12]}" if entry.blob else "the baseline copy" if entry.copy
+            "the baseline copy (SHA-256 checked)" if entry.copy
+            else f"git blob {entry.blob[:12]} (its id checked)" if entry.blob
             else "the baseline"
         )
         if entry.sig.kind != "dir":

@@ -33,6 +33,8 @@ FRONT_DOOR_KEYS = {
     "method",
     "session_id",
     "answered",
+    # the hook's digest of the tool input, to match the host's post-tool report to it
+    "input_sha256",
     # the fleet fields that name the record itself and its front door's session and host
     "record_id",
     "session",

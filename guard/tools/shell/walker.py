@@ -17,7 +17,7 @@ from tree_sitter import Language, Node, Parser
 
 from guard.effects import Effect
 from guard.tools.shell import evaluation
-from guard.tools.shell.context import Ctx, Walker, is_dangerous_var
+from guard.tools.shell.context import Ctx, Walker, evaluates_code, is_dangerous_var
 from guard.tools.shell.registry import PROGRAMS, WRAPPERS
 from guard.tools.shell.words import (
     PLAIN_WORDS,
@@ -202,6 +202,10 @@ def _walk(ctx: Ctx, node: Node) -> None:
     if t in _LEAVES or not node.is_named:
         return
     if t in _PLAIN:
+        if t == "for_statement":  # for NAME in ...: assigns NAME
+            var = node.child_by_field_name("variable")
+            if var is not None:
+                ctx.taint_if_dangerous(text_of(var))
         for child in node.named_children:
             _walk(ctx, child)
     elif t == "command":
@@ -211,6 +215,10 @@ def _walk(ctx: Ctx, node: Node) -> None:
     elif t == "file_redirect":
         _file_redirect(ctx, node)
     elif t == "heredoc_redirect":
+        why = _heredoc_disagreement(node)
+        if why is not None:
+            ctx.not_read_only(f"heredoc: {why}; bash could read it differently")
+            return
         if not _heredoc_quoted(node):
             # the grammar leaves `...` in a heredoc body as text; bash runs it
             for child in node.named_children:
@@ -302,6 +310,59 @@ _BACKTICKS = re.compile(r"`((?:[^`\\]|\\.)*)`", re.S)
 def _heredoc_quoted(node: Node) -> bool:
     start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
     return start is not None and any(q in text_of(start) for q in "'\"\\")
+
+
+#: delimiters guard reads as bash does: a plain word, quoted whole, or after a backslash
+_HEREDOC_START = re.compile(
+    r"""(?P<q>['"]?)(?P<w>[A-Za-z0-9_.\-]+)(?P=q)|\\(?P<e>[A-Za-z0-9_.\-]+)""")
+#: what runs code in an expanded heredoc body (plain $NAME only substitutes a value)
+_BODY_CODE = re.compile(r"\$[({\[]")
+
+
+def _heredoc_disagreement(node: Node) -> str | None:
+    """Why bash could read this heredoc otherwise than the parser did, or None.
+
+    Checked against bash's rules: the body ends at the first line that is exactly the
+    delimiter (after leading tabs with ``<<-``), the delimiter is the start word after
+    quote removal, and a body whose delimiter is unquoted is expanded: every ``$(``,
+    ``${`` and ``$[`` in it must be a substitution the parser found (it finds none in a
+    ``<<-`` body, so there they are refused)."""
+    dash = any(c.type == "<<-" for c in node.children)
+    start = body = end = None
+    for c in node.named_children:
+        if c.type == "heredoc_start":
+            start = c
+        elif c.type == "heredoc_body":
+            body = c
+        elif c.type == "heredoc_end":
+            end = c
+    if start is None:
+        return "no delimiter"
+    m = _HEREDOC_START.fullmatch(text_of(start))
+    if m is None:
+        return f"a delimiter guard does not read ({clip(text_of(start))})"
+    delim = m.group("w") or m.group("e")
+    quoted = bool(m.group("q") or m.group("e"))
+    if end is None or text_of(end) != delim:
+        return f"the body does not end at a line {delim!r}"
+    text = text_of(body) if body is not None else ""
+    for line in text.split("\n")[:-1] if text else ():
+        if (line.lstrip("\t") if dash else line) == delim:
+            return f"the body holds a line {delim!r}, where bash ends it"
+    source = SOURCE.get()
+    if source is not None and end.end_byte < len(source) and source[end.end_byte:end.end_byte + 1] \
+            not in (b"\n", b""):
+        return f"text after the closing {delim!r} on its line"
+    if quoted or body is None or not _BODY_CODE.search(text):
+        return None
+    if dash:
+        return "an expanded <<- body holding $(, ${ or $[ (the parser leaves it as text)"
+    found = [c for c in body.named_children if c.type != "heredoc_content"]
+    for mm in _BODY_CODE.finditer(text):
+        at = body.start_byte + len(text[: mm.start()].encode("utf-8", "surrogatepass"))
+        if not any(c.start_byte <= at < c.end_byte for c in found):
+            return f"an expansion the parser did not find in the body ({clip(text[mm.start():])})"
+    return None
 
 
 def _heredoc_text(node: Node) -> str | None:
@@ -424,6 +485,9 @@ def _command_node(ctx: Ctx, node: Node, heredoc: str | None = None) -> None:
         return
     saved = ctx.tainted
     for name in assigns:
+        if evaluates_code(name):
+            ctx.not_read_only(f"{name}=... set for a command: bash evaluates its value as code"
+                              " at run time (prompts and set -x, new shells)")
         if is_dangerous_var(name):
             ctx.tainted = ctx.tainted or f"{name}=... set for this command changes what it does"
     _command(ctx, argv, heredoc)
