@@ -143,6 +143,8 @@ class Monitor(_Sink):
         self.store = r.data / "monitor" / audit.project_of(r) / self.session
 
         self.violations: list[Violation] = []
+        #: restores that failed (then the baseline store is kept when stopping)
+        self.restore_failures = 0
         self.notices: list[Notice] = []
         self.overflows = 0
         #: overflows and events fanotify could not name (its directory walk was running)
@@ -356,9 +358,15 @@ class Monitor(_Sink):
             f"stopped: {len(self.violations)} violations, {self.overflows} overflows,"
             f" {self.reconciliations} reconciliations",
         )
-        self._flush()
-        if self.baseline is not None:
+        if self.baseline is not None and self.restore_failures:
+            # what could not be put back may exist nowhere else: never deleted then
+            self.baseline.close()
+            self._notice("error", f"{self.restore_failures} restores failed; the baseline"
+                                  f" store is kept at {self.store} (delete it by hand once"
+                                  " what you need is back)")
+        elif self.baseline is not None:
             self.baseline.discard()
+        self._flush()
         self.anchor.close()
         self._closed()
         if self._barrier_dir is not None:
@@ -710,7 +718,12 @@ class Monitor(_Sink):
         return path.lstrip("/")
 
     def _quarantine(self, path: str, meta: dict[str, Any]) -> str:
-        slot, dest = self.quarantine.plan(self._rel(path))
+        try:
+            slot, dest = self.quarantine.plan(self._rel(path))
+        finally:
+            notes, self.quarantine.notes = self.quarantine.notes, []
+            for note in notes:
+                self._notice("tampering", f"quarantine: {note}")
         self._own_moves.add((path, str(dest)))
         item = self.quarantine.finish(slot, dest, path, self._rel(path), meta)
         return item.id
@@ -752,11 +765,14 @@ class Monitor(_Sink):
             self._notice("error", f"{path}: {msg}")
             return "; ".join([*done, msg])
         except (OSError, BaselineError, GuardError) as exc:
+            self.restore_failures += 1  # the baseline store is kept (see stop)
             msg = str(exc) if isinstance(exc, SourceChanged) else f"restore failed: {exc}"
             self._notice("error", f"{path}: {msg}")
-            # never left dirty: what is there now is the state the next change is
-            # compared with, so a later write is reported (and acted on) again
-            self._known[path] = self._sig(path)
+            # never left dirty: a later write is reported (and acted on) again. A path
+            # left absent is compared with "absent"; what appeared meanwhile (a restore
+            # refused with EEXIST) still differs from the baseline, so its event acts
+            if self._sig(path) is None:
+                self._known[path] = None
             self._dirty.discard((path, kind))
             return "; ".join([*done, msg])
 
