@@ -262,7 +262,9 @@ def _open_file(path: str, anchor: Anchor | None) -> Iterator[tuple[int, os.stat_
 WalkItem = tuple[str, os.stat_result, str, "int | None", str]
 
 
-def walk(roots: list[Path], ignore: Callable[[str], bool]) -> Iterator[WalkItem]:
+def walk(
+    roots: list[Path], ignore: Callable[[str], bool], anchor: Anchor | None = None
+) -> Iterator[WalkItem]:
     """Every path under ``roots`` (roots included) with its lstat, minus ignored subtrees.
 
     Directories are descended by descriptor (``openat`` with O_NOFOLLOW), so a
@@ -271,8 +273,11 @@ def walk(roots: list[Path], ignore: Callable[[str], bool]) -> Iterator[WalkItem]
     until the generator resumes.
     """
     for r in roots:
+        held = anchor.fd_of(str(r)) if anchor is not None else None
         try:
-            rfd = os.open(str(r), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            # the tree held since watching began, not whatever is at the path now
+            rfd = (os.dup(held) if held is not None
+                   else os.open(str(r), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
         except (FileNotFoundError, NotADirectoryError):
             continue
         try:

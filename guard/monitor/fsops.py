@@ -98,6 +98,10 @@ class Anchor:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def fd_of(self, base: str) -> int | None:
+        """The descriptor held for ``base`` (None when it is not one of the bases)."""
+        return self._fds.get(base)
+
     def covers(self, path: str) -> bool:
         """Whether ``path`` is at or below one of the bases."""
         return any(path == b or path.startswith(b.rstrip("/") + "/") for b in self._fds)
