@@ -5,11 +5,25 @@ The order of the imports is the order of the commands in ``guard --help``.
 
 from __future__ import annotations
 
-from guard.cli import core, demo, effects, hooks, lint, mcp, monitor, planning, replay, run
+from guard.cli import (
+    audit,
+    core,
+    demo,
+    effects,
+    hooks,
+    lint,
+    mcp,
+    monitor,
+    planning,
+    replay,
+    resume,
+    run,
+)
 from guard.cli._app import app
 
 __all__ = [
     "app",
+    "audit",
     "core",
     "demo",
     "effects",
@@ -19,5 +33,6 @@ __all__ = [
     "monitor",
     "planning",
     "replay",
+    "resume",
     "run",
 ]

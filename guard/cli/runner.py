@@ -220,18 +220,23 @@ def execute(o: RunOptions) -> int:
 
 
 def _explain(plan: Any) -> None:
+    from guard import probe
     from guard.cli._base import print_json
     from guard.sandbox import landlock, seccomp
-    from guard.sandbox.confine import namespaces_unavailable
 
-    abi = landlock.abi_version()
-    why = namespaces_unavailable() if plan.mode == "plan" else "not used in build mode"
+    lay = probe.layers(plan.worktree)  # the one description --version, doctor, review give
+    abi = lay.landlock_abi
+    why = lay.namespaces if plan.mode == "plan" else "not used in build mode"
+    inst = probe.installation()
     doc = {
+        "guard": {"version": inst.version, "package": str(inst.package),
+                  "checkout": str(inst.checkout) if inst.checkout else None,
+                  "python": inst.python},
         "agent": plan.agent,
         "mode": plan.mode,
         "worktree": str(plan.worktree) if plan.worktree else None,
         "landlock_abi": abi,
-        "landlock": landlock.unavailable_reason() or "available",
+        "landlock": lay.landlock or "available",
         "handled": landlock.right_names(landlock.handled_rights(abi)),
         "signals_scoped": abi >= 6,
         "tiocsti_filtered": seccomp.supported(),
@@ -243,6 +248,8 @@ def _explain(plan: Any) -> None:
         "require": plan.require,
         "sockets": plan.sockets,
         "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
+        "monitor": lay.monitor,
+        "matching": lay.engine,
         "notes": plan.notes,
     }
     print_json(doc, indent=2)

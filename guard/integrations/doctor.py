@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from guard import probe
 from guard.integrations import HOSTS
 from guard.integrations.install import interpreter_of, read_settings, settings_file
 from guard.integrations.interface import Scope
 from guard.integrations.runner import adapter_for
-from guard.sandbox import landlock
 
 #: ``skipped``: wired, but the host will not run the hook (trust missing, file
 #: rewritten...): as bad as ``broken`` for the exit status.
@@ -169,18 +169,21 @@ def guessed_tools(cwd: str | os.PathLike[str] | None = None, limit: int = 2000) 
 
 def daemon_check() -> Check:
     from guard.integrations.hookclient import pid_path, socket_path, trusted
+    from guard.integrations.hookd import idle_seconds
 
     path = socket_path()
     pidfile = pid_path()
+    lifetime = (f"it exits after {idle_seconds():g} s without a call (the hosts'"
+                " $GUARD_HOOKD_IDLE, default 600)")
     try:
         with open(pidfile) as fh:
             pid = int(fh.read().strip())
         os.kill(pid, 0)
     except (OSError, ValueError):
-        return Check("hook daemon", "off", "not running: the next hook call starts it")
+        return Check("hook daemon", "off", f"not running: the next hook call starts it; {lifetime}")
     if not trusted(path):
         return Check("hook daemon", "broken", f"{path} is not a socket only you own; ignored")
-    return Check("hook daemon", "ok", f"pid {pid} answers hook calls on {path}")
+    return Check("hook daemon", "ok", f"pid {pid} answers hook calls on {path}; {lifetime}")
 
 
 def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
@@ -202,24 +205,29 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         checks.append(Check("policy evaluator", "broken", f"{type(exc).__name__}: {exc}"))
     checks.append(_tools_check())
     checks.append(agent_check(cwd))
+    checks.append(orphans_check(cwd))
     checks.append(_audit_check(cwd))
-    abi = landlock.abi_version()
-    if abi:
-        checks.append(Check("kernel confinement", "ok", f"Landlock ABI {abi}; guard run confines"))
+    lay = probe.layers(cwd)  # the one description --version and review give too
+    if lay.landlock_abi:
+        checks.append(Check("kernel confinement", "ok",
+                            f"{lay.landlock_line()}; guard run confines"))
     else:
-        checks.append(Check("kernel confinement", "off", landlock.unavailable_reason()))
-    checks.append(namespaces_check())
+        checks.append(Check("kernel confinement", "off", lay.landlock))
+    checks.append(namespaces_check(lay))
     checks.append(daemon_check())
     checks.append(guessed_tools(cwd))
-    checks.append(_monitor_check(cwd))
+    checks.append(Check("monitor", "ok", lay.monitor))
+    inst = probe.installation()
+    checks.append(Check("installation", "ok", f"guard {inst.version} {inst.line()}; {inst.python}"))
+    checks.append(held_check(cwd))
     return checks
 
 
-def namespaces_check() -> Check:
+def namespaces_check(lay: probe.Layers | None = None) -> Check:
     """Whether confined commands run in namespaces here, or fall back to Landlock alone."""
-    from guard.sandbox.confine import FALLBACK, namespaces_unavailable
+    from guard.sandbox.confine import FALLBACK
 
-    why = namespaces_unavailable()
+    why = (lay or probe.layers()).namespaces
     if why:
         return Check(
             "namespaces", "off",
@@ -234,19 +242,48 @@ def namespaces_check() -> Check:
     )  # fmt: skip
 
 
-def _monitor_check(cwd: str | os.PathLike[str] | None) -> Check:
-    """Which backend guard's monitor would use here, and why (fanotify needs CAP_SYS_ADMIN)."""
-    from guard.monitor.fanotify import choose
-
-    return Check("monitor", "ok", choose([Path(os.path.realpath(cwd or os.getcwd()))]).line())
-
-
 def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
     """The agent the hooks use here right now, and why (planning's describe_current_agent)."""
     from guard.planning.runtime import describe_current_agent
 
     current = describe_current_agent(cwd if cwd is not None else os.getcwd())
     return Check("hooks' agent now", "ok" if current.agent else "broken", current.line())
+
+
+def orphans_check(cwd: str | os.PathLike[str] | None = None) -> Check:
+    """Open sessions whose owning process died, in every worktree around ``cwd``: an
+    orphaned plan session keeps plan mode in force until the user acts."""
+    from guard.planning.binding import worktrees_of
+    from guard.planning.session import Mode, Session
+
+    here = os.fspath(cwd) if cwd is not None else os.getcwd()
+    try:
+        places = [Path(p) for p in worktrees_of([here])] or [Path(here)]
+        found = [s for p in places for s in Session.list_all(p) if s.status == "orphaned"]
+    except Exception as exc:
+        return Check("orphaned sessions", "broken", f"cannot read the sessions here: {exc}")
+    if not found:
+        return Check("orphaned sessions", "ok", "none: every open session's owner runs")
+    lines = []
+    for s in found:
+        owner = s.owner.describe() if s.owner else "its owner"
+        if s.mode is Mode.PLAN:
+            lines.append(
+                f"session {s.id} in {s.project} (plan mode; {owner} is gone): plan mode stays"
+                f" in force; `guard plan resume {s.id}` takes it over,"
+                f" `guard plan exit --approve --session {s.id}` approves its plan,"
+                f" `guard session end {s.id}` ends it"
+            )
+        else:
+            lines.append(
+                f"session {s.id} in {s.project} (build mode; {owner} is gone): decides"
+                f" nothing; `guard session end {s.id}` tidies it up"
+            )
+    planning = any(s.mode is Mode.PLAN for s in found)
+    return Check(
+        "orphaned sessions", "broken" if planning else "off", "; ".join(lines),
+        {"sessions": [s.id for s in found]},
+    )  # fmt: skip
 
 
 def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
@@ -278,3 +315,26 @@ def project_of(cwd: str | None) -> Path:
     from guard.integrations.install import project_dir
 
     return project_dir(cwd)
+
+
+def held_check(cwd: str | os.PathLike[str] | None = None) -> Check:
+    """Host sessions of this worktree that guard holds after ``hook_missed`` (plan mode)."""
+    from guard.integrations import missed
+    from guard.paths import find_worktree
+
+    here = os.path.realpath(cwd or os.getcwd())
+    wt = find_worktree(here)
+    mine = [d for _, d in missed.holds()
+            if d.get("worktree") == (str(wt) if wt is not None else None)
+            and (wt is not None or d.get("cwd") == here)]
+    if not mine:
+        return Check("held sessions", "ok", "no host session ran a tool without guard here")
+    names = ", ".join(f"{d.get('host')} {d.get('session_id')}" for d in mine)
+    return Check(
+        "held sessions", "broken",
+        f"{len(mine)} host session(s) ran a tool without guard's decision and are held in plan"
+        f" mode ({names}): every call of theirs is refused; look at what landed, then run"
+        " `guard session resume` (--restore undoes it)",
+        {"held": [{"host": d.get("host"), "session_id": d.get("session_id"),
+                   "since": d.get("since")} for d in mine]},
+    )  # fmt: skip

@@ -22,7 +22,9 @@ file's own package, whatever else the interpreter could import.
 
 Trust: the run directory must be a directory owned by this user that nobody
 else can write, the socket a socket owned by this user; the daemon checks the
-peer's uid. ``GUARD_HOOK_DAEMON=0`` turns the daemon off.
+peer's uid, and refuses a peer inside guard's confinement
+(:func:`guard.integrations.hookd.peer_refusal`): such a client decides in-process.
+``GUARD_HOOK_DAEMON=0`` turns the daemon off.
 """
 
 import os
