@@ -170,6 +170,11 @@ def describe(report: Any) -> str:
         return f"Nothing in the worktree differs from {report.get('base')}."
     names = ", ".join(f"{p['path']} ({p['change']})" for p in paths[:10])
     more = f" and {len(paths) - 10} more" if len(paths) > 10 else ""
+    restored = report.get("restored")
+    if isinstance(restored, list):
+        return (f"Changed since {report.get('base')}: {names}{more}; guard undid it"
+                f" ({'; '.join(str(r) for r in restored[:10])}): the versions that landed"
+                " are in the quarantine (`guard quarantine list`)")
     return (f"Changed since {report.get('base')}: {names}{more}"
             " (`guard session resume --restore` puts them back)")
 
