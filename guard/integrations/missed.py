@@ -25,6 +25,7 @@ raised to the runner, which blocks the call.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -97,8 +98,16 @@ def missed_dir() -> Path:
 
 
 def _key(host: str, session: str | None, cwd: str | None) -> str:
-    who = session if session else f"cwd:{os.path.realpath(cwd or '.')}"
+    """The file key of a host session (of the cwd when the host names no session)."""
+    if session:
+        return _session_key(host, session)
+    who = f"cwd:{os.path.realpath(cwd or '.')}"
     return hashlib.sha256(f"{host}\0{who}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=256)
+def _session_key(host: str, session: str) -> str:
+    return hashlib.sha256(f"{host}\0{session}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)

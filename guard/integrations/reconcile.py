@@ -34,6 +34,8 @@ HASH_CAP = 1 << 20
 MAX_PATHS = 2000
 GIT_TIMEOUT = 30
 SKIP = (".openoxide/plans/",)
+#: Starts known to be recorded (hookd answers many calls of one session).
+_STARTED: set[Path] = set()
 
 
 def _key_path(host: str, session: str | None, cwd: str | None, kind: str) -> Path:
@@ -111,7 +113,10 @@ def take_start(worktree: Path | None, host: str, session: str | None, cwd: str |
     if worktree is None:
         return
     path = _key_path(host, session, cwd, "start")
-    if path.exists():
+    if path in _STARTED or path.exists():
+        if len(_STARTED) > 4096:
+            _STARTED.clear()
+        _STARTED.add(path)
         return
     from guard.integrations.missed import _write_json
 
