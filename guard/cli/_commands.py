@@ -5,7 +5,19 @@ The order of the imports is the order of the commands in ``guard --help``.
 
 from __future__ import annotations
 
-from guard.cli import core, demo, effects, hooks, lint, mcp, monitor, planning, replay, run
+from guard.cli import (
+    core,
+    demo,
+    effects,
+    hooks,
+    lint,
+    mcp,
+    monitor,
+    planning,
+    replay,
+    run,
+    ui,
+)
 from guard.cli._app import app
 
 __all__ = [
@@ -20,4 +32,5 @@ __all__ = [
     "planning",
     "replay",
     "run",
+    "ui",
 ]
