@@ -73,6 +73,10 @@ Activity
 """
 
 
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _at(at: str) -> str:
     """HH:MM:SS of an ISO timestamp."""
     return at[11:19] if len(at) >= 19 else at
@@ -208,7 +212,7 @@ class CockpitApp(App[None]):
     #checklist { height: 1fr; border: round $success; padding: 0 1; }
     #pending { height: auto; max-height: 7; border: round $warning; padding: 0 1; }
     #plan { width: 3fr; border: round $primary; padding: 0 1; }
-    #activity { height: 6; border: round $secondary; }
+    #activity { height: 6; border: round $secondary; overflow-x: hidden; }
     #detail { height: 3; padding: 0 1; background: $boost; text-wrap: nowrap;
               text-overflow: ellipsis; }
     .dialog { width: 70; height: auto; max-height: 20; border: thick $accent;
@@ -356,14 +360,13 @@ class CockpitApp(App[None]):
         for n, p in enumerate(v.pending):
             if n:
                 t.append("\n")
-            t.append(f"{_at(p.at)} ", style="dim")
             t.append(p.text, style="bold yellow")
             keys = {
-                "plan_exit": "  a approve · r reject · f refine",
-                "request_user_input": "  i answer",
-                "plan_enter": "  a accept",
+                "plan_exit": "a approve r reject f refine",
+                "request_user_input": "i answer",
+                "plan_enter": "a accept",
             }
-            t.append(keys.get(p.kind, ""))
+            t.append("\n" + keys.get(p.kind, ""), style="bold")
             for q in p.questions:
                 t.append(f"\n  ? {q}")
         if v.mode == "plan" and not any(p.kind == "plan_exit" for p in v.pending):
@@ -422,8 +425,8 @@ class CockpitApp(App[None]):
                 Text(_at(a.at)),
                 Text(label, style=style),
                 Text(a.host),
-                Text(a.summary, no_wrap=True, overflow="ellipsis"),
-                Text(a.reason, no_wrap=True, overflow="ellipsis"),
+                Text(_cut(a.summary, 34)),
+                Text(_cut(a.reason, 80)),
             )
             self._shown.append(a)
         filters = f"decision: {self.decision_filter} · host: {self.host_filter}"

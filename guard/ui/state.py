@@ -54,17 +54,14 @@ class Activity:
     effects: tuple[str, ...] = ()
 
     def explain(self) -> str:
-        """What ``guard explain`` would say about it: decision, reason, rule, effects."""
-        lines = [f"{self.action.upper()}  {self.summary}"]
-        if self.agent:
-            lines.append(f"agent   {self.agent}")
-        lines.append(f"reason  {self.reason or '-'}")
-        lines.append(f"rule    {self.rule or '-'}")
+        """What ``guard explain`` would say, in three lines: what, reason, rule and effects."""
+        who = " · ".join(x for x in (self.agent and f"agent {self.agent}", self.host, self.source)
+                         if x and x != "-")  # fmt: skip
+        first = f"{self.action.upper()}  {self.summary}" + (f"  ({who}, {self.at})" if who else "")
+        rule = f"rule    {self.rule or '-'}"
         if self.effects:
-            lines.append("effects " + "; ".join(self.effects))
-        who = ", ".join(x for x in (self.host, self.source) if x and x != "-")
-        lines.append(f"at      {self.at}" + (f"  ({who})" if who else ""))
-        return "\n".join(lines)
+            rule += "  · effects " + "; ".join(self.effects)
+        return "\n".join((first, f"reason  {self.reason or '-'}", rule))
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,7 +436,7 @@ class Cockpit:
             return Pending(kind, at, f"{len(qs)} question(s) from the model", qs)
         if kind == "plan_exit":
             via = detail.get("via") or "plan_exit"
-            return Pending(kind, at, f"the plan waits for approval ({via})")
+            return Pending(kind, at, f"plan exit ({via})")
         return Pending(kind, at, "the model asks to enter plan mode")
 
     def _describe_agent(self) -> None:
