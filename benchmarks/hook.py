@@ -54,9 +54,14 @@ def main() -> None:
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GUARD_", "XDG_"))}
         env["HOME"] = str(Path(tmp) / "home")
+        # Claude Code names its transcript: guard reads what was added since its last look
+        # (guard.integrations.missed), so the figure includes that check
+        transcript = Path(tmp) / "transcript.jsonl"
+        transcript.write_text('{"type": "user", "message": {"content": "hi"}}\n')
         payload = json.dumps(
             {
                 "session_id": "bench",
+                "transcript_path": str(transcript),
                 "cwd": str(repo),
                 "permission_mode": "acceptEdits",
                 "hook_event_name": "PreToolUse",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guard.effects import Action, Decision, Effect, EffectKind, GuardError
+from guard.effects import Action, Decision, Effect, EffectKind, GuardError, did_you_mean
 from guard.match import CompiledList, Pattern, RuleSet, parse_pattern
 from guard.network import NETWORK_ROOT, format_target, split_target, target_path
 from guard.paths import CanonicalPath, Roots, canonicalize, plan_file_problem
@@ -285,8 +285,9 @@ class Guard:
             return self.loaded.model.agents[name]
         except KeyError:
             known = ", ".join(self.agent_names) or "none"
+            hint = did_you_mean(name, self.agent_names)
             raise GuardError(
-                f"no agent {name!r} in policy {self.loaded.name}; agents: {known}"
+                f"no agent {name!r} in policy {self.loaded.name}; {hint}agents: {known}"
             ) from None
 
     @property

@@ -12,7 +12,7 @@ The data flow is one way (see DESIGN.md):
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,6 +235,14 @@ class Decision:
 
 class GuardError(Exception):
     """An error with a message meant for the user (no traceback is shown)."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"did you mean 'X'? "`` for the choice closest to a misspelt ``word``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 class ToolInputError(GuardError):

@@ -5,7 +5,9 @@ a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
 
     host payload / MCP tools/call / CLI options --front door--> ToolCall
     ToolCall --guard.tools.effects_of--> [Effect]
-    --agent > $GUARD_AGENT > the worktree's guard mode > the host's hint --> agent
+    --agent > $GUARD_AGENT > the deciding session's mode > the host's hint --> agent
+    (the session: a plan session of any worktree the call's cwd or a changed path lies
+    in, else the nearest worktree's; :mod:`guard.planning.binding`)
     (agent, effects) --Guard.decide--> Decision
     Decision --confiner (plan-mode calls)--> Verdict
     Verdict --AuditSink.write(Verdict.record(...))--> the audit log
@@ -60,6 +62,7 @@ __all__ = [
     "Confinement",
     "Confiner",
     "Gate",
+    "ModeFound",
     "ModeHint",
     "ToolCall",
     "Verdict",
@@ -87,6 +90,23 @@ class ModeHint:
 
     mode: str
     source: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModeFound:
+    """The guard mode a session gives a call, and why.
+
+    ``worktree``: the deciding session's worktree when its policy and plan directory
+    apply whatever the call's cwd (a plan session of an enclosing worktree, or the one
+    the agent run is bound to); ``session``: its id (the refusal names its plan file);
+    ``note``: a sentence every refusal carries (e.g. the session's owner is gone).
+    """
+
+    mode: str
+    why: str
+    worktree: str | None = None
+    session: str | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,18 +188,18 @@ class Verdict:
         return out
 
 
-#: How a front door finds the worktree's guard mode for a call (None: no session).
-ModeSource = Callable[[ToolCall], "str | None"]
+#: How a front door finds the guard mode for a call and its effects (None: no session).
+ModeSource = Callable[[ToolCall, Sequence[Effect]], "str | ModeFound | None"]
 #: Turns a call into its effects (default: the dialect tables of guard.tools).
 Analyser = Callable[[ToolCall], "list[Effect]"]
 
 
-def worktree_mode(call: ToolCall) -> str | None:
-    """The mode of the worktree's most recent guard planning session, if there is one."""
-    from guard.planning.session import current_mode
+def worktree_mode(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
+    """The mode of the session deciding for the call (:func:`guard.planning.binding.ruling`):
+    a plan session of any worktree the call lies in, else the nearest worktree's session."""
+    from guard.planning.binding import ruling
 
-    found = current_mode(call.cwd if call.cwd is not None else os.getcwd())
-    return None if found is None else str(found[0])
+    return ruling(call, effects)
 
 
 def tool_effects(call: ToolCall) -> list[Effect]:
@@ -214,17 +234,23 @@ def choose_agent(
 
 
 def agent_inputs(
-    call: ToolCall, agent: str | None, env: Mapping[str, str], mode: ModeSource | None
-) -> tuple[str, str | None]:
-    """($GUARD_AGENT, the worktree's guard mode): the mode is read only when neither
+    call: ToolCall,
+    agent: str | None,
+    env: Mapping[str, str],
+    mode: ModeSource | None,
+    effects: Sequence[Effect] = (),
+) -> tuple[str, ModeFound | None]:
+    """($GUARD_AGENT, the session's guard mode): the mode is read only when neither
     --agent nor $GUARD_AGENT decides."""
     env_agent = env.get("GUARD_AGENT", "").strip()
-    found = mode(call) if mode is not None and not agent and not env_agent else None
+    found = mode(call, effects) if mode is not None and not agent and not env_agent else None
+    if isinstance(found, str):
+        found = ModeFound(found, f"guard mode {found!r} of this worktree")
     return env_agent, found
 
 
 def agent_from(
-    g: Guard, agent: str | None, env_agent: str, found: str | None, hint: ModeHint | None
+    g: Guard, agent: str | None, env_agent: str, found: ModeFound | None, hint: ModeHint | None
 ) -> tuple[str, str]:
     """:func:`choose_agent` once the inputs are known: the same inputs, the same answer."""
     names = list(g.agent_names)
@@ -242,8 +268,8 @@ def agent_from(
     if env_agent:
         return known(env_agent, "$GUARD_AGENT"), "$GUARD_AGENT"
     if found is not None:
-        why = f"guard mode {found!r} of this worktree"
-        return (found if found in names else agent_for_mode(g, found)), why
+        mode = found.mode
+        return (mode if mode in names else agent_for_mode(g, mode)), found.why
     if hint is not None:
         return agent_for_mode(g, hint.mode), hint.source
     return agent_for_mode(g, "build"), "no mode given: build"
@@ -294,13 +320,17 @@ class Gate:
         default_factory=dict, init=False, repr=False
     )
 
-    def load(self, call: ToolCall) -> Guard:
+    def load(self, call: ToolCall, found: ModeFound | None = None) -> Guard:
+        """The policy for ``call``: of the deciding session's worktree when it names one,
+        else of the call's cwd."""
         if self.guard is not None:
             return self.guard
         from guard.decide import Guard
 
         load = Guard.load_shared if self.shared else Guard.load
-        return load(policy=self.policy or self.env.get("GUARD_POLICY") or None, cwd=call.cwd)
+        worktree = found.worktree if found is not None else None
+        policy = self.policy or self.env.get("GUARD_POLICY") or None
+        return load(policy=policy, cwd=call.cwd, worktree=worktree)
 
     def decide(
         self,
@@ -319,8 +349,12 @@ class Gate:
         """
         g: Guard | None = None
         try:
-            g = self.load(call)
-            verdict = self._decide(g, call, hint, effects)
+            found = list(effects) if effects is not None else self.analyse(call)
+            if not all(isinstance(e, Effect) for e in found):
+                raise TypeError(f"the analysis of {call.name!r} returned non-effects")
+            env_agent, mode = agent_inputs(call, self.agent, self.env, self.mode, found)
+            g = self.load(call, mode)
+            verdict = self._decide(g, call, hint, found, env_agent, mode)
         except Exception as exc:  # fail closed, whatever went wrong
             verdict = self.failure(call, exc)
         return self.audit(verdict, context, g, answered)
@@ -330,21 +364,23 @@ class Gate:
         g: Guard,
         call: ToolCall,
         hint: ModeHint | None,
-        given: Sequence[Effect] | None,
+        found: list[Effect],
+        env_agent: str,
+        mode: ModeFound | None,
     ) -> Verdict:
-        name, why = self._choose(g, call, hint)
-        found = list(given) if given is not None else self.analyse(call)
-        if not all(isinstance(e, Effect) for e in found):
-            raise TypeError(f"the analysis of {call.name!r} returned non-effects")
+        name, why = self._choose(g, hint, env_agent, mode)
         decision = g.decide(name, found, cwd=call.cwd)
         reason = decision.reason
-        if decision.action is not Action.ALLOW and g.agent(name).mode == "plan":
+        planning = g.agent(name).mode == "plan"
+        if decision.action is not Action.ALLOW and planning:
             if self.refusal is not None:
                 told = self.refusal(call)
             else:
                 from guard.planning.runtime import plan_refusal  # tells the model where to write
 
-                told = plan_refusal(call.cwd, call.session)
+                where = mode.worktree if mode is not None and mode.worktree else call.cwd
+                sid = mode.session if mode is not None and mode.session else call.session
+                told = plan_refusal(where, sid)
             reason = f"{reason}. {told}"
         verdict = Verdict(
             VerdictAction(decision.action.value),
@@ -356,7 +392,7 @@ class Gate:
             tuple(found),
             decision,
         )
-        if self.confiner is not None and g.agent(name).mode == "plan":
+        if self.confiner is not None and planning:
             confined = self.confiner.confine(verdict, g)
             if confined is not None:
                 rewrite = confined.updated_input
@@ -367,12 +403,15 @@ class Gate:
                     rule=confined.rule,
                     updated_input=None if rewrite is None else dict(rewrite),
                 )
+        if mode is not None and mode.note and not verdict.allowed:
+            verdict = replace(verdict, reason=f"{verdict.reason} {mode.note}")
         return verdict
 
-    def _choose(self, g: Guard, call: ToolCall, hint: ModeHint | None) -> tuple[str, str]:
+    def _choose(
+        self, g: Guard, hint: ModeHint | None, env_agent: str, found: ModeFound | None
+    ) -> tuple[str, str]:
         if self.guard is None:  # a policy loaded per call: nothing to keep
-            return choose_agent(g, call, agent=self.agent, env=self.env, mode=self.mode, hint=hint)
-        env_agent, found = agent_inputs(call, self.agent, self.env, self.mode)
+            return agent_from(g, self.agent, env_agent, found, hint)
         key = (self.agent, env_agent, found, hint)
         chosen = self._agents.get(key)
         if chosen is None:

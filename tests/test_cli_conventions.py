@@ -402,18 +402,29 @@ def test_plan_exit_speaks_to_the_user(repo: Path) -> None:
     assert r.returncode == 0 and "plan approved" in r.stdout and "You are" not in r.stdout
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "write", "src/app.py"],  # answered without typer (guard.cli.quick)
+        ["check", "--dialect", "claude-code", "--tool", "Read", "--input", "{}"],  # typer's
+    ],
+)
 def test_an_internal_error_is_one_line_not_a_traceback(
-    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
 ) -> None:
-    from guard.cli import _app, core
+    from guard.cli import _app, quick
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(core, "_load", broken)
+    monkeypatch.setattr(quick, "load_guard", broken)
     monkeypatch.delenv("GUARD_DEBUG", raising=False)
+    monkeypatch.chdir(repo)
     with pytest.raises(SystemExit) as info:
-        _app.main(["check", "write", "src/app.py"])
+        _app.main(args)
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("guard: error: internal error: RuntimeError: simulated bug")

@@ -76,7 +76,7 @@ def test_toml_syntax_error_has_its_line(tmp_path: Path) -> None:
 
 def test_missing_version_says_how_to_fix(tmp_path: Path) -> None:
     f = write(tmp_path / "p.toml", "[agents]\n")
-    with pytest.raises(PolicyError, match=r"version: expected 1, got None; add `version = 1`"):
+    with pytest.raises(PolicyError, match=r"version: missing; add `version = 1`"):
         load_policy(f)
 
 

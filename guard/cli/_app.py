@@ -23,11 +23,13 @@ from guard.cli._base import (
     color_mode,
     fail,
     fail_for,
+    installed_version,
     isatty,
     main,
     print_json,
     set_color_mode,
     take_color,
+    version_text,
     wants_json,
     warn,
     with_schema,
@@ -41,6 +43,7 @@ __all__ = [
     "console",
     "dispatch",
     "fail",
+    "installed_version",
     "main",
     "print_json",
     "set_color",
@@ -122,19 +125,9 @@ app = typer.Typer(
 )
 
 
-def installed_version(unknown: str = "unknown") -> str:
-    """guard's version as installed (the package's metadata); ``unknown`` when it is not."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("openoxide-guard")
-    except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
-        return unknown
-
-
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"guard {installed_version('(version unknown: not installed)')}")
+        typer.echo(version_text(), nl=False)
         raise typer.Exit(0)
 
 

@@ -11,8 +11,10 @@ Conventions every command follows (kept here so that no command re-implements th
 - JSON output carries ``"schema_version": 1`` (see docs/json.md).
 
 :func:`main` starts a confined command (``guard run``) without importing typer, rich or
-any other command's module (:mod:`guard.cli.runner`); every other command goes through
-the typer application (:mod:`guard.cli._app`), loaded only then.
+any other command's module (:mod:`guard.cli.runner`), and answers ``--version`` and a
+plain ``guard check`` or ``guard lint`` the same way (:mod:`guard.cli.quick`); every
+other command goes through the typer application (:mod:`guard.cli._app`), loaded only
+then.
 """
 
 from __future__ import annotations
@@ -130,8 +132,8 @@ def fail(message: str, *, as_json: bool, code: int = 2, **extra: Any) -> NoRetur
     """Report an error the conventional way and leave with ``code``."""
     if as_json:
         sys.stderr.write(json.dumps(with_schema({"error": message, **extra})) + "\n")
-    else:
-        sys.stderr.write(f"guard: error: {message}\n")
+    else:  # every line carries the prefix (a policy error has one line per problem)
+        sys.stderr.write("".join(f"guard: error: {line}\n" for line in message.splitlines()))
     sys.stderr.flush()
     raise SystemExit(code)
 
@@ -158,6 +160,21 @@ def fail_for(exc: Exception, *, as_json: bool) -> NoReturn:
     )
 
 
+def installed_version(unknown: str = "unknown") -> str:
+    """guard's version as installed (the package's metadata); ``unknown`` when it is not."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("openoxide-guard")
+    except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
+        return unknown
+
+
+def version_text() -> str:
+    """What ``guard --version`` prints."""
+    return f"guard {installed_version('(version unknown: not installed)')}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: never lets a traceback reach the user."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -167,6 +184,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if problem is not None:
         fail(problem, as_json=as_json)
     set_color_mode(mode or ColorMode.auto)
+    if args in (["--version"], ["-V"]):
+        sys.stdout.write(version_text())
+        raise SystemExit(0)
+    if args[:1] in (["check"], ["lint"]):  # called once per file by hooks and editors
+        _quick(args, as_json=as_json)
     if args[:1] == ["run"]:  # the start-up cost of every confined command
         from guard.cli import runner
 
@@ -186,3 +208,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     from guard.cli._app import dispatch
 
     dispatch(args, as_json=as_json)
+
+
+def _quick(args: list[str], *, as_json: bool) -> None:
+    """Answer a plain ``guard check`` or ``guard lint`` without typer (see
+    :mod:`guard.cli.quick`); return for anything else, which typer then reads."""
+    from guard.cli import quick
+
+    check = quick.parse_check(args[1:]) if args[0] == "check" else None
+    lint = quick.parse_lint(args[1:]) if args[0] == "lint" else None
+    if check is None and lint is None:
+        return
+    try:
+        if check is not None:
+            code = quick.run_check(check)
+        elif lint is not None:
+            code = quick.run_lint(lint)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as exc:
+        fail_for(exc, as_json=as_json)
+    raise SystemExit(code)

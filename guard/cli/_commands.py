@@ -15,6 +15,7 @@ from guard.cli import (
     monitor,
     planning,
     replay,
+    resume,
     run,
     ui,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "monitor",
     "planning",
     "replay",
+    "resume",
     "run",
     "ui",
 ]

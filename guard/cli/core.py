@@ -3,75 +3,33 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from guard.cli._app import app, console, print_json, warn
-from guard.cli._io import control_chars, printable, read_json_input
+from guard.cli._app import app, console, print_json
+from guard.cli._io import printable
 from guard.cli.options import AgentOpt, CwdOpt, JsonOpt, PolicyOpt, WorktreeOpt
-from guard.decide import Guard
-from guard.effects import Effect, EffectKind, GuardError, ToolCall
+from guard.cli.quick import (
+    EXIT_CODES,
+    CheckOptions,
+    effect_kind,
+    load_guard,
+    path_arg,
+    run_check,
+)
+from guard.effects import Effect, GuardError
 from guard.network import path_target
 from guard.paths import plan_dir
 from guard.policy import json_schema
 
-#: Exit status per verdict; allow_confined (only with a confiner, which check has not) is 4.
-EXIT_CODES = {"allow": 0, "deny": 1, "ask": 3, "allow_confined": 4}
-KINDS = ("read", "write", "delete", "exec", "network")
-
-
 
 def _out() -> Console:
     return console()
-
-
-def _kind(kind: str) -> EffectKind:
-    if kind not in KINDS:
-        raise GuardError(f"unknown effect kind {kind!r}; use one of: {', '.join(KINDS)}")
-    return EffectKind(kind)
-
-
-def _path_arg(path: str) -> str:
-    """PATH as given, refused (exit 2) when it holds a control character."""
-    bad = control_chars(path)
-    if bad is not None:
-        raise GuardError(
-            f"PATH '{printable(path)}' contains {bad}; guard refuses such names (a hook"
-            " denies them), so there is nothing to check"
-        )
-    return path
-
-
-def _load(policy: str | None, worktree: Path | None, cwd: Path | None) -> Guard:
-    if cwd is not None and not cwd.is_dir():
-        raise GuardError(f"--cwd {cwd}: not a directory")
-    if worktree is not None and not worktree.is_dir():
-        raise GuardError(f"--worktree {worktree}: not a directory")
-    g = Guard.load(policy, worktree=worktree, cwd=cwd)
-    for message in g.loaded.warnings:
-        warn(message)
-    return g
-
-
-def _tool_call(
-    dialect: str, tool: str | None, tool_input: str | None, cwd: Path | None
-) -> ToolCall:
-    if tool is None:
-        raise GuardError("--dialect needs --tool NAME (and usually --input JSON)")
-    args: Any = read_json_input(tool_input) if tool_input is not None else {}
-    if not isinstance(args, dict):
-        raise GuardError(
-            f"--input must be a JSON object, got {type(args).__name__};"
-            ' e.g. \'{"file_path": "src/a.py"}\''
-        )
-    where = str(cwd.absolute()) if cwd is not None else os.getcwd()
-    return ToolCall(dialect, tool, args, where)
 
 
 @app.command(
@@ -122,48 +80,20 @@ def check(
     Prints the decision and the reason; the exit code carries the decision.
     The decision is the gate's, as for a hook or the MCP proxy.
     """
-    from guard.audit import AuditLog
-    from guard.gate import Gate
-
-    g = _load(policy, worktree, cwd)
-    g.agent(agent)  # unknown agent: a clear error, exit 2
-    gate = Gate(
-        guard=g,
+    options = CheckOptions(
+        kind=kind,
+        path=path,
         agent=agent,
-        sink=AuditLog(audit_log) if audit_log is not None else None,
-        source="check",
+        policy=policy,
+        worktree=worktree,
+        cwd=cwd,
+        dialect=dialect,
+        tool=tool,
+        tool_input=tool_input,
+        as_json=as_json,
+        audit_log=audit_log,
     )
-    if dialect is not None:
-        if kind is not None or path is not None:
-            raise GuardError("give either KIND PATH or --dialect/--tool/--input, not both")
-        verdict = gate.decide(_tool_call(dialect, tool, tool_input, cwd))
-    else:
-        if kind is None or path is None:
-            raise GuardError("give KIND PATH (e.g. `write src/a.py`) or --dialect/--tool/--input")
-        effect = Effect(_kind(kind), _path_arg(path))
-        where = str(cwd) if cwd is not None else None
-        verdict = gate.decide(ToolCall("effect", kind, {"target": path}, where), effects=[effect])
-    if verdict.failed:
-        raise GuardError(verdict.reason)  # bad input: exit 2 (the verdict is a deny)
-    each = [(e, g.decide_effect(agent, e, cwd)) for e in verdict.effects]
-    if as_json:
-        # one shape for both forms: the verdict and every effect with its own decision
-        out: dict[str, Any] = verdict.to_json()
-        out["agent"] = agent
-        out["effects"] = [
-            {"kind": e.kind.value, "target": e.target, "detail": e.detail or None, **d.to_json()}
-            for e, d in each
-        ]
-        print_json(out)
-    else:
-        con = _out()
-        if dialect is not None:
-            for e, d in each:
-                extra = f"  [dim]({escape(printable(e.detail))})[/]" if e.detail else ""
-                con.print(f"  {_badge(d.action)} {escape(printable(str(e)))}{extra}")
-        con.print(f"{_badge(verdict.action)} {escape(printable(verdict.reason))}")
-        con.print(f"[dim]rule: {escape(printable(verdict.rule))}[/]")
-    raise typer.Exit(EXIT_CODES[verdict.action])
+    raise typer.Exit(run_check(options))
 
 
 def _badge(action: str) -> str:
@@ -189,9 +119,9 @@ def explain(
     cwd: CwdOpt = None,
 ) -> None:
     """Show every list consulted, every pattern that matched, and which one decided."""
-    g = _load(policy, worktree, cwd)
+    g = load_guard(policy, worktree, cwd)
     g.agent(agent)
-    ex = g.explain(agent, Effect(_kind(kind), _path_arg(path)), cwd)
+    ex = g.explain(agent, Effect(effect_kind(kind), path_arg(path)), cwd)
     con = _out()
     con.print(f"policy: {g.loaded.name} ({g.discovery})")
     if g.managed is not None:

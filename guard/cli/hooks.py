@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from guard.cli._app import app, console, print_json
-from guard.effects import GuardError
+from guard.effects import GuardError, did_you_mean
 from guard.integrations import HOSTS
 
 HOST_LIST = ", ".join(HOSTS)
@@ -17,7 +17,10 @@ HOST_LIST = ", ".join(HOSTS)
 
 def _known_host(host: str) -> str:
     if host not in HOSTS:
-        raise typer.BadParameter(f"{host!r} is not a host guard knows; use one of: {HOST_LIST}")
+        hint = did_you_mean(host, HOSTS)
+        raise typer.BadParameter(
+            f"{host!r} is not a host guard knows; {hint}use one of: {HOST_LIST}"
+        )
     return host
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import typer
 
-from guard.cli._app import app, color_enabled, with_schema
+from guard.cli._app import app, with_schema
+from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
 
 
@@ -26,19 +27,6 @@ class FailLevel(StrEnum):
     error = "error"
     warning = "warning"
     note = "note"
-
-
-def _default_target() -> str:
-    from guard.paths import find_worktree
-    from guard.policy import BUILTIN_PREFIX
-
-    env = os.environ.get("GUARD_POLICY")
-    if env:
-        return env
-    wt = find_worktree(os.getcwd())
-    if wt is not None and (wt / ".openoxide/policy.toml").is_file():
-        return str(wt / ".openoxide/policy.toml")
-    return BUILTIN_PREFIX + "default"
 
 
 @app.command(
@@ -80,10 +68,8 @@ def lint_command(
     ),
 ) -> None:
     """Check policy files for mistakes that weaken plan mode: the rule catalog GLxxx."""
-    from guard.lint import RULES, Level, lint_paths, load_pyproject_config
-    from guard.lint.config import find_pyproject
+    from guard.lint import RULES
     from guard.lint.docs import rule_page
-    from guard.lint.formats import FORMATS, PrettyFormatter
 
     if list_rules:
         for r in RULES.values():
@@ -95,28 +81,15 @@ def lint_command(
             raise GuardError(f"no lint rule {explain!r}; `guard lint --list-rules` lists them")
         typer.echo(rule_page(found), nl=False)
         return
-    if config is not None and not config.is_file():
-        raise GuardError(f"--config {config}: no such file")
-    cfg = load_pyproject_config(config if config is not None else find_pyproject(Path.cwd()))
-    targets = list(files) if files else [_default_target()]
-    tty = sys.stderr.isatty()
-
-    def progress(target: str) -> None:
-        if tty:
-            sys.stderr.write(f"\rguard lint: {target[-60:]:<60}")
-            sys.stderr.flush()
-
-    report = lint_paths(targets, cfg, progress=progress)
-    if tty:
-        sys.stderr.write("\r" + " " * 72 + "\r")
-    if output_format is OutputFormat.pretty:
-        text = PrettyFormatter(color=color_enabled(sys.stdout)).format(report)
-    else:
-        text = FORMATS[output_format.value]().format(report)
-    sys.stdout.write(text)
-    sys.stdout.flush()
-    if report.fails(Level(fail_level.value)):
-        raise typer.Exit(3)
+    options = LintOptions(
+        files=list(files or []),
+        output_format=output_format.value,
+        fail_level=fail_level.value,
+        config=config,
+    )
+    code = run_lint(options)
+    if code:
+        raise typer.Exit(code)
 
 
 class ReviewFormat(StrEnum):

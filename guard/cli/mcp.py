@@ -38,8 +38,9 @@ agent's rules apply (read the project, write only the plan file) until the user
 approves the plan (plan_exit, or `guard plan exit --approve --session ID`);
 then the build agent's rules apply. --agent pins one agent instead. A session
 the proxy starts belongs to it and ends when it exits (if the proxy is killed,
-the session counts as orphaned and decides nothing); a proxy that cannot start
-its server leaves no session behind.
+the session counts as orphaned: in plan mode it keeps the worktree in plan mode
+for the hooks until you end it, approve its plan or take it over with
+`guard plan resume`); a proxy that cannot start its server leaves no session behind.
 
 While the agent in force is a plan-mode agent, the server process itself runs
 under the kernel (Landlock: writes only to the plan directory and a private

@@ -180,6 +180,7 @@ def watch(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    monitor.claim()  # another watcher here: refused before any progress is drawn
     with progress:
         monitor.start()
     if not json_out:

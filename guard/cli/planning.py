@@ -26,8 +26,11 @@ session_app = typer.Typer(
         "A session has an owner and an end. One started from the command line is the"
         " user's and stays open until `guard session end`; one started by `guard mcp`"
         " ends when that proxy exits. The newest open session decides for the worktree"
-        " (or the one pinned with `guard mode MODE --session ID`); ended sessions, and"
-        " sessions whose owning process died, never decide.\n\n"
+        " (a plan session before a build one; or the one pinned with"
+        " `guard mode MODE --session ID`); ended sessions never decide. A plan session"
+        " whose owning process died (orphaned) stays in plan mode until you end it,"
+        " approve its plan or take it over (`guard plan resume ID`); an orphaned build"
+        " session decides nothing.\n\n"
         "  guard session start                 # new build-mode session, prints its id\n\n"
         "  guard session start --mode plan --title 'Add caching'\n\n"
         "  guard session list                  # newest first: state and owner\n\n"
@@ -47,7 +50,8 @@ plan_app = typer.Typer(
         "  guard plan exit --approve           # leave plan mode (the only way out)\n\n"
         "  guard plan exit --reject 'too risky'   # stay in plan mode\n\n"
         "  guard plan exit --refine 'split step 2'\n\n"
-        "  guard plan answer 'SQLite'           # answer the model's request_user_input"
+        "  guard plan answer 'SQLite'           # answer the model's request_user_input\n\n"
+        "  guard plan resume ID                # take over an orphaned plan session"
     ),
     no_args_is_help=True,
 )
@@ -148,7 +152,8 @@ def session_list(cwd: CwdOpt = Path("."), as_json: JsonOpt = False) -> None:
 
     The session marked * decides for the worktree. States: open; ended
     (`guard session end`, or its process exited); orphaned (its process died
-    without ending it: it decides nothing).
+    without ending it: in plan mode it stays in force until you end it,
+    approve its plan or resume it; in build mode it decides nothing).
     """
     sessions = sorted(
         Session.list_all(cwd), key=lambda s: (s.created_at, s.active_ns), reverse=True
@@ -193,6 +198,15 @@ def session_end(
     if not session.end("ended by the user with `guard session end`"):
         raise GuardError(f"session {session.id} has already ended ({session.end_reason})")
     sys.stdout.write(f"{session.id}: ended\n")
+    sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
+
+
+def _resume(session_id: str | None, cwd: Path) -> None:
+    session = _resolve(cwd, session_id)
+    if session.resume():
+        sys.stdout.write(f"{session.id}: resumed; you own it now ({session.mode.value} mode)\n")
+    else:
+        sys.stdout.write(f"{session.id}: open, nothing to resume ({session.mode.value} mode)\n")
     sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
 
 
@@ -495,6 +509,24 @@ def plan_exit_command(
     sys.stdout.write("  the model is told on its next planning tool call\n")
     if outcome.ok:
         sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
+
+
+@plan_app.command("resume")
+def plan_resume(
+    session_id: Annotated[
+        str | None, typer.Argument(help="Session id (default: the one deciding here).")
+    ] = None,
+    cwd: CwdOpt = Path("."),
+) -> None:
+    """Take a plan session over: an orphaned one (its owning process died) becomes yours.
+
+    An orphaned plan session keeps the worktree in plan mode, and every refusal
+    says so, until you act: resume it (keep planning, owned by you), approve its
+    plan (`guard plan exit --approve`) or end it (`guard session end`).
+
+    Example: guard plan resume 20261202-1a2b3c4d
+    """
+    _resume(session_id, cwd)
 
 
 @plan_app.command("answer")

@@ -41,6 +41,7 @@ class ClaudeCode(HostAdapter):
     dialect = "claude-code"
     follows = "Claude Code 2.1.332 (npm @anthropic-ai/claude-code)"
     can_rewrite = True
+    post_event = "PostToolUse"
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         return self.tool_event(payload, EVENT, ("agent_id", "agent_type"))
@@ -59,6 +60,17 @@ class ClaudeCode(HostAdapter):
             out["updatedInput"] = rewritten_input(hook, verdict)
         return HookAnswer.json({"hookSpecificOutput": out})
 
+    def post_answer(self, message: str | None) -> HookAnswer:
+        if message is None:
+            return HookAnswer(0)
+        # "block" in a PostToolUse answer hands the reason to the model (the tool already ran)
+        return HookAnswer.json({
+            "decision": "block",
+            "reason": message,
+            "systemMessage": message,
+            "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": message},
+        })
+
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
         base = project if scope == "project" else home
         return base / ".claude" / "settings.json"
@@ -69,6 +81,12 @@ class ClaudeCode(HostAdapter):
         add_nested(
             settings,
             EVENT,
+            {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30}]},
+        )
+        # every result, so that a tool that ran without the PreToolUse decision is caught
+        add_nested(
+            settings,
+            "PostToolUse",
             {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30}]},
         )
         # the planning side: the mode and plan file told at each turn, ExitPlanMode handled

@@ -42,7 +42,7 @@ EVENT = "PreToolUse"
 #: Every event guard wires: the policy hook, and the planning side (guard.planning.host):
 #: SessionStart/UserPromptSubmit tell the model the mode and plan file, Stop keeps a
 #: ``<proposed_plan>`` and leaves the approval to the user.
-PLANNING_EVENTS = (EVENT, "SessionStart", "UserPromptSubmit", "Stop")
+PLANNING_EVENTS = (EVENT, "PostToolUse", "SessionStart", "UserPromptSubmit", "Stop")
 
 
 class Codex(HostAdapter):
@@ -51,6 +51,7 @@ class Codex(HostAdapter):
     dialect = "codex"
     follows = "Codex CLI 0.171.0 hooks (npm @openai/codex)"
     honours_ask = False
+    post_event = "PostToolUse"
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         return self.tool_event(payload, EVENT, ("turn_id", "model"))
@@ -81,6 +82,12 @@ class Codex(HostAdapter):
     def add_entry(self, settings: dict[str, Any], command: str) -> None:
         add_nested(
             settings, EVENT, {"hooks": [{"type": "command", "command": command, "timeout": 30}]}
+        )
+        # every result, so that a tool that ran without the PreToolUse decision is caught
+        add_nested(
+            settings,
+            "PostToolUse",
+            {"hooks": [{"type": "command", "command": command, "timeout": 30}]},
         )
         from guard.planning.host import CODEX_EVENTS, planning_command
 

@@ -40,6 +40,7 @@ EVENT_LABEL = "pre_tool_use"
 #: The events guard wires in a hooks.json, with the label Codex keys and hashes them by.
 EVENT_LABELS = {
     "PreToolUse": "pre_tool_use",
+    "PostToolUse": "post_tool_use",
     "SessionStart": "session_start",
     "UserPromptSubmit": "user_prompt_submit",
     "Stop": "stop",

@@ -202,6 +202,7 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         checks.append(Check("policy evaluator", "broken", f"{type(exc).__name__}: {exc}"))
     checks.append(_tools_check())
     checks.append(agent_check(cwd))
+    checks.append(orphans_check(cwd))
     checks.append(_audit_check(cwd))
     abi = landlock.abi_version()
     if abi:
@@ -247,6 +248,42 @@ def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
 
     current = describe_current_agent(cwd if cwd is not None else os.getcwd())
     return Check("hooks' agent now", "ok" if current.agent else "broken", current.line())
+
+
+def orphans_check(cwd: str | os.PathLike[str] | None = None) -> Check:
+    """Open sessions whose owning process died, in every worktree around ``cwd``: an
+    orphaned plan session keeps plan mode in force until the user acts."""
+    from guard.planning.binding import worktrees_of
+    from guard.planning.session import Mode, Session
+
+    here = os.fspath(cwd) if cwd is not None else os.getcwd()
+    try:
+        places = [Path(p) for p in worktrees_of([here])] or [Path(here)]
+        found = [s for p in places for s in Session.list_all(p) if s.status == "orphaned"]
+    except Exception as exc:
+        return Check("orphaned sessions", "broken", f"cannot read the sessions here: {exc}")
+    if not found:
+        return Check("orphaned sessions", "ok", "none: every open session's owner runs")
+    lines = []
+    for s in found:
+        owner = s.owner.describe() if s.owner else "its owner"
+        if s.mode is Mode.PLAN:
+            lines.append(
+                f"session {s.id} in {s.project} (plan mode; {owner} is gone): plan mode stays"
+                f" in force; `guard plan resume {s.id}` takes it over,"
+                f" `guard plan exit --approve --session {s.id}` approves its plan,"
+                f" `guard session end {s.id}` ends it"
+            )
+        else:
+            lines.append(
+                f"session {s.id} in {s.project} (build mode; {owner} is gone): decides"
+                f" nothing; `guard session end {s.id}` tidies it up"
+            )
+    planning = any(s.mode is Mode.PLAN for s in found)
+    return Check(
+        "orphaned sessions", "broken" if planning else "off", "; ".join(lines),
+        {"sessions": [s.id for s in found]},
+    )  # fmt: skip
 
 
 def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:

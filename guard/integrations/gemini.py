@@ -42,7 +42,7 @@ EVENT = "BeforeTool"
 #: Every event guard wires: the policy hook, and the planning side (guard.planning.host):
 #: SessionStart/BeforeAgent tell the model the mode and plan file, BeforeTool
 #: exit_plan_mode keeps Gemini's plan and leaves the approval to the user.
-PLANNING_EVENTS = (EVENT, "SessionStart", "BeforeAgent")
+PLANNING_EVENTS = (EVENT, "AfterTool", "SessionStart", "BeforeAgent")
 
 
 class Gemini(HostAdapter):
@@ -52,6 +52,7 @@ class Gemini(HostAdapter):
     follows = "Gemini CLI 0.61.0 (npm @google/gemini-cli)"
     honours_ask = False
     can_rewrite = True
+    post_event = "AfterTool"
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         return self.tool_event(payload, EVENT)
@@ -69,6 +70,11 @@ class Gemini(HostAdapter):
             }
         return HookAnswer.json(out)
 
+    def post_answer(self, message: str | None) -> HookAnswer:
+        if message is None:
+            return HookAnswer.json({})
+        return super().post_answer(message)
+
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
         base = project if scope == "project" else gemini_home(home)
         return base / ".gemini" / "settings.json"
@@ -82,6 +88,22 @@ class Gemini(HostAdapter):
                 "hooks": [
                     {
                         "name": "openoxide-guard",
+                        "type": "command",
+                        "command": command,
+                        "timeout": 30000,
+                    }
+                ],
+            },
+        )
+        # every result, so that a tool that ran without the BeforeTool decision is caught
+        add_nested(
+            settings,
+            "AfterTool",
+            {
+                "matcher": ".*",
+                "hooks": [
+                    {
+                        "name": "openoxide-guard-after",
                         "type": "command",
                         "command": command,
                         "timeout": 30000,

@@ -4,10 +4,31 @@ Started on demand by the hook client (:mod:`guard.integrations.hookclient`), one
 per user, data directory and installation: it answers on
 ``<data>/run/hookd-<key>.sock``, where ``<key>`` names the installation (the
 package's resolved path, its version, the interpreter prefix and a fingerprint
-of its code and shipped policies). The directory is 0700, the socket 0600 and
-peers of another uid are refused. Each request names the client's
-installation in full; a request from another installation is refused, and a
-reply always names the daemon's own, which the client checks.
+of its code and shipped policies). The directory is 0700, the socket 0600. Each
+request names the client's installation in full; a request from another
+installation is refused, and a reply always names the daemon's own, which the
+client checks.
+
+Who is answered (:func:`peer_refusal`, from the kernel's ``SO_PEERCRED`` and the
+peer's pidfd, never from anything the request says):
+
+* a peer of hookd's own uid only. Root is not special: root's daemon answers
+  root, and no user's daemon answers another uid (root included);
+* never a process inside a confinement guard set up: one in another PID
+  namespace than hookd's (every confined command with namespaces runs in its
+  own), or one under more seccomp filters than hookd (every confined command
+  installs guard's filter, with or without namespaces, and a process can never
+  remove a filter: a child inherits it, and re-parenting does not shed it);
+* and only while the peer is still the process that connected: its pidfd
+  (``SO_PEERPIDFD``, else ``pidfd_open`` at once) must still name a live process
+  after the checks, so a recycled pid cannot stand in for it.
+
+A confined peer gets a refusal (exit code 2, ``retry``), never a decision: no
+verdict is made for it and nothing is appended to an audit log. A genuine hook
+client that is refused decides in-process, under whatever confinement it runs
+in, where guard's data directory is read-only, so a forged "build" payload can
+neither be answered by hookd nor recorded by the client itself. Anything that
+cannot be checked (``/proc`` unreadable, the peer gone) is a refusal too.
 
 It decides each call exactly as ``python -m guard.integrations`` would, and
 exits after ``$GUARD_HOOKD_IDLE`` seconds without calls (default 600), or as
@@ -22,6 +43,7 @@ daemon sweeps the files of installations whose lock nobody holds.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -108,7 +130,9 @@ class Handler(socketserver.StreamRequestHandler):
         pid, uid, _gid = struct.unpack("3i", creds)
         if uid != os.getuid():
             return  # not ours: close without an answer
-        reply = self.answer(self.rfile.read(MAX_REQUEST), pid)
+        data = self.rfile.read(MAX_REQUEST)
+        why = peer_refusal(self.request, pid)
+        reply = self.refuse(why) if why else self.answer(data, pid)
         reply.update(v=PROTOCOL, id=self.server.ident, pid=os.getpid())
         self.wfile.write(json.dumps(reply).encode() + b"\n")
         self.server.last = time.monotonic()
@@ -163,6 +187,72 @@ class Handler(socketserver.StreamRequestHandler):
                 "stdout": "",
                 "stderr": f"guard (fail-closed): hookd: {type(exc).__name__}: {exc}\n",
             }
+
+
+#: ``SO_PEERPIDFD`` (Linux 6.5): a pidfd of the peer as it was when it connected.
+SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)
+
+
+def _pid_namespace(pid: int | str) -> str:
+    return os.readlink(f"/proc/{pid}/ns/pid")
+
+
+def _seccomp_filters(pid: int | str) -> int:
+    """How many seccomp filters the process runs under (``Seccomp_filters``, Linux 5.9;
+    before it, 1 for any filter mode): filters are inherited and never removed."""
+    mode = 0
+    with open(f"/proc/{pid}/status", "rb") as fh:
+        for line in fh:
+            if line.startswith(b"Seccomp_filters:"):
+                return int(line.split()[1])
+            if line.startswith(b"Seccomp:"):
+                mode = int(line.split()[1])
+    return 1 if mode == 2 else 0
+
+
+def _peer_pidfd(conn: socket.socket, pid: int) -> int | None:
+    """A pidfd naming the peer: the kernel's own (``SO_PEERPIDFD``), else one opened now
+    (``pidfd_open``), else None (a kernel with neither)."""
+    try:
+        return int(conn.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD))
+    except OSError as exc:
+        if exc.errno != errno.ENOPROTOOPT:
+            raise  # ESRCH: the peer is gone already (its pid may be another's by now)
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+
+
+def peer_refusal(conn: socket.socket, pid: int) -> str:
+    """Why the peer ``pid`` on ``conn`` must not be answered ("" when it may be): it runs
+    inside a confinement guard set up, or it cannot be checked (fail closed)."""
+    import signal
+
+    try:
+        pidfd = _peer_pidfd(conn, pid)
+    except OSError as exc:
+        return f"the peer cannot be checked ({exc.strerror or exc})"
+    try:
+        try:
+            if pid <= 0:
+                return "the peer's process is not visible from hookd (another PID namespace)"
+            if _pid_namespace(pid) != _pid_namespace("self"):
+                return "the peer runs in another PID namespace (a confined command)"
+            theirs, mine = _seccomp_filters(pid), _seccomp_filters("self")
+            if theirs > mine:
+                return (
+                    f"the peer runs under {theirs} seccomp filters, hookd under {mine}"
+                    " (a confined command)"
+                )
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, 0)  # still the process that connected
+        except (OSError, ValueError, IndexError) as exc:
+            return f"the peer cannot be checked ({type(exc).__name__}: {exc})"
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+    return ""
 
 
 def take_lock(dirfd: int, name: str, patience: float = 0.0) -> int | None:

@@ -47,11 +47,27 @@ def _save(entries: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def remember(host: str, scope: str, path: Path, command: str) -> None:
-    """Record what ``guard install`` wrote, so doctor can tell when someone rewrote it."""
-    entries = [e for e in _load() if (e.get("host"), e.get("path")) != (host, str(path))]
-    entries.append({"host": host, "scope": scope, "path": str(path), "command": command})
+def remember(host: str, scope: str, path: Path, command: str, *, created: bool = False) -> None:
+    """Record what ``guard install`` wrote, so doctor can tell when someone rewrote it;
+    ``created``: the file did not exist before guard's first install (kept on a re-install,
+    so that ``guard uninstall`` removes the file rather than leave ``{}``)."""
+    entries = _load()
+    mine = [e for e in entries if (e.get("host"), e.get("path")) == (host, str(path))]
+    if mine:
+        created = mine[-1].get("created") is True
+    entries = [e for e in entries if e not in mine]
+    entries.append(
+        {"host": host, "scope": scope, "path": str(path), "command": command, "created": created}
+    )
     _save(entries)
+
+
+def created(host: str, path: Path) -> bool:
+    """Whether guard's install created ``path`` (see :func:`remember`)."""
+    return any(
+        (e.get("host"), e.get("path")) == (host, str(path)) and e.get("created") is True
+        for e in _load()
+    )
 
 
 def forget(host: str, scope: str, path: Path) -> None:

@@ -7,6 +7,9 @@
   first, the new one is written to a temporary file in the same directory,
   flushed, and renamed over the old one. A file guard cannot parse is never
   touched; the error names it, the place, and the fix.
+* Uninstall puts back what install found: a file guard created goes (no ``{}``
+  left, no backup), a file guard found gets its very bytes back from the backup
+  when nothing else changed since; otherwise only guard's entries are removed.
 """
 
 from __future__ import annotations
@@ -168,7 +171,9 @@ def write_settings(path: Path, data: dict[str, Any]) -> Path | None:
     return backup
 
 
-def _edit(path: Path, adapter: HostAdapter, command: str | None) -> Change:
+def _edit(
+    path: Path, adapter: HostAdapter, command: str | None, *, created: bool = False
+) -> Change:
     before = read_settings(path)
     after = json.loads(json.dumps(before))
     try:
@@ -181,8 +186,55 @@ def _edit(path: Path, adapter: HostAdapter, command: str | None) -> Change:
         return Change(path, False, False, 0, None, command)
     if command is None and not after and not path.exists():
         return Change(path, False, False, removed, None, None)
+    if command is None:
+        put_back = _put_back(path, adapter, after, removed, created)
+        if put_back is not None:
+            return put_back
     backup = write_settings(path, after)
     return Change(path, True, command is not None, removed, backup, command)
+
+
+def _put_back(
+    path: Path, adapter: HostAdapter, after: dict[str, Any], removed: int, created: bool
+) -> Change | None:
+    """Uninstall: the file as guard found it, when what is left is exactly that.
+
+    A file guard created that holds nothing but what an install into an empty file leaves
+    after an uninstall (``{}``, or Cursor's ``version``) is removed with guard's backup; a file
+    whose backup (the bytes before guard's install) says what is left gets those very
+    bytes back, and the backup goes. None: something else changed since, write ``after``.
+    """
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    skeleton: dict[str, Any] = {}
+    adapter.add_entry(skeleton, hook_command(adapter.name))
+    adapter.remove_entries(skeleton)
+    try:
+        if created and after in ({}, skeleton):
+            path.unlink()
+            backup.unlink(missing_ok=True)
+            return Change(path, True, False, removed, None, None,
+                          [f"removed {path}: guard had created it and nothing else is in it"])
+        saved = backup.read_bytes()
+        found = json.loads(saved)
+        if not isinstance(found, dict) or adapter.find_entries(found):
+            return None  # not what guard found: a backup of a file already wired
+        # what an install and an uninstall make of it (an emptied table dropped...)
+        adapter.add_entry(found, hook_command(adapter.name))
+        adapter.remove_entries(found)
+        if found != after:
+            return None
+        replace_file(path, saved, path.stat().st_mode & 0o7777)
+        backup.unlink()
+    except FileNotFoundError:
+        return None
+    except ValueError:  # a backup that is not JSON (or not UTF-8) says nothing
+        return None
+    except OSError as exc:
+        raise SettingsError(
+            f"{path}: cannot write: {exc.strerror or exc}; guard left it as it was"
+        ) from None
+    return Change(path, True, False, removed, None, None,
+                  ["restored the file as guard found it (its backup is removed)"])
 
 
 def install(
@@ -209,10 +261,12 @@ def install(
         change = opencode.install_plugin(scope, project_dir(cwd), command)
     else:
         path = settings_file(adapter, scope, cwd)
+        existed = path.exists()
         change = _edit(path, adapter, command)
     notes = list(change.notes)
     notes += host_state.after_install(host, scope, change.path, project_dir(cwd))
-    host_state.remember(host, scope, change.path, command)
+    host_state.remember(host, scope, change.path, command,
+                        created=host != "opencode" and not existed)
     problems = host_state.skip_reasons(host, scope, change.path, project_dir(cwd))
     return Change(change.path, change.changed or bool(notes), change.added, change.removed,
                   change.backup, change.command, notes, problems)
@@ -235,8 +289,8 @@ def uninstall(
         host_state.forget(host, scope, path)
         return Change(path, False, False, 0, None, None)
     before = host_state.before_uninstall(host, path)
-    change = _edit(path, adapter, None)
-    notes = host_state.after_uninstall(host, before)
+    change = _edit(path, adapter, None, created=host_state.created(host, path))
+    notes = [*change.notes, *host_state.after_uninstall(host, before)]
     host_state.forget(host, scope, path)
     return Change(change.path, change.changed or bool(notes), False, change.removed,
                   change.backup, None, notes)

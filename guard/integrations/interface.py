@@ -141,6 +141,9 @@ class HostAdapter(ABC):
     #: Whether the host runs a tool input rewritten by the hook; if not,
     #: allow_confined is answered as deny.
     can_rewrite: bool = False
+    #: The host's post-tool event guard wires (None: the host has none guard can use),
+    #: where a tool that ran without guard's decision is caught (guard.integrations.missed).
+    post_event: str | None = None
 
     # -- the hook protocol -------------------------------------------------
 
@@ -174,6 +177,22 @@ class HostAdapter(ABC):
             permission_mode=optional_str(payload, "permission_mode"),
             extra={k: payload[k] for k in extra if k in payload},
         )
+
+    def parse_post(self, payload: Mapping[str, Any]) -> HookCall:
+        """Read a post-tool payload (the tool already ran). Raises HookInputError."""
+        if self.post_event is None:
+            raise HookInputError(f"{self.title} has no post-tool event guard answers")
+        return self.tool_event(payload, self.post_event)
+
+    def post_answer(self, message: str | None) -> HookAnswer:
+        """The answer to a post-tool call: nothing, or ``message`` for the model and the user."""
+        if message is None:
+            return HookAnswer(0)
+        return HookAnswer.json({
+            "systemMessage": message,
+            "hookSpecificOutput": {"hookEventName": self.post_event,
+                                   "additionalContext": message},
+        })
 
     def permission_mode_hint(self, hook: HookCall) -> ModeHint | None:
         """Hosts with a ``permission_mode``: its ``plan`` means guard's plan agent."""

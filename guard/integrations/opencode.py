@@ -80,6 +80,7 @@ class OpenCode(HostAdapter):
     follows = "OpenCode 1.18.33 plugins (npm opencode-ai)"
     honours_ask = False
     can_rewrite = True
+    post_event = "tool.execute.after"
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         return self.tool_event(payload, EVENT)
@@ -92,6 +93,9 @@ class OpenCode(HostAdapter):
             return HookAnswer.json({"decision": "allow", "reason": self.reason(verdict, hook),
                                     "args": rewritten_input(hook, verdict)})
         return HookAnswer.json({"decision": "deny", "reason": self.reason(verdict, hook)})
+
+    def post_answer(self, message: str | None) -> HookAnswer:
+        return HookAnswer.json({} if message is None else {"message": message})
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
         if scope == "project":

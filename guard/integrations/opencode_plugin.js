@@ -72,4 +72,27 @@ export const OpenOxideGuard = async ({ directory }) => ({
       for (const [key, value] of Object.entries(answer.args)) output.args[key] = value;
     }
   },
+  // The tool ran: guard checks it had decided it (a call it never saw is `hook_missed`)
+  // and hands what it says to the model with the tool's output, and to the user.
+  "tool.execute.after": async (input, output) => {
+    const payload = {
+      hook_event_name: "tool.execute.after",
+      tool_name: input.tool,
+      tool_input: input.args ?? {},
+      cwd: directory,
+      session_id: input.sessionID,
+      tool_use_id: input.callID,
+    };
+    let message;
+    try {
+      const { code, out, err } = await runHook(payload);
+      message = code === 0 ? JSON.parse(out).message : `guard: ${err.trim() || `exit ${code}`}`;
+    } catch (e) {
+      message = `guard (fail-closed): guard's post-tool hook failed: ${e.message}`;
+    }
+    if (typeof message === "string" && message) {
+      console.error(message);
+      if (output && typeof output.output === "string") output.output += `\n\n${message}`;
+    }
+  },
 });

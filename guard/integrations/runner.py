@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from guard.integrations import adapter_for
-from guard.integrations.interface import HookAnswer, HookInputError
+from guard.integrations.interface import HookAnswer, HookCall, HookInputError
 
 __all__ = ["PREFIX", "adapter_for", "decide", "hook_gate"]
 
@@ -92,13 +92,20 @@ def decide(
             raise HookInputError(f"stdin is not JSON: {exc}") from None
         if not isinstance(payload, dict):
             raise HookInputError(f"stdin must be a JSON object, got {type(payload).__name__}")
-        hook = adapter.parse(payload)
         here = cwd or os.getcwd()
+        post = adapter.post_event is not None and payload.get("hook_event_name") == \
+            adapter.post_event
+        hook = _with_cwd(adapter.parse_post(payload) if post else adapter.parse(payload), here)
         call = hook.call
-        if call.cwd is None or not os.path.isabs(call.cwd):
-            call = dataclasses.replace(call, cwd=os.path.join(here, call.cwd or "."))
-            hook = dataclasses.replace(hook, call=call)
         context.update(hook.to_json())
+        from guard.integrations import missed
+
+        if post:
+            return adapter.post_answer(missed.after_tool(gate, adapter, hook, payload))
+        context["input_sha256"] = missed.input_digest(call.input)
+        held, notice = missed.before_tool(gate, adapter, hook, payload, context)
+        if held is not None:
+            return adapter.answer(held, hook)
         verdict = gate.decide(
             call,
             hint=adapter.mode_hint(hook),
@@ -107,9 +114,20 @@ def decide(
         )
         if verdict.failed:
             return HookAnswer.block(PREFIX + verdict.reason)
+        if notice:
+            verdict = dataclasses.replace(verdict, reason=f"{notice} {verdict.reason}")
         return adapter.answer(verdict, hook)
     except BaseException as exc:
         return _refuse(exc, gate, context, cwd)
+
+
+def _with_cwd(hook: HookCall, here: str) -> HookCall:
+    """The hook call with an absolute cwd (the hook's own when the payload names none)."""
+    call = hook.call
+    if call.cwd is None or not os.path.isabs(call.cwd):
+        call = dataclasses.replace(call, cwd=os.path.join(here, call.cwd or "."))
+        hook = dataclasses.replace(hook, call=call)
+    return hook
 
 
 def _refuse(

@@ -46,12 +46,12 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
 from guard.decide import Guard
-from guard.effects import GuardError, ToolCall
+from guard.effects import Effect, GuardError, ToolCall
 from guard.gate import Gate, Verdict, VerdictAction
 from guard.mcp import asking, wire
 from guard.mcp.bridge import OFFERED, PlanningBridge
@@ -183,7 +183,7 @@ class McpProxy:
     def mode(self) -> Mode:
         return self.bridge.mode
 
-    def _mode_of(self, call: ToolCall) -> str:
+    def _mode_of(self, call: ToolCall, effects: Sequence[Effect] = ()) -> str:
         """The gate's mode source: this proxy's session, re-read when its file changed."""
         return self.bridge.sync().value
 

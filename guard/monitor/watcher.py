@@ -49,6 +49,7 @@ from guard.monitor.events import (
 )
 from guard.monitor.fanotify import Choice, FanotifyObserver
 from guard.monitor.fsops import Anchor, Unsafe, dir_meta
+from guard.monitor.ownstate import WatchLock, state_paths
 from guard.monitor.quarantine import Quarantine, quarantine_root
 from guard.monitor.scan import begin_baseline, drain_pending, hurry_baseline, index_change
 from guard.monitor.scan import reconcile as _reconcile
@@ -195,7 +196,12 @@ class Monitor(_Sink):
             str(self.quarantine.root / ".gitignore"),
             str(self.audit_path),
         }
-        own = (str(self.quarantine.session_dir), str(self.store))
+        #: guard's own state (sessions, quarantine, audit, stores): never a violation
+        self.state = state_paths(r, self.quarantine.root)
+        self._state_prefixes = tuple(p.rstrip("/") + "/" for p in self.state)
+        self._tampered: set[str] = set()
+        self._watch_lock = WatchLock(r.data, self.roots, self.session)
+        own = (str(self.quarantine.session_dir), str(self.store), *self.state)
         self._ignored_tops = frozenset(own)
         #: every ignored path that is not in the sets above starts with one of these
         self._ignored_prefixes = tuple(p.rstrip("/") + "/" for p in own) + tuple(
@@ -225,6 +231,8 @@ class Monitor(_Sink):
             return False  # the walks ask for every path: most are answered here
         if _is_under(path, str(self.quarantine.session_dir)) or _is_under(path, str(self.store)):
             return True
+        if path.startswith(self._state_prefixes):
+            return True
         for g in self._git_dirs:
             if path.startswith(g + "/"):
                 rest = path[len(g) + 1 :]
@@ -239,8 +247,23 @@ class Monitor(_Sink):
     def start(self) -> Monitor:
         if self._started:
             raise GuardError("this monitor was already started")
-        self._started = True
         t0 = time.perf_counter()
+        self.claim()
+        self._started = True
+        try:
+            self._start(t0)
+        except BaseException:
+            self._watch_lock.release()
+            raise
+        return self
+
+    def claim(self) -> None:
+        """Take the tree's watch lock (one monitor per tree, see ownstate.py); a
+        :class:`GuardError` names the monitor holding it. ``start`` claims it too."""
+        if not self._watch_lock.held:
+            self._watch_lock.acquire(audit.now_iso())
+
+    def _start(self, t0: float) -> None:
         if self._barrier_dir is not None:
             try:
                 os.close(self.quarantine.session_fd())
@@ -250,7 +273,6 @@ class Monitor(_Sink):
         self._start_observer()
         self._await_watches()
         begin_baseline(self, t0)  # the command may start once this returns
-        return self
 
     def set_guarded_process(self, pid: int) -> None:
         """The root of the guarded process tree (``guard run``'s supervised child): a
@@ -332,6 +354,7 @@ class Monitor(_Sink):
         if self._barrier_dir is not None:
             with contextlib.suppress(OSError):
                 os.rmdir(self._barrier_dir)  # only when empty: nothing was quarantined
+        self._watch_lock.release()
 
     def __enter__(self) -> Monitor:
         return self.start()
@@ -521,6 +544,8 @@ class Monitor(_Sink):
         self, path: str, kind: EffectKind, event: str, detail: str, cur: Sig | None,
         *, force: bool, adopted: bool,
     ) -> Violation | None:
+        if path.startswith(self._state_prefixes) or path in self._ignored_tops:
+            return self._state_change(path, kind, event, detail)
         if self._ignored(path):
             return None
         known = self._known.get(path, _MISSING)
@@ -589,6 +614,29 @@ class Monitor(_Sink):
             effect=kind.value,
             detail=detail,
             **self._origin_fields(path, event),
+        )
+        self.violations.append(v)
+        self._outbox.append(v)
+        return v
+
+    def _state_change(
+        self, path: str, kind: EffectKind, event: str, detail: str
+    ) -> Violation | None:
+        """A change to guard's own state: never quarantined, restored or decided by the
+        agent's policy. Other guard processes write there; a writer inside the guarded
+        process tree (fanotify names it) is tampering, reported once per path."""
+        origin = self._origins.get(path)
+        if origin is None or origin.in_guarded_tree is not True or path in self._tampered:
+            return None
+        self._tampered.add(path)
+        v = Violation(
+            timestamp=audit.now_iso(), session=self.session, agent=self.agent,
+            event="tampering:" + event, path=path, rule="monitor:guard-state",
+            reason="guard's own state (sessions, quarantine, audit log, baseline store)"
+                   " changed by the guarded process tree",
+            action_taken="reported: guard's own state is never quarantined or restored;"
+                         " check it (guard session list, guard quarantine list)",
+            effect=kind.value, detail=detail, **origin.fields(),
         )
         self.violations.append(v)
         self._outbox.append(v)

@@ -1,8 +1,8 @@
 """The planning runtime as the rest of guard sees it.
 
 * which session decides for a worktree (:func:`guard.planning.session.deciding_session`:
-  the pinned one while it is live, else the newest live one; never an ended
-  or orphaned one) and which agent the hooks will therefore use
+  the pinned one, else the newest plan one, else the newest one; never an ended
+  one, nor an orphaned build one) and which agent the hooks will therefore use
   (:func:`describe_current_agent`, printed by ``guard mode`` and ``guard doctor``);
 * what the model is told in plan mode: :func:`plan_file_instruction` is the
   sentence every plan-mode refusal carries and the context a host injects at
@@ -17,19 +17,24 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from guard.paths import plan_dir
-from guard.planning._base import Mode
+from guard.planning._base import Mode, any_session
 from guard.planning.artifact import Artifact
 from guard.planning.artifact import list_plans as _list_plans
-from guard.planning.events import Event, deliver
-from guard.planning.session import Session, deciding_session
+
+if TYPE_CHECKING:  # sessions (pydantic models) are loaded only where one may exist
+    from guard.planning.events import Event
+    from guard.planning.session import Session
 
 APPROVE_HINT = "the user approves it with `guard plan exit --approve`"
 
 
 def list_plans(cwd: str | os.PathLike[str]) -> list[Artifact]:
     """Plan files in the plan directory of ``cwd``, oldest first, with their sessions."""
+    from guard.planning.session import Session
+
     owners = {s.plan_path: s.id for s in Session.list_all(cwd) if s.plan_path}
     return _list_plans(cwd, owners)
 
@@ -40,6 +45,9 @@ def publish_current(cwd: str | os.PathLike[str], event: Event) -> Path | None:
     Returns the event log written, or None when no session is live there (then
     only this process's subscribers see the event).
     """
+    from guard.planning.events import deliver
+    from guard.planning.session import deciding_session
+
     found = deciding_session(cwd)
     if found is None:
         deliver(event)
@@ -95,8 +103,10 @@ def plan_refusal(
     here = os.fspath(cwd) if cwd is not None else os.getcwd()
     session: Session | None = None
     try:
-        if no_session:
+        if no_session or (session_id is None and not any_session(here)):
             return plan_file_instruction(here, None)
+        from guard.planning.session import Session, deciding_session
+
         if session_id is not None:
             with contextlib.suppress(GuardError):
                 session = Session.load(session_id, here)
@@ -147,6 +157,8 @@ def describe_current_agent(
     named = env.get("GUARD_AGENT", "").strip()
     if named:
         return CurrentAgent(named, f"$GUARD_AGENT={named} (set in this environment)")
+    from guard.planning.session import deciding_session
+
     try:
         found = deciding_session(cwd)
         g = Guard.load(policy or env.get("GUARD_POLICY") or None, cwd=cwd)

@@ -5,8 +5,11 @@ A session is one JSON file, ``<worktree>/.openoxide/sessions/<id>.json`` (or
 It has an owner and an end: a session started by a process (``guard mcp``)
 records that process (pid, its start time, the boot and the host) and is
 ended when the process exits; a process that died without ending it makes
-the session *orphaned*, and an orphaned or ended session never decides
-anything again. A session started from the command line is owned by the
+the session *orphaned*. An ended session never decides anything again; an
+orphaned one in plan mode keeps deciding (plan mode ends only by the user:
+``guard session end``, ``guard plan exit --approve``, or ``guard plan
+resume`` to take it over), an orphaned build session decides nothing.
+A session started from the command line is owned by the
 user and stays open until ``guard session end``.
 Every change is a read-modify-write under an exclusive ``flock`` on
 ``<id>.lock`` and lands through an atomic rename, so hooks, proxies and the
@@ -32,8 +35,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from guard.effects import GuardError
-from guard.paths import data_dir, find_worktree, plan_dir, project_key
+from guard.paths import data_dir, find_worktree, plan_dir
+from guard.planning._base import SESSIONS_SUBDIR as SESSIONS_SUBDIR
 from guard.planning._base import Mode as Mode
+from guard.planning._base import sessions_dir as sessions_dir
 from guard.planning._base import utc_now as utc_now
 from guard.planning._store import atomic_write_text, locked
 from guard.planning.artifact import artifact_path, find_written_plan, snapshot_plans
@@ -42,7 +47,6 @@ from guard.planning.events import Event, ModeChanged, TurnEnded
 from guard.planning.events import publish as publish_event
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-SESSIONS_SUBDIR = Path(".openoxide") / "sessions"
 
 
 class SessionError(GuardError):
@@ -148,15 +152,6 @@ class PendingRequest(BaseModel):
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
-def sessions_dir(cwd: str | os.PathLike[str]) -> Path:
-    """Where sessions for ``cwd`` live (worktree, or the data-dir fallback)."""
-    start = Path(os.path.realpath(cwd))
-    wt = find_worktree(start)
-    if wt is not None:
-        return wt / SESSIONS_SUBDIR
-    return data_dir() / "sessions" / project_key(start)
-
-
 def state_dirs(cwd: str | os.PathLike[str]) -> list[Path]:
     """The directories a session start may create for ``cwd`` (sessions, plans, their parents)."""
     start = Path(os.path.realpath(cwd))
@@ -218,6 +213,9 @@ class Session(BaseModel):
     inbox: list[str] = Field(default_factory=list)
     decisions: list[ExitRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    #: The host agents' session ids (Claude Code's ``session_id``, ...) bound to this
+    #: session: their calls are decided by it wherever their cwd (guard.planning.binding).
+    host_sessions: list[str] = Field(default_factory=list)
 
     _dir: Path = PrivateAttr()
 
@@ -318,6 +316,11 @@ class Session(BaseModel):
                 return cls.load(id, cwd)  # another process created it meanwhile
 
     @classmethod
+    def load_file(cls, path: Path) -> Session:
+        """Load the session stored in ``path`` (``<sessions dir>/<id>.json``)."""
+        return cls._read(path)
+
+    @classmethod
     def list_all(cls, cwd: str | os.PathLike[str]) -> list[Session]:
         """All sessions of the worktree around ``cwd``, most recently active first."""
         return cls.list_in(sessions_dir(cwd))
@@ -399,8 +402,47 @@ class Session(BaseModel):
 
     @property
     def live(self) -> bool:
-        """Open, and its owner (if any) still runs: only a live session may decide."""
+        """Open, and its owner (if any) still runs."""
         return self.state == "open" and self.owner_alive
+
+    @property
+    def decides(self) -> bool:
+        """May decide for its worktree: live, or orphaned in plan mode.
+
+        A plan session whose owner died stays in plan mode (fail closed): only the user
+        ends it (``guard session end``, ``guard plan exit --approve``) or takes it over
+        (``guard plan resume``). An orphaned build session decides nothing.
+        """
+        return self.state == "open" and (self.owner_alive or self.mode is Mode.PLAN)
+
+    def orphan_note(self) -> str:
+        """What a refusal under this session says when its owner is gone ("" otherwise)."""
+        if self.state != "open" or self.owner is None or self.owner_alive:
+            return ""
+        return (
+            f"Guard session {self.id} is orphaned: its owner {self.owner.describe()} is gone,"
+            " and it stays in plan mode until the user acts: `guard plan exit --approve"
+            f" --session {self.id}` approves its plan, `guard session end {self.id}` ends it,"
+            f" `guard plan resume {self.id}` takes it over."
+        )
+
+    def resume(self) -> bool:
+        """The user takes the session over: an orphaned session becomes the user's.
+
+        False when there was nothing to resume (open, owned by a live process or the user).
+        """
+        with self.transaction() as s:
+            if s.state == "ended":
+                raise SessionError(
+                    f"session {s.id} has ended ({s.end_reason or 'no reason given'}); an ended"
+                    " session never decides again: start a new one with `guard plan start TITLE`"
+                )
+            changed = s.owner is not None and not s.owner.alive()
+            if changed:
+                assert s.owner is not None
+                s.notes.append(f"resumed by the user after its owner {s.owner.describe()} died")
+                s.owner = None
+        return changed
 
     @property
     def status(self) -> str:
@@ -577,28 +619,37 @@ def pinned_id(directory: Path) -> str | None:
 
 
 def deciding_session(worktree_or_cwd: str | os.PathLike[str]) -> tuple[Session, str] | None:
-    """The session whose mode decides for that worktree, and why; None when none is live.
+    """The session whose mode decides for that worktree, and why; None when none decides.
 
-    The pinned session (``guard mode ... --session ID``) while it is live,
-    else the newest live session (open, its owner still running). An ended
-    or orphaned session never decides. A corrupt session or pin file raises
-    SessionError (callers deciding on it fail closed).
+    Among the sessions that may decide (:attr:`Session.decides`): the pinned one
+    (``guard mode ... --session ID``), else the newest one in plan mode (a worktree
+    with an open plan session is in plan mode), else the newest one. An ended
+    session never decides. A corrupt session or pin file raises SessionError
+    (callers deciding on it fail closed).
     """
     sessions = Session.list_all(worktree_or_cwd)
     if not sessions:
         return None
     pinned = pinned_id(sessions[0].directory)
-    live = [s for s in sessions if s.live]
+    live = [s for s in sessions if s.decides]
     for s in live:
         if s.id == pinned:
-            return s, f"session {s.id} (pinned with `guard mode --session`)"
+            return s, f"session {s.id} (pinned with `guard mode --session`){_orphaned(s)}"
     if not live:
         return None
-    newest = max(live, key=lambda s: (s.created_at, s.active_ns))
+    planning = [s for s in live if s.mode is Mode.PLAN]
+    newest = max(planning or live, key=lambda s: (s.created_at, s.active_ns))
     others = len(live) - 1
-    why = f"session {newest.id} (the newest open session"
-    why += f"; {others} older one{'s' if others > 1 else ''} open)" if others else ")"
-    return newest, why
+    kind = "open plan session" if planning else "open session"
+    why = f"session {newest.id} (the newest {kind}"
+    why += f"; {others} other{'s' if others > 1 else ''} open)" if others else ")"
+    return newest, why + _orphaned(newest)
+
+
+def _orphaned(session: Session) -> str:
+    if session.owner_alive or session.owner is None:
+        return ""
+    return f", orphaned: its owner {session.owner.describe()} is gone"
 
 
 def current_mode(worktree_or_cwd: str | os.PathLike[str]) -> tuple[str, Session] | None:

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from guard.effects import GuardError
+from guard.effects import GuardError, did_you_mean
 from guard.match import Pattern, PatternError, Source, parse_pattern
 from guard.network import parse_network_pattern, resolve_problem
 from guard.paths import ROOT_NAMES
@@ -30,12 +30,23 @@ Loc = tuple[str | int, ...]
 NETWORK_LISTS = ("deny", "ask", "allow", "model_api")
 
 
+_WHERE = re.compile(r"^(?P<file>.+?):(?P<line>\d+): ")
+
+
 class PolicyError(GuardError):
-    """One or more problems in policy files, one located line each."""
+    """One or more problems in policy files, one located line each: in the order of the
+    files as first named, then by line (a problem without a line keeps its place)."""
 
     def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(problems))
+        files: dict[str, int] = {}
+        keys: list[tuple[int, int]] = []
+        for p in problems:
+            m = _WHERE.match(p)
+            f = m.group("file") if m else ""
+            keys.append((files.setdefault(f, len(files)), int(m.group("line")) if m else 0))
+        order = sorted(range(len(problems)), key=lambda i: keys[i])
+        self.problems = [problems[i] for i in order]
+        super().__init__("\n".join(self.problems))
 
 
 @dataclass
@@ -82,8 +93,12 @@ def _read(spec: str, base: Path | None, where: str) -> tuple[str, str, Path | No
         name = spec[len(BUILTIN_PREFIX) :]
         res = resources.files("guard") / "policies" / f"{name}.toml"
         if not re.fullmatch(r"[A-Za-z0-9_-]+", name) or not res.is_file():
+            hint = did_you_mean(name, builtin_names())
             raise PolicyError(
-                [f"{where}: no built-in policy {name!r}; built-ins: {', '.join(builtin_names())}"]
+                [
+                    f"{where}: no built-in policy {name!r}; {hint}built-ins:"
+                    f" {', '.join(builtin_names())}"
+                ]
             )
         return spec, res.read_text(encoding="utf-8"), None
     path = Path(spec).expanduser()
@@ -162,14 +177,24 @@ def load_policy(spec: str | Path) -> LoadedPolicy:
     texts: dict[str, str] = {}
     files: list[str] = []
     paths: list[Path] = []
-    top = _load_into(str(spec), None, "policy", merged, prov, texts, files, paths, [])
+    problems: list[str] = []  # every problem is reported together, a broken extends too
+    broken: list[str] = []  # parents that did not load
+    top = _load_into(
+        str(spec), None, "policy", merged, prov, texts, files, paths, [], problems, broken
+    )
     merged.pop("extends", None)
     merged["version"] = 1
     loaded = LoadedPolicy(top, Policy.empty(), files, paths, texts, prov, digest=digest_of(merged))
-    key = valid.cache_key(merged)
+    key = valid.cache_key(merged) if not problems else None
     hit = valid.cached(key) if key is not None else None
-    loaded.model = hit if hit is not None else _validate(loaded, merged, key)
-    problems = _egress_problems(loaded)
+    try:
+        # a file that did not load may hold the keys the others lack: no "missing" then
+        loaded.model = hit if hit is not None else _validate(
+            loaded, merged, key, missing=not broken
+        )
+    except PolicyError as exc:
+        raise PolicyError([*problems, *exc.problems]) from None
+    problems += _egress_problems(loaded)
     for agent_name, agent in loaded.model.agents.items():
         for kind in ("read", "write", "delete", "exec", "network"):
             rules = getattr(agent, kind)
@@ -238,8 +263,11 @@ def digest_of(merged: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _validate(loaded: LoadedPolicy, merged: dict[str, Any], key: str | None) -> Policy:
-    """pydantic's verdict on ``merged``; what it accepts is cached under ``key``."""
+def _validate(
+    loaded: LoadedPolicy, merged: dict[str, Any], key: str | None, *, missing: bool = True
+) -> Policy:
+    """pydantic's verdict on ``merged``; what it accepts is cached under ``key``.
+    ``missing``: report missing keys (not when a file of the chain did not load)."""
     from pydantic import ValidationError
 
     from guard.policy.schema import PolicyFile
@@ -247,7 +275,8 @@ def _validate(loaded: LoadedPolicy, merged: dict[str, Any], key: str | None) -> 
     try:
         model = PolicyFile.model_validate(merged)
     except ValidationError as exc:
-        raise PolicyError([_format_error(loaded, err) for err in exc.errors()]) from None
+        errors = [e for e in exc.errors() if missing or e["type"] != "missing"]
+        raise PolicyError([_format_error(loaded, err) for err in errors]) from None
     dump = model.model_dump(mode="json")
     policy = valid.from_dump(dump)
     if key is not None:
@@ -265,7 +294,11 @@ def _load_into(
     files: list[str],
     paths: list[Path],
     stack: list[str],
+    problems: list[str],
+    broken: list[str],
 ) -> str:
+    """Merge ``spec`` and its parents into ``merged``; a file that cannot be read or
+    parsed raises, every other problem (a broken parent included) goes to ``problems``."""
     name, text, real = _read(spec, base, where)
     key = str(real) if real is not None else name
     if key in stack:
@@ -274,31 +307,39 @@ def _load_into(
     raw = _parse(name, text)
     texts[name] = text
     version = raw.get("version")
-    if version != 1:
+    if version is None:
+        problems.append(f"{name}:1: version: missing; add `version = 1` at the top")
+    elif version != 1:
         line = locate_line(text, ("version",))
-        fix = "add `version = 1` at the top" if version is None else "set `version = 1`"
-        raise PolicyError([f"{name}:{line}: version: expected 1, got {version!r}; {fix}"])
+        problems.append(f"{name}:{line}: version: expected 1, got {version!r}; set `version = 1`")
     extends = raw.get("extends", [])
     if isinstance(extends, str):
         extends = [extends]
         raw["extends"] = extends
     if not isinstance(extends, list) or not all(isinstance(e, str) for e in extends):
         line = locate_line(text, ("extends",))
-        raise PolicyError([f"{name}:{line}: extends: expected a list of paths or builtin:NAME"])
+        problems.append(f"{name}:{line}: extends: expected a list of paths or builtin:NAME")
+        extends = raw["extends"] = []
     parent_dir = real.parent if real is not None else None
     for i, parent in enumerate(extends):
         line = locate_line(text, ("extends", i))
-        _load_into(
-            parent,
-            parent_dir,
-            f"{name}:{line}: extends[{i}]",
-            merged,
-            prov,
-            texts,
-            files,
-            paths,
-            [*stack, key],
-        )
+        try:
+            _load_into(
+                parent,
+                parent_dir,
+                f"{name}:{line}: extends[{i}]",
+                merged,
+                prov,
+                texts,
+                files,
+                paths,
+                [*stack, key],
+                problems,
+                broken,
+            )
+        except PolicyError as exc:
+            problems.extend(exc.problems)
+            broken.append(parent)
     _merge(merged, raw, prov, name, ())
     files.append(name)
     if real is not None:

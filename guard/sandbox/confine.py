@@ -808,6 +808,10 @@ _NAMESPACES: str | None = None
 #: Landlock-only fallback on machines where namespaces work; a user may set it to run the
 #: fallback deliberately, and a policy's ``require`` still refuses it.
 NO_NAMESPACES_ENV = "GUARD_TEST_NO_NAMESPACES"
+#: Test seam: a non-empty value drops the process and IPC walls (seccomp: prlimit, signals
+#: and scheduling of other processes) from the shell commands the hooks confine, so that a
+#: test can prove what the layers above the kernel catch (tests/e2e/test_claude_code_missed.py).
+NO_WALLS_ENV = "GUARD_TEST_NO_WALLS"
 
 
 def namespaces_unavailable() -> str:
@@ -925,7 +929,8 @@ def wrap_command(
         shell = (shutil.which("bash") or "/bin/bash", "-c")
     argv = helper_argv(
         [*shell, command], plans=roots_plans, writable=roots, tmpdir=tmpdir,
-        private_tmp=tmpdir is None, isolate=isolate, walls=True, sockets=sockets, python=python,
+        private_tmp=tmpdir is None, isolate=isolate, walls=not os.environ.get(NO_WALLS_ENV),
+        sockets=sockets, python=python,
         extra=egress if isolate else (),
     )  # fmt: skip
     return " ".join(shlex.quote(a) for a in argv)

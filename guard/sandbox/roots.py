@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guard.effects import GuardError
+from guard.effects import GuardError, did_you_mean
 from guard.sandbox.confine import SINK_DEVICES, TERMINAL_DEVICES
 
 if TYPE_CHECKING:
@@ -176,7 +176,10 @@ def derive(
     """
     names = guard.agent_names
     if agent not in names:
-        raise SandboxError(f"no agent {agent!r} in the policy; agents defined: {', '.join(names)}")
+        hint = did_you_mean(agent, names)
+        raise SandboxError(
+            f"no agent {agent!r} in the policy; {hint}agents defined: {', '.join(names)}"
+        )
     policy = guard.agent(agent)
     mode = policy.mode
     roots = guard.roots

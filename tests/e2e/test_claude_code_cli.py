@@ -187,7 +187,8 @@ def test_plan_agent_under_accept_edits_changes_only_the_plan(
             "Write",
             {"file_path": str(plans / "x.md"), "content": "# Plan\n\n1. change app.py\n"},
         ),
-        ToolUse("toolu_git", "Bash", {"command": "git status", "description": "status"}),
+        ToolUse("toolu_git", "Bash",
+                {"command": "git --no-optional-locks status", "description": "status"}),
         ToolUse("toolu_read_link", "Read", {"file_path": str(plans / "evil.md")}),
         ToolUse(
             "toolu_edit_link",
@@ -212,8 +213,9 @@ def test_plan_agent_under_accept_edits_changes_only_the_plan(
     assert (plans / "x.md").read_text() == "# Plan\n\n1. change app.py\n"
     assert (repo / ".claude/settings.json").read_bytes() == settings_before
     results = script.tool_results()
-    # git status runs confined, and a confined command does not start while the plan
-    # directory holds anything but plain plan files: the planted symlink is named
+    # git --no-optional-locks status runs confined, and a confined command does not start
+    # while the plan directory holds anything but plain plan files: the planted symlink is
+    # named
     assert "evil.md is a symlink" in results["toolu_git"], results["toolu_git"]
     assert "NOT started" in results["toolu_git"]
     assert "guard:" in results["toolu_write_src"], results["toolu_write_src"]

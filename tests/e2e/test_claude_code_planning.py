@@ -23,6 +23,7 @@ from guard.planning import Mode, Session
 
 from .fake_anthropic import Script, ToolUse, conversation_text
 from .test_claude_code_cli import (  # noqa: F401  (fixtures)
+    audit_records,
     claude,
     denied_ids,
     project,
@@ -186,3 +187,60 @@ def test_plan_agent_creates_the_plan_directory_and_nothing_else(
     assert (repo / ".openoxide/plans/p.md").read_text() == "# Plan\n"
     assert not (repo / ".openoxide/plans/sub").exists()
     assert not (repo / "src/evil").exists() and not (repo / "src/up").exists()
+
+
+def test_plan_mode_follows_the_agent_into_a_submodule(
+    claude: str, project: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Attack (issue 28): the model works in a submodule, where the nearest `.git` has no
+    guard session, when the user starts plan mode in the outer worktree; it then writes
+    the outer src/ with Write and with Bash. Both are refused, the disk is unchanged, and
+    the real Claude Code session id is bound to the plan session.
+
+    (In plan mode every Bash command runs confined, so a `cd` there does not move Claude
+    Code's shell: the model is moved into the submodule just before the plan starts, in
+    the same Claude Code run; the scripted model starts the plan when it asks for step 2.)
+    """
+    repo, env = project
+    origin = tmp_path / "lib-origin"
+    origin.mkdir()
+    (origin / "lib.py").write_text("X = 1\n")
+    for args, where in (
+        (["init", "-q", "."], origin), (["add", "."], origin), (["commit", "-qm", "lib"], origin),
+        (["-c", "protocol.file.allow=always", "submodule", "add", "-q", f"file://{origin}",
+          "sub"], repo),
+        (["commit", "-qm", "add sub"], repo),
+    ):  # fmt: skip
+        subprocess.run(["git", *args], cwd=where, env=env, check=True, capture_output=True)
+    app = repo / "src" / "app.py"
+    before = snapshot(repo / "src")
+    started: list[subprocess.CompletedProcess[str]] = []
+
+    def plan_starts_now(body: dict[str, Any]) -> dict[str, Any]:
+        if not started:  # the user starts plan mode while the model sits in sub/
+            started.append(guard(repo, env, "plan", "start", "Refactor"))
+        return {"command": "pwd", "description": "where am I"}
+
+    steps = [
+        ToolUse("toolu_cd", "Bash", {"command": f"cd {repo / 'sub'}", "description": "go"}),
+        ToolUse("toolu_pwd", "Bash", plan_starts_now),
+        ToolUse("toolu_write", "Write", {"file_path": str(app), "content": "owned = True\n"}),
+        ToolUse("toolu_bash", "Bash",
+                {"command": "echo owned > ../src/app.py", "description": "write"}),
+    ]  # fmt: skip
+    script = Script(steps)
+    result = run_claude(claude, repo, env, script, "acceptEdits", None)
+    assert started and started[0].returncode == 0, started
+    (session,) = Session.list_all(repo)
+    assert snapshot(repo / "src") == before, "the outer src/ is unchanged"
+    results = script.tool_results()
+    assert str(repo / "sub") in results["toolu_pwd"], "Claude Code kept the cwd the model chose"
+    assert {"toolu_write", "toolu_bash"} <= denied_ids(result), (result, results)
+    assert session.plan_path and session.plan_path in results["toolu_write"]
+    records = [r for r in audit_records(Path(env["HOME"])) if r.get("tool_use_id")]
+    by_id = {r["tool_use_id"]: r for r in records}
+    assert by_id["toolu_write"]["decision"] == "deny" and by_id["toolu_bash"]["decision"] == "deny"
+    assert by_id["toolu_bash"]["cwd"] == str(repo / "sub"), "the call came from the submodule"
+    host = by_id["toolu_write"]["session_id"]
+    assert session.refresh().host_sessions == [host], "the agent run is bound to the session"
+    assert not (repo / "sub" / ".openoxide").exists()

@@ -68,7 +68,8 @@ def test_codex_plan_mode_changes_only_the_plan(
         Call("call_plan", "apply_patch",
              patch("Add", ".openoxide/plans/x.md", "+# Plan\n+\n+1. change app.py\n"),
              kind="custom"),
-        Call("call_ls", "exec_command", {"cmd": "ls src && git status --short"}),
+        Call("call_ls", "exec_command",
+             {"cmd": "ls src && git --no-optional-locks status --short"}),
     ]
     script = Script(steps)
     run_codex(codex, repo, env, script)

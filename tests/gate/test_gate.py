@@ -30,7 +30,7 @@ def bash_call(repo: Path, command: str = "rm -rf src") -> ToolCall:
     )
 
 
-def no_mode(call: ToolCall) -> str | None:
+def no_mode(call: ToolCall, effects: object = ()) -> str | None:
     return None
 
 
@@ -42,7 +42,7 @@ def test_agent_choice_precedence(repo: Path) -> None:
     call = write_call(repo)
     hint = ModeHint("plan", "Host permission_mode 'plan'")
 
-    def plan_mode(c: ToolCall) -> str | None:
+    def plan_mode(c: ToolCall, effects: object = ()) -> str | None:
         return "plan"
 
     cases: list[tuple[Gate, str, str]] = [
@@ -67,7 +67,7 @@ def _boom(call: ToolCall) -> list[Effect]:
     raise RuntimeError("analyser on fire")
 
 
-def _mode_boom(call: ToolCall) -> str | None:
+def _mode_boom(call: ToolCall, effects: object = ()) -> str | None:
     raise OSError("session file unreadable")
 
 

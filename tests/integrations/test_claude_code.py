@@ -142,8 +142,10 @@ def test_unknown_host_blocks(run_hook: HookRunner) -> None:
 
 
 def test_other_hook_event_blocks(repo: Path, run_hook: HookRunner) -> None:
+    """PreToolUse is decided and PostToolUse checked (tests/integrations/test_missed.py);
+    any other event is a block."""
     p = claude_payload("Write", {"file_path": "x", "content": ""}, repo)
-    p["hook_event_name"] = "PostToolUse"
+    p["hook_event_name"] = "PermissionRequest"
     proc = run_hook("claude-code", p)
     assert proc.returncode == 2 and "PreToolUse" in proc.stderr
 

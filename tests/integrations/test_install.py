@@ -225,3 +225,58 @@ def test_doctor_flags_a_hook_whose_interpreter_is_gone(
     proc = guard("doctor", "--json", cwd=repo, env=env, code=1)
     [gem] = [c for c in json.loads(proc.stdout)["hosts"] if c["name"] == "gemini (project)"]
     assert gem["status"] == "broken" and "missing" in gem["detail"]
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_uninstall_removes_a_settings_file_guard_created(
+    host: str, repo: Path, env: dict[str, str]
+) -> None:
+    """No `{}` and no backup left behind: the file guard created goes, even after a second
+    install (which must not forget that guard created it)."""
+    path = repo / HOSTS[host][0]
+    assert not path.exists()
+    if host == "gemini":  # Gemini loads project hooks only in a trusted workspace
+        env = {**env, "GEMINI_CLI_TRUST_WORKSPACE": "true"}
+    guard("install", host, "--project", cwd=repo, env=env)
+    guard("install", host, "--project", cwd=repo, env=env)
+    assert path.is_file()
+    proc = guard("uninstall", host, "--project", cwd=repo, env=env)
+    assert "guard had created it" in proc.stdout
+    assert not path.exists()
+    assert not path.with_name(path.name + BACKUP_SUFFIX).exists()
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_uninstall_restores_the_file_guard_found_byte_for_byte(
+    host: str, repo: Path, env: dict[str, str]
+) -> None:
+    path = repo / HOSTS[host][0]
+    path.parent.mkdir()
+    theirs = {"version": 1, "hooks": {}} if host == "cursor" else {"model": "x", "hooks": {}}
+    found = ("{\"model-of-theirs\" : 1 ,\n\n  " + json.dumps(theirs)[1:]).encode()
+    path.write_bytes(found)
+    path.chmod(0o600)
+    if host == "gemini":  # Gemini loads project hooks only in a trusted workspace
+        env = {**env, "GEMINI_CLI_TRUST_WORKSPACE": "true"}
+    guard("install", host, "--project", cwd=repo, env=env)
+    assert path.read_bytes() != found
+    proc = guard("uninstall", host, "--project", cwd=repo, env=env)
+    assert "restored the file as guard found it" in proc.stdout
+    assert path.read_bytes() == found and (path.stat().st_mode & 0o777) == 0o600
+    assert not path.with_name(path.name + BACKUP_SUFFIX).exists()
+
+
+def test_uninstall_keeps_what_the_user_changed_since(repo: Path, env: dict[str, str]) -> None:
+    """The backup no longer says what is left: guard removes only its entries, keeps the
+    user's later key, and the backup stays."""
+    path = repo / ".claude/settings.json"
+    path.parent.mkdir()
+    path.write_text('{"model": "opus"}\n')
+    guard("install", "claude-code", cwd=repo, env=env)
+    data = json.loads(path.read_text())
+    data["theme"] = "dark"
+    path.write_text(json.dumps(data))
+    proc = guard("uninstall", "claude-code", cwd=repo, env=env)
+    assert "previous file kept" in proc.stdout
+    assert json.loads(path.read_text()) == {"model": "opus", "theme": "dark"}
+    assert path.with_name(path.name + BACKUP_SUFFIX).exists()

@@ -72,11 +72,16 @@ def test_codex_bad_payload_blocks(decide_hook: HookRunner) -> None:
 def test_codex_read_only_shell_runs_in_plan_mode(
     name: str, repo: Path, decide_hook: HookRunner
 ) -> None:
-    """0.171 sends Bash; a plan agent must still run `ls` and `git status` (older names too)."""
-    for command in ("ls src", "git status"):
+    """0.171 sends Bash; a plan agent must still run `ls` and `git --no-optional-locks status`
+    (older names too); plain `git status` rewrites the index, so it is refused."""
+    for command in ("ls src", "git --no-optional-locks status"):
         proc = decide_hook("codex", codex_payload(name, {"command": command}, repo),
                            "--agent", "plan")
         assert proc.returncode == 0 and proc.stdout == "", (command, proc.stdout, proc.stderr)
+    proc = decide_hook("codex", codex_payload(name, {"command": "git status"}, repo),
+                       "--agent", "plan")
+    out = answer_of(proc)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny" and ".git/index" in out["permissionDecisionReason"]
 
 
 def test_codex_bash_is_analysed_in_build_mode(repo: Path, decide_hook: HookRunner) -> None:

@@ -191,3 +191,32 @@ def test_ordered_lists_decide_like_last_match_wins(
     severity = {None: -1, "allow": 0, "ask": 1, "deny": 2}
     if expected is not None and expected != "allow":
         assert severity[got] >= severity[expected], (lists, path, expected, got)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        CLAUDE,
+        {"permissions": {"allow": ["Edit(**)"], "defaultMode": "acceptEdits"}},
+        {"permissions": {"deny": ["WebFetch"], "ask": ["Bash(git push:*)"]}},
+    ],
+)
+def test_an_imported_claude_code_policy_passes_lint(
+    tmp_path: Path, repo: Path, data: dict[str, object]
+) -> None:
+    """What `guard import` writes, `guard lint` accepts at once (no GL206: the build agent
+    cannot call plan mode's request_user_input)."""
+    g, _ = _import(tmp_path, repo, "claude-code", data)
+    assert _decide(g, "claude-code", Effect.tool("request_user_input")) is Action.DENY
+    r = guard("lint", "--fail-level", "warning", str(tmp_path / "imported.toml"))
+    assert r.returncode == 0, r.stdout
+    assert "No findings" in r.stdout
+
+
+def test_an_imported_opencode_build_agent_cannot_ask_plan_questions(
+    tmp_path: Path, repo: Path
+) -> None:
+    g, _ = _import(tmp_path, repo, "opencode", OPENCODE)
+    assert _decide(g, "opencode", Effect.tool("request_user_input")) is Action.DENY
+    r = guard("lint", str(tmp_path / "imported.toml"))
+    assert "GL206" not in r.stdout  # GL201 remains: OpenCode's plan agent writes its plans

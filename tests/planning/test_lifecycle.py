@@ -56,12 +56,22 @@ def wait_for(predicate: object, what: str, seconds: float = 60.0) -> None:
 
 
 def test_the_newest_open_session_decides(repo: Path) -> None:
-    older = Session.start(repo, "plan", title="old")
+    older = Session.start(repo)
     newer = Session.start(repo)
     found = deciding_session(repo)
     assert found is not None and found[0].id == newer.id and "newest open" in found[1]
     older.refresh()
     assert current_mode(repo) == ("build", found[0])
+
+
+def test_an_open_plan_session_keeps_the_worktree_in_plan_mode(repo: Path) -> None:
+    """A newer build session does not take the worktree out of plan mode: plan wins."""
+    planning = Session.start(repo, "plan", title="old")
+    Session.start(repo)
+    found = deciding_session(repo)
+    assert found is not None and found[0].id == planning.id
+    assert "newest open plan session; 1 other open" in found[1]
+    assert current_mode(repo) == ("plan", found[0])
 
 
 def test_an_ended_session_never_decides(repo: Path) -> None:
@@ -79,14 +89,24 @@ def test_an_ended_session_never_decides(repo: Path) -> None:
 def test_a_dead_owner_makes_the_session_orphaned(
     repo: Path, sleeper: subprocess.Popen[bytes]
 ) -> None:
-    """A proxy killed with SIGKILL cannot end its session: its death must end it for us."""
+    """A proxy killed with SIGKILL cannot end its session: a plan session stays in force
+    (fail closed), a build session stops deciding."""
     s = Session.start(repo, "plan", title="owned", owner=owner_of(sleeper))
     found = deciding_session(repo)
     assert found is not None and found[0].id == s.id and s.status == "open"
     sleeper.kill()
     sleeper.wait()
     assert Session.load(s.id, repo).status == "orphaned"
-    assert deciding_session(repo) is None
+    found = deciding_session(repo)
+    assert found is not None and found[0].id == s.id and "orphaned: its owner sleeper" in found[1]
+    assert "is gone" in Session.load(s.id, repo).orphan_note()
+
+
+def test_an_orphaned_build_session_decides_nothing(repo: Path) -> None:
+    me = Owner.this_process("test")
+    dead = me.model_copy(update={"started": me.started + 1})
+    s = Session.start(repo, "build", owner=dead)
+    assert s.status == "orphaned" and deciding_session(repo) is None
 
 
 def test_a_reused_pid_is_not_the_owner(repo: Path) -> None:
@@ -94,7 +114,8 @@ def test_a_reused_pid_is_not_the_owner(repo: Path) -> None:
     me = Owner.this_process("test")
     impostor = me.model_copy(update={"started": me.started + 1})
     s = Session.start(repo, "plan", owner=impostor)
-    assert s.status == "orphaned" and deciding_session(repo) is None
+    found = deciding_session(repo)
+    assert s.status == "orphaned" and found is not None and found[0].id == s.id, "stays plan"
     other_boot = me.model_copy(update={"boot": "not-this-boot"})
     assert not other_boot.alive()
 
@@ -230,7 +251,31 @@ def test_the_mcp_proxy_session_ends_when_the_proxy_exits(repo: Path, tmp_path: P
     assert deciding_session(repo) is None
 
 
-def test_a_killed_proxy_session_stops_deciding(repo: Path, tmp_path: Path) -> None:
+def _hook(repo: Path, tool: str, tool_input: dict[str, object]) -> dict[str, object]:
+    """The real hook process, fed what Claude Code sends in acceptEdits (the host's build)."""
+    payload = {
+        "session_id": "cc-orphan", "transcript_path": "/dev/null", "cwd": str(repo),
+        "permission_mode": "acceptEdits", "hook_event_name": "PreToolUse",
+        "tool_name": tool, "tool_input": tool_input, "tool_use_id": "toolu_1",
+    }  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard.integrations", "claude-code"], input=json.dumps(payload),
+        capture_output=True, text=True, cwd=repo, timeout=120, check=False,
+        env={**os.environ, "GUARD_HOOK_DAEMON": "0"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out: dict[str, object] = json.loads(proc.stdout)["hookSpecificOutput"]
+    return out
+
+
+def test_a_killed_proxy_plan_session_stays_in_force(repo: Path, tmp_path: Path) -> None:
+    """Attack (issue 28): kill the `guard mcp` proxy that owns the plan session (SIGKILL,
+    as a lowered resource limit would), then write src/ through the host's hook in
+    acceptEdits. The session is orphaned and still plan: the write is refused, and the
+    refusal says the owner is gone and how to go on. Only the user's action changes it."""
+    app = repo / "src" / "app.py"
+    app.parent.mkdir()
+    app.write_text("print('hello')\n")
     proxy = _proxy(repo, tmp_path / "log")
     try:
         wait_for(lambda: _only_session(repo) is not None, "the proxy's session")
@@ -242,9 +287,27 @@ def test_a_killed_proxy_session_stops_deciding(repo: Path, tmp_path: Path) -> No
             proxy.wait()
     s = _only_session(repo)
     assert s is not None and s.state == "open" and s.status == "orphaned"
-    assert deciding_session(repo) is None
-    _, out, _ = guard("session", "list", "--cwd", str(repo))
-    assert "orphaned" in out and "guard mcp" in out
+    write = {"file_path": str(app), "content": "pwned\n"}
+    out = _hook(repo, "Write", write)
+    reason = str(out["permissionDecisionReason"])
+    assert out["permissionDecision"] == "deny", out
+    assert f"its owner guard mcp (pid {proxy.pid}) is gone" in reason
+    for step in ("guard plan exit --approve", "guard session end", "guard plan resume"):
+        assert f"`{step}" in reason, (step, reason)
+    assert app.read_text() == "print('hello')\n"
+    _, out_list, _ = guard("session", "list", "--cwd", str(repo))
+    assert "orphaned" in out_list and "guard mcp" in out_list
+    doctor = guard_proc("doctor", "--json", cwd=repo)
+    assert f"guard plan resume {s.id}" in doctor.stdout, doctor.stdout
+
+    code, said, _ = guard("plan", "resume", s.id, "--cwd", str(repo))
+    assert code == 0 and "resumed; you own it now (plan mode)" in said
+    assert Session.load(s.id, repo).status == "open"
+    out = _hook(repo, "Write", write)
+    assert out["permissionDecision"] == "deny" and "is gone" not in str(out), out
+    code, _, _ = guard("session", "end", s.id, "--cwd", str(repo))
+    assert code == 0
+    assert _hook(repo, "Write", write)["permissionDecision"] == "allow", "the user ended it"
 
 
 def test_plan_refusal_names_the_sessions_plan_file(repo: Path) -> None:

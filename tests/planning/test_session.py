@@ -100,7 +100,7 @@ def test_current_mode_is_the_newest_open_sessions(repo: Path) -> None:
     assert found is not None and found[1].id == b.id and found[0] == "build"
     a.set_mode("plan", "test")
     found = current_mode(repo / ".")
-    assert found is not None and found[1].id == b.id, "activity in an older session changes nothing"
+    assert found is not None and found == ("plan", a), "an open plan session puts it in plan"
     b.set_mode("plan", "test")
     found = current_mode(repo / ".")
     assert found is not None and found == ("plan", found[1]) and found[1].id == b.id

@@ -118,7 +118,8 @@ def test_hook_rewrites_only_for_hosts_that_can(
     """Codex cannot run a rewritten call: its shell stays analysis-only, and a read-only
     command stays a plain allow there."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    answer = runner.decide(host, payload(tree, "git status --short"), agent="plan")
+    command = "git --no-optional-locks status --short"
+    answer = runner.decide(host, payload(tree, command), agent="plan")
     text = answer.stdout
     assert ("run_confined.py" in text) is rewrites, text
     if host == "claude-code":

@@ -46,8 +46,9 @@ NEW = ["out.txt", "src/new.py", "src/app.py", "pwned", "doc/x", f"{PLANS}/p.md",
 VALUES = ["1", "2", "3", "0", "-", "%s", ":", ",", "x", "abc", "1,2", "utf-8", "always",
           "auto", "none", "touch", "sh", "cat", "HEAD", "main"]
 SIMPLE = ["cat src/app.py", "ls", "ls -la src", "wc -l data.txt", "head -3 nums.txt",
-          "git status", "git log --oneline -2", "grep -n print src/app.py", "echo hi",
-          "sort nums.txt", "true"]
+          "git status", "git --no-optional-locks status -s", "git log --oneline -2",
+          "git diff", "git -c diff.autoRefreshIndex=false diff", "grep -n print src/app.py",
+          "echo hi", "sort nums.txt", "true"]
 
 
 @dataclass
@@ -201,11 +202,16 @@ def make_scratch(base: Path) -> tuple[Path, dict[str, str]]:
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t.invalid"}
     old = 1_600_000_000
     for p in repo.rglob("*"):
-        os.utime(p, (old, old))  # no racily clean index entries: git status rewrites nothing
+        os.utime(p, (old, old))  # no racily clean index entries
     subprocess.run(["git", "init", "-q"], cwd=repo, env=env, check=True, capture_output=True)
     (repo / ".git" / "info" / "exclude").write_text(".openoxide/\n")  # the plan is not tracked
     for args in (["add", "-A"], ["commit", "-qm", "init"], ["status"]):
         subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+    for p in repo.rglob("*"):
+        if ".git" not in p.parts:
+            # the index's stat cache is stale, as in any worktree after an edit: a command
+            # that refreshes it (git status) rewrites .git/index and is caught
+            os.utime(p, (old + 100, old + 100))
     return repo, env
 
 

@@ -147,7 +147,7 @@ def test_not_read_only(line: str) -> None:
 
 @pytest.mark.parametrize("line", [
     "ls -la src", "sort -nrk2 f", "cat --show-a f", "grep -rn --include=*.py x src",
-    "git log --oneline -5", "git status --short", "head -n 20 f", "tail -20 f",
+    "git log --oneline -5", "git --no-optional-locks status --short", "head -n 20 f", "tail -20 f",
     "du -sh .", "jq --rawfile a f . g", "date +%s", "env -i ls", "timeout 5 cat f",
     "tree -L 2 src", "xxd -c 8 f", "git branch -a", "git config --get user.name",
 ])

@@ -1,12 +1,8 @@
-"""Human output (rich): one block per finding, a summary line last."""
+"""Human output: one block per finding, a summary line last (styled on a terminal)."""
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console
-from rich.markup import escape
-
+from guard.ansi import paint
 from guard.lint.formats.interface import Formatter
 from guard.lint.model import Level, Report
 
@@ -18,32 +14,24 @@ class PrettyFormatter(Formatter):
 
     def __init__(self, color: bool | None = None, width: int = 100) -> None:
         self.color = color
-        self.width = width
+        self.width = width  # kept for callers; lines are never wrapped
 
     def format(self, report: Report) -> str:
-        buf = io.StringIO()
-        console = Console(
-            file=buf,
-            force_terminal=bool(self.color),
-            no_color=not self.color,
-            color_system="auto" if self.color else None,
-            width=self.width,
-            highlight=False,
-            soft_wrap=True,
-        )
+        on = bool(self.color)
+        lines = []
         for f in report.findings:
-            console.print(
-                f"[bold]{escape(f.file)}:{f.line}[/]: [{_STYLE[f.level]}]{f.code}"
-                f" {f.level.value}[/]: {escape(f.message)}"
+            lines.append(
+                f"{paint(f'{f.file}:{f.line}', 'bold', on)}: "
+                f"{paint(f'{f.code} {f.level.value}', _STYLE[f.level], on)}: {f.message}"
             )
             if f.fix:
-                console.print(f"    [dim]fix:[/] {escape(f.fix)}")
+                lines.append(f"    {paint('fix:', 'dim', on)} {f.fix}")
         s = report.summary()
         if report.findings:
-            console.print(
+            lines.append(
                 f"{s['errors']} error(s), {s['warnings']} warning(s), {s['notes']} note(s)"
                 f" in {s['files']} file(s). `guard lint --explain CODE` tells more."
             )
         else:
-            console.print(f"[green]No findings[/] in {s['files']} file(s).")
-        return buf.getvalue()
+            lines.append(f"{paint('No findings', 'green', on)} in {s['files']} file(s).")
+        return "".join(line + "\n" for line in lines)

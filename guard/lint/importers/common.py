@@ -83,9 +83,13 @@ class Draft:
                     f"default = {_s(a.default)}", f"description = {_s(a.description)}"]
             if a.subagents is not None:
                 out.append(f"subagents = {_list(a.subagents)}")
-            if a.tools:
+            tools = dict(a.tools)
+            if a.mode == "build" and "request_user_input" not in tools:
+                # plan mode's question tool; a build agent that may call it stalls (GL206)
+                tools = {"request_user_input": "deny", **tools}
+            if tools:
                 out += ["", f"[agents.{_key(name)}.tools]"]
-                out += [f"{_key(t)} = {_s(v)}" for t, v in a.tools.items()]
+                out += [f"{_key(t)} = {_s(v)}" for t, v in tools.items()]
             for kind in ("read", "write", "delete", "exec", "network"):
                 rules = a.kinds.get(kind)
                 if not rules:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
+from dataclasses import fields
 
 from guard.lint.context import ALL_KINDS, LintContext
 from guard.lint.model import Finding, Level, rule
-from guard.policy.schema import AgentPolicy
+from guard.policy.valid import Agent
 
 _LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+): (?P<rest>.*)$")
 _AGENT_KEY = re.compile(r"^agents\.(?P<agent>[^\s:.]+)\.(?P<key>[^.\s:\[]+): unknown key")
@@ -59,7 +60,7 @@ def findings_from_problems(problems: list[str], fallback: str) -> list[Finding]:
         km = _AGENT_KEY.match(rest)
         if km is not None:
             key = km.group("key")
-            choices = [*ALL_KINDS, *AgentPolicy.model_fields]
+            choices = [*ALL_KINDS, *(f.name for f in fields(Agent))]
             close = difflib.get_close_matches(key, choices, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
             out.append(

@@ -9,6 +9,7 @@ from guard.effects import Effect, EffectKind
 from guard.tools.shell.context import Ctx
 from guard.tools.shell.options import Parsed, Spec, apply, could_be_option
 from guard.tools.shell.registry import ProgramHandler, program, register
+from guard.tools.shell.sedscript import check_sed_script
 from guard.tools.shell.tables import files as tables
 from guard.tools.shell.words import Arg, clip
 
@@ -203,31 +204,6 @@ def _find_exec(ctx: Ctx, t: str, words: list[Arg], roots: list[Arg]) -> None:
             ctx.add(e)
 
 
-_SED_SAFE_CMD = re.compile(r"^\s*(\d+|\$|/[^/]*/)?(,(\d+|\$|/[^/]*/))?\s*[pdqn=lPDNgGhHxz]?\s*$")
-
-
-def _sed_script_safe(script: str) -> bool:
-    """True when a sed script has no w/W/e/r commands or s///w, s///e flags."""
-    for part in re.split(r"[;\n]", script):
-        part = part.strip()
-        if not part or _SED_SAFE_CMD.match(part):
-            continue
-        m = re.match(r"^(\d+|\$|/[^/]*/)?(,(\d+|\$|/[^/]*/))?\s*(y|s)(.)", part)
-        if not m:
-            return False
-        delim = m.group(5)
-        if delim in "\\\n" or delim.isalnum():
-            return False
-        body = part[m.end() :]
-        pieces = re.split(r"(?<!\\)" + re.escape(delim), body)
-        flags = pieces[-1] if len(pieces) == 3 else ""
-        if len(pieces) != 3 or not re.fullmatch(r"[gpiImM0-9]*", flags):
-            return False
-        if "e" in flags or "w" in flags:
-            return False
-    return True
-
-
 @program("sed")
 def _sed(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
     p = tables.SED.parse(args)
@@ -249,10 +225,16 @@ def _sed(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
         _reads(ctx, name, files)
     if p.has("-f"):
         ctx.unknown_write("sed -f: a script file may write files or run commands (w, e, r)")
-    for s in scripts:
-        if s.text is None or not _sed_script_safe(s.text):
-            ctx.not_read_only(f"sed script may write files or run commands (w, e, r): "
-                              f"{clip(s.text or '<computed>')}")
+    texts = [s.text for s in scripts]
+    if any(t is None for t in texts):
+        ctx.not_read_only("sed with a computed script: it may write files or run commands"
+                          " (w, e, r)")
+        return
+    try:
+        check_sed_script("\n".join(t for t in texts if t is not None))  # sed joins -e so
+    except ValueError as exc:
+        ctx.not_read_only(f"sed script may write files or run commands, or sed could read it"
+                          f" differently: {exc}: {clip(' '.join(t or '' for t in texts))}")
 
 
 # ---- mutating programs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable
 
 from guard.tools.shell.context import Ctx
@@ -25,7 +26,14 @@ _GIT_NETWORK = frozenset({"fetch", "pull", "push", "clone", "ls-remote", "submod
                           "remote", "archive", "lfs"})
 
 
-def _read_only(ctx: Ctx, sub: str, rest: list[Arg], repo_read: Callable[[], None]) -> bool:
+#: ``git -c KEY=VALUE`` settings that only stop a write: ``git diff`` refreshes the index's
+#: stat cache (even under --no-optional-locks) unless diff.autoRefreshIndex is false
+_NO_REFRESH = re.compile(r"diff\.autorefreshindex=(false|no|off|0)", re.IGNORECASE)
+
+
+def _read_only(ctx: Ctx, sub: str, rest: list[Arg], repo_read: Callable[[], None],
+               index_path: Callable[[], str | None], no_locks: bool,
+               no_refresh: bool) -> bool:
     """Whether ``git SUB REST`` only reads (its effects then added); False: it may write
     the repository (the caller names how). A read subcommand with an option outside its
     table is reported as not read-only and counts as handled."""
@@ -47,6 +55,19 @@ def _read_only(ctx: Ctx, sub: str, rest: list[Arg], repo_read: Callable[[], None
             if p.has("--no-index"):
                 for a in p.pos:
                     ctx.read(a, f"git {sub} --no-index reads it")
+            elif sub == "diff" and not no_refresh and not p.has("--cached", "--staged"):
+                ctx.write(index_path(), "git diff against the working tree rewrites the index"
+                          " (its stat cache); `git -c diff.autoRefreshIndex=false diff` or"
+                          " `git diff-files -p` only read")
+        return True
+    if sub == "status":
+        # the stat cache in .git/index is rewritten unless optional locks are off
+        p = parsed(tables.STATUS, rest)
+        if p is not None:
+            repo_read()
+            if not no_locks:
+                ctx.write(index_path(), "git status rewrites the index (its stat cache);"
+                          " `git --no-optional-locks status` only reads")
         return True
     if sub == "rev-parse":  # prints names and paths; no option writes or runs anything
         repo_read()
@@ -99,6 +120,7 @@ def _read_only(ctx: Ctx, sub: str, rest: list[Arg], repo_read: Callable[[], None
 @program("git")
 def _git(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
     base: str | None = ""
+    no_locks = no_refresh = False
     i = 0
     while i < len(args):
         a = args[i]
@@ -107,6 +129,10 @@ def _git(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
             ctx.unknown_write("git with a computed argument before its subcommand")
             ctx.unknown_exec("git with a computed argument before its subcommand")
             return
+        if t == "-c" and i + 1 < len(args) and _NO_REFRESH.fullmatch(args[i + 1].literal or ""):
+            no_refresh = True
+            i += 2
+            continue
         if t in ("-c", "--config-env") or (t.startswith(("--config-env=", "--exec-path",
                                                          "-c")) and t != "-C"):
             ctx.unknown_exec(f"git {t}: configuration on the command line can run any program"
@@ -119,6 +145,7 @@ def _git(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
             i += 2
             continue
         if t in tables.GLOBAL_FLAGS:
+            no_locks = no_locks or t == "--no-optional-locks"
             i += 1
             continue
         if t in ("--version", "--help", "-h", "--html-path", "--man-path", "--info-path"):
@@ -144,7 +171,8 @@ def _git(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
     def repo_read() -> None:
         ctx.read(at(".") if repo is not None else None, f"git {sub} reads the repository")
 
-    if _read_only(ctx, sub, rest, repo_read):
+    if _read_only(ctx, sub, rest, repo_read, lambda: at(".git/index"), no_locks,
+                  no_refresh):
         return
     if sub == "clone":
         ctx.network(None, "git clone fetches a repository")

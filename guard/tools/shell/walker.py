@@ -25,6 +25,7 @@ from guard.tools.shell.words import (
     Arg,
     clip,
     plain_word_arg,
+    stray_dollar,
     text_of,
     word_arg,
 )
@@ -79,8 +80,10 @@ def _analyse_source(command: str, ctx: Ctx) -> None:
     if ctx.depth > MAX_NESTING:
         ctx.unknown_write(f"unparseable shell: more than {MAX_NESTING} nested shells")
         return
-    if "\x00" in command:
-        ctx.unknown_write("unparseable shell: NUL byte in command")
+    unsafe = unsafe_text(command)
+    if unsafe is not None:
+        ctx.not_read_only(f"unparseable shell: {unsafe}; bash and guard could read it"
+                          " differently")
         return
     source = command.encode("utf-8", "surrogatepass")
     # tree-sitter-bash 0.25 crashes the process on some code points beyond the BMP
@@ -95,11 +98,58 @@ def _analyse_source(command: str, ctx: Ctx) -> None:
         where = f" at line {bad.start_point[0] + 1}, column {bad.start_point[1] + 1}" if bad else ""
         ctx.unknown_write(f"unparseable shell: syntax error{where}")
         return
+    if "\\ " in command:
+        gap = _escaped_space_between_tokens(root, safe)
+        if gap is not None:
+            ctx.not_read_only(f"unparseable shell: a backslash before a space at byte {gap} stands"
+                              " between words for the parser and starts a word for bash")
+            return
     token = SOURCE.set(source)
     try:
         _walk(ctx, root)
     finally:
         SOURCE.reset(token)
+
+
+#: bytes bash and tree-sitter-bash may read differently (the parser skips VT, FF and CR as
+#: whitespace, bash does not): control characters other than TAB and LF, and a backslash
+#: before anything but printable ASCII or LF (``\\<TAB>``, ``\\<CR><LF>``, a trailing one)
+_UNSAFE_ASCII = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|\\(?![\x20-\x7e\n])")
+
+
+def unsafe_text(command: str) -> str | None:
+    """Why bash and the parser could read ``command`` differently, or None when it holds only
+    characters both read alike: printable characters, TAB and LF. Anything that is not valid
+    UTF-8 (a lone surrogate), a control or format character, or Unicode whitespace other than
+    the ASCII space is refused, and so is a backslash before anything but printable ASCII
+    or LF."""
+    m = _UNSAFE_ASCII.search(command)
+    if m is not None:
+        ch = command[m.start()]
+        if ch == "\\":
+            after = command[m.start() + 1 : m.start() + 2]
+            what = f"a backslash before {after!r}" if after else "a backslash at the end"
+            return f"{what} at character {m.start()}"
+        return f"control character {ch!r} at character {m.start()}"
+    if not command.isascii():
+        for i, ch in enumerate(command):
+            if not ch.isprintable() and ch not in "\t\n":
+                return f"character U+{ord(ch):04X} at character {i} (not printable, or not UTF-8)"
+    return None
+
+
+def _escaped_space_between_tokens(root: Node, source: bytes) -> int | None:
+    """The byte offset of a ``\\ `` the parser skipped as whitespace (tree-sitter-bash takes
+    it for a line continuation where a word may start; bash reads an escaped space that
+    begins a word: ``ls \\ #; touch x`` runs ``touch``), or None."""
+    i = source.find(b"\\ ")
+    while i >= 0:
+        node = root.descendant_for_byte_range(i, i + 1)
+        if node is not None and node.child_count > 0 and not any(
+                c.start_byte <= i < c.end_byte for c in node.children):
+            return i
+        i = source.find(b"\\ ", i + 2)
+    return None
 
 
 #: Code points the parser is not given (see _analyse_source): everything beyond the BMP.
@@ -333,8 +383,20 @@ def _declaration(ctx: Ctx, node: Node) -> None:
 def _command_node(ctx: Ctx, node: Node, heredoc: str | None = None) -> None:
     argv: list[Arg] = []
     assigns: list[str] = []
-    for child in node.named_children:
+    children = node.named_children
+    if node.child_count != len(children):  # anonymous `$` words (`sed -e $ -e ...`)
+        if stray_dollar(node) is not None:
+            ctx.not_read_only(f"a `$` glued to a quote ($\"...\"): bash reads one word, the"
+                              f" parser two: {clip(text_of(node))}")
+            return
+        children = node.children
+    for child in children:
         t = child.type
+        if t == "$":
+            argv.append(Arg("$"))  # bash reads a `$` that starts no expansion as itself
+            continue
+        if not child.is_named:
+            continue
         if t in PLAIN_WORDS:  # most arguments: a leaf, nothing inside to walk
             argv.append(plain_word_arg(child, t))
         elif t == "variable_assignment":

@@ -87,10 +87,13 @@ def word_arg(node: Node) -> Arg:
     raw = text_of(node)
     if t in ("string", "translated_string"):
         parts: list[str] = []
-        for child in node.named_children:
-            if child.type == "string_content":
+        for child in node.children:
+            ct = child.type
+            if ct == "string_content":
                 parts.append(_unescape_double(text_of(child)))
-            else:
+            elif ct == "$":  # a `$` that starts no expansion: bash keeps it ("foo$")
+                parts.append("$")
+            elif child.is_named:
                 return Arg(None)
         return Arg("".join(parts))
     if t == "concatenation":
@@ -99,7 +102,14 @@ def word_arg(node: Node) -> Arg:
         children = node.named_children
         if BRACE_EXPANSION.search(raw):
             return Arg(None)  # brace expansion split into words by the grammar
+        if node.child_count != len(children) and stray_dollar(node) is None:
+            children = node.children  # a literal `$` ('a'$): bash keeps it, so do we
+        elif node.child_count != len(children):
+            return Arg(None)  # $"..." or $'...' glued to a word: computed
         for child in children:
+            if child.type == "$":
+                texts.append("$")
+                continue
             arg = word_arg(child)
             if arg.text is None:
                 return Arg(None)
@@ -109,6 +119,20 @@ def word_arg(node: Node) -> Arg:
     if t == "process_substitution":
         return Arg(None, pipe=True)
     return Arg(None)
+
+
+def stray_dollar(node: Node) -> Node | None:
+    """An anonymous ``$`` child of ``node`` that the parser left before a quote it touches
+    (``$"x"``, ``a$"x"``: bash reads one translated word, the parser two), or None. A ``$``
+    followed by anything else is the literal character for bash and for the parser."""
+    children = node.children
+    for i, child in enumerate(children):
+        if child.type == "$" and not child.is_named and i + 1 < len(children):
+            nxt = children[i + 1]
+            if nxt.start_byte == child.end_byte and nxt.type in (
+                    "string", "raw_string", "ansi_c_string", "translated_string", '"', "'"):
+                return child
+    return None
 
 
 def _plain_word_arg(t: str, raw: str) -> Arg:

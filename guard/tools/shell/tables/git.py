@@ -50,15 +50,19 @@ _REVS = (
 _LOG = Spec("", _REVS + _DIFF, abbrev=False)
 
 #: subcommand -> its options; only these subcommands can be read-only
+#: ``git status`` refreshes the index (its stat cache) as a side effect, so it is no reader:
+#: read-only only as ``git --no-optional-locks status`` (see :mod:`guard.tools.shell.git`)
+STATUS = Spec("", "-s|--short -b|--branch --porcelain=? --long -v|--verbose"
+              " -u=? --untracked-files=? --ignored=? --ignore-submodules=? -z|--null"
+              " --column=? --no-column --ahead-behind --no-ahead-behind --renames"
+              " --no-renames --find-renames=? --show-stash", abbrev=False)
+
+#: subcommands that only read, whatever their options in the table
 READ: dict[str, Spec] = {
     "log": _LOG, "show": _LOG, "whatchanged": _LOG, "rev-list": _LOG, "diff": _LOG,
     "diff-tree": _LOG, "diff-files": _LOG, "diff-index": _LOG,
     "shortlog": Spec("", _REVS + " -s|--summary -e|--email -c --group=? -w=?"
                      " --numbered", abbrev=False),
-    "status": Spec("", "-s|--short -b|--branch --porcelain=? --long -v|--verbose"
-                   " -u=? --untracked-files=? --ignored=? --ignore-submodules=? -z|--null"
-                   " --column=? --no-column --ahead-behind --no-ahead-behind --renames"
-                   " --no-renames --find-renames=? --show-stash", abbrev=False),
     "blame": Spec("", "-b -l -t -s -e|--show-email -p|--porcelain --line-porcelain"
                   " --incremental --root --show-stats -f|--show-name -n|--show-number -w"
                   " -M=? -C=? -L= --date=? --abbrev=? --reverse=? --first-parent"

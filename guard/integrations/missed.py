@@ -1,0 +1,479 @@
+"""Tools that ran without guard's decision: ``hook_missed``.
+
+A host that cannot start guard's pre-tool hook (a lowered process or file
+limit, a full process table, a hook skipped for any other reason) treats that
+as a non-blocking error and runs the tool. guard therefore also wires the
+host's post-tool event (Claude Code and Codex ``PostToolUse``, Gemini CLI
+``AfterTool``, OpenCode ``tool.execute.after``) and, for Claude Code, reads the
+tool results the host added to its transcript since guard last looked. A
+result of a tool that can change something (:data:`CHANGING`) with no matching
+pre-tool decision record in the audit log is a ``hook_missed`` violation:
+
+* matched by host, host session id and ``tool_use_id`` where the host gives one,
+  else by tool name and a digest of the tool input (``input_sha256`` in the
+  verdict record), within the last :data:`TAIL` bytes of the project's log;
+* recorded in the audit log (``"type": "violation", "kind": "hook_missed"``);
+* told to the model and the user in the answer of that hook call;
+* in plan mode, the host session is **held**: a file under
+  ``<data>/missed/`` (which plan mode cannot write) makes every further call of
+  that session a deny, until the user runs ``guard session resume``. The held
+  answer says what landed since the session's start (:mod:`guard.integrations.reconcile`).
+
+Everything here fails closed the way the hook does: an error while checking is
+raised to the runner, which blocks the call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from guard.audit import now_iso, rotated
+
+if TYPE_CHECKING:
+    from guard.decide import Guard
+    from guard.gate import Gate, Verdict
+    from guard.integrations.interface import HookCall, HostAdapter
+
+#: Per host: its post-tool event (hosts not named here have none guard can use).
+POST_EVENTS: dict[str, str] = {
+    "claude-code": "PostToolUse",
+    "codex": "PostToolUse",
+    "gemini": "AfterTool",
+    "opencode": "tool.execute.after",
+}
+#: Per host: tools whose result means something may have changed.
+CHANGING: dict[str, frozenset[str]] = {
+    "claude-code": frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"}),
+    "codex": frozenset({"Bash", "apply_patch"}),
+    "gemini": frozenset({"write_file", "replace", "run_shell_command"}),
+    "opencode": frozenset({"write", "edit", "multiedit", "patch", "bash"}),
+}
+RULE = "guard.hook_missed"
+KIND = "hook_missed"
+SUBDIR = "missed"
+#: How much of the end of the audit log is searched for a call's decision record.
+TAIL = 2 << 20
+#: At most this many transcript bytes are read per hook call (the rest at the next).
+TRANSCRIPT_STEP = 4 << 20
+RESUME = "guard session resume"
+
+
+def changes(host: str, tool: str) -> bool:
+    """Whether a result of ``tool`` on ``host`` may have changed something."""
+    return tool in CHANGING.get(host, frozenset()) or tool.startswith("mcp__")
+
+
+def input_digest(tool_input: Mapping[str, Any]) -> str:
+    """A digest of a tool input, independent of key order and JSON spacing."""
+    text = json.dumps(tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+_DIRS: dict[tuple[str | None, str | None], Path] = {}
+
+
+def missed_dir() -> Path:
+    """``<data>/missed``: holds, transcript offsets, session starts (plan mode cannot write
+    guard's data directory). Remembered per $HOME and $XDG_DATA_HOME: asked several times
+    per hook call."""
+    key = (os.environ.get("HOME"), os.environ.get("XDG_DATA_HOME"))
+    found = _DIRS.get(key)
+    if found is None:
+        from guard.paths import data_dir
+
+        found = _DIRS[key] = data_dir() / SUBDIR
+    return found
+
+
+def _key(host: str, session: str | None, cwd: str | None) -> str:
+    who = session if session else f"cwd:{os.path.realpath(cwd or '.')}"
+    return hashlib.sha256(f"{host}\0{who}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Missed:
+    """A tool result guard never decided."""
+
+    host: str
+    session: str | None
+    tool_name: str
+    tool_use_id: str | None
+    cwd: str | None
+    via: str  # the post-tool event, or "transcript"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "session_id": self.session, "tool_name": self.tool_name,
+                "tool_use_id": self.tool_use_id, "cwd": self.cwd, "via": self.via}
+
+    def describe(self) -> str:
+        use = f" {self.tool_use_id}" if self.tool_use_id else ""
+        return f"{self.tool_name}{use}"
+
+
+# -- the decision records -------------------------------------------------------------
+
+
+def _tail(path: Path, size: int = TAIL) -> bytes:
+    """The last ``size`` bytes of the log (with the end of its last rotated part if short)."""
+    out = b""
+    for part in [*rotated(path)[-1:], path]:
+        try:
+            with open(part, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                end = f.tell()
+                f.seek(max(0, end - size))
+                out = (out + f.read())[-size:]
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def _lines_with(data: bytes, needle: bytes) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    at = data.find(needle)
+    while at >= 0:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        try:
+            rec = json.loads(data[start:end])
+        except ValueError:
+            rec = None
+        if isinstance(rec, dict):
+            found.append(rec)
+        at = data.find(needle, end)
+    return found
+
+
+def _needle(key: str, value: str) -> bytes:
+    return f'"{key}": {json.dumps(value, ensure_ascii=False)}'.encode("utf-8", "surrogateescape")
+
+
+def decided(
+    log: Path,
+    host: str,
+    session: str | None,
+    tool_use_id: str | None,
+    tool_name: str,
+    tool_input: Mapping[str, Any] | None,
+) -> bool:
+    """Whether the log holds guard's pre-tool decision for this call (or already a
+    ``hook_missed`` record of it: each missed call is reported once)."""
+    data = _tail(log)
+    if not data:
+        return False
+
+    def ours(rec: Mapping[str, Any]) -> bool:
+        # a decision, or this call already reported as missed (by the other way of seeing it)
+        return ((rec.get("type") == "verdict" or rec.get("kind") == KIND)
+                and rec.get("source") == "hook" and rec.get("host") == host
+                and rec.get("session_id") == session)
+
+    if tool_use_id:
+        return any(ours(r) for r in _lines_with(data, _needle("tool_use_id", tool_use_id)))
+    if tool_input is None:
+        return False
+    digest = input_digest(tool_input)
+    if any(ours(r) and r.get("tool_name") == tool_name
+           for r in _lines_with(data, _needle("input_sha256", digest))):
+        return True
+    # a call guard ran confined: the host reports the rewritten input
+    for rec in _lines_with(data, b'"updated_input": '):
+        updated = rec.get("updated_input")
+        if (ours(rec) and rec.get("tool_name") == tool_name and isinstance(updated, dict)
+                and all(tool_input.get(k) == v for k, v in updated.items())):
+            return True
+    return False
+
+
+# -- the hold -------------------------------------------------------------------------
+
+
+def hold_path(host: str, session: str | None, cwd: str | None) -> Path:
+    return missed_dir() / f"held-{_key(host, session, cwd)}.json"
+
+
+def read_hold(path: Path) -> dict[str, Any] | None:
+    """The hold at ``path``, None when there is none. An unreadable hold still holds."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    return data if isinstance(data, dict) else {"unreadable": str(path)}
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def hold(found: list[Missed], worktree: str | None, agent: str, report: Mapping[str, Any]) -> Path:
+    """Hold the host session of ``found`` (plan mode): every further call is a deny."""
+    first = found[0]
+    path = hold_path(first.host, first.session, first.cwd)
+    old = read_hold(path) or {}
+    calls = [*old.get("calls", []), *[m.to_json() for m in found]] if isinstance(
+        old.get("calls"), list) else [m.to_json() for m in found]
+    _write_json(path, {
+        "host": first.host, "session_id": first.session, "worktree": worktree,
+        "cwd": first.cwd, "agent": agent, "since": old.get("since") or now_iso(),
+        "calls": calls[-50:], "landed": report,
+    })
+    return path
+
+
+def holds() -> list[tuple[Path, dict[str, Any]]]:
+    """Every hold, oldest first."""
+    out: list[tuple[Path, dict[str, Any]]] = []
+    directory = missed_dir()
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    for name in names:
+        if name.startswith("held-") and name.endswith(".json"):
+            data = read_hold(directory / name)
+            if data is not None:
+                out.append((directory / name, data))
+    out.sort(key=lambda item: str(item[1].get("since", "")))
+    return out
+
+
+def held_reason(data: Mapping[str, Any], report_text: str = "") -> str:
+    given = data.get("calls")
+    calls: list[Any] = given if isinstance(given, list) else []
+    names = ", ".join(
+        str(c.get("tool_name")) + (f" {c.get('tool_use_id')}" if c.get("tool_use_id") else "")
+        for c in calls[-5:] if isinstance(c, dict)
+    ) or "a tool call"
+    session = data.get("session_id") or "this session"
+    text = (
+        f"{data.get('host', 'the host')} ran {names} without guard's decision (its pre-tool"
+        f" hook did not run); plan mode holds session {session}: every call is refused until"
+        f" the user looks at what happened and runs `{RESUME}`"
+    )
+    return text + (f". {report_text}" if report_text else "")
+
+
+# -- the host's transcript (Claude Code) ------------------------------------------------
+
+
+def _seen_path(host: str, session: str | None, cwd: str | None) -> Path:
+    return missed_dir() / f"seen-{_key(host, session, cwd)}.json"
+
+
+def transcript_results(
+    host: str, session: str | None, cwd: str | None, transcript: str | None
+) -> tuple[list[tuple[str, str, dict[str, Any]]], bool]:
+    """The changing tools' successful results added to a Claude Code transcript since
+    the last look: (tool_use_id, tool name, input) each; and whether this is the first
+    look at the session (then nothing before now is reported: guard was not there)."""
+    if host != "claude-code" or not transcript or not os.path.isabs(transcript):
+        return [], False
+    seen = _seen_path(host, session, cwd)
+    try:
+        state = json.loads(seen.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        state = None
+    try:
+        fd = os.open(transcript, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return [], False
+    try:
+        import stat
+
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return [], False
+        first = not isinstance(state, dict) or state.get("ino") != st.st_ino
+        if first:
+            _write_json(seen, {"ino": st.st_ino, "offset": st.st_size, "uses": {}})
+            return [], True
+        assert isinstance(state, dict)
+        offset = int(state.get("offset", 0))
+        if offset >= st.st_size:
+            return [], False
+        os.lseek(fd, offset, os.SEEK_SET)
+        data = os.read(fd, min(st.st_size - offset, TRANSCRIPT_STEP))
+    finally:
+        os.close(fd)
+    end = data.rfind(b"\n") + 1  # whole lines only; a line still being written waits
+    kept = state.get("uses")
+    uses: dict[str, Any] = kept if isinstance(kept, dict) else {}
+    done_before = state.get("done")
+    done: list[str] = done_before if isinstance(done_before, list) else []
+    results: list[tuple[str, str, dict[str, Any]]] = []
+    for line in data[:end].splitlines():
+        if b'"tool_use"' not in line and b'"tool_result"' not in line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        msg = rec.get("message") if isinstance(rec, dict) else None
+        content = msg.get("content") if isinstance(msg, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                name = block.get("name")
+                if isinstance(name, str) and changes(host, name):
+                    given = block.get("input")
+                    uses[block["id"]] = [name, given if isinstance(given, dict) else {}]
+            elif block.get("type") == "tool_result":
+                use_id = str(block.get("tool_use_id"))
+                use = uses.pop(use_id, None)
+                if use is not None and not block.get("is_error") and use_id not in done:
+                    done.append(use_id)  # a result the transcript repeats counts once
+                    results.append((use_id, use[0], use[1]))
+    if len(uses) > 200:  # results that never came (a killed run): keep the newest
+        uses = dict(list(uses.items())[-200:])
+    _write_json(seen, {"ino": st.st_ino, "offset": offset + end, "uses": uses,
+                       "done": done[-200:]})
+    return results, False
+
+
+def violation(m: Missed, agent: str | None, mode: str | None, held: bool,
+              landed: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The audit record of one missed call."""
+    out: dict[str, Any] = {
+        "type": "violation", "source": "hook", "kind": KIND, "rule": RULE,
+        **m.to_json(), "agent": agent, "mode": mode, "held": held,
+        "reason": (f"{m.host} ran {m.describe()} without guard's pre-tool decision"
+                   " (no matching decision record)"),
+    }
+    if landed:
+        out["landed"] = dict(landed)
+    return out
+
+
+# -- the runner's two entry points --------------------------------------------------------
+
+
+def _agent_mode(gate: Gate, g: Guard, hook: HookCall, adapter: HostAdapter) -> tuple[str, str, str]:
+    """(agent, why, its mode) for the call, chosen as the gate chooses."""
+    from guard.gate import choose_agent
+
+    name, why = choose_agent(g, hook.call, agent=gate.agent, env=gate.env, mode=gate.mode,
+                             hint=adapter.mode_hint(hook))
+    return name, why, g.agent(name).mode
+
+
+def _found(
+    g: Guard, hook: HookCall, payload: Mapping[str, Any], *, post: bool
+) -> list[Missed]:
+    """The calls of this host session guard never decided, known at this hook call."""
+    from guard.audit import default_log_path
+
+    call = hook.call
+    log = default_log_path(g.roots)
+    transcript = payload.get("transcript_path")
+    results, _ = transcript_results(hook.host, call.session, call.cwd,
+                                    transcript if isinstance(transcript, str) else None)
+    found: list[Missed] = []
+    for use_id, name, given in results:
+        if use_id == hook.tool_use_id:
+            continue  # this call: decided now (pre-tool), or checked below (post-tool)
+        if not decided(log, hook.host, call.session, use_id, name, given):
+            found.append(Missed(hook.host, call.session, name, use_id, call.cwd, "transcript"))
+    if post and changes(hook.host, call.name) and not decided(
+            log, hook.host, call.session, hook.tool_use_id, call.name, call.input):
+        found.append(Missed(hook.host, call.session, call.name, hook.tool_use_id, call.cwd,
+                            hook.event))
+    if not found:  # all decided so far: the state to reconcile against, once per session
+        from guard.integrations import reconcile
+
+        reconcile.take_start(g.roots.worktree, hook.host, call.session, call.cwd)
+    return found
+
+
+def _record(gate: Gate, g: Guard, hook: HookCall, adapter: HostAdapter,
+            found: list[Missed]) -> tuple[str, str, str]:
+    """Audit each missed call; hold the session in plan mode. (agent, why, message)."""
+    from guard.fleet.records import stamp
+    from guard.integrations import reconcile
+
+    agent, why, mode = _agent_mode(gate, g, hook, adapter)
+    plan = mode == "plan"
+    report = reconcile.landed(g.roots.worktree, hook.host, hook.call.session, hook.call.cwd) \
+        if plan else {}
+    for m in found:
+        record = violation(m, agent, mode, plan, report)
+        stamp(record, g, session=m.session, host_agent=m.host)
+        if gate.sink is not None:
+            gate.sink.write(record, g.roots)
+    names = ", ".join(m.describe() for m in found)
+    if plan:
+        wt = g.roots.worktree
+        hold(found, str(wt) if wt is not None else None, agent, report)
+        return agent, why, ""
+    return agent, why, (
+        f"guard: {hook.host} ran {names} without guard's decision (its pre-tool hook did"
+        " not run); this is recorded as hook_missed in the audit log. Tell the user."
+    )
+
+
+def before_tool(
+    gate: Gate, adapter: HostAdapter, hook: HookCall, payload: Mapping[str, Any],
+    context: Mapping[str, Any],
+) -> tuple[Verdict | None, str]:
+    """At a pre-tool call: (an audited deny while the session is held, else None; a notice
+    to add to the answer when calls were missed outside plan mode)."""
+    from guard.gate import Verdict, VerdictAction
+
+    call = hook.call
+    path = hold_path(hook.host, call.session, call.cwd)
+    transcript = payload.get("transcript_path")
+    data = read_hold(path)
+    if data is None and not (isinstance(transcript, str) and transcript):
+        return None, ""
+    g = gate.load(call)
+    gate.guard = g  # the gate decides this call with the policy loaded here: one load per call
+    found = _found(g, hook, payload, post=False)
+    notice = ""
+    agent: str | None = None
+    why = ""
+    if found:
+        agent, why, notice = _record(gate, g, hook, adapter, found)
+        data = read_hold(path)
+    if data is None:
+        return None, notice
+    if agent is None:
+        agent, why, _ = _agent_mode(gate, g, hook, adapter)
+    from guard.integrations import reconcile
+
+    text = reconcile.describe(data.get("landed"))
+    verdict = Verdict(VerdictAction.DENY, held_reason(data, text), RULE, call,
+                      agent, why)
+    return gate.audit(verdict, context, g), ""
+
+
+def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,
+               payload: Mapping[str, Any]) -> str | None:
+    """At a post-tool call: what the model and the user are told (None: nothing)."""
+    call = hook.call
+    path = hold_path(hook.host, call.session, call.cwd)
+    g = gate.load(call)
+    found = _found(g, hook, payload, post=True)
+    notice = ""
+    if found:
+        _, _, notice = _record(gate, g, hook, adapter, found)
+    data = read_hold(path)
+    if data is not None:
+        from guard.integrations import reconcile
+
+        return "guard: " + held_reason(data, reconcile.describe(data.get("landed")))
+    return notice or None

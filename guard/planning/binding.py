@@ -1,0 +1,253 @@
+"""Which session decides a hook call: the agent run's, or any worktree the call lies in.
+
+A plan session belongs to the agent run: the first hook call of a host session
+(Claude Code's ``session_id``, Codex's and Gemini's ``session_id``, OpenCode's
+``sessionID``, Cursor's ``conversation_id``) that a plan session decides binds
+that host session to it (stored in the session file, indexed under guard's data
+directory). From then on the run's calls are decided by that session while it is
+in plan mode, wherever their cwd.
+
+A plan session belongs to the worktree it began in, not to the cwd of a call.
+So a call is in plan mode when its cwd, or a path it writes or deletes, lies
+inside or below a worktree whose deciding session is in plan mode, however
+the call got there:
+
+* a nested repository or a submodule (the nearest ``.git`` is not the only
+  one that counts: every enclosing worktree is asked);
+* a ``git worktree`` checkout of the same repository (checkouts sharing one
+  common git directory are one repository: a plan in one holds in all);
+* a symlinked path (paths are resolved first).
+
+When one such plan session is found, it decides: its worktree's policy and plan
+directory apply (:class:`guard.gate.ModeFound`), whatever the call's cwd.
+Otherwise the nearest worktree's deciding session decides, as before.
+
+Nothing here spawns a process: ``.git`` files and the common directory's
+``worktrees/*/gitdir`` are read directly (a hook answers every tool call).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from guard.effects import Effect, EffectKind, ToolCall
+from guard.paths import VCS_MARKERS, data_dir
+from guard.planning._base import Mode, utc_now
+from guard.planning._store import atomic_write_text
+from guard.planning.session import (
+    Session,
+    SessionError,
+    SessionNotFound,
+    check_session_id,
+    deciding_session,
+    sessions_dir,
+)
+
+if TYPE_CHECKING:
+    from guard.gate import ModeFound
+
+#: Effects whose target counts for containment (a read changes nothing).
+CHANGING = (EffectKind.WRITE, EffectKind.DELETE)
+
+
+def _gitdir(worktree: Path) -> Path | None:
+    """The git directory of a checkout: ``.git`` itself, or where a ``.git`` file points."""
+    marker = worktree / ".git"
+    if marker.is_dir():
+        return marker
+    try:
+        text = marker.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("gitdir:"):
+            target = Path(line[len("gitdir:") :].strip())
+            return Path(os.path.realpath(worktree / target))
+    return None
+
+
+def _common_dir(gitdir: Path) -> Path:
+    try:
+        text = (gitdir / "commondir").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return gitdir
+    return Path(os.path.realpath(gitdir / text)) if text else gitdir
+
+
+def sibling_checkouts(worktree: Path) -> list[Path]:
+    """The other checkouts of the repository ``worktree`` belongs to (``git worktree``):
+    its main worktree and every linked one, read from the common git directory."""
+    gitdir = _gitdir(worktree)
+    if gitdir is None:
+        return []
+    common = _common_dir(gitdir)
+    out: list[Path] = []
+    if common.name == ".git":
+        out.append(common.parent)
+    try:
+        linked = sorted((common / "worktrees").iterdir())
+    except OSError:
+        linked = []
+    for entry in linked:
+        try:
+            text = (entry / "gitdir").read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            continue
+        if text:
+            out.append(Path(os.path.realpath(Path(text).parent)))
+    return [p for p in out if p != worktree]
+
+
+def enclosing_worktrees(path: str | os.PathLike[str]) -> list[Path]:
+    """Every worktree ``path`` lies in, nearest first: each ancestor (itself included)
+    holding a VCS marker. The path is resolved first (a symlink into a worktree counts)."""
+    here = Path(os.path.realpath(path))
+    found: list[Path] = []
+    for candidate in (here, *here.parents):
+        if any(os.path.lexists(candidate / m) for m in VCS_MARKERS):
+            found.append(candidate)
+    return found
+
+
+def _places(call: ToolCall, effects: Sequence[Effect]) -> list[str]:
+    cwd = call.cwd if call.cwd is not None else os.getcwd()
+    places = [cwd]
+    for e in effects:
+        if e.kind in CHANGING and e.target:
+            places.append(os.path.join(cwd, os.path.expanduser(e.target)))
+    return places
+
+
+def worktrees_of(places: Iterable[str]) -> list[Path]:
+    """The worktrees to ask, in order: every enclosing worktree of each place, then the
+    other checkouts of each one's repository; no duplicates."""
+    seen: dict[Path, None] = {}
+    for place in places:
+        for wt in enclosing_worktrees(place):
+            seen.setdefault(wt, None)
+    for wt in list(seen):
+        for other in sibling_checkouts(wt):
+            seen.setdefault(other, None)
+    return list(seen)
+
+
+def plan_session_around(
+    call: ToolCall, effects: Sequence[Effect] = ()
+) -> tuple[Session, str] | None:
+    """The plan session of a worktree the call's cwd (or a path it changes) lies in."""
+    for wt in worktrees_of(_places(call, effects)):
+        if not sessions_dir(wt).is_dir():
+            continue
+        found = deciding_session(wt)
+        if found is not None and found[0].mode is Mode.PLAN:
+            return found
+    return None
+
+
+#: Where host-session bindings are indexed: ``<data>/bindings/<digest of the id>.json``.
+BINDINGS_SUBDIR = "bindings"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def host_session_of(call: ToolCall) -> str | None:
+    """The host's session id of a call, if it is one guard can bind (a short printable string)."""
+    sid = call.session
+    if not isinstance(sid, str) or not 0 < len(sid) <= 256 or _CONTROL.search(sid):
+        return None
+    return sid
+
+
+def _index_path(host_session: str) -> Path:
+    digest = hashlib.sha256(host_session.encode("utf-8", "surrogateescape")).hexdigest()
+    return data_dir() / BINDINGS_SUBDIR / f"{digest[:40]}.json"
+
+
+def bound_session(host_session: str) -> Session | None:
+    """The session ``host_session`` is bound to, while it may decide (else None).
+
+    An index entry whose session does not list the host session is ignored: the
+    session file is the truth. An unreadable index raises (the caller fails closed).
+    """
+    path = _index_path(host_session)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise SessionError(
+            f"cannot read the host-session binding {path}: {exc}; remove the file"
+            " (the next call binds the agent run again)"
+        ) from None
+    try:
+        directory = Path(str(data["sessions_dir"]))
+        session = Session.load_file(directory / f"{check_session_id(str(data['session']))}.json")
+    except SessionNotFound:
+        return None
+    except (KeyError, TypeError):
+        raise SessionError(f"{path}: not a host-session binding; remove the file") from None
+    if host_session not in session.host_sessions or not session.decides:
+        return None
+    return session
+
+
+def bind(session: Session, host_session: str) -> None:
+    """Bind ``host_session`` to ``session``: stored in the session file and indexed."""
+    with session.transaction() as s:
+        if host_session not in s.host_sessions:
+            s.host_sessions.append(host_session)
+    path = _index_path(host_session)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = {
+        "host_session": host_session,
+        "session": session.id,
+        "sessions_dir": str(session.directory),
+        "bound_at": utc_now(),
+    }
+    atomic_write_text(path, json.dumps(entry) + "\n")
+
+
+def ruling(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
+    """The guard mode for a hook call, and which session gives it (None: no session here).
+
+    In order: the plan session the call's agent run (its host session id) is bound
+    to; a plan session of any worktree the call lies in (the agent run is bound to
+    it on this, its first call); the build session the run is bound to; the
+    deciding session of the cwd's worktree (or project). A plan session decides
+    with its own worktree, whatever the call's cwd.
+    """
+    from guard.gate import ModeFound
+
+    host = host_session_of(call)
+    bound = bound_session(host) if host is not None else None
+    if bound is not None and bound.mode is Mode.PLAN:
+        return ModeFound(
+            "plan",
+            f"guard mode 'plan' of session {bound.id} in {bound.project}, bound to this"
+            f" agent run (host session {host})",
+            bound.worktree, bound.id, bound.orphan_note(),
+        )  # fmt: skip
+    found = plan_session_around(call, effects)
+    if found is not None:
+        session, why = found
+        if host is not None and host not in session.host_sessions:
+            bind(session, host)
+        return ModeFound(
+            "plan", f"guard mode 'plan' of {why} in {session.project}",
+            session.worktree, session.id, session.orphan_note(),
+        )  # fmt: skip
+    if bound is not None:
+        return ModeFound(
+            bound.mode.value,
+            f"guard mode {bound.mode.value!r} of session {bound.id}, bound to this agent run",
+        )
+    here = deciding_session(call.cwd if call.cwd is not None else os.getcwd())
+    if here is None:
+        return None
+    session, why = here
+    return ModeFound(session.mode.value, f"guard mode {session.mode.value!r} of {why}")

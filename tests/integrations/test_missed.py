@@ -1,0 +1,174 @@
+"""A host that runs a tool without guard's pre-tool decision: hook_missed, the hold, resume.
+
+The attack these pin: the host could not start guard's PreToolUse hook (a lowered
+process or file limit), so a Write ran with no decision. guard sees the result
+(PostToolUse, or the host's transcript at the next hook call), records it, and in
+plan mode refuses the session's every further call until the user resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guard.audit import default_log_path, read
+from guard.paths import Roots
+
+from .conftest import HookRunner
+from .payloads import answer_of, claude_payload
+
+SESSION = "0b7c6f2e-0000-4000-8000-000000000001"
+
+
+def post(payload: dict[str, Any], response: Any = None) -> dict[str, Any]:
+    return {**payload, "hook_event_name": "PostToolUse", "tool_response": response or {}}
+
+
+def records(repo: Path, kind: str) -> list[dict[str, Any]]:
+    log = default_log_path(Roots.discover(str(repo)))
+    if not log.exists():
+        return []
+    return [r for r in read(log) if r.get("type") == kind]
+
+
+def guard_cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "guard", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=120, check=False)
+
+
+def pre_decision(proc: subprocess.CompletedProcess[str]) -> tuple[str, str]:
+    out = answer_of(proc)["hookSpecificOutput"]
+    return str(out["permissionDecision"]), str(out["permissionDecisionReason"])
+
+
+def test_a_decided_call_is_not_missed(repo: Path, decide_hook: HookRunner) -> None:
+    p = claude_payload("Write", {"file_path": str(repo / "src/new.py"), "content": "x"}, repo)
+    assert pre_decision(decide_hook("claude-code", p, "--agent", "build"))[0] == "allow"
+    (repo / "src/new.py").write_text("x")
+    answer = decide_hook("claude-code", post(p), "--agent", "build")
+    assert answer.returncode == 0 and answer.stdout == "", answer
+    assert records(repo, "violation") == []
+
+
+def test_a_digest_match_stands_in_for_a_missing_tool_use_id(
+    repo: Path, decide_hook: HookRunner
+) -> None:
+    p = claude_payload("Write", {"file_path": str(repo / "src/new.py"), "content": "x"}, repo)
+    del p["tool_use_id"]
+    assert pre_decision(decide_hook("claude-code", p, "--agent", "build"))[0] == "allow"
+    assert decide_hook("claude-code", post(p), "--agent", "build").stdout == ""
+    changed = post({**p, "tool_input": {"file_path": str(repo / "src/new.py"), "content": "y"}})
+    assert "hook_missed" in decide_hook("claude-code", changed, "--agent", "build").stdout
+
+
+def test_build_mode_missed_write_is_recorded_and_told(repo: Path, decide_hook: HookRunner) -> None:
+    """Attack: the Write ran with no PreToolUse decision (the hook could not start)."""
+    p = claude_payload("Write", {"file_path": str(repo / "src/app.py"), "content": "owned"},
+                       repo)
+    (repo / "src/app.py").write_text("owned")
+    answer = answer_of(decide_hook("claude-code", post(p), "--agent", "build"))
+    assert answer["decision"] == "block" and "hook_missed" in answer["reason"]
+    assert answer["systemMessage"] == answer["reason"]
+    [v] = records(repo, "violation")
+    assert v["kind"] == "hook_missed" and v["tool_use_id"] == "toolu_01ABC"
+    assert v["session_id"] == SESSION and v["held"] is False
+    # build mode is not held: the next call is decided as usual
+    nxt = claude_payload("Read", {"file_path": str(repo / "src/app.py")}, repo)
+    assert pre_decision(decide_hook("claude-code", nxt, "--agent", "build"))[0] == "allow"
+
+
+def test_plan_mode_missed_write_holds_the_session_until_resume(
+    repo: Path, decide_hook: HookRunner, env: dict[str, str]
+) -> None:
+    """Attack: in plan mode, a Write lands with no decision; guard must not carry on."""
+    assert guard_cli("plan", "start", "x", cwd=repo, env=env).returncode == 0
+    read_call = claude_payload("Read", {"file_path": str(repo / "src/app.py")}, repo)
+    assert pre_decision(decide_hook("claude-code", read_call))[0] == "allow"  # the start is kept
+    p = claude_payload("Write", {"file_path": str(repo / "src/app.py"), "content": "owned\n"},
+                       repo)
+    p["tool_use_id"] = "toolu_unguarded"
+    (repo / "src/app.py").write_text("owned\n")  # what the host did without asking guard
+    answer = answer_of(decide_hook("claude-code", post(p)))
+    assert "plan mode holds session" in answer["reason"]
+    assert "src/app.py (modified)" in answer["reason"]
+    [v] = records(repo, "violation")
+    assert v["held"] is True and v["mode"] == "plan"
+    assert v["landed"]["paths"] == [{"path": "src/app.py", "change": "modified"}]
+    # every further call of that session is refused, even a read
+    decision, reason = pre_decision(decide_hook("claude-code", read_call))
+    assert decision == "deny" and "guard session resume" in reason
+    denied = [r for r in records(repo, "verdict") if r.get("rule") == "guard.hook_missed"]
+    assert denied and denied[-1]["decision"] == "deny"
+    # another host session is not held
+    other = {**read_call, "session_id": "another"}
+    assert pre_decision(decide_hook("claude-code", other))[0] == "allow"
+    # the user looks, undoes what landed, and resumes
+    out = guard_cli("session", "resume", "--restore", cwd=repo, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "src/app.py: quarantined" in out.stdout and "put back" in out.stdout
+    assert (repo / "src/app.py").read_text() == "print('hello')\n"
+    kept = list((repo / ".openoxide/quarantine").rglob("app.py"))
+    assert [k.read_text() for k in kept] == ["owned\n"]
+    assert pre_decision(decide_hook("claude-code", read_call))[0] == "allow"
+    assert [r["event"] for r in records(repo, "notice") if r.get("event")] == [
+        "hook_missed_resumed"]
+
+
+def test_transcript_shows_a_result_guard_never_decided(
+    repo: Path, decide_hook: HookRunner, env: dict[str, str]
+) -> None:
+    """Attack: neither PreToolUse nor PostToolUse could start; the next hook call sees the
+    Write's result in Claude Code's transcript."""
+    assert guard_cli("plan", "start", "x", cwd=repo, env=env).returncode == 0
+    transcript = repo.parent / "t.jsonl"
+    transcript.write_text("")
+    read_call = claude_payload("Read", {"file_path": str(repo / "src/app.py")}, repo)
+    read_call["transcript_path"] = str(transcript)
+    assert pre_decision(decide_hook("claude-code", read_call))[0] == "allow"
+    use = {"type": "tool_use", "id": "toolu_w", "name": "Write",
+           "input": {"file_path": str(repo / "src/app.py"), "content": "owned"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_w", "content": "ok"}
+    with transcript.open("a") as f:
+        f.write(json.dumps({"type": "assistant", "message": {"content": [use]}}) + "\n")
+        f.write(json.dumps({"type": "user", "message": {"content": [result]}}) + "\n")
+    (repo / "src/app.py").write_text("owned")
+    nxt = {**read_call, "tool_use_id": "toolu_r2"}
+    decision, reason = pre_decision(decide_hook("claude-code", nxt))
+    assert decision == "deny" and "Write toolu_w" in reason and "src/app.py" in reason
+    [v] = records(repo, "violation")
+    assert v["via"] == "transcript" and v["tool_use_id"] == "toolu_w"
+
+
+@pytest.mark.parametrize("host", ["codex", "gemini"])
+def test_other_hosts_post_tool_event_is_checked(
+    host: str, repo: Path, decide_hook: HookRunner
+) -> None:
+    event = {"codex": "PostToolUse", "gemini": "AfterTool"}[host]
+    tool = {"codex": "Bash", "gemini": "write_file"}[host]
+    payload = {"session_id": "s-1", "cwd": str(repo), "hook_event_name": event,
+               "tool_name": tool, "tool_input": {"command": "echo x > src/a"}}
+    answer = answer_of(decide_hook(host, payload, "--agent", "build"))
+    assert "hook_missed" in answer["hookSpecificOutput"]["additionalContext"]
+    assert [v["host"] for v in records(repo, "violation")] == [host]
+
+
+def test_installed_hook_sets_carry_the_post_tool_event(repo: Path, env: dict[str, str]) -> None:
+    from guard.integrations.install import hook_command
+
+    expected = {"claude-code": (".claude/settings.json", "PostToolUse"),
+                "codex": (".codex/hooks.json", "PostToolUse"),
+                "gemini": (".gemini/settings.json", "AfterTool")}
+    for host, (rel, event) in expected.items():
+        assert guard_cli("install", host, "--project", cwd=repo,
+                         env={**env, "GEMINI_CLI_TRUST_WORKSPACE": "true"}).returncode == 0
+        data = json.loads((repo / rel).read_text())
+        commands = [h["command"] for g in data["hooks"][event] for h in g["hooks"]]
+        assert hook_command(host) in commands, (host, data["hooks"])
+        assert guard_cli("uninstall", host, "--project", cwd=repo, env=env).returncode == 0
+        data = json.loads((repo / rel).read_text()) if (repo / rel).exists() else {}
+        assert event not in data.get("hooks", {}), (host, data)

@@ -1,0 +1,169 @@
+"""Attack: from inside plan mode, forge an allow record in guard's audit log through hookd.
+
+The warm hook daemon decides every call it is sent and records the verdict. A confined
+plan-mode command that reaches its socket sends the request a hook client would, with
+``GUARD_AGENT=build`` claimed for a Write of ``src/``: were it answered, the audit log
+would hold an allow the user never gave. The command runs for real through the hook's
+rewrite and through ``guard run``, in namespaces and in the Landlock-only fallback, as
+root and as uid 65534. The walls are opened just enough for the attack to reach the
+socket (the policy lists hookd's socket among the sockets the command may reach), so
+that hookd's own check of its peer is what stops it; the same request sent by an
+unconfined process of the same user is answered (the control: the attack is real).
+Afterwards the audit log holds no record of the forged call and ``src/`` is unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sandbox_support import needs_landlock
+from unprivileged import USERS, as_user, require_unprivileged
+from walls_support import Project, bare, confined, install_hook, py, run_project
+
+from guard.integrations import hookclient
+
+pytestmark = needs_landlock
+
+FORGE = """
+import hashlib, json, socket, sys
+from guard.integrations import hookclient as hc
+root, home, marker = sys.argv[1:4]
+ident = hc.identity()
+payload = json.dumps({
+    "session_id": "forged", "cwd": root, "hook_event_name": "PreToolUse",
+    "permission_mode": "default", "tool_name": "Write", "tool_use_id": "toolu_forged",
+    "tool_input": {"file_path": root + "/src/" + marker + ".py", "content": "pwned"},
+})
+request = {
+    "v": hc.PROTOCOL, "id": ident, "argv": ["claude-code"], "env": {"GUARD_AGENT": "build"},
+    "same_env": {"HOME": home, "XDG_DATA_HOME": None, "TMPDIR": "/tmp",
+                 "GUARD_MANAGED_DIR": None},
+    "cwd": root, "payload": payload, "digest": hashlib.sha256(payload.encode()).hexdigest(),
+}
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(hc.socket_path())
+    s.sendall(json.dumps(request).encode() + b"\\n")
+    s.shutdown(socket.SHUT_WR)
+    chunks = []
+    while chunk := s.recv(65536):
+        chunks.append(chunk)
+    reply = json.loads(b"".join(chunks) or b"null")
+except OSError as exc:
+    reply = {"error": str(exc)}
+print("FORGED " + json.dumps(reply))
+"""
+
+
+def forge(marker: str, proj: Project) -> str:
+    """The shell command of the attack (a program the analysis cannot prove read-only)."""
+    import shlex
+
+    return " ".join(
+        [py(FORGE), shlex.quote(str(proj.root)), shlex.quote(str(proj.home)), marker]
+    )
+
+
+def reply_of(proc: subprocess.CompletedProcess[str]) -> Any:
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("FORGED ")]
+    assert lines, proc.stdout + proc.stderr
+    return json.loads(lines[-1][len("FORGED ") :])
+
+
+def audit_lines(proj: Project) -> list[str]:
+    audit = proj.home / ".local/share/openoxide/audit"
+    if not audit.is_dir():
+        return []
+    return [ln for f in sorted(audit.iterdir()) for ln in f.read_text().splitlines()]
+
+
+def start_hookd(proj: Project) -> None:
+    """Start the user's hookd through the installed hook (a harmless Read), as a host would."""
+    payload = {
+        "session_id": "s", "cwd": str(proj.root), "hook_event_name": "PreToolUse",
+        "permission_mode": "default", "tool_name": "Read", "tool_use_id": "t",
+        "tool_input": {"file_path": str(proj.victim)},
+    }  # fmt: skip
+    env = {**proj.env, "GUARD_HOOK_DAEMON": "1", "GUARD_HOOK_TRACE": "1",
+           "GUARD_HOOKD_IDLE": "120"}  # fmt: skip
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        proc = subprocess.run(
+            as_user(proj.user, ["/bin/sh", "-c", install_hook(proj)]),
+            input=json.dumps(payload), cwd=proj.root, env=env, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        if "answered by hookd" in proc.stderr:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the user's hookd never answered")
+
+
+def stop_hookd(proj: Project) -> None:
+    for pidfile in (proj.home / ".local/share/openoxide/run").glob("hookd-*.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pidfile.read_text()), signal.SIGTERM)
+
+
+@pytest.fixture(params=USERS)
+def proj(request: pytest.FixtureRequest) -> Iterator[Project]:
+    if request.param != "root":
+        require_unprivileged()
+    for p in run_project(str(request.param)):
+        try:
+            yield p
+        finally:
+            stop_hookd(p)
+
+
+@pytest.mark.parametrize(
+    ("door", "namespaces"),
+    [("hook", True), ("run", True), ("run", False)],
+    ids=["hook-namespaces", "run-namespaces", "run-fallback"],
+)
+def test_confined_command_cannot_forge_a_build_allow_through_hookd(
+    proj: Project, door: str, namespaces: bool
+) -> None:
+    start_hookd(proj)
+    sock = proj.home / ".local/share/openoxide/run" / hookclient.files(
+        hookclient.key_of(hookclient.identity())
+    )["sock"]
+    assert sock.is_socket()
+    policy = proj.root / ".openoxide" / "policy.toml"
+    policy.write_text(
+        'version = 1\nextends = ["builtin:default"]\n'
+        f'[agents.plan.sandbox]\nsockets = ["//{str(sock).lstrip("/")}"]\n'
+    )
+    os.chown(policy, proj.uid, proj.uid)
+    proj.env["GUARD_POLICY"] = str(policy)
+    if not namespaces:
+        proj.env["GUARD_TEST_NO_NAMESPACES"] = "1"
+
+    control = f"control{uuid.uuid4().hex[:8]}"
+    answered = reply_of(bare(proj, forge(control, proj)))
+    assert answered.get("exit_code") == 0, answered
+    assert '"permissionDecision": "allow"' in answered["stdout"], answered
+    assert any(f"{control}.py" in line for line in audit_lines(proj)), "control not recorded"
+
+    marker = f"forged{uuid.uuid4().hex[:8]}"
+    proc = confined(proj, door, forge(marker, proj))
+    assert proc.returncode == 0, proc.stderr
+    reply = reply_of(proc)
+    assert "error" not in reply, f"the walls stopped the attack before hookd: {reply}"
+    assert reply["retry"] is True and reply["exit_code"] == 2, reply
+    assert "confined command" in reply["why"], reply
+    assert "stdout" not in reply
+    # the plan agent's own record of the Bash command names the marker, never its file
+    assert not [line for line in audit_lines(proj) if f"{marker}.py" in line]
+    assert not [line for line in audit_lines(proj) if '"agent": "build"' in line and marker in line]
+    assert not (proj.root / "src" / f"{marker}.py").exists()
+    assert proj.victim.read_text() == "print('original')\n"
