@@ -16,7 +16,7 @@ polled (a ``stat`` per file) every :data:`POLL` seconds; no network port is open
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
@@ -32,8 +32,11 @@ from guard.effects import GuardError
 from guard.planning.checklist import StepStatus
 from guard.ui.state import Activity, HostLine, Source
 
-#: Seconds between two looks at the files (each look is a stat per file).
-POLL = 0.05
+#: Lines the activity table holds at most (the newest; the lane keeps more for filtering).
+TABLE_ROWS = 200
+#: Seconds between two looks at the files (a stat per file) when nothing woke the app first:
+#: a change in a watched directory (inotify) makes it look at once.
+POLL = 1.0
 
 MARKS = {
     StepStatus.COMPLETED: ("[x]", "green"),
@@ -247,6 +250,10 @@ class CockpitApp(App[None]):
         self._generation = -1
         self._plan_shown: tuple[str | None, str | None, bool] | None = None
         self.renders = 0  # how many times the state was drawn (benchmarks read it)
+        self._observer: Any = None
+        self._handler: Any = None
+        self._watching: set[str] = set()
+        self._woken = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
@@ -271,8 +278,54 @@ class CockpitApp(App[None]):
         self.draw(full=True)
         table.focus()
         self.set_interval(self.poll, self.tick)
+        self._watch()
         if self.check_hosts:
             self.load_hosts()
+
+    def _watch(self) -> None:
+        """Wake on any change in the directories of the state (inotify, no polling)."""
+        wanted = self.source.watched() if hasattr(self.source, "watched") else set()
+        if wanted == self._watching:
+            return
+        try:
+            from watchdog.events import FileSystemEvent, FileSystemEventHandler
+            from watchdog.observers import Observer
+
+            if self._observer is None:
+                app = self
+
+                class Wake(FileSystemEventHandler):
+                    def on_any_event(self, event: FileSystemEvent) -> None:
+                        app.wake()
+
+                self._handler = Wake()
+                self._observer = Observer()
+                self._observer.daemon = True
+                self._observer.start()
+            self._observer.unschedule_all()
+            for directory in wanted:
+                self._observer.schedule(self._handler, directory, recursive=False)
+            self._watching = wanted
+        except Exception:  # no inotify here: the poll still sees every change, later
+            self._watching = wanted
+
+    def wake(self) -> None:
+        """From the watcher's thread: look at the files soon (once per burst of changes)."""
+        if self._woken:
+            return
+        self._woken = True
+        try:
+            self._loop.call_soon_threadsafe(self._woke)  # type: ignore[union-attr]
+        except (AttributeError, RuntimeError):  # the app is closing
+            self._woken = False
+
+    def _woke(self) -> None:
+        self._woken = False
+        self.tick()
+
+    def on_unmount(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
 
     @work(thread=True, exclusive=True)
     def load_hosts(self) -> None:
@@ -295,6 +348,7 @@ class CockpitApp(App[None]):
     def tick(self) -> None:
         if self.source.refresh():
             self.draw()
+            self._watch()  # another session, another plan file: other directories
 
     # ---- drawing -------------------------------------------------------------------------------
 
@@ -408,17 +462,17 @@ class CockpitApp(App[None]):
         v = self.source.view
         table: DataTable[Text] = self.query_one("#activity", DataTable)
         gap = v.appended - self._count
-        if full or v.generation != self._generation or gap < 0 or gap > len(v.activity):
+        following = table.cursor_row >= table.row_count - 1
+        if (full or v.generation != self._generation or gap < 0 or gap > len(v.activity)
+                or table.row_count + gap > 2 * TABLE_ROWS):  # fmt: skip
             table.clear()
             self._shown = []
-            new = list(v.activity)
+            new = [a for a in v.activity if self._visible(a)][-TABLE_ROWS:]
         else:
-            new = list(v.activity)[len(v.activity) - gap :] if gap else []
+            new = [a for a in list(v.activity)[len(v.activity) - gap :] if self._visible(a)]
+            new = new if gap else []
         self._count, self._generation = v.appended, v.generation
-        following = table.cursor_row >= table.row_count - 1
         for a in new:
-            if not self._visible(a):
-                continue
             style = ACTION_STYLE.get(a.action, "")
             label = "confined" if a.action == "allow_confined" else a.action
             table.add_row(
@@ -430,7 +484,7 @@ class CockpitApp(App[None]):
             )
             self._shown.append(a)
         filters = f"decision: {self.decision_filter} · host: {self.host_filter}"
-        table.border_subtitle = f"{len(self._shown)} shown · {filters}"
+        table.border_subtitle = f"last {len(self._shown)} · {filters}"
         if following and table.row_count:
             table.move_cursor(row=table.row_count - 1)
         self.draw_detail()

@@ -29,10 +29,22 @@ from guard.planning.answer import Choice, answer_exit, answer_questions
 from guard.planning.checklist import PlanItem
 from guard.planning.session import Session, deciding_session, sessions_dir
 
+#: Event types the cockpit reads (the others are skipped before validation).
+SHOWN_EVENTS = frozenset(
+    {"plan_update", "plan_delta", "plan_completed", "decision", "violation", "mode_changed",
+     "plan_exit"}
+)  # fmt: skip
+#: How the events that only add a line to the activity lane are written (pydantic's JSON).
+ACTIVITY_TAGS = (b'"type":"decision"', b'"type":"violation"', b'"type":"mode_changed"',
+                 b'"type":"plan_exit"')  # fmt: skip
 #: Entries the activity lane keeps (the oldest go first).
-MAX_ACTIVITY = 2000
+MAX_ACTIVITY = 1000
 #: Characters of a streamed ``<proposed_plan>`` the plan lane keeps.
 MAX_STREAM = 256 * 1024
+#: Calls of :meth:`Cockpit.refresh` between two listings of the sessions directory.
+DIR_EVERY = 10
+#: Bytes of a log read at a time.
+CHUNK = 1 << 20
 #: A plan file larger than this is shown truncated.
 MAX_PLAN_BYTES = 1 << 20
 
@@ -141,6 +153,7 @@ class Source(Protocol):
     view: View
 
     def refresh(self) -> bool: ...
+    def watched(self) -> set[str]: ...
     def hosts(self) -> list[HostLine]: ...
     def answer_exit(self, choice: Choice, text: str = "") -> str: ...
     def answer_questions(self, answers: list[str]) -> str: ...
@@ -170,28 +183,31 @@ class Tail:
         return (st.st_size, st.st_mtime_ns) != self._stamp
 
     def lines(self) -> Iterator[bytes]:
+        """New complete lines, read a chunk at a time (memory stays bounded); b"" first when
+        the file was replaced or truncated (the caller starts over)."""
         if self.path is None:
             return
         try:
-            with open(self.path, "rb") as handle:
-                st = os.fstat(handle.fileno())
-                key = (st.st_dev, st.st_ino)
-                if key != self._key or st.st_size < self._offset:
-                    self._key, self._offset, self._rest = key, 0, b""
-                    yield b""  # a marker: start over
-                handle.seek(self._offset)
-                data = handle.read()
-                self._stamp = (st.st_size, st.st_mtime_ns)
+            handle = open(self.path, "rb")  # noqa: SIM115 - closed below, after the last chunk
         except OSError:
             self._stamp = None
             return
-        self._offset += len(data)
-        data = self._rest + data
-        cut = data.rfind(b"\n") + 1
-        self._rest = data[cut:]
-        for raw in data[:cut].split(b"\n"):
-            if raw.strip():
-                yield raw
+        with handle:
+            st = os.fstat(handle.fileno())
+            key = (st.st_dev, st.st_ino)
+            if key != self._key or st.st_size < self._offset:
+                self._key, self._offset, self._rest = key, 0, b""
+                yield b""  # a marker: start over
+            handle.seek(self._offset)
+            self._stamp = (st.st_size, st.st_mtime_ns)
+            while chunk := handle.read(CHUNK):
+                self._offset += len(chunk)
+                data = self._rest + chunk
+                cut = data.rfind(b"\n") + 1
+                self._rest = data[cut:]
+                for raw in data[:cut].split(b"\n"):
+                    if raw.strip():
+                        yield raw
 
 
 def _short(path: object) -> str:
@@ -341,6 +357,9 @@ class Cockpit:
         self._plan_stamp: tuple[int, int] | None = None
         self._since = ""
         self._stream: list[str] = []
+        self._streamed = 0
+        self._ticks = 0
+        self._own_stamp: int | None = None
         self.view = View(worktree=self.cwd, activity=deque(maxlen=max_activity))
         self.refresh(force=True)
 
@@ -354,6 +373,17 @@ class Cockpit:
             return default_log_path(Roots.discover(self.cwd))
         except Exception:
             return None
+
+    def _own_changed(self) -> bool:
+        assert self.session is not None
+        try:
+            stamp = os.stat(self.session.path).st_mtime_ns
+        except OSError:
+            stamp = -1
+        if stamp == self._own_stamp:
+            return False
+        self._own_stamp = stamp
+        return True
 
     def _dir_changed(self) -> bool:
         try:
@@ -369,10 +399,17 @@ class Cockpit:
         return True
 
     def refresh(self, *, force: bool = False) -> bool:
-        """Read what changed; True when the view changed."""
+        """Read what changed; True when the view changed.
+
+        The session's files are looked at each call; the list of sessions (a directory
+        listing) every :data:`DIR_EVERY` calls, or when the session's own file changed.
+        """
         changed = False
+        self._ticks += 1
         try:
-            if force or self._dir_changed():
+            own = self.session is not None and self._own_changed()
+            look = force or own or self._ticks % DIR_EVERY == 0
+            if look and (self._dir_changed() or force):
                 self._reload_session()
                 changed = True
             if self.session is not None and (force or self._events.changed()):
@@ -446,32 +483,56 @@ class Cockpit:
         self.view.agent, self.view.agent_why = current.agent, current.reason
 
     def _read_events(self) -> None:
+        """Read the new lines of the session's log. Lines that only add to the activity
+        lane wait in a deque as long as the lane: of a long backlog, only the last
+        :data:`MAX_ACTIVITY` are parsed."""
         v = self.view
+        waiting: deque[bytes] = deque(maxlen=self._max)
         for raw in self._events.lines():
             if not raw:  # the log was replaced: read it again from the start
                 v.clear_activity()
                 self._stream = []
+                waiting.clear()
                 continue
-            try:
-                event = ev.parse_event(raw)
-            except ValueError:
-                continue  # one malformed line must not hide the others
-            if isinstance(event, ev.PlanUpdate):
-                v.checklist, v.explanation = list(event.plan), event.explanation
-                v.checklist_from = getattr(event, "source", "") or "update_plan"
-            elif isinstance(event, ev.PlanDelta):
-                if not v.plan_streaming:
-                    self._stream = []
-                v.plan_streaming = True
-                self._stream.append(event.delta)
-                if sum(len(s) for s in self._stream) > 2 * MAX_STREAM:
-                    self._stream = ["".join(self._stream)[-MAX_STREAM:]]
-            elif isinstance(event, ev.PlanCompleted):
-                self._stream = [event.text[-MAX_STREAM:]]
-                v.plan_streaming = False
-            line = from_event(event)
-            if line is not None:
-                v.add(line)
+            if any(tag in raw for tag in ACTIVITY_TAGS):
+                waiting.append(raw)
+                continue
+            self._read_event(raw)
+        for raw in waiting:
+            self._read_event(raw)
+
+    def _read_event(self, raw: bytes) -> None:
+        v = self.view
+        try:
+            data = json.loads(raw)
+            kind = data.get("type") if isinstance(data, dict) else None
+            if kind not in SHOWN_EVENTS:
+                return
+            if kind == "plan_delta":  # its text, without validating each piece
+                self._delta(str(data.get("delta", "")))
+                return
+            event = ev.parse_event(data)
+        except ValueError:
+            return  # one malformed line must not hide the others
+        if isinstance(event, ev.PlanUpdate):
+            v.checklist, v.explanation = list(event.plan), event.explanation
+            v.checklist_from = event.source or "update_plan"
+        elif isinstance(event, ev.PlanCompleted):
+            self._stream = [event.text[-MAX_STREAM:]]
+            v.plan_streaming = False
+        line = from_event(event)
+        if line is not None:
+            v.add(line)
+
+    def _delta(self, delta: str) -> None:
+        if not self.view.plan_streaming:
+            self._stream, self._streamed = [], 0
+        self.view.plan_streaming = True
+        self._stream.append(delta)
+        self._streamed += len(delta)
+        if self._streamed > 2 * MAX_STREAM:
+            self._stream = ["".join(self._stream)[-MAX_STREAM:]]
+            self._streamed = MAX_STREAM
 
     def _read_audit(self) -> None:
         v = self.view
@@ -519,6 +580,14 @@ class Cockpit:
             if len(data) > MAX_PLAN_BYTES:
                 text += "\n\n*(truncated: the file is larger than 1 MiB)*\n"
             v.plan_text = text
+
+    def watched(self) -> set[str]:
+        """The directories whose changes may change the view (for an inotify watch)."""
+        dirs = {str(self._dir)}
+        for path in (self._audit.path, self.view.plan_path):
+            if path:
+                dirs.add(os.path.dirname(path))
+        return {d for d in dirs if os.path.isdir(d)}
 
     @property
     def streamed_plan(self) -> str:

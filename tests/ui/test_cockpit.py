@@ -134,10 +134,10 @@ def test_activity_filters_by_decision_and_host(repo: Path) -> None:
         assert " deny " not in screen_text(app).split("Activity", 1)[1]
         await pilot.press("d", "d")  # ask, deny
         await until(pilot, lambda: "decision: deny" in screen_text(app), "the deny filter")
-        assert "1 shown" in screen_text(app)
+        assert "last 1 ·" in screen_text(app)
         await pilot.press("h")
         await until(pilot, lambda: "host: claude-code" in screen_text(app), "the host filter")
-        assert "1 shown" in screen_text(app)
+        assert "last 1 ·" in screen_text(app)
 
     drive(cockpit(repo), steps)
 

@@ -44,6 +44,9 @@ class FixedSource:
     def refresh(self) -> bool:
         return False
 
+    def watched(self) -> set[str]:
+        return set()
+
     def hosts(self) -> list[HostLine]:
         return self.view.hosts or []
 
