@@ -417,13 +417,21 @@ def violation(m: Missed, agent: str | None, mode: str | None, held: bool,
 # -- the runner's two entry points --------------------------------------------------------
 
 
-def _agent_mode(gate: Gate, g: Guard, hook: HookCall, adapter: HostAdapter) -> tuple[str, str, str]:
-    """(agent, why, its mode) for the call, chosen as the gate chooses."""
-    from guard.gate import choose_agent
+def _deciding(gate: Gate, hook: HookCall, adapter: HostAdapter) -> tuple[Guard, str, str, str]:
+    """(policy, agent, why, its mode) for the call, found as the gate finds them: the
+    deciding session's worktree (a nested repository's call may belong to the outer
+    worktree's plan session) gives the policy, its roots, its audit log."""
+    from guard.gate import agent_from, agent_inputs
 
-    name, why = choose_agent(g, hook.call, agent=gate.agent, env=gate.env, mode=gate.mode,
-                             hint=adapter.mode_hint(hook))
-    return name, why, g.agent(name).mode
+    call = hook.call
+    try:
+        effects = gate.analyse(call)
+    except Exception:  # the call already ran (or is refused anyway): decide by its cwd
+        effects = []
+    env_agent, found = agent_inputs(call, gate.agent, gate.env, gate.mode, effects)
+    g = gate.load(call, found)
+    name, why = agent_from(g, gate.agent, env_agent, found, adapter.mode_hint(hook))
+    return g, name, why, g.agent(name).mode
 
 
 def _found(
@@ -454,13 +462,13 @@ def _found(
     return found
 
 
-def _record(gate: Gate, g: Guard, hook: HookCall, adapter: HostAdapter,
-            found: list[Missed]) -> tuple[str, str, str]:
-    """Audit each missed call; hold the session in plan mode. (agent, why, message)."""
+def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
+            found: list[Missed]) -> tuple[Guard, str, str, str]:
+    """Audit each missed call; hold the session in plan mode. (policy, agent, why, message)."""
     from guard.fleet.records import stamp
     from guard.integrations import reconcile
 
-    agent, why, mode = _agent_mode(gate, g, hook, adapter)
+    g, agent, why, mode = _deciding(gate, hook, adapter)
     plan = mode == "plan"
     call = hook.call
     report = reconcile.landed(g.roots.worktree, hook.host,
@@ -478,8 +486,8 @@ def _record(gate: Gate, g: Guard, hook: HookCall, adapter: HostAdapter,
     if plan:
         wt = g.roots.worktree
         hold(found, str(wt) if wt is not None else None, agent, report)
-        return agent, why, ""
-    return agent, why, (
+        return g, agent, why, ""
+    return g, agent, why, (
         f"guard: {hook.host} ran {names} without guard's decision (its pre-tool hook did"
         " not run); this is recorded as hook_missed in the audit log. Tell the user."
     )
@@ -499,19 +507,16 @@ def before_tool(
     data = read_hold(path)
     if data is None and not (isinstance(transcript, str) and transcript):
         return None, ""
-    g = gate.load_for(call)
-    gate.guard = g  # the gate decides this call with the policy loaded here: one load per call
-    found = _found(g, hook, payload, post=False)
+    # the cwd's policy tells where to look (its log; another project's recent log is
+    # searched too); recording and refusing use the deciding session's, as the gate does
+    found = _found(gate.load(call), hook, payload, post=False)
     notice = ""
-    agent: str | None = None
-    why = ""
     if found:
-        agent, why, notice = _record(gate, g, hook, adapter, found)
+        _, _, _, notice = _record(gate, hook, adapter, found)
         data = read_hold(path)
     if data is None:
         return None, notice
-    if agent is None:
-        agent, why, _ = _agent_mode(gate, g, hook, adapter)
+    g, agent, why, _ = _deciding(gate, hook, adapter)
     from guard.integrations import reconcile
 
     text = reconcile.describe(data.get("landed"))
@@ -525,11 +530,10 @@ def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,
     """At a post-tool call: what the model and the user are told (None: nothing)."""
     call = hook.call
     path = hold_path(hook.host, call.session, call.cwd)
-    g = gate.load_for(call)
-    found = _found(g, hook, payload, post=True)
+    found = _found(gate.load(call), hook, payload, post=True)
     notice = ""
     if found:
-        _, _, notice = _record(gate, g, hook, adapter, found)
+        _, _, _, notice = _record(gate, hook, adapter, found)
     data = read_hold(path)
     if data is not None:
         from guard.integrations import reconcile

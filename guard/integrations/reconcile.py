@@ -144,6 +144,8 @@ def landed(worktree: Path | None, host: str, session: str | None,
         start = json.loads(_key_path(host, session, cwd, "start").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         start = None
+    if isinstance(start, dict) and start.get("worktree") != str(worktree):
+        start = None  # recorded for another worktree (a call from a nested repository)
     before: Mapping[str, Any] = start.get("paths", {}) if isinstance(start, dict) else {}
     base = (f"the session's start ({start.get('at')})" if isinstance(start, dict)
             else "git's index (guard has no record of the session's start)")
@@ -220,6 +222,8 @@ def restore(
     if not isinstance(given, str):
         return [f"nothing restored: {report.get('error') or 'no worktree'}"]
     worktree = Path(given)
+    if start is not None and start.get("worktree") != given:
+        start = None  # recorded for another worktree: only git's index is trusted here
     before: Mapping[str, Any] = (start or {}).get("paths", {}) or {}
     roots = Roots.discover(str(worktree))
     anchor = Anchor([str(worktree)])

@@ -157,9 +157,10 @@ def test_other_hosts_post_tool_event_is_checked(
     host: str, repo: Path, decide_hook: HookRunner
 ) -> None:
     event = {"codex": "PostToolUse", "gemini": "AfterTool"}[host]
-    tool = {"codex": "Bash", "gemini": "write_file"}[host]
+    tool, given = {"codex": ("Bash", {"command": "echo x > src/a"}),
+                   "gemini": ("write_file", {"file_path": "src/a", "content": "x"})}[host]
     payload = {"session_id": "s-1", "cwd": str(repo), "hook_event_name": event,
-               "tool_name": tool, "tool_input": {"command": "echo x > src/a"}}
+               "tool_name": tool, "tool_input": given}
     answer = answer_of(decide_hook(host, payload, "--agent", "build"))
     assert "hook_missed" in answer["hookSpecificOutput"]["additionalContext"]
     assert [v["host"] for v in records(repo, "violation")] == [host]
