@@ -22,7 +22,7 @@ import os
 import socket
 from pathlib import Path
 
-from guard.audit import AUDIT_SUBDIR
+from guard.audit import AUDIT_SUBDIR, KEY_SUBDIR
 from guard.effects import GuardError
 from guard.paths import Roots, project_key
 
@@ -34,9 +34,10 @@ def state_paths(roots: Roots, quarantine: Path) -> list[str]:
     """The directories that hold guard's own state for this worktree.
 
     Sessions (with their locks, event logs and pin), the whole quarantine (every
-    session's), the audit logs, the monitors' baseline stores and their locks.
+    session's), the audit logs and their key, the monitors' baseline stores and locks.
     """
-    out = [str(quarantine), str(roots.data / AUDIT_SUBDIR), str(roots.data / "monitor")]
+    out = [str(quarantine), str(roots.data / AUDIT_SUBDIR), str(roots.data / KEY_SUBDIR),
+           str(roots.data / "monitor")]
     if roots.worktree is not None:
         out.append(str(roots.worktree / _SESSIONS))
     out.append(str(roots.data / "sessions"))

@@ -2,7 +2,9 @@
 
 Hypothesis generates sequences of agent operations (create, modify, append,
 truncate, delete, rename across directories, chmod, symlink swap, directory
-rename, writing a file over the copy cap, writing the plan). They run for real
+rename, writing a file over the copy cap, writing the plan, rewriting the git object
+that holds the baseline of src/app.py, chmod-ing the quarantine shut, creating a
+terabyte-sized sparse file). They run for real
 against a real git worktree while the monitor (restore on) watches. Once the
 monitor has settled (:meth:`Monitor.settle`: every event handled, no file
 waiting, a clean reconciliation scan — a condition, never a sleep):
@@ -10,7 +12,9 @@ waiting, a clean reconciliation scan — a condition, never a sleep):
 * the worktree equals the baseline byte for byte (content, mode, symlink
   targets, directory modes), except the plan file (allowed: the last version
   written) and the file over the copy cap (announced at start as not
-  restorable; a change to it is reported and left in place);
+  restorable; a change to it is reported and left in place) and src/app.py when its
+  restore said "original unavailable" (its object was rewritten after the agent had
+  changed the file): then it must not hold the object's poisoned bytes;
 * every violating version the agent left behind (observed right after the
   operation that produced it, and not changed by a later operation of the agent
   itself) is in quarantine, byte for byte.
@@ -24,6 +28,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +44,10 @@ DIRS = ["src", "docs", "src/sub", "docs/sub"]
 CAP = 4096
 BIG = "data/big.bin"
 PLAN = ".openoxide/plans/plan.md"
+POISON = b"import poisoned\n"
+HUGE = "src/huge.bin"
 
-Snapshot = dict[str, tuple[str, bytes | str, int]]
+Snapshot = dict[str, tuple[str, bytes | str, int]]  # a file over 1 MiB: "huge:SIZE"
 
 
 def git(root: Path, *args: str) -> None:
@@ -83,6 +90,8 @@ def snapshot(wt: Path) -> Snapshot:
                 out[rel] = ("link", os.readlink(p), 0)
             elif stat.S_ISDIR(s.st_mode):
                 out[rel] = ("dir", b"", mode)
+            elif stat.S_ISREG(s.st_mode) and s.st_size > 1 << 20:
+                out[rel] = ("file", f"huge:{s.st_size}", mode)  # never read a terabyte
             elif stat.S_ISREG(s.st_mode):
                 out[rel] = ("file", Path(p).read_bytes(), mode)
             else:
@@ -100,7 +109,10 @@ def quarantined(wt: Path, session: str) -> list[bytes | str]:
             if os.path.islink(p):
                 out.append(os.readlink(p))
             elif os.path.isfile(p) and name != "manifest.json":
-                out.append(Path(p).read_bytes())
+                if os.path.getsize(p) > 1 << 20:
+                    out.append(f"huge:{os.path.getsize(p)}")  # never read a sparse terabyte
+                else:
+                    out.append(Path(p).read_bytes())
     return out
 
 
@@ -127,6 +139,9 @@ ops = st.one_of(
     st.builds(Op, st.just("dirmove"), st.sampled_from(DIRS), st.sampled_from(["moved", "docs2"])),
     st.builds(Op, st.just("big"), data=contents),
     st.builds(Op, st.just("plan"), data=contents),
+    st.builds(Op, st.just("objrewrite")),
+    st.builds(Op, st.just("lockout")),
+    st.builds(Op, st.just("sparse")),
 )
 
 
@@ -185,6 +200,22 @@ def apply(wt: Path, op: Op) -> tuple[set[str], list[str]]:
     if op.kind == "plan":
         (wt / PLAN).write_bytes(op.data)
         return {PLAN}, []
+    if op.kind == "objrewrite":  # poison the restore source of src/app.py
+        blob = subprocess.run(["git", "-C", str(wt), "rev-parse", "HEAD:src/app.py"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+        obj = wt / ".git" / "objects" / blob[:2] / blob[2:]
+        os.chmod(obj, 0o644)
+        obj.write_bytes(zlib.compress(b"blob %d\0" % len(POISON) + POISON))
+        return set(), []
+    if op.kind == "lockout":  # shut the quarantine (as the same user can)
+        for d in (wt / ".openoxide" / "quarantine" / "model", wt / ".openoxide" / "quarantine"):
+            if d.is_dir():
+                os.chmod(d, 0o500)
+        return set(), []
+    if op.kind == "sparse":  # a terabyte of holes: never to be read whole
+        with open(wt / HUGE, "wb") as f:
+            f.truncate(1 << 40)
+        return {HUGE}, []
     raise AssertionError(op.kind)
 
 
@@ -194,6 +225,8 @@ def observe(wt: Path, rel: str) -> bytes | str | None:
         s = os.lstat(p)
         if stat.S_ISLNK(s.st_mode):
             return os.readlink(p)
+        if stat.S_ISREG(s.st_mode) and s.st_size > 1 << 20:
+            return f"huge:{s.st_size}"  # as quarantined() names it
         if stat.S_ISREG(s.st_mode):
             fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             try:
@@ -246,6 +279,15 @@ def test_restore_brings_back_the_baseline_and_keeps_every_violating_version(
                            for v in m.violations)
                 before.pop(BIG)
                 after.pop(BIG)
+            unavailable = [v for v in m.violations if v.path == str(wt / "src/app.py")
+                           and "original unavailable" in v.action_taken]
+            if unavailable:
+                assert any(op.kind == "objrewrite" for op in sequence), unavailable
+                now = after.pop("src/app.py", None)
+                before.pop("src/app.py")
+                assert now is None or now[1] != POISON, "the poisoned object was restored"
+            for rel, (_, data, _) in after.items():
+                assert data != POISON, f"{rel}: the poisoned object's bytes were written"
             assert after == before, _diff(before, after, m)
             if plan is not None:
                 assert (wt / PLAN).read_bytes() == plan
