@@ -77,7 +77,7 @@ KEY_BYTES = 32
 #: the keys the writer adds to every line of an audit log, last
 CHAIN_KEYS = ("chain_seq", "chain")
 _CHAIN = re.compile(rb', "chain_seq": ([1-9][0-9]{0,17}), "chain": "([0-9a-f]{64})"\}\Z')
-_keys: dict[Path, tuple[tuple[int, int], bytes]] = {}  # path -> ((dev, inode), key)
+_keys: dict[Path, tuple[tuple[int, ...], bytes]] = {}  # path -> (file identity, key)
 
 
 _default_key: tuple[tuple[str | None, str | None], Path] | None = None
@@ -101,7 +101,7 @@ def _read_key(path: Path) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
-        identity = (st.st_dev, st.st_ino)
+        identity = (st.st_dev, st.st_ino, st.st_mode, st.st_uid)
         if not stat.S_ISREG(st.st_mode):
             raise AuditError(f"the audit key {path} is not a regular file; remove it")
         if st.st_uid != os.getuid() or st.st_mode & 0o077:
@@ -129,7 +129,7 @@ def load_key(path: Path | None = None, *, create: bool = True) -> bytes:
     if cached is not None:
         try:
             st = os.stat(path, follow_symlinks=False)
-            if (st.st_dev, st.st_ino) == cached[0]:
+            if (st.st_dev, st.st_ino, st.st_mode, st.st_uid) == cached[0]:
                 return cached[1]  # still the key read before (one stat per record)
         except OSError:
             pass

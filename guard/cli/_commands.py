@@ -18,6 +18,7 @@ from guard.cli import (
     replay,
     resume,
     run,
+    ui,
 )
 from guard.cli._app import app
 
@@ -35,4 +36,5 @@ __all__ = [
     "replay",
     "resume",
     "run",
+    "ui",
 ]

@@ -35,7 +35,7 @@ def verify(
     log: Annotated[
         Path | None,
         typer.Argument(
-            metavar="[LOG]",
+            metavar="LOG",
             help="The audit log (its rotated parts LOG.1, LOG.2 ... are read first)."
             " Default: the project's, <data>/audit/<project>.jsonl.",
         ),
@@ -56,10 +56,8 @@ def verify(
 ) -> None:
     """Check the audit log's HMAC chain: every forged, edited, moved or removed record.
 
-    Prints each break as LOG:LINE: what is wrong, then the head (the last record's
-    number and MAC; keep it elsewhere and pass it back with --head to find records cut
-    from the end). Exit codes: 0 intact, 1 broken, 2 no log, no key or bad input.
-    """
+    Prints each break as LOG:LINE: what is wrong, then the head (the last record's number and MAC; keep it elsewhere and pass it back with --head to find records cut from the end). Exit codes: 0 intact, 1 broken, 2 no log, no key or bad input.
+    """  # noqa: E501 (one paragraph: the help wraps it)
     from guard import audit
     from guard.paths import Roots
 

@@ -14,8 +14,8 @@ from rich.console import Console
 from guard.cli._app import app, console, with_schema
 from guard.effects import GuardError
 from guard.planning import events as ev
+from guard.planning.answer import Choice, answer_exit, answer_questions
 from guard.planning.artifact import read_plan
-from guard.planning.handshake import UserDecision, plan_exit
 from guard.planning.render import event_line, plan_panel, session_view
 from guard.planning.runtime import describe_current_agent, list_plans
 from guard.planning.session import Mode, Session, deciding_session, pin, sessions_dir
@@ -310,6 +310,9 @@ def mode_command(
         if not cwd.is_dir():
             raise GuardError(f"--cwd {cwd}: not a directory")
         found = deciding_session(cwd)
+        if found is None or found[0].mode is not Mode.PLAN:
+            around = _open_plans(cwd)  # a plan of a worktree this one lies in holds here
+            found = (around[0], "") if around else found
         sys.stdout.write((found[0].mode.value if found else "no open session") + "\n")
         sys.stdout.write(f"the hooks use {describe_current_agent(cwd).line()}\n")
         return
@@ -592,29 +595,9 @@ def plan_exit_command(
     if refine is not None and not refine.strip():
         raise GuardError("--refine needs a note saying what to change")
     session = _resolve(cwd, session_id)
-    if session.mode is not Mode.PLAN:
-        raise GuardError(f"session {session.id} is not in plan mode; there is no plan to exit")
-    decision = (
-        UserDecision.approve()
-        if approve
-        else UserDecision.reject(reject or "")
-        if reject is not None
-        else UserDecision.refine(refine or "")
-    )
-    outcome = plan_exit(session, decision, notify_model=True)
-    if not outcome.ok and decision.choice == "approve":
-        raise GuardError(outcome.text)
-    # the model gets outcome.text on its next planning call; the user gets a summary
-    plan = session.plan_path or "the plan file"
-    if approve:
-        said = f"plan approved ({plan}); the session is in build mode now"
-    elif reject is not None:
-        said = f"plan rejected ({reject.strip()}); still in plan mode, the model reworks {plan}"
-    else:
-        said = (
-            f"refinement asked ({(refine or '').strip()}); still in plan mode, the model"
-            f" updates {plan} and asks again"
-        )
+    choice: Choice = "approve" if approve else "reject" if reject is not None else "refine"
+    answered = answer_exit(session, choice, reject or refine or "")
+    outcome, said = answered.outcome, answered.said
     sys.stdout.write(f"{session.id}: {outcome.mode.value}: {said}\n")
     sys.stdout.write("  the model is told on its next planning tool call\n")
     if outcome.ok:
@@ -652,21 +635,7 @@ def plan_answer(
     Example: guard plan answer "SQLite" "keep the old API"
     """
     session = _resolve(cwd, session_id)
-    pending = [p for p in session.pending if p.kind == "request_user_input"]
-    if not pending:
-        raise GuardError(
-            f"session {session.id} has no pending questions (see `guard session show`)"
-        )
-    questions = [q.get("question", "?") for q in pending[-1].detail.get("questions", [])]
-    if len(answers) != len(questions):
-        listed = "; ".join(f"{n + 1}. {q}" for n, q in enumerate(questions))
-        raise GuardError(
-            f"{len(questions)} question(s) wait for an answer, got {len(answers)}: {listed}"
-        )
-    lines = [f"Q: {q}\nA: {a}" for q, a in zip(questions, answers, strict=True)]
-    with session.transaction() as s:
-        s.pending = [p for p in s.pending if p is not None and p != pending[-1]]
-        s.inbox.append("Answers from the user:\n" + "\n".join(lines))
+    answer_questions(session, list(answers))
     sys.stdout.write(f"{session.id}: answers recorded for the model\n")
 
 

@@ -225,7 +225,11 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
 
 def namespaces_check(lay: probe.Layers | None = None) -> Check:
     """Whether confined commands run in namespaces here, or fall back to Landlock alone."""
-    from guard.sandbox.confine import FALLBACK
+    from guard.sandbox.confine import FALLBACK, walls_off
+
+    off = walls_off()
+    if off:
+        return Check("namespaces", "broken", f"{off}; unset it for real use")
 
     why = (lay or probe.layers()).namespaces
     if why:
@@ -287,17 +291,29 @@ def orphans_check(cwd: str | os.PathLike[str] | None = None) -> Check:
 
 
 def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
-    """Where hook decisions of this directory are appended (the path is shown)."""
-    from guard.audit import default_log_path
+    """Where hook decisions of this directory are appended (the path is shown), and the
+    key that chains them (never made here: a key others can read is broken)."""
+    from guard.audit import AuditError, default_log_path, key_path, load_key
     from guard.paths import Roots
 
     try:
         path = default_log_path(Roots.discover(os.fspath(cwd) if cwd is not None else None))
     except Exception as exc:
         return Check("audit log", "broken", f"no audit log path here: {exc}")
+    key = key_path()
+    try:
+        if key.exists() or key.is_symlink():
+            load_key(key, create=False)
+            chained = f", chained under {key} (`guard audit verify` checks it)"
+        else:
+            chained = f"; the key that chains it, {key}, is made with the first record"
+    except AuditError as exc:
+        return Check("audit log", "broken", f"{exc}: every hook call blocks",
+                     {"path": str(path)})  # fmt: skip
     return Check(
-        "audit log", "ok", f"every hook decision is appended to {path}", {"path": str(path)}
-    )
+        "audit log", "ok", f"every hook decision is appended to {path}{chained}",
+        {"path": str(path)},
+    )  # fmt: skip
 
 
 def _tools_check() -> Check:

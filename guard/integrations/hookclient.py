@@ -49,7 +49,7 @@ except ImportError:  # pragma: no cover - depends on the interpreter
 PROTOCOL = 2
 TIMEOUT = 25.0
 STARTUP_WAIT = 5.0  # seconds to wait for a daemon that is coming up
-ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY")
+ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY", "GUARD_MISSED_RESTORE")
 SAME_ENV = ("HOME", "XDG_DATA_HOME", "TMPDIR", "GUARD_MANAGED_DIR")
 FINGERPRINTED = (".py", ".toml", ".json", ".typed")
 

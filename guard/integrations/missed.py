@@ -25,6 +25,7 @@ raised to the runner, which blocks the call.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -63,6 +64,9 @@ TAIL = 2 << 20
 #: At most this many transcript bytes are read per hook call (the rest at the next).
 TRANSCRIPT_STEP = 4 << 20
 RESUME = "guard session resume"
+#: Set to 1 (in the host's environment): in plan mode, undo what landed as soon as a
+#: ``hook_missed`` is found, not only at ``guard session resume --restore``.
+RESTORE_ENV = "GUARD_MISSED_RESTORE"
 
 
 def changes(host: str, tool: str) -> bool:
@@ -94,8 +98,16 @@ def missed_dir() -> Path:
 
 
 def _key(host: str, session: str | None, cwd: str | None) -> str:
-    who = session if session else f"cwd:{os.path.realpath(cwd or '.')}"
+    """The file key of a host session (of the cwd when the host names no session)."""
+    if session:
+        return _session_key(host, session)
+    who = f"cwd:{os.path.realpath(cwd or '.')}"
     return hashlib.sha256(f"{host}\0{who}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=256)
+def _session_key(host: str, session: str) -> str:
+    return hashlib.sha256(f"{host}\0{session}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,8 +462,13 @@ def _record(gate: Gate, g: Guard, hook: HookCall, adapter: HostAdapter,
 
     agent, why, mode = _agent_mode(gate, g, hook, adapter)
     plan = mode == "plan"
-    report = reconcile.landed(g.roots.worktree, hook.host, hook.call.session, hook.call.cwd) \
-        if plan else {}
+    call = hook.call
+    report = reconcile.landed(g.roots.worktree, hook.host,
+                              call.session, call.cwd) if plan else {}
+    if plan and gate.env.get(RESTORE_ENV, "").strip() == "1" and report.get("paths"):
+        start = reconcile.start_of(hook.host, call.session, call.cwd)
+        key = "missed-" + _key(hook.host, call.session, call.cwd)[:12]
+        report = {**report, "restored": reconcile.restore(report, start, key)}
     for m in found:
         record = violation(m, agent, mode, plan, report)
         stamp(record, g, session=m.session, host_agent=m.host)
@@ -482,7 +499,7 @@ def before_tool(
     data = read_hold(path)
     if data is None and not (isinstance(transcript, str) and transcript):
         return None, ""
-    g = gate.load(call)
+    g = gate.load_for(call)
     gate.guard = g  # the gate decides this call with the policy loaded here: one load per call
     found = _found(g, hook, payload, post=False)
     notice = ""
@@ -508,7 +525,7 @@ def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,
     """At a post-tool call: what the model and the user are told (None: nothing)."""
     call = hook.call
     path = hold_path(hook.host, call.session, call.cwd)
-    g = gate.load(call)
+    g = gate.load_for(call)
     found = _found(g, hook, payload, post=True)
     notice = ""
     if found:

@@ -14,6 +14,7 @@ guard itself broke.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -101,6 +102,7 @@ def decide(
         from guard.integrations import missed
 
         if post:
+            _capture_checklist(host, call.name, call.input, call.cwd or here)
             return adapter.post_answer(missed.after_tool(gate, adapter, hook, payload))
         context["input_sha256"] = missed.input_digest(call.input)
         held, notice = missed.before_tool(gate, adapter, hook, payload, context)
@@ -119,6 +121,17 @@ def decide(
         return adapter.answer(verdict, hook)
     except BaseException as exc:
         return _refuse(exc, gate, context, cwd)
+
+
+def _capture_checklist(host: str, tool: str, tool_input: Any, cwd: str) -> None:
+    """A host's checklist tool ran: its list goes to the session's events (guard ui shows
+    it). Informational: a list that cannot be recorded changes no answer."""
+    from guard.planning import todos
+
+    if not todos.is_checklist_tool(host, tool) or not isinstance(tool_input, Mapping):
+        return
+    with contextlib.suppress(Exception):  # the tool already ran; the list is only shown
+        todos.capture(host, tool, tool_input, cwd)
 
 
 def _with_cwd(hook: HookCall, here: str) -> HookCall:

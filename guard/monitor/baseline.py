@@ -32,8 +32,8 @@ from pathlib import Path
 
 from guard.effects import GuardError
 from guard.monitor import gitstate
-from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
 from guard.monitor.fsops import (
+    HASH_CAP,
     Anchor,
     Identity,
     NotRegular,
@@ -43,10 +43,12 @@ from guard.monitor.fsops import (
     inode_flags,
     open_dir_at,
     open_regular,
+    sampled_fd,
     set_inode_flags,
     write_new_file,
     xattrs_of,
 )
+from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
 from guard.monitor.gitstate import GIT_TIMEOUT, IndexEntry
 
 DEFAULT_SIZE_CAP = 16 * 1024 * 1024
@@ -260,7 +262,9 @@ def _open_file(path: str, anchor: Anchor | None) -> Iterator[tuple[int, os.stat_
 WalkItem = tuple[str, os.stat_result, str, "int | None", str]
 
 
-def walk(roots: list[Path], ignore: Callable[[str], bool]) -> Iterator[WalkItem]:
+def walk(
+    roots: list[Path], ignore: Callable[[str], bool], anchor: Anchor | None = None
+) -> Iterator[WalkItem]:
     """Every path under ``roots`` (roots included) with its lstat, minus ignored subtrees.
 
     Directories are descended by descriptor (``openat`` with O_NOFOLLOW), so a
@@ -269,8 +273,11 @@ def walk(roots: list[Path], ignore: Callable[[str], bool]) -> Iterator[WalkItem]
     until the generator resumes.
     """
     for r in roots:
+        held = anchor.fd_of(str(r)) if anchor is not None else None
         try:
-            rfd = os.open(str(r), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            # the tree held since watching began, not whatever is at the path now
+            rfd = (os.dup(held) if held is not None
+                   else os.open(str(r), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
         except (FileNotFoundError, NotADirectoryError):
             continue
         try:
@@ -456,7 +463,15 @@ class Baseline:
         )
 
     def same_content(self, e: Entry, path: str) -> bool:
-        """Whether ``path`` now holds the baseline bytes of ``e`` (hashing it by descriptor)."""
+        """Whether ``path`` now holds the baseline bytes of ``e`` (hashing it by descriptor).
+
+        Another size is never the same content (nothing is read); a file over the hash
+        cap is compared by its sampled digest (see :func:`fsops.sampled_fd`)."""
+        with _open_file(path, self.anchor) as (fd, st):
+            if st.st_size != e.sig.size:
+                return False
+            if e.sha256 is not None and e.sha256.startswith("sampled:"):
+                return sampled_fd(fd, st.st_size) == e.sha256
         if e.sha256 is not None:
             return hash_file(path, self.anchor) == e.sha256
         if e.blob is not None:
@@ -470,6 +485,18 @@ class Baseline:
         with open_regular(pfd, name) as (fd, before):
             if Identity.of(before) != Identity.of(listed):
                 self.changed[e.path] = "changed between the listing and the read"
+            if before.st_size > cap and (blob is None or before.st_size > HASH_CAP):
+                # never read whole (a 16 TiB sparse file would take hours): sampled
+                e.sha256 = sampled_fd(fd, before.st_size)
+                after = os.fstat(fd)
+                if Identity.of(after) != Identity.of(before):
+                    self.changed[e.path] = "changed while it was being read"
+                e.sig, e.atime_ns = Sig.of(after), after.st_atime_ns
+                self._over_cap(e, cap)
+                e.unrestorable = (e.unrestorable or "") + (
+                    "; compared by size, times and a sampled digest (16 slices of 64 KiB),"
+                    " never read whole")
+                return
             for _ in range(5):
                 data, sha, gid, n = self._read(fd, before.st_size, blob, cap)
                 after = os.fstat(fd)
@@ -782,10 +809,13 @@ class Baseline:
             os.close(pfd)
         return _as_set(Sig.of(st, meta), e, owned)
 
-    def discard(self) -> None:
-        """Delete the store (guard's own copies, nothing anyone else wrote)."""
+    def close(self) -> None:
         if self.anchor is not None:
             self.anchor.close()
+
+    def discard(self) -> None:
+        """Delete the store (guard's own copies, nothing anyone else wrote)."""
+        self.close()
         shutil.rmtree(self.store, ignore_errors=True)
 
 

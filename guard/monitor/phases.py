@@ -181,7 +181,7 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
     n = 0
     if bl.progress is not None:
         bl.progress("scanning", 0, 0)
-    for path, lst, meta, pfd, name in walk(bl.roots, bl.ignore):
+    for path, lst, meta, pfd, name in walk(bl.roots, bl.ignore, bl.anchor):
         n += 1
         if bl.progress is not None and n % 500 == 0:
             bl.progress("scanning", n, 0)

@@ -42,7 +42,8 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
         changed = 0
         with m._lock:
             snapshot = dict(m._known)  # compared without the lock; differences re-read under it
-        for path, st, meta, _, _ in walk(m.roots, m._ignored):
+        m._check_roots()
+        for path, st, meta, _, _ in walk(m.roots, m._ignored, m.anchor):
             seen.add(path)
             last = snapshot.get(path)
             if last is not None and last.matches(st, meta):

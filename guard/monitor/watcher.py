@@ -75,6 +75,11 @@ _MISSING = object()
 DEGRADED_INTERVAL = 5.0
 
 
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.lstat(path)
+    return st.st_dev, st.st_ino
+
+
 class Monitor(_Sink):
     """Watch ``roots`` while ``agent`` works; every change its policy does not allow is a violation.
 
@@ -127,6 +132,9 @@ class Monitor(_Sink):
             if not real.is_dir():
                 raise GuardError(f"cannot watch {root}: not a directory")
             self.roots.append(real)
+        #: (device, inode) of each root when the monitor was made: the tree it watches
+        self._root_ids = {str(root): _identity(root) for root in self.roots}
+        self._root_reported: dict[str, str] = {}
         self.restore = restore
         self.on_violation = on_violation
         self.on_notice = on_notice
@@ -143,6 +151,8 @@ class Monitor(_Sink):
         self.store = r.data / "monitor" / audit.project_of(r) / self.session
 
         self.violations: list[Violation] = []
+        #: restores that failed (then the baseline store is kept when stopping)
+        self.restore_failures = 0
         self.notices: list[Notice] = []
         self.overflows = 0
         #: overflows and events fanotify could not name (its directory walk was running)
@@ -356,9 +366,15 @@ class Monitor(_Sink):
             f"stopped: {len(self.violations)} violations, {self.overflows} overflows,"
             f" {self.reconciliations} reconciliations",
         )
-        self._flush()
-        if self.baseline is not None:
+        if self.baseline is not None and self.restore_failures:
+            # what could not be put back may exist nowhere else: never deleted then
+            self.baseline.close()
+            self._notice("error", f"{self.restore_failures} restores failed; the baseline"
+                                  f" store is kept at {self.store} (delete it by hand once"
+                                  " what you need is back)")
+        elif self.baseline is not None:
             self.baseline.discard()
+        self._flush()
         self.anchor.close()
         self._closed()
         if self._barrier_dir is not None:
@@ -390,6 +406,8 @@ class Monitor(_Sink):
         """
         obs = self._observer
         if self._barrier_dir is None or obs is None or self._stop.is_set():
+            return False
+        if self._root_reported:  # the marker's path is not in the tree held any more
             return False
         with self._barrier_seen:
             self._barrier_seq += 1
@@ -710,7 +728,12 @@ class Monitor(_Sink):
         return path.lstrip("/")
 
     def _quarantine(self, path: str, meta: dict[str, Any]) -> str:
-        slot, dest = self.quarantine.plan(self._rel(path))
+        try:
+            slot, dest = self.quarantine.plan(self._rel(path))
+        finally:
+            notes, self.quarantine.notes = self.quarantine.notes, []
+            for note in notes:
+                self._notice("tampering", f"quarantine: {note}")
         self._own_moves.add((path, str(dest)))
         item = self.quarantine.finish(slot, dest, path, self._rel(path), meta)
         return item.id
@@ -752,11 +775,14 @@ class Monitor(_Sink):
             self._notice("error", f"{path}: {msg}")
             return "; ".join([*done, msg])
         except (OSError, BaselineError, GuardError) as exc:
+            self.restore_failures += 1  # the baseline store is kept (see stop)
             msg = str(exc) if isinstance(exc, SourceChanged) else f"restore failed: {exc}"
             self._notice("error", f"{path}: {msg}")
-            # never left dirty: what is there now is the state the next change is
-            # compared with, so a later write is reported (and acted on) again
-            self._known[path] = self._sig(path)
+            # never left dirty: a later write is reported (and acted on) again. A path
+            # left absent is compared with "absent"; what appeared meanwhile (a restore
+            # refused with EEXIST) still differs from the baseline, so its event acts
+            if self._sig(path) is None:
+                self._known[path] = None
             self._dirty.discard((path, kind))
             return "; ".join([*done, msg])
 
@@ -781,8 +807,72 @@ class Monitor(_Sink):
 
     # -- settling ----------------------------------------------------------------
 
+    def _check_roots(self) -> list[Violation]:
+        """Is every root path still the tree the monitor holds? A root renamed away,
+        replaced (a copy put in its place) or removed is a violation of its own,
+        reported once per state. Restores keep going into the tree held by descriptor;
+        nothing is ever written into what now stands at the path."""
+        found: list[Violation] = []
+        for root, ident in self._root_ids.items():
+            try:
+                now: tuple[int, int] | None = _identity(Path(root))
+            except OSError:
+                now = None
+            if now == ident:
+                self._root_reported.pop(root, None)
+                continue
+            held = self.anchor.fd_of(root)
+            where = "unknown"
+            if held is not None:
+                with contextlib.suppress(OSError):
+                    where = os.readlink(f"/proc/self/fd/{held}")
+                with contextlib.suppress(OSError):
+                    if os.fstat(held).st_nlink == 0:
+                        where = "removed"
+            if now is None:
+                what = "removed" if where in ("removed", "unknown") or where.endswith(
+                    " (deleted)") else "moved"
+            else:
+                what = "replaced"
+            state = f"{what}:{where}"
+            if self._root_reported.get(root) == state:
+                continue
+            self._root_reported[root] = state
+            detail = {
+                "removed": "the watched tree was removed",
+                "moved": f"the watched tree was renamed to {where}",
+                "replaced": f"another directory now stands at the path; the watched tree is"
+                            f" {'gone' if where in ('removed', 'unknown') else 'at ' + where}",
+            }[what]
+            action = ("refused: nothing is written into what stands at the path now; restores"
+                      " go into the tree watched from the start, held by descriptor"
+                      if self.restore else "reported (watching without --restore)")
+            v = Violation(
+                timestamp=audit.now_iso(), session=self.session, agent=self.agent,
+                event=f"root-{what}", path=root, rule="monitor:worktree-identity",
+                reason="the watched worktree is not the tree the baseline was taken of",
+                action_taken=action, effect="delete" if now is None else "write",
+                detail=detail, **dict(NO_ORIGIN),
+            )
+            with self._lock:
+                self.violations.append(v)
+                self._outbox.append(v)
+            self._notice("error", f"{root}: {detail}; {action}")
+            found.append(v)
+        if found:
+            self._flush()
+        return found
+
     def _settle_loop(self) -> None:
+        next_check = 0.0
         while not self._stop.is_set():
+            if time.monotonic() >= next_check:  # two lstat calls per root and second
+                next_check = time.monotonic() + 0.5
+                try:
+                    self._check_roots()
+                except Exception as exc:
+                    self._notice("error", f"checking the roots failed: {exc}")
+                    self._flush()
             with self._pending_cv:
                 if not self._pending:
                     self._pending_cv.wait(0.5)

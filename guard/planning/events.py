@@ -41,12 +41,17 @@ class ModeChanged(_Event):
 
 
 class PlanUpdate(_Event):
-    """The checklist as ``update_plan`` set it."""
+    """The checklist as ``update_plan`` set it, or a host's own checklist tool.
+
+    ``source`` is empty for guard's ``update_plan``, else the host and its tool
+    (``claude-code TodoWrite``: :mod:`guard.planning.todos`).
+    """
 
     type: Literal["plan_update"] = "plan_update"
     turn: int = 0
     explanation: str | None = None
     plan: list[PlanItem]
+    source: str = ""
 
 
 class PlanDelta(_Event):

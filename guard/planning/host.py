@@ -211,12 +211,13 @@ def _context_answer(event: str, text: str) -> Answer:
 
 
 def _plan_session(cwd: str) -> Session | None:
-    from guard.planning.session import deciding_session
+    """The plan session deciding for ``cwd``: its worktree's, or that of a worktree it lies
+    in (a submodule, a nested repository, another checkout: guard.planning.binding)."""
+    from guard.effects import ToolCall
+    from guard.planning.binding import plan_session_around
 
-    found = deciding_session(cwd)
-    if found is None or found[0].mode is not Mode.PLAN:
-        return None
-    return found[0]
+    found = plan_session_around(ToolCall("host", "-", {}, cwd))
+    return found[0] if found is not None else None
 
 
 def _digest(text: str) -> str:

@@ -251,3 +251,27 @@ def test_each_new_turn_tells_the_model_the_session_is_held(
     other = json.loads(answer(json.dumps({**turn, "session_id": "x"}), ["claude-code"],
                               env=env).stdout)
     assert "without guard" not in other["hookSpecificOutput"]["additionalContext"]
+
+
+def test_with_restore_configured_what_landed_is_undone_at_once(
+    repo: Path, decide_hook: HookRunner, env: dict[str, str]
+) -> None:
+    """GUARD_MISSED_RESTORE=1: the unguarded Write is put back when guard finds it."""
+    restore = {"GUARD_MISSED_RESTORE": "1"}
+    assert guard_cli("plan", "start", "x", cwd=repo, env=env).returncode == 0
+    read_call = claude_payload("Read", {"file_path": str(repo / "src/app.py")}, repo)
+    assert pre_decision(decide_hook("claude-code", read_call, extra_env=restore))[0] == "allow"
+    p = claude_payload("Write", {"file_path": str(repo / "src/new.py"), "content": "n"}, repo)
+    p["tool_use_id"] = "toolu_unguarded"
+    (repo / "src/new.py").write_text("n")
+    (repo / "src/app.py").write_text("owned\n")  # and a Bash without a hook changed this one
+    answer = answer_of(decide_hook("claude-code", post(p), extra_env=restore))
+    assert "guard undid it" in answer["reason"], answer["reason"]
+    assert (repo / "src/app.py").read_text() == "print('hello')\n"
+    assert not (repo / "src/new.py").exists()
+    kept = sorted(k.read_text() for k in (repo / ".openoxide/quarantine").rglob("*.py"))
+    assert kept == ["n", "owned\n"]
+    [v] = records(repo, "violation")
+    assert len(v["landed"]["restored"]) == 3  # two quarantined, one put back
+    # still held: the user looks before the session goes on
+    assert pre_decision(decide_hook("claude-code", read_call))[0] == "deny"

@@ -129,6 +129,10 @@ def test_a_rewritten_baseline_copy_is_never_restored(
     assert "no longer holds what the baseline read" in v.action_taken
     assert not target.exists()
     assert _item_bytes(m, target) == b"agent\n"
+    m.stop()  # a restore failed: the store is kept, and its path said
+    assert m.store.is_dir()
+    assert any(n.event == "error" and "store is kept at " + str(m.store) in n.message
+               for n in m.notices)
 
 
 def _commit_filtered(wt: Path, attributes: str, name: str, content: bytes) -> None:

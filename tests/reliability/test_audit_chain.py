@@ -271,3 +271,25 @@ def test_a_long_lived_writer_notices_a_new_key(home: Path) -> None:
     assert key.exists()
     result = audit.verify(log, audit.load_key(create=False))
     assert [f.line for f in result.findings] == [1]  # chained under the old key
+
+
+def test_doctor_names_the_key_and_a_key_others_can_read_is_broken(
+    home: Path, repo: Path
+) -> None:
+    written_log(home, repo, 1)
+    rows = json.loads(guard(home, "doctor", "--json", cwd=repo).stdout)["layers"]
+    (row,) = [c for c in rows if c["name"] == "audit log"]
+    assert row["status"] == "ok" and str(key_file(home)) in row["detail"]
+    key_file(home).chmod(0o640)
+    rows = json.loads(guard(home, "doctor", "--json", cwd=repo).stdout)["layers"]
+    (row,) = [c for c in rows if c["name"] == "audit log"]
+    assert row["status"] == "broken" and "chmod 600" in row["detail"], row
+
+
+def test_a_writer_that_holds_the_key_stops_when_others_may_read_it(home: Path) -> None:
+    log = home / "a.jsonl"
+    audit.append({"n": 1}, log)
+    key_file(home).chmod(0o644)
+    with pytest.raises(audit.AuditError, match="chmod 600"):
+        audit.append({"n": 2}, log)
+    assert len(log.read_text().splitlines()) == 1

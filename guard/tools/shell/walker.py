@@ -114,7 +114,8 @@ def _analyse_source(command: str, ctx: Ctx) -> None:
 #: bytes bash and tree-sitter-bash may read differently (the parser skips VT, FF and CR as
 #: whitespace, bash does not): control characters other than TAB and LF, and a backslash
 #: before anything but printable ASCII or LF (``\\<TAB>``, ``\\<CR><LF>``, a trailing one)
-_UNSAFE_ASCII = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|\\(?![\x20-\x7e\n])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_BAD_ESCAPE = re.compile(r"\\(?![\x20-\x7e\n])")
 
 
 def unsafe_text(command: str) -> str | None:
@@ -123,14 +124,14 @@ def unsafe_text(command: str) -> str | None:
     UTF-8 (a lone surrogate), a control or format character, or Unicode whitespace other than
     the ASCII space is refused, and so is a backslash before anything but printable ASCII
     or LF."""
-    m = _UNSAFE_ASCII.search(command)
+    m = _CONTROL.search(command)
     if m is not None:
-        ch = command[m.start()]
-        if ch == "\\":
-            after = command[m.start() + 1 : m.start() + 2]
-            what = f"a backslash before {after!r}" if after else "a backslash at the end"
-            return f"{what} at character {m.start()}"
-        return f"control character {ch!r} at character {m.start()}"
+        return f"control character {m.group()!r} at character {m.start()}"
+    m = _BAD_ESCAPE.search(command) if "\\" in command else None
+    if m is not None:
+        after = command[m.start() + 1 : m.start() + 2]
+        what = f"a backslash before {after!r}" if after else "a backslash at the end"
+        return f"{what} at character {m.start()}"
     if not command.isascii():
         for i, ch in enumerate(command):
             if not ch.isprintable() and ch not in "\t\n":
@@ -327,15 +328,18 @@ def _heredoc_disagreement(node: Node) -> str | None:
     quote removal, and a body whose delimiter is unquoted is expanded: every ``$(``,
     ``${`` and ``$[`` in it must be a substitution the parser found (it finds none in a
     ``<<-`` body, so there they are refused)."""
-    dash = any(c.type == "<<-" for c in node.children)
+    dash = False
     start = body = end = None
-    for c in node.named_children:
-        if c.type == "heredoc_start":
+    for c in node.children:
+        t = c.type
+        if t == "heredoc_start":
             start = c
-        elif c.type == "heredoc_body":
+        elif t == "heredoc_body":
             body = c
-        elif c.type == "heredoc_end":
+        elif t == "heredoc_end":
             end = c
+        elif t == "<<-":
+            dash = True
     if start is None:
         return "no delimiter"
     m = _HEREDOC_START.fullmatch(text_of(start))
@@ -346,9 +350,10 @@ def _heredoc_disagreement(node: Node) -> str | None:
     if end is None or text_of(end) != delim:
         return f"the body does not end at a line {delim!r}"
     text = text_of(body) if body is not None else ""
-    for line in text.split("\n")[:-1] if text else ():
-        if (line.lstrip("\t") if dash else line) == delim:
-            return f"the body holds a line {delim!r}, where bash ends it"
+    if delim in text:
+        for line in text.split("\n")[:-1]:
+            if (line.lstrip("\t") if dash else line) == delim:
+                return f"the body holds a line {delim!r}, where bash ends it"
     source = SOURCE.get()
     if source is not None and end.end_byte < len(source) and source[end.end_byte:end.end_byte + 1] \
             not in (b"\n", b""):

@@ -1,0 +1,63 @@
+"""``guard ui``: the plan-mode cockpit. Textual is imported only when the command runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from guard.cli._app import app
+from guard.effects import GuardError
+
+MISSING = (
+    "guard ui needs Textual, an optional dependency: pip install 'openoxide-guard[ui]'"
+    " (the hooks and every other command work without it)"
+)
+
+
+@app.command("ui")
+def ui_command(
+    session_id: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            "-s",
+            help="Show this session (default: follow the one deciding for the worktree).",
+        ),
+    ] = None,
+    cwd: Annotated[
+        Path,
+        typer.Option(
+            "--cwd", "-C", help="Directory whose worktree (or project) to show.", file_okay=False
+        ),
+    ] = Path("."),
+) -> None:
+    """The plan-mode cockpit: checklist, plan, activity and pending answers in one screen.
+
+    Reads and writes only guard's own state (sessions, event logs, the audit
+    log, plan files), so it and the CLI can be used side by side; no network
+    port is opened. Keys: a approve, r reject, f refine, i answer questions,
+    p start plan mode, e end the session, s switch session, d/h filter the
+    activity, ? help, q quit. NO_COLOR (or --color never) draws it without colour.
+
+    Example: guard ui --cwd ~/src/project
+    """
+    import os
+
+    from guard.cli._base import ColorMode, color_mode
+
+    if not cwd.is_dir():
+        raise GuardError(f"--cwd {cwd}: not a directory")
+    try:
+        from guard.ui.app import CockpitApp
+    except ImportError as exc:
+        if "textual" not in str(exc):
+            raise
+        raise GuardError(MISSING) from None
+    from guard.ui.state import Cockpit
+
+    if color_mode() is ColorMode.never:
+        os.environ["NO_COLOR"] = "1"  # Textual reads it when the app starts
+    source = Cockpit(cwd, session_id)
+    CockpitApp(source).run()

@@ -1,0 +1,89 @@
+"""Each host's own checklist tool, captured into the session's events as ``PlanUpdate``.
+
+Claude Code's ``TodoWrite``, Codex's ``update_plan``, Gemini CLI's ``write_todos``
+and OpenCode's ``todowrite`` each send the whole list in their tool input. The
+policy hook sees that input at the host's post-tool event (the tool ran), and
+:func:`capture` publishes it to the session that decides for the worktree, with
+``source`` naming the host and tool, so that ``guard ui`` and ``guard events
+--follow`` show the model's checklist whichever host it runs in.
+
+Shapes (as sent by the versions guard follows)::
+
+    TodoWrite    {"todos": [{"content", "status", "activeForm"}]}
+    update_plan  {"explanation"?, "plan": [{"step", "status"}]}
+    write_todos  {"todos": [{"description", "status"}]}   status may be "cancelled"
+    todowrite    {"todos": [{"content", "status", "priority", "id"}]}
+
+Capturing never decides anything: a list it cannot read is left out, not refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from guard.planning.checklist import PlanItem, StepStatus
+
+#: (host, tool name) -> the key of the list in the tool input and of each step's text.
+CHECKLIST_TOOLS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
+    ("claude-code", "TodoWrite"): ("todos", ("content",)),
+    ("codex", "update_plan"): ("plan", ("step",)),
+    ("gemini", "write_todos"): ("todos", ("description",)),
+    ("opencode", "todowrite"): ("todos", ("content",)),
+}
+#: Longest checklist kept; a longer one is cut (the lane is for reading).
+MAX_STEPS = 200
+MAX_STEP_CHARS = 500
+STATUSES = {s.value: s for s in StepStatus}
+
+
+def is_checklist_tool(host: str, tool: str) -> bool:
+    return (host, tool) in CHECKLIST_TOOLS
+
+
+def parse(
+    host: str, tool: str, tool_input: Mapping[str, Any]
+) -> tuple[list[PlanItem], str | None] | None:
+    """The steps and explanation of a host's checklist call; None when it is not one."""
+    shape = CHECKLIST_TOOLS.get((host, tool))
+    if shape is None:
+        return None
+    key, text_keys = shape
+    raw = tool_input.get(key)
+    if not isinstance(raw, list):
+        return None
+    items: list[PlanItem] = []
+    for entry in raw[:MAX_STEPS]:
+        if not isinstance(entry, Mapping):
+            continue
+        text = next((entry[k] for k in text_keys if isinstance(entry.get(k), str)), "")
+        text = " ".join(text.split())[:MAX_STEP_CHARS]
+        if not text:
+            continue
+        status = str(entry.get("status", "pending"))
+        if status == "cancelled":
+            text += " (cancelled)"
+        items.append(PlanItem(step=text, status=STATUSES.get(status, StepStatus.PENDING)))
+    explanation = tool_input.get("explanation")
+    return items, explanation if isinstance(explanation, str) and explanation.strip() else None
+
+
+def capture(host: str, tool: str, tool_input: Mapping[str, Any], cwd: str) -> bool:
+    """Publish the checklist of this call to the deciding session; True if one was."""
+    parsed = parse(host, tool, tool_input)
+    if parsed is None:
+        return False
+    from guard.planning.events import PlanUpdate
+    from guard.planning.session import deciding_session
+
+    found = deciding_session(cwd)
+    if found is None:
+        return False
+    session = found[0]
+    items, explanation = parsed
+    session.publish(
+        PlanUpdate(
+            turn=session.turn, explanation=explanation, plan=items, source=f"{host} {tool}"
+        )
+    )
+    return True

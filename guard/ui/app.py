@@ -1,0 +1,593 @@
+"""The cockpit's screens, drawn with Textual from a :class:`guard.ui.state.Source`.
+
+Layout (fits 80x24)::
+
+    header     worktree, session, mode, the hooks' agent and why, hosts, shell
+    checklist  | plan document (markdown; the file, or the streamed <proposed_plan>)
+    pending    |
+    activity   decisions, violations, plan events (filter: d decision, h host)
+    detail     the selected line: reason, rule, effects
+    footer     keys
+
+Keys: a approve, r reject, f refine, i answer questions, p start plan mode,
+e end the session, s switch session, d/h filters, ? help, q quit. The state is
+polled (a ``stat`` per file) every :data:`POLL` seconds; no network port is opened.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.markdown import Markdown as RichMarkdown
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from guard.effects import GuardError
+from guard.planning.checklist import StepStatus
+from guard.ui.state import Activity, HostLine, Source
+
+#: Lines the activity table holds at most (the newest; the lane keeps more for filtering).
+TABLE_ROWS = 200
+#: Seconds between two looks at the files (a stat per file) when nothing woke the app first:
+#: a change in a watched directory (inotify) makes it look at once.
+POLL = 1.0
+
+MARKS = {
+    StepStatus.COMPLETED: ("[x]", "green"),
+    StepStatus.IN_PROGRESS: ("[>]", "bold yellow"),
+    StepStatus.PENDING: ("[ ]", ""),
+}
+ACTION_STYLE = {
+    "allow": "green",
+    "allow_confined": "cyan",
+    "ask": "yellow",
+    "deny": "bold red",
+    "violation": "bold red",
+    "notice": "magenta",
+}
+DECISION_FILTERS = ("all", "allow", "ask", "deny", "allow_confined", "violation", "plan")
+
+HELP = """\
+guard ui: the plan-mode cockpit (the same state as the guard CLI)
+
+Pending
+  a   approve the plan (guard plan exit --approve), or accept plan mode
+  r   reject the plan, with a reason (guard plan exit --reject REASON)
+  f   ask for a refinement, with a note (guard plan exit --refine NOTE)
+  i   answer the model's questions (guard plan answer ...)
+
+Session
+  p   start plan mode with a title (guard plan start TITLE)
+  e   end the session (guard session end)
+  s   switch to another session of this worktree
+
+Activity
+  d   filter by decision: all allow ask deny confined violation plan
+  h   filter by host
+  up/down  select a line: its reason, rule and effects show below it
+
+  ?   this help      q   quit      escape  close a dialog
+"""
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _at(at: str) -> str:
+    """HH:MM:SS of an ISO timestamp."""
+    return at[11:19] if len(at) >= 19 else at
+
+
+class Prompt(ModalScreen[str | None]):
+    """One line of text (a title, a reason, a note); escape cancels."""
+
+    AUTO_FOCUS = "Input"
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, question: str, placeholder: str = "") -> None:
+        super().__init__()
+        self.question = question
+        self.placeholder = placeholder
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.question)
+            yield Input(placeholder=self.placeholder, id="prompt")
+            yield Label("enter: send   escape: cancel", classes="hint")
+
+    @on(Input.Submitted)
+    def _submit(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class Questions(ModalScreen[list[str] | None]):
+    """One answer per question of the model's request_user_input."""
+
+    AUTO_FOCUS = "Input"
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, questions: tuple[str, ...]) -> None:
+        super().__init__()
+        self.questions = questions
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog"):
+            for n, q in enumerate(self.questions):
+                yield Label(f"{n + 1}. {q}")
+                yield Input(id=f"answer-{n}")
+            yield Label("enter: next / send   escape: cancel", classes="hint")
+
+    @on(Input.Submitted)
+    def _next(self, event: Input.Submitted) -> None:
+        inputs = list(self.query(Input))
+        at = inputs.index(event.input)
+        if at + 1 < len(inputs):
+            inputs[at + 1].focus()
+            return
+        self.dismiss([i.value for i in inputs])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class Confirm(ModalScreen[bool]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "yes", "yes"),
+        Binding("n,escape", "no", "no"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.question)
+            yield Label("y: yes   n/escape: no", classes="hint")
+
+    def action_yes(self) -> None:
+        self.dismiss(True)
+
+    def action_no(self) -> None:
+        self.dismiss(False)
+
+
+class Sessions(ModalScreen[str | None]):
+    """Pick a session of the worktree; the first entry follows the deciding one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+    FOLLOW = "(follow the deciding session)"
+
+    def __init__(self, sessions: list[tuple[str, str, str, str]]) -> None:
+        super().__init__()
+        self.sessions = sessions
+
+    def compose(self) -> ComposeResult:
+        options = [Option(self.FOLLOW, id="")]
+        for sid, mode, state, title in self.sessions:
+            options.append(Option(f"{sid}  {mode:5}  {state:8}  {title}", id=sid))
+        with Vertical(classes="dialog"):
+            yield Label("Sessions of this worktree (newest first)")
+            yield OptionList(*options, id="sessions")
+            yield Label("enter: show   escape: cancel", classes="hint")
+
+    @on(OptionList.OptionSelected)
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id or "")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class Help(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,q", "close", "close")
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog", id="help"):
+            yield Static(HELP)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class CockpitApp(App[None]):
+    """``guard ui``."""
+
+    TITLE = "guard ui"
+    CSS = """
+    Screen { layout: vertical; }
+    #header { height: 4; padding: 0 1; background: $boost; text-wrap: nowrap;
+              text-overflow: ellipsis; }
+    #lanes { height: 1fr; min-height: 8; }
+    #left { width: 2fr; }
+    #checklist { height: 1fr; border: round $success; padding: 0 1; }
+    #pending { height: auto; max-height: 7; border: round $warning; padding: 0 1; }
+    #plan { width: 3fr; border: round $primary; padding: 0 1; }
+    #activity { height: 6; border: round $secondary; overflow-x: hidden; }
+    #detail { height: 3; padding: 0 1; background: $boost; text-wrap: nowrap;
+              text-overflow: ellipsis; }
+    .dialog { width: 70; height: auto; max-height: 20; border: thick $accent;
+              background: $surface; padding: 1 2; }
+    #help { width: 80; max-height: 24; }
+    .hint { color: $text-muted; }
+    Prompt, Questions, Confirm, Sessions, Help { align: center middle; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("a", "approve", "approve"),
+        Binding("r", "reject", "reject"),
+        Binding("f", "refine", "refine"),
+        Binding("i", "answer", "answer"),
+        Binding("p", "plan", "plan"),
+        Binding("e", "end", "end"),
+        Binding("s", "switch", "session"),
+        Binding("d", "filter_decision", "decision", show=False),
+        Binding("h", "filter_host", "host", show=False),
+        Binding("question_mark", "help", "help"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, source: Source, *, poll: float = POLL, check_hosts: bool = True) -> None:
+        super().__init__()
+        self.source = source
+        self.poll = poll
+        self.check_hosts = check_hosts
+        self.decision_filter = "all"
+        self.host_filter = "all"
+        self._shown: list[Activity] = []
+        self._count = 0  # activity lines drawn, to add only the new ones
+        self._generation = -1
+        self._plan_shown: tuple[str | None, str | None, bool] | None = None
+        self.renders = 0  # how many times the state was drawn (benchmarks read it)
+        self._observer: Any = None
+        self._handler: Any = None
+        self._watching: set[str] = set()
+        self._woken = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        with Horizontal(id="lanes"):
+            with Vertical(id="left"):
+                yield Static(id="checklist")
+                yield Static(id="pending")
+            with VerticalScroll(id="plan"):
+                yield Static(id="plan-text")
+        table: DataTable[Text] = DataTable(id="activity", cursor_type="row", zebra_stripes=False)
+        yield table
+        yield Static(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table: DataTable[Text] = self.query_one("#activity", DataTable)
+        table.add_columns("time", "decision", "host", "what", "reason")
+        self.query_one("#checklist").border_title = "Checklist"
+        self.query_one("#pending").border_title = "Pending"
+        self.query_one("#plan").border_title = "Plan"
+        table.border_title = "Activity"
+        self.draw(full=True)
+        table.focus()
+        self.set_interval(self.poll, self.tick)
+        self._watch()
+        if self.check_hosts:
+            self.load_hosts()
+
+    def _watch(self) -> None:
+        """Wake on any change in the directories of the state (inotify, no polling)."""
+        wanted = self.source.watched() if hasattr(self.source, "watched") else set()
+        if wanted == self._watching:
+            return
+        try:
+            from watchdog.events import FileSystemEvent, FileSystemEventHandler
+            from watchdog.observers import Observer
+
+            if self._observer is None:
+                app = self
+
+                class Wake(FileSystemEventHandler):
+                    def on_any_event(self, event: FileSystemEvent) -> None:
+                        app.wake()
+
+                self._handler = Wake()
+                self._observer = Observer()
+                self._observer.daemon = True
+                self._observer.start()
+            self._observer.unschedule_all()
+            for directory in wanted:
+                self._observer.schedule(self._handler, directory, recursive=False)
+            self._watching = wanted
+        except Exception:  # no inotify here: the poll still sees every change, later
+            self._watching = wanted
+
+    def wake(self) -> None:
+        """From the watcher's thread: look at the files soon (once per burst of changes)."""
+        if self._woken:
+            return
+        self._woken = True
+        try:
+            self._loop.call_soon_threadsafe(self._woke)  # type: ignore[union-attr]
+        except (AttributeError, RuntimeError):  # the app is closing
+            self._woken = False
+
+    def _woke(self) -> None:
+        self._woken = False
+        self.tick()
+
+    def on_unmount(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+
+    @work(thread=True, exclusive=True)
+    def load_hosts(self) -> None:
+        try:
+            hosts = self.source.hosts()
+        except Exception as exc:  # the header says so; the cockpit keeps working
+            self.call_from_thread(self._hosts_failed, str(exc))
+            return
+        self.call_from_thread(self._hosts_loaded, hosts)
+
+    def _hosts_loaded(self, hosts: list[HostLine]) -> None:
+        self.source.view.hosts = hosts
+        self.draw_header()
+
+    def _hosts_failed(self, why: str) -> None:
+        self.source.view.hosts = []
+        self.notify(f"could not check the hosts: {why}", severity="warning")
+        self.draw_header()
+
+    def tick(self) -> None:
+        if self.source.refresh():
+            self.draw()
+            self._watch()  # another session, another plan file: other directories
+
+    # ---- drawing -------------------------------------------------------------------------------
+
+    def draw(self, *, full: bool = False) -> None:
+        self.renders += 1
+        self.draw_header()
+        self.draw_checklist()
+        self.draw_pending()
+        self.draw_plan()
+        self.draw_activity(full=full)
+
+    def draw_header(self) -> None:
+        v = self.source.view
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append("worktree ", style="bold")
+        t.append(v.worktree)
+        t.append("\nsession ", style="bold")
+        if v.session_id:
+            t.append(f"{v.session_id} ({v.session_status})  ")
+            t.append(f" {(v.mode or '?').upper()} ", style="bold reverse")
+            if v.title:
+                t.append(f"  {v.title}")
+        else:
+            t.append("none open (p: start plan mode)")
+        t.append("\nhooks ", style="bold")
+        t.append(f"{v.agent or '(host decides)'}: {v.agent_why}")
+        if v.problem:  # instead of the hosts: what cannot be read matters more
+            t.append(f"\nproblem: {v.problem}", style="bold red")
+        else:
+            t.append("\nhosts ", style="bold")
+            if v.hosts is not None:
+                wired = [f"{h.host} {h.status}" for h in v.hosts if h.status != "off"]
+                t.append(", ".join(wired) or "none wired here (guard install HOST)")
+            t.append(("  | " if v.hosts else "") + v.shell)
+        self.query_one("#header", Static).update(t)
+
+    def draw_checklist(self) -> None:
+        v = self.source.view
+        widget = self.query_one("#checklist", Static)
+        if not v.checklist:
+            widget.update(Text("no checklist yet (update_plan, TodoWrite, ...)", style="dim"))
+            widget.border_subtitle = ""
+            return
+        t = Text()
+        if v.explanation:
+            t.append(v.explanation + "\n", style="italic")
+        for n, item in enumerate(v.checklist):
+            mark, style = MARKS[item.status]
+            if n:
+                t.append("\n")
+            t.append(f"{mark} ", style=style)
+            finished = item.status is StepStatus.COMPLETED
+            t.append(item.step, style="strike" if finished else style)
+        widget.update(t)
+        done = sum(1 for i in v.checklist if i.status is StepStatus.COMPLETED)
+        widget.border_subtitle = f"{done}/{len(v.checklist)} done · {v.checklist_from}"
+
+    def draw_pending(self) -> None:
+        v = self.source.view
+        t = Text()
+        if not v.pending:
+            t.append("nothing waits for you", style="dim")
+        for n, p in enumerate(v.pending):
+            if n:
+                t.append("\n")
+            t.append(p.text, style="bold yellow")
+            keys = {
+                "plan_exit": "a approve r reject f refine",
+                "request_user_input": "i answer",
+                "plan_enter": "a accept",
+            }
+            t.append("\n" + keys.get(p.kind, ""), style="bold")
+            for q in p.questions:
+                t.append(f"\n  ? {q}")
+        if v.mode == "plan" and not any(p.kind == "plan_exit" for p in v.pending):
+            t.append("\nplan mode: a approves the plan file when it is ready", style="dim")
+        self.query_one("#pending", Static).update(t)
+
+    def draw_plan(self) -> None:
+        v = self.source.view
+        streamed = getattr(self.source, "streamed_plan", "")
+        text = v.plan_text if v.plan_text and v.plan_text.strip() else streamed or None
+        key = (text, v.plan_path, v.plan_streaming)
+        if key == self._plan_shown:
+            return
+        self._plan_shown = key
+        lane = self.query_one("#plan", VerticalScroll)
+        body = self.query_one("#plan-text", Static)
+        if text:
+            body.update(RichMarkdown(text))
+        elif v.plan_path:
+            body.update(Text("the plan file is not written yet", style="dim"))
+        else:
+            body.update(Text("no plan: the session is not in plan mode", style="dim"))
+        where = v.plan_path.rsplit("/", 1)[-1] if v.plan_path else ""
+        if v.plan_streaming:
+            where = "streaming <proposed_plan>"
+        lane.border_subtitle = where if len(where) <= 44 else where[:43] + "…"
+
+    def _visible(self, a: Activity) -> bool:
+        if self.host_filter != "all" and a.host != self.host_filter:
+            return False
+        f = self.decision_filter
+        if f == "all":
+            return True
+        if f == "plan":
+            return a.kind == "plan"
+        return a.action == f
+
+    def draw_activity(self, *, full: bool = False) -> None:
+        v = self.source.view
+        table: DataTable[Text] = self.query_one("#activity", DataTable)
+        gap = v.appended - self._count
+        following = table.cursor_row >= table.row_count - 1
+        if (full or v.generation != self._generation or gap < 0 or gap > len(v.activity)
+                or table.row_count + gap > 2 * TABLE_ROWS):  # fmt: skip
+            table.clear()
+            self._shown = []
+            new = [a for a in v.activity if self._visible(a)][-TABLE_ROWS:]
+        else:
+            new = [a for a in list(v.activity)[len(v.activity) - gap :] if self._visible(a)]
+            new = new if gap else []
+        self._count, self._generation = v.appended, v.generation
+        for a in new:
+            style = ACTION_STYLE.get(a.action, "")
+            label = "confined" if a.action == "allow_confined" else a.action
+            table.add_row(
+                Text(_at(a.at)),
+                Text(label, style=style),
+                Text(a.host),
+                Text(_cut(a.summary, 34)),
+                Text(_cut(a.reason, 80)),
+            )
+            self._shown.append(a)
+        filters = f"decision: {self.decision_filter} · host: {self.host_filter}"
+        table.border_subtitle = f"last {len(self._shown)} · {filters}"
+        if following and table.row_count:
+            table.move_cursor(row=table.row_count - 1)
+        self.draw_detail()
+
+    def draw_detail(self) -> None:
+        table: DataTable[Text] = self.query_one("#activity", DataTable)
+        detail = self.query_one("#detail", Static)
+        row = table.cursor_row
+        if 0 <= row < len(self._shown):
+            detail.update(Text(self._shown[row].explain(), no_wrap=True, overflow="ellipsis"))
+        else:
+            detail.update(Text("no activity yet", style="dim"))
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, _event: DataTable.RowHighlighted) -> None:
+        self.draw_detail()
+
+    # ---- actions -------------------------------------------------------------------------------
+
+    def _do(self, action: str, *args: object) -> None:
+        """Run a source action; its summary or its error is shown, never a traceback."""
+        try:
+            said = getattr(self.source, action)(*args)
+        except GuardError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+        except Exception as exc:
+            self.notify(f"{type(exc).__name__}: {exc}", severity="error", timeout=10)
+        else:
+            self.notify(str(said), timeout=6)
+        self.draw(full=True)
+
+    def _pending(self, kind: str) -> bool:
+        return any(p.kind == kind for p in self.source.view.pending)
+
+    def action_approve(self) -> None:
+        v = self.source.view
+        if v.mode != "plan" and self._pending("plan_enter"):
+            self._do("accept_plan_mode")
+            return
+        self._do("answer_exit", "approve", "")
+
+    def action_reject(self) -> None:
+        def done(reason: str | None) -> None:
+            if reason is not None:
+                self._do("answer_exit", "reject", reason)
+
+        self.push_screen(Prompt("Reject the plan: the reason", "what is wrong with it"), done)
+
+    def action_refine(self) -> None:
+        def done(note: str | None) -> None:
+            if note is not None:
+                self._do("answer_exit", "refine", note)
+
+        self.push_screen(Prompt("Refine the plan: the note", "what to change"), done)
+
+    def action_answer(self) -> None:
+        asked = [p for p in self.source.view.pending if p.kind == "request_user_input"]
+        if not asked:
+            self.notify("no questions wait for an answer", severity="warning")
+            return
+
+        def done(answers: list[str] | None) -> None:
+            if answers is not None:
+                self._do("answer_questions", answers)
+
+        self.push_screen(Questions(asked[-1].questions), done)
+
+    def action_plan(self) -> None:
+        def done(title: str | None) -> None:
+            if title is not None:
+                self._do("start_plan", title)
+
+        self.push_screen(Prompt("Start plan mode: the plan's title", "e.g. Add caching"), done)
+
+    def action_end(self) -> None:
+        v = self.source.view
+        if not v.session_id:
+            self.notify("no session to end", severity="warning")
+            return
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self._do("end_session")
+
+        self.push_screen(Confirm(f"End session {v.session_id}? (its plan is not approved)"), done)
+
+    def action_switch(self) -> None:
+        def done(sid: str | None) -> None:
+            if sid is not None:
+                self._do("switch", sid or None)
+
+        self.push_screen(Sessions(self.source.view.sessions), done)
+
+    def action_filter_decision(self) -> None:
+        i = DECISION_FILTERS.index(self.decision_filter)
+        self.decision_filter = DECISION_FILTERS[(i + 1) % len(DECISION_FILTERS)]
+        self.draw_activity(full=True)
+
+    def action_filter_host(self) -> None:
+        hosts = ["all", *sorted({a.host for a in self.source.view.activity})]
+        i = hosts.index(self.host_filter) if self.host_filter in hosts else 0
+        self.host_filter = hosts[(i + 1) % len(hosts)]
+        self.draw_activity(full=True)
+
+    def action_help(self) -> None:
+        self.push_screen(Help())
