@@ -197,7 +197,7 @@ class Replayer:
             if confine:  # as the live hook of a host that can rewrite a call
                 from guard.sandbox.confiner import ShellConfiner
 
-                gate.confiner = ShellConfiner()
+                gate.confiner = ShellConfiner(build=False)  # the decision; nothing made
             found = (gate, resolved)
             self._gates[(cwd, confine)] = found
         return found

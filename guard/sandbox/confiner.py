@@ -57,11 +57,16 @@ def shell_command(verdict: Verdict) -> str | None:
 class ShellConfiner:
     """Turns plan-mode shell calls into ``allow_confined`` (see the module docstring)."""
 
-    def __init__(self, available: str | None = None, namespaces: str | None = None) -> None:
+    def __init__(
+        self, available: str | None = None, namespaces: str | None = None, *, build: bool = True
+    ) -> None:
         #: why the kernel cannot confine here ("" when it can); probed once, lazily
         self._available = available
         #: why it cannot make namespaces here ("" when it can); probed once, lazily
         self._namespaces = namespaces
+        #: build the confined command (False: the decision alone, as ``guard replay`` needs
+        #: it: nothing is made on disk, not even the audit key the helper hides)
+        self.build = build
 
     def unavailable(self) -> str:
         if self._available is None:
@@ -111,20 +116,9 @@ class ShellConfiner:
             )
         if kernel:
             return None
-        from guard.sandbox.confine import FALLBACK, wrap_command
-        from guard.sandbox.roots import policy_of, socket_paths
+        from guard.sandbox.confine import FALLBACK
 
-        sockets = socket_paths(guard, agent)
-        egress: list[str] = []
-        if not spaces:
-            from guard.sandbox.egress import EgressSpec
-
-            spec = EgressSpec(agent, os.path.abspath(cwd), policy_of(guard), "hook")
-            egress = spec.to_argv()
-        wrapped = wrap_command(
-            command, plans=[str(guard.roots.plans)], cwd=cwd, isolate=not spaces,
-            sockets=sockets, egress=egress,
-        )  # fmt: skip
+        wrapped = self._wrap(command, guard, agent, cwd, spaces) if self.build else command
         if objections:
             programs = ", ".join(sorted({str(e.target or "unknown code") for e in objections}))
             why = f"runs programs guard cannot prove read-only ({programs})"
@@ -147,6 +141,23 @@ class ShellConfiner:
         if off:
             how = f"{how}; {off}"
         return Confinement({"command": wrapped}, f"{why}: runs confined ({how})", RULE)
+
+    @staticmethod
+    def _wrap(command: str, guard: Guard, agent: str, cwd: str, spaces: str) -> str:
+        from guard.sandbox.confine import wrap_command
+        from guard.sandbox.roots import policy_of, socket_paths
+
+        sockets = socket_paths(guard, agent)
+        egress: list[str] = []
+        if not spaces:
+            from guard.sandbox.egress import EgressSpec
+
+            spec = EgressSpec(agent, os.path.abspath(cwd), policy_of(guard), "hook")
+            egress = spec.to_argv()
+        return wrap_command(
+            command, plans=[str(guard.roots.plans)], cwd=cwd, isolate=not spaces,
+            sockets=sockets, egress=egress,
+        )  # fmt: skip
 
     @staticmethod
     def _fine(guard: Guard, agent: str, effect: Effect, cwd: str) -> bool:
