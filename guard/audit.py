@@ -22,6 +22,17 @@ sees half a line from a live writer. Under the same lock a writer
 
 :func:`read` yields the rotated parts first, then the current file.
 
+Every record is chained (:func:`chain_lines`, checked by :func:`verify` and ``guard
+audit verify``): under the same lock, the writer appends to each line
+``"chain_seq": N, "chain": MAC`` as its last two keys, where ``N`` counts the records
+of the log (1, 2, ..., across rotations) and ``MAC`` is the HMAC-SHA256, under the
+installation's key (:func:`load_key`, ``<data>/keys/audit.key``, 0600), of ``N``, the
+previous record's MAC and the record's own bytes (every other key of the line: the
+verdict and the fleet envelope alike). The chain continues from the log's last
+record (read back under the lock; an appender that wrote it remembers it). A record
+without the key cannot be added, edited, removed or moved without :func:`verify`
+naming its line; what the chain does not prove is said in SECURITY.md.
+
 Every front door writes through one :class:`AuditSink` (the hook runner, ``guard
 check --audit-log``, the MCP proxy, the monitor), and every record shares one
 envelope: ``ts``, ``type`` (``verdict``, ``violation``, ``notice``), ``source``
@@ -36,11 +47,14 @@ import atexit
 import contextlib
 import errno
 import fcntl
+import hmac
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -55,6 +69,168 @@ DEFAULT_MAX_BYTES = 16 << 20
 
 class AuditError(GuardError):
     """The audit log cannot be written or read."""
+
+
+KEY_SUBDIR = "keys"
+KEY_NAME = "audit.key"
+KEY_BYTES = 32
+#: the keys the writer adds to every line of an audit log, last
+CHAIN_KEYS = ("chain_seq", "chain")
+_CHAIN = re.compile(rb', "chain_seq": ([1-9][0-9]{0,17}), "chain": "([0-9a-f]{64})"\}\Z')
+_keys: dict[Path, tuple[tuple[int, ...], bytes]] = {}  # path -> (file identity, key)
+
+
+_default_key: tuple[tuple[str | None, str | None], Path] | None = None
+
+
+def key_path(data: Path | None = None) -> Path:
+    """The installation's audit key: ``<data>/keys/audit.key`` (guard's data directory,
+    looked up again only when ``$HOME`` or ``$XDG_DATA_HOME`` changed)."""
+    global _default_key
+    if data is not None:
+        return data / KEY_SUBDIR / KEY_NAME
+    env = (os.environ.get("HOME"), os.environ.get("XDG_DATA_HOME"))
+    if _default_key is None or _default_key[0] != env:
+        from guard.paths import data_dir
+
+        _default_key = (env, data_dir() / KEY_SUBDIR / KEY_NAME)
+    return _default_key[1]
+
+
+def _read_key(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        identity = (st.st_dev, st.st_ino, st.st_mode, st.st_uid)
+        if not stat.S_ISREG(st.st_mode):
+            raise AuditError(f"the audit key {path} is not a regular file; remove it")
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise AuditError(
+                f"the audit key {path} is not this user's alone (owner uid {st.st_uid},"
+                f" mode {stat.S_IMODE(st.st_mode):o}); `chmod 600` it if it is yours, else"
+                " remove it (records chained with it can then no longer be verified)"
+            )
+        key = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(key) != KEY_BYTES:
+        raise AuditError(
+            f"the audit key {path} holds {len(key)} bytes, not {KEY_BYTES}; it was damaged"
+        )
+    _keys[path] = (identity, key)
+    return key
+
+
+def load_key(path: Path | None = None, *, create: bool = True) -> bytes:
+    """The installation's audit key (created, 0600, in a 0700 directory, when missing and
+    ``create``). Raises :class:`AuditError` naming the file and the fix."""
+    path = key_path() if path is None else path
+    cached = _keys.get(path)
+    if cached is not None:
+        try:
+            st = os.stat(path, follow_symlinks=False)
+            if (st.st_dev, st.st_ino, st.st_mode, st.st_uid) == cached[0]:
+                return cached[1]  # still the key read before (one stat per record)
+        except OSError:
+            pass
+    try:
+        try:
+            key = _read_key(path)
+        except FileNotFoundError:
+            if not create:
+                raise AuditError(
+                    f"no audit key at {path}: records are chained with the key of the"
+                    " installation (and user) that wrote them; run this as that user, or"
+                    " name the key with --key"
+                ) from None
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, os.urandom(KEY_BYTES))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, path)  # never replaces a key another writer made meanwhile
+            except FileExistsError:
+                pass
+            finally:
+                os.unlink(tmp)
+            key = _read_key(path)
+    except OSError as exc:
+        raise AuditError(f"cannot read the audit key {path}: {exc.strerror or exc}") from exc
+    return key
+
+
+def load_key_path() -> Path:
+    """The installation's key file, made first when missing (see :func:`load_key`)."""
+    path = key_path()
+    load_key(path)
+    return path
+
+
+def _mac(key: bytes, seq: int, prev: bytes, body: bytes) -> bytes:
+    return hmac.digest(key, b"%d\n%s\n%s" % (seq, prev, body), "sha256").hex().encode()
+
+
+def chain_lines(
+    key: bytes, data: bytes, head: tuple[int, bytes]
+) -> tuple[bytes, tuple[int, bytes]]:
+    """``data`` (lines, each one JSON object) with the chain keys added to each, after
+    ``head`` (the last record's number and MAC; ``(0, b"")`` for none); and the new head."""
+    seq, prev = head
+    out = []
+    for body in data.split(b"\n")[:-1]:
+        if len(body) < 3 or body[-1:] != b"}":
+            raise AuditError("an audit record must be a non-empty JSON object on one line")
+        seq += 1
+        prev = _mac(key, seq, prev, body)
+        out.append(b'%s, "chain_seq": %d, "chain": "%s"}\n' % (body[:-1], seq, prev))
+    return b"".join(out), (seq, prev)
+
+
+def _chain_of(line: bytes) -> tuple[int, bytes, bytes] | None:
+    """(number, MAC, the bytes the MAC covers) of a chained line, None when it has none."""
+    m = _CHAIN.search(line)
+    if m is None:
+        return None
+    return int(m.group(1)), m.group(2), line[: m.start()] + b"}"
+
+
+def _last_line(fd: int, size: int) -> bytes:
+    """The last line (without its newline) of the first ``size`` bytes, which end one."""
+    end = size - 1
+    pos = end
+    while pos > 0:
+        start = max(0, pos - 65536)
+        chunk = os.pread(fd, pos - start, start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            return os.pread(fd, end - (start + cut + 1), start + cut + 1)
+        pos = start
+    return os.pread(fd, end, 0)
+
+
+def _head_of(fd: int, size: int, path: Path) -> tuple[int, bytes]:
+    """The chain's head where the log ends: its last record's (number, MAC), from the
+    newest rotated part when the file is empty; ``(0, b"")`` (a new chain) when there is
+    no record, or the last one is not chained."""
+    if size == 0:
+        parts = rotated(path)
+        if not parts:
+            return 0, b""
+        try:
+            pfd = os.open(parts[-1], os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return 0, b""
+        try:
+            psize = _whole_records_end(pfd, os.fstat(pfd).st_size)
+            return _head_of(pfd, psize, parts[-1]) if psize else (0, b"")
+        finally:
+            os.close(pfd)
+    chained = _chain_of(_last_line(fd, size))
+    return (0, b"") if chained is None else (chained[0], chained[1])
 
 
 def project_of(roots: Roots) -> str:
@@ -201,6 +377,7 @@ class Appender:
         self.audit = audit
         self._fd = -1
         self._end = -1  # where the last write of this appender ended (-1: unknown)
+        self._head: tuple[int, bytes] = (0, b"")  # the chain's head at _end
 
     def _open(self) -> int:
         if self.audit:
@@ -228,6 +405,7 @@ class Appender:
 
     def _append(self, data: bytes) -> None:
         limit = max_bytes() if self.audit else 0
+        key = load_key() if self.audit else b""
         for _attempt in range(100):
             if self._fd < 0:
                 self._fd = self._open()
@@ -249,19 +427,25 @@ class Appender:
                 if whole != size:
                     os.ftruncate(fd, whole)  # a killed writer's torn tail, never a record
                     size = whole
-            if limit and size and size + len(data) > limit:
+            out = data
+            if self.audit:
+                head = self._head if size == self._end else _head_of(fd, size, self.path)
+                out, head = chain_lines(key, data, head)
+            if limit and size and size + len(out) > limit:
                 parts = rotated(self.path)
                 number = int(parts[-1].name.rsplit(".", 1)[1]) + 1 if parts else 1
                 os.rename(self.path, self.path.with_name(f"{self.path.name}.{number}"))
                 self.close()  # waiting writers see the rename once the lock is released
                 continue
             try:
-                _write_all(fd, data)
+                _write_all(fd, out)
             except OSError:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, size)  # take back a partial batch
                 raise
-            self._end = size + len(data)
+            self._end = size + len(out)
+            if self.audit:
+                self._head = head
             fcntl.flock(fd, fcntl.LOCK_UN)
             return
         raise OSError(errno.EAGAIN, "it keeps being replaced")
@@ -270,7 +454,12 @@ class Appender:
 def encode_many(records: list[dict[str, Any]]) -> bytes:
     """Records as lines, each stamped with ``ts`` (the same for the batch) if it has none."""
     stamp = now_iso()
-    return b"".join(encode(r if "ts" in r else {"ts": stamp, **r}) for r in records)
+    out = []
+    for r in records:
+        if "chain" in r or "chain_seq" in r:  # the writer's to add, never a caller's
+            r = {k: v for k, v in r.items() if k not in CHAIN_KEYS}
+        out.append(encode(r if "ts" in r else {"ts": stamp, **r}))
+    return b"".join(out)
 
 
 def fsync_file(path: Path) -> None:
@@ -372,6 +561,160 @@ def read(path: Path) -> Iterator[dict[str, Any]]:
     finally:
         for _, handle in handles:
             handle.close()
+
+
+@dataclass
+class Finding:
+    """A line of a log that breaks the chain (or, as a note, one that needs no alarm)."""
+
+    path: Path
+    line: int
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.problem}" if self.line else (
+            f"{self.path}: {self.problem}"
+        )
+
+
+@dataclass
+class Verification:
+    """What :func:`verify` found: the records read, the breaks, the notes, the head."""
+
+    records: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
+    head: tuple[int, str] | None = None  # the last record's number and MAC
+
+    @property
+    def intact(self) -> bool:
+        return not self.findings
+
+
+def parse_head(text: str) -> tuple[int, str]:
+    """``N:MAC`` (what ``guard audit verify`` prints as the head) as (N, MAC)."""
+    number, _, mac = text.strip().partition(":")
+    if not number.isdigit() or int(number) < 1 or not re.fullmatch(r"[0-9a-f]{64}", mac):
+        raise AuditError(
+            f"{text!r} is not a head: give RECORD:MAC as `guard audit verify` printed it,"
+            " e.g. 42:3f1c...(64 hex digits)"
+        )
+    return int(number), mac
+
+
+def _lines(handle: Any) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, the line without its newline, or None for an incomplete last line)."""
+    handle.seek(0)
+    for number, raw in enumerate(handle, start=1):
+        yield number, (raw[:-1] if raw.endswith(b"\n") else None)
+
+
+def verify(path: Path, key: bytes, anchor: tuple[int, str] | None = None) -> Verification:
+    """Check the chain of the log at ``path`` (rotated parts first) with ``key``.
+
+    Each finding names its file and line: a record whose MAC does not match (edited or
+    forged), a line without the chain (not written by guard's writer), records missing
+    before a line (removed), a record out of its place (moved or repeated), a chain that
+    starts again after a chained record. Each record's MAC is checked against its
+    predecessor wherever that stands in the log, so a moved record is named once, as
+    moved. ``anchor`` (a head printed by an earlier run): the log must still hold that
+    record with that MAC, so that records cut from its end are found too. Raises
+    :class:`AuditError` when the log cannot be read.
+    """
+    if not path.exists() and not rotated(path):
+        raise AuditError(
+            f"no audit log at {path} (nor rotated parts {path.name}.N); a project's log is"
+            " <data>/audit/<project>.jsonl, and `guard doctor` names this project's"
+        )
+    out = Verification()
+    handles = _open_parts(path)
+    try:
+        # first pass: every chained record's MAC, by (chain, number): a writer starts a new
+        # chain (at record 1) after a last line that is not chained
+        macs: dict[tuple[int, int], bytes] = {}
+        chain, last = 0, 0
+        for _part, handle in handles:
+            for _number, line in _lines(handle):
+                found = None if line is None else _chain_of(line)
+                if found is not None:
+                    if found[0] == 1 and last:
+                        chain += 1
+                    macs.setdefault((chain, found[0]), found[1])
+                    last = found[0]
+        chain, last = 0, 0  # last: the previous chained record's number (0: none yet)
+        started = unchained = False
+        for part, handle in handles:
+            for number, line in _lines(handle):
+                if line is None:
+                    out.notes.append(Finding(part, number, "an incomplete last line (a writer"
+                                             " killed inside its write; the next record"
+                                             " removes it)"))  # fmt: skip
+                    continue
+                out.records += 1
+                found = _chain_of(line)
+                if found is None:
+                    out.findings.append(Finding(part, number, "no chain MAC: guard's writer did"
+                                                " not write this line (forged, or written"
+                                                " before records were chained)"))  # fmt: skip
+                    started = unchained = True
+                    continue
+                seq, mac, body = found
+                problems = []
+                restart = seq == 1 and last > 0
+                if restart:
+                    chain += 1
+                if restart:
+                    if not unchained:  # the writer starts again only after such a line
+                        problems.append(
+                            f"the chain starts again here after record {last}: the"
+                            " records before it were cut or replaced"
+                        )
+                elif seq <= last:
+                    problems.append(
+                        f"record {seq} comes after record {last}: records were moved or"
+                        " repeated"
+                    )
+                elif seq > last + 1:
+                    if seq - last - 1 > len(macs):  # they cannot all be elsewhere in the log
+                        gone = [last + 1, seq - 1]
+                    else:
+                        gone = [k for k in range(last + 1, seq) if (chain, k) not in macs]
+                    if gone:
+                        which = (
+                            f"record {gone[0]} is" if len(gone) == 1
+                            else f"records {gone[0]} to {gone[-1]} are"
+                        )  # fmt: skip
+                        where = "at the start of the log" if not started else "before this line"
+                        problems.append(
+                            f"{which} missing {where} (removed, or a rotated part deleted)"
+                        )
+                pred = b"" if seq == 1 else macs.get((chain, seq - 1))
+                if pred is not None and not hmac.compare_digest(_mac(key, seq, pred, body), mac):
+                    problems.append(
+                        "the MAC does not match: the record was edited or forged"
+                    )
+                elif pred is None and not problems:
+                    problems.append(f"record {seq - 1}, which this one follows, is missing")
+                for problem in problems:
+                    out.findings.append(Finding(part, number, problem))
+                if anchor is not None and seq == anchor[0] and mac.decode() != anchor[1]:
+                    out.findings.append(Finding(part, number, f"record {seq} does not carry"
+                                                " the anchored MAC: the log was replaced"))
+                last = 1 if seq == 1 else max(last, seq)
+                started, unchained = True, False
+                out.head = (seq, mac.decode())
+    except OSError as exc:
+        raise AuditError(f"cannot read audit log {path}: {exc.strerror or exc}") from exc
+    finally:
+        for _, handle in handles:
+            handle.close()
+    if anchor is not None and (chain, anchor[0]) not in macs:
+        ends = out.head[0] if out.head else 0
+        out.findings.append(Finding(
+            path, 0, f"the anchored head {anchor[0]}:{anchor[1][:12]}... is not in the log (it"
+            f" ends at record {ends}): records were cut from its end, or it was replaced",
+        ))  # fmt: skip
+    return out
 
 
 T = TypeVar("T")

@@ -321,9 +321,14 @@ class Gate:
     )
 
     def load(self, call: ToolCall, found: ModeFound | None = None) -> Guard:
-        """The policy for ``call``: of the deciding session's worktree when it names one,
-        else of the call's cwd."""
-        if self.guard is not None:
+        """The policy for ``call``: of the deciding session's worktree when it names one
+        (even over a ``guard`` fixed for another worktree), else ``guard``, else the
+        policy of the call's cwd."""
+        if self.guard is not None and (
+            found is None
+            or found.worktree is None
+            or str(self.guard.roots.worktree) == found.worktree
+        ):
             return self.guard
         from guard.decide import Guard
 
@@ -331,6 +336,12 @@ class Gate:
         worktree = found.worktree if found is not None else None
         policy = self.policy or self.env.get("GUARD_POLICY") or None
         return load(policy=policy, cwd=call.cwd, worktree=worktree)
+
+    def load_for(self, call: ToolCall) -> Guard:
+        """The policy the gate decides ``call`` with, as far as its cwd tells (the session
+        deciding there, without the call's effects): for front doors that need it first."""
+        _, found = agent_inputs(call, self.agent, self.env, self.mode)
+        return self.load(call, found)
 
     def decide(
         self,

@@ -449,3 +449,17 @@ def _resolve(path: str, cwd: str | os.PathLike[str], *, write: bool) -> Canonica
         if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
             raise PathError(f"cannot resolve {path!r}: {exc.strerror}") from exc
     return CanonicalPath(link=link, real=real, is_dir=is_dir, nlink=nlink, mode=mode)
+
+
+def no_worktree_note(cwd: str | os.PathLike[str] | None = None) -> str | None:
+    """The one sentence ``check``, ``explain``, ``run`` and ``watch`` say outside version
+    control (None inside a worktree): guard then uses no worktree, the same for all four."""
+    here = Path(os.path.realpath(cwd if cwd is not None else os.getcwd()))
+    if find_worktree(here) is not None:
+        return None
+    return (
+        f"no worktree: {here} is under no version control (no .git, .hg, .jj or .svn above"
+        " it), so guard uses none: paths here belong to no root (only anchored patterns and"
+        " the agent's default decide them), `guard run` gives no worktree to write and its"
+        " monitor watches the plan directory only; `git init` or --worktree DIR makes one"
+    )

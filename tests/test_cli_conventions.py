@@ -74,7 +74,8 @@ def on_terminal(*args: str, cwd: Path, env: dict[str, str] | None = None) -> tup
 def test_version(flag: str) -> None:
     r = guard(flag)
     assert r.returncode == 0
-    assert r.stdout == f"guard {version('openoxide-guard')}\n"
+    assert r.stdout.splitlines()[0] == f"guard {version('openoxide-guard')}"
+    assert "installed at " in r.stdout  # which installation runs (tests/test_probe.py)
 
 
 @pytest.mark.parametrize(

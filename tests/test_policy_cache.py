@@ -78,7 +78,7 @@ def _merged(spec: str) -> dict[str, object]:
     from guard.policy import loader
 
     merged: dict[str, object] = {}
-    loader._load_into(spec, None, "policy", merged, {}, {}, [], [], [])  # type: ignore[arg-type]
+    loader._load_into(spec, None, "policy", merged, {}, {}, [], [], [], [], [])  # type: ignore[arg-type]
     merged.pop("extends", None)
     merged["version"] = 1
     return merged

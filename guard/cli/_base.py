@@ -171,8 +171,11 @@ def installed_version(unknown: str = "unknown") -> str:
 
 
 def version_text() -> str:
-    """What ``guard --version`` prints."""
-    return f"guard {installed_version('(version unknown: not installed)')}\n"
+    """What ``guard --version`` prints: the version, which installation runs, the Python
+    and the layers available here (:mod:`guard.probe`, which doctor and review read too)."""
+    from guard.probe import version_text
+
+    return version_text()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -6,6 +6,7 @@ The order of the imports is the order of the commands in ``guard --help``.
 from __future__ import annotations
 
 from guard.cli import (
+    audit,
     core,
     demo,
     effects,
@@ -23,6 +24,7 @@ from guard.cli._app import app
 
 __all__ = [
     "app",
+    "audit",
     "core",
     "demo",
     "effects",

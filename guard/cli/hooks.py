@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from guard.cli._app import app, console, print_json
+from guard.cli._app import app, console, print_json, warn
 from guard.effects import GuardError, did_you_mean
 from guard.integrations import HOSTS
 
@@ -98,12 +98,27 @@ def install_cmd(
         host, "user" if scope == "user" else "project", agent=agent, policy=policy
     )
     no_worktree = _no_worktree_note() if scope == "project" else None
+    _warn_if_editable()
     if as_json:
         print_json({**change.to_json(), "worktree": _worktree_or_none()})
         if change.problems:
             raise typer.Exit(1)
         return
     _report_install(host, change, no_worktree)
+
+
+def _warn_if_editable() -> None:
+    """An editable install's hook runs the checkout's code: say so, and what lasts."""
+    from guard.probe import installation
+
+    inst = installation()
+    if inst.checkout is not None:
+        warn(
+            f"guard is an editable install: the hook runs the code in {inst.checkout}, so"
+            " moving or deleting that checkout breaks the hook (the host then refuses every"
+            " call); for hooks that outlive it, install guard without -e (`pip install .`"
+            " or `pipx install .`) and run `guard install` again"
+        )
 
 
 def _report_install(host: str, change: Any, no_worktree: str | None = None) -> None:
@@ -187,6 +202,25 @@ def uninstall_cmd(
         print(f"  {note}")
 
 
+def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
+    """The doctor's two rich tables; names and details are plain text, never markup (a
+    detail such as "the [re2] extra" keeps its brackets)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    style = {"ok": "green", "off": "dim", "broken": "bold red", "skipped": "bold red"}
+    tables = []
+    for title, checks in (("Hosts", hosts), ("Layers", layers)):
+        table = Table(title=title, show_lines=False)
+        table.add_column("what")
+        table.add_column("status")
+        table.add_column("detail", overflow="fold")
+        for c in checks:
+            table.add_row(Text(c.name), Text(c.status, style=style[c.status]), Text(c.detail))
+        tables.append(table)
+    return tables
+
+
 @app.command(
     "doctor",
     help=(
@@ -196,7 +230,8 @@ def uninstall_cmd(
         " block every call) or skipped (the host will not run it: Codex hook or project trust"
         " missing or stale, Gemini workspace not trusted, a settings file another tool"
         " rewrote), a policy that does not load (every hook call is blocked), missing tool"
-        " analysis. The last line names the audit log.\n\n"
+        " analysis, a host session held after it ran a tool without guard (hook_missed:"
+        " `guard session resume`). The last line names the audit log.\n\n"
         "Example:\n\n  guard doctor\n\n"
         "  guard doctor --json | jq '.hosts[] | select(.status==\"ok\")'"
     ),
@@ -214,17 +249,8 @@ def doctor_cmd(
             indent=2,
         )
     else:
-        from rich.table import Table
-
-        style = {"ok": "green", "off": "dim", "broken": "bold red", "skipped": "bold red"}
         out = console()
-        for title, checks in (("Hosts", hosts), ("Layers", layers)):
-            table = Table(title=title, show_lines=False)
-            table.add_column("what")
-            table.add_column("status")
-            table.add_column("detail", overflow="fold")
-            for c in checks:
-                table.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+        for table in doctor_tables(hosts, layers):
             out.print(table)
         for c in layers:
             if c.name == "audit log" and c.extra.get("path"):

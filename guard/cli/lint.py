@@ -39,8 +39,8 @@ class FailLevel(StrEnum):
         "  guard lint --format github                # annotations in GitHub Actions\n\n"
         "  guard lint --fail-level warning           # fail on warnings too\n\n"
         "  guard lint --list-rules ; guard lint --explain GL201\n\n"
-        "Configure in pyproject.toml ([tool.guard.lint]) or the policy ([lint]):\n\n"
-        '  ignore = ["GL105"]  and  [tool.guard.lint.levels] GL104 = "error"\n\n'
+        "Configure in pyproject.toml (\\[tool.guard.lint]) or the policy (\\[lint]):\n\n"
+        '  ignore = ["GL105"]  and  \\[tool.guard.lint.levels] GL104 = "error"\n\n'
         "Exit status: 0 clean, 3 findings at or above --fail-level, 2 unreadable input."
     ),
 )
@@ -60,7 +60,7 @@ def lint_command(
     config: Path | None = typer.Option(
         None,
         "--config",
-        help="pyproject.toml holding [tool.guard.lint]. Default: the nearest one upwards.",
+        help="pyproject.toml holding \\[tool.guard.lint]. Default: the nearest one upwards.",
     ),
     list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule catalog."),
     explain: str | None = typer.Option(

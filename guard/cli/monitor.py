@@ -130,6 +130,12 @@ def watch(
     err = _err()
     out = _out()
     lock = threading.Lock()
+    if g.roots.worktree is None and not root:
+        from guard.paths import no_worktree_note
+
+        note = no_worktree_note()
+        if note is not None:
+            err.print(f"guard watch: {note}", markup=False)
 
     def show_violation(v: Violation) -> None:
         with lock:

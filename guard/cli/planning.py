@@ -86,13 +86,66 @@ def _resolve(cwd: Path, session_id: str | None) -> Session:
     if session_id:
         return Session.load(session_id, cwd)
     found = deciding_session(cwd)
-    if found is None:
+    if found is None:  # a plan session of a worktree this directory lies in (a submodule...)
+        around = _open_plans(cwd)
+        if around:
+            return around[0]
         raise GuardError(
-            f"no open session in {sessions_dir(cwd)} (ended ones and those whose process died"
-            " do not count): start one with `guard plan start TITLE`, or name one with"
-            " --session ID from `guard session list`"
+            f"no open session in {sessions_dir(cwd)} (ended ones, set-aside ones and"
+            " orphaned build ones do not count): start one with `guard plan start TITLE`,"
+            " or name one with --session ID from `guard session list`"
         )
     return found[0]
+
+
+def _open_plans(cwd: Path) -> list[Session]:
+    """The plan sessions that decide around ``cwd``: its worktree's, and those of every
+    worktree it lies in or beside (guard.planning.binding)."""
+    from guard.planning.binding import worktrees_of
+
+    places = [Path(p) for p in worktrees_of([str(cwd)])] or [cwd]
+    return [
+        s for p in places for s in Session.list_all(p) if s.decides and s.mode is Mode.PLAN
+    ]
+
+
+def _refuse_stacking(cwd: Path, new: bool) -> None:
+    """One plan session per worktree unless asked: name the open one, or go on (--new)."""
+    found = _open_plans(cwd)
+    if not found or new:
+        return
+    s = found[0]
+    state = ", orphaned: its owner is gone" if s.status == "orphaned" else ""
+    raise GuardError(
+        f"plan mode is already on here: session {s.id} ({s.title or 'untitled'}; plan file"
+        f" {s.plan_path}; started {s.created_at}{state}). Go on with it (`guard plan status`),"
+        f" approve its plan (`guard plan exit --approve --session {s.id}`), end it"
+        f" (`guard session end {s.id}`), or start another with --new (the open one is set"
+        f" aside until `guard plan resume {s.id}`)"
+    )
+
+
+def _say_set_aside(session: Session, plans: bool) -> None:
+    for other in session.set_aside_others(plans=plans):
+        sys.stderr.write(
+            f"set aside session {other.id} ({other.mode.value}): it decides nothing until"
+            f" `guard plan resume {other.id}`\n"
+        )
+
+
+NewOpt = Annotated[
+    bool,
+    typer.Option(
+        "--new",
+        help="Start it even though a plan session is open here; the open one is set aside"
+        " (it decides nothing until `guard plan resume ID`).",
+    ),
+]
+
+
+def _no_session(cwd: Path) -> bool:
+    """No session decides for ``cwd`` (a corrupt session file raises: an error, not a state)."""
+    return deciding_session(cwd) is None and not _open_plans(cwd)
 
 
 def _print_json(data: dict[str, Any]) -> None:
@@ -115,12 +168,20 @@ def session_start(
     ] = None,
     cwd: CwdOpt = Path("."),
     as_json: JsonOpt = False,
+    new: NewOpt = False,
 ) -> None:
     """Start a session and print its id.
 
+    The older open sessions of the worktree it replaces are set aside: build ones
+    always, plan ones with --new (without it, an open plan session is a refusal).
+    Ending this session later never makes them decide again (`guard plan resume ID`).
+
     Example: SID=$(guard session start --mode plan --title "Add caching")
     """
+    if mode is Mode.PLAN and cwd.is_dir():
+        _refuse_stacking(cwd, new)
     session = Session.start(cwd, mode, id=session_id, title=title)
+    _say_set_aside(session, plans=mode is Mode.PLAN or new)
     if as_json:
         _print_json(session.summary())
     else:
@@ -189,8 +250,9 @@ def session_end(
 ) -> None:
     """End a session: it no longer decides anything (its files stay, for the record).
 
-    Ending a session in plan mode does not approve its plan: the hooks go back
-    to the next open session, or to the host's own permission mode.
+    Ending a session in plan mode does not approve its plan. The hooks then
+    follow another session that still decides here (never one set aside: that
+    needs `guard plan resume ID`), or the host's own permission mode.
 
     Example: guard session end 20261202-1a2b3c4d
     """
@@ -203,8 +265,10 @@ def session_end(
 
 def _resume(session_id: str | None, cwd: Path) -> None:
     session = _resolve(cwd, session_id)
+    was = session.status
     if session.resume():
-        sys.stdout.write(f"{session.id}: resumed; you own it now ({session.mode.value} mode)\n")
+        how = "you own it now" if was == "orphaned" else "it decides again"
+        sys.stdout.write(f"{session.id}: resumed; {how} ({session.mode.value} mode)\n")
     else:
         sys.stdout.write(f"{session.id}: open, nothing to resume ({session.mode.value} mode)\n")
     sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
@@ -246,6 +310,9 @@ def mode_command(
         if not cwd.is_dir():
             raise GuardError(f"--cwd {cwd}: not a directory")
         found = deciding_session(cwd)
+        if found is None or found[0].mode is not Mode.PLAN:
+            around = _open_plans(cwd)  # a plan of a worktree this one lies in holds here
+            found = (around[0], "") if around else found
         sys.stdout.write((found[0].mode.value if found else "no open session") + "\n")
         sys.stdout.write(f"the hooks use {describe_current_agent(cwd).line()}\n")
         return
@@ -325,11 +392,16 @@ def plan_start(
     title: Annotated[str, typer.Argument(help="What the plan is for; names the plan file.")],
     cwd: CwdOpt = Path("."),
     as_json: JsonOpt = False,
+    new: NewOpt = False,
 ) -> None:
     """Enter plan mode for this worktree and print what to do next in your agent.
 
     Starts a session in plan mode, owned by you: it decides for the worktree
     (the hooks use the plan agent) until you approve the plan or end it.
+    With a plan session open here already, it refuses and names it; --new
+    starts another and sets the open one aside. Older sessions never decide
+    again on their own: ending or approving this one leaves them set aside
+    until `guard plan resume ID`.
 
     Example: guard plan start "Add caching"
     """
@@ -337,7 +409,9 @@ def plan_start(
         raise GuardError("guard plan start: give a title, e.g. `guard plan start 'Add caching'`")
     if not cwd.is_dir():
         raise GuardError(f"--cwd {cwd}: not a directory")
+    _refuse_stacking(cwd, new)
     session = Session.start(cwd, Mode.PLAN, title=title.strip())
+    _say_set_aside(session, plans=True)
     current = describe_current_agent(cwd)
     if as_json:
         _print_json({**session.summary(), "agent": current.agent, "why": current.reason})
@@ -361,7 +435,20 @@ def plan_status(
     cwd: CwdOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Show the mode, the plan file, the checklist and the last decisions of a session."""
+    """Show the mode, the plan file, the checklist and the last decisions of a session.
+
+    With no open session here it says so, and which agent the hooks use (exit 0).
+    """
+    current = describe_current_agent(cwd) if cwd.is_dir() else None
+    if session_id is None and current is not None and _no_session(cwd):
+        if as_json:
+            _print_json({"session": None, "mode": None, "agent": current.agent,
+                         "why": current.reason})  # fmt: skip
+        else:
+            sys.stdout.write(f"session   none open here ({sessions_dir(cwd)})\n")
+            sys.stdout.write(f"hooks     {current.line()}\n")
+            sys.stdout.write("start:    guard plan start TITLE\n")
+        return
     session = _resolve(cwd, session_id)
     current = describe_current_agent(cwd)
     plan = None
@@ -442,6 +529,12 @@ def plan_show(
             raise GuardError(f"cannot read {file}: {exc.strerror}") from None
         where: str | None = str(file)
     else:
+        if session_id is None and cwd.is_dir() and _no_session(cwd):
+            sys.stdout.write(
+                f"no open session here ({sessions_dir(cwd)}), so no plan to show:"
+                " start one with `guard plan start TITLE`, or give a plan FILE\n"
+            )
+            return
         session = _resolve(cwd, session_id)
         text, where = read_plan(session), session.plan_path
         if text is None:

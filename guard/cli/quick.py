@@ -70,6 +70,12 @@ def load_guard(policy: str | None, worktree: Path | None, cwd: Path | None) -> G
         g = Guard.load(policy, worktree=worktree, cwd=cwd)
     for message in g.loaded.warnings:
         warn(message)
+    if worktree is None and g.roots.worktree is None:
+        from guard.paths import no_worktree_note
+
+        note = no_worktree_note(cwd)
+        if note is not None:
+            warn(note)
     return g
 
 

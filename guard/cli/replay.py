@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
@@ -12,9 +13,10 @@ from typing import IO, TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from guard.cli._app import app, console, installed_version
+from guard.cli._app import app, console, installed_version, warn
 from guard.cli._io import printable
 from guard.cli.options import AgentOpt, PolicyOpt
+from guard.effects import GuardError
 
 if TYPE_CHECKING:
     from guard.replay.model import ReplayCall, ReplayResult
@@ -82,17 +84,30 @@ def replay(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the report to FILE, not stdout.")
     ] = None,
+    cwd: Annotated[
+        Path | None,
+        typer.Option(
+            "--cwd",
+            help="Replay every call against DIR (a checkout of the project the transcripts"
+            " ran in): each call's cwd, and the paths of its input under that cwd, move"
+            " there. Without it, a cwd that does not exist here is re-rooted through its"
+            " nearest existing folder, and the report says so.",
+        ),
+    ] = None,
 ) -> None:
     """Replay transcripts through the gate (see HELP)."""
     from guard.replay.engine import check_host, transcripts
     from guard.replay.engine import replay as run
 
     check_host(host)  # before any output is written
+    if cwd is not None and not cwd.is_dir():
+        raise GuardError(f"--cwd {cwd}: not a directory")
     if as_json:
         fmt = Format.json
     files = transcripts(paths)
+    where = os.path.realpath(cwd) if cwd is not None else None
     with _progress(files) as tick, _target(output) as out:
-        results = run(files, host=host, agent=agent, policy=policy, progress=tick)
+        results = run(files, host=host, agent=agent, policy=policy, progress=tick, cwd=where)
         if fmt is Format.json:
             from guard.replay.report import write_json
 
@@ -110,8 +125,12 @@ def replay(
             summary = write_html(results, out, agent, policy or "the worktree's (or default)")
         else:
             summary = _table(results, out)
+    note = summary.missing_note()
     if output is not None and fmt is not Format.table:
-        console(stderr=True).print(escape(summary.lines()[0]) + f" -> {escape(str(output))}")
+        counts = summary.lines()[1 if note else 0]
+        console(stderr=True).print(escape(counts) + f" -> {escape(str(output))}")
+    if note is not None and (fmt is not Format.table or output is not None):
+        warn(note)  # the table says it itself
     raise typer.Exit(3 if summary.blocked else 0)
 
 
@@ -152,7 +171,7 @@ def _table(results: Iterable[ReplayResult], out: IO[str]) -> Summary:
 
     s = Summary()
     con = console() if out is sys.stdout else None
-    colors = {"allow": "green", "ask": "yellow", "deny": "red"}
+    colors = {"allow": "green", "allow_confined": "cyan", "ask": "yellow", "deny": "red"}
     for r in results:
         s.add(r)
         c = r.call
@@ -160,14 +179,19 @@ def _table(results: Iterable[ReplayResult], out: IO[str]) -> Summary:
         time = (c.time or "")[11:19] or "-"
         tool, shown = printable(c.tool)[:18], printable(short(c.input, 48))
         head = f"{r.index:>4} {time:8} {tool:18} {shown:48}"
+        shown_decision = "CONFINED" if r.decision == "allow_confined" else r.decision.upper()
         if con is not None:
-            con.print(f"{escape(head)} [bold {colors[r.decision]}]{r.decision.upper():5}[/]"
+            con.print(f"{escape(head)} [bold {colors[r.decision]}]{shown_decision:5}[/]"
                       f" [dim]{escape(printable(r.rule))}{escape(side)}[/]")
         else:
-            out.write(f"{head} {r.decision.upper():5} {printable(r.rule)}{side}\n")
-    text = "\n".join(s.lines())
+            out.write(f"{head} {shown_decision:5} {printable(r.rule)}{side}\n")
+    lines = s.lines()
+    note = s.missing_note()
     if con is not None:
-        con.print("\n" + escape(text))
+        if note is not None:
+            con.print("\n[bold yellow]" + escape(lines[0]) + "[/]")
+            lines = lines[1:]
+        con.print("\n" + escape("\n".join(lines)))
     else:
-        out.write("\n" + text + "\n")
+        out.write("\n" + "\n".join(lines) + "\n")
     return s

@@ -81,6 +81,13 @@ def run_command(
         False, "--explain", help="Print the sandbox that would be applied (JSON) and exit."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors."),
+    baseline_limit: int = typer.Option(
+        20_000,
+        "--baseline-limit",
+        min=0,
+        help="Most files the monitor's baseline may cover; above it guard run refuses to"
+        " start, naming the count (0: no limit).",
+    ),
 ) -> None:
     status = execute(
         RunOptions(
@@ -95,6 +102,7 @@ def run_command(
             no_monitor=no_monitor,
             explain=explain,
             quiet=quiet,
+            baseline_limit=baseline_limit,
         )
     )
     raise typer.Exit(status)

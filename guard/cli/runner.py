@@ -41,6 +41,8 @@ class RunOptions:
     no_monitor: bool = False
     explain: bool = False
     quiet: bool = False
+    #: most files the monitor's baseline may cover before guard run refuses (0: no limit)
+    baseline_limit: int = 20_000
 
 
 # option -> RunOptions field; the typer command in guard/cli/run.py declares the same options
@@ -50,6 +52,7 @@ _VALUED = {
     "--worktree": "worktree", "-w": "worktree",
     "--writable": "writable",
     "--audit": "audit",
+    "--baseline-limit": "baseline_limit",
 }  # fmt: skip
 _FLAGS = {
     "--restore": "restore",
@@ -95,6 +98,10 @@ def parse(args: list[str]) -> RunOptions | None:
             return None
         if key == "writable":
             values["writable"].append(value)
+        elif key == "baseline_limit":
+            if not value.isdigit():
+                return None  # typer says what is wrong with it
+            values[key] = int(value)
         elif key in ("worktree", "audit"):
             values[key] = Path(value)
         else:
@@ -193,8 +200,15 @@ def execute(o: RunOptions) -> int:
     if o.explain:
         _explain(plan)
         return 0
+    if guard.roots.worktree is None and not o.quiet:
+        from guard.paths import no_worktree_note
+
+        note = no_worktree_note()
+        if note is not None:
+            print(f"guard run: {note}", file=sys.stderr)
     monitor = None
     if not o.no_monitor:
+        _check_baseline_size(guard, o.baseline_limit)
         monitor = _MonitorHandle(guard, o.agent, restore=o.restore, audit=o.audit, quiet=o.quiet)
     elif not o.quiet:
         print("guard run: --no-monitor: chmod/chown/utime/xattr go unwatched", file=sys.stderr)
@@ -219,19 +233,60 @@ def execute(o: RunOptions) -> int:
     return status
 
 
+def _check_baseline_size(guard: Any, limit: int) -> None:
+    """Refuse, naming the way on, a baseline of more than ``limit`` files: the monitor would
+    read (and copy what git cannot restore of) every one before the command starts."""
+    if limit <= 0:
+        return
+    from guard.monitor import default_roots
+
+    for root in default_roots(guard):
+        count = _count_files(str(root), limit + 1)
+        if count > limit:
+            raise GuardError(
+                f"the monitor's baseline would cover more than {limit:,} files under {root};"
+                " guard run does not read (and copy) a tree that large unasked: pass"
+                f" --baseline-limit N (more than the files there; 0: no limit), --no-monitor"
+                " (the kernel layers alone), or run it from the worktree you mean"
+            )
+
+
+def _count_files(top: str, stop: int) -> int:
+    """Files and links under ``top`` (``.git`` aside: git restores from it), up to ``stop``."""
+    count = 0
+    stack = [top]
+    while stack and count < stop:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for e in entries:
+                    if e.is_dir(follow_symlinks=False):
+                        if e.name != ".git":
+                            stack.append(e.path)
+                    else:
+                        count += 1
+        except OSError:
+            continue
+    return count
+
+
 def _explain(plan: Any) -> None:
+    from guard import probe
     from guard.cli._base import print_json
     from guard.sandbox import landlock, seccomp
-    from guard.sandbox.confine import namespaces_unavailable
 
-    abi = landlock.abi_version()
-    why = namespaces_unavailable() if plan.mode == "plan" else "not used in build mode"
+    lay = probe.layers(plan.worktree)  # the one description --version, doctor, review give
+    abi = lay.landlock_abi
+    why = lay.namespaces if plan.mode == "plan" else "not used in build mode"
+    inst = probe.installation()
     doc = {
+        "guard": {"version": inst.version, "package": str(inst.package),
+                  "checkout": str(inst.checkout) if inst.checkout else None,
+                  "python": inst.python},
         "agent": plan.agent,
         "mode": plan.mode,
         "worktree": str(plan.worktree) if plan.worktree else None,
         "landlock_abi": abi,
-        "landlock": landlock.unavailable_reason() or "available",
+        "landlock": lay.landlock or "available",
         "handled": landlock.right_names(landlock.handled_rights(abi)),
         "signals_scoped": abi >= 6,
         "tiocsti_filtered": seccomp.supported(),
@@ -243,6 +298,8 @@ def _explain(plan: Any) -> None:
         "require": plan.require,
         "sockets": plan.sockets,
         "writable": [{"path": r.path, "why": r.why, "ioctl": r.ioctl} for r in plan.roots],
+        "monitor": lay.monitor,
+        "matching": lay.engine,
         "notes": plan.notes,
     }
     print_json(doc, indent=2)

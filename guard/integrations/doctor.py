@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from guard import probe
 from guard.integrations import HOSTS
 from guard.integrations.install import interpreter_of, read_settings, settings_file
 from guard.integrations.interface import Scope
 from guard.integrations.runner import adapter_for
-from guard.sandbox import landlock
 
 #: ``skipped``: wired, but the host will not run the hook (trust missing, file
 #: rewritten...): as bad as ``broken`` for the exit status.
@@ -169,18 +169,21 @@ def guessed_tools(cwd: str | os.PathLike[str] | None = None, limit: int = 2000) 
 
 def daemon_check() -> Check:
     from guard.integrations.hookclient import pid_path, socket_path, trusted
+    from guard.integrations.hookd import idle_seconds
 
     path = socket_path()
     pidfile = pid_path()
+    lifetime = (f"it exits after {idle_seconds():g} s without a call (the hosts'"
+                " $GUARD_HOOKD_IDLE, default 600)")
     try:
         with open(pidfile) as fh:
             pid = int(fh.read().strip())
         os.kill(pid, 0)
     except (OSError, ValueError):
-        return Check("hook daemon", "off", "not running: the next hook call starts it")
+        return Check("hook daemon", "off", f"not running: the next hook call starts it; {lifetime}")
     if not trusted(path):
         return Check("hook daemon", "broken", f"{path} is not a socket only you own; ignored")
-    return Check("hook daemon", "ok", f"pid {pid} answers hook calls on {path}")
+    return Check("hook daemon", "ok", f"pid {pid} answers hook calls on {path}; {lifetime}")
 
 
 def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
@@ -204,23 +207,27 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
     checks.append(agent_check(cwd))
     checks.append(orphans_check(cwd))
     checks.append(_audit_check(cwd))
-    abi = landlock.abi_version()
-    if abi:
-        checks.append(Check("kernel confinement", "ok", f"Landlock ABI {abi}; guard run confines"))
+    lay = probe.layers(cwd)  # the one description --version and review give too
+    if lay.landlock_abi:
+        checks.append(Check("kernel confinement", "ok",
+                            f"{lay.landlock_line()}; guard run confines"))
     else:
-        checks.append(Check("kernel confinement", "off", landlock.unavailable_reason()))
-    checks.append(namespaces_check())
+        checks.append(Check("kernel confinement", "off", lay.landlock))
+    checks.append(namespaces_check(lay))
     checks.append(daemon_check())
     checks.append(guessed_tools(cwd))
-    checks.append(_monitor_check(cwd))
+    checks.append(Check("monitor", "ok", lay.monitor))
+    inst = probe.installation()
+    checks.append(Check("installation", "ok", f"guard {inst.version} {inst.line()}; {inst.python}"))
+    checks.append(held_check(cwd))
     return checks
 
 
-def namespaces_check() -> Check:
+def namespaces_check(lay: probe.Layers | None = None) -> Check:
     """Whether confined commands run in namespaces here, or fall back to Landlock alone."""
-    from guard.sandbox.confine import FALLBACK, namespaces_unavailable
+    from guard.sandbox.confine import FALLBACK
 
-    why = namespaces_unavailable()
+    why = (lay or probe.layers()).namespaces
     if why:
         return Check(
             "namespaces", "off",
@@ -233,13 +240,6 @@ def namespaces_check() -> Check:
         f"{who} namespaces for each confined command: a read-only view but the writable roots,"
         " loopback only, its own /proc and IPC; leftover processes end with it",
     )  # fmt: skip
-
-
-def _monitor_check(cwd: str | os.PathLike[str] | None) -> Check:
-    """Which backend guard's monitor would use here, and why (fanotify needs CAP_SYS_ADMIN)."""
-    from guard.monitor.fanotify import choose
-
-    return Check("monitor", "ok", choose([Path(os.path.realpath(cwd or os.getcwd()))]).line())
 
 
 def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
@@ -287,17 +287,29 @@ def orphans_check(cwd: str | os.PathLike[str] | None = None) -> Check:
 
 
 def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
-    """Where hook decisions of this directory are appended (the path is shown)."""
-    from guard.audit import default_log_path
+    """Where hook decisions of this directory are appended (the path is shown), and the
+    key that chains them (never made here: a key others can read is broken)."""
+    from guard.audit import AuditError, default_log_path, key_path, load_key
     from guard.paths import Roots
 
     try:
         path = default_log_path(Roots.discover(os.fspath(cwd) if cwd is not None else None))
     except Exception as exc:
         return Check("audit log", "broken", f"no audit log path here: {exc}")
+    key = key_path()
+    try:
+        if key.exists() or key.is_symlink():
+            load_key(key, create=False)
+            chained = f", chained under {key} (`guard audit verify` checks it)"
+        else:
+            chained = f"; the key that chains it, {key}, is made with the first record"
+    except AuditError as exc:
+        return Check("audit log", "broken", f"{exc}: every hook call blocks",
+                     {"path": str(path)})  # fmt: skip
     return Check(
-        "audit log", "ok", f"every hook decision is appended to {path}", {"path": str(path)}
-    )
+        "audit log", "ok", f"every hook decision is appended to {path}{chained}",
+        {"path": str(path)},
+    )  # fmt: skip
 
 
 def _tools_check() -> Check:
@@ -315,3 +327,26 @@ def project_of(cwd: str | None) -> Path:
     from guard.integrations.install import project_dir
 
     return project_dir(cwd)
+
+
+def held_check(cwd: str | os.PathLike[str] | None = None) -> Check:
+    """Host sessions of this worktree that guard holds after ``hook_missed`` (plan mode)."""
+    from guard.integrations import missed
+    from guard.paths import find_worktree
+
+    here = os.path.realpath(cwd or os.getcwd())
+    wt = find_worktree(here)
+    mine = [d for _, d in missed.holds()
+            if d.get("worktree") == (str(wt) if wt is not None else None)
+            and (wt is not None or d.get("cwd") == here)]
+    if not mine:
+        return Check("held sessions", "ok", "no host session ran a tool without guard here")
+    names = ", ".join(f"{d.get('host')} {d.get('session_id')}" for d in mine)
+    return Check(
+        "held sessions", "broken",
+        f"{len(mine)} host session(s) ran a tool without guard's decision and are held in plan"
+        f" mode ({names}): every call of theirs is refused; look at what landed, then run"
+        " `guard session resume` (--restore undoes it)",
+        {"held": [{"host": d.get("host"), "session_id": d.get("session_id"),
+                   "since": d.get("since")} for d in mine]},
+    )  # fmt: skip

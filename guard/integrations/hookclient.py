@@ -22,7 +22,9 @@ file's own package, whatever else the interpreter could import.
 
 Trust: the run directory must be a directory owned by this user that nobody
 else can write, the socket a socket owned by this user; the daemon checks the
-peer's uid. ``GUARD_HOOK_DAEMON=0`` turns the daemon off.
+peer's uid, and refuses a peer inside guard's confinement
+(:func:`guard.integrations.hookd.peer_refusal`): such a client decides in-process.
+``GUARD_HOOK_DAEMON=0`` turns the daemon off.
 """
 
 import os
@@ -47,7 +49,7 @@ except ImportError:  # pragma: no cover - depends on the interpreter
 PROTOCOL = 2
 TIMEOUT = 25.0
 STARTUP_WAIT = 5.0  # seconds to wait for a daemon that is coming up
-ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY")
+ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY", "GUARD_MISSED_RESTORE")
 SAME_ENV = ("HOME", "XDG_DATA_HOME", "TMPDIR", "GUARD_MANAGED_DIR")
 FINGERPRINTED = (".py", ".toml", ".json", ".typed")
 

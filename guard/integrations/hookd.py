@@ -309,8 +309,22 @@ def write_pid(dirfd: int, name: str) -> None:
     os.replace(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
 
 
+IDLE_DEFAULT = 600.0
+
+
+def idle_seconds(env: dict[str, str] | None = None) -> float:
+    """How long the daemon waits for a call before it exits: ``$GUARD_HOOKD_IDLE`` seconds
+    (a positive number), else 600; a value that is not one counts as the default."""
+    raw = (os.environ if env is None else env).get("GUARD_HOOKD_IDLE", "").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        return IDLE_DEFAULT
+    return value if 0 < value < float("inf") else IDLE_DEFAULT
+
+
 def main() -> int:
-    idle = float(os.environ.get("GUARD_HOOKD_IDLE", "600"))
+    idle = idle_seconds()
     for key in ("GUARD_AGENT", "GUARD_POLICY"):  # each call brings its own
         os.environ.pop(key, None)
     os.chdir("/")

@@ -25,9 +25,11 @@ raised to the runner, which blocks the call.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +64,9 @@ TAIL = 2 << 20
 #: At most this many transcript bytes are read per hook call (the rest at the next).
 TRANSCRIPT_STEP = 4 << 20
 RESUME = "guard session resume"
+#: Set to 1 (in the host's environment): in plan mode, undo what landed as soon as a
+#: ``hook_missed`` is found, not only at ``guard session resume --restore``.
+RESTORE_ENV = "GUARD_MISSED_RESTORE"
 
 
 def changes(host: str, tool: str) -> bool:
@@ -93,8 +98,16 @@ def missed_dir() -> Path:
 
 
 def _key(host: str, session: str | None, cwd: str | None) -> str:
-    who = session if session else f"cwd:{os.path.realpath(cwd or '.')}"
+    """The file key of a host session (of the cwd when the host names no session)."""
+    if session:
+        return _session_key(host, session)
+    who = f"cwd:{os.path.realpath(cwd or '.')}"
     return hashlib.sha256(f"{host}\0{who}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=256)
+def _session_key(host: str, session: str) -> str:
+    return hashlib.sha256(f"{host}\0{session}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +169,12 @@ def _needle(key: str, value: str) -> bytes:
     return f'"{key}": {json.dumps(value, ensure_ascii=False)}'.encode("utf-8", "surrogateescape")
 
 
+#: Other projects' logs searched when the call's own holds no record (a call whose cwd
+#: was in another repository was recorded there): written to within this many seconds.
+OTHER_LOGS_AGE = 24 * 3600
+OTHER_LOGS_MAX = 8
+
+
 def decided(
     log: Path,
     host: str,
@@ -164,8 +183,28 @@ def decided(
     tool_name: str,
     tool_input: Mapping[str, Any] | None,
 ) -> bool:
-    """Whether the log holds guard's pre-tool decision for this call (or already a
-    ``hook_missed`` record of it: each missed call is reported once)."""
+    """Whether the log (else another project's recent log) holds guard's pre-tool decision
+    for this call, or already a ``hook_missed`` record of it (each is reported once)."""
+    if _decided_in(log, host, session, tool_use_id, tool_name, tool_input):
+        return True
+    try:
+        others = [(e.stat().st_mtime, Path(e.path)) for e in os.scandir(log.parent)
+                  if e.name.endswith(".jsonl") and e.path != str(log)]
+    except OSError:
+        return False
+    recent = sorted((o for o in others if o[0] > time.time() - OTHER_LOGS_AGE), reverse=True)
+    return any(_decided_in(p, host, session, tool_use_id, tool_name, tool_input)
+               for _, p in recent[:OTHER_LOGS_MAX])
+
+
+def _decided_in(
+    log: Path,
+    host: str,
+    session: str | None,
+    tool_use_id: str | None,
+    tool_name: str,
+    tool_input: Mapping[str, Any] | None,
+) -> bool:
     data = _tail(log)
     if not data:
         return False
@@ -284,6 +323,21 @@ def transcript_results(
     if host != "claude-code" or not transcript or not os.path.isabs(transcript):
         return [], False
     seen = _seen_path(host, session, cwd)
+    seen.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    import fcntl
+
+    # one reader at a time per session: parallel tool calls must not read a delta twice
+    lock = os.open(seen.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _transcript_delta(host, seen, transcript)
+    finally:
+        os.close(lock)
+
+
+def _transcript_delta(
+    host: str, seen: Path, transcript: str
+) -> tuple[list[tuple[str, str, dict[str, Any]]], bool]:
     try:
         state = json.loads(seen.read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError):
@@ -408,8 +462,13 @@ def _record(gate: Gate, g: Guard, hook: HookCall, adapter: HostAdapter,
 
     agent, why, mode = _agent_mode(gate, g, hook, adapter)
     plan = mode == "plan"
-    report = reconcile.landed(g.roots.worktree, hook.host, hook.call.session, hook.call.cwd) \
-        if plan else {}
+    call = hook.call
+    report = reconcile.landed(g.roots.worktree, hook.host,
+                              call.session, call.cwd) if plan else {}
+    if plan and gate.env.get(RESTORE_ENV, "").strip() == "1" and report.get("paths"):
+        start = reconcile.start_of(hook.host, call.session, call.cwd)
+        key = "missed-" + _key(hook.host, call.session, call.cwd)[:12]
+        report = {**report, "restored": reconcile.restore(report, start, key)}
     for m in found:
         record = violation(m, agent, mode, plan, report)
         stamp(record, g, session=m.session, host_agent=m.host)
@@ -440,7 +499,7 @@ def before_tool(
     data = read_hold(path)
     if data is None and not (isinstance(transcript, str) and transcript):
         return None, ""
-    g = gate.load(call)
+    g = gate.load_for(call)
     gate.guard = g  # the gate decides this call with the policy loaded here: one load per call
     found = _found(g, hook, payload, post=False)
     notice = ""
@@ -466,7 +525,7 @@ def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,
     """At a post-tool call: what the model and the user are told (None: nothing)."""
     call = hook.call
     path = hold_path(hook.host, call.session, call.cwd)
-    g = gate.load(call)
+    g = gate.load_for(call)
     found = _found(g, hook, payload, post=True)
     notice = ""
     if found:

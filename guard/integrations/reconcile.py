@@ -34,6 +34,8 @@ HASH_CAP = 1 << 20
 MAX_PATHS = 2000
 GIT_TIMEOUT = 30
 SKIP = (".openoxide/plans/",)
+#: Starts known to be recorded (hookd answers many calls of one session).
+_STARTED: set[Path] = set()
 
 
 def _key_path(host: str, session: str | None, cwd: str | None, kind: str) -> Path:
@@ -111,7 +113,10 @@ def take_start(worktree: Path | None, host: str, session: str | None, cwd: str |
     if worktree is None:
         return
     path = _key_path(host, session, cwd, "start")
-    if path.exists():
+    if path in _STARTED or path.exists():
+        if len(_STARTED) > 4096:
+            _STARTED.clear()
+        _STARTED.add(path)
         return
     from guard.integrations.missed import _write_json
 
@@ -170,6 +175,11 @@ def describe(report: Any) -> str:
         return f"Nothing in the worktree differs from {report.get('base')}."
     names = ", ".join(f"{p['path']} ({p['change']})" for p in paths[:10])
     more = f" and {len(paths) - 10} more" if len(paths) > 10 else ""
+    restored = report.get("restored")
+    if isinstance(restored, list):
+        return (f"Changed since {report.get('base')}: {names}{more}; guard undid it"
+                f" ({'; '.join(str(r) for r in restored[:10])}): the versions that landed"
+                " are in the quarantine (`guard quarantine list`)")
     return (f"Changed since {report.get('base')}: {names}{more}"
             " (`guard session resume --restore` puts them back)")
 

@@ -26,7 +26,6 @@ from guard.decide import Guard
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError, ToolCall
 from guard.integrations.interface import OUR_COMMAND
 from guard.lint.corpus import CORPUS, Operation
-from guard.sandbox.landlock import abi_version, unavailable_reason
 from guard.tools import DIALECTS, effects_of
 
 
@@ -236,16 +235,20 @@ def detect_layers(g: Guard, worktree: Path | None) -> list[Layer]:
         Layer("policy evaluator", True, f"{g.loaded.name} ({g.discovery})"),
     ]
     layers.append(Layer("tool-call analysis", True, f"guard.tools: {', '.join(DIALECTS)}"))
-    abi = abi_version()
-    if abi == 0:
-        layers.append(Layer("Landlock", False, f"no Landlock here: {unavailable_reason()}"))
-    else:
-        layers.append(Layer("Landlock", True, f"kernel ABI {abi}; guard run available"))
+    from guard import probe
     from guard.integrations.doctor import namespaces_check
 
-    spaces = namespaces_check()
+    lay = probe.layers(worktree)  # the one description --version and doctor give too
+    if lay.landlock_abi == 0:
+        layers.append(Layer("Landlock", False, f"no Landlock here: {lay.landlock}"))
+    else:
+        layers.append(Layer("Landlock", True, f"kernel ABI {lay.landlock_abi}; guard run"
+                            " available"))
+    spaces = namespaces_check(lay)
     layers.append(Layer("namespaces", spaces.status == "ok", spaces.detail))
-    layers.append(Layer("monitor", True, "guard.monitor with watchdog (inotify)"))
+    layers.append(Layer("monitor", True, f"guard.monitor, {lay.monitor}"))
+    inst = probe.installation()
+    layers.append(Layer("installation", True, f"guard {inst.version} {inst.line()}; {inst.python}"))
     layers.append(_egress_layer(g))
     layers += host_hooks(worktree, Path(os.path.expanduser("~")))
     return layers

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from guard.effects import GuardError
 from guard.monitor import gitstate
-from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
 from guard.monitor.fsops import (
+    HASH_CAP,
     Anchor,
     Identity,
     NotRegular,
@@ -43,10 +43,12 @@ from guard.monitor.fsops import (
     inode_flags,
     open_dir_at,
     open_regular,
+    sampled_fd,
     set_inode_flags,
     write_new_file,
     xattrs_of,
 )
+from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
 from guard.monitor.gitstate import GIT_TIMEOUT, IndexEntry
 
 DEFAULT_SIZE_CAP = 16 * 1024 * 1024
@@ -59,6 +61,41 @@ Progress = Callable[[str, int, int], None]
 
 class BaselineError(GuardError):
     """The baseline cannot be taken or a path cannot be restored from it."""
+
+
+class SourceChanged(BaselineError):
+    """What a restore would write is not what the baseline read: its source changed."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"original unavailable: its source was changed ({why})")
+
+
+def blob_id(data: bytes, hex_len: int = 40) -> str:
+    """The id git gives ``data`` as a blob (SHA-1, or SHA-256 in a sha256 repository)."""
+    h = hashlib.sha256() if hex_len == 64 else hashlib.sha1(usedforsecurity=False)
+    h.update(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+def _read_copy(path: str) -> bytes | None:
+    """A baseline copy, read without following a symlink (never a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise SourceChanged(f"its baseline copy {path} cannot be opened: {exc.strerror}"
+                            ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SourceChanged(f"its baseline copy {path} is not a file any more")
+        chunks = []
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +262,9 @@ def _open_file(path: str, anchor: Anchor | None) -> Iterator[tuple[int, os.stat_
 WalkItem = tuple[str, os.stat_result, str, "int | None", str]
 
 
-def walk(roots: list[Path], ignore: Callable[[str], bool]) -> Iterator[WalkItem]:
+def walk(
+    roots: list[Path], ignore: Callable[[str], bool], anchor: Anchor | None = None
+) -> Iterator[WalkItem]:
     """Every path under ``roots`` (roots included) with its lstat, minus ignored subtrees.
 
     Directories are descended by descriptor (``openat`` with O_NOFOLLOW), so a
@@ -234,8 +273,11 @@ def walk(roots: list[Path], ignore: Callable[[str], bool]) -> Iterator[WalkItem]
     until the generator resumes.
     """
     for r in roots:
+        held = anchor.fd_of(str(r)) if anchor is not None else None
         try:
-            rfd = os.open(str(r), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            # the tree held since watching began, not whatever is at the path now
+            rfd = (os.dup(held) if held is not None
+                   else os.open(str(r), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
         except (FileNotFoundError, NotADirectoryError):
             continue
         try:
@@ -318,6 +360,9 @@ class Baseline:
     anchor: Anchor | None = None
     temp_names: set[str] = field(default_factory=set)  # the restore's own temporary files
     index_mtime: int = 0
+    #: tracked files git converts on checkout (filters, eol): read and copied, never
+    #: restored from their blob by git's stat shortcut (gitstate.converted_paths)
+    filtered: set[str] = field(default_factory=set)
 
     # filled by the two phases (guard/monitor/phases.py)
     status: gitstate.Status | None = None  # git status before the command started
@@ -385,7 +430,7 @@ class Baseline:
         elif sig.kind == "file":
             s.files += 1
             s.bytes += sig.size
-            if ie is not None and self.clean(st, ie):
+            if ie is not None and path not in self.filtered and self.clean(st, ie):
                 # git status's own shortcut: the stat data git cached matches, and the
                 # entry is older than the index (not "racily clean"): the content is
                 # the blob, already in git's object database. Nothing to read.
@@ -418,7 +463,15 @@ class Baseline:
         )
 
     def same_content(self, e: Entry, path: str) -> bool:
-        """Whether ``path`` now holds the baseline bytes of ``e`` (hashing it by descriptor)."""
+        """Whether ``path`` now holds the baseline bytes of ``e`` (hashing it by descriptor).
+
+        Another size is never the same content (nothing is read); a file over the hash
+        cap is compared by its sampled digest (see :func:`fsops.sampled_fd`)."""
+        with _open_file(path, self.anchor) as (fd, st):
+            if st.st_size != e.sig.size:
+                return False
+            if e.sha256 is not None and e.sha256.startswith("sampled:"):
+                return sampled_fd(fd, st.st_size) == e.sha256
         if e.sha256 is not None:
             return hash_file(path, self.anchor) == e.sha256
         if e.blob is not None:
@@ -432,6 +485,18 @@ class Baseline:
         with open_regular(pfd, name) as (fd, before):
             if Identity.of(before) != Identity.of(listed):
                 self.changed[e.path] = "changed between the listing and the read"
+            if before.st_size > cap and (blob is None or before.st_size > HASH_CAP):
+                # never read whole (a 16 TiB sparse file would take hours): sampled
+                e.sha256 = sampled_fd(fd, before.st_size)
+                after = os.fstat(fd)
+                if Identity.of(after) != Identity.of(before):
+                    self.changed[e.path] = "changed while it was being read"
+                e.sig, e.atime_ns = Sig.of(after), after.st_atime_ns
+                self._over_cap(e, cap)
+                e.unrestorable = (e.unrestorable or "") + (
+                    "; compared by size, times and a sampled digest (16 slices of 64 KiB),"
+                    " never read whole")
+                return
             for _ in range(5):
                 data, sha, gid, n = self._read(fd, before.st_size, blob, cap)
                 after = os.fstat(fd)
@@ -497,7 +562,7 @@ class Baseline:
                 tmp_fd = -1
                 os.replace(tmp_name, dest)
                 tmp_name = ""
-            elif not dest.exists():
+            else:
                 self._store_bytes(digest, b"".join(chunks))
             return str(dest), digest, gid, n
         finally:
@@ -516,12 +581,32 @@ class Baseline:
 
     def _store_bytes(self, sha: str, data: bytes) -> str:
         dest = self.store / "objects" / sha
-        if not dest.exists():
-            fd, tmp = tempfile.mkstemp(dir=self.store)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, dest)
+        # always written afresh: a file already at that name may not hold those bytes
+        fd, tmp = tempfile.mkstemp(dir=self.store)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, dest)
         return str(dest)
+
+    def secure(self, path: str) -> bool:
+        """Copy a file restored from git into the store while it still holds its blob
+        (its git object was touched). True when the entry now has a verified copy."""
+        e = self.entries.get(path)
+        if e is None or e.blob is None or e.copy is not None:
+            return False
+        with _open_file(path, self.anchor) as (fd, st):
+            if st.st_size > self.size_cap:
+                return False
+            chunks = []
+            while chunk := os.read(fd, _CHUNK):
+                chunks.append(chunk)
+        data = b"".join(chunks)
+        if blob_id(data, len(e.blob)) != e.blob:
+            return False  # changed already: the object is all there is
+        sha = hashlib.sha256(data).hexdigest()
+        dest = self._store_bytes(sha, data)
+        e.sha256, e.copy = sha, dest
+        return True
 
     # -- queries -----------------------------------------------------------
 
@@ -540,22 +625,37 @@ class Baseline:
         )
 
     def content(self, e: Entry) -> bytes:
-        """The baseline bytes of a file entry."""
+        """The baseline bytes of a file entry, verified against the hash the baseline took.
+
+        A copy must hash to its SHA-256, git's bytes to the blob id (computed here, never
+        taken from git). Anything else is :class:`SourceChanged`: the source can be
+        written by the agent (``.git/objects`` always, the store under ``guard watch``).
+        """
+        if e.copy is not None and e.sha256 is not None:
+            data = _read_copy(e.copy)
+            if data is None:
+                raise SourceChanged(f"its baseline copy {e.copy} is gone")
+            if hashlib.sha256(data).hexdigest() != e.sha256:
+                raise SourceChanged(f"its baseline copy {e.copy} no longer holds what the"
+                                    f" baseline read (SHA-256 {e.sha256[:12]})")
+            return data
         if e.blob is not None and self.worktree is not None:
             try:
                 out = subprocess.run(
                     ["git", "-C", str(self.worktree), "cat-file", "blob", e.blob],
                     capture_output=True,
-                    check=True,
+                    check=False,
                     stdin=subprocess.DEVNULL,
                     timeout=GIT_TIMEOUT,  # an object swapped for a FIFO must not hang us
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 raise BaselineError(f"cannot read git blob {e.blob} for {e.path}: {exc}") from exc
+            if out.returncode != 0:
+                raise SourceChanged(f"git object {e.blob[:12]} is gone from the object database")
+            if blob_id(out.stdout, len(e.blob)) != e.blob:
+                raise SourceChanged(f"git object {e.blob[:12]} no longer holds its blob"
+                                    " (its bytes hash to another id)")
             return out.stdout
-        if e.copy is not None:
-            with open(e.copy, "rb") as f:
-                return f.read()
         raise BaselineError(f"{e.path}: no baseline content ({e.unrestorable})")
 
     # -- restoring ---------------------------------------------------------
@@ -640,9 +740,13 @@ class Baseline:
         """
         tmp = f".guard-restore-{secrets.token_hex(8)}"
         self.temp_names.add(os.path.join(os.path.dirname(e.path), tmp))
-        fd = write_new_file(pfd, tmp, self.content(e), e.sig.mode)
+        data = self.content(e)
+        want = hashlib.sha256(data).hexdigest()
+        fd = write_new_file(pfd, tmp, data, e.sig.mode)
         try:
             try:
+                if hash_fd(fd)[0] != want:  # what is linked into place is what was verified
+                    raise SourceChanged(f"the restore's temporary file {tmp} was written to")
                 owned = self._attrs(e, pfd, tmp, fd)
             finally:
                 os.close(fd)
@@ -705,10 +809,13 @@ class Baseline:
             os.close(pfd)
         return _as_set(Sig.of(st, meta), e, owned)
 
-    def discard(self) -> None:
-        """Delete the store (guard's own copies, nothing anyone else wrote)."""
+    def close(self) -> None:
         if self.anchor is not None:
             self.anchor.close()
+
+    def discard(self) -> None:
+        """Delete the store (guard's own copies, nothing anyone else wrote)."""
+        self.close()
         shutil.rmtree(self.store, ignore_errors=True)
 
 

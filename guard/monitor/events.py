@@ -203,11 +203,14 @@ class _Handler(FileSystemEventHandler):
 
 
 def default_roots(guard: Guard) -> list[Path]:
-    """The worktree (or, without one, the current directory) and an outside plan directory."""
+    """The worktree and an outside plan directory; without a worktree (outside version
+    control: :func:`guard.paths.no_worktree_note`) the plan directory alone, as
+    ``guard check`` and ``guard run`` see no worktree there either."""
     r = guard.roots
-    base = r.worktree if r.worktree is not None else Path(os.path.realpath(os.getcwd()))
-    out = [base]
-    if not _is_under(str(r.plans), str(base)):
+    if r.worktree is None:
+        return [r.plans]
+    out = [r.worktree]
+    if not _is_under(str(r.plans), str(r.worktree)):
         out.append(r.plans)
     return out
 

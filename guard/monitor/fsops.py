@@ -98,6 +98,10 @@ class Anchor:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def fd_of(self, base: str) -> int | None:
+        """The descriptor held for ``base`` (None when it is not one of the bases)."""
+        return self._fds.get(base)
+
     def covers(self, path: str) -> bool:
         """Whether ``path`` is at or below one of the bases."""
         return any(path == b or path.startswith(b.rstrip("/") + "/") for b in self._fds)
@@ -238,6 +242,33 @@ def hash_fd(fd: int) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
+#: files larger than this are never read whole by the monitor: a sampled digest instead
+HASH_CAP = 256 * 1024 * 1024
+_SAMPLES = 16
+_SAMPLE = 64 * 1024
+
+
+def sampled_fd(fd: int, size: int) -> str:
+    """``sampled:<SHA-256>`` of a large file: its size and 16 slices of 64 KiB spread
+    evenly from the first byte to the last, read with ``pread`` (a hole reads as zeros
+    without any disk I/O). Bounded work whatever the size; it tells most changes apart,
+    not all of them: a change between the slices with size and times kept is missed."""
+    h = hashlib.sha256(b"sampled %d\0" % size)
+    last = max(size - _SAMPLE, 0)
+    for i in range(_SAMPLES):
+        off = last * i // (_SAMPLES - 1)
+        h.update(os.pread(fd, _SAMPLE, off))
+    return "sampled:" + h.hexdigest()
+
+
+def digest_fd(fd: int, cap: int = HASH_CAP) -> tuple[str, int]:
+    """(SHA-256, or a sampled digest beyond ``cap`` bytes, and the size read)."""
+    size = os.fstat(fd).st_size
+    if size > cap:
+        return sampled_fd(fd, size), size
+    return hash_fd(fd)
+
+
 def describe_stable(dirfd: int, name: str, attempts: int = 20) -> dict[str, object]:
     """Kind, mode, size and (for a regular file) SHA-256 of ``name``, read by descriptor.
 
@@ -254,7 +285,7 @@ def describe_stable(dirfd: int, name: str, attempts: int = 20) -> dict[str, obje
         return out
     with open_regular(dirfd, name) as (fd, before):
         for _ in range(attempts):
-            digest, n = hash_fd(fd)
+            digest, n = digest_fd(fd)  # sampled beyond HASH_CAP: never endless
             after = os.fstat(fd)
             if Identity.of(before) == Identity.of(after) and n == after.st_size:
                 out.update(size=n, sha256=digest, stable=True)
@@ -266,7 +297,7 @@ def describe_stable(dirfd: int, name: str, attempts: int = 20) -> dict[str, obje
 
 def write_new_file(dirfd: int, name: str, data: bytes, mode: int) -> int:
     """Create ``name`` (O_EXCL|O_NOFOLLOW) with ``data``; returns the open fd (caller closes)."""
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o600, dir_fd=dirfd)
     try:
         view = memoryview(data)

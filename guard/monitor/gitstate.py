@@ -320,3 +320,72 @@ def umask() -> int:
     except (OSError, ValueError):
         pass
     return 0o022
+
+
+#: attributes that make a checked-out file differ from its blob (clean/smudge, eol, ...)
+_CONVERTING = ("filter", "text", "eol", "crlf", "ident", "working-tree-encoding")
+
+
+def converted_paths(worktree: Path) -> set[str]:
+    """Tracked files whose working-tree bytes may differ from their blob although git
+    calls them clean: a clean/smudge ``filter`` (nbstripout, git-lfs), eol conversion
+    (``text``/``eol`` attributes, ``core.autocrlf``), ``ident`` or an encoding.
+
+    Restoring such a file from its blob would write the filtered bytes, so the baseline
+    reads and copies them instead. Saying too much only costs a read: a file whose bytes
+    are its blob is still restored from git. Without any attribute source and without
+    ``core.autocrlf`` (the common case) this costs two short git commands."""
+    try:
+        conf = _run_git(worktree, "config", "-z", "--get-regexp",
+                        r"^core\.(autocrlf|attributesfile)$")
+    except FileNotFoundError:
+        return set()
+    except GitStateError:
+        conf = b""  # nothing set: git config exits 1
+    settings: dict[str, bytes] = {}
+    for item in conf.split(b"\0"):
+        key, _, value = item.partition(b"\n")
+        if key:
+            settings[key.decode(errors="replace").lower()] = value.strip()
+    every = settings.get("core.autocrlf", b"").lower() in (b"true", b"input", b"yes", b"on",
+                                                            b"1")
+    if not every and not _attribute_sources(worktree, settings.get("core.attributesfile")):
+        return set()
+    try:
+        out = _run_git(worktree, "ls-files", "-z")
+    except GitStateError:
+        return set()
+    names = [n for n in out.split(b"\0") if n]
+    root = str(worktree) + "/"
+    if every:
+        return {root + os.fsdecode(n) for n in names}
+    try:
+        out = _run_git(worktree, "check-attr", "-z", "--stdin", *_CONVERTING,
+                       stdin=b"\0".join(names) + b"\0")
+    except GitStateError:
+        return {root + os.fsdecode(n) for n in names}  # cannot tell: read them all
+    fields = out.split(b"\0")
+    converted: set[str] = set()
+    for i in range(0, len(fields) - 2, 3):
+        name, value = fields[i], fields[i + 2]
+        if value not in (b"unspecified", b"unset"):
+            converted.add(root + os.fsdecode(name))
+    return converted
+
+
+def _attribute_sources(worktree: Path, user: bytes | None) -> bool:
+    """Whether any gitattributes file can apply: a tracked ``.gitattributes`` anywhere,
+    the repository's ``info/attributes``, the user's or the system's."""
+    if (worktree / ".gitattributes").exists() or (
+            worktree / ".git" / "info" / "attributes").exists():
+        return True
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    candidates = [os.path.expanduser(os.fsdecode(user))] if user else []
+    candidates += [os.path.join(xdg, "git", "attributes"), "/etc/gitattributes"]
+    if any(os.path.exists(c) for c in candidates):
+        return True
+    try:
+        nested = _run_git(worktree, "ls-files", "-z", "--", ":(glob)**/.gitattributes")
+    except GitStateError:
+        return True
+    return bool(nested.strip(b"\0"))

@@ -93,6 +93,9 @@ def prepare(
                     untrusted = {str(worktree) + "/" + n for n in quick}
             finally:
                 bl.status = gitstate.status_end(worktree, proc)
+            # filtered files (clean/smudge, eol): their bytes are not their blob's
+            bl.filtered = gitstate.converted_paths(worktree)
+            untrusted |= bl.filtered
         except (gitstate.GitStateError, OSError):
             bl.index, bl.status, bl.index_data = {}, None, None
     st = bl.status
@@ -178,7 +181,7 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
     n = 0
     if bl.progress is not None:
         bl.progress("scanning", 0, 0)
-    for path, lst, meta, pfd, name in walk(bl.roots, bl.ignore):
+    for path, lst, meta, pfd, name in walk(bl.roots, bl.ignore, bl.anchor):
         n += 1
         if bl.progress is not None and n % 500 == 0:
             bl.progress("scanning", n, 0)

@@ -26,14 +26,17 @@ from guard.monitor.fsops import (
     Anchor,
     copy_fd_to,
     describe_stable,
+    inode_flags,
     kind_of,
     open_dir_at,
     open_regular,
+    set_inode_flags,
     write_new_file,
 )
 from guard.paths import Roots
 
 MANIFEST = "manifest.json"
+_SHUT = 0x10 | 0x20  # FS_IMMUTABLE_FL | FS_APPEND_FL
 MOVING = "moving"  # a manifest written before its move: see _recover
 
 
@@ -134,6 +137,8 @@ class Quarantine:
         self.session = session
         self.session_dir = root / session
         self.anchor = anchor
+        #: what :meth:`check` found and put back (the monitor reports them)
+        self.notes: list[str] = []
 
     def dir_fd(self, path: Path) -> int:
         """A descriptor of ``path`` (created), reached without following inside the trees."""
@@ -161,10 +166,48 @@ class Quarantine:
         finally:
             os.close(rfd)
 
+    def check(self, fd: int, path: Path) -> list[str]:
+        """Before each use: the directory is ours (owner), only we may write it (mode),
+        and no immutable or append-only flag shuts it. What guard can put back (the
+        mode; the flags as root) it puts back and returns as tampering notes; what it
+        cannot is a :class:`QuarantineError` naming the fix."""
+        notes: list[str] = []
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise QuarantineError(
+                f"quarantine directory {path} belongs to uid {st.st_uid}, not to guard"
+                f" (uid {os.geteuid()}): move it aside so guard can create its own")
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o700 != 0o700 or mode & 0o022:
+            try:
+                os.fchmod(fd, (mode | 0o700) & ~0o022)
+            except OSError as exc:
+                raise QuarantineError(
+                    f"quarantine directory {path} has mode {mode:o} and guard cannot"
+                    f" change it ({exc.strerror}): chmod u+rwx,go-w {path}") from None
+            notes.append(f"{path} had mode {mode:o} (guard needs it writable and no one"
+                         " else may write it): put back")
+        flags = inode_flags(fd)
+        if flags is not None and flags & _SHUT:
+            try:
+                set_inode_flags(fd, flags & ~_SHUT)
+            except OSError as exc:
+                raise QuarantineError(
+                    f"quarantine directory {path} is immutable or append-only and guard"
+                    f" cannot clear it ({exc.strerror}): chattr -i -a {path}") from None
+            notes.append(f"{path} was made immutable or append-only: cleared")
+        return notes
+
     def new_slot(self) -> Path:
         """A fresh ``<session>/<timestamp>`` directory (suffixed when the clock repeats)."""
+        rfd = self.dir_fd(self.root)
+        try:
+            self.notes.extend(self.check(rfd, self.root))
+        finally:
+            os.close(rfd)
         sfd = self.session_fd()
         try:
+            self.notes.extend(self.check(sfd, self.session_dir))
             base = _stamp()
             for n in range(1000):
                 name = base if n == 0 else f"{base}-{n}"

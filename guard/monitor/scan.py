@@ -42,7 +42,8 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
         changed = 0
         with m._lock:
             snapshot = dict(m._known)  # compared without the lock; differences re-read under it
-        for path, st, meta, _, _ in walk(m.roots, m._ignored):
+        m._check_roots()
+        for path, st, meta, _, _ in walk(m.roots, m._ignored, m.anchor):
             seen.add(path)
             last = snapshot.get(path)
             if last is not None and last.matches(st, meta):
@@ -183,6 +184,9 @@ def finish_baseline(m: Monitor, t0: float) -> None:
         m.sync()
         with m._lock:
             m._known = {p: e.sig for p, e in bl.entries.items()}
+            for e in bl.entries.values():
+                if e.blob is not None and e.copy is None:
+                    m._baseline_blobs.setdefault(e.blob, []).append(e.path)
             early, m._early = m._early, {}
         m.startup_seconds = time.perf_counter() - t0
         m._ready.set()

@@ -33,7 +33,14 @@ from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor.attribution import NO_ORIGIN, Origin, Processes
 from guard.monitor.backends import remember_origin, start_observer
-from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Progress, Sig
+from guard.monitor.baseline import (
+    DEFAULT_SIZE_CAP,
+    Baseline,
+    BaselineError,
+    Progress,
+    Sig,
+    SourceChanged,
+)
 from guard.monitor.events import (
     _WRITING_EVENTS,
     CHANGES,
@@ -66,6 +73,11 @@ _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 _MISSING = object()
 #: the reconciliation interval used when inotify cannot watch everything
 DEGRADED_INTERVAL = 5.0
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.lstat(path)
+    return st.st_dev, st.st_ino
 
 
 class Monitor(_Sink):
@@ -120,6 +132,9 @@ class Monitor(_Sink):
             if not real.is_dir():
                 raise GuardError(f"cannot watch {root}: not a directory")
             self.roots.append(real)
+        #: (device, inode) of each root when the monitor was made: the tree it watches
+        self._root_ids = {str(root): _identity(root) for root in self.roots}
+        self._root_reported: dict[str, str] = {}
         self.restore = restore
         self.on_violation = on_violation
         self.on_notice = on_notice
@@ -136,6 +151,8 @@ class Monitor(_Sink):
         self.store = r.data / "monitor" / audit.project_of(r) / self.session
 
         self.violations: list[Violation] = []
+        #: restores that failed (then the baseline store is kept when stopping)
+        self.restore_failures = 0
         self.notices: list[Notice] = []
         self.overflows = 0
         #: overflows and events fanotify could not name (its directory walk was running)
@@ -189,6 +206,9 @@ class Monitor(_Sink):
         self._index_paths = {g + "/index": g for g in self._git_dirs}
         self._index_base: dict[str, tuple[bytes | None, str]] = {}
         self._index_known: dict[str, str] = {}
+        self._objects_prefixes = tuple(g + "/objects/" for g in self._git_dirs)
+        #: blob id -> the baselined files whose restore reads it (filled once ready)
+        self._baseline_blobs: dict[str, list[str]] = {}
         self._plans = str(r.plans)
         self._plan_ancestors = self._ancestors(str(r.plans))
         self._ignored_exact = {
@@ -346,9 +366,15 @@ class Monitor(_Sink):
             f"stopped: {len(self.violations)} violations, {self.overflows} overflows,"
             f" {self.reconciliations} reconciliations",
         )
-        self._flush()
-        if self.baseline is not None:
+        if self.baseline is not None and self.restore_failures:
+            # what could not be put back may exist nowhere else: never deleted then
+            self.baseline.close()
+            self._notice("error", f"{self.restore_failures} restores failed; the baseline"
+                                  f" store is kept at {self.store} (delete it by hand once"
+                                  " what you need is back)")
+        elif self.baseline is not None:
             self.baseline.discard()
+        self._flush()
         self.anchor.close()
         self._closed()
         if self._barrier_dir is not None:
@@ -380,6 +406,8 @@ class Monitor(_Sink):
         """
         obs = self._observer
         if self._barrier_dir is None or obs is None or self._stop.is_set():
+            return False
+        if self._root_reported:  # the marker's path is not in the tree held any more
             return False
         with self._barrier_seen:
             self._barrier_seq += 1
@@ -534,6 +562,8 @@ class Monitor(_Sink):
         """Decide one change and act on it. Logging and callbacks run after the lock is released."""
         if path in self._index_paths:
             return self._index_change(self._index_paths[path], event)
+        if path.startswith(self._objects_prefixes):
+            return self._object_change(path, kind, event)
         with self._lock:
             cur = self._sig(path)  # under the lock: our own restores are complete or not begun
             v = self._change_locked(path, kind, event, detail, cur, force=force, adopted=adopted)
@@ -642,6 +672,50 @@ class Monitor(_Sink):
         self._outbox.append(v)
         return v
 
+    def _object_change(self, path: str, kind: EffectKind, event: str) -> Violation | None:
+        """A loose object in ``.git/objects`` changed. Objects are content-addressed and
+        never rewritten by git, so a change to one that holds the baseline of a file is
+        an attack on the restore: the files it backs are copied into the store now (when
+        they still hold the blob), and the change is decided like any write."""
+        rest = path.split("/objects/", 1)[1]
+        blob = rest.replace("/", "")
+        if not self._ready.is_set() or len(rest) not in (41, 65) or rest[2:3] != "/":
+            return None
+        if event in ("attrib", "reconcile:attrib"):
+            return None  # git "freshens" an object it would write again with utime(2)
+        with self._lock:
+            files = list(self._baseline_blobs.get(blob, ()))
+            if not files or (path, kind) in self._dirty:
+                return None
+        assert self.baseline is not None
+        kept: list[str] = []
+        for f in files:  # outside the lock: reads the file
+            try:
+                if self.baseline.secure(f):
+                    kept.append(self._rel(f))
+            except (OSError, BaselineError):
+                pass
+        decision = self.guard.decide(self.agent, [Effect(kind, path, detail=event)])
+        if decision.allowed:
+            return None
+        names = ", ".join(self._rel(f) for f in files[:5]) + (" ..." if len(files) > 5 else "")
+        action = (f"reported; the baseline of {', '.join(kept)} is now a verified copy"
+                  if kept else "reported; restores of these files verify the object and"
+                  " refuse what it no longer holds")
+        with self._lock:
+            self._dirty.add((path, kind))
+            v = Violation(
+                timestamp=audit.now_iso(), session=self.session, agent=self.agent,
+                event=event, path=path, rule=decision.rule, reason=decision.reason,
+                action_taken=action, effect=kind.value,
+                detail=f"the git object holding the baseline of {names}",
+                **self._origin_fields(path, event),
+            )
+            self.violations.append(v)
+            self._outbox.append(v)
+        self._flush()
+        return v
+
     def _origin_fields(self, path: str, event: str) -> dict[str, Any]:
         """The writer of the event behind a violation (fanotify); a scan cannot know it."""
         origin = None if event.startswith("reconcile:") else self._origins.get(path)
@@ -654,7 +728,12 @@ class Monitor(_Sink):
         return path.lstrip("/")
 
     def _quarantine(self, path: str, meta: dict[str, Any]) -> str:
-        slot, dest = self.quarantine.plan(self._rel(path))
+        try:
+            slot, dest = self.quarantine.plan(self._rel(path))
+        finally:
+            notes, self.quarantine.notes = self.quarantine.notes, []
+            for note in notes:
+                self._notice("tampering", f"quarantine: {note}")
         self._own_moves.add((path, str(dest)))
         item = self.quarantine.finish(slot, dest, path, self._rel(path), meta)
         return item.id
@@ -696,8 +775,15 @@ class Monitor(_Sink):
             self._notice("error", f"{path}: {msg}")
             return "; ".join([*done, msg])
         except (OSError, BaselineError, GuardError) as exc:
-            msg = f"restore failed: {exc}"
+            self.restore_failures += 1  # the baseline store is kept (see stop)
+            msg = str(exc) if isinstance(exc, SourceChanged) else f"restore failed: {exc}"
             self._notice("error", f"{path}: {msg}")
+            # never left dirty: a later write is reported (and acted on) again. A path
+            # left absent is compared with "absent"; what appeared meanwhile (a restore
+            # refused with EEXIST) still differs from the baseline, so its event acts
+            if self._sig(path) is None:
+                self._known[path] = None
+            self._dirty.discard((path, kind))
             return "; ".join([*done, msg])
 
     def _restore_tree(self, path: str) -> str:
@@ -706,7 +792,8 @@ class Monitor(_Sink):
         assert entry is not None
         self._known[path] = self.baseline.restore(path)
         source = (
-            f"git blob {entry.blob[:12]}" if entry.blob else "the baseline copy" if entry.copy
+            "the baseline copy (SHA-256 checked)" if entry.copy
+            else f"git blob {entry.blob[:12]} (its id checked)" if entry.blob
             else "the baseline"
         )
         if entry.sig.kind != "dir":
@@ -720,8 +807,72 @@ class Monitor(_Sink):
 
     # -- settling ----------------------------------------------------------------
 
+    def _check_roots(self) -> list[Violation]:
+        """Is every root path still the tree the monitor holds? A root renamed away,
+        replaced (a copy put in its place) or removed is a violation of its own,
+        reported once per state. Restores keep going into the tree held by descriptor;
+        nothing is ever written into what now stands at the path."""
+        found: list[Violation] = []
+        for root, ident in self._root_ids.items():
+            try:
+                now: tuple[int, int] | None = _identity(Path(root))
+            except OSError:
+                now = None
+            if now == ident:
+                self._root_reported.pop(root, None)
+                continue
+            held = self.anchor.fd_of(root)
+            where = "unknown"
+            if held is not None:
+                with contextlib.suppress(OSError):
+                    where = os.readlink(f"/proc/self/fd/{held}")
+                with contextlib.suppress(OSError):
+                    if os.fstat(held).st_nlink == 0:
+                        where = "removed"
+            if now is None:
+                what = "removed" if where in ("removed", "unknown") or where.endswith(
+                    " (deleted)") else "moved"
+            else:
+                what = "replaced"
+            state = f"{what}:{where}"
+            if self._root_reported.get(root) == state:
+                continue
+            self._root_reported[root] = state
+            detail = {
+                "removed": "the watched tree was removed",
+                "moved": f"the watched tree was renamed to {where}",
+                "replaced": f"another directory now stands at the path; the watched tree is"
+                            f" {'gone' if where in ('removed', 'unknown') else 'at ' + where}",
+            }[what]
+            action = ("refused: nothing is written into what stands at the path now; restores"
+                      " go into the tree watched from the start, held by descriptor"
+                      if self.restore else "reported (watching without --restore)")
+            v = Violation(
+                timestamp=audit.now_iso(), session=self.session, agent=self.agent,
+                event=f"root-{what}", path=root, rule="monitor:worktree-identity",
+                reason="the watched worktree is not the tree the baseline was taken of",
+                action_taken=action, effect="delete" if now is None else "write",
+                detail=detail, **dict(NO_ORIGIN),
+            )
+            with self._lock:
+                self.violations.append(v)
+                self._outbox.append(v)
+            self._notice("error", f"{root}: {detail}; {action}")
+            found.append(v)
+        if found:
+            self._flush()
+        return found
+
     def _settle_loop(self) -> None:
+        next_check = 0.0
         while not self._stop.is_set():
+            if time.monotonic() >= next_check:  # two lstat calls per root and second
+                next_check = time.monotonic() + 0.5
+                try:
+                    self._check_roots()
+                except Exception as exc:
+                    self._notice("error", f"checking the roots failed: {exc}")
+                    self._flush()
             with self._pending_cv:
                 if not self._pending:
                     self._pending_cv.wait(0.5)

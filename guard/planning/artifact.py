@@ -173,10 +173,12 @@ def _signature(st: os.stat_result) -> list[int]:
 def snapshot_plans(plans_dir: str | os.PathLike[str]) -> dict[str, list[int]]:
     """The ``*.md`` files in ``plans_dir`` now (name -> inode, size, mtime), to compare later."""
     directory = Path(plans_dir)
-    if not directory.is_dir():
-        return {}
     out: dict[str, list[int]] = {}
-    for entry in directory.iterdir():
+    try:  # never fails a plan start: an unreadable directory is an empty snapshot
+        entries = list(directory.iterdir()) if directory.is_dir() else []
+    except OSError:
+        return out
+    for entry in entries:
         if PLAN_NAME_RE.match(entry.name):
             with contextlib.suppress(OSError):
                 out[entry.name] = _signature(entry.lstat())

@@ -140,8 +140,13 @@ def worktrees_of(places: Iterable[str]) -> list[Path]:
 def plan_session_around(
     call: ToolCall, effects: Sequence[Effect] = ()
 ) -> tuple[Session, str] | None:
-    """The plan session of a worktree the call's cwd (or a path it changes) lies in."""
-    for wt in worktrees_of(_places(call, effects)):
+    """The plan session of a worktree the call's cwd (or a path it changes) lies in; for a
+    cwd under no version control, the plan session of that directory's own project."""
+    places = _places(call, effects)
+    worktrees = worktrees_of(places)
+    if not enclosing_worktrees(places[0]):
+        worktrees.insert(0, Path(os.path.realpath(places[0])))
+    for wt in worktrees:
         if not sessions_dir(wt).is_dir():
             continue
         found = deciding_session(wt)

@@ -65,6 +65,13 @@ EXIT_TOOL = "ExitPlanMode"
 EXIT_HINT = (
     "call ExitPlanMode with the plan (guard keeps it as the plan file and asks the user)"
 )
+#: Claude Code's entry point in print mode (``claude -p``), as its hooks see it in
+#: ``$CLAUDE_CODE_ENTRYPOINT``: no ExitPlanMode tool there, so the user approves outside.
+HEADLESS_ENTRYPOINT = "sdk-cli"
+HEADLESS_EXIT_HINT = (
+    "stop and tell the user it is ready (Claude Code runs headless here, with -p: it has"
+    " no ExitPlanMode tool)"
+)
 GEMINI_EXIT_TOOL = "exit_plan_mode"
 CODEX_PLAN_TAG = re.compile(r"<proposed_plan>\s*(.*?)\s*</proposed_plan>", re.DOTALL)
 CODEX_EXIT_HINT = (
@@ -168,6 +175,8 @@ def context_text(
 ) -> str:
     """What the model is told at the start of a session and of each turn ('' for nothing)."""
     exit_hint = EXIT_HINTS.get(host, "")
+    if host == "claude-code" and env.get("CLAUDE_CODE_ENTRYPOINT") == HEADLESS_ENTRYPOINT:
+        exit_hint = HEADLESS_EXIT_HINT
     if agent:
         env = {**env, "GUARD_AGENT": agent}
     current = describe_current_agent(cwd, env=env, policy=policy)
@@ -202,12 +211,13 @@ def _context_answer(event: str, text: str) -> Answer:
 
 
 def _plan_session(cwd: str) -> Session | None:
-    from guard.planning.session import deciding_session
+    """The plan session deciding for ``cwd``: its worktree's, or that of a worktree it lies
+    in (a submodule, a nested repository, another checkout: guard.planning.binding)."""
+    from guard.effects import ToolCall
+    from guard.planning.binding import plan_session_around
 
-    found = deciding_session(cwd)
-    if found is None or found[0].mode is not Mode.PLAN:
-        return None
-    return found[0]
+    found = plan_session_around(ToolCall("host", "-", {}, cwd))
+    return found[0] if found is not None else None
 
 
 def _digest(text: str) -> str:
@@ -393,6 +403,17 @@ def codex_stop(cwd: str, message: object) -> Answer:
     return _json({"systemMessage": _waits(session, plan_path)})
 
 
+def held_text(host: str, session_id: str | None, cwd: str) -> str:
+    """What the model is told at each turn while guard holds its host session after
+    ``hook_missed`` (guard.integrations.missed), else ''."""
+    from guard.integrations import missed, reconcile
+
+    data = missed.read_hold(missed.hold_path(host, session_id, cwd))
+    if data is None:
+        return ""
+    return "guard: " + missed.held_reason(data, reconcile.describe(data.get("landed"))) + "."
+
+
 def _context_answer_for(host: str, event: str, text: str) -> Answer:
     if host == "gemini" and not text:
         return _json({})
@@ -423,6 +444,9 @@ def answer(
             text = context_text(
                 here, env, agent=agent, policy=policy, permission_mode=mode, host=host
             )
+            session_id = payload.get("session_id")
+            held = held_text(host, session_id if isinstance(session_id, str) else None, here)
+            text = f"{held} {text}".strip() if held else text
             return _context_answer_for(host, event, text)
         if agent and agent != "plan":
             return Answer(0)

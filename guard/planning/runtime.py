@@ -161,7 +161,16 @@ def describe_current_agent(
 
     try:
         found = deciding_session(cwd)
-        g = Guard.load(policy or env.get("GUARD_POLICY") or None, cwd=cwd)
+        worktree = None
+        if found is None or found[0].mode is not Mode.PLAN:
+            from guard.effects import ToolCall
+            from guard.planning.binding import plan_session_around
+
+            # a plan session of a worktree this directory lies in (submodule, nested repo...)
+            around = plan_session_around(ToolCall("host", "-", {}, os.fspath(cwd)))
+            if around is not None:
+                found, worktree = around, around[0].worktree
+        g = Guard.load(policy or env.get("GUARD_POLICY") or None, cwd=cwd, worktree=worktree)
     except GuardError as exc:
         return CurrentAgent(None, f"the hooks deny every call: {exc}")
     if found is not None:

@@ -216,6 +216,10 @@ class Session(BaseModel):
     #: The host agents' session ids (Claude Code's ``session_id``, ...) bound to this
     #: session: their calls are decided by it wherever their cwd (guard.planning.binding).
     host_sessions: list[str] = Field(default_factory=list)
+    #: Why this open session no longer decides (a newer one replaced it); None: it may.
+    #: Only ``guard plan resume`` makes it decide again: ending or approving the newer
+    #: session never brings an older one back.
+    set_aside: str | None = None
 
     _dir: Path = PrivateAttr()
 
@@ -413,7 +417,9 @@ class Session(BaseModel):
         ends it (``guard session end``, ``guard plan exit --approve``) or takes it over
         (``guard plan resume``). An orphaned build session decides nothing.
         """
-        return self.state == "open" and (self.owner_alive or self.mode is Mode.PLAN)
+        if self.state != "open" or self.set_aside is not None:
+            return False
+        return self.owner_alive or self.mode is Mode.PLAN
 
     def orphan_note(self) -> str:
         """What a refusal under this session says when its owner is gone ("" otherwise)."""
@@ -427,7 +433,8 @@ class Session(BaseModel):
         )
 
     def resume(self) -> bool:
-        """The user takes the session over: an orphaned session becomes the user's.
+        """The user takes the session over: an orphaned session becomes the user's, a
+        set-aside one decides again.
 
         False when there was nothing to resume (open, owned by a live process or the user).
         """
@@ -437,18 +444,39 @@ class Session(BaseModel):
                     f"session {s.id} has ended ({s.end_reason or 'no reason given'}); an ended"
                     " session never decides again: start a new one with `guard plan start TITLE`"
                 )
-            changed = s.owner is not None and not s.owner.alive()
+            changed = s.set_aside is not None
             if changed:
-                assert s.owner is not None
+                s.notes.append(f"resumed by the user (it was set aside: {s.set_aside})")
+                s.set_aside = None
+            if s.owner is not None and not s.owner.alive():
                 s.notes.append(f"resumed by the user after its owner {s.owner.describe()} died")
                 s.owner = None
+                changed = True
         return changed
+
+    def set_aside_others(self, *, plans: bool) -> list[Session]:
+        """Set aside the other open sessions of this session's directory (build ones; plan
+        ones too with ``plans``): they stop deciding until ``guard plan resume``.
+        Sessions owned by a running process (a ``guard mcp`` proxy) are left alone."""
+        out: list[Session] = []
+        for other in Session.list_in(self.directory):
+            if other.id == self.id or other.state != "open" or other.set_aside is not None:
+                continue
+            if (other.mode is Mode.PLAN and not plans) or (other.owner and other.owner_alive):
+                continue
+            with other.transaction() as o:
+                o.set_aside = f"replaced by session {self.id} at {utc_now()}"
+            out.append(other)
+        return out
 
     @property
     def status(self) -> str:
-        """open, ended, or orphaned (open but its owning process is gone)."""
+        """open, ended, orphaned (open but its owning process is gone), or set-aside
+        (open, replaced by a newer session: decides nothing until resumed)."""
         if self.state == "ended":
             return "ended"
+        if self.set_aside is not None:
+            return "set-aside"
         return "open" if self.owner_alive else "orphaned"
 
     def end(self, reason: str) -> bool:

@@ -2,9 +2,14 @@
 
 Every call is decided by :class:`guard.gate.Gate` with the chosen agent, no audit
 sink (the user's audit log is never written) and no mode lookup (no session state
-is read or written), against the cwd the call had. A cwd that no longer exists is
-still used as the call's cwd (paths resolve through its nearest existing ancestor,
-as guard canonicalises any path) and the result says so in ``resolved``.
+is read or written), against the cwd the call had, and with the confiner the live
+hook has for the call's host (:class:`guard.sandbox.confiner.ShellConfiner` for a
+host that can rewrite a call: a shell command the hook ran confined replays as
+``allow_confined``). A cwd that no longer exists is still used as the call's cwd
+(paths resolve through its nearest existing ancestor, as guard canonicalises any
+path) and the result says so in ``resolved``; with ``cwd=DIR`` every call is
+re-rooted instead: its cwd becomes DIR, and paths in its input under the old cwd
+move with it. Calls come out in time order across every transcript.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -101,23 +107,81 @@ def nearest_existing(path: str) -> str:
     return str(p)
 
 
+def can_rewrite(host: str) -> bool:
+    """Whether the live hook of ``host`` can run a call confined (the hook's confiner)."""
+    from guard.effects import GuardError
+    from guard.integrations import adapter_for
+
+    try:
+        return adapter_for(host).can_rewrite
+    except GuardError:  # a transcript kind with no hook (guard's audit log)
+        return False
+
+
+def reroot(value: object, old: str, new: str) -> object:
+    """``value`` with every string that is ``old`` or lies under it moved under ``new``."""
+    if isinstance(value, str):
+        if value == old:
+            return new
+        if value.startswith(old.rstrip("/") + "/"):
+            return new.rstrip("/") + value[len(old.rstrip("/")):]
+        return value
+    if isinstance(value, dict):
+        return {k: reroot(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [reroot(v, old, new) for v in value]
+    return value
+
+
+def _when(call: ReplayCall) -> datetime | None:
+    t = call.time
+    if not t:
+        return None
+    try:
+        if t.replace(".", "", 1).isdigit():  # epoch seconds or milliseconds
+            n = float(t)
+            return datetime.fromtimestamp(n / 1000 if n > 1e11 else n, UTC)
+        when = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def in_time_order(found: Iterable[ReplayCall]) -> list[ReplayCall]:
+    """The calls of every transcript in time order; a call without a time keeps the time
+    of the call before it in its file (stable: equal times keep their order)."""
+    keyed: list[tuple[datetime, int, ReplayCall]] = []
+    last: dict[str, datetime] = {}
+    floor = datetime.min.replace(tzinfo=UTC)
+    for n, call in enumerate(found):
+        when = _when(call) or last.get(call.file, floor)
+        last[call.file] = when
+        keyed.append((when, n, call))
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    return [c for _, _, c in keyed]
+
+
 @dataclass
 class Replayer:
-    """Decides replayed calls: one policy load and one gate per cwd."""
+    """Decides replayed calls: one policy load and one gate per cwd (and confiner)."""
 
     agent: str = "plan"
     policy: str | None = None
     #: Verdicts of identical calls (same tool, input and cwd) decided before: a replay reads
     #: the disk as it is now, so the same call gets the same verdict. Bounded (LRU).
     cache_size: int = 4096
-    _gates: dict[str | None, tuple[Gate, str | None]] = field(default_factory=dict)
+    #: replay every call against this directory (its cwd re-rooted here), not its own
+    cwd: str | None = None
+    _gates: dict[tuple[str | None, bool], tuple[Gate, str | None]] = field(default_factory=dict)
     _told: dict[str | None, str] = field(default_factory=dict)
-    _seen: OrderedDict[tuple[str, str, str, str | None], ReplayResult] = field(
+    _seen: OrderedDict[tuple[str, str, str, str | None, str], ReplayResult] = field(
         default_factory=OrderedDict
     )
+    #: cwds of the transcripts that do not exist here (their paths were re-rooted)
+    missing: set[str] = field(default_factory=set)
 
-    def _gate(self, cwd: str | None) -> tuple[Gate, str | None]:
-        found = self._gates.get(cwd)
+    def _gate(self, cwd: str | None, confine: bool) -> tuple[Gate, str | None]:
+        found = self._gates.get((cwd, confine))
         if found is None:
             from guard.decide import Guard
             from guard.gate import Gate
@@ -128,9 +192,14 @@ class Replayer:
                             f" {nearest_existing(cwd)}, its nearest existing ancestor")
             g: Guard = Guard.load(self.policy, cwd=cwd)
             g.agent(self.agent)  # an unknown agent: bad input, before any call
-            found = (Gate(guard=g, agent=self.agent, env={}, mode=None, sink=None,
-                          source="replay", refusal=self._refusal), resolved)
-            self._gates[cwd] = found
+            gate = Gate(guard=g, agent=self.agent, env={}, mode=None, sink=None,
+                        source="replay", refusal=self._refusal)
+            if confine:  # as the live hook of a host that can rewrite a call
+                from guard.sandbox.confiner import ShellConfiner
+
+                gate.confiner = ShellConfiner()
+            found = (gate, resolved)
+            self._gates[(cwd, confine)] = found
         return found
 
     def _refusal(self, call: ToolCall) -> str:
@@ -147,7 +216,8 @@ class Replayer:
         return told
 
     def decide(self, index: int, call: ReplayCall) -> ReplayResult:
-        key = (call.dialect, call.tool, json.dumps(call.input, sort_keys=True), call.cwd)
+        key = (call.dialect, call.tool, json.dumps(call.input, sort_keys=True), call.cwd,
+               call.host)
         before = self._seen.get(key) if self.cache_size else None
         if before is not None:
             self._seen.move_to_end(key)
@@ -162,10 +232,19 @@ class Replayer:
     def _decide(self, index: int, call: ReplayCall) -> ReplayResult:
         from guard.effects import ToolCall
 
-        gate, resolved = self._gate(call.cwd)
-        verdict = gate.decide(ToolCall(call.dialect, call.tool, call.input, call.cwd))
+        cwd, tool_input, note = call.cwd, call.input, None
+        if self.cwd is not None:
+            if cwd is not None and cwd != self.cwd:
+                moved = reroot(dict(call.input), cwd, self.cwd)
+                tool_input = moved if isinstance(moved, dict) else call.input
+                note = f"re-rooted: {cwd} -> {self.cwd} (--cwd)"
+            cwd = self.cwd
+        gate, resolved = self._gate(cwd, can_rewrite(call.host))
+        if resolved is not None and cwd is not None:
+            self.missing.add(cwd)
+        verdict = gate.decide(ToolCall(call.dialect, call.tool, tool_input, cwd))
         return ReplayResult(index, call, verdict.action.value, verdict.reason, verdict.rule,
-                            [e.to_json() for e in verdict.effects], resolved)
+                            [e.to_json() for e in verdict.effects], note or resolved)
 
 
 def replay(
@@ -176,10 +255,16 @@ def replay(
     policy: str | None = None,
     progress: Callable[[ReplayCall], None] | None = None,
     cache_size: int = 4096,
+    cwd: str | None = None,
+    replayer: Replayer | None = None,
 ) -> Iterator[ReplayResult]:
-    """Decide every call of ``paths``; results stream out as the lines are read."""
-    r = Replayer(agent, policy, cache_size)
-    for i, call in enumerate(calls(paths, host), 1):
+    """Decide every call of ``paths``, in time order across the transcripts (every call is
+    read first); ``cwd``: replay them against that directory (see :class:`Replayer`)."""
+    r = replayer if replayer is not None else Replayer(agent, policy, cache_size, cwd)
+    ordered = []
+    for call in calls(paths, host):
         if progress is not None:
             progress(call)
+        ordered.append(call)
+    for i, call in enumerate(in_time_order(ordered), 1):
         yield r.decide(i, call)

@@ -22,10 +22,18 @@ class Summary:
     denied: int = 0
     sessions: set[tuple[str, str]] = field(default_factory=set)
     by_rule: Counter[str] = field(default_factory=Counter)
+    #: allowed to run confined (the hook's confiner), counted in ``allowed`` too
+    confined: int = 0
+    #: the transcripts' cwds that do not exist here (paths re-rooted through an ancestor)
+    missing: set[str] = field(default_factory=set)
 
     def add(self, r: ReplayResult) -> None:
         self.calls += 1
         self.sessions.add((r.call.host, r.call.session or r.call.file))
+        if r.resolved and r.call.cwd and not r.resolved.startswith("re-rooted:"):
+            self.missing.add(r.call.cwd)
+        if r.decision == "allow_confined":
+            self.confined += 1
         if r.decision == "deny":
             self.denied += 1
         elif r.decision == "ask":
@@ -40,15 +48,30 @@ class Summary:
         return self.denied + self.asked
 
     def to_json(self) -> dict[str, Any]:
-        return {"calls": self.calls, "allowed": self.allowed, "asked": self.asked,
-                "denied": self.denied, "sessions": len(self.sessions),
-                "by_rule": dict(self.by_rule.most_common())}
+        return {"calls": self.calls, "allowed": self.allowed, "confined": self.confined,
+                "asked": self.asked, "denied": self.denied, "sessions": len(self.sessions),
+                "by_rule": dict(self.by_rule.most_common()),
+                "missing_cwds": sorted(self.missing)}
+
+    def missing_note(self) -> str | None:
+        """The warning for transcripts whose folder does not exist here, or None."""
+        if not self.missing:
+            return None
+        where = ", ".join(sorted(self.missing))
+        return (
+            f"NOTE: {len(self.missing)} transcript folder(s) do not exist here ({where}):"
+            " their paths were re-rooted through the nearest existing folder, so these"
+            " decisions may differ from the live ones; replay with --cwd DIR against a"
+            " checkout of that project"
+        )
 
     def lines(self) -> list[str]:
-        out = [f"{self.calls} calls in {len(self.sessions)} sessions: {self.allowed} allowed,"
-               f" {self.asked} asked, {self.denied} denied"]
+        confined = f" ({self.confined} of them confined)" if self.confined else ""
+        out = [f"{self.calls} calls in {len(self.sessions)} sessions: {self.allowed} allowed"
+               f"{confined}, {self.asked} asked, {self.denied} denied"]
         out += [f"  {n:>5}  {rule}" for rule, n in self.by_rule.most_common()]
-        return out
+        note = self.missing_note()
+        return [note, *out] if note else out
 
 
 def short(value: Any, width: int = 60) -> str:

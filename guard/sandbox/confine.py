@@ -95,7 +95,7 @@ SI_KERNEL, SI_QUEUE = 0x80, -1
 _USAGE = (
     "usage: confine.py [--plans DIR]... [--write PATH]... [--ioctl PATH]... [--devices]"
     " [--tmpdir DIR | --private-tmp] [--namespaces] [--walls] [--socket PATH]..."
-    " [--listen PORT --egress-fd FD | --egress SPEC] [--abi N (0: no Landlock)]"
+    " [--listen PORT --egress-fd FD | --egress SPEC] [--abi N (0: no Landlock)] [--hide PATH]..."
     " [--no-scope-signals]"
     " [--status-fd FD] [--go-fd FD] [--announce PREFIX] -- COMMAND [ARGS...]\n"
     "       confine.py --probe"
@@ -105,8 +105,8 @@ _USAGE = (
 class _Args:
     __slots__ = (
         "abi", "announce", "command", "command_missing", "egress", "egress_fd", "filter",
-        "go_fd", "ioctl", "listen", "namespaces", "plans", "private_tmp", "scope", "sockets",
-        "status_fd", "tmpdir", "walls", "writable",
+        "go_fd", "hide", "ioctl", "listen", "namespaces", "plans", "private_tmp", "scope",
+        "sockets", "status_fd", "tmpdir", "walls", "writable",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -114,6 +114,7 @@ class _Args:
         self.plans: list[str] = []
         self.ioctl: list[str] = []
         self.sockets: list[str] = []
+        self.hide: list[str] = []  # covered in the namespaces' view (guard's audit key)
         self.abi: int | None = None
         self.scope = True
         self.status_fd: int | None = None
@@ -134,7 +135,7 @@ class _Args:
 
 _VALUED = (
     "--write", "--plans", "--ioctl", "--abi", "--status-fd", "--go-fd", "--announce", "--tmpdir",
-    "--socket", "--listen", "--egress-fd", "--egress",
+    "--socket", "--listen", "--egress-fd", "--egress", "--hide",
 )  # fmt: skip
 _FLAGS = {
     "--no-scope-signals": "scope", "--private-tmp": "private_tmp", "--namespaces": "namespaces",
@@ -177,6 +178,8 @@ def parse(argv: Sequence[str]) -> _Args:
                 args.ioctl.append(value)
             elif arg == "--socket":
                 args.sockets.append(value)
+            elif arg == "--hide":
+                args.hide.append(value)
             elif arg == "--tmpdir":
                 args.tmpdir = value
             elif arg == "--announce":
@@ -634,7 +637,7 @@ def _init(args: _Args, masks: list[str], fate_w: int, life_r: int) -> int:
     tmpfs = "/dev/shm" if args.private_tmp and args.tmpdir is None else None
     try:
         skipped = namespaces.enter_inner(
-            [*args.plans, *args.writable], mask_sockets=masks, tmpfs=tmpfs
+            [*args.plans, *args.writable], mask_sockets=masks, tmpfs=tmpfs, hide=args.hide
         )
     except OSError as exc:
         return _fail(args, "namespaces", exc)
@@ -850,6 +853,18 @@ FALLBACK = (
 )
 
 
+def audit_key_dirs() -> list[str]:
+    """The directory of this installation's audit key (the key made first when missing,
+    so that it cannot appear later in a view that did not cover it); none when it
+    cannot be made (then no writer can make it either)."""
+    from guard import audit
+
+    try:
+        return [str(audit.load_key_path().parent)]
+    except (audit.AuditError, OSError):
+        return []
+
+
 def helper_argv(
     command: Sequence[str],
     *,
@@ -864,11 +879,16 @@ def helper_argv(
     sockets: Sequence[str] = (),
     python: str | None = None,
     extra: Sequence[str] = (),
+    hide: Sequence[str] | None = None,
 ) -> list[str]:
     """The argv that runs ``command`` under this helper. ``isolate``: in namespaces;
     ``walls`` (default: ``isolate``): the process and IPC walls of seccomp and Landlock;
-    ``sockets``: pathname Unix sockets the command may reach."""
+    ``sockets``: pathname Unix sockets the command may reach; ``hide``: paths covered in
+    the namespaces' view (default: the directory of guard's audit key, made first, so
+    that the command can never read the key that chains the audit log)."""
     argv = [python or sys.executable, "-E", "-s", "-S", HELPER]
+    for h in audit_key_dirs() if hide is None else hide:
+        argv += ["--hide", h]
     for p in plans:
         argv += ["--plans", p]
     for w in writable:

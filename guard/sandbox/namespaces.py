@@ -221,6 +221,7 @@ def enter_inner(
     mask_sockets: Iterable[str] = (),
     proc: bool = True,
     tmpfs: str | None = None,
+    hide: Iterable[str] = (),
 ) -> list[str]:
     """In pid 1 of the new PID namespace: new mount, network and IPC namespaces, the
     read-only view with ``writable`` (directories and regular files; other kinds, such as
@@ -229,7 +230,9 @@ def enter_inner(
     ``/dev/null`` so that nothing can connect to it, ``/proc`` of this PID namespace, a
     new empty tmpfs (mode 0700) on the directory ``tmpfs`` when given (the private
     TMPDIR: it exists nowhere else and ends with the namespace), and the loopback
-    interface up. Returns the writable roots that were missing (skipped)."""
+    interface up. Each of ``hide`` (guard's audit key directory) is covered: a directory
+    by an empty read-only tmpfs, a file by ``/dev/null``, so that nothing in the view can
+    read what is there. Returns the writable roots that were missing (skipped)."""
     unshare(INNER_FLAGS, "mount, network and IPC namespaces")
     _mount(None, b"/", None, MS_REC | MS_PRIVATE, "making every mount private")
     skipped: list[str] = []
@@ -262,6 +265,8 @@ def enter_inner(
                    f"covering the socket {path}")  # fmt: skip
         finally:
             os.close(fd)
+    for path in hide:
+        _cover(path)
     if tmpfs is not None:
         fd = _pinned(tmpfs, stat.S_IFDIR)
         if fd is None:
@@ -280,6 +285,27 @@ def enter_inner(
     _reenter_cwd()
     loopback_up()
     return skipped
+
+
+def _cover(path: str) -> None:
+    """Cover ``path`` in this mount namespace: a directory by an empty read-only tmpfs
+    (mode 0), a file by ``/dev/null``; nothing when it is missing."""
+    fd = _pinned(path, stat.S_IFDIR | stat.S_IFREG)
+    if fd is None:
+        return
+    try:
+        target = _path(f"/proc/self/fd/{fd}")
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            _check(
+                int(_lib().mount(b"tmpfs", target, b"tmpfs",
+                                 ctypes.c_ulong(MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC),
+                                 b"mode=0,size=4k")),
+                f"covering {path}",
+            )  # fmt: skip
+        else:
+            _mount(b"/dev/null", target, None, MS_BIND, f"covering {path}")
+    finally:
+        os.close(fd)
 
 
 def _reenter_cwd() -> None:

@@ -314,7 +314,8 @@ def _prepared(tmp_path: Path) -> Path:
 def test_help_example_runs_as_written(where: str, command: Command, tmp_path: Path) -> None:
     repo = _prepared(tmp_path)
     setup = []
-    if re.match(r"^guard (plan|session|mode|events)\b", command.text):
+    starts = re.match(r"^guard (plan|session) start\b", command.text)  # a fresh worktree
+    if re.match(r"^guard (plan|session|mode|events)\b", command.text) and not starts:
         setup = [
             "guard session start --mode plan --title 'Add caching' >/dev/null",
             'echo "# Plan" > "$(guard plan path)"',

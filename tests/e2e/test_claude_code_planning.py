@@ -77,6 +77,9 @@ def test_walkthrough_plan_approve_build(claude: str, project: tuple[Path, dict[s
     assert Path(session.plan_path).read_text() == PLAN
     first = next(b for b in script.requests if b.get("tools"))
     assert session.plan_path in conversation_text(first), "context injected before any refusal"
+    # claude -p has no ExitPlanMode: the model is told what ends plan mode there
+    assert "guard plan exit --approve" in conversation_text(first)
+    assert "call ExitPlanMode" not in conversation_text(first)
 
     # 2. review and approve, outside the host
     status = guard(repo, env, "plan", "status")

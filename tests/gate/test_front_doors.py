@@ -22,6 +22,8 @@ SCRIPTED = Path(__file__).parent.parent / "mcp" / "scripted_server.py"
 
 #: What only one front door knows: dropped before comparing records.
 FRONT_DOOR_KEYS = {
+    "chain",  # each log's own chain (the check writes another log than the hook and proxy)
+    "chain_seq",
     "ts",
     "source",
     "host",
@@ -31,6 +33,8 @@ FRONT_DOOR_KEYS = {
     "method",
     "session_id",
     "answered",
+    # the hook's digest of the tool input, to match the host's post-tool report to it
+    "input_sha256",
     # the fleet fields that name the record itself and its front door's session and host
     "record_id",
     "session",

@@ -107,6 +107,11 @@ def test_plan_mode_missed_write_holds_the_session_until_resume(
     # another host session is not held
     other = {**read_call, "session_id": "another"}
     assert pre_decision(decide_hook("claude-code", other))[0] == "allow"
+    # guard doctor shows it (and exits 1: that session's every call is blocked)
+    doctor = guard_cli("doctor", "--json", cwd=repo, env=env)
+    assert doctor.returncode == 1
+    [held] = [c for c in json.loads(doctor.stdout)["layers"] if c["name"] == "held sessions"]
+    assert held["status"] == "broken" and held["held"][0]["session_id"] == SESSION
     # the user looks, undoes what landed, and resumes
     out = guard_cli("session", "resume", "--restore", cwd=repo, env=env)
     assert out.returncode == 0, out.stderr
@@ -115,6 +120,9 @@ def test_plan_mode_missed_write_holds_the_session_until_resume(
     kept = list((repo / ".openoxide/quarantine").rglob("app.py"))
     assert [k.read_text() for k in kept] == ["owned\n"]
     assert pre_decision(decide_hook("claude-code", read_call))[0] == "allow"
+    [held] = [c for c in json.loads(guard_cli("doctor", "--json", cwd=repo, env=env).stdout)[
+        "layers"] if c["name"] == "held sessions"]
+    assert held["status"] == "ok"
     assert [r["event"] for r in records(repo, "notice") if r.get("event")] == [
         "hook_missed_resumed"]
 
@@ -172,3 +180,98 @@ def test_installed_hook_sets_carry_the_post_tool_event(repo: Path, env: dict[str
         assert guard_cli("uninstall", host, "--project", cwd=repo, env=env).returncode == 0
         data = json.loads((repo / rel).read_text()) if (repo / rel).exists() else {}
         assert event not in data.get("hooks", {}), (host, data)
+
+
+AFTER_DRIVER = """
+import { pathToFileURL } from "node:url";
+const [plugin, call] = process.argv.slice(2);
+const mod = await import(pathToFileURL(plugin).href);
+const hooks = await mod.OpenOxideGuard({ directory: process.cwd() });
+const c = JSON.parse(call);
+const output = { title: "", output: "written", metadata: {} };
+await hooks["tool.execute.after"]({ tool: c.tool, sessionID: "ses_1", callID: c.id,
+                                    args: c.args }, output);
+console.log(JSON.stringify(output));
+"""
+
+
+def test_opencode_plugin_reports_a_call_guard_never_saw(repo: Path, env: dict[str, str]) -> None:
+    """Attack: OpenCode ran a write whose tool.execute.before never reached guard."""
+    import shutil
+
+    node = shutil.which("node")
+    assert node is not None, "node is required (scripts/test.sh installs it)"
+    assert guard_cli("install", "opencode", cwd=repo, env=env).returncode == 0
+    plugin = repo / ".opencode/plugin/guard.js"
+    driver = repo.parent / "after.mjs"
+    driver.write_text(AFTER_DRIVER)
+    call = {"tool": "write", "id": "call_9", "args": {"filePath": "src/app.py", "content": "x"}}
+    proc = subprocess.run([node, str(driver), str(plugin), json.dumps(call)], cwd=repo,
+                          env={**env, "GUARD_AGENT": "build"}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["output"].startswith("written\n\nguard: ") and "hook_missed" in out["output"]
+    assert "hook_missed" in proc.stderr  # the user sees it too
+    [v] = records(repo, "violation")
+    assert (v["host"], v["tool_use_id"], v["via"]) == ("opencode", "call_9", "tool.execute.after")
+
+
+def test_a_decision_recorded_in_another_projects_log_counts(
+    repo: Path, decide_hook: HookRunner, tmp_path: Path
+) -> None:
+    """No false hold: the model `cd`ed into another repository, so the PreToolUse record went
+    to that project's log; the result comes back from this one."""
+    other = tmp_path / "other"
+    (other / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    p = claude_payload("Write", {"file_path": str(other / "src/x.py"), "content": "x"}, other)
+    assert pre_decision(decide_hook("claude-code", p, "--agent", "build"))[0] == "allow"
+    back = post({**p, "cwd": str(repo)})
+    assert decide_hook("claude-code", back, "--agent", "build").stdout == ""
+    assert records(repo, "violation") == [] and records(other, "violation") == []
+
+
+def test_each_new_turn_tells_the_model_the_session_is_held(
+    repo: Path, decide_hook: HookRunner, env: dict[str, str]
+) -> None:
+    """The per-turn context (UserPromptSubmit) says so too, before any tool call."""
+    from guard.planning.host import answer
+
+    assert guard_cli("plan", "start", "x", cwd=repo, env=env).returncode == 0
+    p = claude_payload("Write", {"file_path": str(repo / "src/app.py"), "content": "o"}, repo)
+    (repo / "src/app.py").write_text("o")
+    decide_hook("claude-code", post(p))
+    turn = {"session_id": SESSION, "cwd": str(repo), "hook_event_name": "UserPromptSubmit",
+            "prompt": "go on", "permission_mode": "acceptEdits"}
+    said = json.loads(answer(json.dumps(turn), ["claude-code"], env=env).stdout)
+    context = said["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("guard: claude-code ran Write toolu_01ABC without guard's")
+    assert "guard session resume" in context and "src/app.py (modified)" in context
+    other = json.loads(answer(json.dumps({**turn, "session_id": "x"}), ["claude-code"],
+                              env=env).stdout)
+    assert "without guard" not in other["hookSpecificOutput"]["additionalContext"]
+
+
+def test_with_restore_configured_what_landed_is_undone_at_once(
+    repo: Path, decide_hook: HookRunner, env: dict[str, str]
+) -> None:
+    """GUARD_MISSED_RESTORE=1: the unguarded Write is put back when guard finds it."""
+    restore = {"GUARD_MISSED_RESTORE": "1"}
+    assert guard_cli("plan", "start", "x", cwd=repo, env=env).returncode == 0
+    read_call = claude_payload("Read", {"file_path": str(repo / "src/app.py")}, repo)
+    assert pre_decision(decide_hook("claude-code", read_call, extra_env=restore))[0] == "allow"
+    p = claude_payload("Write", {"file_path": str(repo / "src/new.py"), "content": "n"}, repo)
+    p["tool_use_id"] = "toolu_unguarded"
+    (repo / "src/new.py").write_text("n")
+    (repo / "src/app.py").write_text("owned\n")  # and a Bash without a hook changed this one
+    answer = answer_of(decide_hook("claude-code", post(p), extra_env=restore))
+    assert "guard undid it" in answer["reason"], answer["reason"]
+    assert (repo / "src/app.py").read_text() == "print('hello')\n"
+    assert not (repo / "src/new.py").exists()
+    kept = sorted(k.read_text() for k in (repo / ".openoxide/quarantine").rglob("*.py"))
+    assert kept == ["n", "owned\n"]
+    [v] = records(repo, "violation")
+    assert len(v["landed"]["restored"]) == 3  # two quarantined, one put back
+    # still held: the user looks before the session goes on
+    assert pre_decision(decide_hook("claude-code", read_call))[0] == "deny"

@@ -166,3 +166,16 @@ def test_the_agent_run_is_bound_to_the_plan_session_wherever_it_goes(
         )  # fmt: skip
         assert ran.returncode != 0, ran
     assert app.read_text() == ORIGINAL, "the confined command could not write src/"
+
+
+def test_each_turn_in_the_submodule_says_plan_mode_and_names_the_plan_file(
+    outer: Path, env: dict[str, str]
+) -> None:
+    """The context a host injects at each turn, and `guard mode`, follow the outer plan."""
+    session = plan_start(env, outer)
+    from guard.planning.host import context_text
+
+    text = context_text(str(outer / "sub"), {})
+    assert f"write your plan to {session['plan_path']}" in text, text
+    mode = guard_cli(env, "mode", cwd=outer / "sub")
+    assert mode.returncode == 0 and mode.stdout.splitlines()[0] == "plan", mode.stdout

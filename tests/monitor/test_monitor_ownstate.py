@@ -126,7 +126,8 @@ def test_a_second_watcher_is_refused_naming_the_first_and_a_dead_ones_lock_is_ta
     try:
         third.started()
         (wt / "docs" / "a.md").write_text("agent\n")
-        wait_for(lambda: (wt / "docs" / "a.md").read_text() == "# a\n", "the write undone")
+        a_md = wt / "docs" / "a.md"
+        wait_for(lambda: a_md.exists() and a_md.read_text() == "# a\n", "the write undone")
     finally:
         assert third.stop() == 1
     assert len(third.violations()) == 1  # one watcher, one report: no ping-pong
@@ -165,14 +166,21 @@ def test_a_guarded_process_writing_guard_state_is_tampering_never_quarantined(
     sessions = wt / ".openoxide" / "sessions"
     sessions.mkdir()
     evil = sessions / "evil.json"
-    script = f'printf x > "{evil}"; exit 0'
-    guarded = subprocess.Popen(["sh", "-c", f"read _; {script}"], stdin=subprocess.PIPE)
+    # the writer stays alive until the report is in (a process that has exited leaves
+    # nothing in /proc to say whose it was)
+    script = f'read _; printf x > "{evil}"; read _; exit 0'
+    guarded = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE)
     m.set_guarded_process(guarded.pid)
     assert guarded.stdin is not None
-    guarded.stdin.close()
-    guarded.wait(timeout=WAIT)
-    (sessions / "hook.json").write_text("{}\n")  # this process: not in the guarded tree
-    wait_for(lambda: any(v.path == str(evil) for v in m.violations), "the tampering report")
+    try:
+        guarded.stdin.write(b"go\n")
+        guarded.stdin.flush()
+        (sessions / "hook.json").write_text("{}\n")  # this process: not in the guarded tree
+        wait_for(lambda: any(v.path == str(evil) for v in m.violations),
+                 "the tampering report")
+    finally:
+        guarded.stdin.close()
+        guarded.wait(timeout=WAIT)
     m.settle()
     assert [v.path for v in m.violations] == [str(evil)]
     v = m.violations[0]

@@ -75,6 +75,7 @@ def test_the_installed_command_works_from_any_directory(installed: Path, project
     guard = str(installed / "guard")
     r = run([guard, "--version"], cwd=project)
     assert r.returncode == 0 and r.stdout.startswith("guard ")
+    assert f"installed at {installed.parent}" in r.stdout and "editable" not in r.stdout
     r = run([str(installed / "python"), "-c", "import guard; print(guard.__file__)"], cwd=project)
     assert str(installed.parent) in r.stdout and str(ROOT) not in r.stdout
     r = run([guard, "check", "write", "src/app.py"], cwd=project)
@@ -94,6 +95,7 @@ def test_the_installed_hook_command_answers_after_the_source_is_gone(
     guard = str(installed / "guard")
     r = run([guard, "install", "claude-code", "--agent", "plan", "--json"], cwd=project)
     assert r.returncode == 0, r.stderr
+    assert "editable" not in r.stderr  # the warning is for editable installs only
     command = json.loads(r.stdout)["command"]
     assert str(installed.parent) in command and str(ROOT) not in command
     call = {

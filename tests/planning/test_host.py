@@ -141,3 +141,21 @@ def test_the_installed_command_runs(repo: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     said = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
     assert f"write your plan to {s.plan_path}" in said
+
+
+def test_headless_claude_code_is_told_what_works_there(repo: Path) -> None:
+    """``claude -p`` has no ExitPlanMode tool (its hooks see CLAUDE_CODE_ENTRYPOINT=sdk-cli):
+    the context names what ends plan mode there, ``guard plan exit --approve``, and never
+    tells the model to call a tool it does not have."""
+    s = Session.start(repo, "plan", title="Headless")
+    payload = {"session_id": "cc", "cwd": str(repo), "hook_event_name": "UserPromptSubmit",
+               "prompt": "go"}
+    got = answer(json.dumps(payload), ["claude-code"], env={"CLAUDE_CODE_ENTRYPOINT": "sdk-cli"})
+    text = json.loads(got.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert f"write your plan to {s.plan_path}" in text
+    assert "guard plan exit --approve" in text and "headless" in text
+    assert "call ExitPlanMode" not in text
+    interactive = answer(json.dumps(payload), ["claude-code"],
+                         env={"CLAUDE_CODE_ENTRYPOINT": "cli"})
+    assert "call ExitPlanMode" in json.loads(interactive.stdout)["hookSpecificOutput"][
+        "additionalContext"]

@@ -154,7 +154,7 @@ def test_gemini_install_wires_the_planning_side_and_uninstall_removes_it(
     install("gemini", "user", cwd=repo)
     path = tmp_path / "ghome/.gemini/settings.json"
     hooks = read_settings(path)["hooks"]
-    assert sorted(hooks) == ["BeforeAgent", "BeforeTool", "SessionStart"]
+    assert sorted(hooks) == ["AfterTool", "BeforeAgent", "BeforeTool", "SessionStart"]
     assert [g.get("matcher") for g in hooks["BeforeTool"]] == [".*", "exit_plan_mode"]
     assert "-m guard.planning.host gemini" in hooks["BeforeAgent"][0]["hooks"][0]["command"]
     uninstall("gemini", "user", cwd=repo)
@@ -168,10 +168,11 @@ def test_codex_install_wires_and_trusts_the_planning_side(
     install("codex", "user", cwd=repo)
     path = tmp_path / "chome/hooks.json"
     settings = read_settings(path)
-    assert sorted(settings["hooks"]) == ["PreToolUse", "SessionStart", "Stop", "UserPromptSubmit"]
+    assert sorted(settings["hooks"]) == [
+        "PostToolUse", "PreToolUse", "SessionStart", "Stop", "UserPromptSubmit"]
     keys = [h.key.split(":", 1)[1] for h in our_hooks(path, settings)]
-    assert keys == ["pre_tool_use:0:0", "session_start:0:0", "user_prompt_submit:0:0",
-                    "stop:0:0"]
+    assert keys == ["pre_tool_use:0:0", "post_tool_use:0:0", "session_start:0:0",
+                    "user_prompt_submit:0:0", "stop:0:0"]
     config = (tmp_path / "chome/config.toml").read_text()
     assert all(f'{path}:{k}"' in config for k in keys), config
     uninstall("codex", "user", cwd=repo)

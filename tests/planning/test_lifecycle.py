@@ -366,3 +366,81 @@ def test_two_concurrent_proxy_sessions_never_cross(repo: Path, tmp_path: Path) -
         a.close()
         b.close()
     assert {s.status for s in Session.list_all(repo)} == {"ended"}
+
+
+# ---- one plan session per worktree (issue 32) ---------------------------------------------
+
+
+def test_plan_start_twice_refuses_and_names_the_open_session(repo: Path) -> None:
+    """Stacked sessions: a second `guard plan start` is refused and names the open one;
+    --new sets the open one aside, and approving then ending the new one never brings
+    the old one back: only `guard plan resume` does."""
+    code, out, _ = guard("plan", "start", "First", "--cwd", str(repo), "--json")
+    assert code == 0
+    first = json.loads(out)["id"]
+    code, _, err = guard("plan", "start", "Second", "--cwd", str(repo))
+    assert code == 2 and f"plan mode is already on here: session {first} (First" in err
+    assert "--new" in err and f"guard plan resume {first}" in err
+    assert [s.id for s in Session.list_all(repo)] == [first], "nothing was started"
+
+    code, out, _ = guard("plan", "start", "Second", "--new", "--cwd", str(repo), "--json")
+    assert code == 0
+    second = Session.load(json.loads(out)["id"], repo)
+    assert Session.load(first, repo).status == "set-aside"
+    found = deciding_session(repo)
+    assert found is not None and found[0].id == second.id
+    _, listed, _ = guard("session", "list", "--cwd", str(repo))
+    assert "set-aside" in listed
+
+    assert second.plan_path
+    Path(second.plan_path).write_text("# plan\n")
+    code, out, _ = guard("plan", "exit", "--approve", "--cwd", str(repo))
+    assert code == 0 and "the hooks now use build" in out
+    code, out, _ = guard("session", "end", second.id, "--cwd", str(repo))
+    assert code == 0 and "host's permission mode" in out, "the older session stays aside"
+    assert deciding_session(repo) is None
+    code, out, _ = guard("plan", "status", "--cwd", str(repo))
+    assert code == 0 and "none open here" in out
+
+    code, out, _ = guard("plan", "resume", first, "--cwd", str(repo))
+    assert code == 0 and "resumed; it decides again (plan mode)" in out
+    assert current_mode(repo) == ("plan", Session.load(first, repo))
+
+
+def test_session_start_sets_older_build_sessions_aside(repo: Path) -> None:
+    code, a, _ = guard("session", "start", "--cwd", str(repo))
+    code, b, _ = guard("session", "start", "--cwd", str(repo))
+    assert code == 0
+    assert Session.load(a.strip(), repo).status == "set-aside"
+    Session.load(b.strip(), repo).end("done")
+    assert deciding_session(repo) is None, "ending the newer one never revives the older"
+
+
+def test_plan_status_and_show_without_a_session_report_the_state(repo: Path) -> None:
+    code, out, err = guard("plan", "status", "--cwd", str(repo))
+    assert code == 0, err
+    assert "session   none open here" in out and "hooks     build" in out
+    code, out, _ = guard("plan", "status", "--cwd", str(repo), "--json")
+    assert code == 0 and json.loads(out)["session"] is None
+    code, out, err = guard("plan", "show", "--cwd", str(repo))
+    assert code == 0 and "no open session here" in out, err
+
+
+def test_a_failed_plan_snapshot_never_blocks_plan_start(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan directory cannot be listed (EACCES): plan start still enters plan mode."""
+    plans = repo / ".openoxide" / "plans"
+    plans.mkdir(parents=True)
+    real = Path.iterdir
+
+    def refuse(self: Path) -> Iterator[Path]:
+        if self == plans:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    code, _, err = guard("plan", "start", "Snapshot", "--cwd", str(repo))
+    assert code == 0, err
+    found = current_mode(repo)
+    assert found is not None and found[0] == "plan"

@@ -59,6 +59,8 @@ def test_appenders_that_keep_the_log_open_lose_and_repeat_nothing_across_rotatio
     assert {w: seen.get(w) for w in range(WRITERS)} == {
         w: list(range(RECORDS)) for w in range(WRITERS)
     }
+    chained = audit.verify(log, audit.load_key(create=False))  # one chain, every writer's
+    assert chained.intact and chained.records == WRITERS * RECORDS, chained.findings[:3]
 
 
 def test_an_appender_writes_to_the_new_file_after_another_writer_rotated(
@@ -66,9 +68,10 @@ def test_an_appender_writes_to_the_new_file_after_another_writer_rotated(
 ) -> None:
     log = tmp_path / "audit.jsonl"
     first = audit.encode_many([{"n": 1, "pad": "x" * 200}])
-    monkeypatch.setenv(audit.MAX_BYTES_ENV, str(len(first) * 3 // 2))
     mine = audit.Appender(log)
     mine.append(first)
+    # the limit: one and a half chained records of this size
+    monkeypatch.setenv(audit.MAX_BYTES_ENV, str(log.stat().st_size * 3 // 2))
     audit.append_many([{"n": 2, "pad": "x" * 200}], log)  # another writer: rotates first
     mine.append(audit.encode_many([{"n": 3}]))
     mine.close()

@@ -16,6 +16,16 @@ from .helpers import HOSTS, RECORDED, make_repo, placed
 
 # the five calls every fixture made: read, write src/new.py, sed -i, the plan file, ls
 EXPECTED = ["allow", "deny", "deny", "allow", "allow"]
+
+
+def expected(host: str) -> list[str]:
+    """As the live hook decides: `ls src` runs confined where the host's hook can rewrite a
+    call (Claude Code, Gemini CLI, OpenCode) and the kernel has Landlock."""
+    from guard.integrations import adapter_for
+    from guard.sandbox.landlock import abi_version
+
+    confined = adapter_for(host).can_rewrite and abi_version() > 0
+    return [*EXPECTED[:4], "allow_confined" if confined else "allow"]
 KEYS = {"index", "time", "host", "session", "cwd", "tool", "input", "effects", "decision",
         "reason", "rule"}
 SARIF_SCHEMA = Path(__file__).parent.parent / "lint" / "data" / "sarif-2.1.0-rtm.5.json"
@@ -42,7 +52,7 @@ def test_each_hosts_real_transcript_is_decided_for_the_plan_agent(
         proc = guard("replay", "--host", given, "--json", path)
         assert proc.returncode == 3, proc.stderr
         got = records(proc)
-        assert [r["decision"] for r in got] == EXPECTED
+        assert [r["decision"] for r in got] == expected(host)
         assert all(set(r) >= KEYS for r in got)
         assert {r["host"] for r in got} == {host}
         assert {r["cwd"] for r in got} == {str(repo)}
@@ -61,7 +71,9 @@ def test_a_directory_replays_every_transcript_under_it(sessions: tuple[Path, Pat
     folder, _ = sessions
     proc = guard("replay", folder)
     assert proc.returncode == 3, proc.stderr
-    assert "20 calls in 4 sessions: 12 allowed, 0 asked, 8 denied" in proc.stdout
+    confined = sum(expected(h)[4] == "allow_confined" for h in HOSTS)
+    of = f" ({confined} of them confined)" if confined else ""
+    assert f"20 calls in 4 sessions: 12 allowed{of}, 0 asked, 8 denied" in proc.stdout
     assert "8  agents.plan.write.default" in proc.stdout
     assert "DENY" in proc.stdout and "sed -i 's/hello/owned/' src/app.py" in proc.stdout
 
@@ -189,3 +201,76 @@ def test_help_teaches_with_an_example() -> None:
     proc = guard("replay", "--help")
     assert proc.returncode == 0
     assert "guard replay ~/.claude/projects/" in proc.stdout and "Exit codes" in proc.stdout
+
+
+def test_replay_predicts_the_live_hook_answer_for_a_confined_call(tmp_path: Path) -> None:
+    """The live Claude Code hook runs `ls src && python3 -c 'print(1+1)'` confined (it
+    answers with a rewrite); the replay of that very call says allow_confined, not ask."""
+    from guard.integrations.runner import decide as hook_answer
+
+    repo = make_repo(tmp_path)
+    command = "ls src && python3 -c 'print(1+1)'"
+    payload = {"hook_event_name": "PreToolUse", "session_id": "s1", "cwd": str(repo),
+               "tool_name": "Bash", "tool_input": {"command": command}}
+    live = hook_answer("claude-code", json.dumps(payload), env={"GUARD_AGENT": "plan"})
+    out = json.loads(live.stdout)["hookSpecificOutput"]
+    confined = "updatedInput" in out
+    from guard.sandbox.landlock import abi_version
+
+    assert confined == (abi_version() > 0), out  # the hook confines wherever it can
+    line = {"type": "assistant", "sessionId": "s1", "cwd": str(repo),
+            "timestamp": "2026-01-01T12:00:00.000Z", "uuid": "u1",
+            "message": {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash",
+                 "input": {"command": command}}]}}
+    transcript = tmp_path / "live.jsonl"
+    transcript.write_text(json.dumps(line) + "\n")
+    got = records(guard("replay", "--json", transcript))
+    assert [r["decision"] for r in got] == ["allow_confined" if confined else "allow"]
+    if confined:
+        assert out["permissionDecision"] == "allow" and got[0]["rule"] == "guard.confined"
+
+
+def test_a_missing_cwd_is_said_or_replayed_against_cwd(tmp_path: Path) -> None:
+    """The transcript's folder does not exist here: the report says so prominently; with
+    --cwd DIR the calls are replayed against DIR and decide as they did live."""
+    repo = make_repo(tmp_path)
+    path = placed(HOSTS["claude-code"], tmp_path / "t", "/nonexistent/guard-replay/repo")
+    proc = guard("replay", path)
+    assert "NOTE: 1 transcript folder(s) do not exist here (/nonexistent/guard-replay/repo)" \
+        in proc.stdout and "--cwd DIR" in proc.stdout
+    proc = guard("replay", "--format", "sarif", path)
+    assert "guard: warning: NOTE: 1 transcript folder(s)" in proc.stderr
+    proc = guard("replay", "--json", path)  # with --json, the warning is JSON too
+    assert json.loads(proc.stderr)["warning"].startswith("NOTE: 1 transcript folder(s)")
+    proc = guard("replay", "--json", "--cwd", repo, path)
+    got = records(proc)
+    assert [r["decision"] for r in got] == expected("claude-code")
+    assert all(r["resolved"].startswith("re-rooted: /nonexistent/guard-replay/repo ->")
+               for r in got)
+    assert "NOTE" not in proc.stderr
+    proc = guard("replay", "--cwd", tmp_path / "nope", path)
+    assert proc.returncode == 2 and "--cwd" in proc.stderr
+
+
+def test_rows_are_in_time_order_across_sessions(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+
+    def session(name: str, times: list[str]) -> None:
+        lines = []
+        for n, t in enumerate(times):
+            lines.append(json.dumps({
+                "type": "assistant", "sessionId": name, "cwd": str(repo), "timestamp": t,
+                "uuid": f"{name}{n}", "message": {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": f"toolu_{name}{n}", "name": "Read",
+                     "input": {"file_path": str(repo / "src" / f"{name}{n}.py")}}]}}))
+        (tmp_path / "t").mkdir(exist_ok=True)
+        (tmp_path / "t" / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+
+    session("a", ["2026-01-01T10:00:00.000Z", "2026-01-01T10:02:00.000Z"])
+    session("b", ["2026-01-01T10:01:00.000Z", "2026-01-01T10:03:00.000Z"])
+    got = records(guard("replay", "--json", tmp_path / "t"))
+    assert [r["session"] for r in got] == ["a", "b", "a", "b"]
+    assert [r["index"] for r in got] == [1, 2, 3, 4]
+    times = [r["time"] for r in got]
+    assert times == sorted(times)

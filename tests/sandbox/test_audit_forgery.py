@@ -167,3 +167,116 @@ def test_confined_command_cannot_forge_a_build_allow_through_hookd(
     assert not [line for line in audit_lines(proj) if '"agent": "build"' in line and marker in line]
     assert not (proj.root / "src" / f"{marker}.py").exists()
     assert proj.victim.read_text() == "print('original')\n"
+
+
+@pytest.mark.parametrize("door", ["hook", "run"])
+def test_confined_command_cannot_read_the_audit_key(proj: Project, door: str) -> None:
+    """Attack: read the key that chains the audit log (to forge MACs that verify), through
+    its path and by listing its directory. In the namespaces' view the key's directory is
+    an empty tmpfs nobody may open; the same read unconfined gets the 32 bytes (the
+    control: the key is there, and the user's)."""
+    key = proj.home / ".local/share/openoxide/keys/audit.key"
+    source = (
+        "import errno, os, sys\n"
+        "out = []\n"
+        "for how in ('read', 'list'):\n"
+        "    try:\n"
+        "        if how == 'read':\n"
+        "            out.append(str(len(open(sys.argv[1], 'rb').read())))\n"
+        "        else:\n"
+        "            out.append(','.join(os.listdir(os.path.dirname(sys.argv[1]))) or 'empty')\n"
+        "    except OSError as e:\n"
+        "        out.append(errno.errorcode[e.errno])\n"
+        "print('KEY ' + ' '.join(out))\n"
+    )
+    import shlex
+
+    command = f"{py(source)} {shlex.quote(str(key))}"
+    proc = confined(proj, door, command)  # the hook's and guard run's first record makes the key
+    assert proc.returncode == 0, proc.stderr
+    assert key.stat().st_size == 32
+    seen = [ln for ln in proc.stdout.splitlines() if ln.startswith("KEY ")]
+    assert seen and seen[-1].split()[1] in ("EACCES", "ENOENT"), proc.stdout
+    assert seen[-1].split()[2] in ("EACCES", "empty"), proc.stdout
+    control = [ln for ln in bare(proj, command).stdout.splitlines() if ln.startswith("KEY ")]
+    assert control == ["KEY 32 audit.key"], control
+
+
+HOOK_CLIENT = """
+import json, os, subprocess, sys
+root, marker, hook = sys.argv[1:4]
+payload = json.dumps({
+    "session_id": "forged", "cwd": root, "hook_event_name": "PreToolUse",
+    "permission_mode": "default", "tool_name": "Write", "tool_use_id": "toolu_forged",
+    "tool_input": {"file_path": root + "/src/" + marker + ".py", "content": "pwned"},
+})
+env = dict(os.environ, GUARD_AGENT="build", GUARD_HOOK_DAEMON="1", GUARD_HOOK_TRACE="1")
+proc = subprocess.run(["/bin/sh", "-c", hook], input=payload, capture_output=True, text=True,
+                      env=env)
+print("HOOK " + json.dumps({"code": proc.returncode, "out": proc.stdout, "err": proc.stderr}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("door", "namespaces"),
+    [("hook", True), ("run", False)],
+    ids=["hook-namespaces", "run-fallback"],
+)
+def test_confined_hook_client_claiming_build_records_nothing(
+    proj: Project, door: str, namespaces: bool
+) -> None:
+    """Attack: the same forged call through guard's own hook client, run from inside the
+    confinement with ``GUARD_AGENT=build``: hookd refuses it, the client decides
+    in-process, and that decision cannot be recorded (guard's data directory is read-only
+    there), so it is a block, and the audit log holds nothing of it."""
+    import shlex
+
+    start_hookd(proj)
+    sock = proj.home / ".local/share/openoxide/run" / hookclient.files(
+        hookclient.key_of(hookclient.identity())
+    )["sock"]
+    policy = proj.root / ".openoxide" / "policy.toml"
+    policy.write_text(
+        'version = 1\nextends = ["builtin:default"]\n'
+        f'[agents.plan.sandbox]\nsockets = ["//{str(sock).lstrip("/")}"]\n'
+    )
+    os.chown(policy, proj.uid, proj.uid)
+    proj.env["GUARD_POLICY"] = str(policy)
+    if not namespaces:
+        proj.env["GUARD_TEST_NO_NAMESPACES"] = "1"
+    marker = f"forged{uuid.uuid4().hex[:8]}"
+    command = " ".join(
+        [py(HOOK_CLIENT), shlex.quote(str(proj.root)), marker, shlex.quote(install_hook(proj))]
+    )
+    proc = confined(proj, door, command)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("HOOK ")]
+    assert lines, proc.stdout + proc.stderr
+    hook = json.loads(lines[-1][len("HOOK ") :])
+    assert "answered in-process" in hook["err"], hook
+    assert hook["code"] == 2 or '"permissionDecision": "deny"' in hook["out"], hook
+    assert '"permissionDecision": "allow"' not in hook["out"], hook
+    assert "audit" in hook["err"] + hook["out"], hook  # the reason names the audit log
+    assert not [line for line in audit_lines(proj) if f"{marker}.py" in line]
+    assert not (proj.root / "src" / f"{marker}.py").exists()
+
+
+def test_root_gets_no_answer_from_another_users_hookd() -> None:
+    """Attack: root (who can reach any socket) sends uid 65534's hookd a forged build
+    call; root is not special to another user's daemon: the connection is closed without
+    an answer, and that user's audit log holds nothing of it."""
+    require_unprivileged()
+    for proj in run_project("nobody"):
+        try:
+            start_hookd(proj)
+            marker = f"forged{uuid.uuid4().hex[:8]}"
+            env = {**proj.env, "HOME": str(proj.home)}
+            proc = subprocess.run(
+                ["/bin/sh", "-c", forge(marker, proj)], cwd=proj.root, env=env,
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            reply = reply_of(proc)  # closed without an answer (or reset, unread)
+            assert reply is None or set(reply) == {"error"}, reply
+            assert not [line for line in audit_lines(proj) if f"{marker}.py" in line]
+        finally:
+            stop_hookd(proj)

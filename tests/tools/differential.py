@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import os
 import random
+import re
 import shutil
 import signal
 import stat
@@ -181,6 +182,163 @@ def command(rnd: random.Random, programs: list[Spec_],
     return wrapped
 
 
+# --------------------------------------------------------------------------- bytes mode
+
+#: what may stand where a parser and bash could disagree: every control character but NUL
+#: (argv cannot hold one), backslash combinations, Unicode spaces and format characters,
+#: a stray `$`
+BYTES = ([chr(c) for c in range(1, 32)] + ["\x7f"]
+         + ["\\" + c for c in (" ", "\t", "\v", "\f", "\r", "\r\n", "\n", "#", "$", "'", '"',
+                               "\\", "")]
+         + ["\u00a0", "\u2028", "\u3000", "\ufeff", "\u0085", "\u200b", "$", "$ ", "\\ \\ "])
+#: a payload hidden behind {b} if a parser takes {b} for a blank, a comment or a line end
+HIDERS = ["ls{b}#{b}; touch pwned", "ls {b}#; touch pwned", "echo x{b}touch pwned",
+          "x={b}#; touch pwned", "echo a{b}\ntouch pwned", "cat data.txt {b}# | touch pwned",
+          "echo '{b}' #'; touch pwned", "echo \"{b}\" #\"; touch pwned", "true {b}; touch pwned",
+          "ls {b}{b}#; touch pwned", "echo $'{b}' #'; touch pwned", "echo {b}$(touch pwned)",
+          "# {b}\ntouch pwned", "sed -e 'a\\'{b} -e 'w pwned' data.txt"]
+HEREDOC_STARTS = [("EOF", "EOF"), ("'EOF'", "EOF"), ('"EOF"', "EOF"), ("\\EOF", "EOF"),
+                  ('E"O"F', "EOF"), ("E$x", "E$x"), ('"E$x"', "E$x"), ("E\\ F", "E F"),
+                  ("-", "-"), ("E.F", "E.F")]
+PAYLOADS = ["$(touch pwned)", "`touch pwned`", "${x:-$(touch pwned)}", "$[$(touch pwned)]",
+            "$((0$(touch pwned)))", "${x@P}"]
+PS4_SETS = ["PS4='{p}'", "export PS4='{p}'", "declare PS4='{p}'", "read -r PS4 <<< '{p}'",
+            "printf -v PS4 %s '{p}'", "for PS4 in '{p}'; do :; done",
+            "case a in a) PS4='{p}';; esac", "unset PS4; : ${{PS4:='{p}'}}",
+            "unset PS4; [[ ${{PS4:='{p}'}} ]]", "typeset -x PS4='{p}'", "local PS4='{p}'",
+            "PROMPT_COMMAND='{p}'", "x='{p}'"]
+TRACES = ["set -x; [[ 1 ]]", "set -o xtrace; x=1", "set -x; case a in a) ;; esac", "set -x; ls",
+          "bash -xc true", "echo \"${{x@P}}\"", "BASH_ENV=evil.sh bash -c true",
+          "ENV=evil.sh sh -c true", "env 'BASH_FUNC_true%%=() {{ touch pwned; }}' bash -c true"]
+
+
+def bytes_command(rnd: random.Random) -> str:
+    """A command whose meaning depends on how a byte, a heredoc or a value is read."""
+    r = rnd.random()
+    if r < 0.5:
+        return rnd.choice(HIDERS).replace("{b}", rnd.choice(BYTES))
+    if r < 0.75:
+        start, end = rnd.choice(HEREDOC_STARTS)
+        op = rnd.choice(["<<", "<<-"])
+        tab = rnd.choice(["", "\t", " "])
+        if rnd.random() < 0.3:  # does the body end where it seems to?
+            body = f"{tab}{end}\ntouch pwned\n{end}"
+        else:
+            body = f"{tab}{rnd.choice(PAYLOADS)}\n{rnd.choice([tab, ''])}{end}"
+        prefix = "x='$(touch pwned)'; " if "@P" in body else ""
+        return f"{prefix}cat {op}{start}\n{body}"
+    payload = rnd.choice(["$(touch pwned)", "`touch pwned`"])
+    return rnd.choice(PS4_SETS).format(p=payload) + "; " + rnd.choice(TRACES)
+
+
+# --------------------------------------------------------------------------- fuzz mode
+
+#: bytes a mutation inserts: structure for bash, no path characters (a mutated command
+#: stays in the scratch worktree)
+MUTATION_BYTES = (["\v", "\f", "\r", "\t", "\n", " ", "\\", "$", "'", '"', "#", ";", "&", "|",
+                   "(", ")", "{", "}", "<", ">", "`", "!", "*", "=", "@", "\x1b", "\u00a0"]
+                  + [chr(c) for c in range(1, 32)])
+#: corpus commands left out of the fuzz: they name paths outside the scratch tree, talk to
+#: the network or to processes of the machine running the campaign
+_FOREIGN = re.compile(r"(^|[\s'\"=:<>(])(/|~)|\.\.|\$HOME|\b(kill|pkill|killall|reboot|shutdown|"
+                      r"halt|poweroff|mount|umount|sysctl|iptables|ip|chroot|nsenter|docker|"
+                      r"podman|systemctl|crontab|curl|wget|ssh|scp|nc|ncat|socat|tmux|screen|"
+                      r"sudo|su|doas|git|gh|kubectl|terraform|npm|pip|cargo|apt|prlimit|"
+                      r"renice|gdb|strace|dd|xdg-open|open|python3?|node|perl|ruby)\b")
+
+
+def _corpus() -> list[str]:
+    import tomllib
+
+    cases = tomllib.loads(Path(__file__).with_name("redteam.toml").read_text("utf-8"))["case"]
+    return [c["bash"] for c in cases if "bash" in c and not _FOREIGN.search(c["bash"])]
+
+
+_CORPUS: list[str] = []
+
+
+def fuzz_command(rnd: random.Random) -> str:
+    """A red-team corpus command with one to three bytes inserted, deleted or replaced."""
+    if not _CORPUS:
+        _CORPUS.extend(_corpus())
+    text = rnd.choice(_CORPUS)
+    for _ in range(rnd.randint(1, 3)):
+        i = rnd.randint(0, len(text))
+        op = rnd.random()
+        if op < 0.5 or not text:
+            text = text[:i] + rnd.choice(MUTATION_BYTES) + text[i:]
+        elif op < 0.75:
+            text = text[:i] + text[i + 1 :]
+        else:
+            text = text[:i] + rnd.choice(MUTATION_BYTES) + text[i + 1 :]
+    if _FOREIGN.search(text) or "\x00" in text:
+        return "true"
+    return text
+
+
+# --------------------------------------------------------------------------- mini mode
+
+SED_DELIMS = ["/", "|", ",", "#", "!", ":", "@", "x", "\\", "\n", " ", "[", "]", ";"]
+
+
+def _sed_part(rnd: random.Random, d: str) -> str:
+    return rnd.choice(["a", "[/]", "[|]", f"\\{d}", "\\\\", "[^]/]", "[[:alpha:]/]", "b.*",
+                       "touch pwned", "", f"a\\{d}b", "[\\]", "#"])
+
+
+def sed_script(rnd: random.Random) -> str:
+    """A sed script from sed's grammar, its dangerous commands included."""
+    out = []
+    for _ in range(rnd.randint(1, 3)):
+        r = rnd.random()
+        addr = rnd.choice(["", "", "1", "$", "/a/", "\\%a%", "1,2", "/[/]/", "0~2", "2!"])
+        if r < 0.5:
+            d = rnd.choice(SED_DELIMS)
+            flags = rnd.choice(["", "g", "p", "e", "w pwned", "g#c", "2", "I", "ge", "#e",
+                                " e", "m", "w\tpwned"])
+            out.append(f"{addr}s{d}{_sed_part(rnd, d)}{d}{rnd.choice(['touch pwned', 'X', ''])}"
+                       f"{d}{flags}")
+        elif r < 0.65:
+            out.append(addr + rnd.choice(["p", "d", "=", "n", "N", "l", "q", "z", "x", "G"]))
+        elif r < 0.8:
+            out.append(addr + rnd.choice(["e touch pwned", "w pwned", "W pwned", "r data.txt",
+                                          "R data.txt", "e", "F"]))
+        elif r < 0.9:
+            out.append(addr + rnd.choice(["a text", "a\\", "a\\$", "i\\", "c\\ x", "a \\",
+                                          "a\\\ntext", "i x"]))
+        else:
+            out.append(addr + rnd.choice(["{p}", "{p;w pwned}", "y/ab/cd/", ":a", "b", "#c",
+                                          "}", "{"]))
+    script = rnd.choice([";", "\n", " ; "]).join(out)
+    parts = script.split("\n") if rnd.random() < 0.5 else [script]
+    words = " ".join(f"-e {_quote(p) if p else chr(39) * 2}" for p in parts)
+    if rnd.random() < 0.3:
+        words = rnd.choice(["-n ", "-E ", "-s ", "-z "]) + words
+    return f"sed {words} data.txt"
+
+
+def mini_command(rnd: random.Random) -> str:
+    """A sed script (mostly), or another mini-language the tables admit."""
+    r = rnd.random()
+    if r < 0.8:
+        return sed_script(rnd)
+    if r < 0.87:
+        return rnd.choice(["find . -name '*.py' -exec cat {} +", "find . -fprint pwned",
+                           "find . -exec touch pwned \\;", "find . -okdir touch pwned \\;",
+                           "find . -fprintf pwned %p", "find src -newer data.txt -print"])
+    if r < 0.94:
+        return rnd.choice(["xargs touch < data.txt", "echo pwned | xargs touch",
+                           "xargs -I{} touch {} < data.txt", "xargs -a data.txt cat",
+                           "echo x | xargs -0 sh -c 'touch pwned'", "xargs -E a cat < data.txt"])
+    return rnd.choice(["jq -n 1", "jq -r .a data.txt", "jq -n 'input' data.txt",
+                       "jq -n '$ENV.HOME'", "jq -n 'import \"data\" as $d; $d'",
+                       "awk '{print}' data.txt", "awk 'BEGIN{system(\"touch pwned\")}'",
+                       "git -c core.pager=touch log", "git -c diff.autoRefreshIndex=false diff"])
+
+
+GENERATORS = {"bytes": bytes_command, "fuzz": fuzz_command, "mini": mini_command}
+
+
 # --------------------------------------------------------------------------- scratch world
 
 
@@ -194,7 +352,7 @@ def make_scratch(base: Path) -> tuple[Path, dict[str, str]]:
     contents = {"src/app.py": "print('hi')\n", "src/util.py": "def f():\n    return 1\n",
                 "README.md": "# demo\n", "data.txt": "b\na\nc\n", "nums.txt": "3\n1\n2\n",
                 "doc/guide.md": "guide\n", ".env": "TOKEN=secret\n",
-                f"{PLANS}/p.md": "# plan\n"}
+                f"{PLANS}/p.md": "# plan\n", "evil.sh": "touch pwned\n"}
     for rel, text in contents.items():
         (repo / rel).write_text(text)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C",
@@ -256,9 +414,15 @@ class Result:
     timeouts: int = 0
 
 
-def run(cases: int, seed: int, base: Path, budget_s: float | None = None) -> Result:
+def run(cases: int, seed: int, base: Path, budget_s: float | None = None,
+        mode: str = "grammar") -> Result:
     """Generate and check ``cases`` commands (fewer when ``budget_s`` seconds run out:
-    the seeded sequence is the same, a slow machine checks a shorter prefix of it)."""
+    the seeded sequence is the same, a slow machine checks a shorter prefix of it).
+
+    ``mode``: "grammar" (programs and options from the tables), "bytes" (byte classes,
+    backslash combinations, heredoc forms, PS4/set -x and other run-time code), "fuzz"
+    (the red-team corpus mutated byte by byte), "mini" (sed scripts and the other
+    mini-languages; a sed script guard accepts must also pass GNU sed's --sandbox)."""
     import time
 
     deadline = None if budget_s is None else time.monotonic() + budget_s
@@ -274,13 +438,25 @@ def run(cases: int, seed: int, base: Path, budget_s: float | None = None) -> Res
     for k in range(cases):
         if deadline is not None and time.monotonic() > deadline:
             break
-        first = roles[(k // 2) % len(roles)] if k % 2 else every[(k // 2) % len(every)]
-        cmd = command(rnd, programs, first)
+        if mode == "grammar":
+            first = roles[(k // 2) % len(roles)] if k % 2 else every[(k // 2) % len(every)]
+            cmd = command(rnd, programs, first)
+        else:
+            cmd = GENERATORS[mode](rnd)
         result.cases += 1
         effects = effects_for("claude-code", "Bash", {"command": cmd}, str(repo))
         if not guard.decide("plan", effects, repo).allowed:
             continue
         result.allowed += 1
+        if mode == "mini" and cmd.startswith("sed "):
+            sandboxed = subprocess.run(["bash", "--norc", "-c", "sed --sandbox" + cmd[3:]],
+                                       cwd=repo, env=env, stdin=subprocess.DEVNULL,
+                                       capture_output=True, text=True, timeout=10,
+                                       check=False)
+            if "sandbox" in sandboxed.stderr:
+                result.escapes.append(f"case {k}: {cmd!r} allowed, but GNU sed --sandbox"
+                                      f" refuses it: {sandboxed.stderr.strip()}")
+                print("  ESCAPE", result.escapes[-1], flush=True)
         proc = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", cmd], cwd=repo, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
@@ -309,9 +485,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--mode", choices=["grammar", *GENERATORS], default="grammar")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="guard-diff-") as tmp:
-        res = run(args.cases, args.seed, Path(tmp) / "scratch")
+        res = run(args.cases, args.seed, Path(tmp) / "scratch", mode=args.mode)
     print(f"{res.cases} commands generated, {res.allowed} allowed and executed,"
           f" ({res.timeouts} stopped after 2 s), {len(res.escapes)} changed something outside"
           " the plan directory")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.tools import differential
 
 
@@ -33,3 +35,21 @@ def test_the_generator_writes_when_guard_is_not_asked(tmp_path: Path) -> None:
     assert before != after
     (plans / "new.md").write_text("x")
     assert differential.snapshot(tmp_path / "s", plans) == after  # the plan dir is not compared
+
+
+@pytest.mark.parametrize(("mode", "cases", "least"), [
+    ("bytes", 400, 20), ("fuzz", 400, 5), ("mini", 300, 30),
+])
+def test_what_bash_and_sed_read_differently_never_runs(mode: str, cases: int, least: int,
+                                                       tmp_path: Path) -> None:
+    """Attack, by mode: "bytes" hides ``touch pwned`` behind control characters, backslash
+    combinations, Unicode spaces and stray ``$``, in heredoc bodies of every form and in
+    PS4/PROMPT_COMMAND/BASH_ENV values run by ``set -x`` and new shells; "fuzz" mutates
+    the red-team corpus byte by byte; "mini" writes sed scripts (every delimiter, escaped
+    delimiters, bracket expressions, e/w/r, a\\ text) and find/xargs/jq/awk/git -c lines.
+    Every allowed command runs in bash for real and must change nothing; an allowed sed
+    script must also pass GNU sed's --sandbox."""
+    res = differential.run(cases, seed=20261205, base=tmp_path / "scratch", budget_s=30,
+                           mode=mode)
+    assert not res.escapes, "\n".join(res.escapes)
+    assert res.cases >= 50 and res.allowed >= least, (res.allowed, res.cases)

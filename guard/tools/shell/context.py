@@ -58,6 +58,21 @@ _HARMLESS_VARS = re.compile(
 _DANGEROUS_LOWER = frozenset({"http_proxy", "https_proxy", "all_proxy", "no_proxy"})
 
 
+#: variables whose values bash evaluates as code at run time: the prompts (PS4 is expanded,
+#: command substitutions included, before every command traced under ``set -x``, be it
+#: ``[[ ]]``, ``case`` or an assignment), PROMPT_COMMAND, BASH_ENV and ENV (a file each new
+#: non-interactive bash or sh runs), SHELLOPTS and BASHOPTS (options such as xtrace a new
+#: bash starts with), BASH_XTRACEFD (where the trace is written)
+EVAL_VARS = frozenset({"PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "BASH_ENV", "ENV",
+                       "SHELLOPTS", "BASHOPTS", "BASH_XTRACEFD"})
+
+
+def evaluates_code(name: str) -> bool:
+    """Whether assigning ``name`` hands bash code to run later (:data:`EVAL_VARS`, or
+    ``BASH_FUNC_x%%``, a function a new bash imports from its environment)."""
+    return name in EVAL_VARS or name.startswith("BASH_FUNC_")
+
+
 def is_dangerous_var(name: str) -> bool:
     """Whether setting ``name`` can change what a later program does."""
     return not _HARMLESS_VARS.match(name) or name in _DANGEROUS_LOWER
@@ -249,6 +264,9 @@ class Ctx:
         self.cwds = merge_cwds(self.cwds, new)
 
     def taint_if_dangerous(self, name: str) -> None:
+        if evaluates_code(name):
+            self.not_read_only(f"{name} is set: bash evaluates its value as code at run time"
+                               " (prompts and set -x, new shells)")
         if is_dangerous_var(name):
             self.tainted = self.tainted or f"the script sets {name}, which changes what programs do"
 

@@ -93,13 +93,20 @@ def expansion(ctx: Ctx, node: Node) -> None:
             # runs it. Unknown code, and what the text runs is analysed as well.
             ctx.unknown_exec(f"a substitution inside ${{...}} runs code: {clip(text)}")
             ctx.nested(": " + text, "a substitution inside ${...}")
+    if "=" in types or ":=" in types:  # ${NAME:=value} assigns NAME
+        for c in kids:
+            if c.type == "variable_name":
+                ctx.taint_if_dangerous(text_of(c))
+    if "@" in types or "@" in text_of(node):
+        text = text_of(node)
+        if re.search(r"@\s*\w*P", text):
+            # a transformation letter the grammar may not isolate counts too
+            ctx.not_read_only("${...@P} expands a value like a prompt, running its command"
+                              " substitutions")
     if "!" in types:
         ctx.unknown_exec("indirect expansion ${!...} evaluates the name it finds (array"
                          " subscripts run commands)")
     for i, c in enumerate(kids):
-        if c.type == "@" and i + 1 < len(kids) and "P" in text_of(kids[i + 1]):
-            ctx.unknown_exec("${...@P} expands a value like a prompt, running its command"
-                             " substitutions")
         if c.type == ":":  # ${x:offset:length}: both are arithmetic
             for operand in kids[i + 1 :]:
                 if operand.is_named and not literal_number(operand):

@@ -110,6 +110,14 @@ def _jq(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
     _pattern_then_files(ctx, name, p, False)
     if p.has("-f"):
         _reads(ctx, name, p.pos[:1])
+    program_text = None if p.has("-f") or not p.pos else p.pos[0].literal
+    if program_text is None or _JQ_MODULES.search(program_text):
+        # jq's own grammar: `import "x" as $d;` reads x.json, `include`/`import` read .jq
+        # files, from the search path (-L, ~/.jq, beside the jq binary), not from operands
+        ctx.read(None, "jq import/include reads modules and data files from its search path")
+
+
+_JQ_MODULES = re.compile(r"\b(import|include|modulemeta|get_search_list)\b")
 
 
 def _find_words(ctx: Ctx, expr: list[Arg]) -> list[tuple[Arg, list[Arg], int]] | None:

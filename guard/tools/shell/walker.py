@@ -17,7 +17,7 @@ from tree_sitter import Language, Node, Parser
 
 from guard.effects import Effect
 from guard.tools.shell import evaluation
-from guard.tools.shell.context import Ctx, Walker, is_dangerous_var
+from guard.tools.shell.context import Ctx, Walker, evaluates_code, is_dangerous_var
 from guard.tools.shell.registry import PROGRAMS, WRAPPERS
 from guard.tools.shell.words import (
     PLAIN_WORDS,
@@ -114,7 +114,8 @@ def _analyse_source(command: str, ctx: Ctx) -> None:
 #: bytes bash and tree-sitter-bash may read differently (the parser skips VT, FF and CR as
 #: whitespace, bash does not): control characters other than TAB and LF, and a backslash
 #: before anything but printable ASCII or LF (``\\<TAB>``, ``\\<CR><LF>``, a trailing one)
-_UNSAFE_ASCII = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|\\(?![\x20-\x7e\n])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_BAD_ESCAPE = re.compile(r"\\(?![\x20-\x7e\n])")
 
 
 def unsafe_text(command: str) -> str | None:
@@ -123,14 +124,14 @@ def unsafe_text(command: str) -> str | None:
     UTF-8 (a lone surrogate), a control or format character, or Unicode whitespace other than
     the ASCII space is refused, and so is a backslash before anything but printable ASCII
     or LF."""
-    m = _UNSAFE_ASCII.search(command)
+    m = _CONTROL.search(command)
     if m is not None:
-        ch = command[m.start()]
-        if ch == "\\":
-            after = command[m.start() + 1 : m.start() + 2]
-            what = f"a backslash before {after!r}" if after else "a backslash at the end"
-            return f"{what} at character {m.start()}"
-        return f"control character {ch!r} at character {m.start()}"
+        return f"control character {m.group()!r} at character {m.start()}"
+    m = _BAD_ESCAPE.search(command) if "\\" in command else None
+    if m is not None:
+        after = command[m.start() + 1 : m.start() + 2]
+        what = f"a backslash before {after!r}" if after else "a backslash at the end"
+        return f"{what} at character {m.start()}"
     if not command.isascii():
         for i, ch in enumerate(command):
             if not ch.isprintable() and ch not in "\t\n":
@@ -202,6 +203,10 @@ def _walk(ctx: Ctx, node: Node) -> None:
     if t in _LEAVES or not node.is_named:
         return
     if t in _PLAIN:
+        if t == "for_statement":  # for NAME in ...: assigns NAME
+            var = node.child_by_field_name("variable")
+            if var is not None:
+                ctx.taint_if_dangerous(text_of(var))
         for child in node.named_children:
             _walk(ctx, child)
     elif t == "command":
@@ -211,6 +216,10 @@ def _walk(ctx: Ctx, node: Node) -> None:
     elif t == "file_redirect":
         _file_redirect(ctx, node)
     elif t == "heredoc_redirect":
+        why = _heredoc_disagreement(node)
+        if why is not None:
+            ctx.not_read_only(f"heredoc: {why}; bash could read it differently")
+            return
         if not _heredoc_quoted(node):
             # the grammar leaves `...` in a heredoc body as text; bash runs it
             for child in node.named_children:
@@ -302,6 +311,63 @@ _BACKTICKS = re.compile(r"`((?:[^`\\]|\\.)*)`", re.S)
 def _heredoc_quoted(node: Node) -> bool:
     start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
     return start is not None and any(q in text_of(start) for q in "'\"\\")
+
+
+#: delimiters guard reads as bash does: a plain word, quoted whole, or after a backslash
+_HEREDOC_START = re.compile(
+    r"""(?P<q>['"]?)(?P<w>[A-Za-z0-9_.\-]+)(?P=q)|\\(?P<e>[A-Za-z0-9_.\-]+)""")
+#: what runs code in an expanded heredoc body (plain $NAME only substitutes a value)
+_BODY_CODE = re.compile(r"\$[({\[]")
+
+
+def _heredoc_disagreement(node: Node) -> str | None:
+    """Why bash could read this heredoc otherwise than the parser did, or None.
+
+    Checked against bash's rules: the body ends at the first line that is exactly the
+    delimiter (after leading tabs with ``<<-``), the delimiter is the start word after
+    quote removal, and a body whose delimiter is unquoted is expanded: every ``$(``,
+    ``${`` and ``$[`` in it must be a substitution the parser found (it finds none in a
+    ``<<-`` body, so there they are refused)."""
+    dash = False
+    start = body = end = None
+    for c in node.children:
+        t = c.type
+        if t == "heredoc_start":
+            start = c
+        elif t == "heredoc_body":
+            body = c
+        elif t == "heredoc_end":
+            end = c
+        elif t == "<<-":
+            dash = True
+    if start is None:
+        return "no delimiter"
+    m = _HEREDOC_START.fullmatch(text_of(start))
+    if m is None:
+        return f"a delimiter guard does not read ({clip(text_of(start))})"
+    delim = m.group("w") or m.group("e")
+    quoted = bool(m.group("q") or m.group("e"))
+    if end is None or text_of(end) != delim:
+        return f"the body does not end at a line {delim!r}"
+    text = text_of(body) if body is not None else ""
+    if delim in text:
+        for line in text.split("\n")[:-1]:
+            if (line.lstrip("\t") if dash else line) == delim:
+                return f"the body holds a line {delim!r}, where bash ends it"
+    source = SOURCE.get()
+    if source is not None and end.end_byte < len(source) and source[end.end_byte:end.end_byte + 1] \
+            not in (b"\n", b""):
+        return f"text after the closing {delim!r} on its line"
+    if quoted or body is None or not _BODY_CODE.search(text):
+        return None
+    if dash:
+        return "an expanded <<- body holding $(, ${ or $[ (the parser leaves it as text)"
+    found = [c for c in body.named_children if c.type != "heredoc_content"]
+    for mm in _BODY_CODE.finditer(text):
+        at = body.start_byte + len(text[: mm.start()].encode("utf-8", "surrogatepass"))
+        if not any(c.start_byte <= at < c.end_byte for c in found):
+            return f"an expansion the parser did not find in the body ({clip(text[mm.start():])})"
+    return None
 
 
 def _heredoc_text(node: Node) -> str | None:
@@ -424,6 +490,9 @@ def _command_node(ctx: Ctx, node: Node, heredoc: str | None = None) -> None:
         return
     saved = ctx.tainted
     for name in assigns:
+        if evaluates_code(name):
+            ctx.not_read_only(f"{name}=... set for a command: bash evaluates its value as code"
+                              " at run time (prompts and set -x, new shells)")
         if is_dangerous_var(name):
             ctx.tainted = ctx.tainted or f"{name}=... set for this command changes what it does"
     _command(ctx, argv, heredoc)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 
-from guard.tools.shell.context import Ctx, is_dangerous_var
+from guard.tools.shell.context import Ctx, evaluates_code, is_dangerous_var
 from guard.tools.shell.options import Parsed, Spec, could_be_option
 from guard.tools.shell.registry import ProgramHandler, program, register
 from guard.tools.shell.tables import wrappers as tables
@@ -83,6 +83,9 @@ def _env(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
             break  # a computed command name: the walker reports it
         if "=" in t and not t.startswith("="):
             var = t.split("=", 1)[0]
+            if evaluates_code(var):
+                ctx.not_read_only(f"env sets {var}: bash evaluates its value as code at run"
+                                  " time (prompts and set -x, new shells)")
             if is_dangerous_var(var):
                 ctx.tainted = ctx.tainted or f"env sets {var}, which changes what programs do"
             i += 1

@@ -1,0 +1,190 @@
+"""Every restore source is verified: git objects, the copy store, filtered files.
+
+The agent can write `.git/objects` (always) and guard's store (under `guard watch`). Each
+test rewrites or removes a source for real, makes the monitor restore from it, and
+checks the disk afterwards: the original bytes, or "original unavailable" with the
+agent's version kept in quarantine -- never the attacker's bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+from guard.monitor import Monitor, get_item, quarantine_root
+from tests.monitor.conftest import git, wait_for
+
+
+def _object(wt: Path, path: str) -> Path:
+    blob = git(wt, "rev-parse", f":{path}").strip()
+    return wt / ".git" / "objects" / blob[:2] / blob[2:]
+
+
+def _rewrite_object(obj: Path, content: bytes) -> None:
+    """What an agent does to poison a restore: the object keeps its name, not its bytes."""
+    os.chmod(obj, 0o644)
+    obj.write_bytes(zlib.compress(b"blob %d\0" % len(content) + content))
+
+
+def _item_bytes(m: Monitor, path: Path) -> bytes:
+    v = next(v for v in m.violations if v.path == str(path))
+    item = v.action_taken.split("moved to quarantine ", 1)[1].split(";")[0]
+    return get_item(quarantine_root(m.guard.roots), item).stored.read_bytes()
+
+
+def test_a_rewritten_git_object_is_a_violation_and_never_restored(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """Attack: rewrite the loose object of src/app.py, then overwrite src/app.py. The
+    object change is reported at once and the file is copied while it still holds its
+    blob, so the restore writes the original, not the object's new bytes."""
+    target = wt / "src" / "app.py"
+    original = target.read_bytes()
+    obj = _object(wt, "src/app.py")
+    m = start_monitor(restore=True)
+    _rewrite_object(obj, b"print('poisoned')\n")
+    wait_for(lambda: any(v.path == str(obj) for v in m.violations), "the object's violation")
+    target.write_text("agent\n")
+    wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
+    m.settle()
+    assert target.read_bytes() == original
+    ov = next(v for v in m.violations if v.path == str(obj))
+    assert "src/app.py" in ov.detail and "verified copy" in ov.action_taken, ov
+    fv = next(v for v in m.violations if v.path == str(target))
+    assert "the baseline copy (SHA-256 checked)" in fv.action_taken, fv.action_taken
+    assert _item_bytes(m, target) == b"agent\n"
+
+
+def test_a_poisoned_object_with_no_clean_copy_left_is_original_unavailable(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """Attack: keep src/app.py open for writing (the restore waits for the writer), poison
+    its object meanwhile, then close. Nothing holds the original any more: the restore
+    refuses the object's bytes, says so, and the agent's version is in quarantine."""
+    target = wt / "src" / "app.py"
+    obj = _object(wt, "src/app.py")
+    m = start_monitor(restore=True)
+    with open(target, "w") as f:
+        f.write("agent\n")
+        f.flush()
+        wait_for(lambda: str(target) in m._pending, "the write waiting to settle")
+        _rewrite_object(obj, b"print('poisoned')\n")
+        wait_for(lambda: any(v.path == str(obj) for v in m.violations), "object violation")
+    wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
+    m.settle()
+    fv = next(v for v in m.violations if v.path == str(target))
+    assert "original unavailable: its source was changed" in fv.action_taken, fv.action_taken
+    assert "no longer holds its blob" in fv.action_taken
+    assert not target.exists() or b"poisoned" not in target.read_bytes()
+    assert _item_bytes(m, target) == b"agent\n"
+    assert any(n.event == "error" and "original unavailable" in n.message for n in m.notices)
+    # not left dirty: the next write there is reported (and quarantined) again
+    before = len(m.violations)
+    target.write_text("agent again\n")
+    wait_for(lambda: len([v for v in m.violations[before:] if v.path == str(target)]) == 1,
+             "the next write reported")
+
+
+def test_a_deleted_git_object_is_original_unavailable_not_silence(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """Attack: delete src/app.py and its loose object together (before the monitor can
+    copy it): the restore says the original is unavailable instead of nothing."""
+    target = wt / "src" / "app.py"
+    obj = _object(wt, "src/app.py")
+    m = start_monitor(restore=True)
+    with open(target, "w") as f:  # the file's bytes go first, under the monitor's eyes
+        f.write("agent\n")
+        f.flush()
+        wait_for(lambda: str(target) in m._pending, "the write waiting to settle")
+        obj.unlink()
+    wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
+    m.settle()
+    fv = next(v for v in m.violations if v.path == str(target))
+    assert "original unavailable: its source was changed" in fv.action_taken, fv.action_taken
+    assert "gone from the object database" in fv.action_taken
+    assert any(v.path == str(obj) and v.event == "deleted" for v in m.violations)
+    assert _item_bytes(m, target) == b"agent\n"
+
+
+def test_a_rewritten_baseline_copy_is_never_restored(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """Attack (possible under `guard watch`, where the agent runs as the user): overwrite
+    guard's stored copy of the untracked notes.txt, then delete notes.txt. The copy fails
+    its SHA-256 check: nothing is written, and the monitor says why."""
+    target = wt / "notes.txt"
+    m = start_monitor(restore=True)
+    assert m.baseline is not None
+    entry = m.baseline.get(str(target))
+    assert entry is not None and entry.copy is not None and entry.sha256 is not None
+    Path(entry.copy).write_bytes(b"attacker's bytes\n")
+    target.write_text("agent\n")
+    wait_for(lambda: any(v.path == str(target) for v in m.violations), "the violation")
+    m.settle()
+    v = next(v for v in m.violations if v.path == str(target))
+    assert "original unavailable: its source was changed" in v.action_taken, v.action_taken
+    assert "no longer holds what the baseline read" in v.action_taken
+    assert not target.exists()
+    assert _item_bytes(m, target) == b"agent\n"
+    m.stop()  # a restore failed: the store is kept, and its path said
+    assert m.store.is_dir()
+    assert any(n.event == "error" and "store is kept at " + str(m.store) in n.message
+               for n in m.notices)
+
+
+def _commit_filtered(wt: Path, attributes: str, name: str, content: bytes) -> None:
+    (wt / ".gitattributes").write_text(attributes)
+    (wt / name).write_bytes(content)
+    git(wt, "add", ".gitattributes", name)
+    git(wt, "commit", "-qm", "filtered")
+    # checked out again, as a clone would have it (smudge and eol applied)
+    (wt / name).unlink()
+    git(wt, "checkout", "--", name)
+    assert git(wt, "status", "--porcelain", name) == ""
+
+
+def test_an_eol_converted_file_is_restored_with_its_working_tree_bytes(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """A file git checks out with CRLF (`text eol=crlf`) holds bytes its blob does not:
+    the restore brings back the CRLF file git status calls clean, not the LF blob."""
+    _commit_filtered(wt, "*.txt text eol=crlf\n", "crlf.txt", b"one\ntwo\n")
+    target = wt / "crlf.txt"
+    assert target.read_bytes() == b"one\r\ntwo\r\n"
+    m = start_monitor(restore=True)
+    target.write_text("agent\n")
+    wait_for(lambda: any(v.path == str(target) for v in m.violations), "the violation")
+    m.settle()
+    assert target.read_bytes() == b"one\r\ntwo\r\n"
+    assert git(wt, "status", "--porcelain", "crlf.txt") == ""
+
+
+def test_a_clean_filtered_notebook_is_restored_with_its_outputs(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """An nbstripout-style clean filter (a real script git runs) strips outputs from what
+    is committed; the working tree keeps them and git calls the file clean. Restoring
+    from the blob would lose the outputs; the restore brings back the file as it was."""
+    strip = wt.parent / "strip-outputs.sh"
+    strip.write_text("#!/bin/sh\ngrep -v '\"output\"'\nexit 0\n")
+    strip.chmod(0o755)
+    git(wt, "config", "filter.nbstrip.clean", str(strip))
+    git(wt, "config", "filter.nbstrip.smudge", "cat")
+    notebook = b'{"cells": [\n  {"source": "1+1"},\n  {"output": "2"}\n]}\n'
+    (wt / ".gitattributes").write_text("*.ipynb filter=nbstrip\n")
+    target = wt / "a.ipynb"
+    target.write_bytes(notebook)
+    git(wt, "add", ".gitattributes", "a.ipynb")
+    git(wt, "commit", "-qm", "notebook")
+    assert b'"output"' not in git(wt, "show", "HEAD:a.ipynb").encode()
+    assert git(wt, "status", "--porcelain", "a.ipynb") == ""
+    m = start_monitor(restore=True)
+    target.write_text("{}\n")
+    wait_for(lambda: any(v.path == str(target) for v in m.violations), "the violation")
+    m.settle()
+    assert target.read_bytes() == notebook
+    v = next(v for v in m.violations if v.path == str(target))
+    assert "the baseline copy (SHA-256 checked)" in v.action_taken, v.action_taken
