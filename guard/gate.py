@@ -382,6 +382,9 @@ class Gate:
         name, why = self._choose(g, hint, env_agent, mode)
         decision = g.decide(name, found, cwd=call.cwd)
         reason = decision.reason
+        detail = decision.effect.detail if decision.effect is not None else None
+        if detail and decision.action is not Action.ALLOW and detail not in reason:
+            reason = f"{reason} ({detail})"  # what the analysis saw, e.g. the read-only form
         planning = g.agent(name).mode == "plan"
         if decision.action is not Action.ALLOW and planning:
             if self.refusal is not None:

@@ -225,7 +225,11 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
 
 def namespaces_check(lay: probe.Layers | None = None) -> Check:
     """Whether confined commands run in namespaces here, or fall back to Landlock alone."""
-    from guard.sandbox.confine import FALLBACK
+    from guard.sandbox.confine import FALLBACK, walls_off
+
+    off = walls_off()
+    if off:
+        return Check("namespaces", "broken", f"{off}; unset it for real use")
 
     why = (lay or probe.layers()).namespaces
     if why:

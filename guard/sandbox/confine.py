@@ -817,6 +817,19 @@ NO_NAMESPACES_ENV = "GUARD_TEST_NO_NAMESPACES"
 NO_WALLS_ENV = "GUARD_TEST_NO_WALLS"
 
 
+def walls_off() -> str:
+    """Why the seccomp walls around other processes and Unix sockets are off for the
+    commands the hooks confine ("" when they are on). Said wherever the hook's confinement
+    is described (the hook's reason, ``guard doctor``), and a policy's ``require``
+    refuses to run commands without them."""
+    if os.environ.get(NO_WALLS_ENV):
+        return (
+            f"the process and local-IPC walls are off (${NO_WALLS_ENV} is set): a confined"
+            " command can lower other processes' limits and create Unix sockets"
+        )
+    return ""
+
+
 def namespaces_unavailable() -> str:
     """Why confined commands cannot run in namespaces here ("" when they can): the helper's
     own probe (``--probe``: the same calls, in a throwaway process), run once per process."""
@@ -949,7 +962,7 @@ def wrap_command(
         shell = (shutil.which("bash") or "/bin/bash", "-c")
     argv = helper_argv(
         [*shell, command], plans=roots_plans, writable=roots, tmpdir=tmpdir,
-        private_tmp=tmpdir is None, isolate=isolate, walls=not os.environ.get(NO_WALLS_ENV),
+        private_tmp=tmpdir is None, isolate=isolate, walls=not walls_off(),
         sockets=sockets, python=python,
         extra=egress if isolate else (),
     )  # fmt: skip

@@ -96,12 +96,15 @@ class ShellConfiner:
         required = policy.sandbox.require
         kernel = self.unavailable()
         spaces = "" if kernel else self.no_namespaces()
-        if required and (kernel or spaces):
+        from guard.sandbox.confine import walls_off
+
+        off = walls_off()
+        if required and (kernel or spaces or off):
             return Confinement(
                 None,
                 f"the policy requires the {', '.join(required)} wall(s) for shell commands in"
                 f" plan mode ([agents.{agent}.sandbox] require), and this machine cannot give"
-                f" them: {kernel or spaces}. Guard refuses the command rather than run it"
+                f" them: {kernel or spaces or off}. Guard refuses the command rather than run it"
                 " weaker; read files with the host's read tools, or ask the user to enable"
                 " unprivileged user namespaces",
                 REQUIRE_RULE,
@@ -141,6 +144,8 @@ class ShellConfiner:
                 " connection by the policy's network rules; no other processes, local sockets"
                 " or host IPC in reach; no capabilities; system-state syscalls refused"
             )
+        if off:
+            how = f"{how}; {off}"
         return Confinement({"command": wrapped}, f"{why}: runs confined ({how})", RULE)
 
     @staticmethod

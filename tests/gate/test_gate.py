@@ -81,6 +81,19 @@ class _BadSink:
         raise AuditError("disk full")
 
 
+def test_a_refusal_says_what_the_analysis_saw_so_the_model_can_take_the_read_only_form(
+    repo: Path,
+) -> None:
+    """`git status` rewrites .git/index (its stat cache), so plan mode refuses it; the
+    reason the model reads names why and the form that only reads, which is allowed."""
+    gate = Gate(guard=Guard.load(cwd=repo), agent="plan", env={}, mode=no_mode)
+    refused = gate.decide(bash_call(repo, "git status"))
+    assert refused.action is VerdictAction.DENY
+    assert "`git --no-optional-locks status` only reads" in refused.reason, refused.reason
+    allowed = gate.decide(bash_call(repo, "git --no-optional-locks status"))
+    assert allowed.action is VerdictAction.ALLOW, allowed.reason
+
+
 @pytest.mark.parametrize(
     ("gate_args", "reason"),
     [

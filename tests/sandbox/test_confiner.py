@@ -88,6 +88,32 @@ def test_policy_without_confine_keeps_analysis_only(tree: Tree, tmp_path: Path) 
     assert g.decide(bash(tree, "python3 -c 'print(1)'")).action is VerdictAction.ASK
 
 
+def test_the_walls_test_seam_is_said_and_a_policy_that_requires_walls_refuses(
+    tree: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$GUARD_TEST_NO_WALLS (the seam the hook_missed test uses to let a command reach the
+    host's limits) never weakens confinement silently: the hook's reason says the walls are
+    off, `guard doctor` reports it as broken, and a policy that requires walls refuses."""
+    from guard.integrations.doctor import namespaces_check
+
+    monkeypatch.setenv("GUARD_TEST_NO_WALLS", "1")
+    v = gate_for(tree).decide(bash(tree, "cat src/app.py"))
+    assert v.action is VerdictAction.ALLOW_CONFINED and "$GUARD_TEST_NO_WALLS is set" in v.reason
+    assert v.updated_input is not None and "--walls" not in v.updated_input["command"]
+    check = namespaces_check()
+    assert check.status == "broken" and "GUARD_TEST_NO_WALLS" in check.detail
+    policy = tmp_path / "p.toml"
+    policy.write_text(
+        'version = 1\nextends = ["builtin:default"]\n[agents.plan.sandbox]\nrequire = ["ipc"]\n'
+    )
+    refused = gate_for(tree, str(policy)).decide(bash(tree, "cat src/app.py"))
+    assert refused.action is VerdictAction.DENY and "GUARD_TEST_NO_WALLS" in refused.reason
+    monkeypatch.delenv("GUARD_TEST_NO_WALLS")
+    v = gate_for(tree).decide(bash(tree, "cat src/app.py"))
+    assert v.updated_input is not None and "--walls" in v.updated_input["command"]
+    assert "GUARD_TEST_NO_WALLS" not in v.reason
+
+
 def test_without_kernel_confinement_the_analysis_decides_alone(tree: Tree) -> None:
     g = gate_for(tree, available="this kernel was built without Landlock")
     assert g.decide(bash(tree, "cat src/app.py")).action is VerdictAction.ALLOW
