@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -648,6 +649,15 @@ def events_command(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new events (Ctrl-C stops).")
     ] = False,
+    audit: Annotated[
+        bool,
+        typer.Option(
+            "--audit",
+            help="Also the project's audit records since the session began (the hooks'"
+            " decisions, monitor violations): everything `guard ui` shows. Each has"
+            ' "log": "audit".',
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     cwd: CwdOpt = Path("."),
 ) -> None:
@@ -658,19 +668,78 @@ def events_command(
       guard events                 # everything so far, current session
 
       guard events --follow --json --session ID | jq .type
+
+      guard events --audit --json  # with the hooks' decisions from the audit log
     """
     session = _resolve(cwd, session_id)
     console = _console()
-    stream = ev.follow(session) if follow else iter(ev.read_events(session))
+    stream: Iterator[ev.Event | dict[str, Any]]
+    if audit:
+        stream = _with_audit(session, cwd, follow)
+    else:
+        stream = ev.follow(session) if follow else iter(ev.read_events(session))
     try:
-        for event in stream:
-            if as_json:
-                sys.stdout.write(json.dumps(with_schema(event.model_dump(mode="json"))) + "\n")
+        for item in stream:
+            if isinstance(item, dict):
+                if as_json:
+                    sys.stdout.write(json.dumps(with_schema({**item, "log": "audit"})) + "\n")
+                else:
+                    what = item.get("decision") or item.get("type", "?")
+                    at = item.get("ts") or item.get("timestamp", "")
+                    tool = item.get("tool_name") or item.get("path") or "-"
+                    who = item.get("host", item.get("source", "-"))
+                    sys.stdout.write(
+                        f"{at} audit {str(what).upper()} {who} {tool}: {item.get('reason', '')}\n"
+                    )
+                sys.stdout.flush()
+            elif as_json:
+                sys.stdout.write(json.dumps(with_schema(item.model_dump(mode="json"))) + "\n")
                 sys.stdout.flush()
             else:
-                console.print(event_line(event))
+                console.print(event_line(item))
                 console.file.flush()
     except KeyboardInterrupt:
         return
     except BrokenPipeError:
         os._exit(0)
+
+
+def _with_audit(
+    session: Session, cwd: Path, follow: bool
+) -> Iterator[ev.Event | dict[str, Any]]:
+    """The session's events and the project's audit records since it began, as they come."""
+    import time
+
+    from guard.audit import default_log_path
+    from guard.paths import Roots
+    from guard.ui.state import Tail
+
+    events, records = Tail(session.events_path), Tail(default_log_path(Roots.discover(cwd)))
+    lineno = 0
+    while True:
+        for raw in events.lines():
+            if not raw:
+                continue
+            lineno += 1
+            try:
+                yield ev.parse_event(raw)
+            except ValueError as exc:
+                raise GuardError(
+                    f"{session.events_path}: line {lineno} is not a valid event"
+                    f" ({str(exc).splitlines()[0]}); remove or fix that line"
+                ) from None
+        for raw in records.lines():
+            try:
+                record = json.loads(raw) if raw else None
+            except ValueError:
+                continue  # `guard audit verify` reports a damaged log; this only shows it
+            if (
+                isinstance(record, dict)
+                and record.get("type") in ("verdict", "violation", "notice")
+                and record.get("source") != "mcp"  # the proxy's are in the session's own log
+                and str(record.get("ts") or record.get("timestamp", "")) >= session.created_at
+            ):
+                yield record
+        if not follow:
+            return
+        time.sleep(0.2)

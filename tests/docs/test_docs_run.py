@@ -245,6 +245,7 @@ HELP_SKIPS: list[tuple[str, str]] = [
     (r"^guard install .*--user", "writes the user's home settings"),
     (r"\b(ID|<id>|SERVER_CMD|20261202\S*)\b|<id>", "a placeholder the reader fills in"),
     (r"^guard demo\b", "run by tests/test_cli_core.py"),
+    (r"^guard ui\b", "a terminal app: tests/ui drives it headless"),
     (r"^guard plan answer\b", "needs a model's pending request_user_input question"),
     (r"^guard (replay|review)\b.*(~/|session\.jsonl)", "needs the reader's own transcripts"),
 ]
