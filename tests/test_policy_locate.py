@@ -147,6 +147,7 @@ def test_a_json_policy_error_is_on_its_line(tmp_path: Path) -> None:
 
 
 def test_a_never_matching_pattern_warns_once_at_load_in_check(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # a worktree: no other warning
     p = tmp_path / "w.toml"
     p.write_text('version = 1\nextends = ["builtin:default"]\n\n[agents.plan.write]\n'
                  'deny = ["src/**", "src/[abc"]\n')
