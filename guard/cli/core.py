@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from guard import hosts
 from guard.cli._app import app, console, print_json
 from guard.cli._io import printable
 from guard.cli.options import AgentOpt, CwdOpt, JsonOpt, PolicyOpt, WorktreeOpt
@@ -58,7 +59,7 @@ def check(
     cwd: CwdOpt = None,
     dialect: Annotated[
         str | None,
-        typer.Option(help="Check a whole tool call: claude-code, codex, opencode, gemini or mcp."),
+        typer.Option(help=f"Check a whole tool call: {', '.join(hosts.DIALECTS)} or mcp."),
     ] = None,
     tool: Annotated[str | None, typer.Option(help="Tool name in that dialect, e.g. Bash.")] = None,
     tool_input: Annotated[

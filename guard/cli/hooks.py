@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from guard import hosts
 from guard.cli._app import app, console, print_json, warn
 from guard.effects import GuardError, did_you_mean
 from guard.integrations import HOSTS
@@ -57,7 +58,7 @@ def hook_cmd(
 def _scope(project: bool, user: bool, host: str = "") -> str:
     if project and user:
         raise GuardError("choose one of --project and --user")
-    if not project and not user and host == "gemini":
+    if not project and not user and host == hosts.GEMINI.name:
         return "user"  # Gemini skips project hooks in an untrusted workspace
     return "user" if user else "project"
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 
+from guard import hosts
 from guard.cli._app import app, with_schema
 from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
@@ -241,11 +242,12 @@ _FORCE = typer.Option(False, "--force", help="Replace --output if it exists.")
 
 
 @import_app.command(
-    "claude-code",
+    hosts.CLAUDE_CODE.name,
     epilog=(
         "Examples:\n\n"
-        "  guard import claude-code .claude/settings.json\n\n"
-        "  guard import claude-code ~/.claude/settings.json -o .openoxide/policy.toml"
+        f"  guard import {hosts.CLAUDE_CODE.name} .claude/settings.json\n\n"
+        f"  guard import {hosts.CLAUDE_CODE.name} ~/.claude/settings.json"
+        " -o .openoxide/policy.toml"
     ),
 )
 def import_claude_code(
@@ -254,15 +256,15 @@ def import_claude_code(
     force: bool = _FORCE,
 ) -> None:
     """Convert Claude Code's permissions.allow/ask/deny rules into a guard policy."""
-    _import("claude-code", settings, output, force)
+    _import(hosts.CLAUDE_CODE.name, settings, output, force)
 
 
 @import_app.command(
-    "opencode",
+    hosts.OPENCODE.name,
     epilog=(
         "Examples:\n\n"
-        "  guard import opencode opencode.json\n\n"
-        "  guard import opencode opencode.json -o .openoxide/policy.toml --force"
+        f"  guard import {hosts.OPENCODE.name} opencode.json\n\n"
+        f"  guard import {hosts.OPENCODE.name} opencode.json -o .openoxide/policy.toml --force"
     ),
 )
 def import_opencode(
@@ -271,4 +273,4 @@ def import_opencode(
     force: bool = _FORCE,
 ) -> None:
     """Convert OpenCode's permission settings (and per-agent ones) into a guard policy."""
-    _import("opencode", config, output, force)
+    _import(hosts.OPENCODE.name, config, output, force)

@@ -13,6 +13,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from guard import hosts
 from guard.cli._app import app, console, installed_version, warn
 from guard.cli._io import printable
 from guard.cli.options import AgentOpt, PolicyOpt
@@ -34,7 +35,7 @@ class Format(StrEnum):
 
 
 HOSTS_HELP = (
-    "auto (recognise each file), claude-code, codex, gemini, opencode, or audit (guard's"
+    f"auto (recognise each file), {', '.join(hosts.REPLAYABLE)}, or audit (guard's"
     " audit log: the connections its egress proxy decided)."
 )
 

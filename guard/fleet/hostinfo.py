@@ -18,13 +18,10 @@ import os
 import re
 import threading
 
+from guard import hosts
+
 #: npm package names of each host (the platform packages of native builds included)
-PACKAGES = {
-    "claude-code": ("@anthropic-ai/claude-code",),
-    "codex": ("@openai/codex",),
-    "gemini": ("@google/gemini-cli",),
-    "opencode": ("opencode-ai", "opencode"),
-}
+PACKAGES: dict[str, tuple[str, ...]] = {h.name: h.packages for h in hosts.HOSTS if h.packages}
 DEPTH = 8  # ancestors looked at
 _cache: dict[tuple[int, str], tuple[str, bool] | None] = {}
 _lock = threading.Lock()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import sys
 
+from guard.integrations import HOSTS
+
 USAGE = "usage: python -m guard.integrations HOST [--agent NAME] [--policy PATH] < payload.json"
 
 
@@ -36,7 +38,7 @@ def parse_args(argv: list[str]) -> tuple[str, str | None, str | None]:
         else:
             host = arg
     if host is None:
-        raise ValueError("which host? (claude-code, codex, gemini, cursor)")
+        raise ValueError(f"which host? ({', '.join(HOSTS)})")
     return host, agent, policy
 
 

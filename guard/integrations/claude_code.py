@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guard import hosts
 from guard.integrations.interface import (
     HookAnswer,
     HookCall,
@@ -36,10 +37,10 @@ PLANNING_EVENTS = (EVENT, "SessionStart", "UserPromptSubmit", "PostToolUse")
 
 
 class ClaudeCode(HostAdapter):
-    name = "claude-code"
-    title = "Claude Code"
-    dialect = "claude-code"
-    follows = "Claude Code 2.1.332 (npm @anthropic-ai/claude-code)"
+    name = hosts.CLAUDE_CODE.name
+    title = hosts.CLAUDE_CODE.title
+    dialect = hosts.CLAUDE_CODE.dialect
+    follows = hosts.CLAUDE_CODE.follows()
     can_rewrite = True
     post_event = "PostToolUse"
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guard import hosts
 from guard.integrations.interface import (
     HookAnswer,
     HookCall,
@@ -46,10 +47,10 @@ PLANNING_EVENTS = (EVENT, "PostToolUse", "SessionStart", "UserPromptSubmit", "St
 
 
 class Codex(HostAdapter):
-    name = "codex"
-    title = "Codex CLI"
-    dialect = "codex"
-    follows = "Codex CLI 0.171.0 hooks (npm @openai/codex)"
+    name = hosts.CODEX.name
+    title = hosts.CODEX.title
+    dialect = hosts.CODEX.dialect
+    follows = hosts.CODEX.follows("hooks")
     honours_ask = False
     post_event = "PostToolUse"
 
@@ -91,7 +92,7 @@ class Codex(HostAdapter):
         )
         from guard.planning.host import CODEX_EVENTS, planning_command
 
-        planning = planning_command(command, "codex")
+        planning = planning_command(command, hosts.CODEX.name)
         if planning is None:
             return
         add_groups(settings, CODEX_EVENTS, {"type": "command", "command": planning, "timeout": 30})

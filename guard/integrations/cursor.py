@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guard import hosts
 from guard.effects import ToolCall
 from guard.integrations.interface import (
     HookAnswer,
@@ -41,10 +42,10 @@ EVENTS = (SHELL, MCP, READ)
 
 
 class Cursor(HostAdapter):
-    name = "cursor"
-    title = "Cursor"
-    dialect = "claude-code"  # shell and reads; MCP calls use the mcp dialect (see parse)
-    follows = "Cursor 1.7 agent hooks (hooks.json version 1)"
+    name = hosts.CURSOR.name
+    title = hosts.CURSOR.title
+    dialect = hosts.CURSOR.dialect  # shell and reads; MCP calls use the mcp dialect (see parse)
+    follows = hosts.CURSOR.follows("agent hooks (hooks.json version 1)")
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         event = require_str(payload, "hook_event_name")
@@ -55,7 +56,7 @@ class Cursor(HostAdapter):
         if event == SHELL:
             # a shell command is analysed like Claude Code's Bash tool
             call = ToolCall(
-                "claude-code",
+                hosts.CURSOR.dialect,
                 "Bash",
                 {"command": require_str(payload, "command")},
                 optional_str(payload, "cwd") or root,
@@ -74,7 +75,7 @@ class Cursor(HostAdapter):
         elif event == READ:
             # a file read is Claude Code's Read tool
             path = require_str(payload, "file_path")
-            call = ToolCall("claude-code", "Read", {"file_path": path}, root, session)
+            call = ToolCall(hosts.CURSOR.dialect, "Read", {"file_path": path}, root, session)
         else:
             raise HookInputError(
                 f"hook_event_name {event!r} is not one guard answers ({', '.join(EVENTS)})"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from guard import probe
+from guard import hosts, probe
 from guard.integrations import HOSTS
 from guard.integrations.install import interpreter_of, read_settings, settings_file
 from guard.integrations.interface import Scope
@@ -100,7 +100,7 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
             extra: dict[str, Any] = {"host": host, "scope": scope, "path": str(path)}
             rewritten: str | None = None
             try:
-                if host == "opencode":
+                if host == hosts.OPENCODE.name:
                     command, problem = opencode.installed_command(path)
                     if problem is not None and command is None:
                         raise ValueError(problem)
@@ -321,7 +321,7 @@ def _tools_check() -> Check:
     from guard.tools import effects_for
 
     try:
-        effects_for("claude-code", "Bash", {"command": "echo hi > x"}, "/")
+        effects_for(hosts.CLAUDE_CODE.dialect, "Bash", {"command": "echo hi > x"}, "/")
     except Exception as exc:
         return Check("tool analysis", "broken", f"{type(exc).__name__}: {exc}: hooks block all")
     return Check("tool analysis", "ok", "guard.tools analyses tool calls")

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guard import hosts
 from guard.integrations.interface import (
     HookAnswer,
     HookCall,
@@ -46,10 +47,10 @@ PLANNING_EVENTS = (EVENT, "AfterTool", "SessionStart", "BeforeAgent")
 
 
 class Gemini(HostAdapter):
-    name = "gemini"
-    title = "Gemini CLI"
-    dialect = "gemini"
-    follows = "Gemini CLI 0.61.0 (npm @google/gemini-cli)"
+    name = hosts.GEMINI.name
+    title = hosts.GEMINI.title
+    dialect = hosts.GEMINI.dialect
+    follows = hosts.GEMINI.follows()
     honours_ask = False
     can_rewrite = True
     post_event = "AfterTool"
@@ -113,7 +114,7 @@ class Gemini(HostAdapter):
         )
         from guard.planning.host import GEMINI_EVENTS, planning_command
 
-        planning = planning_command(command, "gemini")
+        planning = planning_command(command, hosts.GEMINI.name)
         if planning is None:
             return
         handler = {"name": "openoxide-guard-planning", "type": "command", "command": planning,

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from guard import hosts
+
 REGISTRY = "hosts.json"
 
 
@@ -88,7 +90,7 @@ def remembered(host: str, path: Path) -> str | None:
 
 def after_install(host: str, scope: str, path: Path, project: Path) -> list[str]:
     """Make the host run the hook just written (Codex: trust). What was done."""
-    if host != "codex":
+    if host != hosts.CODEX.name:
         return []
     from guard.integrations import codex_trust
     from guard.integrations.install import read_settings
@@ -99,7 +101,7 @@ def after_install(host: str, scope: str, path: Path, project: Path) -> list[str]
 
 def before_uninstall(host: str, path: Path) -> list[str]:
     """Keys of the host state guard wrote for the entries about to be removed."""
-    if host != "codex":
+    if host != hosts.CODEX.name:
         return []
     from guard.integrations import codex_trust
     from guard.integrations.install import read_settings
@@ -108,7 +110,7 @@ def before_uninstall(host: str, path: Path) -> list[str]:
 
 
 def after_uninstall(host: str, keys: list[str]) -> list[str]:
-    if host != "codex" or not keys:
+    if host != hosts.CODEX.name or not keys:
         return []
     from guard.integrations import codex_trust
 
@@ -119,7 +121,7 @@ def skip_reasons(host: str, scope: str, path: Path, project: Path) -> list[str]:
     """Every reason the host would not run guard's hook wired in ``path``: [] when it will."""
     from guard.integrations.install import SettingsError, read_settings
 
-    if host == "codex":
+    if host == hosts.CODEX.name:
         from guard.integrations import codex_trust
 
         try:
@@ -131,7 +133,7 @@ def skip_reasons(host: str, scope: str, path: Path, project: Path) -> list[str]:
             return [f"no guard entry in {path}"]
         return [f"wired, but Codex will skip it: {why}" for why in
                 codex_trust.skip_reasons(hooks, project if scope == "project" else None)]
-    if host == "gemini" and scope == "project":
+    if host == hosts.GEMINI.name and scope == "project":
         from guard.integrations.gemini import workspace_trust
 
         trusted, why = workspace_trust(project)
@@ -143,7 +145,7 @@ def skip_reasons(host: str, scope: str, path: Path, project: Path) -> list[str]:
 def rewritten(host: str, path: Path, settings: Mapping[str, Any]) -> str | None:
     """Why the file no longer holds what ``guard install`` wrote, or None when it does."""
     command = remembered(host, path)
-    if command is None or host == "opencode":
+    if command is None or host == hosts.OPENCODE.name:
         return None
     from guard.integrations.runner import adapter_for
 

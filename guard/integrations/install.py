@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from guard import hosts
 from guard.effects import GuardError
 from guard.integrations.interface import HostAdapter, Scope
 from guard.integrations.runner import adapter_for
@@ -255,7 +256,7 @@ def install(
 
     adapter = adapter_for(host)
     command = hook_command(host, python=python, agent=agent, policy=policy)
-    if host == "opencode":
+    if host == hosts.OPENCODE.name:
         from guard.integrations import opencode
 
         change = opencode.install_plugin(scope, project_dir(cwd), command)
@@ -266,7 +267,7 @@ def install(
     notes = list(change.notes)
     notes += host_state.after_install(host, scope, change.path, project_dir(cwd))
     host_state.remember(host, scope, change.path, command,
-                        created=host != "opencode" and not existed)
+                        created=host != hosts.OPENCODE.name and not existed)
     problems = host_state.skip_reasons(host, scope, change.path, project_dir(cwd))
     return Change(change.path, change.changed or bool(notes), change.added, change.removed,
                   change.backup, change.command, notes, problems)
@@ -278,7 +279,7 @@ def uninstall(
     from guard.integrations import host_state
 
     adapter = adapter_for(host)
-    if host == "opencode":
+    if host == hosts.OPENCODE.name:
         from guard.integrations import opencode
 
         change = opencode.uninstall_plugin(scope, project_dir(cwd))

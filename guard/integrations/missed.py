@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guard import hosts
 from guard.audit import now_iso, rotated
 
 if TYPE_CHECKING:
@@ -44,17 +45,17 @@ if TYPE_CHECKING:
 
 #: Per host: its post-tool event (hosts not named here have none guard can use).
 POST_EVENTS: dict[str, str] = {
-    "claude-code": "PostToolUse",
-    "codex": "PostToolUse",
-    "gemini": "AfterTool",
-    "opencode": "tool.execute.after",
+    hosts.CLAUDE_CODE.name: "PostToolUse",
+    hosts.CODEX.name: "PostToolUse",
+    hosts.GEMINI.name: "AfterTool",
+    hosts.OPENCODE.name: "tool.execute.after",
 }
 #: Per host: tools whose result means something may have changed.
 CHANGING: dict[str, frozenset[str]] = {
-    "claude-code": frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"}),
-    "codex": frozenset({"Bash", "apply_patch"}),
-    "gemini": frozenset({"write_file", "replace", "run_shell_command"}),
-    "opencode": frozenset({"write", "edit", "multiedit", "patch", "bash"}),
+    hosts.CLAUDE_CODE.name: frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"}),
+    hosts.CODEX.name: frozenset({"Bash", "apply_patch"}),
+    hosts.GEMINI.name: frozenset({"write_file", "replace", "run_shell_command"}),
+    hosts.OPENCODE.name: frozenset({"write", "edit", "multiedit", "patch", "bash"}),
 }
 RULE = "guard.hook_missed"
 KIND = "hook_missed"
@@ -320,7 +321,7 @@ def transcript_results(
     """The changing tools' successful results added to a Claude Code transcript since
     the last look: (tool_use_id, tool name, input) each; and whether this is the first
     look at the session (then nothing before now is reported: guard was not there)."""
-    if host != "claude-code" or not transcript or not os.path.isabs(transcript):
+    if host != hosts.CLAUDE_CODE.name or not transcript or not os.path.isabs(transcript):
         return [], False
     seen = _seen_path(host, session, cwd)
     seen.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

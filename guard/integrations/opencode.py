@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guard import hosts
 from guard.integrations.interface import (
     HookAnswer,
     HookCall,
@@ -74,10 +75,10 @@ def plugin_command(text: str) -> str | None:
 
 
 class OpenCode(HostAdapter):
-    name = "opencode"
-    title = "OpenCode"
-    dialect = "opencode"
-    follows = "OpenCode 1.18.33 plugins (npm opencode-ai)"
+    name = hosts.OPENCODE.name
+    title = hosts.OPENCODE.title
+    dialect = hosts.OPENCODE.dialect
+    follows = hosts.OPENCODE.follows("plugins")
     honours_ask = False
     can_rewrite = True
     post_event = "tool.execute.after"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from guard import hosts
 from guard.decide import Guard
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError, ToolCall
 from guard.integrations.interface import OUR_COMMAND
@@ -219,7 +220,7 @@ def _host_runtime(worktree: Path | None) -> list[Layer]:
 
     layers: list[Layer] = []
     for check in host_checks(worktree):
-        if check.name.startswith("opencode") and check.status != "off":
+        if check.name.startswith(hosts.OPENCODE.name) and check.status != "off":
             layers.append(Layer(f"OpenCode plugin ({check.extra.get('scope')})",
                                 check.status == "ok", check.detail))
         elif check.status == "skipped":

@@ -52,6 +52,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from guard import hosts
 from guard.planning._base import Mode, utc_now
 from guard.planning.artifact import read_plan, write_plan
 from guard.planning.events import PlanExit
@@ -59,7 +60,7 @@ from guard.planning.handshake import UserDecision, plan_exit
 from guard.planning.runtime import describe_current_agent, plan_file_instruction
 from guard.planning.session import PendingRequest, Session
 
-HOSTS = ("claude-code", "gemini", "codex")
+HOSTS = hosts.PLANNED
 MODULE = "guard.planning.host"
 EXIT_TOOL = "ExitPlanMode"
 EXIT_HINT = (
@@ -82,32 +83,25 @@ CODEX_EXIT_HINT = (
 PROMPTING_MODES = frozenset({"default", "plan", "acceptEdits"})
 #: Per host: the events whose answer is context for the model.
 CONTEXT_EVENTS: dict[str, tuple[str, ...]] = {
-    "claude-code": ("SessionStart", "UserPromptSubmit"),
-    "gemini": ("SessionStart", "BeforeAgent"),
-    "codex": ("SessionStart", "UserPromptSubmit"),
+    h.name: h.planning.context_events for h in hosts.HOSTS if h.planning
 }
 #: Per host: how the model hands its plan over, in the words the context uses.
-EXIT_HINTS: dict[str, str] = {"claude-code": EXIT_HINT, "gemini": "", "codex": CODEX_EXIT_HINT}
+EXIT_HINTS: dict[str, str] = {
+    hosts.CLAUDE_CODE.name: EXIT_HINT, hosts.GEMINI.name: "", hosts.CODEX.name: CODEX_EXIT_HINT,
+}
 
-#: (event, matcher) pairs ``guard install claude-code`` wires to this module.
-CLAUDE_CODE_EVENTS: tuple[tuple[str, str | None], ...] = (
-    ("SessionStart", None),
-    ("UserPromptSubmit", None),
-    ("PreToolUse", EXIT_TOOL),
-    ("PostToolUse", EXIT_TOOL),
-)
-#: (event, matcher) pairs ``guard install gemini`` wires to this module.
-GEMINI_EVENTS: tuple[tuple[str, str | None], ...] = (
-    ("SessionStart", None),
-    ("BeforeAgent", None),
-    ("BeforeTool", GEMINI_EXIT_TOOL),
-)
-#: (event, matcher) pairs ``guard install codex`` wires to this module.
-CODEX_EVENTS: tuple[tuple[str, str | None], ...] = (
-    ("SessionStart", None),
-    ("UserPromptSubmit", None),
-    ("Stop", None),
-)
+
+def _hook_events(host: hosts.Host) -> tuple[tuple[str, str | None], ...]:
+    assert host.planning is not None, host.name
+    return host.planning.hook_events
+
+
+#: (event, matcher) pairs ``guard install`` wires to this module for Claude Code.
+CLAUDE_CODE_EVENTS = _hook_events(hosts.CLAUDE_CODE)
+#: (event, matcher) pairs ``guard install`` wires to this module for Gemini CLI.
+GEMINI_EVENTS = _hook_events(hosts.GEMINI)
+#: (event, matcher) pairs ``guard install`` wires to this module for Codex CLI.
+CODEX_EVENTS = _hook_events(hosts.CODEX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +111,7 @@ class Answer:
     stderr: str = ""
 
 
-def planning_command(hook_command: str, host: str = "claude-code") -> str | None:
+def planning_command(hook_command: str, host: str = hosts.CLAUDE_CODE.name) -> str | None:
     """The command for this module, built from guard's policy hook command.
 
     Same interpreter and ``--agent``/``--policy`` options; None when the hook
@@ -171,11 +165,11 @@ def context_text(
     agent: str | None = None,
     policy: str | None = None,
     permission_mode: str | None = None,
-    host: str = "claude-code",
+    host: str = hosts.CLAUDE_CODE.name,
 ) -> str:
     """What the model is told at the start of a session and of each turn ('' for nothing)."""
     exit_hint = EXIT_HINTS.get(host, "")
-    if host == "claude-code" and env.get("CLAUDE_CODE_ENTRYPOINT") == HEADLESS_ENTRYPOINT:
+    if host == hosts.CLAUDE_CODE.name and env.get("CLAUDE_CODE_ENTRYPOINT") == HEADLESS_ENTRYPOINT:
         exit_hint = HEADLESS_EXIT_HINT
     if agent:
         env = {**env, "GUARD_AGENT": agent}
@@ -415,7 +409,7 @@ def held_text(host: str, session_id: str | None, cwd: str) -> str:
 
 
 def _context_answer_for(host: str, event: str, text: str) -> Answer:
-    if host == "gemini" and not text:
+    if host == hosts.GEMINI.name and not text:
         return _json({})
     return _context_answer(event, text)
 
@@ -453,11 +447,11 @@ def answer(
         tool = payload.get("tool_name")
         tool_input = payload.get("tool_input")
         tool_input = tool_input if isinstance(tool_input, dict) else {}
-        if host == "gemini":
+        if host == hosts.GEMINI.name:
             if event == "BeforeTool" and tool == GEMINI_EXIT_TOOL:
                 return gemini_exit(here, tool_input, env)
             return _json({})
-        if host == "codex":
+        if host == hosts.CODEX.name:
             if event == "Stop":
                 return codex_stop(here, payload.get("last_assistant_message"))
             return Answer(0)

@@ -22,14 +22,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from guard import hosts
 from guard.planning.checklist import PlanItem, StepStatus
 
 #: (host, tool name) -> the key of the list in the tool input and of each step's text.
 CHECKLIST_TOOLS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
-    ("claude-code", "TodoWrite"): ("todos", ("content",)),
-    ("codex", "update_plan"): ("plan", ("step",)),
-    ("gemini", "write_todos"): ("todos", ("description",)),
-    ("opencode", "todowrite"): ("todos", ("content",)),
+    (hosts.CLAUDE_CODE.name, "TodoWrite"): ("todos", ("content",)),
+    (hosts.CODEX.name, "update_plan"): ("plan", ("step",)),
+    (hosts.GEMINI.name, "write_todos"): ("todos", ("description",)),
+    (hosts.OPENCODE.name, "todowrite"): ("todos", ("content",)),
 }
 #: Longest checklist kept; a longer one is cut (the lane is for reading).
 MAX_STEPS = 200

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from guard import hosts
 from guard.replay.model import ReplayCall, TranscriptError, json_lines, load_document, need
 
 
@@ -43,7 +44,7 @@ def _str(value: Any) -> str | None:
 
 
 class ClaudeCode:
-    host = "claude-code"
+    host = hosts.CLAUDE_CODE.name
 
     def sniff(self, path: Path, first: Mapping[str, Any]) -> bool:
         return "sessionId" in first and ("parentUuid" in first or first.get("type") in (
@@ -64,7 +65,7 @@ class ClaudeCode:
                 need(isinstance(name, str) and bool(name), path, n,
                      "a tool_use block without a 'name' string")
                 yield ReplayCall(
-                    self.host, "claude-code", str(name),
+                    self.host, hosts.CLAUDE_CODE.dialect, str(name),
                     _obj(block.get("input", {}), path, n, f"tool_use {name!r} 'input'"),
                     _str(rec.get("cwd")), _str(rec.get("sessionId")), _str(rec.get("timestamp")),
                     str(path), n, bool(rec.get("isSidechain")), _str(block.get("id")),
@@ -72,7 +73,7 @@ class ClaudeCode:
 
 
 class Codex:
-    host = "codex"
+    host = hosts.CODEX.name
 
     def sniff(self, path: Path, first: Mapping[str, Any]) -> bool:
         return first.get("type") == "session_meta" and isinstance(first.get("payload"), dict)
@@ -112,7 +113,8 @@ class Codex:
             else:
                 args = payload.get("action", {})
             yield ReplayCall(
-                self.host, "codex", str(name), _obj(args, path, n, f"{item} {name!r} arguments"),
+                self.host, hosts.CODEX.dialect, str(name),
+                _obj(args, path, n, f"{item} {name!r} arguments"),
                 cwd, session, _str(rec.get("timestamp")), str(path), n, sidechain,
                 _str(payload.get("call_id")),
             )
@@ -122,7 +124,7 @@ _WORKSPACE = re.compile(r"Workspace Directories:\*\*\s*\n\s*- (\S[^\n]*)")
 
 
 class Gemini:
-    host = "gemini"
+    host = hosts.GEMINI.name
 
     def sniff(self, path: Path, first: Mapping[str, Any]) -> bool:
         return "projectHash" in first and "sessionId" in first
@@ -172,7 +174,7 @@ class Gemini:
                 need(isinstance(name, str) and bool(name), path, n,
                      "a toolCalls entry without a 'name' string")
                 yield ReplayCall(
-                    self.host, "gemini", str(name), _obj(c.get("args", {}), path, n,
+                    self.host, hosts.GEMINI.dialect, str(name), _obj(c.get("args", {}), path, n,
                                                          f"tool call {name!r} 'args'"),
                     cwd, session, _str(c.get("timestamp")) or _str(rec.get("timestamp")),
                     str(path), n, False, _str(c.get("id")),
@@ -186,7 +188,7 @@ def _ms(value: Any) -> str | None:
 
 
 class OpenCode:
-    host = "opencode"
+    host = hosts.OPENCODE.name
 
     def sniff(self, path: Path, first: Mapping[str, Any]) -> bool:
         info = first.get("info")
@@ -217,7 +219,7 @@ class OpenCode:
                     pos = found if found >= 0 else pos
                 line = text.count("\n", 0, pos) + 1
                 yield ReplayCall(
-                    self.host, "opencode", str(name),
+                    self.host, hosts.OPENCODE.dialect, str(name),
                     _obj(state.get("input", {}), path, 1, f"tool part {name!r} input"),
                     cwd, session, _ms(time.get("start")) if isinstance(time, dict) else None,
                     str(path), line, sidechain, call_id,
@@ -250,7 +252,9 @@ class GuardAudit:
             )
 
 
+#: Per host of :mod:`guard.hosts` with a reader (in the registry's order), then guard's audit log.
 READERS: dict[str, ClaudeCode | Codex | Gemini | OpenCode | GuardAudit] = {
-    r.host: r for r in (ClaudeCode(), Codex(), Gemini(), OpenCode(), GuardAudit())
+    **{h.name: hosts.load(h.reader)() for h in hosts.HOSTS if h.reader},
+    GuardAudit.host: GuardAudit(),
 }
 HOSTS: tuple[str, ...] = tuple(READERS)

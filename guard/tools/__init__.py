@@ -1,9 +1,9 @@
 """Tool-call interception: a host agent's tool call -> the effects the policy decides on.
 
-One module per dialect (``claude_code``, ``codex``, ``opencode``, ``gemini``,
-``mcp``), each a table ``TOOLS: {tool name: handler}``; shell commands are
-analysed by :mod:`guard.tools.shell`. The table of canonical names lives in
-docs/tools.md.
+One module per dialect (``claude_code``, ``codex``, ``gemini``, ``opencode``: the
+dialects of the hosts in :mod:`guard.hosts`; and ``mcp``), each a table
+``TOOLS: {tool name: handler}``; shell commands are analysed by :mod:`guard.tools.shell`.
+The table of canonical names lives in docs/tools.md.
 
 >>> from guard.tools import effects_for
 >>> [str(e) for e in effects_for("claude-code", "Bash", {"command": "echo hi > x"}, None)]
@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from guard import hosts
 from guard.effects import CANONICAL_TOOLS, Effect, ToolCall, ToolInputError
-from guard.tools import claude_code, codex, egress, gemini, mcp, opencode
+from guard.tools import egress, mcp
 from guard.tools.interface import Handler, tool
 
 __all__ = [
@@ -32,12 +33,10 @@ __all__ = [
 ]
 
 _TABLES: dict[str, dict[str, Handler]] = {
-    claude_code.NAME: claude_code.TOOLS,
-    codex.NAME: codex.TOOLS,
-    opencode.NAME: opencode.TOOLS,
-    gemini.NAME: gemini.TOOLS,
-    mcp.NAME: mcp.TOOLS,
+    h.dialect: hosts.load(h.dialect_module).TOOLS
+    for h in hosts.HOSTS if h.dialect and h.dialect_module
 }
+_TABLES[mcp.NAME] = mcp.TOOLS
 
 #: The dialects of host agents and MCP clients guard understands, by name.
 DIALECTS: tuple[str, ...] = tuple(_TABLES)

@@ -9,10 +9,11 @@ transcripts.
 
 from __future__ import annotations
 
+from guard import hosts
 from guard.tools._common import fetch_tool, patch_tool, path_tool, plain, shell_tool
 from guard.tools.interface import Handler
 
-NAME = "codex"
+NAME = hosts.CODEX.dialect
 
 _SHELL = shell_tool("bash", ("command", "cmd"), ("workdir", "cwd"))
 

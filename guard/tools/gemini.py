@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
+from guard import hosts
 from guard.effects import Effect
 from guard.tools._common import path_tool, plain, search_tool, shell_tool
 from guard.tools.interface import Handler, ToolCall, ToolInputError, tool, url_host
 
-NAME = "gemini"
+NAME = hosts.GEMINI.dialect
 
 
 def _read_many(call: ToolCall) -> list[Effect]:

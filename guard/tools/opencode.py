@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from guard import hosts
 from guard.effects import Effect
 from guard.tools._common import (
     edits_tool,
@@ -14,7 +15,7 @@ from guard.tools._common import (
 )
 from guard.tools.interface import Handler, ToolCall, task_effects
 
-NAME = "opencode"
+NAME = hosts.OPENCODE.dialect
 
 
 def _task(call: ToolCall) -> list[Effect]:

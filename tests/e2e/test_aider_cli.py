@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from guard import hosts
 from guard.sandbox.landlock import abi_version as landlock_abi
 
 from .fake_models import Call, FakeChat, Script
 from .hosts_common import check_version, clean_env, make_repo, snapshot, venv_binary
 
-VERSION = "0.86.2"
+VERSION = hosts.AIDER.version
 
 
 @pytest.fixture(scope="session")

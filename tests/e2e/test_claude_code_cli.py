@@ -21,11 +21,13 @@ from typing import Any
 import pytest
 from components import require_component
 
+from guard import hosts
+
 from .fake_anthropic import Script, ToolUse
 from .host_runs import claude_print
 from .hosts_common import stop_hookd
 
-CLAUDE_CODE_VERSION = "2.1.332"
+CLAUDE_CODE_VERSION = hosts.CLAUDE_CODE.version
 PACKAGE = f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"
 REAL_HOME = os.path.expanduser("~")
 

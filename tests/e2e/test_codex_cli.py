@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from guard import hosts
+
 from .fake_models import Call, Script
 from .host_runs import codex_exec, codex_home, host_project
 from .host_runs import codex_patch as patch
@@ -30,7 +32,7 @@ from .hosts_common import (
     snapshot,
 )
 
-VERSION = "0.171.0"
+VERSION = hosts.CODEX.version
 
 
 @pytest.fixture(scope="session")

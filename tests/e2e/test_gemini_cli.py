@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from guard import hosts
+
 from .fake_models import Call, Script
 from .host_runs import gemini_home, gemini_run, host_project
 from .hosts_common import (
@@ -28,7 +30,7 @@ from .hosts_common import (
     snapshot,
 )
 
-VERSION = "0.61.0"
+VERSION = hosts.GEMINI.version
 
 
 @pytest.fixture(scope="session")

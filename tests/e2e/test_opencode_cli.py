@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from guard import hosts
+
 from .fake_models import Call, Script
 from .host_runs import host_project, opencode_home, opencode_run
 from .hosts_common import (
@@ -26,7 +28,7 @@ from .hosts_common import (
     snapshot,
 )
 
-VERSION = "1.18.33"
+VERSION = hosts.OPENCODE.version
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from guard import hosts
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests/: its e2e package and what that imports
 
@@ -71,7 +73,7 @@ def save(src: Path, name: str, drop: tuple[str, ...] = ()) -> None:
 def claude() -> None:
     env = fresh()
     steps = five_calls(ToolUse, "toolu_", "Read", "Write", "Bash", "file_path", REPO)
-    binary = PREFIX_ROOT / "claude-code-2.1.332/node_modules/.bin/claude"
+    binary = PREFIX_ROOT / f"claude-code-{hosts.CLAUDE_CODE.version}/node_modules/.bin/claude"
     claude_print(str(binary), REPO, env, AnthropicScript(steps), "--permission-mode",
                  "acceptEdits", "--allowedTools", "Bash", "--max-turns", "20")
     [found] = sorted(HOME.glob(".claude/projects/*/*.jsonl"))
@@ -91,7 +93,7 @@ def codex() -> None:
              kind="custom"),
         Call("call_ls", "exec_command", {"cmd": "ls src"}),
     ]
-    binary = PREFIX_ROOT / "codex-0.171.0/node_modules/.bin/codex"
+    binary = PREFIX_ROOT / f"codex-{hosts.CODEX.version}/node_modules/.bin/codex"
     codex_exec(str(binary), REPO, env, Script(steps))
     [found] = sorted(HOME.glob(".codex/sessions/*/*/*/rollout-*.jsonl"))
     save(found, "codex.jsonl")
@@ -102,7 +104,7 @@ def gemini() -> None:
     gemini_home(HOME, env)
     steps = five_calls(Call, "g_", "read_file", "write_file", "run_shell_command", "file_path",
                        None)
-    binary = PREFIX_ROOT / "gemini-cli-0.61.0/node_modules/.bin/gemini"
+    binary = PREFIX_ROOT / f"gemini-cli-{hosts.GEMINI.version}/node_modules/.bin/gemini"
     gemini_run(str(binary), REPO, env, Script(steps), "-y", "--skip-trust")
     [found] = sorted(HOME.glob(".gemini/tmp/*/chats/session-*"))
     save(found, "gemini" + "".join(found.suffixes))
@@ -112,7 +114,7 @@ def opencode() -> None:
     env = fresh()
     opencode_home(HOME, env)
     steps = five_calls(Call, "call_", "read", "write", "bash", "filePath", REPO)
-    binary = str(PREFIX_ROOT / "opencode-1.18.33/node_modules/.bin/opencode")
+    binary = str(PREFIX_ROOT / f"opencode-{hosts.OPENCODE.version}/node_modules/.bin/opencode")
     opencode_run(binary, REPO, env, Script(steps))
     # sessions live in OpenCode's SQLite database (which also has account tables);
     # the fixture is the session as `opencode export` writes it

@@ -1,0 +1,199 @@
+"""The registry of hosts (guard/hosts.py): every host list derives from it, and a host's
+name is spelled in one place.
+
+The name check (:func:`test_host_names_are_spelled_in_the_registry_only`) reads every
+module under ``guard/`` and fails on a string literal equal to a host's name
+(``"claude-code"``, ``"codex"``, ``"gemini"``, ``"cursor"``, ``"opencode"``,
+``"aider"``) outside:
+
+- ``guard/hosts.py``, the registry itself;
+- that host's own modules: a module whose file name is the host's module name
+  (``claude_code.py``, ``codex.py``, ...) or starts with it and ``_``
+  (``codex_trust.py``), in any folder. Such a module is one host's code for one
+  mechanism (its dialect, its hook adapter, its importer), and may spell its own
+  host's name; it may not spell another host's (Cursor's adapter says
+  ``hosts.CURSOR.dialect``, not ``"claude-code"``).
+
+Everything else says ``hosts.CLAUDE_CODE.name`` (or ``.dialect``), so that renaming or
+adding a host is one entry in the registry plus its modules.
+
+What the check does not count, and why:
+
+- docstrings: they are prose and doctests for a reader, not keys a list selects by;
+- a longer string that mentions a host (``"guard run -- aider"`` in a help text, a
+  path such as ``"/.codex/"``): those are examples and paths, not the host's name
+  used as a key. Help texts that list the hosts build the list from the registry
+  (``guard install --help``, ``guard replay --help``, ``guard effects --help``);
+- :data:`NOT_HOST_NAMES` below: a literal that happens to equal a host name but is
+  a value of a host's own file format, with the reason for each.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from guard import hosts
+
+ROOT = Path(__file__).resolve().parent.parent
+GUARD = ROOT / "guard"
+
+#: (file under guard/, literal): why that literal is not a host name.
+NOT_HOST_NAMES = {
+    ("replay/readers.py", "gemini"): (
+        "the value of the 'type' field of a model turn in Gemini CLI's transcripts"
+        " (type: \"gemini\"), a fact of the transcript format, not guard's host name"
+    ),
+}
+
+
+def _module_name(host: hosts.Host) -> str:
+    return host.name.replace("-", "_")
+
+
+def _owner(path: Path) -> hosts.Host | None:
+    """The host whose own module ``path`` is, if any (see the module docstring)."""
+    for host in hosts.HOSTS:
+        stem = _module_name(host)
+        if path.stem == stem or path.stem.startswith(stem + "_"):
+            return host
+    return None
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
+                    isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found
+
+
+def _host_literals(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    docs = _docstrings(tree)
+    names = set(hosts.NAMES)
+    return sorted(
+        (node.lineno, node.value) for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and node.value in names and id(node) not in docs
+    )
+
+
+def test_host_names_are_spelled_in_the_registry_only() -> None:
+    found: list[str] = []
+    for path in sorted(GUARD.rglob("*.py")):
+        rel = path.relative_to(GUARD).as_posix()
+        if rel == "hosts.py":
+            continue
+        owner = _owner(path)
+        for line, literal in _host_literals(path):
+            if owner is not None and literal == owner.name:
+                continue
+            if (rel, literal) in NOT_HOST_NAMES:
+                continue
+            found.append(f"guard/{rel}:{line}: {literal!r}")
+    assert not found, (
+        "host names spelled outside guard/hosts.py and the host's own modules; use"
+        " hosts.<HOST>.name (or .dialect) instead:\n" + "\n".join(found)
+    )
+
+
+def test_the_check_sees_a_planted_host_name(tmp_path: Path) -> None:
+    """The check is not blind: a module comparing with a literal host name is caught,
+    and the same name in a docstring is not."""
+    planted = tmp_path / "planted.py"
+    planted.write_text('"""Reads gemini\'s settings."""\n'
+                       'def f(host: str) -> bool:\n'
+                       '    """For "gemini"."""\n'
+                       '    return host == "gemini"\n', encoding="utf-8")
+    assert _host_literals(planted) == [(4, "gemini")]
+    assert _owner(planted) is None
+    assert _owner(tmp_path / "codex_trust.py") is hosts.CODEX
+
+
+def test_each_exception_is_still_needed() -> None:
+    for rel, literal in NOT_HOST_NAMES:
+        assert literal in [v for _, v in _host_literals(GUARD / rel)], (rel, literal)
+
+
+def test_names_are_unique_and_lookups_agree() -> None:
+    assert len(set(hosts.NAMES)) == len(hosts.HOSTS)
+    for host in hosts.HOSTS:
+        assert hosts.by_name(host.name) is host
+        assert hosts.get(host.name) is host
+    assert hosts.get("no-such-host") is None
+    with pytest.raises(KeyError):
+        hosts.by_name("no-such-host")
+
+
+def test_every_host_list_derives_from_the_registry() -> None:
+    from guard import integrations, tools
+    from guard.fleet import hostinfo
+    from guard.lint import importers
+    from guard.planning import host as planning
+    from guard.replay import readers
+
+    assert tuple(h.name for h in hosts.HOSTS if h.adapter) == integrations.HOSTS
+    assert tuple(h.name for h in hosts.HOSTS if h.planning) == planning.HOSTS
+    assert tuple(planning.CONTEXT_EVENTS) == planning.HOSTS
+    assert tuple(importers.IMPORTERS) == tuple(h.name for h in hosts.HOSTS if h.importer)
+    assert tuple(readers.READERS)[:-1] == tuple(h.name for h in hosts.HOSTS if h.reader)
+    assert tuple(readers.READERS)[-1] == readers.GuardAudit.host
+    own = tuple(dict.fromkeys(h.dialect for h in hosts.HOSTS if h.dialect_module))
+    assert tools.DIALECTS[:-1] == own and tools.DIALECTS[-1] == "mcp"
+    assert set(hostinfo.PACKAGES) == {h.name for h in hosts.HOSTS if h.packages}
+
+
+def test_each_reference_names_what_the_registry_says() -> None:
+    """Every module a record names loads, and says back the host it belongs to."""
+    from guard import tools
+    from guard.replay import readers
+
+    for host in hosts.HOSTS:
+        if host.adapter:
+            adapter = hosts.load(host.adapter).ADAPTER
+            assert (adapter.name, adapter.dialect, adapter.title) == \
+                (host.name, host.dialect, host.title)
+            assert host.version in adapter.follows
+        if host.dialect:
+            assert host.dialect in tools.DIALECTS
+        if host.dialect_module:
+            assert host.dialect == hosts.load(host.dialect_module).NAME
+        if host.importer:
+            assert callable(hosts.load(host.importer))
+        if host.reader:
+            reader = readers.READERS[host.name]
+            assert type(reader) is hosts.load(host.reader) and reader.host == host.name
+        if host.planning:
+            module = importlib.import_module("guard.planning.host")
+            assert host.name in module.HOSTS
+
+
+def test_protected_paths_are_in_the_builtin_protected_list() -> None:
+    """decide.py's built-in protected list holds every host's hook settings."""
+    from guard.decide import PROTECTED_PATTERNS
+
+    for host in hosts.HOSTS:
+        for pattern in host.protected:
+            assert pattern in PROTECTED_PATTERNS, (host.name, pattern)
+    hooked = [h for h in hosts.HOSTS if h.adapter]
+    assert all(h.protected for h in hooked)
+
+
+def test_scripts_test_sh_installs_the_pinned_versions() -> None:
+    """scripts/test.sh is shell and keeps its own copy of the pins: they must agree."""
+    text = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    pins = dict(re.findall(r"^npm_host \S+ (\S+) (\S+) ", text, re.M))
+    pins = {package: version for version, package in pins.items()}
+    for host in hosts.HOSTS:
+        if host.packages and host is not hosts.CLAUDE_CODE:
+            assert pins.get(host.packages[0]) == host.version, host.name
+    assert f"CLAUDE_CODE_VERSION={hosts.CLAUDE_CODE.version}\n" in text
+    assert f"AIDER_VERSION={hosts.AIDER.version}\n" in text
