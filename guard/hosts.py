@@ -35,6 +35,18 @@ class Planning:
 
 
 @dataclass(frozen=True, slots=True)
+class Checklist:
+    """The tool a host's model keeps its checklist with, and where the steps are in its input."""
+
+    #: the tool's name in the host's dialect
+    tool: str
+    #: the key of the list of steps in the tool's input
+    key: str
+    #: the keys of a step's text, first found wins
+    text_keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Host:
     """One host agent: what guard pins, protects and runs for it."""
 
@@ -61,6 +73,10 @@ class Host:
     importer: str | None = None
     #: ``guard replay``: the reader class of its transcripts
     reader: str | None = None
+    #: tools whose result means something may have changed (a missed hook's evidence)
+    changing_tools: frozenset[str] = frozenset()
+    #: its checklist tool, shown in the plan's checklist lane
+    checklist: Checklist | None = None
 
     def follows(self, what: str = "") -> str:
         """The format its adapter follows: ``Codex CLI 0.171.0 hooks (npm @openai/codex)``."""
@@ -88,6 +104,8 @@ CLAUDE_CODE = Host(
     ),
     importer="guard.lint.importers.claude_code:convert",
     reader="guard.replay.readers:ClaudeCode",
+    changing_tools=frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"}),
+    checklist=Checklist("TodoWrite", "todos", ("content",)),
 )
 CODEX = Host(
     name="codex",
@@ -103,6 +121,8 @@ CODEX = Host(
         hook_events=(("SessionStart", None), ("UserPromptSubmit", None), ("Stop", None)),
     ),
     reader="guard.replay.readers:Codex",
+    changing_tools=frozenset({"Bash", "apply_patch"}),
+    checklist=Checklist("update_plan", "plan", ("step",)),
 )
 GEMINI = Host(
     name="gemini",
@@ -126,6 +146,8 @@ GEMINI = Host(
         ),
     ),
     reader="guard.replay.readers:Gemini",
+    changing_tools=frozenset({"write_file", "replace", "run_shell_command"}),
+    checklist=Checklist("write_todos", "todos", ("description",)),
 )
 CURSOR = Host(
     name="cursor",
@@ -146,6 +168,8 @@ OPENCODE = Host(
     adapter="guard.integrations.opencode",
     importer="guard.lint.importers.opencode:convert",
     reader="guard.replay.readers:OpenCode",
+    changing_tools=frozenset({"write", "edit", "multiedit", "patch", "bash"}),
+    checklist=Checklist("todowrite", "todos", ("content",)),
 )
 AIDER = Host(
     name="aider",

@@ -149,6 +149,14 @@ def test_every_host_list_derives_from_the_registry() -> None:
     own = tuple(dict.fromkeys(h.dialect for h in hosts.HOSTS if h.dialect_module))
     assert tools.DIALECTS[:-1] == own and tools.DIALECTS[-1] == "mcp"
     assert set(hostinfo.PACKAGES) == {h.name for h in hosts.HOSTS if h.packages}
+    from guard.integrations import missed
+    from guard.planning import todos
+
+    assert {h.name: h.changing_tools for h in hosts.HOSTS if h.changing_tools} == missed.CHANGING
+    for host in hosts.HOSTS:
+        if host.checklist:
+            assert todos.is_checklist_tool(host.name, host.checklist.tool)
+    assert len(todos.CHECKLIST_TOOLS) == sum(1 for h in hosts.HOSTS if h.checklist)
 
 
 def test_each_reference_names_what_the_registry_says() -> None:

@@ -43,19 +43,9 @@ if TYPE_CHECKING:
     from guard.gate import Gate, Verdict
     from guard.integrations.interface import HookCall, HostAdapter
 
-#: Per host: its post-tool event (hosts not named here have none guard can use).
-POST_EVENTS: dict[str, str] = {
-    hosts.CLAUDE_CODE.name: "PostToolUse",
-    hosts.CODEX.name: "PostToolUse",
-    hosts.GEMINI.name: "AfterTool",
-    hosts.OPENCODE.name: "tool.execute.after",
-}
-#: Per host: tools whose result means something may have changed.
+#: Per host: tools whose result means something may have changed (from the registry).
 CHANGING: dict[str, frozenset[str]] = {
-    hosts.CLAUDE_CODE.name: frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"}),
-    hosts.CODEX.name: frozenset({"Bash", "apply_patch"}),
-    hosts.GEMINI.name: frozenset({"write_file", "replace", "run_shell_command"}),
-    hosts.OPENCODE.name: frozenset({"write", "edit", "multiedit", "patch", "bash"}),
+    h.name: h.changing_tools for h in hosts.HOSTS if h.changing_tools
 }
 RULE = "guard.hook_missed"
 KIND = "hook_missed"

@@ -27,10 +27,8 @@ from guard.planning.checklist import PlanItem, StepStatus
 
 #: (host, tool name) -> the key of the list in the tool input and of each step's text.
 CHECKLIST_TOOLS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
-    (hosts.CLAUDE_CODE.name, "TodoWrite"): ("todos", ("content",)),
-    (hosts.CODEX.name, "update_plan"): ("plan", ("step",)),
-    (hosts.GEMINI.name, "write_todos"): ("todos", ("description",)),
-    (hosts.OPENCODE.name, "todowrite"): ("todos", ("content",)),
+    (h.name, h.checklist.tool): (h.checklist.key, h.checklist.text_keys)
+    for h in hosts.HOSTS if h.checklist
 }
 #: Longest checklist kept; a longer one is cut (the lane is for reading).
 MAX_STEPS = 200
