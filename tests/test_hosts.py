@@ -20,10 +20,13 @@ adding a host is one entry in the registry plus its modules.
 What the check does not count, and why:
 
 - docstrings: they are prose and doctests for a reader, not keys a list selects by;
-- a longer string that mentions a host (``"guard run -- aider"`` in a help text, a
-  path such as ``"/.codex/"``): those are examples and paths, not the host's name
-  used as a key. Help texts that list the hosts build the list from the registry
-  (``guard install --help``, ``guard replay --help``, ``guard effects --help``);
+- a longer string that mentions a host: a path such as ``"/.codex/"`` (a fact of
+  the host's file layout), or an example command line in a ``--help`` text
+  (``guard install codex --user``, ``guard run -- aider``). Those examples are what
+  the user types, written out so they can be copied; tests/docs runs every one of
+  them against the CLI, so a renamed host fails there and not silently. A help
+  text that *lists* the hosts builds the list from the registry (``guard install
+  --help``, ``guard replay --help``, ``guard check --help``, ``guard effects --help``);
 - :data:`NOT_HOST_NAMES` below: a literal that happens to equal a host name but is
   a value of a host's own file format, with the reason for each.
 """

@@ -241,7 +241,7 @@ def exit_requested(cwd: str, tool_input: Mapping[str, Any], tool_use_id: str | N
                 kind="plan_exit",
                 at=utc_now(),
                 detail={
-                    "via": "claude-code ExitPlanMode",
+                    "via": f"{hosts.CLAUDE_CODE.name} {EXIT_TOOL}",
                     "tool_use_id": tool_use_id,
                     "plan_sha256": _digest(plan),
                 },
@@ -374,7 +374,7 @@ def gemini_exit(cwd: str, tool_input: Mapping[str, Any], env: Mapping[str, str])
     nobody asked, so the exit never counts as the user's approval here.
     """
     given = gemini_plan_text(tool_input.get("plan_filename"), env.get("GEMINI_PLANS_DIR"))
-    session, plan_path = _request_exit(cwd, given, "gemini exit_plan_mode")
+    session, plan_path = _request_exit(cwd, given, f"{hosts.GEMINI.name} {GEMINI_EXIT_TOOL}")
     if session is None:
         return _json({})  # no guard plan session here: the policy hook decides alone
     if plan_path is None:
@@ -389,7 +389,7 @@ def codex_stop(cwd: str, message: object) -> Answer:
     found = CODEX_PLAN_TAG.findall(message) if isinstance(message, str) else []
     if not found:
         return Answer(0)
-    session, plan_path = _request_exit(cwd, str(found[-1]), "codex <proposed_plan>")
+    session, plan_path = _request_exit(cwd, str(found[-1]), f"{hosts.CODEX.name} <proposed_plan>")
     if session is None:
         return Answer(0)
     if plan_path is None:
