@@ -8,7 +8,6 @@ all; the managed layer's floor per kind; and the memos of the agent's decisions.
 
 from __future__ import annotations
 
-from guard.decisions import Memo
 from guard.effects import Action, Decision, EffectKind
 from guard.match import Pattern, RuleSet
 from guard.network import NETWORK_ROOT
@@ -20,6 +19,8 @@ from guard.policy.valid import Agent
 LISTS = ("deny", "ask", "allow")
 #: what a deciding pattern decides: (action, rule, "KIND ", the reason after "KIND WHERE")
 Verdict = tuple[Action, str, str, str]
+#: what one walk over a path found (:meth:`RuleSet.first`): (list index, deciding pattern)
+Hit = tuple[int, Pattern]
 
 
 class CompiledAgent:
@@ -72,11 +73,11 @@ class CompiledAgent:
         }
         self._run_rules: tuple[tuple[str, ...], RuleSet] | None = None
         #: decisions by (kind, canonical path, is_dir); "run:" before the path under guard run
-        self.memo: Memo[tuple[EffectKind, str, bool], Decision] = Memo()
+        self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
         #: verdicts by (kind, list, id of the deciding pattern): the patterns live as long
         #: as this; one entry per pattern at most, so it is not bounded
         self.parts: dict[tuple[EffectKind, int, int], Verdict] = {}
-        self.tool_memo: Memo[str, Decision] = Memo()  # by tool name (the policy never changes)
+        self.tool_memo: dict[str, Decision] = {}  # by tool name (the policy never changes)
 
     @property
     def run_rules(self) -> tuple[tuple[str, ...], RuleSet]:

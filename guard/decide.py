@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guard.agent_rules import LISTS, CompiledAgent, Verdict
-from guard.decisions import error_decision, new_decision, with_effect, with_reason
+from guard.agent_rules import LISTS, CompiledAgent, Hit, Verdict
+from guard.decisions import MEMO_LIMIT, error_decision, new_decision, with_effect, with_reason
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError, did_you_mean
 from guard.match import CompiledList, Pattern, parse_pattern
 from guard.network import format_target, split_target, target_path
@@ -275,7 +275,9 @@ class Guard:
             name = effect.target or ""
             d = a.tool_memo.get(name)
             if d is None:
-                d = a.tool_memo.put(name, self._managed_tool(a, self._decide_tool(a, effect)))
+                if len(a.tool_memo) >= MEMO_LIMIT:
+                    a.tool_memo.clear()
+                d = a.tool_memo[name] = self._managed_tool(a, self._decide_tool(a, effect))
             return d if d.effect == effect else with_effect(d, effect)
         if effect.target is None:
             if kind is EffectKind.NETWORK and effect.changes_remote and a.mode == "plan":
@@ -415,14 +417,14 @@ class Guard:
         if shown is None:  # Roots.describe, as one regex
             m = self._where_rx.match(path)
             shown = path if m is None else self._where_names[m.lastindex - 1] + path[m.end() :]  # type: ignore[operator]
-        return a.memo.put(key, new_decision(action, head + shown + tail, rule, effect))
+        decision = new_decision(action, head + shown + tail, rule, effect)
+        if len(a.memo) >= MEMO_LIMIT:
+            a.memo.clear()
+        a.memo[key] = decision
+        return decision
 
     def _rule_walk(
-        self,
-        a: CompiledAgent,
-        kind: EffectKind,
-        names: tuple[str, ...],
-        hit: tuple[int, Pattern] | None,
+        self, a: CompiledAgent, kind: EffectKind, names: tuple[str, ...], hit: Hit | None
     ) -> Verdict:
         """The rule walk, given ``hit``: the first list in checking order (protected >
         managed deny > deny > managed ask > ask > allow [> model_api]) whose deciding

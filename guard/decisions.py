@@ -1,4 +1,4 @@
-"""What the evaluator (:mod:`guard.decide`) keeps around its rule walk: bounded memos,
+"""What the evaluator (:mod:`guard.decide`) keeps around its rule walk: the memos' bound,
 and the fast way to build the decisions of the per-path hot path.
 
 Nothing here decides anything: the walk and its wording live in :mod:`guard.decide`.
@@ -8,28 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TypeVar
 
 from guard.effects import Action, Decision, Effect, GuardError
 
-#: how many decisions one memo keeps before it starts again empty
+#: how many decisions one memo (a plain dict: its look-up is the hot path) keeps before
+#: it starts again empty
 MEMO_LIMIT = 1 << 16
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class Memo(dict[K, V]):
-    """A dict of answers worked out once, emptied when it holds :data:`MEMO_LIMIT`."""
-
-    __slots__ = ()
-
-    def put(self, key: K, value: V) -> V:
-        """Remember ``value`` for ``key`` (forgetting everything first when full)."""
-        if len(self) >= MEMO_LIMIT:
-            self.clear()
-        self[key] = value
-        return value
 
 
 def decision_maker() -> Callable[[Action, str, str, Effect | None], Decision]:
