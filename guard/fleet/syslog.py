@@ -65,6 +65,7 @@ KEEP = (
     "ts", "type", "source", "audit_schema", "record_id", "hostname", "user", "uid", "session",
     "guard_version", "policy_digest", "host_agent", "host_agent_version", "agent",
     "tool_name", "decision", "reason", "rule", "event", "path", "cwd",
+    "chain_seq", "chain", "chain_prev", "chain_log",
 )  # fmt: skip
 
 

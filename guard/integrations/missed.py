@@ -482,6 +482,10 @@ def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
         stamp(record, g, session=m.session, host_agent=m.host)
         if gate.sink is not None:
             gate.sink.write(record, g.roots)
+            if not getattr(gate.sink, "ships", False):
+                from guard.fleet.syslog import ship
+
+                ship(g.audit_settings, [record], g.roots.data)  # never raises, never waits
     names = ", ".join(m.describe() for m in found)
     if plan:
         wt = g.roots.worktree
