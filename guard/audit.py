@@ -31,7 +31,10 @@ previous record's MAC and the record's own bytes (every other key of the line: t
 verdict and the fleet envelope alike). The chain continues from the log's last
 record (read back under the lock; an appender that wrote it remembers it). A record
 without the key cannot be added, edited, removed or moved without :func:`verify`
-naming its line; what the chain does not prove is said in SECURITY.md.
+naming its line; what the chain does not prove is said in SECURITY.md. A writer gives
+each record it wrote (the dict) the chain keys, plus ``chain_prev`` (the MAC it
+continues from) and ``chain_log`` (the log's name), so that the copy shipped through
+syslog can be checked on its own at the collector (:func:`verify_shipped`).
 
 Every front door writes through one :class:`AuditSink` (the hook runner, ``guard
 check --audit-log``, the MCP proxy, the monitor), and every record shares one
@@ -77,7 +80,7 @@ KEY_NAME = "audit.key"
 KEY_BYTES = 32
 #: the keys the writer adds to every line of an audit log, last
 CHAIN_KEYS = ("chain_seq", "chain")
-#: the chain keys a shipped record carries (:func:`link`): the local line's two, the MAC
+#: the chain keys a shipped record carries (:func:`append_records`): the local line's two, the MAC
 #: it continues from, and the log's file name (one chain per log: per user and project)
 SHIPPED_CHAIN_KEYS = ("chain_seq", "chain", "chain_prev", "chain_log")
 _CHAIN = re.compile(rb', "chain_seq": ([1-9][0-9]{0,17}), "chain": "([0-9a-f]{64})"\}\Z')
@@ -369,8 +372,9 @@ def append_many(records: list[dict[str, Any]], path: Path) -> Path:
 
 def append_records(appender: Appender, records: list[dict[str, Any]]) -> None:
     """Append ``records`` through ``appender`` (one batch), then give each dict, in place,
-    the chain keys a shipped copy carries (:data:`SHIPPED_CHAIN_KEYS`, :func:`link`): the
-    record as written is the dict less those keys, so a collector can check its MAC."""
+    the chain keys a shipped copy carries (:data:`SHIPPED_CHAIN_KEYS`): the record as
+    written is the dict less those keys, so a collector can check its MAC
+    (:func:`verify_shipped`)."""
     stamp = now_iso()
     for r in records:
         r.setdefault("ts", stamp)  # the dict as written: a shipped copy must match it
