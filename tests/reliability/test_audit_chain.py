@@ -354,3 +354,29 @@ def test_a_shipped_chain_that_starts_again_is_named(home: Path) -> None:
     assert bad.returncode == 2 and "cannot read shipped records" in bad.stderr + bad.stdout
     mixed = guard(home, "audit", "verify", str(log), "--host", "m1")
     assert mixed.returncode == 2 and "--shipped" in mixed.stderr + mixed.stdout
+
+
+def test_a_record_shipped_shortened_keeps_its_place_and_is_named(home: Path) -> None:
+    """A record over the message limit is shipped shortened: it keeps its chain keys (the
+    next record still links to it), and verify says its MAC can only be checked locally."""
+    from guard.fleet import syslog
+
+    log = home / "audit" / "p.jsonl"
+    recs: list[dict[str, object]] = [
+        {"type": "verdict", "n": 0, "hostname": "m1", "uid": 1},
+        {"type": "verdict", "n": 1, "hostname": "m1", "uid": 1, "reason": "x" * 70000},
+        {"type": "verdict", "n": 2, "hostname": "m1", "uid": 1},
+    ]
+    audit.append_many(recs, log)
+    bodies = []
+    for r in recs:
+        msg = syslog.message(syslog.spool_line(r)[:-1], 4)
+        bodies.append(msg[msg.index(b"{"):].decode())
+    short = json.loads(bodies[1])
+    assert "truncated" in short and short["chain"] == recs[1]["chain"]
+    collector = home / "central.jsonl"
+    collector.write_text("".join(b + "\n" for b in bodies))
+    proc = guard(home, "audit", "verify", "--shipped", str(collector), "--json")
+    assert proc.returncode == 1
+    [finding] = json.loads(proc.stdout)["findings"]
+    assert finding["line"] == 2 and finding["problem"].startswith("shipped shortened")
