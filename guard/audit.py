@@ -817,7 +817,7 @@ def verify_shipped(
     out = Verification()
     chains: dict[tuple[Any, Any, str], dict[int, tuple[str, str, int]]] = {}
     skipped = resent = 0
-    claimed: set[tuple[Any, Any, str, int]] = set()  # numbers of records named as bad
+    claimed: dict[tuple[Any, Any, str], set[int]] = {}  # numbers of records named as bad
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -844,7 +844,8 @@ def verify_shipped(
                 out.findings.append(Finding(path, number, str(problem)))
                 seq, log = record.get("chain_seq"), record.get("chain_log")
                 if isinstance(seq, int) and isinstance(log, str):  # named here, not "missing"
-                    claimed.add((record.get("hostname"), record.get("uid"), log, seq))
+                    claimed.setdefault((record.get("hostname"), record.get("uid"), log),
+                                       set()).add(seq)
                 continue
             h, uid, log, seq, mac, prev = link
             seen = chains.setdefault((h, uid, log), {})
@@ -866,14 +867,16 @@ def verify_shipped(
                 " were received elsewhere (or before this file)")))
         for a, b in itertools.pairwise(numbers):
             if b > a + 1:
-                gone = ([a + 1, b - 1] if b - a - 1 > len(claimed)  # not all named
-                        else [n for n in range(a + 1, b) if (h, uid, log, n) not in claimed])
-                if gone:
-                    which = (f"record {gone[0]}" if len(gone) == 1
-                             else f"records {gone[0]} to {gone[-1]}")
-                    out.findings.append(Finding(path, seen[b][2], (
-                        f"{which} of {log} on {h} (uid {uid}) missing before this line: not"
-                        " received (not shipped, lost, or removed)")))
+                # the numbers between, less those of records already named as bad
+                named = sorted(n for n in claimed.get((h, uid, log), ()) if a < n < b)
+                low = a + 1
+                for n in [*named, b]:
+                    if n > low:
+                        which = f"record {low}" if n == low + 1 else f"records {low} to {n - 1}"
+                        out.findings.append(Finding(path, seen[b][2], (
+                            f"{which} of {log} on {h} (uid {uid}) missing before this line:"
+                            " not received (not shipped, lost, or removed)")))
+                    low = n + 1
             elif seen[b][1] != seen[a][0]:
                 out.findings.append(Finding(path, seen[b][2], (
                     f"record {b} of {log} on {h} does not continue record {a} (line"

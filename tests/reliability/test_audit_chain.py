@@ -380,3 +380,23 @@ def test_a_record_shipped_shortened_keeps_its_place_and_is_named(home: Path) -> 
     assert proc.returncode == 1
     [finding] = json.loads(proc.stdout)["findings"]
     assert finding["line"] == 2 and finding["problem"].startswith("shipped shortened")
+
+
+def test_an_edited_shipped_record_next_to_a_dropped_one_is_named_once_each(home: Path) -> None:
+    """Attack at the collector: record 2 turned into an allow, records 3 and 5 removed.
+    The edit is named as an edit (not also as missing), the removals as missing."""
+    log = home / "audit" / "p.jsonl"
+    recs: list[dict[str, object]] = [
+        {"type": "verdict", "decision": "deny", "n": i, "hostname": "m1", "uid": 0}
+        for i in range(6)]
+    audit.append_many(recs, log)
+    recs[1]["decision"] = "allow"
+    collector = home / "central.jsonl"
+    collector.write_text(_shipped([recs[0], recs[1], recs[3], recs[5]]))
+    proc = guard(home, "audit", "verify", "--shipped", str(collector))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"{collector}:2: the MAC does not match")
+    assert lines[1].startswith(f"{collector}:3: record 3 of p.jsonl on m1 (uid 0) missing")
+    assert lines[2].startswith(f"{collector}:4: record 5 of p.jsonl on m1 (uid 0) missing")
+    assert lines[3] == f"{collector}: 4 shipped records, 3 problem(s)"
