@@ -20,11 +20,15 @@ the monitor has one code path for both.
 The observer is watching once the mark is placed: the walk that caches the handle
 of every directory already there runs on a thread of its own (a 1,000,000-file
 tree takes it a minute). Until it ends, an event inside a directory removed
-before the walk reached it cannot be named; each such event is counted in
-:attr:`FanotifyObserver.lost`, and ``trouble("lost", ...)`` tells the monitor at
-the first one and, if more came, once more when the walk ends: the monitor then
-scans against its baseline, as after a queue overflow. An overflow empties the
-cache (a directory may have moved unseen) and walks again.
+before the walk reached it cannot be named. Nor can it be told from an event in a
+directory another process removed anywhere else on the same file system (the mark
+sees them all, and a removed directory's handle names nothing): both are lost
+events, one kind. Each is counted in :attr:`FanotifyObserver.lost` and passed to
+``on_lost`` as it is read (the monitor's baseline needs the exact count: see
+:mod:`guard.monitor.phases`); ``trouble("lost", ...)`` tells the monitor at the
+first one and, if more came, once more when the walk ends: the monitor then scans
+against its baseline, as after a queue overflow. An overflow empties the cache (a
+directory may have moved unseen) and walks again.
 """
 
 from __future__ import annotations
@@ -233,7 +237,9 @@ class FanotifyObserver:
     """Reads a fanotify group on its own thread and hands events to a second one, which
     calls ``emit(event, describe(pid))`` for events under the roots (in order), and
     ``trouble("overflow", message)`` on ``FAN_Q_OVERFLOW`` (``trouble("lost", message)``
-    for events the directory walk could not name yet, see the module's docstring).
+    for events the directory walk could not name yet, see the module's docstring;
+    ``on_lost()`` for each one of them, on the reader thread, before any later event
+    is handed on).
 
     ``describe`` runs on the reader thread, as soon as the event is read, so a
     short-lived writer is still there to be described as often as possible.
@@ -251,9 +257,11 @@ class FanotifyObserver:
         emit: Emit,
         trouble: Callable[[str, str], None],
         describe: Callable[[int], Any] = int,
+        on_lost: Callable[[], None] | None = None,
     ) -> None:
         self.roots = [str(r) for r in roots]
         self._emit = emit
+        self._on_lost = on_lost
         self._describe = describe
         self._queue: queue.SimpleQueue[tuple[FileSystemEvent, Any] | None] = queue.SimpleQueue()
         self._dispatcher = threading.Thread(target=self._dispatch, daemon=True,
@@ -505,7 +513,8 @@ class FanotifyObserver:
 
     def _lost(self) -> None:
         """A directory of our file systems could not be named: while the walk runs, it
-        may have been under a root (its handle was not cached yet)."""
+        may have been under a root (its handle was not cached yet), or anywhere else on
+        the file system; nothing tells which, so it counts as lost either way."""
         with self._cache_lock:
             if not self._walking:
                 return  # every directory there was is cached: this one was elsewhere
@@ -514,9 +523,13 @@ class FanotifyObserver:
             first = self._walk_told == 0
             if first:
                 self._walk_told = self._walk_lost
+        if self._on_lost is not None:
+            self._on_lost()  # every one: the baseline asks whether any came since phase 1
         if first:
             self._trouble("lost", "fanotify: an event named a directory that was removed"
-                          " before the directory walk reached it: its path is unknown")
+                          " before the directory walk reached it (under the watched"
+                          " trees or elsewhere on the file system: a removed directory"
+                          " cannot be told apart): its path is unknown")
 
     def _remember(self, key: tuple[bytes, bytes], path: str) -> None:
         with self._cache_lock:

@@ -155,7 +155,8 @@ class Monitor(_Sink):
         self.restore_failures = 0
         self.notices: list[Notice] = []
         self.overflows = 0
-        #: overflows and events fanotify could not name (its directory walk was running)
+        #: overflows, and every event fanotify could not name (its directory walk was
+        #: running; the event may be another process's, elsewhere on the file system)
         self.events_lost = 0
         self._lost_at_phase1 = 0
         self.watch_errors = 0
@@ -451,11 +452,11 @@ class Monitor(_Sink):
     def _trouble(self, kind: str, message: str) -> None:
         """Called on watchdog's reader thread: note it, wake the reconciler at once."""
         if kind in ("overflow", "lost"):
-            with self._lock:
-                self.events_lost += 1  # the baseline's walk trusts no event since (phases.py)
-            which = "fanotify" if isinstance(self._observer, FanotifyObserver) else "inotify"
+            which = self.backend.backend if self.backend is not None else "inotify"
             if kind == "overflow":
                 self.overflows += 1
+                self._lost_event()
+            # "lost" is told once per walk; _lost_event has counted each such event
             self._notice(
                 f"{which}-{kind}",
                 f"{message}; running a reconciliation scan against the baseline",
@@ -467,6 +468,13 @@ class Monitor(_Sink):
             self._wake_reason = f"after {kind}"
         self._wake.set()
         self._flush()
+
+    def _lost_event(self) -> None:
+        """Events were lost (an overflow, or one event fanotify could not name): counted
+        each time, on the reader thread, before any later event is handled. The
+        baseline's walk trusts no event since phase 1 once this moved (phases.py)."""
+        with self._lock:
+            self.events_lost += 1
 
     def _on_fan_event(self, ev: FileSystemEvent, origin: Origin) -> None:
         remember_origin(self, ev, origin)
