@@ -31,7 +31,10 @@ previous record's MAC and the record's own bytes (every other key of the line: t
 verdict and the fleet envelope alike). The chain continues from the log's last
 record (read back under the lock; an appender that wrote it remembers it). A record
 without the key cannot be added, edited, removed or moved without :func:`verify`
-naming its line; what the chain does not prove is said in SECURITY.md.
+naming its line; what the chain does not prove is said in SECURITY.md. A writer gives
+each record it wrote (the dict) the chain keys, plus ``chain_prev`` (the MAC it
+continues from) and ``chain_log`` (the log's name), so that the copy shipped through
+syslog can be checked on its own at the collector (:func:`verify_shipped`).
 
 Every front door writes through one :class:`AuditSink` (the hook runner, ``guard
 check --audit-log``, the MCP proxy, the monitor), and every record shares one
@@ -48,6 +51,7 @@ import contextlib
 import errno
 import fcntl
 import hmac
+import itertools
 import json
 import os
 import re
@@ -76,6 +80,9 @@ KEY_NAME = "audit.key"
 KEY_BYTES = 32
 #: the keys the writer adds to every line of an audit log, last
 CHAIN_KEYS = ("chain_seq", "chain")
+#: the chain keys a shipped record carries (:func:`append_records`): the local line's two, the MAC
+#: it continues from, and the log's file name (one chain per log: per user and project)
+SHIPPED_CHAIN_KEYS = ("chain_seq", "chain", "chain_prev", "chain_log")
 _CHAIN = re.compile(rb', "chain_seq": ([1-9][0-9]{0,17}), "chain": "([0-9a-f]{64})"\}\Z')
 _keys: dict[Path, tuple[tuple[int, ...], bytes]] = {}  # path -> (file identity, key)
 
@@ -175,17 +182,24 @@ def _mac(key: bytes, seq: int, prev: bytes, body: bytes) -> bytes:
 
 
 def chain_lines(
-    key: bytes, data: bytes, head: tuple[int, bytes]
+    key: bytes,
+    data: bytes,
+    head: tuple[int, bytes],
+    links: list[tuple[int, bytes, bytes]] | None = None,
 ) -> tuple[bytes, tuple[int, bytes]]:
     """``data`` (lines, each one JSON object) with the chain keys added to each, after
-    ``head`` (the last record's number and MAC; ``(0, b"")`` for none); and the new head."""
+    ``head`` (the last record's number and MAC; ``(0, b"")`` for none); and the new head.
+    ``links`` gets each line's (number, MAC, the MAC it continues from)."""
     seq, prev = head
     out = []
     for body in data.split(b"\n")[:-1]:
         if len(body) < 3 or body[-1:] != b"}":
             raise AuditError("an audit record must be a non-empty JSON object on one line")
         seq += 1
-        prev = _mac(key, seq, prev, body)
+        mac = _mac(key, seq, prev, body)
+        if links is not None:
+            links.append((seq, mac, prev))
+        prev = mac
         out.append(b'%s, "chain_seq": %d, "chain": "%s"}\n' % (body[:-1], seq, prev))
     return b"".join(out), (seq, prev)
 
@@ -350,10 +364,26 @@ def append_many(records: list[dict[str, Any]], path: Path) -> Path:
     """
     appender = Appender(path)
     try:
-        appender.append(encode_many(records))
+        append_records(appender, records)
     finally:
         appender.close()
     return path
+
+
+def append_records(appender: Appender, records: list[dict[str, Any]]) -> None:
+    """Append ``records`` through ``appender`` (one batch), then give each dict, in place,
+    the chain keys a shipped copy carries (:data:`SHIPPED_CHAIN_KEYS`): the record as
+    written is the dict less those keys, so a collector can check its MAC
+    (:func:`verify_shipped`)."""
+    stamp = now_iso()
+    for r in records:
+        r.setdefault("ts", stamp)  # the dict as written: a shipped copy must match it
+    appender.append(encode_many(records))
+    if appender.audit:
+        name = appender.path.name
+        for r, (seq, mac, prev) in zip(records, appender.links, strict=True):
+            r["chain_seq"], r["chain"] = seq, mac.decode()
+            r["chain_prev"], r["chain_log"] = prev.decode(), name
 
 
 class Appender:
@@ -378,6 +408,8 @@ class Appender:
         self._fd = -1
         self._end = -1  # where the last write of this appender ended (-1: unknown)
         self._head: tuple[int, bytes] = (0, b"")  # the chain's head at _end
+        #: (number, MAC, previous MAC) of each line of the last batch written
+        self.links: list[tuple[int, bytes, bytes]] = []
 
     def _open(self) -> int:
         if self.audit:
@@ -428,9 +460,10 @@ class Appender:
                     os.ftruncate(fd, whole)  # a killed writer's torn tail, never a record
                     size = whole
             out = data
+            links: list[tuple[int, bytes, bytes]] = []
             if self.audit:
                 head = self._head if size == self._end else _head_of(fd, size, self.path)
-                out, head = chain_lines(key, data, head)
+                out, head = chain_lines(key, data, head, links)
             if limit and size and size + len(out) > limit:
                 parts = rotated(self.path)
                 number = int(parts[-1].name.rsplit(".", 1)[1]) + 1 if parts else 1
@@ -446,6 +479,7 @@ class Appender:
             self._end = size + len(out)
             if self.audit:
                 self._head = head
+                self.links = links
             fcntl.flock(fd, fcntl.LOCK_UN)
             return
         raise OSError(errno.EAGAIN, "it keeps being replaced")
@@ -456,8 +490,9 @@ def encode_many(records: list[dict[str, Any]]) -> bytes:
     stamp = now_iso()
     out = []
     for r in records:
-        if "chain" in r or "chain_seq" in r:  # the writer's to add, never a caller's
-            r = {k: v for k, v in r.items() if k not in CHAIN_KEYS}
+        if "chain" in r or "chain_seq" in r or "chain_prev" in r or "chain_log" in r:
+            # the writer's to add, never a caller's
+            r = {k: v for k, v in r.items() if k not in SHIPPED_CHAIN_KEYS}
         out.append(encode(r if "ts" in r else {"ts": stamp, **r}))
     return b"".join(out)
 
@@ -534,7 +569,8 @@ class AuditLog:
         if self.path is None and roots is None:
             cwd = record.get("cwd")
             roots = Roots.discover(cwd if isinstance(cwd, str) and cwd else None)
-        append(dict(record), self.path, roots=roots)
+        # a dict is written as is: it gets the chain keys its shipped copy carries
+        append(record if isinstance(record, dict) else dict(record), self.path, roots=roots)
 
 
 class MemorySink:
@@ -714,6 +750,142 @@ def verify(path: Path, key: bytes, anchor: tuple[int, str] | None = None) -> Ver
             path, 0, f"the anchored head {anchor[0]}:{anchor[1][:12]}... is not in the log (it"
             f" ends at record {ends}): records were cut from its end, or it was replaced",
         ))  # fmt: skip
+    return out
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def shipped_record(line: bytes) -> dict[str, Any] | None:
+    """The record a collector received, from one line of its file: the JSON object alone
+    (``%msg%``), or a whole RFC 5424 message whose body is it. None when the line holds
+    no JSON object."""
+    start = line.find(b"{")
+    if start < 0:
+        return None
+    try:
+        value = json.loads(line[start:])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def check_shipped(
+    record: dict[str, Any], keys: list[bytes]
+) -> tuple[tuple[Any, Any, str, int, str, str] | None, str | None]:
+    """Check one shipped record's MAC with any of ``keys``.
+
+    Returns ``(link, None)`` when it verifies, where ``link`` is (host, uid, log, number,
+    MAC, previous MAC); ``(None, problem)`` when it does not (or carries no chain)."""
+    fields = [record.get(k) for k in SHIPPED_CHAIN_KEYS]
+    if all(v is None for v in fields):
+        return None, ("no chain keys: guard's writer did not write this record (forged, or"
+                      " shipped by a guard that did not chain records)")  # fmt: skip
+    seq, mac, prev, log = fields
+    if (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1
+            or not isinstance(mac, str) or not _HEX64.fullmatch(mac)
+            or not isinstance(prev, str)
+            or not (prev == "" if seq == 1 else _HEX64.fullmatch(prev))
+            or not isinstance(log, str) or not log):
+        return None, "malformed chain keys (chain_seq, chain, chain_prev, chain_log): forged"
+    rest = {k: v for k, v in record.items() if k not in SHIPPED_CHAIN_KEYS}
+    if "truncated" in rest:
+        return None, ("shipped shortened (over the message limit): its MAC covers the whole"
+                      " record, which only the local log keeps; check it there")  # fmt: skip
+    body = encode(rest)[:-1]
+    for key in keys:
+        if hmac.compare_digest(_mac(key, seq, prev.encode(), body), mac.encode()):
+            return (record.get("hostname"), record.get("uid"), log, seq, mac, prev), None
+    return None, ("the MAC does not match: the record was edited or forged (or the key of"
+                  " the machine and user that wrote it was not given)")  # fmt: skip
+
+
+def verify_shipped(
+    path: Path, keys: list[bytes], host: str | None = None
+) -> Verification:
+    """Check the records a collector received (``path``: one record a line, as the
+    rsyslog configuration of docs/fleet.md writes them) with ``keys``.
+
+    Each shipped record carries its local line's chain keys plus the MAC it continues
+    from and its log's name (:data:`SHIPPED_CHAIN_KEYS`), so each is checked on its own
+    (edited or forged records are named), then each chain (machine, user, log) is
+    checked for records missing between those received, records that do not continue
+    their predecessor, and a chain that started again. Records received twice (a
+    resend) are a note. ``host``: check that machine's records only. Raises
+    :class:`AuditError` when the file cannot be read.
+    """
+    out = Verification()
+    chains: dict[tuple[Any, Any, str], dict[int, tuple[str, str, int]]] = {}
+    skipped = resent = 0
+    claimed: dict[tuple[Any, Any, str], set[int]] = {}  # numbers of records named as bad
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise AuditError(f"cannot read shipped records {path}: {exc.strerror or exc}") from exc
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            line = raw.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            record = shipped_record(line)
+            if record is None:
+                out.findings.append(Finding(path, number, "not a JSON record"))
+                continue
+            if host is not None and record.get("hostname") != host:
+                skipped += 1
+                continue
+            out.records += 1
+            if record.get("source") == "ship" and "chain" not in record:
+                out.notes.append(Finding(path, number, "a shipper's notice (made by the"
+                                         " shipper, in no local log, so not chained)"))
+                continue
+            link, problem = check_shipped(record, keys)
+            if link is None:
+                out.findings.append(Finding(path, number, str(problem)))
+                seq, log = record.get("chain_seq"), record.get("chain_log")
+                if isinstance(seq, int) and isinstance(log, str):  # named here, not "missing"
+                    claimed.setdefault((record.get("hostname"), record.get("uid"), log),
+                                       set()).add(seq)
+                continue
+            h, uid, log, seq, mac, prev = link
+            seen = chains.setdefault((h, uid, log), {})
+            before = seen.get(seq)
+            if before is not None:
+                if before[0] == mac:
+                    resent += 1
+                    continue
+                out.findings.append(Finding(path, number, (
+                    f"a second record {seq} of {log} on {h} (the first is line {before[2]}):"
+                    " its chain started again, so its local log was removed or replaced")))
+                continue
+            seen[seq] = (mac, prev, number)
+    for (h, uid, log), seen in chains.items():
+        numbers = sorted(seen)
+        if numbers[0] > 1:
+            out.notes.append(Finding(path, seen[numbers[0]][2], (
+                f"{log} on {h} (uid {uid}) starts at record {numbers[0]}: earlier records"
+                " were received elsewhere (or before this file)")))
+        for a, b in itertools.pairwise(numbers):
+            if b > a + 1:
+                # the numbers between, less those of records already named as bad
+                named = sorted(n for n in claimed.get((h, uid, log), ()) if a < n < b)
+                low = a + 1
+                for n in [*named, b]:
+                    if n > low:
+                        which = f"record {low}" if n == low + 1 else f"records {low} to {n - 1}"
+                        out.findings.append(Finding(path, seen[b][2], (
+                            f"{which} of {log} on {h} (uid {uid}) missing before this line:"
+                            " not received (not shipped, lost, or removed)")))
+                    low = n + 1
+            elif seen[b][1] != seen[a][0]:
+                out.findings.append(Finding(path, seen[b][2], (
+                    f"record {b} of {log} on {h} does not continue record {a} (line"
+                    f" {seen[a][2]}): one of them is from another chain")))
+    if resent:
+        out.notes.append(Finding(path, 0, f"{resent} records received more than once (a"
+                                 " resend after a lost connection: identical, same MAC)"))
+    if skipped:
+        out.notes.append(Finding(path, 0, f"{skipped} records of other machines not checked"))
     return out
 
 

@@ -148,8 +148,63 @@ def _tail(path: Path, size: int = TAIL) -> bytes:
     return out
 
 
-def _lines_with(data: bytes, needle: bytes) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
+class Trust:
+    """The installation's audit key for one check, and the records it could not trust.
+
+    A record counts as guard's decision only when its chain MAC verifies under the key
+    (:func:`untrusted`): the audit log is in guard's data directory, but a record written
+    there by anything else (a forged ``allow`` or ``hook_missed``) must not stand in for
+    a decision. Records that would have counted and do not are kept in :attr:`forged`
+    (their line's start, and why), to be reported as tampering."""
+
+    def __init__(self) -> None:
+        from guard.audit import AuditError, load_key
+
+        self.key: bytes | None
+        self.why_no_key = ""
+        try:
+            self.key = load_key(create=False)
+        except AuditError as exc:
+            self.key, self.why_no_key = None, str(exc)
+        self.forged: list[dict[str, Any]] = []
+
+    def note(self, log: Path, rec: Mapping[str, Any], why: str) -> None:
+        if len(self.forged) < 20:
+            self.forged.append({"log": str(log), "record_id": rec.get("record_id"),
+                                "decision": rec.get("decision"), "kind": rec.get("kind"),
+                                "chain_seq": rec.get("chain_seq"), "problem": why})
+
+
+def untrusted(data: bytes, start: int, end: int, key: bytes | None) -> str | None:
+    """Why the line ``data[start:end]`` is not a record guard's writer chained under
+    ``key``; None when its MAC verifies. Only this line and the end of the one before it
+    (whose MAC this one continues, or none for record 1) are read: no walk of the log."""
+    from guard.audit import _CHAIN, _chain_of, _mac
+
+    found = _chain_of(data[start:end])
+    if found is None:
+        return "no chain MAC: guard's writer did not write it"
+    seq, mac, body = found
+    prev = b""
+    if seq > 1:
+        if start == 0:
+            return f"record {seq - 1}, which it continues, is not before it"
+        pstart = data.rfind(b"\n", 0, start - 1) + 1
+        before = _CHAIN.search(data, pstart, start - 1)  # a cut first line keeps its end
+        if before is None or int(before.group(1)) != seq - 1:
+            return f"record {seq - 1}, which it continues, is not before it"
+        prev = before.group(2)
+    if key is None:
+        return "no audit key to check it with"
+    import hmac
+
+    if not hmac.compare_digest(_mac(key, seq, prev, body), mac):
+        return "the MAC does not match: forged or edited"
+    return None
+
+
+def _lines_with(data: bytes, needle: bytes) -> list[tuple[dict[str, Any], int, int]]:
+    found: list[tuple[dict[str, Any], int, int]] = []
     at = data.find(needle)
     while at >= 0:
         start = data.rfind(b"\n", 0, at) + 1
@@ -160,7 +215,7 @@ def _lines_with(data: bytes, needle: bytes) -> list[dict[str, Any]]:
         except ValueError:
             rec = None
         if isinstance(rec, dict):
-            found.append(rec)
+            found.append((rec, start, end))
         at = data.find(needle, end)
     return found
 
@@ -182,10 +237,14 @@ def decided(
     tool_use_id: str | None,
     tool_name: str,
     tool_input: Mapping[str, Any] | None,
+    trust: Trust | None = None,
 ) -> bool:
     """Whether the log (else another project's recent log) holds guard's pre-tool decision
-    for this call, or already a ``hook_missed`` record of it (each is reported once)."""
-    if _decided_in(log, host, session, tool_use_id, tool_name, tool_input):
+    for this call, or already a ``hook_missed`` record of it (each is reported once).
+    Only records whose chain MAC verifies count; the others that would have are noted
+    in ``trust`` (:class:`Trust`)."""
+    trust = trust if trust is not None else Trust()
+    if _decided_in(log, host, session, tool_use_id, tool_name, tool_input, trust):
         return True
     try:
         others = [(e.stat().st_mtime, Path(e.path)) for e in os.scandir(log.parent)
@@ -193,7 +252,7 @@ def decided(
     except OSError:
         return False
     recent = sorted((o for o in others if o[0] > time.time() - OTHER_LOGS_AGE), reverse=True)
-    return any(_decided_in(p, host, session, tool_use_id, tool_name, tool_input)
+    return any(_decided_in(p, host, session, tool_use_id, tool_name, tool_input, trust)
                for _, p in recent[:OTHER_LOGS_MAX])
 
 
@@ -204,6 +263,7 @@ def _decided_in(
     tool_use_id: str | None,
     tool_name: str,
     tool_input: Mapping[str, Any] | None,
+    trust: Trust,
 ) -> bool:
     data = _tail(log)
     if not data:
@@ -215,21 +275,42 @@ def _decided_in(
                 and rec.get("source") == "hook" and rec.get("host") == host
                 and rec.get("session_id") == session)
 
+    forged: list[tuple[dict[str, Any], str]] = []
+
+    def trusted(rec: dict[str, Any], start: int, end: int) -> bool:
+        # checked only for the records that would count: one HMAC each, no walk of the log
+        why = untrusted(data, start, end, trust.key)
+        if why is None:
+            return True
+        forged.append((rec, why if trust.key is not None or not trust.why_no_key
+                       else f"{why} ({trust.why_no_key})"))
+        return False
+
+    def result(found: bool) -> bool:
+        # a forged record is reported when it was all that claimed the decision (then the
+        # genuine hook_missed record written with the report answers the next look)
+        if not found:
+            for rec, why in forged:
+                trust.note(log, rec, why)
+        return found
+
     if tool_use_id:
-        return any(ours(r) for r in _lines_with(data, _needle("tool_use_id", tool_use_id)))
+        return result(any([ours(r) and trusted(r, a, b)
+                           for r, a, b in _lines_with(data, _needle("tool_use_id", tool_use_id))]))
     if tool_input is None:
         return False
     digest = input_digest(tool_input)
-    if any(ours(r) and r.get("tool_name") == tool_name
-           for r in _lines_with(data, _needle("input_sha256", digest))):
-        return True
+    if any([ours(r) and r.get("tool_name") == tool_name and trusted(r, a, b)
+            for r, a, b in _lines_with(data, _needle("input_sha256", digest))]):
+        return result(True)
     # a call guard ran confined: the host reports the rewritten input
-    for rec in _lines_with(data, b'"updated_input": '):
+    for rec, a, b in _lines_with(data, b'"updated_input": '):
         updated = rec.get("updated_input")
         if (ours(rec) and rec.get("tool_name") == tool_name and isinstance(updated, dict)
-                and all(tool_input.get(k) == v for k, v in updated.items())):
-            return True
-    return False
+                and all(tool_input.get(k) == v for k, v in updated.items())
+                and trusted(rec, a, b)):
+            return result(True)
+    return result(False)
 
 
 # -- the hold -------------------------------------------------------------------------
@@ -259,17 +340,21 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def hold(found: list[Missed], worktree: str | None, agent: str, report: Mapping[str, Any]) -> Path:
-    """Hold the host session of ``found`` (plan mode): every further call is a deny."""
+def hold(found: list[Missed], worktree: str | None, agent: str, report: Mapping[str, Any],
+         forged: list[dict[str, Any]] | None = None) -> Path:
+    """Hold the host session of ``found`` (plan mode): every further call is a deny.
+    ``forged``: decision records of those calls that did not verify (said in the hold)."""
     first = found[0]
     path = hold_path(first.host, first.session, first.cwd)
     old = read_hold(path) or {}
     calls = [*old.get("calls", []), *[m.to_json() for m in found]] if isinstance(
         old.get("calls"), list) else [m.to_json() for m in found]
+    before = old.get("forged")
+    kept = [*(before if isinstance(before, list) else []), *(forged or [])][-20:]
     _write_json(path, {
         "host": first.host, "session_id": first.session, "worktree": worktree,
         "cwd": first.cwd, "agent": agent, "since": old.get("since") or now_iso(),
-        "calls": calls[-50:], "landed": report,
+        "calls": calls[-50:], "landed": report, **({"forged": kept} if kept else {}),
     })
     return path
 
@@ -304,6 +389,9 @@ def held_reason(data: Mapping[str, Any], report_text: str = "") -> str:
         f" hook did not run); plan mode holds session {session}: every call is refused until"
         f" the user looks at what happened and runs `{RESUME}`"
     )
+    forged = data.get("forged")
+    if isinstance(forged, list) and forged and all(isinstance(f, dict) for f in forged):
+        text += f". {tamper_text(forged)}"
     return text + (f". {report_text}" if report_text else "")
 
 
@@ -436,8 +524,9 @@ def _deciding(gate: Gate, hook: HookCall, adapter: HostAdapter) -> tuple[Guard, 
 
 def _found(
     g: Guard, hook: HookCall, payload: Mapping[str, Any], *, post: bool
-) -> list[Missed]:
-    """The calls of this host session guard never decided, known at this hook call."""
+) -> tuple[list[Missed], list[dict[str, Any]]]:
+    """The calls of this host session guard never decided, known at this hook call; and
+    the records that claimed to decide them but whose MAC does not verify (forged)."""
     from guard.audit import default_log_path
 
     call = hook.call
@@ -446,25 +535,45 @@ def _found(
     results, _ = transcript_results(hook.host, call.session, call.cwd,
                                     transcript if isinstance(transcript, str) else None)
     found: list[Missed] = []
+    trust: Trust | None = None
     for use_id, name, given in results:
         if use_id == hook.tool_use_id:
             continue  # this call: decided now (pre-tool), or checked below (post-tool)
-        if not decided(log, hook.host, call.session, use_id, name, given):
+        trust = trust or Trust()
+        if not decided(log, hook.host, call.session, use_id, name, given, trust):
             found.append(Missed(hook.host, call.session, name, use_id, call.cwd, "transcript"))
-    if post and changes(hook.host, call.name) and not decided(
-            log, hook.host, call.session, hook.tool_use_id, call.name, call.input):
-        found.append(Missed(hook.host, call.session, call.name, hook.tool_use_id, call.cwd,
-                            hook.event))
+    if post and changes(hook.host, call.name):
+        trust = trust or Trust()
+        if not decided(log, hook.host, call.session, hook.tool_use_id, call.name, call.input,
+                       trust):
+            found.append(Missed(hook.host, call.session, call.name, hook.tool_use_id,
+                                call.cwd, hook.event))
     if not found:  # all decided so far: the state to reconcile against, once per session
         from guard.integrations import reconcile
 
         reconcile.take_start(g.roots.worktree, hook.host, call.session, call.cwd)
-    return found
+    return found, (trust.forged if trust is not None else [])
+
+
+TAMPER_KIND = "audit_tampered"
+TAMPER_RULE = "guard.audit_tampered"
+
+
+def tamper_text(forged: list[dict[str, Any]]) -> str:
+    """What the model and the user are told about forged decision records."""
+    first = forged[0]
+    return (
+        f"the audit log holds {len(forged)} record(s) claiming guard's decision for a call"
+        f" that guard cannot verify ({first['problem']}; {first['log']}): the audit log was"
+        " tampered with, and they do not count as decisions; run `guard audit verify`"
+    )
 
 
 def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
-            found: list[Missed]) -> tuple[Guard, str, str, str]:
-    """Audit each missed call; hold the session in plan mode. (policy, agent, why, message)."""
+            found: list[Missed],
+            forged: list[dict[str, Any]] | None = None) -> tuple[Guard, str, str, str]:
+    """Audit each missed call, and a tampering violation for forged decision records;
+    hold the session in plan mode. (policy, agent, why, message)."""
     from guard.fleet.records import stamp
     from guard.integrations import reconcile
 
@@ -472,24 +581,38 @@ def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
     plan = mode == "plan"
     call = hook.call
     report = reconcile.landed(g.roots.worktree, hook.host,
-                              call.session, call.cwd) if plan else {}
+                              call.session, call.cwd) if plan and found else {}
     if plan and gate.env.get(RESTORE_ENV, "").strip() == "1" and report.get("paths"):
         start = reconcile.start_of(hook.host, call.session, call.cwd)
         key = "missed-" + _key(hook.host, call.session, call.cwd)[:12]
         report = {**report, "restored": reconcile.restore(report, start, key)}
-    for m in found:
-        record = violation(m, agent, mode, plan, report)
-        stamp(record, g, session=m.session, host_agent=m.host)
+    out = [violation(m, agent, mode, plan, report) for m in found]
+    if forged:
+        out.append({
+            "type": "violation", "source": "hook", "kind": TAMPER_KIND, "rule": TAMPER_RULE,
+            "host": hook.host, "session_id": call.session, "agent": agent, "mode": mode,
+            "records": forged, "reason": tamper_text(forged),
+        })
+    for record in out:
+        stamp(record, g, session=call.session, host_agent=hook.host)
         if gate.sink is not None:
             gate.sink.write(record, g.roots)
+            if not getattr(gate.sink, "ships", False):
+                from guard.fleet.syslog import ship
+
+                ship(g.audit_settings, [record], g.roots.data)  # never raises, never waits
+    tamper = f" Also: {tamper_text(forged)}." if forged else ""
+    if not found:
+        return g, agent, why, f"guard: {tamper_text(forged or [{}])}. Tell the user."
     names = ", ".join(m.describe() for m in found)
     if plan:
         wt = g.roots.worktree
-        hold(found, str(wt) if wt is not None else None, agent, report)
+        hold(found, str(wt) if wt is not None else None, agent, report, forged or [])
         return g, agent, why, ""
     return g, agent, why, (
         f"guard: {hook.host} ran {names} without guard's decision (its pre-tool hook did"
-        " not run); this is recorded as hook_missed in the audit log. Tell the user."
+        " not run); this is recorded as hook_missed in the audit log." + tamper
+        + " Tell the user."
     )
 
 
@@ -509,10 +632,10 @@ def before_tool(
         return None, ""
     # the cwd's policy tells where to look (its log; another project's recent log is
     # searched too); recording and refusing use the deciding session's, as the gate does
-    found = _found(gate.load(call), hook, payload, post=False)
+    found, forged = _found(gate.load(call), hook, payload, post=False)
     notice = ""
-    if found:
-        _, _, _, notice = _record(gate, hook, adapter, found)
+    if found or forged:
+        _, _, _, notice = _record(gate, hook, adapter, found, forged)
         data = read_hold(path)
     if data is None:
         return None, notice
@@ -530,10 +653,10 @@ def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,
     """At a post-tool call: what the model and the user are told (None: nothing)."""
     call = hook.call
     path = hold_path(hook.host, call.session, call.cwd)
-    found = _found(gate.load(call), hook, payload, post=True)
+    found, forged = _found(gate.load(call), hook, payload, post=True)
     notice = ""
-    if found:
-        _, _, _, notice = _record(gate, hook, adapter, found)
+    if found or forged:
+        _, _, _, notice = _record(gate, hook, adapter, found, forged)
     data = read_hold(path)
     if data is not None:
         from guard.integrations import reconcile
