@@ -18,7 +18,7 @@ MAX_LINES = 600
 #: module (relative to the repository) -> its line count when listed: a ceiling.
 #: ONLY SHRINKS: remove an entry when its module is split; never add one.
 OVER_LIMIT = {
-    "guard/audit.py": 971,
+    "guard/audit.py": 851,
     "guard/sandbox/confine.py": 969,
     "guard/monitor/watcher.py": 908,
     "guard/monitor/baseline.py": 862,

@@ -76,7 +76,7 @@ def verify(
 
     Prints each break as LOG:LINE: what is wrong, then the head (the last record's number and MAC; keep it elsewhere and pass it back with --head to find records cut from the end). Exit codes: 0 intact, 1 broken, 2 no log, no key or bad input.
     """  # noqa: E501 (one paragraph: the help wraps it)
-    from guard import audit
+    from guard import audit, auditverify
     from guard.paths import Roots
 
     try:
@@ -87,7 +87,7 @@ def verify(
                 )
             path = shipped
             secrets = [audit.load_key(k, create=False) for k in key or [audit.key_path()]]
-            result = audit.verify_shipped(path, secrets, host)
+            result = auditverify.verify_shipped(path, secrets, host)
         else:
             if host is not None or (key is not None and len(key) > 1):
                 raise audit.AuditError(
@@ -95,9 +95,9 @@ def verify(
                     " go with --shipped"
                 )
             path = log if log is not None else audit.default_log_path(Roots.discover())
-            anchor = audit.parse_head(head) if head is not None else None
+            anchor = auditverify.parse_head(head) if head is not None else None
             secret = audit.load_key(key[0] if key else None, create=False)
-            result = audit.verify(path, secret, anchor)
+            result = auditverify.verify(path, secret, anchor)
     except audit.AuditError as exc:
         fail_for(exc, as_json=as_json)
     out = console()

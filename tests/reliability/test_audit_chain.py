@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from guard import audit
+from guard import audit, auditverify
 
 
 def guard(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -172,10 +172,10 @@ def test_the_chain_runs_across_rotated_parts_and_a_deleted_part_is_named(
         audit.append({"type": "notice", "i": i, "pad": "x" * 100}, log)
     parts = audit.rotated(log)
     assert len(parts) >= 3
-    assert audit.verify(log, audit.load_key()).intact
+    assert auditverify.verify(log, audit.load_key()).intact
     assert [r["chain_seq"] for r in audit.read(log)] == list(range(1, 13))
     parts[1].unlink()
-    result = audit.verify(log, audit.load_key())
+    result = auditverify.verify(log, audit.load_key())
     assert [(f.path, f.line) for f in result.findings] == [(parts[2], 1)]
     assert "missing before this line" in result.findings[0].problem
 
@@ -187,10 +187,10 @@ def test_a_killed_writers_torn_tail_is_a_note_and_the_next_record_chains_on(
     audit.append({"n": 1}, log)
     with open(log, "ab") as fh:
         fh.write(b'{"n": 2, "half')
-    torn = audit.verify(log, audit.load_key())
+    torn = auditverify.verify(log, audit.load_key())
     assert torn.intact and [n.line for n in torn.notes] == [2]
     audit.append({"n": 3}, log)
-    after = audit.verify(log, audit.load_key())
+    after = auditverify.verify(log, audit.load_key())
     assert after.intact and after.records == 2 and not after.notes
 
 
@@ -199,7 +199,7 @@ def test_a_caller_cannot_supply_the_chain_keys(home: Path) -> None:
     audit.append({"n": 1, "chain": "f" * 64, "chain_seq": 99}, log)
     (record,) = audit.read(log)
     assert record["chain_seq"] == 1 and record["chain"] != "f" * 64
-    assert audit.verify(log, audit.load_key()).intact
+    assert auditverify.verify(log, audit.load_key()).intact
 
 
 def test_a_key_others_can_read_is_refused(home: Path, repo: Path) -> None:
@@ -243,7 +243,7 @@ def test_after_a_forged_last_line_the_writer_starts_a_new_chain_and_only_it_is_n
     with open(log, "a") as fh:
         fh.write('{"n": 2, "decision": "allow"}\n')
     audit.append({"n": 3}, log)
-    result = audit.verify(log, audit.load_key())
+    result = auditverify.verify(log, audit.load_key())
     assert [(f.line, f.problem[:13]) for f in result.findings] == [(2, "no chain MAC:")]
     assert [r.get("chain_seq") for r in audit.read(log)] == [1, None, 1]
 
@@ -256,7 +256,7 @@ def test_a_forged_record_number_far_ahead_is_named_at_once(home: Path) -> None:
     for seq in (10**17, int("9" * 40)):
         with open(log, "a") as fh:
             fh.write(json.dumps({"n": 2, "chain_seq": seq, "chain": "ab" * 32}) + "\n")
-    result = audit.verify(log, audit.load_key())
+    result = auditverify.verify(log, audit.load_key())
     assert [f.line for f in result.findings] == [2, 3]
     assert "records 2 to 99999999999999999 are missing" in result.findings[0].problem
     assert "no chain MAC" in result.findings[1].problem
@@ -269,7 +269,7 @@ def test_a_long_lived_writer_notices_a_new_key(home: Path) -> None:
     key.unlink()
     audit.append({"n": 2}, log)  # the same process: makes and uses a new key
     assert key.exists()
-    result = audit.verify(log, audit.load_key(create=False))
+    result = auditverify.verify(log, audit.load_key(create=False))
     assert [f.line for f in result.findings] == [1]  # chained under the old key
 
 
@@ -317,7 +317,7 @@ def test_shipped_records_verify_in_any_order_and_resends_are_a_note(home: Path) 
     a.close()
     b.close()
     assert [r["chain_seq"] for r in written] == list(range(1, 7))
-    assert audit.verify(log, audit.load_key()).intact  # the local log as it was
+    assert auditverify.verify(log, audit.load_key()).intact  # the local log as it was
     arrived = [written[1], written[0], written[2], written[4], written[3], written[3],
                written[5]]
     collector = home / "central.jsonl"
