@@ -129,7 +129,10 @@ def sample_record(repo: Path) -> dict[str, object]:
     Gate(guard=g, sink=Keep(), source="hook", agent="plan").decide(  # type: ignore[arg-type]
         ToolCall("claude-code", "Write", {}, str(repo), session="bench"),
         effects=[Effect.write("src/app.py")], context={"host": "claude-code"})
-    return out[0]
+    # the chain keys the audit writer gives every shipped record (values of their real size;
+    # the key that would make them verify is not needed to measure shipping)
+    return {**out[0], "chain_seq": 41, "chain": "ab" * 32, "chain_prev": "cd" * 32,
+            "chain_log": "repo-0123456789.jsonl"}
 
 
 # -- 1. shipping rate ---------------------------------------------------------------------

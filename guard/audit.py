@@ -31,7 +31,10 @@ previous record's MAC and the record's own bytes (every other key of the line: t
 verdict and the fleet envelope alike). The chain continues from the log's last
 record (read back under the lock; an appender that wrote it remembers it). A record
 without the key cannot be added, edited, removed or moved without :func:`verify`
-naming its line; what the chain does not prove is said in SECURITY.md.
+naming its line; what the chain does not prove is said in SECURITY.md. A writer gives
+each record it wrote (the dict) the chain keys, plus ``chain_prev`` (the MAC it
+continues from) and ``chain_log`` (the log's name), so that the copy shipped through
+syslog can be checked on its own at the collector (:func:`verify_shipped`).
 
 Every front door writes through one :class:`AuditSink` (the hook runner, ``guard
 check --audit-log``, the MCP proxy, the monitor), and every record shares one
@@ -54,7 +57,6 @@ import re
 import stat
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -76,6 +78,9 @@ KEY_NAME = "audit.key"
 KEY_BYTES = 32
 #: the keys the writer adds to every line of an audit log, last
 CHAIN_KEYS = ("chain_seq", "chain")
+#: the chain keys a shipped record carries (:func:`append_records`): the local line's two, the MAC
+#: it continues from, and the log's file name (one chain per log: per user and project)
+SHIPPED_CHAIN_KEYS = ("chain_seq", "chain", "chain_prev", "chain_log")
 _CHAIN = re.compile(rb', "chain_seq": ([1-9][0-9]{0,17}), "chain": "([0-9a-f]{64})"\}\Z')
 _keys: dict[Path, tuple[tuple[int, ...], bytes]] = {}  # path -> (file identity, key)
 
@@ -175,17 +180,24 @@ def _mac(key: bytes, seq: int, prev: bytes, body: bytes) -> bytes:
 
 
 def chain_lines(
-    key: bytes, data: bytes, head: tuple[int, bytes]
+    key: bytes,
+    data: bytes,
+    head: tuple[int, bytes],
+    links: list[tuple[int, bytes, bytes]] | None = None,
 ) -> tuple[bytes, tuple[int, bytes]]:
     """``data`` (lines, each one JSON object) with the chain keys added to each, after
-    ``head`` (the last record's number and MAC; ``(0, b"")`` for none); and the new head."""
+    ``head`` (the last record's number and MAC; ``(0, b"")`` for none); and the new head.
+    ``links`` gets each line's (number, MAC, the MAC it continues from)."""
     seq, prev = head
     out = []
     for body in data.split(b"\n")[:-1]:
         if len(body) < 3 or body[-1:] != b"}":
             raise AuditError("an audit record must be a non-empty JSON object on one line")
         seq += 1
-        prev = _mac(key, seq, prev, body)
+        mac = _mac(key, seq, prev, body)
+        if links is not None:
+            links.append((seq, mac, prev))
+        prev = mac
         out.append(b'%s, "chain_seq": %d, "chain": "%s"}\n' % (body[:-1], seq, prev))
     return b"".join(out), (seq, prev)
 
@@ -350,10 +362,26 @@ def append_many(records: list[dict[str, Any]], path: Path) -> Path:
     """
     appender = Appender(path)
     try:
-        appender.append(encode_many(records))
+        append_records(appender, records)
     finally:
         appender.close()
     return path
+
+
+def append_records(appender: Appender, records: list[dict[str, Any]]) -> None:
+    """Append ``records`` through ``appender`` (one batch), then give each dict, in place,
+    the chain keys a shipped copy carries (:data:`SHIPPED_CHAIN_KEYS`): the record as
+    written is the dict less those keys, so a collector can check its MAC
+    (:func:`verify_shipped`)."""
+    stamp = now_iso()
+    for r in records:
+        r.setdefault("ts", stamp)  # the dict as written: a shipped copy must match it
+    appender.append(encode_many(records))
+    if appender.audit:
+        name = appender.path.name
+        for r, (seq, mac, prev) in zip(records, appender.links, strict=True):
+            r["chain_seq"], r["chain"] = seq, mac.decode()
+            r["chain_prev"], r["chain_log"] = prev.decode(), name
 
 
 class Appender:
@@ -378,6 +406,8 @@ class Appender:
         self._fd = -1
         self._end = -1  # where the last write of this appender ended (-1: unknown)
         self._head: tuple[int, bytes] = (0, b"")  # the chain's head at _end
+        #: (number, MAC, previous MAC) of each line of the last batch written
+        self.links: list[tuple[int, bytes, bytes]] = []
 
     def _open(self) -> int:
         if self.audit:
@@ -428,9 +458,10 @@ class Appender:
                     os.ftruncate(fd, whole)  # a killed writer's torn tail, never a record
                     size = whole
             out = data
+            links: list[tuple[int, bytes, bytes]] = []
             if self.audit:
                 head = self._head if size == self._end else _head_of(fd, size, self.path)
-                out, head = chain_lines(key, data, head)
+                out, head = chain_lines(key, data, head, links)
             if limit and size and size + len(out) > limit:
                 parts = rotated(self.path)
                 number = int(parts[-1].name.rsplit(".", 1)[1]) + 1 if parts else 1
@@ -446,6 +477,7 @@ class Appender:
             self._end = size + len(out)
             if self.audit:
                 self._head = head
+                self.links = links
             fcntl.flock(fd, fcntl.LOCK_UN)
             return
         raise OSError(errno.EAGAIN, "it keeps being replaced")
@@ -456,8 +488,9 @@ def encode_many(records: list[dict[str, Any]]) -> bytes:
     stamp = now_iso()
     out = []
     for r in records:
-        if "chain" in r or "chain_seq" in r:  # the writer's to add, never a caller's
-            r = {k: v for k, v in r.items() if k not in CHAIN_KEYS}
+        if "chain" in r or "chain_seq" in r or "chain_prev" in r or "chain_log" in r:
+            # the writer's to add, never a caller's
+            r = {k: v for k, v in r.items() if k not in SHIPPED_CHAIN_KEYS}
         out.append(encode(r if "ts" in r else {"ts": stamp, **r}))
     return b"".join(out)
 
@@ -534,7 +567,8 @@ class AuditLog:
         if self.path is None and roots is None:
             cwd = record.get("cwd")
             roots = Roots.discover(cwd if isinstance(cwd, str) and cwd else None)
-        append(dict(record), self.path, roots=roots)
+        # a dict is written as is: it gets the chain keys its shipped copy carries
+        append(record if isinstance(record, dict) else dict(record), self.path, roots=roots)
 
 
 class MemorySink:
@@ -561,160 +595,6 @@ def read(path: Path) -> Iterator[dict[str, Any]]:
     finally:
         for _, handle in handles:
             handle.close()
-
-
-@dataclass
-class Finding:
-    """A line of a log that breaks the chain (or, as a note, one that needs no alarm)."""
-
-    path: Path
-    line: int
-    problem: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.problem}" if self.line else (
-            f"{self.path}: {self.problem}"
-        )
-
-
-@dataclass
-class Verification:
-    """What :func:`verify` found: the records read, the breaks, the notes, the head."""
-
-    records: int = 0
-    findings: list[Finding] = field(default_factory=list)
-    notes: list[Finding] = field(default_factory=list)
-    head: tuple[int, str] | None = None  # the last record's number and MAC
-
-    @property
-    def intact(self) -> bool:
-        return not self.findings
-
-
-def parse_head(text: str) -> tuple[int, str]:
-    """``N:MAC`` (what ``guard audit verify`` prints as the head) as (N, MAC)."""
-    number, _, mac = text.strip().partition(":")
-    if not number.isdigit() or int(number) < 1 or not re.fullmatch(r"[0-9a-f]{64}", mac):
-        raise AuditError(
-            f"{text!r} is not a head: give RECORD:MAC as `guard audit verify` printed it,"
-            " e.g. 42:3f1c...(64 hex digits)"
-        )
-    return int(number), mac
-
-
-def _lines(handle: Any) -> Iterator[tuple[int, bytes | None]]:
-    """(line number, the line without its newline, or None for an incomplete last line)."""
-    handle.seek(0)
-    for number, raw in enumerate(handle, start=1):
-        yield number, (raw[:-1] if raw.endswith(b"\n") else None)
-
-
-def verify(path: Path, key: bytes, anchor: tuple[int, str] | None = None) -> Verification:
-    """Check the chain of the log at ``path`` (rotated parts first) with ``key``.
-
-    Each finding names its file and line: a record whose MAC does not match (edited or
-    forged), a line without the chain (not written by guard's writer), records missing
-    before a line (removed), a record out of its place (moved or repeated), a chain that
-    starts again after a chained record. Each record's MAC is checked against its
-    predecessor wherever that stands in the log, so a moved record is named once, as
-    moved. ``anchor`` (a head printed by an earlier run): the log must still hold that
-    record with that MAC, so that records cut from its end are found too. Raises
-    :class:`AuditError` when the log cannot be read.
-    """
-    if not path.exists() and not rotated(path):
-        raise AuditError(
-            f"no audit log at {path} (nor rotated parts {path.name}.N); a project's log is"
-            " <data>/audit/<project>.jsonl, and `guard doctor` names this project's"
-        )
-    out = Verification()
-    handles = _open_parts(path)
-    try:
-        # first pass: every chained record's MAC, by (chain, number): a writer starts a new
-        # chain (at record 1) after a last line that is not chained
-        macs: dict[tuple[int, int], bytes] = {}
-        chain, last = 0, 0
-        for _part, handle in handles:
-            for _number, line in _lines(handle):
-                found = None if line is None else _chain_of(line)
-                if found is not None:
-                    if found[0] == 1 and last:
-                        chain += 1
-                    macs.setdefault((chain, found[0]), found[1])
-                    last = found[0]
-        chain, last = 0, 0  # last: the previous chained record's number (0: none yet)
-        started = unchained = False
-        for part, handle in handles:
-            for number, line in _lines(handle):
-                if line is None:
-                    out.notes.append(Finding(part, number, "an incomplete last line (a writer"
-                                             " killed inside its write; the next record"
-                                             " removes it)"))  # fmt: skip
-                    continue
-                out.records += 1
-                found = _chain_of(line)
-                if found is None:
-                    out.findings.append(Finding(part, number, "no chain MAC: guard's writer did"
-                                                " not write this line (forged, or written"
-                                                " before records were chained)"))  # fmt: skip
-                    started = unchained = True
-                    continue
-                seq, mac, body = found
-                problems = []
-                restart = seq == 1 and last > 0
-                if restart:
-                    chain += 1
-                if restart:
-                    if not unchained:  # the writer starts again only after such a line
-                        problems.append(
-                            f"the chain starts again here after record {last}: the"
-                            " records before it were cut or replaced"
-                        )
-                elif seq <= last:
-                    problems.append(
-                        f"record {seq} comes after record {last}: records were moved or"
-                        " repeated"
-                    )
-                elif seq > last + 1:
-                    if seq - last - 1 > len(macs):  # they cannot all be elsewhere in the log
-                        gone = [last + 1, seq - 1]
-                    else:
-                        gone = [k for k in range(last + 1, seq) if (chain, k) not in macs]
-                    if gone:
-                        which = (
-                            f"record {gone[0]} is" if len(gone) == 1
-                            else f"records {gone[0]} to {gone[-1]} are"
-                        )  # fmt: skip
-                        where = "at the start of the log" if not started else "before this line"
-                        problems.append(
-                            f"{which} missing {where} (removed, or a rotated part deleted)"
-                        )
-                pred = b"" if seq == 1 else macs.get((chain, seq - 1))
-                if pred is not None and not hmac.compare_digest(_mac(key, seq, pred, body), mac):
-                    problems.append(
-                        "the MAC does not match: the record was edited or forged"
-                    )
-                elif pred is None and not problems:
-                    problems.append(f"record {seq - 1}, which this one follows, is missing")
-                for problem in problems:
-                    out.findings.append(Finding(part, number, problem))
-                if anchor is not None and seq == anchor[0] and mac.decode() != anchor[1]:
-                    out.findings.append(Finding(part, number, f"record {seq} does not carry"
-                                                " the anchored MAC: the log was replaced"))
-                last = 1 if seq == 1 else max(last, seq)
-                started, unchained = True, False
-                out.head = (seq, mac.decode())
-    except OSError as exc:
-        raise AuditError(f"cannot read audit log {path}: {exc.strerror or exc}") from exc
-    finally:
-        for _, handle in handles:
-            handle.close()
-    if anchor is not None and (chain, anchor[0]) not in macs:
-        ends = out.head[0] if out.head else 0
-        out.findings.append(Finding(
-            path, 0, f"the anchored head {anchor[0]}:{anchor[1][:12]}... is not in the log (it"
-            f" ends at record {ends}): records were cut from its end, or it was replaced",
-        ))  # fmt: skip
-    return out
 
 
 T = TypeVar("T")

@@ -1,9 +1,11 @@
 """The evaluator: may this agent do this effect to this path?
 
-Compilation does the work (see :mod:`guard.match`); :meth:`Guard.decide_effect`
-is a short rule walk: protected > deny > ask > allow > default, memoized on
-the canonical input. Any exception while deciding is a deny whose reason is
-the error: guard never fails open.
+Compilation does the work (:mod:`guard.match`, :mod:`guard.agent_rules`);
+:meth:`Guard._rule_walk` is the rule walk: protected > managed deny > deny >
+managed ask > ask > allow > default, each list decided by the deepest level a
+pattern of it matches. The memos around it (:mod:`guard.decisions`) key it on
+the canonical input. Any exception while deciding is a deny whose reason is the
+error: guard never fails open.
 """
 
 from __future__ import annotations
@@ -12,26 +14,28 @@ import dataclasses
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from guard.agent_rules import LISTS, CompiledAgent, Hit, Verdict
+from guard.decisions import MEMO_LIMIT, error_decision, new_decision, with_effect, with_reason
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError, did_you_mean
-from guard.match import CompiledList, Pattern, RuleSet, parse_pattern
-from guard.network import NETWORK_ROOT, format_target, split_target, target_path
+from guard.match import CompiledList, Pattern, parse_pattern
+from guard.network import format_target, split_target, target_path
 from guard.paths import CanonicalPath, Roots, canonicalize, plan_file_problem
-from guard.policy import BUILTIN_PREFIX, LoadedPolicy, load_policy, patterns_of
+from guard.policy import BUILTIN_PREFIX, LoadedPolicy, load_policy
 from guard.policy.loader import unchanged
 from guard.policy.managed import ManagedLayer, load_managed
 from guard.policy.managed import unchanged as managed_unchanged
 from guard.policy.valid import Agent, Audit
 
-LISTS = ("deny", "ask", "allow")
+__all__ = ["LISTS", "LIST_ACTION", "PROTECTED_PATTERNS", "Explanation", "Guard", "ListHit", "load"]
+
 LIST_ACTION = {
     "deny": Action.DENY, "ask": Action.ASK, "allow": Action.ALLOW, "model_api": Action.ALLOW,
 }  # fmt: skip
-MEMO_LIMIT = 1 << 16
 #: the rule of a plan-mode refusal of a network effect that may change the remote
 PLAN_NETWORK_RULE = "guard.plan-network"
 
@@ -111,84 +115,6 @@ def _policy_spec(policy: str | os.PathLike[str] | None, roots: Roots) -> tuple[s
     return BUILTIN_PREFIX + "default", "built-in default (no policy file found)"
 
 
-class _Agent:
-    """One agent's rules, compiled against concrete roots."""
-
-    def __init__(self, guard: Guard, name: str, policy: Agent) -> None:
-        self.name = name
-        self.policy = policy
-        self.mode = policy.mode
-        self.default = policy.default
-        loaded = guard.loaded
-        roots = guard.root_map
-        m = guard.managed
-        self.lists: dict[EffectKind, dict[str, list[Pattern]]] = {}
-        for kind in EffectKind:
-            if kind is EffectKind.TOOL:
-                continue
-            own = {ln: patterns_of(loaded, name, kind.value, ln) for ln in LISTS}
-            lists: dict[str, list[Pattern]] = {}
-            if policy.protected and kind in (EffectKind.WRITE, EffectKind.DELETE):
-                lists["protected"] = guard.protected_patterns
-            # protected > managed deny > deny > managed ask > ask > allow (guard/policy/managed.py)
-            for ln in LISTS:
-                if m is not None and ln != "allow":
-                    lists.update(m.lists(policy.mode, kind.value, ln))
-                lists[ln] = own[ln]
-            if kind is EffectKind.NETWORK:
-                lists = {ln: [p for p in ps if p.root == "worktree"] for ln, ps in lists.items()}
-            self.lists[kind] = lists
-        #: the managed layer's floor per kind: (action, rule) or None
-        self.floor = {
-            kind: (m.default(policy.mode, kind.value) if m is not None else None)
-            for kind in self.lists
-        }
-        self.roots = {
-            k: roots if k is not EffectKind.NETWORK else {"worktree": NETWORK_ROOT}
-            for k in self.lists
-        }
-        # every list of a kind compiled together: one walk answers them all
-        self.rules: dict[EffectKind, tuple[tuple[str, ...], RuleSet]] = {
-            kind: (tuple(lists), RuleSet(list(lists.values()), self.roots[kind]))
-            for kind, lists in self.lists.items()
-        }
-        self._guard = guard
-        self._run_rules: tuple[tuple[str, ...], RuleSet] | None = None
-        self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
-        # by (kind, list, id of the deciding pattern): the patterns live as long as this
-        self.parts: dict[tuple[EffectKind, int, int], tuple[Action, str, str, str]] = {}
-        self.tool_memo: dict[str, Decision] = {}  # by tool name (the policy never changes)
-
-    @property
-    def run_rules(self) -> tuple[tuple[str, ...], RuleSet]:
-        """The network lists for connections made under guard run: the host agent's model
-        API (``model_api``) is allowed too, after deny, ask and allow. Compiled when first
-        needed (most processes never decide such a connection)."""
-        if self._run_rules is None:
-            run_lists = {
-                **self.lists[EffectKind.NETWORK],
-                "model_api": patterns_of(self._guard.loaded, self.name, "network", "model_api"),
-            }
-            self._run_rules = (
-                tuple(run_lists),
-                RuleSet(list(run_lists.values()), self.roots[EffectKind.NETWORK]),
-            )
-        return self._run_rules
-
-    def kind_default(self, kind: EffectKind) -> tuple[Action, str]:
-        rules = getattr(self.policy, kind.value)
-        if rules.default is not None:
-            return rules.default, f"agents.{self.name}.{kind.value}.default"
-        return self.default, f"agents.{self.name}.default"
-
-    def raised(self, kind: EffectKind, action: Action) -> tuple[Action, str] | None:
-        """The managed floor of ``kind`` when it is stricter than ``action``, else None."""
-        floor = self.floor.get(kind)
-        if floor is not None and floor[0].severity > action.severity:
-            return floor
-        return None
-
-
 class Guard:
     """A compiled policy bound to concrete roots. Load it with :meth:`load`."""
 
@@ -203,7 +129,7 @@ class Guard:
         #: the policy's fleet fields, worked out once (guard.fleet.records.policy_fields)
         self.fleet_fields: dict[str, Any] | None = None
         if managed is not None:
-            loaded = _pinned(loaded, managed)
+            loaded = managed.pinned(loaded)
         self.loaded = loaded
         self.roots = roots
         self.discovery = discovery
@@ -219,7 +145,7 @@ class Guard:
         if managed is not None:  # root's files, but an agent may run as root
             protected += [parse_pattern("/" + _escape_glob(f)) for f in managed.files]
         self.protected_patterns = [p for p in protected if p is not None]
-        self._agents: dict[str, _Agent] = {}
+        self._agents: dict[str, CompiledAgent] = {}
         # Roots.describe as one regex: the alternatives in the same order (most specific
         # root first), each a root followed by "/" or the end of the path
         prefixes = roots._prefixes()
@@ -305,10 +231,13 @@ class Guard:
         (``protected`` first when it applies, then deny, ask, allow)."""
         return {name: list(ps) for name, ps in self._compiled(agent).lists[kind].items()}
 
-    def _compiled(self, name: str) -> _Agent:
+    def _compiled(self, name: str) -> CompiledAgent:
         a = self._agents.get(name)
         if a is None:
-            a = self._agents[name] = _Agent(self, name, self.agent(name))
+            a = self._agents[name] = CompiledAgent(
+                name, self.agent(name), self.loaded, self.root_map, self.managed,
+                self.protected_patterns,
+            )  # fmt: skip
         return a
 
     # -- deciding ----------------------------------------------------------
@@ -320,7 +249,7 @@ class Guard:
         try:
             decisions = [self.decide_effect(agent, e, cwd) for e in effects]
         except Exception as exc:  # fail closed, whatever went wrong
-            return _error_decision(exc)
+            return error_decision(exc)
         if not decisions:
             return Decision(Action.DENY, "no effects to decide on", "guard.empty")
         worst = max(decisions, key=lambda d: d.action.severity)
@@ -337,7 +266,7 @@ class Guard:
         try:
             return self._decide(agent, effect, cwd)
         except Exception as exc:
-            return _error_decision(exc, effect)
+            return error_decision(exc, effect)
 
     def _decide(self, agent: str, effect: Effect, cwd: str | os.PathLike[str] | None) -> Decision:
         a = self._compiled(agent)
@@ -349,7 +278,7 @@ class Guard:
                 if len(a.tool_memo) >= MEMO_LIMIT:
                     a.tool_memo.clear()
                 d = a.tool_memo[name] = self._managed_tool(a, self._decide_tool(a, effect))
-            return d if d.effect == effect else _with_effect(d, effect)
+            return d if d.effect == effect else with_effect(d, effect)
         if effect.target is None:
             if kind is EffectKind.NETWORK and effect.changes_remote and a.mode == "plan":
                 return self._plan_network_refusal(a, "of an unknown host", effect)
@@ -386,7 +315,7 @@ class Guard:
         ]
         worst = max(decisions, key=lambda d: d.action.severity)
         if len(decisions) > 1:
-            worst = _with_reason(
+            worst = with_reason(
                 worst, worst.reason + f" (symlink {canon.link} -> {canon.real}: both checked)"
             )
         if kind is EffectKind.WRITE and worst.allowed:
@@ -395,7 +324,7 @@ class Guard:
                 return Decision(Action.DENY, f"write {problem}", "guard.plan-file", worst.effect)
         return self._hardlink_check(a, kind, canon, worst)
 
-    def _decide_network(self, a: _Agent, effect: Effect, target: str) -> Decision:
+    def _decide_network(self, a: CompiledAgent, effect: Effect, target: str) -> Decision:
         """A host or ``host:port`` (:mod:`guard.network`): deny > ask > allow (> model_api
         for connections made under guard run) > default; in plan mode, an effect that may
         change the remote is refused unless the host agent's model API list allowed it."""
@@ -409,7 +338,7 @@ class Guard:
             return self._plan_network_refusal(a, format_target(host, port), effect)
         return d
 
-    def _plan_network_refusal(self, a: _Agent, where: str, effect: Effect) -> Decision:
+    def _plan_network_refusal(self, a: CompiledAgent, where: str, effect: Effect) -> Decision:
         what = effect.detail or "a request that may change the remote"
         return Decision(
             Action.DENY,
@@ -420,7 +349,7 @@ class Guard:
         )
 
     def _plan_dir_creation(
-        self, a: _Agent, canon: CanonicalPath, effect: Effect
+        self, a: CompiledAgent, canon: CanonicalPath, effect: Effect
     ) -> Decision | None:
         """``mkdir`` of ``{plans}`` or of its missing parents inside the worktree (or the
         data dir): allowed to a plan agent that may write plan files there. Only these
@@ -450,7 +379,7 @@ class Guard:
         return os.getcwd()
 
     def _hardlink_check(
-        self, a: _Agent, kind: EffectKind, canon: CanonicalPath, d: Decision
+        self, a: CompiledAgent, kind: EffectKind, canon: CanonicalPath, d: Decision
     ) -> Decision:
         if kind is EffectKind.WRITE and a.mode == "plan" and canon.nlink > 1 and d.allowed:
             return Decision(
@@ -464,7 +393,7 @@ class Guard:
 
     def _decide_path(
         self,
-        a: _Agent,
+        a: CompiledAgent,
         kind: EffectKind,
         path: str,
         is_dir: bool,
@@ -472,79 +401,83 @@ class Guard:
         shown: str | None,
         run: bool = False,
     ) -> Decision:
+        """Decide one canonical path (``shown`` as the reason names it, else as
+        :meth:`Roots.describe` would): memoized per path, and per deciding pattern."""
         key = (kind, path if not run else "run:" + path, is_dir)
         memo = a.memo.get(key)
         if memo is not None:
-            return memo if memo.effect == effect else _with_effect(memo, effect)
+            return memo if memo.effect == effect else with_effect(memo, effect)
         names, rules = a.rules[kind] if not run else a.run_rules
         hit = rules.first(path, is_dir)
-        # (action, rule, "KIND ", the reason after "KIND WHERE") per deciding pattern,
-        # worked out once
         pkey = (kind, hit[0], id(hit[1])) if hit is not None else (kind, -1, 0)
-        parts = a.parts.get(pkey)
-        if parts is None:
-            if hit is not None:
-                d = self._pattern_decision(a, kind, names[hit[0]], hit[1], "", effect)
-                parts = (d.action, d.rule, kind.value + " ", d.reason[len(kind.value) + 1 :])
-            else:
-                action, rule = a.kind_default(kind)
-                parts = (action, rule, kind.value + " ", f": no rule matches; {rule} is {action}")
-            decided_by = names[hit[0]] if hit is not None else ""
-            # a managed list decides as written; the floor raises what the rest decides
-            floor = None if decided_by.startswith("managed.") else a.raised(kind, parts[0])
-            if floor is not None:  # only an allow or ask can be raised: denies come first
-                loc = floor[1].split(": ", 1)[-1]
-                parts = (floor[0], floor[1], kind.value + " ",
-                         f": no managed list decides it; the managed policy's {loc} is"
-                         f" {floor[0]} (the rest of the policy says {parts[0]})")
-            a.parts[pkey] = parts
-        if shown is not None:
-            where = shown
-        else:  # Roots.describe
+        verdict = a.parts.get(pkey)
+        if verdict is None:
+            verdict = a.parts[pkey] = self._rule_walk(a, kind, names, hit)
+        action, rule, head, tail = verdict
+        if shown is None:  # Roots.describe, as one regex
             m = self._where_rx.match(path)
-            where = path if m is None else self._where_names[m.lastindex - 1] + path[m.end() :]  # type: ignore[operator]
-        decision = _new_decision(parts[0], parts[2] + where + parts[3], parts[1], effect)
+            shown = path if m is None else self._where_names[m.lastindex - 1] + path[m.end() :]  # type: ignore[operator]
+        decision = new_decision(action, head + shown + tail, rule, effect)
         if len(a.memo) >= MEMO_LIMIT:
             a.memo.clear()
         a.memo[key] = decision
         return decision
 
-    def _pattern_decision(
-        self, a: _Agent, kind: EffectKind, list_name: str, p: Pattern, where: str, effect: Effect
-    ) -> Decision:
+    def _rule_walk(
+        self, a: CompiledAgent, kind: EffectKind, names: tuple[str, ...], hit: Hit | None
+    ) -> Verdict:
+        """The rule walk, given ``hit``: the first list in checking order (protected >
+        managed deny > deny > managed ask > ask > allow [> model_api]) whose deciding
+        pattern (the last one matching the deepest level any of its patterns matches) is
+        not an exception, and that pattern (:meth:`guard.match.RuleSet.first`).
+
+        That list decides; no list: the kind's default. Then the managed floor raises
+        what the agent's own lists decided (a managed list decides as written)."""
+        if hit is not None:
+            list_name = names[hit[0]]
+            action, rule, tail = self._pattern_verdict(a, kind, list_name, hit[1])
+        else:
+            list_name = ""
+            action, rule = a.kind_default(kind)
+            tail = f": no rule matches; {rule} is {action}"
+        floor = None if list_name.startswith("managed.") else a.raised(kind, action)
+        if floor is not None:  # only an allow or ask can be raised: denies come first
+            loc = floor[1].split(": ", 1)[-1]
+            tail = (f": no managed list decides it; the managed policy's {loc} is"
+                    f" {floor[0]} (the rest of the policy says {action})")  # fmt: skip
+            action, rule = floor
+        return action, rule, kind.value + " ", tail
+
+    def _pattern_verdict(
+        self, a: CompiledAgent, kind: EffectKind, list_name: str, p: Pattern
+    ) -> tuple[Action, str, str]:
+        """What pattern ``p`` of list ``list_name`` decides: the action, the rule, and the
+        reason after "KIND WHERE"."""
         if list_name == "protected":
             rule = f"{PROTECTED_SOURCE}: {p.text!r}"
-            return Decision(
-                Action.DENY,
-                f"{kind.value} {where}: protected path ({p.text!r}); agents.{a.name}.protected"
-                " is true",
-                rule,
-                effect,
-            )
+            why = f": protected path ({p.text!r}); agents.{a.name}.protected is true"
+            return Action.DENY, rule, why
+        src = p.source
         if list_name.startswith("managed."):
-            src = p.source
             action = LIST_ACTION[list_name.split(".")[2].split("@")[0]]
             key = f"{src.key}[{src.index}]" if src else list_name
             rule = f"{src.file}:{src.line}: {key} {p.text!r}" if src else key
             verb = "denied" if action is Action.DENY else "needs approval"
-            return Decision(
-                action,
-                f"{kind.value} {where}: {verb} by the managed policy {key} {p.text!r}"
-                f" ({src.file if src else 'managed'}); no other policy can change that",
-                rule,
-                effect,
+            why = (
+                f": {verb} by the managed policy {key} {p.text!r}"
+                f" ({src.file if src else 'managed'}); no other policy can change that"
             )
+            return action, rule, why
         action = LIST_ACTION[list_name]
-        src = p.source
         loc = f"agents.{a.name}.{kind.value}.{list_name}"
         rule = f"{src.file}:{src.line}: {loc}[{src.index}] {p.text!r}" if src else loc
         verb = {
             "deny": "denied", "ask": "needs approval", "allow": "allowed",
             "model_api": "allowed under guard run (the host agent's model API)",
         }[list_name]  # fmt: skip
-        return Decision(action, f"{kind.value} {where}: {verb} by {loc} {p.text!r}", rule, effect)
+        return action, rule, f": {verb} by {loc} {p.text!r}"
 
-    def _decide_tool(self, a: _Agent, effect: Effect) -> Decision:
+    def _decide_tool(self, a: CompiledAgent, effect: Effect) -> Decision:
         name = effect.target or ""
         if name.startswith("task:") and a.policy.subagents is not None:
             sub = name[5:]
@@ -583,7 +516,7 @@ class Guard:
         rule = self._rule_at(("agents", a.name, "tools", key), loc)
         return Decision(action, f"tool {name!r}: {loc} is {action}", rule, effect)
 
-    def _managed_tool(self, a: _Agent, d: Decision) -> Decision:
+    def _managed_tool(self, a: CompiledAgent, d: Decision) -> Decision:
         """``d`` raised to the managed layer's tool entry, when that is stricter."""
         if self.managed is None:
             return d
@@ -656,69 +589,6 @@ class Guard:
                     )
                 lists[path] = hits
         return Explanation(agent, effect, paths, lists, decision)
-
-
-def _pinned(loaded: LoadedPolicy, managed: ManagedLayer) -> LoadedPolicy:
-    """``loaded`` with the managed layer's pins in force: ``protected`` on for every agent,
-    ``confine`` on for every plan agent."""
-    pins = managed.pins
-    if not pins & {"protected", "confine"}:
-        return loaded
-    agents = {}
-    for name, agent in loaded.model.agents.items():
-        if "protected" in pins and not agent.protected:
-            agent = dataclasses.replace(agent, protected=True)
-        if "confine" in pins and agent.mode == "plan" and not agent.sandbox.confine:
-            agent = dataclasses.replace(
-                agent, sandbox=dataclasses.replace(agent.sandbox, confine=True)
-            )
-        agents[name] = agent
-    model = dataclasses.replace(loaded.model, agents=agents)
-    return dataclasses.replace(loaded, model=model)
-
-
-def _decision_maker() -> Callable[[Action, str, str, Effect | None], Decision]:
-    """``Decision(action, reason, rule, effect)`` for the per-path hot path: the frozen
-    dataclass's ``__init__`` sets each field through ``object.__setattr__``; its slot
-    descriptors set them directly, a third of the time. Only while Decision has exactly
-    these four slotted fields; otherwise the class itself."""
-    names = ("action", "reason", "rule", "effect")
-    slots = getattr(Decision, "__slots__", ())
-    if tuple(f.name for f in dataclasses.fields(Decision)) != names or tuple(slots) != names:
-        return Decision
-    new = object.__new__
-    set_action, set_reason, set_rule, set_effect = (vars(Decision)[n].__set__ for n in names)
-
-    def make(action: Action, reason: str, rule: str, effect: Effect | None) -> Decision:
-        d: Decision = new(Decision)
-        set_action(d, action)
-        set_reason(d, reason)
-        set_rule(d, rule)
-        set_effect(d, effect)
-        return d
-
-    return make
-
-
-_new_decision = _decision_maker()
-
-
-def _with_effect(d: Decision, effect: Effect) -> Decision:
-    return Decision(d.action, d.reason, d.rule, effect)
-
-
-def _with_reason(d: Decision, reason: str) -> Decision:
-    return Decision(d.action, reason, d.rule, d.effect)
-
-
-def _error_decision(exc: BaseException, effect: Effect | None = None) -> Decision:
-    what = f" for {effect}" if effect is not None else ""
-    msg = str(exc) or type(exc).__name__
-    if not isinstance(exc, GuardError):
-        msg = f"{type(exc).__name__}: {msg}"
-    return Decision(
-        Action.DENY, f"error while deciding{what}: {msg} (fail closed)", "guard.error", effect
-    )
 
 
 def load(policy: str | Path | None = None, worktree: str | Path | None = None) -> Guard:

@@ -52,7 +52,7 @@ def _no_path_cache_on_a_fake_filesystem(request: pytest.FixtureRequest) -> Itera
 
 @pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> str:
-    """Each gitignore matching engine in turn (guard/match.py): "python", "re2"."""
+    """Each gitignore matching engine in turn (guard/match/): "python", "re2"."""
     return require_engine(str(request.param))
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from components import require_component
 
-import guard.match
+import guard.match.re2_engine
 
 
 def require_engine(engine: str) -> str:
     """``engine`` when it can run here: google-re2 is a dev dependency, so a missing one
     skips locally and fails in CI (a green run must mean both engines were compared)."""
     if engine == "re2":
-        mod = guard.match._re2()
+        mod = guard.match.re2_engine._re2()
         require_component(
             "google-re2 (the compiled matching engine)",
             getattr(mod, "__file__", None),

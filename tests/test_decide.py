@@ -383,11 +383,11 @@ def test_hot_path_decisions_are_real_decisions(monkeypatch: pytest.MonkeyPatch) 
     still frozen -- and a Decision with other fields must get its own constructor back."""
     import dataclasses
 
-    import guard.decide
+    import guard.decisions
     from guard.effects import Decision, EffectKind
 
     e = Effect(EffectKind.WRITE, "/x")
-    made = guard.decide._new_decision(Action.ALLOW, "why", "rule", e)
+    made = guard.decisions.new_decision(Action.ALLOW, "why", "rule", e)
     plain = Decision(Action.ALLOW, "why", "rule", e)
     assert type(made) is Decision and made == plain and hash(made) == hash(plain)
     assert repr(made) == repr(plain)
@@ -402,5 +402,5 @@ def test_hot_path_decisions_are_real_decisions(monkeypatch: pytest.MonkeyPatch) 
         effect: Effect | None = None
         extra: str = ""
 
-    monkeypatch.setattr(guard.decide, "Decision", Wider)
-    assert guard.decide._decision_maker() is Wider  # type: ignore[comparison-overlap]
+    monkeypatch.setattr(guard.decisions, "Decision", Wider)
+    assert guard.decisions.decision_maker() is Wider  # type: ignore[comparison-overlap]

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from engines import require_engine
 
-import guard.match
+import guard.match.re2_engine
 from guard import Action, Effect, EffectKind, Guard
-from guard.match import _FALLBACK, RuleSet, parse_pattern
+from guard.match import RuleSet, parse_pattern
+from guard.match.re2_engine import FALLBACK
 
 ROOTS = {"worktree": "/w", "plans": "/w/.openoxide/plans", "tmp": "/tmp"}
 
@@ -55,11 +56,11 @@ def guards(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Guard,
     """The same policy loaded twice: on the reference engine and on the compiled one."""
     require_engine("re2")
     (repo / "policy.toml").write_text(POLICY)
-    monkeypatch.setattr(guard.match, "DEFAULT_ENGINE", "python")
+    monkeypatch.setattr(guard.match.re2_engine, "DEFAULT_ENGINE", "python")
     ref = Guard.load(repo / "policy.toml", worktree=repo)
     for name in ref.agent_names:
         ref._compiled(name)
-    monkeypatch.setattr(guard.match, "DEFAULT_ENGINE", "re2")
+    monkeypatch.setattr(guard.match.re2_engine, "DEFAULT_ENGINE", "re2")
     fast = Guard.load(repo / "policy.toml", worktree=repo)
     yield ref, fast
 
@@ -114,7 +115,7 @@ def test_paths_outside_the_compiled_domain_go_to_the_reference_engine() -> None:
     assert fast._fast is not None
     odd = ["/w//a", "/w/a/", "/", "//etc/x", "w/a", "/w/\ud800", "/tmp//x", "/w/a//"]
     for path in odd:
-        assert fast._fast.decided(path, False) is _FALLBACK, path
+        assert fast._fast.decided(path, False) is FALLBACK, path
         assert fast.decided(path) == ref.decided(path), path
         assert fast.first(path) == ref.first(path), path
 
@@ -137,7 +138,7 @@ def test_an_re2_failure_is_not_read_as_no_match() -> None:
     assert rs._fast is not None
     assert rs.first("/w/src/a.py") is not None  # denied by "**"
     rs._fast._built = [tuple((_Failing(), m) for _, m in rs._fast._sets(i) or ()) for i in range(3)]
-    assert rs._fast.first("/w/src/a.py", False) is _FALLBACK
+    assert rs._fast.first("/w/src/a.py", False) is FALLBACK
     hit = rs.first("/w/src/a.py")
     assert hit is not None and hit[1].text == "**"
     assert rs.first("/w/.openoxide/plans/p.md") is None
@@ -147,7 +148,7 @@ def test_an_re2_error_while_deciding_is_a_deny(repo: Path, monkeypatch: pytest.M
     """Attack: make the compiled engine raise mid-decision. The decision is a deny that
     says why (fail closed), never the allow the policy would give."""
     require_engine("re2")
-    monkeypatch.setattr(guard.match, "DEFAULT_ENGINE", "re2")
+    monkeypatch.setattr(guard.match.re2_engine, "DEFAULT_ENGINE", "re2")
     (repo / "policy.toml").write_text(
         'version = 1\n[agents.t]\nmode = "build"\ndefault = "deny"\n'
         '[agents.t.write]\nallow = ["src/**"]\n'
@@ -170,7 +171,7 @@ def test_an_re2_error_while_deciding_is_a_deny(repo: Path, monkeypatch: pytest.M
 def test_without_re2_the_pure_python_engine_decides(monkeypatch: pytest.MonkeyPatch) -> None:
     """The compiled engine is optional: where google-re2 is not installed a rule set asked
     for it builds the reference engine, with the same answers."""
-    monkeypatch.setattr(guard.match, "_RE2", None)
+    monkeypatch.setattr(guard.match.re2_engine, "_RE2", None)
     lists = [[p for p in (parse_pattern(x) for x in ["*.md", "!keep.md", "docs/"]) if p]]
     rs = RuleSet(lists, ROOTS, engine="re2")
     assert rs.engine == "python" and rs._fast is None
@@ -196,13 +197,13 @@ def test_a_set_re2_cannot_compile_hands_its_queries_to_the_reference(
     def refuse(*args: object) -> None:
         raise RuntimeError("RE2 set did not compile (too large)")
 
-    monkeypatch.setattr(guard.match, "_compile_set", refuse)
-    assert rs._fast.first("/w/build", True) is _FALLBACK
+    monkeypatch.setattr(guard.match.re2_engine, "_compile_set", refuse)
+    assert rs._fast.first("/w/build", True) is FALLBACK
     hit = rs.first("/w/build", True)  # a directory: "build/" matches
     assert hit is not None and hit[1].text == "build/"
     hit = rs.first("/w/src/x.o")  # the file query was compiled at load: still answered
     assert hit is not None and hit[1].text == "*.o"
-    assert rs._fast.first("/w/src/x.o", False) is not _FALLBACK
+    assert rs._fast.first("/w/src/x.o", False) is not FALLBACK
 
 
 ROOT_MAPS = [

@@ -281,7 +281,7 @@ def test_compiled_engine_answers_on_its_own_and_agrees_with_the_reference(
     that, so: it must answer most pairs itself, every one of those answers must equal
     the reference engine's, and the hand-back must occur in the generated data (dense in
     ``**`` and in exceptions, so far more often than in policies)."""
-    from guard.match import _FALLBACK
+    from guard.match.re2_engine import FALLBACK
 
     answered = handed_back = 0
     for case in cases:
@@ -295,7 +295,7 @@ def test_compiled_engine_answers_on_its_own_and_agrees_with_the_reference(
             for rel in case.paths:
                 path = str(repo / rel)
                 got = fast.decided(path, False)
-                if got is _FALLBACK:
+                if got is FALLBACK:
                     handed_back += 1
                     continue
                 answered += 1

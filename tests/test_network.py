@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from engines import require_engine
 
-import guard.match
+import guard.match.re2_engine
 from guard import Action, Effect, EffectKind, Guard
 from guard.effects import GuardError
 from guard.match import PatternError
@@ -245,9 +245,9 @@ def test_both_engines_decide_network_targets_the_same(repo: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     require_engine("re2")
     (repo / "p.toml").write_text(POLICY)
-    monkeypatch.setattr(guard.match, "DEFAULT_ENGINE", "python")
+    monkeypatch.setattr(guard.match.re2_engine, "DEFAULT_ENGINE", "python")
     ref = Guard.load(repo / "p.toml", worktree=repo)
-    monkeypatch.setattr(guard.match, "DEFAULT_ENGINE", "re2")
+    monkeypatch.setattr(guard.match.re2_engine, "DEFAULT_ENGINE", "re2")
     fast = Guard.load(repo / "p.toml", worktree=repo)
     rng = random.Random(5)
     hosts = ["a.example.com", "evil.example.com", "pypi.org", "10.1.2.3", "::1", "x.corp.test",

@@ -28,7 +28,9 @@ app.add_typer(audit_app, name="audit")
         "  guard check --audit-log a.jsonl write src/app.py; guard audit verify a.jsonl\n\n"
         "  guard check --audit-log a.jsonl read src/app.py; guard audit verify a.jsonl --json\n\n"
         "Keep the head it prints somewhere the agent cannot write, and later pass it back:"
-        " --head N:MAC fails when that record is gone (the log was cut at its end)."
+        " --head N:MAC fails when that record is gone (the log was cut at its end).\n\n"
+        "Records a collector received (shipped through syslog, one JSON record a line):\n\n"
+        "  guard audit verify --shipped /var/log/guard/decisions.jsonl --host $(hostname)"
     ),
 )
 def verify(
@@ -49,8 +51,24 @@ def verify(
         ),
     ] = None,
     key: Annotated[
+        list[Path] | None,
+        typer.Option(
+            metavar="FILE",
+            help="The key. Default: <data>/keys/audit.key. With --shipped, repeat it for"
+            " the keys of several machines or users.",
+        ),
+    ] = None,
+    shipped: Annotated[
         Path | None,
-        typer.Option(metavar="FILE", help="The key. Default: <data>/keys/audit.key."),
+        typer.Option(
+            metavar="FILE",
+            help="Check records shipped through syslog, as a collector wrote them (one"
+            " JSON record a line; docs/fleet.md), instead of a local log.",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="With --shipped: check this machine's records only."),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -58,14 +76,28 @@ def verify(
 
     Prints each break as LOG:LINE: what is wrong, then the head (the last record's number and MAC; keep it elsewhere and pass it back with --head to find records cut from the end). Exit codes: 0 intact, 1 broken, 2 no log, no key or bad input.
     """  # noqa: E501 (one paragraph: the help wraps it)
-    from guard import audit
+    from guard import audit, auditverify
     from guard.paths import Roots
 
     try:
-        path = log if log is not None else audit.default_log_path(Roots.discover())
-        anchor = audit.parse_head(head) if head is not None else None
-        secret = audit.load_key(key, create=False)
-        result = audit.verify(path, secret, anchor)
+        if shipped is not None:
+            if log is not None or head is not None:
+                raise audit.AuditError(
+                    "--shipped checks a collector's file: give it without LOG and --head"
+                )
+            path = shipped
+            secrets = [audit.load_key(k, create=False) for k in key or [audit.key_path()]]
+            result = auditverify.verify_shipped(path, secrets, host)
+        else:
+            if host is not None or (key is not None and len(key) > 1):
+                raise audit.AuditError(
+                    "a local log has one key and one machine: --host and a second --key"
+                    " go with --shipped"
+                )
+            path = log if log is not None else audit.default_log_path(Roots.discover())
+            anchor = auditverify.parse_head(head) if head is not None else None
+            secret = audit.load_key(key[0] if key else None, create=False)
+            result = auditverify.verify(path, secret, anchor)
     except audit.AuditError as exc:
         fail_for(exc, as_json=as_json)
     out = console()
@@ -94,7 +126,14 @@ def verify(
             out.print(str(f), markup=False, soft_wrap=True)
         for f in result.notes:
             out.print(f"note: {f}", markup=False, soft_wrap=True)
-        if result.intact:
+        if shipped is not None:
+            out.print(
+                f"{path}: {result.records} shipped records, "
+                + ("every one verified" if result.intact
+                   else f"{len(result.findings)} problem(s)"),
+                markup=False, soft_wrap=True,
+            )  # fmt: skip
+        elif result.intact:
             out.print(
                 f"{path}: {result.records} records, chain intact; head {head_text or 'none'}",
                 markup=False, soft_wrap=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -77,4 +77,20 @@ def session_resume(
                   "landed": report}
         stamp(record, None, session=sid, host_agent=host)
         log.write(record, roots)
+        _ship(record, cwd)
         sys.stdout.write("  resumed: guard decides this session's calls again\n")
+
+
+def _ship(record: dict[str, Any], cwd: Path) -> None:
+    """Ship the notice like every other record (a shipped chain has no hole at it)."""
+    from guard.decide import Guard
+    from guard.fleet.syslog import ship
+
+    try:
+        g = Guard.load(cwd=str(cwd))
+    except Exception as exc:  # the record is in the local log; say why it is not shipped
+        sys.stderr.write(f"guard: the notice is not shipped: {exc}\n")
+        return
+    why = ship(g.audit_settings, [record], g.roots.data)
+    if why is not None:
+        sys.stderr.write(f"guard: {why}\n")

@@ -24,6 +24,7 @@ UNMAPPED = (
     "decision", "reason", "rule", "policy_decision", "answered", "agent", "agent_from",
     "dialect", "policy_digest", "policy_files", "guard_version", "audit_schema", "type",
     "source", "event", "path", "effects", "effect", "action_taken", "cwd",
+    "chain_seq", "chain", "chain_prev", "chain_log",
 )  # fmt: skip
 
 

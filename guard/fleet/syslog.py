@@ -22,7 +22,9 @@ of truth; shipping is a copy:
 
 Each record is one message: ``<PRI>1 TS HOST openoxide-guard - TYPE - JSON`` where
 ``TS`` and ``HOST`` are the record's, ``TYPE`` is ``verdict``, ``violation`` or
-``notice``, and ``JSON`` is the record as ASCII JSON (nothing for a relay to escape).
+``notice``, and ``JSON`` is the record as ASCII JSON (nothing for a relay to escape),
+with the chain keys its audit log writer gave it, so that the collector can check it
+(``guard audit verify --shipped``).
 TCP uses octet-counting framing (RFC 6587: ``LEN SP MSG``); UDP and Unix datagram
 sockets one datagram per message. A record whose message would pass
 :data:`MAX_MESSAGE` bytes is shipped shortened (its envelope and verdict, and the size
@@ -65,6 +67,7 @@ KEEP = (
     "ts", "type", "source", "audit_schema", "record_id", "hostname", "user", "uid", "session",
     "guard_version", "policy_digest", "host_agent", "host_agent_version", "agent",
     "tool_name", "decision", "reason", "rule", "event", "path", "cwd",
+    "chain_seq", "chain", "chain_prev", "chain_log",
 )  # fmt: skip
 
 

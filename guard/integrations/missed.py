@@ -11,7 +11,8 @@ pre-tool decision record in the audit log is a ``hook_missed`` violation:
 
 * matched by host, host session id and ``tool_use_id`` where the host gives one,
   else by tool name and a digest of the tool input (``input_sha256`` in the
-  verdict record), within the last :data:`TAIL` bytes of the project's log;
+  verdict record), within the end of the project's log; only records whose chain MAC
+  verifies count (:mod:`guard.integrations.decided`);
 * recorded in the audit log (``"type": "violation", "kind": "hook_missed"``);
 * told to the model and the user in the answer of that hook call;
 * in plan mode, the host session is **held**: a file under
@@ -29,14 +30,14 @@ import functools
 import hashlib
 import json
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard import hosts
-from guard.audit import now_iso, rotated
+from guard.audit import now_iso
+from guard.integrations.decided import KIND, Trust, decided
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -48,10 +49,7 @@ CHANGING: dict[str, frozenset[str]] = {
     h.name: h.changing_tools for h in hosts.HOSTS if h.changing_tools
 }
 RULE = "guard.hook_missed"
-KIND = "hook_missed"
 SUBDIR = "missed"
-#: How much of the end of the audit log is searched for a call's decision record.
-TAIL = 2 << 20
 #: At most this many transcript bytes are read per hook call (the rest at the next).
 TRANSCRIPT_STEP = 4 << 20
 RESUME = "guard session resume"
@@ -63,13 +61,6 @@ RESTORE_ENV = "GUARD_MISSED_RESTORE"
 def changes(host: str, tool: str) -> bool:
     """Whether a result of ``tool`` on ``host`` may have changed something."""
     return tool in CHANGING.get(host, frozenset()) or tool.startswith("mcp__")
-
-
-def input_digest(tool_input: Mapping[str, Any]) -> str:
-    """A digest of a tool input, independent of key order and JSON spacing."""
-    text = json.dumps(tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 _DIRS: dict[tuple[str | None, str | None], Path] = {}
@@ -121,108 +112,6 @@ class Missed:
         return f"{self.tool_name}{use}"
 
 
-# -- the decision records -------------------------------------------------------------
-
-
-def _tail(path: Path, size: int = TAIL) -> bytes:
-    """The last ``size`` bytes of the log (with the end of its last rotated part if short)."""
-    out = b""
-    for part in [*rotated(path)[-1:], path]:
-        try:
-            with open(part, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                end = f.tell()
-                f.seek(max(0, end - size))
-                out = (out + f.read())[-size:]
-        except FileNotFoundError:
-            continue
-    return out
-
-
-def _lines_with(data: bytes, needle: bytes) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    at = data.find(needle)
-    while at >= 0:
-        start = data.rfind(b"\n", 0, at) + 1
-        end = data.find(b"\n", at)
-        end = len(data) if end < 0 else end
-        try:
-            rec = json.loads(data[start:end])
-        except ValueError:
-            rec = None
-        if isinstance(rec, dict):
-            found.append(rec)
-        at = data.find(needle, end)
-    return found
-
-
-def _needle(key: str, value: str) -> bytes:
-    return f'"{key}": {json.dumps(value, ensure_ascii=False)}'.encode("utf-8", "surrogateescape")
-
-
-#: Other projects' logs searched when the call's own holds no record (a call whose cwd
-#: was in another repository was recorded there): written to within this many seconds.
-OTHER_LOGS_AGE = 24 * 3600
-OTHER_LOGS_MAX = 8
-
-
-def decided(
-    log: Path,
-    host: str,
-    session: str | None,
-    tool_use_id: str | None,
-    tool_name: str,
-    tool_input: Mapping[str, Any] | None,
-) -> bool:
-    """Whether the log (else another project's recent log) holds guard's pre-tool decision
-    for this call, or already a ``hook_missed`` record of it (each is reported once)."""
-    if _decided_in(log, host, session, tool_use_id, tool_name, tool_input):
-        return True
-    try:
-        others = [(e.stat().st_mtime, Path(e.path)) for e in os.scandir(log.parent)
-                  if e.name.endswith(".jsonl") and e.path != str(log)]
-    except OSError:
-        return False
-    recent = sorted((o for o in others if o[0] > time.time() - OTHER_LOGS_AGE), reverse=True)
-    return any(_decided_in(p, host, session, tool_use_id, tool_name, tool_input)
-               for _, p in recent[:OTHER_LOGS_MAX])
-
-
-def _decided_in(
-    log: Path,
-    host: str,
-    session: str | None,
-    tool_use_id: str | None,
-    tool_name: str,
-    tool_input: Mapping[str, Any] | None,
-) -> bool:
-    data = _tail(log)
-    if not data:
-        return False
-
-    def ours(rec: Mapping[str, Any]) -> bool:
-        # a decision, or this call already reported as missed (by the other way of seeing it)
-        return ((rec.get("type") == "verdict" or rec.get("kind") == KIND)
-                and rec.get("source") == "hook" and rec.get("host") == host
-                and rec.get("session_id") == session)
-
-    if tool_use_id:
-        return any(ours(r) for r in _lines_with(data, _needle("tool_use_id", tool_use_id)))
-    if tool_input is None:
-        return False
-    digest = input_digest(tool_input)
-    if any(ours(r) and r.get("tool_name") == tool_name
-           for r in _lines_with(data, _needle("input_sha256", digest))):
-        return True
-    # a call guard ran confined: the host reports the rewritten input
-    for rec in _lines_with(data, b'"updated_input": '):
-        updated = rec.get("updated_input")
-        if (ours(rec) and rec.get("tool_name") == tool_name and isinstance(updated, dict)
-                and all(tool_input.get(k) == v for k, v in updated.items())):
-            return True
-    return False
-
-
 # -- the hold -------------------------------------------------------------------------
 
 
@@ -250,17 +139,21 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def hold(found: list[Missed], worktree: str | None, agent: str, report: Mapping[str, Any]) -> Path:
-    """Hold the host session of ``found`` (plan mode): every further call is a deny."""
+def hold(found: list[Missed], worktree: str | None, agent: str, report: Mapping[str, Any],
+         forged: list[dict[str, Any]] | None = None) -> Path:
+    """Hold the host session of ``found`` (plan mode): every further call is a deny.
+    ``forged``: decision records of those calls that did not verify (said in the hold)."""
     first = found[0]
     path = hold_path(first.host, first.session, first.cwd)
     old = read_hold(path) or {}
     calls = [*old.get("calls", []), *[m.to_json() for m in found]] if isinstance(
         old.get("calls"), list) else [m.to_json() for m in found]
+    before = old.get("forged")
+    kept = [*(before if isinstance(before, list) else []), *(forged or [])][-20:]
     _write_json(path, {
         "host": first.host, "session_id": first.session, "worktree": worktree,
         "cwd": first.cwd, "agent": agent, "since": old.get("since") or now_iso(),
-        "calls": calls[-50:], "landed": report,
+        "calls": calls[-50:], "landed": report, **({"forged": kept} if kept else {}),
     })
     return path
 
@@ -295,6 +188,9 @@ def held_reason(data: Mapping[str, Any], report_text: str = "") -> str:
         f" hook did not run); plan mode holds session {session}: every call is refused until"
         f" the user looks at what happened and runs `{RESUME}`"
     )
+    forged = data.get("forged")
+    if isinstance(forged, list) and forged and all(isinstance(f, dict) for f in forged):
+        text += f". {tamper_text(forged)}"
     return text + (f". {report_text}" if report_text else "")
 
 
@@ -427,8 +323,9 @@ def _deciding(gate: Gate, hook: HookCall, adapter: HostAdapter) -> tuple[Guard, 
 
 def _found(
     g: Guard, hook: HookCall, payload: Mapping[str, Any], *, post: bool
-) -> list[Missed]:
-    """The calls of this host session guard never decided, known at this hook call."""
+) -> tuple[list[Missed], list[dict[str, Any]]]:
+    """The calls of this host session guard never decided, known at this hook call; and
+    the records that claimed to decide them but whose MAC does not verify (forged)."""
     from guard.audit import default_log_path
 
     call = hook.call
@@ -437,25 +334,45 @@ def _found(
     results, _ = transcript_results(hook.host, call.session, call.cwd,
                                     transcript if isinstance(transcript, str) else None)
     found: list[Missed] = []
+    trust: Trust | None = None
     for use_id, name, given in results:
         if use_id == hook.tool_use_id:
             continue  # this call: decided now (pre-tool), or checked below (post-tool)
-        if not decided(log, hook.host, call.session, use_id, name, given):
+        trust = trust or Trust()
+        if not decided(log, hook.host, call.session, use_id, name, given, trust):
             found.append(Missed(hook.host, call.session, name, use_id, call.cwd, "transcript"))
-    if post and changes(hook.host, call.name) and not decided(
-            log, hook.host, call.session, hook.tool_use_id, call.name, call.input):
-        found.append(Missed(hook.host, call.session, call.name, hook.tool_use_id, call.cwd,
-                            hook.event))
+    if post and changes(hook.host, call.name):
+        trust = trust or Trust()
+        if not decided(log, hook.host, call.session, hook.tool_use_id, call.name, call.input,
+                       trust):
+            found.append(Missed(hook.host, call.session, call.name, hook.tool_use_id,
+                                call.cwd, hook.event))
     if not found:  # all decided so far: the state to reconcile against, once per session
         from guard.integrations import reconcile
 
         reconcile.take_start(g.roots.worktree, hook.host, call.session, call.cwd)
-    return found
+    return found, (trust.forged if trust is not None else [])
+
+
+TAMPER_KIND = "audit_tampered"
+TAMPER_RULE = "guard.audit_tampered"
+
+
+def tamper_text(forged: list[dict[str, Any]]) -> str:
+    """What the model and the user are told about forged decision records."""
+    first = forged[0]
+    return (
+        f"the audit log holds {len(forged)} record(s) claiming guard's decision for a call"
+        f" that guard cannot verify ({first['problem']}; {first['log']}): the audit log was"
+        " tampered with, and they do not count as decisions; run `guard audit verify`"
+    )
 
 
 def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
-            found: list[Missed]) -> tuple[Guard, str, str, str]:
-    """Audit each missed call; hold the session in plan mode. (policy, agent, why, message)."""
+            found: list[Missed],
+            forged: list[dict[str, Any]] | None = None) -> tuple[Guard, str, str, str]:
+    """Audit each missed call, and a tampering violation for forged decision records;
+    hold the session in plan mode. (policy, agent, why, message)."""
     from guard.fleet.records import stamp
     from guard.integrations import reconcile
 
@@ -463,24 +380,38 @@ def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
     plan = mode == "plan"
     call = hook.call
     report = reconcile.landed(g.roots.worktree, hook.host,
-                              call.session, call.cwd) if plan else {}
+                              call.session, call.cwd) if plan and found else {}
     if plan and gate.env.get(RESTORE_ENV, "").strip() == "1" and report.get("paths"):
         start = reconcile.start_of(hook.host, call.session, call.cwd)
         key = "missed-" + _key(hook.host, call.session, call.cwd)[:12]
         report = {**report, "restored": reconcile.restore(report, start, key)}
-    for m in found:
-        record = violation(m, agent, mode, plan, report)
-        stamp(record, g, session=m.session, host_agent=m.host)
+    out = [violation(m, agent, mode, plan, report) for m in found]
+    if forged:
+        out.append({
+            "type": "violation", "source": "hook", "kind": TAMPER_KIND, "rule": TAMPER_RULE,
+            "host": hook.host, "session_id": call.session, "agent": agent, "mode": mode,
+            "records": forged, "reason": tamper_text(forged),
+        })
+    for record in out:
+        stamp(record, g, session=call.session, host_agent=hook.host)
         if gate.sink is not None:
             gate.sink.write(record, g.roots)
+            if not getattr(gate.sink, "ships", False):
+                from guard.fleet.syslog import ship
+
+                ship(g.audit_settings, [record], g.roots.data)  # never raises, never waits
+    tamper = f" Also: {tamper_text(forged)}." if forged else ""
+    if not found:
+        return g, agent, why, f"guard: {tamper_text(forged or [{}])}. Tell the user."
     names = ", ".join(m.describe() for m in found)
     if plan:
         wt = g.roots.worktree
-        hold(found, str(wt) if wt is not None else None, agent, report)
+        hold(found, str(wt) if wt is not None else None, agent, report, forged or [])
         return g, agent, why, ""
     return g, agent, why, (
         f"guard: {hook.host} ran {names} without guard's decision (its pre-tool hook did"
-        " not run); this is recorded as hook_missed in the audit log. Tell the user."
+        " not run); this is recorded as hook_missed in the audit log." + tamper
+        + " Tell the user."
     )
 
 
@@ -500,10 +431,10 @@ def before_tool(
         return None, ""
     # the cwd's policy tells where to look (its log; another project's recent log is
     # searched too); recording and refusing use the deciding session's, as the gate does
-    found = _found(gate.load(call), hook, payload, post=False)
+    found, forged = _found(gate.load(call), hook, payload, post=False)
     notice = ""
-    if found:
-        _, _, _, notice = _record(gate, hook, adapter, found)
+    if found or forged:
+        _, _, _, notice = _record(gate, hook, adapter, found, forged)
         data = read_hold(path)
     if data is None:
         return None, notice
@@ -521,10 +452,10 @@ def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,
     """At a post-tool call: what the model and the user are told (None: nothing)."""
     call = hook.call
     path = hold_path(hook.host, call.session, call.cwd)
-    found = _found(gate.load(call), hook, payload, post=True)
+    found, forged = _found(gate.load(call), hook, payload, post=True)
     notice = ""
-    if found:
-        _, _, _, notice = _record(gate, hook, adapter, found)
+    if found or forged:
+        _, _, _, notice = _record(gate, hook, adapter, found, forged)
     data = read_hold(path)
     if data is not None:
         from guard.integrations import reconcile

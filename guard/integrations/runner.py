@@ -99,12 +99,12 @@ def decide(
         hook = _with_cwd(adapter.parse_post(payload) if post else adapter.parse(payload), here)
         call = hook.call
         context.update(hook.to_json())
-        from guard.integrations import missed
+        from guard.integrations import decided, missed
 
         if post:
             _capture_checklist(host, call.name, call.input, call.cwd or here)
             return adapter.post_answer(missed.after_tool(gate, adapter, hook, payload))
-        context["input_sha256"] = missed.input_digest(call.input)
+        context["input_sha256"] = decided.input_digest(call.input)
         held, notice = missed.before_tool(gate, adapter, hook, payload, context)
         if held is not None:
             return adapter.answer(held, hook)

@@ -232,14 +232,14 @@ class McpSink:
         for path, indexes in by_path.items():
             log = self._appender(path)
             try:
-                log.append(audit.encode_many([items[i][0] for i in indexes]))
+                audit.append_records(log, [items[i][0] for i in indexes])
                 dirty.add(path)
                 continue
             except Exception:
                 pass
             for i in indexes:  # one record that cannot be written must not take the others
                 try:
-                    log.append(audit.encode_many([items[i][0]]))
+                    audit.append_records(log, [items[i][0]])
                     dirty.add(path)
                 except Exception as exc:
                     errors[i] = f"cannot write the audit log: {exc}"

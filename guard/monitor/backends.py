@@ -33,14 +33,15 @@ def start_observer(m: Monitor) -> None:
     m.backend = choose(m.roots, m.backend_wanted)
     if m.backend.backend == "fanotify":
         try:
-            fan = FanotifyObserver(m.roots, m._on_fan_event, m._trouble, m.processes.origin)
+            fan = FanotifyObserver(m.roots, m._on_fan_event, m._trouble, m.processes.origin,
+                                   m._lost_event)
         except OSError as exc:
             m.backend = Choice("inotify", f"fanotify failed: {exc.strerror or exc}")
         else:
             m._notice("backend", m.backend.line())
             m._flush()
+            m._observer = fan  # before its reader runs: its first report names fanotify
             fan.start()
-            m._observer = fan
             return
     m._notice("backend", m.backend.line())
     m._flush()

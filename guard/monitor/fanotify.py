@@ -20,11 +20,15 @@ the monitor has one code path for both.
 The observer is watching once the mark is placed: the walk that caches the handle
 of every directory already there runs on a thread of its own (a 1,000,000-file
 tree takes it a minute). Until it ends, an event inside a directory removed
-before the walk reached it cannot be named; each such event is counted in
-:attr:`FanotifyObserver.lost`, and ``trouble("lost", ...)`` tells the monitor at
-the first one and, if more came, once more when the walk ends: the monitor then
-scans against its baseline, as after a queue overflow. An overflow empties the
-cache (a directory may have moved unseen) and walks again.
+before the walk reached it cannot be named. Nor can it be told from an event in a
+directory another process removed anywhere else on the same file system (the mark
+sees them all, and a removed directory's handle names nothing): both are lost
+events, one kind. Each is counted in :attr:`FanotifyObserver.lost` and passed to
+``on_lost`` as it is read (the monitor's baseline needs the exact count: see
+:mod:`guard.monitor.phases`); ``trouble("lost", ...)`` tells the monitor at the
+first one and, if more came, once more when the walk ends: the monitor then scans
+against its baseline, as after a queue overflow. An overflow empties the cache (a
+directory may have moved unseen) and walks again.
 """
 
 from __future__ import annotations
@@ -58,52 +62,37 @@ from watchdog.events import (
     FileSystemEvent,
 )
 
-# fanotify_init flags (linux/fanotify.h)
-FAN_CLOEXEC = 0x1
-FAN_NONBLOCK = 0x2
-FAN_CLASS_NOTIF = 0x0
-FAN_REPORT_FID = 0x200
-FAN_REPORT_DIR_FID = 0x400
-FAN_REPORT_NAME = 0x800
-FAN_REPORT_TARGET_FID = 0x1000
-FAN_REPORT_DFID_NAME_TARGET = FAN_REPORT_DIR_FID | FAN_REPORT_NAME | FAN_REPORT_FID | (
-    FAN_REPORT_TARGET_FID)
-# event mask bits
-FAN_MODIFY = 0x2
-FAN_ATTRIB = 0x4
-FAN_CLOSE_WRITE = 0x8
-FAN_CREATE = 0x100
-FAN_DELETE = 0x200
-FAN_Q_OVERFLOW = 0x4000
-FAN_RENAME = 0x10000000
-FAN_ONDIR = 0x40000000
-MASK = FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE | FAN_CREATE | FAN_DELETE | FAN_RENAME | FAN_ONDIR
-# fanotify_mark flags
-FAN_MARK_ADD = 0x1
-FAN_MARK_FILESYSTEM = 0x100
-# info record types
-_FID, _DFID_NAME, _DFID, _OLD_DFID_NAME, _NEW_DFID_NAME = 1, 2, 3, 10, 12
-_METADATA = struct.Struct("=IBBHQii")
-_METADATA_VERSION = 3
-_AT_FDCWD = -100
-CAP_SYS_ADMIN = 21
+from guard.monitor.fanotify_abi import (
+    AT_FDCWD,
+    CAP_SYS_ADMIN,
+    DFID,
+    DFID_NAME,
+    FAN_ATTRIB,
+    FAN_CLASS_NOTIF,
+    FAN_CLOEXEC,
+    FAN_CLOSE_WRITE,
+    FAN_CREATE,
+    FAN_DELETE,
+    FAN_MARK_ADD,
+    FAN_MARK_FILESYSTEM,
+    FAN_MODIFY,
+    FAN_NONBLOCK,
+    FAN_ONDIR,
+    FAN_Q_OVERFLOW,
+    FAN_RENAME,
+    FAN_REPORT_DFID_NAME_TARGET,
+    FID,
+    MASK,
+    MAX_HANDLE_SZ,
+    METADATA,
+    METADATA_VERSION,
+    NEW_DFID_NAME,
+    OLD_DFID_NAME,
+    libc,
+)
+
 #: directory handles remembered (a path string each); beyond this the oldest are dropped
 CACHE_MAX = 400_000
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
-_libc.fanotify_init.restype = ctypes.c_int
-_libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int,
-                                ctypes.c_char_p]
-_libc.fanotify_mark.restype = ctypes.c_int
-_libc.open_by_handle_at.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-_libc.open_by_handle_at.restype = ctypes.c_int
-_libc.name_to_handle_at.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
-                                    ctypes.POINTER(ctypes.c_int), ctypes.c_int]
-_libc.name_to_handle_at.restype = ctypes.c_int
-_MAX_HANDLE_SZ = 128
-_libc.statfs.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-_libc.statfs.restype = ctypes.c_int
 
 
 def _oserror(what: str) -> OSError:
@@ -126,7 +115,7 @@ def has_cap_sys_admin() -> bool:
 def _fsid(path: str) -> bytes:
     """The file system id of ``path`` as fanotify reports it (statfs ``f_fsid``)."""
     buf = ctypes.create_string_buffer(256)
-    if _libc.statfs(os.fsencode(path), buf) != 0:
+    if libc.statfs(os.fsencode(path), buf) != 0:
         raise _oserror(f"statfs {path}")
     off = 7 * ctypes.sizeof(ctypes.c_long)  # f_type .. f_ffree, then f_fsid
     return buf.raw[off : off + 8]
@@ -145,7 +134,7 @@ class Choice:
 
 
 def _init() -> int:
-    fd = _libc.fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK
+    fd = libc.fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK
                              | FAN_REPORT_DFID_NAME_TARGET, os.O_RDONLY | os.O_LARGEFILE)
     if fd < 0:
         raise _oserror("fanotify_init")
@@ -153,7 +142,7 @@ def _init() -> int:
 
 
 def _mark(fd: int, path: str) -> None:
-    if _libc.fanotify_mark(fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, MASK, _AT_FDCWD,
+    if libc.fanotify_mark(fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, MASK, AT_FDCWD,
                            os.fsencode(path)) != 0:
         raise _oserror(f"fanotify_mark {path}")
 
@@ -214,12 +203,12 @@ def _records(buf: bytes, start: int, end: int) -> Iterator[_Record]:
         kind, _, length = struct.unpack_from("=BBH", buf, p)
         if length < 4 or p + length > end:
             return
-        if kind in (_FID, _DFID_NAME, _DFID, _OLD_DFID_NAME, _NEW_DFID_NAME):
+        if kind in (FID, DFID_NAME, DFID, OLD_DFID_NAME, NEW_DFID_NAME):
             fsid = buf[p + 4 : p + 12]
             (hbytes,) = struct.unpack_from("=I", buf, p + 12)
             handle = buf[p + 16 : p + 20 + hbytes]
             name = ""
-            if kind in (_DFID_NAME, _OLD_DFID_NAME, _NEW_DFID_NAME):
+            if kind in (DFID_NAME, OLD_DFID_NAME, NEW_DFID_NAME):
                 raw = buf[p + 20 + hbytes : p + length]
                 name = os.fsdecode(raw.split(b"\0", 1)[0])
             yield _Record(kind, fsid, handle, name)
@@ -233,7 +222,9 @@ class FanotifyObserver:
     """Reads a fanotify group on its own thread and hands events to a second one, which
     calls ``emit(event, describe(pid))`` for events under the roots (in order), and
     ``trouble("overflow", message)`` on ``FAN_Q_OVERFLOW`` (``trouble("lost", message)``
-    for events the directory walk could not name yet, see the module's docstring).
+    for events the directory walk could not name yet, see the module's docstring;
+    ``on_lost()`` for each one of them, on the reader thread, before any later event
+    is handed on).
 
     ``describe`` runs on the reader thread, as soon as the event is read, so a
     short-lived writer is still there to be described as often as possible.
@@ -251,9 +242,11 @@ class FanotifyObserver:
         emit: Emit,
         trouble: Callable[[str, str], None],
         describe: Callable[[int], Any] = int,
+        on_lost: Callable[[], None] | None = None,
     ) -> None:
         self.roots = [str(r) for r in roots]
         self._emit = emit
+        self._on_lost = on_lost
         self._describe = describe
         self._queue: queue.SimpleQueue[tuple[FileSystemEvent, Any] | None] = queue.SimpleQueue()
         self._dispatcher = threading.Thread(target=self._dispatch, daemon=True,
@@ -299,7 +292,7 @@ class FanotifyObserver:
         place): an event read after its directory was removed (``rm -rf``) still resolves.
         Directories only, one ``name_to_handle_at`` each; files are never opened. Starts
         over after an overflow; ends the walking state, then tells of lost events."""
-        buf = ctypes.create_string_buffer(8 + _MAX_HANDLE_SZ)
+        buf = ctypes.create_string_buffer(8 + MAX_HANDLE_SZ)
         mount_id = ctypes.c_int()
         lost = told = 0
         try:
@@ -340,8 +333,8 @@ class FanotifyObserver:
 
     def _walk_one(self, d: str, fsid: bytes, buf: Any, mount_id: Any,
                   stack: list[tuple[str, bytes]]) -> None:
-        struct.pack_into("=I", buf, 0, _MAX_HANDLE_SZ)
-        if _libc.name_to_handle_at(_AT_FDCWD, os.fsencode(d), buf,
+        struct.pack_into("=I", buf, 0, MAX_HANDLE_SZ)
+        if libc.name_to_handle_at(AT_FDCWD, os.fsencode(d), buf,
                                    ctypes.byref(mount_id), 0) == 0:
             (hbytes,) = struct.unpack_from("=I", buf, 0)
             key = (fsid, buf.raw[4 : 8 + hbytes])
@@ -435,9 +428,9 @@ class FanotifyObserver:
 
     def _handle(self, buf: bytes) -> None:
         off = 0
-        while off + _METADATA.size <= len(buf):
-            event_len, vers, _, meta_len, mask, fd, pid = _METADATA.unpack_from(buf, off)
-            if event_len < _METADATA.size or vers != _METADATA_VERSION:
+        while off + METADATA.size <= len(buf):
+            event_len, vers, _, meta_len, mask, fd, pid = METADATA.unpack_from(buf, off)
+            if event_len < METADATA.size or vers != METADATA_VERSION:
                 self._trouble("watch-error", f"fanotify: unexpected event format {vers}")
                 return
             if fd >= 0:  # never with file handles; close it if one came anyway
@@ -486,7 +479,7 @@ class FanotifyObserver:
         if mount is None:
             return None
         fh = struct.pack("=I", len(rec.handle) - 4) + rec.handle
-        fd = _libc.open_by_handle_at(mount, fh, os.O_PATH | os.O_CLOEXEC)
+        fd = libc.open_by_handle_at(mount, fh, os.O_PATH | os.O_CLOEXEC)
         if fd < 0:
             self.unresolved += 1
             self._lost()
@@ -505,7 +498,8 @@ class FanotifyObserver:
 
     def _lost(self) -> None:
         """A directory of our file systems could not be named: while the walk runs, it
-        may have been under a root (its handle was not cached yet)."""
+        may have been under a root (its handle was not cached yet), or anywhere else on
+        the file system; nothing tells which, so it counts as lost either way."""
         with self._cache_lock:
             if not self._walking:
                 return  # every directory there was is cached: this one was elsewhere
@@ -514,9 +508,13 @@ class FanotifyObserver:
             first = self._walk_told == 0
             if first:
                 self._walk_told = self._walk_lost
+        if self._on_lost is not None:
+            self._on_lost()  # every one: the baseline asks whether any came since phase 1
         if first:
             self._trouble("lost", "fanotify: an event named a directory that was removed"
-                          " before the directory walk reached it: its path is unknown")
+                          " before the directory walk reached it (under the watched"
+                          " trees or elsewhere on the file system: a removed directory"
+                          " cannot be told apart): its path is unknown")
 
     def _remember(self, key: tuple[bytes, bytes], path: str) -> None:
         with self._cache_lock:
@@ -564,10 +562,10 @@ class FanotifyObserver:
 
     def _event(self, mask: int, pid: int, recs: list[_Record]) -> None:
         is_dir = bool(mask & FAN_ONDIR)
-        child = next((r for r in recs if r.kind == _FID), None)
+        child = next((r for r in recs if r.kind == FID), None)
         if mask & FAN_RENAME:
-            old = self._path(next((r for r in recs if r.kind == _OLD_DFID_NAME), None))
-            new = self._path(next((r for r in recs if r.kind == _NEW_DFID_NAME), None))
+            old = self._path(next((r for r in recs if r.kind == OLD_DFID_NAME), None))
+            new = self._path(next((r for r in recs if r.kind == NEW_DFID_NAME), None))
             if is_dir:
                 self._moved_dir(old, new)
             if is_dir and child is not None and new is not None:
@@ -577,7 +575,7 @@ class FanotifyObserver:
             mask &= ~FAN_RENAME
             if not mask & ~FAN_ONDIR:
                 return
-        path = self._path(next((r for r in recs if r.kind == _DFID_NAME), None))
+        path = self._path(next((r for r in recs if r.kind == DFID_NAME), None))
         if path is None or not self._inside(path):
             return
         if is_dir and child is not None and mask & FAN_CREATE:

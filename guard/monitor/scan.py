@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from guard.monitor.watcher import Monitor
 
 _MISSING = object()
+#: how long a scan waits for the events queued before its differences are decided
+SYNC_WAIT = 30.0
 
 
 def reconcile(m: Monitor, reason: str) -> list[Violation]:
@@ -29,7 +31,10 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
 
     A path whose lstat signature is unchanged is unchanged; a file whose
     signature moved is hashed to tell a content change from an attribute
-    change. Every difference is decided like an event.
+    change. Every difference is decided like an event, once the events queued
+    meanwhile are handled (:meth:`Monitor.sync`): a change made while the scan ran
+    (a scan woken by another process's lost events on a busy file system, say) is
+    reported by its own event, with its name and its writer, not as ``reconcile:*``.
     """
     if m.baseline is None:
         raise GuardError("the monitor has not been started")
@@ -43,6 +48,7 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
         with m._lock:
             snapshot = dict(m._known)  # compared without the lock; differences re-read under it
         m._check_roots()
+        found: list[tuple[str, str]] = []
         for path, st, meta, _, _ in walk(m.roots, m._ignored, m.anchor):
             seen.add(path)
             last = snapshot.get(path)
@@ -65,13 +71,16 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
                             event = "attrib"
                 elif cur.kind == known.kind:
                     event = "attrib"
-            m._change(path, EffectKind.WRITE, f"reconcile:{event}")
+            found.append((path, event))
         with m._lock:
             gone = [p for p, s in m._known.items() if s is not None and p not in seen]
+        gone = [p for p in gone if m.anchor.lstat(p) is None]
+        changed += len(gone)
+        if found or gone:
+            m.sync(SYNC_WAIT)  # each change the scan saw made its event before the marker
+        for path, event in found:
+            m._change(path, EffectKind.WRITE, f"reconcile:{event}")  # unless handled since
         for path in gone:
-            if m.anchor.lstat(path) is not None:
-                continue
-            changed += 1
             m._change(path, EffectKind.DELETE, "reconcile:deleted")
         for g in m._git_dirs:
             m._index_change(g, "reconcile:modified")

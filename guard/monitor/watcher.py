@@ -56,6 +56,7 @@ from guard.monitor.events import (
 )
 from guard.monitor.fanotify import Choice, FanotifyObserver
 from guard.monitor.fsops import Anchor, Unsafe, dir_meta
+from guard.monitor.identity import check_roots, identity
 from guard.monitor.ownstate import WatchLock, state_paths
 from guard.monitor.quarantine import Quarantine, quarantine_root
 from guard.monitor.scan import begin_baseline, drain_pending, hurry_baseline, index_change
@@ -73,11 +74,6 @@ _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 _MISSING = object()
 #: the reconciliation interval used when inotify cannot watch everything
 DEGRADED_INTERVAL = 5.0
-
-
-def _identity(path: Path) -> tuple[int, int]:
-    st = os.lstat(path)
-    return st.st_dev, st.st_ino
 
 
 class Monitor(_Sink):
@@ -133,7 +129,7 @@ class Monitor(_Sink):
                 raise GuardError(f"cannot watch {root}: not a directory")
             self.roots.append(real)
         #: (device, inode) of each root when the monitor was made: the tree it watches
-        self._root_ids = {str(root): _identity(root) for root in self.roots}
+        self._root_ids = {str(root): identity(root) for root in self.roots}
         self._root_reported: dict[str, str] = {}
         self.restore = restore
         self.on_violation = on_violation
@@ -155,7 +151,8 @@ class Monitor(_Sink):
         self.restore_failures = 0
         self.notices: list[Notice] = []
         self.overflows = 0
-        #: overflows and events fanotify could not name (its directory walk was running)
+        #: overflows, and every event fanotify could not name (its directory walk was
+        #: running; the event may be another process's, elsewhere on the file system)
         self.events_lost = 0
         self._lost_at_phase1 = 0
         self.watch_errors = 0
@@ -451,11 +448,11 @@ class Monitor(_Sink):
     def _trouble(self, kind: str, message: str) -> None:
         """Called on watchdog's reader thread: note it, wake the reconciler at once."""
         if kind in ("overflow", "lost"):
-            with self._lock:
-                self.events_lost += 1  # the baseline's walk trusts no event since (phases.py)
-            which = "fanotify" if isinstance(self._observer, FanotifyObserver) else "inotify"
+            which = self.backend.backend if self.backend is not None else "inotify"
             if kind == "overflow":
                 self.overflows += 1
+                self._lost_event()
+            # "lost" is told once per walk; _lost_event has counted each such event
             self._notice(
                 f"{which}-{kind}",
                 f"{message}; running a reconciliation scan against the baseline",
@@ -467,6 +464,13 @@ class Monitor(_Sink):
             self._wake_reason = f"after {kind}"
         self._wake.set()
         self._flush()
+
+    def _lost_event(self) -> None:
+        """Events were lost (an overflow, or one event fanotify could not name): counted
+        each time, on the reader thread, before any later event is handled. The
+        baseline's walk trusts no event since phase 1 once this moved (phases.py)."""
+        with self._lock:
+            self.events_lost += 1
 
     def _on_fan_event(self, ev: FileSystemEvent, origin: Origin) -> None:
         remember_origin(self, ev, origin)
@@ -808,60 +812,7 @@ class Monitor(_Sink):
     # -- settling ----------------------------------------------------------------
 
     def _check_roots(self) -> list[Violation]:
-        """Is every root path still the tree the monitor holds? A root renamed away,
-        replaced (a copy put in its place) or removed is a violation of its own,
-        reported once per state. Restores keep going into the tree held by descriptor;
-        nothing is ever written into what now stands at the path."""
-        found: list[Violation] = []
-        for root, ident in self._root_ids.items():
-            try:
-                now: tuple[int, int] | None = _identity(Path(root))
-            except OSError:
-                now = None
-            if now == ident:
-                self._root_reported.pop(root, None)
-                continue
-            held = self.anchor.fd_of(root)
-            where = "unknown"
-            if held is not None:
-                with contextlib.suppress(OSError):
-                    where = os.readlink(f"/proc/self/fd/{held}")
-                with contextlib.suppress(OSError):
-                    if os.fstat(held).st_nlink == 0:
-                        where = "removed"
-            if now is None:
-                what = "removed" if where in ("removed", "unknown") or where.endswith(
-                    " (deleted)") else "moved"
-            else:
-                what = "replaced"
-            state = f"{what}:{where}"
-            if self._root_reported.get(root) == state:
-                continue
-            self._root_reported[root] = state
-            detail = {
-                "removed": "the watched tree was removed",
-                "moved": f"the watched tree was renamed to {where}",
-                "replaced": f"another directory now stands at the path; the watched tree is"
-                            f" {'gone' if where in ('removed', 'unknown') else 'at ' + where}",
-            }[what]
-            action = ("refused: nothing is written into what stands at the path now; restores"
-                      " go into the tree watched from the start, held by descriptor"
-                      if self.restore else "reported (watching without --restore)")
-            v = Violation(
-                timestamp=audit.now_iso(), session=self.session, agent=self.agent,
-                event=f"root-{what}", path=root, rule="monitor:worktree-identity",
-                reason="the watched worktree is not the tree the baseline was taken of",
-                action_taken=action, effect="delete" if now is None else "write",
-                detail=detail, **dict(NO_ORIGIN),
-            )
-            with self._lock:
-                self.violations.append(v)
-                self._outbox.append(v)
-            self._notice("error", f"{root}: {detail}; {action}")
-            found.append(v)
-        if found:
-            self._flush()
-        return found
+        return check_roots(self)
 
     def _settle_loop(self) -> None:
         next_check = 0.0

@@ -33,6 +33,7 @@ is the managed layer's alone; without the pin a managed ``[audit]`` key still wi
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import os
@@ -358,6 +359,24 @@ class ManagedLayer:
     @property
     def pins(self) -> frozenset[str]:
         return frozenset().union(*(p.pins for p in self.parts))
+
+    def pinned(self, loaded: LoadedPolicy) -> LoadedPolicy:
+        """``loaded`` with this layer's pins in force: ``protected`` on for every agent,
+        ``confine`` on for every plan agent."""
+        pins = self.pins
+        if not pins & {"protected", "confine"}:
+            return loaded
+        agents = {}
+        for name, agent in loaded.model.agents.items():
+            if "protected" in pins and not agent.protected:
+                agent = dataclasses.replace(agent, protected=True)
+            if "confine" in pins and agent.mode == "plan" and not agent.sandbox.confine:
+                agent = dataclasses.replace(
+                    agent, sandbox=dataclasses.replace(agent.sandbox, confine=True)
+                )
+            agents[name] = agent
+        model = dataclasses.replace(loaded.model, agents=agents)
+        return dataclasses.replace(loaded, model=model)
 
     @property
     def files(self) -> list[str]:

@@ -30,7 +30,8 @@ from textual.widgets.option_list import Option
 
 from guard.effects import GuardError
 from guard.planning.checklist import StepStatus
-from guard.ui.state import Activity, HostLine, Source
+from guard.ui.activity import Activity
+from guard.ui.state import HostLine, Source
 
 #: Lines the activity table holds at most (the newest; the lane keeps more for filtering).
 TABLE_ROWS = 200

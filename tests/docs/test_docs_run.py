@@ -248,6 +248,7 @@ HELP_SKIPS: list[tuple[str, str]] = [
     (r"^guard ui\b", "a terminal app: tests/ui drives it headless"),
     (r"^guard plan answer\b", "needs a model's pending request_user_input question"),
     (r"^guard (replay|review)\b.*(~/|session\.jsonl)", "needs the reader's own transcripts"),
+    (r"^guard audit verify --shipped /var/log/", "needs a collector's file (tests/fleet runs it)"),
 ]
 
 

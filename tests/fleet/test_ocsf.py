@@ -104,3 +104,25 @@ def test_a_record_missing_a_required_object_is_refused(repo: Any) -> None:
     del event["api"]
     with pytest.raises(Exception, match="api"):
         ApiActivity.model_validate(event)
+
+
+def test_the_ocsf_event_carries_the_chain_keys_of_the_record(repo: Any, tmp_path: Any) -> None:
+    """A record written through the real audit log carries the chain keys (docs/fleet.md);
+    its OCSF event keeps them in ``unmapped``, to be joined to the verified record."""
+    log = tmp_path / "audit.jsonl"
+    out: list[dict[str, Any]] = []
+
+    class Log(AuditLog):
+        def write(self, record: Any, roots: Any = None) -> None:
+            super().write(record, roots)
+            out.append(dict(record))
+
+    Gate(sink=Log(log), source="check", agent="plan").decide(
+        ToolCall("effect", "write", {}, str(repo), session="s-1"),
+        effects=[Effect.write("src/app.py")])
+    [r] = out
+    event = to_ocsf(r)
+    ApiActivity.model_validate(event)
+    assert {k: event["unmapped"][k] for k in ("chain_seq", "chain", "chain_prev", "chain_log")} \
+        == {"chain_seq": 1, "chain": r["chain"], "chain_prev": "", "chain_log": "audit.jsonl"}
+    assert event["metadata"]["uid"] == r["record_id"]

@@ -172,16 +172,26 @@ def spool_empty(url: str, data: Path) -> bool:
 
 
 def assert_unaltered(p: Pipeline, local: list[dict[str, Any]]) -> None:
-    """Every local record arrived, equal to the local one; duplicates are identical.
-    (The local log's chain keys are its own framing, added by its writer: not shipped.)"""
-    by_id = {
-        r["record_id"]: {k: v for k, v in r.items() if k not in audit.CHAIN_KEYS} for r in local
-    }
+    """Every local record arrived, equal to the local one, with the local line's chain keys
+    (and the MAC it continues from, and the log's name); duplicates are identical."""
+    by_id = {r["record_id"]: r for r in local}
+    prev = {(r["chain_seq"]): r["chain"] for r in local}
     central = p.central_records()
     assert {r["record_id"] for r in central} == set(by_id)
     for r in central:
-        assert r == by_id[r["record_id"]]
+        mine = by_id[r["record_id"]]
+        shipped = {k: v for k, v in r.items() if k not in ("chain_prev", "chain_log")}
+        assert shipped == mine
+        assert r["chain_prev"] == prev.get(r["chain_seq"] - 1, "")
+        assert r["chain_log"].endswith(".jsonl")
         assert not missing(r)
+
+
+def verify_shipped(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`guard audit verify --shipped PATH --json` (this installation's key)."""
+    return subprocess.run([sys.executable, "-m", "guard", "audit", "verify", "--shipped",
+                           str(path), "--json", *args],
+                          capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_outage_of_the_central_collector_loses_nothing(
@@ -204,6 +214,74 @@ def test_outage_of_the_central_collector_loses_nothing(
     assert_unaltered(pipeline, local)
     assert {r["host_agent"] for r in local} == {"claude-code"}
     assert {r["decision"] for r in local} == {"allow", "deny"}
+    # the collector's copy verifies on its own (resends, if any, are a note)
+    proc = verify_shipped(pipeline.out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["intact"] and result["records"] >= n + m
+
+
+def send_to_edge(p: Pipeline, record: dict[str, Any]) -> None:
+    """What any local process can do: hand the machine's rsyslog a message that claims
+    to be guard's (RFC 5424, octet-counted, app-name openoxide-guard)."""
+    from guard.fleet.syslog import body, frame
+
+    msg = (b"<38>1 " + record["ts"].encode() + b" " + record["hostname"].encode()
+           + b" openoxide-guard - verdict - " + body(record))
+    with socket.create_connection(("127.0.0.1", p.tcp), timeout=30) as s:
+        s.sendall(frame(msg, "tcp"))
+
+
+def test_records_forged_edited_or_dropped_at_the_collector_are_named(
+    pipeline: Pipeline, repo: Path, data: Path
+) -> None:
+    """Attack on the central trail: a local process forges records into the machine's
+    rsyslog (an "allow" that reuses a real record's chain keys, and one with none), and
+    the collector's file is edited (a deny turned into an allow) and cut (a record
+    removed). `guard audit verify --shipped` names each; the genuine stream verifies."""
+    policy_repo(repo, pipeline.url)
+    gate = Gate(sink=AuditLog(), source="check", agent="plan")
+    call = ToolCall("effect", "write", {}, str(repo))
+    for i in range(8):
+        gate.decide(call, effects=[Effect.write(f"src/v{i}.py")])
+    wait_for("8 records at the central", lambda: len(pipeline.central_ids()) == 8)
+    clean = verify_shipped(pipeline.out)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert json.loads(clean.stdout)["records"] == 8
+
+    real = pipeline.central_records()
+    forged = {**real[3], "decision": "allow", "reason": "allowed", "record_id": "forged-1"}
+    bare = {k: v for k, v in forged.items() if not k.startswith("chain")}
+    bare["record_id"] = "forged-2"
+    send_to_edge(pipeline, forged)
+    send_to_edge(pipeline, bare)
+    wait_for("the forged records at the central", lambda: len(pipeline.central_ids()) == 10)
+
+    lines = pipeline.out.read_text().splitlines()
+    edited = json.loads(lines[1])
+    assert edited["decision"] == "deny"
+    edited["decision"] = "allow"
+    lines[1] = json.dumps(edited)
+    del lines[5]  # the sixth record never reached the central copy
+    tampered = pipeline.out.with_name("tampered.jsonl")
+    tampered.write_text("\n".join(lines) + "\n")
+
+    proc = verify_shipped(tampered)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = {(f["line"], f["problem"].split(":")[0]) for f in json.loads(proc.stdout)["findings"]}
+    assert (2, "the MAC does not match") in found  # the edit
+    assert (6, "record 6 of " + real[0]["chain_log"] + " on " + real[0]["hostname"]
+            + " (uid " + str(real[0]["uid"]) + ") missing before this line") in found
+    assert (8, "the MAC does not match") in found  # the forged allow (lines shift by one)
+    assert (9, "no chain keys") in found  # the forged record without a chain
+    assert len(found) == 4
+    # the local log itself is untouched and intact
+    from guard.paths import Roots
+
+    log = audit.default_log_path(Roots.discover(repo))
+    local = subprocess.run([sys.executable, "-m", "guard", "audit", "verify", "--json", str(log)],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert local.returncode == 0, local.stdout
 
 
 def test_edge_down_then_shipper_killed_records_arrive_in_order(

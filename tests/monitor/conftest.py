@@ -91,6 +91,17 @@ def start_monitor(guard_for: Guard) -> Iterator[Callable[..., Monitor]]:
         m.stop()
 
 
+def holds(path: Path, content: str | bytes) -> bool:
+    """Does ``path`` hold exactly ``content`` now? False while it is absent: a restore
+    may rename the file away and back between an exists() and a read, so a poll must
+    never read it twice."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return False
+    return data == (content.encode() if isinstance(content, str) else content)
+
+
 def wait_for(
     cond: Callable[[], bool], what: str, timeout: float = WAIT,
     progress: Callable[[], object] | None = None,

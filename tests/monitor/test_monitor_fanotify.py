@@ -12,8 +12,10 @@ import collections
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -242,6 +244,47 @@ def test_guard_run_names_the_confined_command_as_the_writer(wt: Path, tmp_path: 
     assert (v["pid"], v["exe"], v["in_guarded_tree"]) == (pid, PYTHON, True), v
 
 
+def test_a_change_seen_by_a_scan_before_its_event_is_read_is_reported_by_its_event(
+    wt: Path, fan: Callable[..., Monitor], writers: Callable[..., Writer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A busy machine: a reconciliation scan (woken by an overflow, by another process's
+    directories removed during fanotify's walk, or by the clock) runs while another
+    process creates one file and chmods another, and reaches both before their events
+    are read (the reader is paused). The scan lets the queued events go first: each
+    change is reported by its own event, naming the writer, and never as reconcile:*
+    (a scan cannot know who made a change)."""
+    m = fan()
+    obs = m._observer
+    assert isinstance(obs, FanotifyObserver)
+    wait_for(obs.walked.is_set, "the directory walk ended")
+    new, tool = wt / "new.txt", wt / "src" / "tool.sh"
+    syncing = threading.Event()
+    sync = m.sync
+
+    def noted_sync(timeout: float = 60.0) -> bool:
+        syncing.set()
+        return sync(timeout)
+
+    monkeypatch.setattr(m, "sync", noted_sync)
+    scan = threading.Thread(target=m.reconcile, args=("test: mid-change",))
+    with obs.paused:  # the writer's events wait in the kernel's queue
+        w = writers(wt, "write:new.txt", "chmod:src/tool.sh")
+        wait_for(lambda: new.exists() and stat.S_IMODE(tool.stat().st_mode) == 0o700,
+                 "the writer's changes on disk")
+        scan.start()
+        wait_for(lambda: syncing.is_set() or not scan.is_alive(),
+                 "the scan waiting for the queued events (or done without them)")
+    scan.join(WAIT)
+    assert not scan.is_alive()
+    w.finish()
+    mine = [v for v in m.violations if v.path in (str(new), str(tool))]
+    assert not [v for v in mine if v.event.startswith("reconcile:")], mine
+    assert {(v.path, v.event) for v in mine} >= {(str(new), "created"), (str(tool), "attrib")}
+    for v in mine:
+        assert (v.pid, v.exe) == (w.pid, PYTHON), v
+
+
 def test_fanotify_queue_overflow_triggers_a_reconciliation_that_misses_nothing(
     wt: Path, fan: Callable[..., Monitor]
 ) -> None:
@@ -256,6 +299,10 @@ def test_fanotify_queue_overflow_triggers_a_reconciliation_that_misses_nothing(
     m = fan()
     obs = m._observer
     assert isinstance(obs, FanotifyObserver)
+    # once the walk has ended no event counts as lost (another process's removed
+    # directories on this file system included): the next scan is the overflow's
+    wait_for(obs.walked.is_set, "the directory walk ended")
+    scans = m.reconciliations
     root = wt / "flood"
     root.mkdir()
     maker = ("import os, sys\nr, n = sys.argv[1], int(sys.argv[2])\n"
@@ -264,7 +311,7 @@ def test_fanotify_queue_overflow_triggers_a_reconciliation_that_misses_nothing(
         subprocess.run([sys.executable, "-c", maker, str(root), str(n)], check=True)
     wait_for(lambda: m.overflows >= 1, "FAN_Q_OVERFLOW delivered",
              progress=lambda: (obs.events, len(m.violations)))
-    wait_for(lambda: m.reconciliations >= 1, "reconciliation after the overflow",
+    wait_for(lambda: m.reconciliations > scans, "reconciliation after the overflow",
              progress=lambda: len(m.violations))
     m.reconcile("test: after the flood")
     expected = {str(root / f"f{i:06d}") for i in range(n)}

@@ -18,11 +18,12 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from guard.decide import Guard
-from guard.monitor import Monitor
+from guard.monitor import Monitor, phases
 from guard.monitor.fanotify import FanotifyObserver
 from tests.components import CI_RULE, in_ci
 from tests.monitor.conftest import WAIT, git, wait_for
@@ -76,14 +77,14 @@ def test_fanotify_monitor_is_ready_before_its_directory_walk_and_restores_a_writ
     wait_for(obs.walked.is_set, "the directory walk ended")
 
 
-def test_rm_rf_before_the_walk_and_the_baseline_reach_it_is_restored_exactly(
-    wt: Path, tmp_path: Path, held_walk: threading.Event
+def _rm_rf_docs_before_the_walk(
+    wt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, walk: threading.Event,
+    elsewhere: Path | None,
 ) -> None:
-    """The attack: `rm -rf docs` the moment the command starts, before fanotify's
-    directory walk cached docs/ and before phase 2 of the baseline listed it. The events
-    inside docs/ cannot be named (the directory is gone when they are read); the monitor
-    says events were lost, takes git's blobs for the tracked files the walk did not
-    find, and --restore brings docs/ back byte for byte."""
+    """`rm -rf docs` while fanotify's walk (``walk``) and phase 2 are held; with ``elsewhere``,
+    another process removes that tree (outside the worktree, on the same file system)
+    while phase 1 runs, its events read once it is gone: lost events before the command
+    starts, which must not hide the ones from docs/ after it."""
     docs = wt / "docs"
     before = {p.name: p.read_bytes() for p in docs.iterdir()}
     (docs / "deep").mkdir()
@@ -97,26 +98,70 @@ def test_rm_rf_before_the_walk_and_the_baseline_reach_it_is_restored_exactly(
     m = Monitor(g, "plan", restore=True, background=True, reconcile_interval=None,
                 session="test-session", audit_path=tmp_path / "a.jsonl",
                 progress=_held_progress(marker, reached), backend="fanotify")
+    if elsewhere is not None:
+        prepare = phases.prepare
+
+        def busy_prepare(*args: Any, **kw: Any) -> Any:
+            with _observer(m).paused:  # read once the other tree is gone: unnamed
+                subprocess.run(["rm", "-rf", str(elsewhere)], check=True)
+            return prepare(*args, **kw)
+
+        monkeypatch.setattr(phases, "prepare", busy_prepare)
     m.start()
     try:
         obs = _observer(m)
         assert not obs.walked.is_set()
+        if elsewhere is not None:
+            assert not elsewhere.exists()
+            assert m.events_lost >= 1, "the other tree's events counted before phase 1 ended"
         wait_for(reached.is_set, "phase 2 held at its start")
+        lost = m.events_lost
         with obs.paused:  # the events are read once docs/ is gone
             subprocess.run(["rm", "-rf", str(docs)], check=True)
-        wait_for(lambda: m.events_lost >= 1, "the lost events reported")
+        # every event of the rm -rf is read (not only some other process's lost ones)
+        assert m.sync(WAIT), "the rm -rf's events handled"
+        assert m.events_lost > lost, "the events inside docs/ could not be named"
         marker.touch()  # phase 2 walks on: docs/ is not there
         assert m.baseline_done.wait(WAIT)
         assert m.settle(WAIT)
+        assert docs.is_dir(), m.violations
         assert {p.name: p.read_bytes() for p in docs.iterdir() if p.is_file()} == before
         assert (docs / "deep" / "c.md").read_bytes() == before_deep
         assert any(n.event == "fanotify-lost" for n in m.notices), m.notices
         deleted = {v.path for v in m.violations if v.effect == "delete"}
         assert str(docs) in deleted, m.violations
     finally:
-        held_walk.set()
+        walk.set()
         m.stop()
     assert git(wt, "status", "--porcelain", "--", "docs") == ""
+
+
+def test_rm_rf_before_the_walk_and_the_baseline_reach_it_is_restored_exactly(
+    wt: Path, tmp_path: Path, held_walk: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack: `rm -rf docs` the moment the command starts, before fanotify's
+    directory walk cached docs/ and before phase 2 of the baseline listed it. The events
+    inside docs/ cannot be named (the directory is gone when they are read); the monitor
+    says events were lost, takes git's blobs for the tracked files the walk did not
+    find, and --restore brings docs/ back byte for byte."""
+    _rm_rf_docs_before_the_walk(wt, tmp_path, monkeypatch, held_walk, None)
+
+
+def test_a_directory_removed_elsewhere_before_the_command_does_not_hide_an_rm_rf_of_docs(
+    wt: Path, tmp_path: Path, held_walk: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy machine: another process removes a tree elsewhere on the same file system
+    while the monitor starts, so fanotify's walk cannot name its events either (a removed
+    directory cannot be told apart from one under the worktree) and events count as lost
+    before the command starts. Then the command runs `rm -rf docs` as above: its lost
+    events come after phase 1 all the same, and --restore brings docs/ back byte for byte
+    (the monitor told of the first lost event only, and used to compare that count)."""
+    elsewhere = tmp_path / "elsewhere"
+    for sub in ("sub/deeper", "sub/other"):
+        (elsewhere / sub).mkdir(parents=True)
+        for i in range(3):
+            (elsewhere / sub / f"f{i}").write_text(f"{i}\n")
+    _rm_rf_docs_before_the_walk(wt, tmp_path, monkeypatch, held_walk, elsewhere)
 
 
 def test_a_directory_moved_during_the_walk_keeps_its_events_named(

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from guard.monitor import Monitor
-from tests.monitor.conftest import wait_for
+from tests.monitor.conftest import holds, wait_for
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def _write_undone(m: Monitor, target: Path, original: bytes, n: int) -> None:
     target.write_text(f"agent {n}\n")
     wait_for(lambda: len([v for v in m.violations if v.path == str(target)]) == n,
              f"write {n} reported")
-    wait_for(lambda: target.exists() and target.read_bytes() == original, f"write {n} undone")
+    wait_for(lambda: holds(target, original), f"write {n} undone")
 
 
 def test_an_unwritable_quarantine_is_put_back_and_every_write_still_undone(

@@ -22,7 +22,7 @@ from guard.decide import Guard
 from guard.effects import GuardError
 from guard.monitor import Monitor
 from guard.monitor.ownstate import lock_path
-from tests.monitor.conftest import WAIT, wait_for
+from tests.monitor.conftest import WAIT, holds, wait_for
 from tests.monitor.test_monitor_fanotify import _fanotify_or_skip
 
 
@@ -127,7 +127,7 @@ def test_a_second_watcher_is_refused_naming_the_first_and_a_dead_ones_lock_is_ta
         third.started()
         (wt / "docs" / "a.md").write_text("agent\n")
         a_md = wt / "docs" / "a.md"
-        wait_for(lambda: a_md.exists() and a_md.read_text() == "# a\n", "the write undone")
+        wait_for(lambda: holds(a_md, "# a\n"), "the write undone")
     finally:
         assert third.stop() == 1
     assert len(third.violations()) == 1  # one watcher, one report: no ping-pong

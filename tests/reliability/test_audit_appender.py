@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from guard import audit
+from guard import audit, auditverify
 
 from .conftest import all_lines
 
@@ -59,7 +59,7 @@ def test_appenders_that_keep_the_log_open_lose_and_repeat_nothing_across_rotatio
     assert {w: seen.get(w) for w in range(WRITERS)} == {
         w: list(range(RECORDS)) for w in range(WRITERS)
     }
-    chained = audit.verify(log, audit.load_key(create=False))  # one chain, every writer's
+    chained = auditverify.verify(log, audit.load_key(create=False))  # one chain, every writer's
     assert chained.intact and chained.records == WRITERS * RECORDS, chained.findings[:3]
 
 

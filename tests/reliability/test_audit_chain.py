@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from guard import audit
+from guard import audit, auditverify
 
 
 def guard(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -172,10 +172,10 @@ def test_the_chain_runs_across_rotated_parts_and_a_deleted_part_is_named(
         audit.append({"type": "notice", "i": i, "pad": "x" * 100}, log)
     parts = audit.rotated(log)
     assert len(parts) >= 3
-    assert audit.verify(log, audit.load_key()).intact
+    assert auditverify.verify(log, audit.load_key()).intact
     assert [r["chain_seq"] for r in audit.read(log)] == list(range(1, 13))
     parts[1].unlink()
-    result = audit.verify(log, audit.load_key())
+    result = auditverify.verify(log, audit.load_key())
     assert [(f.path, f.line) for f in result.findings] == [(parts[2], 1)]
     assert "missing before this line" in result.findings[0].problem
 
@@ -187,10 +187,10 @@ def test_a_killed_writers_torn_tail_is_a_note_and_the_next_record_chains_on(
     audit.append({"n": 1}, log)
     with open(log, "ab") as fh:
         fh.write(b'{"n": 2, "half')
-    torn = audit.verify(log, audit.load_key())
+    torn = auditverify.verify(log, audit.load_key())
     assert torn.intact and [n.line for n in torn.notes] == [2]
     audit.append({"n": 3}, log)
-    after = audit.verify(log, audit.load_key())
+    after = auditverify.verify(log, audit.load_key())
     assert after.intact and after.records == 2 and not after.notes
 
 
@@ -199,7 +199,7 @@ def test_a_caller_cannot_supply_the_chain_keys(home: Path) -> None:
     audit.append({"n": 1, "chain": "f" * 64, "chain_seq": 99}, log)
     (record,) = audit.read(log)
     assert record["chain_seq"] == 1 and record["chain"] != "f" * 64
-    assert audit.verify(log, audit.load_key()).intact
+    assert auditverify.verify(log, audit.load_key()).intact
 
 
 def test_a_key_others_can_read_is_refused(home: Path, repo: Path) -> None:
@@ -243,7 +243,7 @@ def test_after_a_forged_last_line_the_writer_starts_a_new_chain_and_only_it_is_n
     with open(log, "a") as fh:
         fh.write('{"n": 2, "decision": "allow"}\n')
     audit.append({"n": 3}, log)
-    result = audit.verify(log, audit.load_key())
+    result = auditverify.verify(log, audit.load_key())
     assert [(f.line, f.problem[:13]) for f in result.findings] == [(2, "no chain MAC:")]
     assert [r.get("chain_seq") for r in audit.read(log)] == [1, None, 1]
 
@@ -256,7 +256,7 @@ def test_a_forged_record_number_far_ahead_is_named_at_once(home: Path) -> None:
     for seq in (10**17, int("9" * 40)):
         with open(log, "a") as fh:
             fh.write(json.dumps({"n": 2, "chain_seq": seq, "chain": "ab" * 32}) + "\n")
-    result = audit.verify(log, audit.load_key())
+    result = auditverify.verify(log, audit.load_key())
     assert [f.line for f in result.findings] == [2, 3]
     assert "records 2 to 99999999999999999 are missing" in result.findings[0].problem
     assert "no chain MAC" in result.findings[1].problem
@@ -269,7 +269,7 @@ def test_a_long_lived_writer_notices_a_new_key(home: Path) -> None:
     key.unlink()
     audit.append({"n": 2}, log)  # the same process: makes and uses a new key
     assert key.exists()
-    result = audit.verify(log, audit.load_key(create=False))
+    result = auditverify.verify(log, audit.load_key(create=False))
     assert [f.line for f in result.findings] == [1]  # chained under the old key
 
 
@@ -293,3 +293,110 @@ def test_a_writer_that_holds_the_key_stops_when_others_may_read_it(home: Path) -
     with pytest.raises(audit.AuditError, match="chmod 600"):
         audit.append({"n": 2}, log)
     assert len(log.read_text().splitlines()) == 1
+
+
+def _shipped(records: list[dict[str, object]]) -> str:
+    """Records as a collector's file holds them: the shipped JSON body, one a line."""
+    from guard.fleet.syslog import body
+
+    return "".join(body(r).decode() + "\n" for r in records)
+
+
+def test_shipped_records_verify_in_any_order_and_resends_are_a_note(home: Path) -> None:
+    """Two writers on one log, shipped in another order than they were chained (each
+    writer's spool append comes after its log append), one record resent, non-ASCII
+    text escaped on the way: `guard audit verify --shipped` finds the trail intact."""
+    log = home / "audit" / "p.jsonl"
+    a, b = audit.Appender(log), audit.Appender(log)
+    written: list[dict[str, object]] = []
+    for i in range(6):
+        rec: dict[str, object] = {"type": "verdict", "decision": "deny", "n": i,
+                                  "reason": "é ✓ \u2028", "hostname": "m1", "uid": 1000}
+        audit.append_records(a if i % 2 else b, [rec])
+        written.append(rec)
+    a.close()
+    b.close()
+    assert [r["chain_seq"] for r in written] == list(range(1, 7))
+    assert auditverify.verify(log, audit.load_key()).intact  # the local log as it was
+    arrived = [written[1], written[0], written[2], written[4], written[3], written[3],
+               written[5]]
+    collector = home / "central.jsonl"
+    collector.write_text(_shipped(arrived))
+    proc = guard(home, "audit", "verify", "--shipped", str(collector), "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["intact"] and out["records"] == 7
+    assert [n["problem"].split(" (")[0] for n in out["notes"]] == [
+        "1 records received more than once"]
+    # another machine's records are left out with --host, and say so
+    other = {**written[0], "hostname": "m2"}
+    collector.write_text(_shipped([*arrived, other]))
+    mine = guard(home, "audit", "verify", "--shipped", str(collector), "--host", "m1")
+    assert mine.returncode == 0 and "1 records of other machines not checked" in mine.stdout
+    assert guard(home, "audit", "verify", "--shipped", str(collector)).returncode == 1
+
+
+def test_a_shipped_chain_that_starts_again_is_named(home: Path) -> None:
+    """Attack: the local log (not the key) is removed and written anew, so that the
+    collector's copy would show only the new trail; the collector has both record 1s."""
+    log = home / "audit" / "p.jsonl"
+    first = [{"type": "verdict", "n": i, "hostname": "m1", "uid": 1} for i in range(3)]
+    audit.append_many(first, log)
+    log.unlink()
+    second = [{"type": "verdict", "n": 10 + i, "hostname": "m1", "uid": 1} for i in range(2)]
+    audit.append_many(second, log)
+    collector = home / "central.jsonl"
+    collector.write_text(_shipped([*first, *second]))
+    proc = guard(home, "audit", "verify", "--shipped", str(collector))
+    assert proc.returncode == 1
+    assert f"{collector}:4: a second record 1 of p.jsonl on m1" in proc.stdout, proc.stdout
+    bad = guard(home, "audit", "verify", "--shipped", str(home / "nothing.jsonl"))
+    assert bad.returncode == 2 and "cannot read shipped records" in bad.stderr + bad.stdout
+    mixed = guard(home, "audit", "verify", str(log), "--host", "m1")
+    assert mixed.returncode == 2 and "--shipped" in mixed.stderr + mixed.stdout
+
+
+def test_a_record_shipped_shortened_keeps_its_place_and_is_named(home: Path) -> None:
+    """A record over the message limit is shipped shortened: it keeps its chain keys (the
+    next record still links to it), and verify says its MAC can only be checked locally."""
+    from guard.fleet import syslog
+
+    log = home / "audit" / "p.jsonl"
+    recs: list[dict[str, object]] = [
+        {"type": "verdict", "n": 0, "hostname": "m1", "uid": 1},
+        {"type": "verdict", "n": 1, "hostname": "m1", "uid": 1, "reason": "x" * 70000},
+        {"type": "verdict", "n": 2, "hostname": "m1", "uid": 1},
+    ]
+    audit.append_many(recs, log)
+    bodies = []
+    for r in recs:
+        msg = syslog.message(syslog.spool_line(r)[:-1], 4)
+        bodies.append(msg[msg.index(b"{"):].decode())
+    short = json.loads(bodies[1])
+    assert "truncated" in short and short["chain"] == recs[1]["chain"]
+    collector = home / "central.jsonl"
+    collector.write_text("".join(b + "\n" for b in bodies))
+    proc = guard(home, "audit", "verify", "--shipped", str(collector), "--json")
+    assert proc.returncode == 1
+    [finding] = json.loads(proc.stdout)["findings"]
+    assert finding["line"] == 2 and finding["problem"].startswith("shipped shortened")
+
+
+def test_an_edited_shipped_record_next_to_a_dropped_one_is_named_once_each(home: Path) -> None:
+    """Attack at the collector: record 2 turned into an allow, records 3 and 5 removed.
+    The edit is named as an edit (not also as missing), the removals as missing."""
+    log = home / "audit" / "p.jsonl"
+    recs: list[dict[str, object]] = [
+        {"type": "verdict", "decision": "deny", "n": i, "hostname": "m1", "uid": 0}
+        for i in range(6)]
+    audit.append_many(recs, log)
+    recs[1]["decision"] = "allow"
+    collector = home / "central.jsonl"
+    collector.write_text(_shipped([recs[0], recs[1], recs[3], recs[5]]))
+    proc = guard(home, "audit", "verify", "--shipped", str(collector))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"{collector}:2: the MAC does not match")
+    assert lines[1].startswith(f"{collector}:3: record 3 of p.jsonl on m1 (uid 0) missing")
+    assert lines[2].startswith(f"{collector}:4: record 5 of p.jsonl on m1 (uid 0) missing")
+    assert lines[3] == f"{collector}: 4 shipped records, 3 problem(s)"

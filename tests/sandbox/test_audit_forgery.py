@@ -22,6 +22,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -125,16 +126,12 @@ def proj(request: pytest.FixtureRequest) -> Iterator[Project]:
             stop_hookd(p)
 
 
-@pytest.mark.parametrize(
-    ("door", "namespaces"),
-    [("hook", True), ("run", True), ("run", False)],
-    ids=["hook-namespaces", "run-namespaces", "run-fallback"],
-)
-def test_confined_command_cannot_forge_a_build_allow_through_hookd(
-    proj: Project, door: str, namespaces: bool
-) -> None:
+def _walls_open_to_hookd(proj: Project, namespaces: bool) -> Path:
+    """Start hookd and open the walls to its socket on purpose (the policy lists it), so
+    that a forged request reaches hookd and hookd's own peer check is what is tested.
+    Without ``namespaces`` the command runs in the Landlock-only fallback."""
     start_hookd(proj)
-    sock = proj.home / ".local/share/openoxide/run" / hookclient.files(
+    sock: Path = proj.home / ".local/share/openoxide/run" / hookclient.files(
         hookclient.key_of(hookclient.identity())
     )["sock"]
     assert sock.is_socket()
@@ -147,6 +144,18 @@ def test_confined_command_cannot_forge_a_build_allow_through_hookd(
     proj.env["GUARD_POLICY"] = str(policy)
     if not namespaces:
         proj.env["GUARD_TEST_NO_NAMESPACES"] = "1"
+    return sock
+
+
+@pytest.mark.parametrize(
+    ("door", "namespaces"),
+    [("hook", True), ("run", True), ("run", False)],
+    ids=["hook-namespaces", "run-namespaces", "run-fallback"],
+)
+def test_confined_command_cannot_forge_a_build_allow_through_hookd(
+    proj: Project, door: str, namespaces: bool
+) -> None:
+    _walls_open_to_hookd(proj, namespaces)
 
     control = f"control{uuid.uuid4().hex[:8]}"
     answered = reply_of(bare(proj, forge(control, proj)))
@@ -231,19 +240,7 @@ def test_confined_hook_client_claiming_build_records_nothing(
     there), so it is a block, and the audit log holds nothing of it."""
     import shlex
 
-    start_hookd(proj)
-    sock = proj.home / ".local/share/openoxide/run" / hookclient.files(
-        hookclient.key_of(hookclient.identity())
-    )["sock"]
-    policy = proj.root / ".openoxide" / "policy.toml"
-    policy.write_text(
-        'version = 1\nextends = ["builtin:default"]\n'
-        f'[agents.plan.sandbox]\nsockets = ["//{str(sock).lstrip("/")}"]\n'
-    )
-    os.chown(policy, proj.uid, proj.uid)
-    proj.env["GUARD_POLICY"] = str(policy)
-    if not namespaces:
-        proj.env["GUARD_TEST_NO_NAMESPACES"] = "1"
+    _walls_open_to_hookd(proj, namespaces)
     marker = f"forged{uuid.uuid4().hex[:8]}"
     command = " ".join(
         [py(HOOK_CLIENT), shlex.quote(str(proj.root)), marker, shlex.quote(install_hook(proj))]

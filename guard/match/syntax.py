@@ -1,0 +1,269 @@
+"""Gitignore pattern syntax: parsing one line, and translating its glob to a regex.
+
+A policy's pattern lists are gitignore files (see :mod:`guard.match`). This module
+turns one line into a :class:`Pattern`: its root (``{root}/`` prefixes, ``//`` for
+absolute paths), whether it is negated, anchored or for directories only, and its
+glob translated by the one tokenizer of globs (:func:`glob_tokens`) into a Python
+regex over UTF-8 bytes, one character per byte as git's wildmatch sees them. Both
+engines (:mod:`guard.match.reference`, :mod:`guard.match.re2_engine`) start from here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+ROOT_RE = re.compile(r"^\{([a-z]+)\}(?:/|$)")
+_CLASSES = {
+    "alnum": "a-zA-Z0-9",
+    "alpha": "a-zA-Z",
+    "blank": " \\t",
+    "cntrl": "\\x00-\\x1f\\x7f",
+    "digit": "0-9",
+    "graph": "!-~",
+    "lower": "a-z",
+    "print": " -~",
+    "punct": "!-/:-@\\[-`{-~",
+    "space": " \\t\\n\\r\\f\\v",
+    "upper": "A-Z",
+    "xdigit": "0-9A-Fa-f",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a pattern was written: file, line, dotted key and list index."""
+
+    file: str
+    line: int
+    key: str
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.key}[{self.index}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """One parsed gitignore line."""
+
+    text: str
+    negated: bool
+    dir_only: bool
+    root: str  # a root name, or "/" for //absolute patterns
+    anchored: bool  # matched against the path below the root, else the last component
+    body: str
+    regex: re.Pattern[str] | None  # None: the pattern can never match
+    source: Source | None = None
+    problem: str | None = None  # why it can never match, for lint and explain
+
+    def matches_level(self, rel: str, is_dir: bool) -> bool:
+        if self.regex is None or (self.dir_only and not is_dir):
+            return False
+        subject = rel if self.anchored else rel.rsplit("/", 1)[-1]
+        return self.regex.fullmatch(as_bytes(subject)) is not None
+
+
+class PatternError(ValueError):
+    """A pattern that cannot be used (unknown root, control characters)."""
+
+
+def parse_pattern(line: str, source: Source | None = None) -> Pattern | None:
+    """Parse one gitignore line; ``None`` for blank lines and comments."""
+    text = line
+    if "\x00" in line or "\n" in line or "\r" in line:
+        raise PatternError(f"pattern {line!r} contains a NUL or newline character")
+    if line == "" or line.startswith("#"):
+        return None
+    # trailing spaces are ignored unless escaped with a backslash
+    stripped = line.rstrip(" ")
+    if len(stripped) < len(line) and _ends_with_escape(stripped):
+        stripped += " "
+    line = stripped
+    if line == "":
+        return None
+    negated = False
+    if line.startswith("!"):
+        negated = True
+        line = line[1:]
+    elif line.startswith("\\!") or line.startswith("\\#"):
+        line = line[1:]
+    root = "worktree"
+    anchored_by_root = False
+    m = ROOT_RE.match(line)
+    if line.startswith("//"):
+        root, line, anchored_by_root = "/", line[2:], True
+    elif m:
+        root = m.group(1)
+        line = line[m.end() :]
+        anchored_by_root = True
+        if line == "":
+            # "{root}" alone: the root directory itself, so everything below it too
+            return Pattern(text, negated, False, root, True, "", re.compile(""), source)
+    dir_only = False
+    if line.endswith("/") and not _ends_with_escape(line[:-1]) and len(line) > 1:
+        dir_only = True
+        line = line[:-1]
+    anchored = anchored_by_root or "/" in line
+    if line.startswith("/"):
+        line = line[1:]
+    if line == "":
+        return Pattern(text, negated, dir_only, root, anchored, line, None, source, "empty pattern")
+    regex_src, problem = glob_to_regex(as_bytes(line))
+    regex = re.compile(regex_src, re.DOTALL) if regex_src is not None else None
+    return Pattern(text, negated, dir_only, root, anchored, line, regex, source, problem)
+
+
+def as_bytes(s: str) -> str:
+    """``s`` as one character per UTF-8 byte, the unit git's wildmatch works on.
+
+    Regexes are compiled from, and run on, this form, so ``?`` and ``[...]``
+    match one byte as in git (``?.md`` does not match ``é.md``). Literal
+    look-ups need no conversion: equal strings have equal bytes.
+    """
+    return s if s.isascii() else s.encode("utf-8", "surrogateescape").decode("latin-1")
+
+
+def _ends_with_escape(s: str) -> bool:
+    n = len(s) - len(s.rstrip("\\"))
+    return n % 2 == 1
+
+
+#: Token kinds of a wildmatch glob (see :func:`glob_tokens`).
+STAR = "star"  # ``*``: any run of characters but ``/``
+DSTAR_END = "dstar-end"  # a trailing ``**`` after ``/`` (or alone): anything
+DSTAR_DIR = "dstar-dir"  # ``**/`` at the start or after ``/``: zero or more directories
+ANY = "any"  # ``?``: one character but ``/``
+LIT = "lit"  # one literal character (escapes resolved)
+CLASS = "class"  # ``[...]``: the value is its regex
+
+GlobToken = tuple[str, str]
+
+
+def glob_tokens(glob: str) -> tuple[list[GlobToken] | None, str | None]:
+    """Split a wildmatch glob (WM_PATHNAME) into tokens: the one tokenizer of globs.
+
+    Returns ``(None, reason)`` for a glob git can never match (an unterminated
+    bracket, a trailing backslash, an unknown character class). Used to build
+    the matcher's regexes (:func:`glob_to_regex`) and lint's sample paths.
+    """
+    out: list[GlobToken] = []
+    i, n = 0, len(glob)
+    while i < n:
+        c = glob[i]
+        if c == "*":
+            j = i
+            while j < n and glob[j] == "*":
+                j += 1
+            double = j - i >= 2 and (i == 0 or glob[i - 1] == "/") and (j == n or glob[j] == "/")
+            if not double:
+                out.append((STAR, ""))
+            elif j == n:
+                out.append((DSTAR_END, ""))
+            else:
+                out.append((DSTAR_DIR, ""))
+                j += 1
+            i = j
+        elif c == "?":
+            out.append((ANY, ""))
+            i += 1
+        elif c == "\\":
+            if i + 1 >= n:
+                return None, "ends with a lone backslash"
+            out.append((LIT, glob[i + 1]))
+            i += 2
+        elif c == "[":
+            parsed = _bracket(glob, i)
+            if parsed is None:
+                return None, "has an unterminated or invalid [...] class"
+            cls, i = parsed
+            out.append((CLASS, cls))
+        else:
+            out.append((LIT, c))
+            i += 1
+    return out, None
+
+
+TOKEN_REGEX = {STAR: "[^/]*", DSTAR_END: ".*", DSTAR_DIR: "(?:.*/)?", ANY: "[^/]"}
+
+
+def glob_to_regex(glob: str) -> tuple[str | None, str | None]:
+    """Translate a wildmatch glob (WM_PATHNAME) into a regex for fullmatch.
+
+    Returns ``(None, reason)`` for a glob git can never match (see :func:`glob_tokens`).
+    """
+    tokens, problem = glob_tokens(glob)
+    if tokens is None:
+        return None, problem
+    parts = [
+        re.escape(value) if kind == LIT else value if kind == CLASS else TOKEN_REGEX[kind]
+        for kind, value in tokens
+    ]
+    return "".join(parts), None
+
+
+def _bracket(glob: str, start: int) -> tuple[str, int] | None:
+    i = start + 1
+    n = len(glob)
+    negate = False
+    if i < n and glob[i] in "!^":
+        negate = True
+        i += 1
+    items: list[str] = []
+    first = True
+    while i < n:
+        c = glob[i]
+        if c == "]" and not first:
+            body = "".join(items)
+            if negate:
+                return f"[^/{body}]", i + 1
+            return (f"(?:(?!/)[{body}])" if body else "(?!)"), i + 1
+        first = False
+        if c == "[" and glob.startswith("[:", i):
+            end = glob.find(":]", i + 2)
+            if end < 0:
+                return None
+            name = glob[i + 2 : end]
+            if name not in _CLASSES:
+                return None
+            items.append(_CLASSES[name])
+            i = end + 2
+            continue
+        if c == "\\":
+            if i + 1 >= n:
+                return None
+            c = glob[i + 1]
+            i += 1
+        lo = c
+        i += 1
+        if i + 1 < n and glob[i] == "-" and glob[i + 1] != "]":
+            hi = glob[i + 1]
+            if hi == "\\":
+                if i + 2 >= n:
+                    return None
+                hi = glob[i + 2]
+                i += 1
+            i += 2
+            if ord(hi) < ord(lo):
+                continue  # a reversed range matches nothing
+            items.append(f"{_esc(lo)}-{_esc(hi)}")
+        else:
+            items.append(_esc(lo))
+    return None
+
+
+def _esc(c: str) -> str:
+    return "\\" + c if c in "\\]^-[" else c
+
+
+PerList = tuple[int, ...]  # what an engine answers: the best pattern index per list, -1 for none
+
+
+def base_of(p: Pattern, roots: Mapping[str, str | None]) -> str | None:
+    """The absolute directory ``p`` is anchored to ("" for ``//`` patterns), without its
+    trailing slash; None when its root is not there (e.g. no worktree)."""
+    if p.root == "/":
+        return ""
+    base = roots.get(p.root)
+    return base.rstrip("/") if base is not None else None
