@@ -22,6 +22,7 @@ from typing import Any
 from guard.agent_rules import LISTS, CompiledAgent, Hit, Verdict
 from guard.decisions import MEMO_LIMIT, error_decision, new_decision, with_effect, with_reason
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError, did_you_mean
+from guard.hosts import HOSTS
 from guard.match import CompiledList, Pattern, parse_pattern
 from guard.network import format_target, split_target, target_path
 from guard.paths import CanonicalPath, Roots, canonicalize, plan_file_problem
@@ -39,17 +40,14 @@ LIST_ACTION = {
 #: the rule of a plan-mode refusal of a network effect that may change the remote
 PLAN_NETWORK_RULE = "guard.plan-network"
 
-#: Denied for writes and deletes in every agent unless it sets ``protected = false``.
-PROTECTED_PATTERNS = (
+#: Denied for writes and deletes in every agent unless it sets ``protected = false``:
+#: guard's own state, git's hooks and configuration, shell start-up files, and every
+#: host's hook settings (from :data:`guard.hosts.HOSTS`: a new host brings its own).
+PROTECTED_PATTERNS: tuple[str, ...] = (
     ".openoxide/*",
     "!.openoxide/plans",
     "/.git/hooks/",
     "/.git/config",
-    "/.claude/settings*.json",
-    "/.codex/",
-    "/.gemini/settings.json",
-    "/.cursor/hooks.json",
-    "/.opencode/plugin/",
     "{data}/*",
     "!{data}/plans",
     "{home}/.bashrc",
@@ -65,12 +63,7 @@ PROTECTED_PATTERNS = (
     "{home}/.gitconfig",
     "{home}/.config/git/",
     "{home}/.ssh/",
-    "{home}/.claude/settings*.json",
-    "{home}/.codex/",
-    "{home}/.gemini/settings.json",
-    "{home}/.cursor/hooks.json",
-    "{home}/.gemini/trustedFolders.json",
-    "{home}/.config/opencode/plugin/",
+    *(pattern for host in HOSTS for pattern in host.protected),
 )
 PROTECTED_SOURCE = "builtin:protected"
 

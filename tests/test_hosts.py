@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -196,6 +197,33 @@ def test_protected_paths_are_in_the_builtin_protected_list() -> None:
             assert pattern in PROTECTED_PATTERNS, (host.name, pattern)
     hooked = [h for h in hosts.HOSTS if h.adapter]
     assert all(h.protected for h in hooked)
+
+
+def _concrete(pattern: str) -> str:
+    """A path the protected ``pattern`` names: ``{home}/.codex/`` -> ``~/.codex/hooks.json``."""
+    path = pattern.replace("{home}", "~").lstrip("/").replace("*", ".local")
+    return path + "hooks.json" if path.endswith("/") else path
+
+
+@pytest.mark.parametrize("host", [h for h in hosts.HOSTS if h.protected], ids=lambda h: h.name)
+def test_every_hosts_hook_settings_are_denied_to_a_build_agent(
+    host: hosts.Host, tmp_path: Path
+) -> None:
+    """Attack: an agent in build mode (default allow) rewrites a host's hook settings to
+    take guard out of the host's hooks. The evaluator denies each path the registry names,
+    so a host added to the registry is protected without an edit to the evaluator."""
+    from guard import Action, Effect, Guard
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    g = Guard.load(worktree=repo)
+    for pattern in host.protected:
+        path = _concrete(pattern)
+        for effect in (Effect.write(path), Effect.delete(path)):
+            d = g.decide("build", [effect])
+            assert d.action is Action.DENY, (host.name, pattern, path, d)
+            assert "protected" in d.reason, d
 
 
 def test_scripts_test_sh_installs_the_pinned_versions() -> None:
