@@ -15,7 +15,8 @@ import typer
 from guard.cli._app import app
 from guard.decide import Guard
 from guard.effects import GuardError
-from guard.planning.session import Mode, Owner, Session, SessionNotFound, state_dirs
+from guard.planning.owner import Owner
+from guard.planning.session import Mode, Session, SessionNotFound, state_dirs
 
 
 class AuditLevel(enum.StrEnum):

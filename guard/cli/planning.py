@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,9 +18,10 @@ from guard.effects import GuardError
 from guard.planning import events as ev
 from guard.planning.answer import Choice, answer_exit, answer_questions
 from guard.planning.artifact import read_plan
+from guard.planning.deciding import deciding_session
 from guard.planning.render import event_line, plan_panel, session_view
 from guard.planning.runtime import describe_current_agent, list_plans
-from guard.planning.session import Mode, Session, deciding_session, pin, sessions_dir
+from guard.planning.session import Mode, Session, pin, sessions_dir
 
 session_app = typer.Typer(
     help=(
@@ -708,8 +710,6 @@ def _with_audit(
     session: Session, cwd: Path, follow: bool
 ) -> Iterator[ev.Event | dict[str, Any]]:
     """The session's events and the project's audit records since it began, as they come."""
-    import time
-
     from guard.audit import default_log_path
     from guard.paths import Roots
     from guard.ui.state import Tail

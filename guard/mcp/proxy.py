@@ -56,13 +56,7 @@ from guard.gate import Gate, Verdict, VerdictAction
 from guard.mcp import asking, wire
 from guard.mcp.bridge import OFFERED, PlanningBridge
 from guard.mcp.effects import EffectsFn, mcp_effects
-from guard.mcp.gate import (
-    McpAnalyser,
-    McpSink,
-    McpStats,
-    resource_call,
-    tool_call,
-)
+from guard.mcp.gate import McpAnalyser, McpSink, McpStats, resource_call, tool_call
 from guard.mcp.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -74,8 +68,9 @@ from guard.mcp.jsonrpc import (
     error,
     tool_error,
 )
+from guard.mcp.launch import Launcher
 from guard.mcp.paths import is_file_uri
-from guard.mcp.server import Launcher, ServerPipe
+from guard.mcp.server import ServerPipe
 from guard.mcp.wire import Id
 from guard.planning.session import Mode, Session
 

@@ -1,16 +1,8 @@
-"""The MCP server process and its life: confined by the kernel while the session plans.
+"""The MCP server processes of ``guard mcp`` and their restarts when the session's mode changes.
 
-``guard mcp`` checks every ``tools/call`` against the policy, but the analysis of
-a tool call is not the last line: a server may write where its tool's name and
-arguments do not say (a tool guard believes reads, a server with a bug, a
-hostile server). So while the proxy's agent is a plan-mode agent, the server
-process itself runs under the confinement helper of :mod:`guard.sandbox.confine`,
-with the rules ``guard run`` gives that agent (:func:`guard.sandbox.roots.derive`):
-Landlock lets it write only to the plan directory (regular files), a private
-``$TMPDIR``, ``/dev/null`` and the terminal, plus the policy's
-``[agents.NAME.sandbox] writable`` directories; every capability is dropped; the
-seccomp filter refuses system-state syscalls. A write the analysis let through
-fails in the server with ``EACCES`` and nothing changes on disk.
+While the proxy's agent is a plan-mode agent, the server process runs confined by
+the kernel (how, and what happens where the kernel cannot confine it, is
+:mod:`guard.mcp.launch`); in build mode it runs plainly.
 
 When the session's mode changes so that the agent in force changes between a
 plan-mode and a build-mode one (an approved ``plan_exit``, ``guard plan exit
@@ -35,19 +27,10 @@ A restart that fails (the helper cannot confine, the new server does not answer
 ``initialize``) ends the proxy as if the server had exited: in plan mode the
 server never runs unconfined where the kernel could confine it.
 
-The confinement is the helper's whole: namespaces (a read-only view but for the
-writable roots, loopback-only network, its own PID and IPC namespaces), then
-Landlock, no capabilities and seccomp. Where the kernel cannot make namespaces,
-the server runs under the Landlock-only fallback, said on stderr and as a
-``notice`` record (``server_fallback``), unless the policy requires a wall
-(``[agents.NAME.sandbox] require``): then it is not started.
-
-Where the kernel cannot confine at all (no Landlock, an architecture without a
-seccomp table), plan mode falls back to the policy's analysis alone, and says
-so on stderr and as a ``notice`` record in the audit log each time plan mode
-starts the server. ``$GUARD_TEST_MCP_NO_LANDLOCK`` (a non-empty value) makes the
-proxy act as if Landlock were missing: a seam for the tests of that fallback,
-reported the same loud way.
+This module holds the server processes and their restarts (:class:`ServerPipe`) and
+what a restart needs of the router (:class:`Router`). How one server is started,
+confined or not, is :mod:`guard.mcp.launch`; how its stdout is read is
+:mod:`guard.mcp.stdout`.
 """
 
 from __future__ import annotations
@@ -59,19 +42,14 @@ import json
 import os
 import secrets
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, Any, Protocol
 
 from guard.effects import GuardError
-from guard.mcp.jsonrpc import MAX_LINE, Json, Pipe, dumps, line_body, stop_process
+from guard.mcp.jsonrpc import Json, Pipe, dumps, stop_process
+from guard.mcp.launch import Launch, Launcher, remove_tmpdir
+from guard.mcp.stdout import Lines, Stdout
 from guard.planning.session import Mode
 
-if TYPE_CHECKING:
-    from guard.decide import Guard
-
-#: Test seam: a non-empty value makes ``guard mcp`` act as if the kernel had no Landlock.
-NO_LANDLOCK_ENV = "GUARD_TEST_MCP_NO_LANDLOCK"
 #: Seconds the new server has to answer the replayed ``initialize``.
 INIT_TIMEOUT = 60.0
 #: Seconds the old server has to answer what it is working on before a restart.
@@ -106,314 +84,11 @@ class Router(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Launch:
-    """How one server process is started."""
-
-    argv: list[str]
-    env: dict[str, str] | None
-    confined: bool
-    tmpdir: Path | None = None
-    roots: tuple[str, ...] = ()
-    #: in namespaces: guard's egress proxy for the server, and the descriptor pair its
-    #: listener comes over (ours, and the one the helper inherits)
-    egress: Egress | None = None
-
-    @property
-    def pass_fds(self) -> tuple[int, ...]:
-        return (self.egress.child_fd,) if self.egress is not None else ()
-
-
-class Egress:
-    """The confined server's way out: a listener its namespace's pid 1 makes on
-    127.0.0.1 and sends over a socket pair, served by guard's egress proxy here."""
-
-    def __init__(self, agent: str, cwd: str, policy: str | None) -> None:
-        import socket
-
-        from guard.sandbox import egress
-
-        self.port = egress.PROXY_PORT
-        self.env = egress.proxy_env(self.port)
-        self.proxy = egress.EgressProxy(egress.EgressSpec(agent, cwd, policy, "mcp"))
-        self.channel, self.child = socket.socketpair()
-
-    @property
-    def child_fd(self) -> int:
-        return self.child.fileno()
-
-    def argv(self) -> list[str]:
-        return ["--listen", str(self.port), "--egress-fd", str(self.child_fd)]
-
-    def started(self) -> None:
-        """The helper has the child end: close ours of it."""
-        self.child.close()
-
-    def serve(self) -> bool:
-        """Receive the listener (sent before the helper reported its restriction) and serve
-        it; False when none came."""
-        import socket
-
-        from guard.sandbox.namespaces import receive_fd
-
-        fd = receive_fd(self.channel.fileno())
-        self.channel.close()
-        if fd is None:
-            return False
-        self.proxy.serve(socket.socket(fileno=fd))
-        return True
-
-    def close(self) -> None:
-        self.child.close()
-        self.channel.close()
-        self.proxy.close()
-
-
-class Launcher:
-    """The command that starts the server in a mode: under the helper for a plan-mode agent."""
-
-    def __init__(
-        self,
-        guard: Guard,
-        server_cmd: list[str],
-        *,
-        agent: str | None,
-        session_id: str,
-        cwd: str,
-        log: Callable[[str], None],
-    ) -> None:
-        self.guard = guard
-        self.server_cmd = list(server_cmd)
-        self.agent = agent
-        self.session_id = session_id
-        self.cwd = cwd
-        self.log = log
-        self._unavailable: str | None = None
-
-    def agent_for(self, mode: Mode) -> str | None:
-        if self.agent is not None:
-            return self.agent
-        return self.guard.plan_agent_name if mode is Mode.PLAN else self.guard.build_agent_name
-
-    def wants_confinement(self, mode: Mode) -> bool:
-        """Whether the agent in force in ``mode`` is a plan-mode agent."""
-        agent = self.agent_for(mode)
-        return agent is not None and self.guard.agent(agent).mode == "plan"
-
-    def unavailable(self) -> str:
-        """Why the kernel cannot confine the server here ("" when it can); probed once."""
-        if self._unavailable is None:
-            if os.environ.get(NO_LANDLOCK_ENV):
-                self._unavailable = (
-                    f"Landlock is treated as unavailable (${NO_LANDLOCK_ENV} is set; a test seam)"
-                )
-            else:
-                from guard.sandbox.confine import available
-
-                self._unavailable = available()
-        return self._unavailable
-
-    def confines(self, mode: Mode) -> bool:
-        """Whether the server runs confined in ``mode``."""
-        return self.wants_confinement(mode) and not self.unavailable()
-
-    def launch(self, mode: Mode, status_fd: int) -> Launch:
-        """How to start the server in ``mode``. Raises GuardError (nothing started)."""
-        if not self.wants_confinement(mode):
-            return Launch(list(self.server_cmd), None, False)
-        agent = self.agent_for(mode)
-        assert agent is not None
-        why = self.unavailable()
-        required = self.guard.agent(agent).sandbox.require
-        if why and required:
-            raise GuardError(
-                f"the policy requires the {', '.join(required)} wall(s) for agent {agent!r}"
-                f" ([agents.{agent}.sandbox] require), and the kernel cannot confine here: {why}"
-            )
-        if why:
-            self.fallback(agent, why)
-            return Launch(list(self.server_cmd), None, False)
-        from guard.sandbox import confine, roots, supervise
-
-        plan = roots.derive(self.guard, agent, private_tmp=True, create=True)
-        try:
-            isolate = supervise.isolation(plan, lambda msg, force=False: self.weaker(agent, msg))
-        except GuardError:
-            _remove_tmpdir(plan.tmpdir, self.log)
-            raise
-        policy = roots.policy_of(self.guard)
-        egress = Egress(agent, os.path.abspath(self.cwd), policy) if isolate else None
-        argv = confine.helper_argv(
-            self.server_cmd,
-            plans=plan.plan_dirs,
-            writable=plan.writable,
-            ioctl=plan.ioctl,
-            devices=False,
-            isolate=isolate,
-            walls=True,
-            sockets=plan.sockets,
-            extra=["--status-fd", str(status_fd), *(egress.argv() if egress else [])],
-        )
-        sandbox = "namespaces+landlock" if isolate else "landlock"
-        env = {**os.environ, **plan.env, **(egress.env if egress else {}),
-               "GUARD_SANDBOX": sandbox}  # fmt: skip
-        return Launch(argv, env, True, plan.tmpdir, tuple(plan.describe()), egress)
-
-    def weaker(self, agent: str, message: str) -> None:
-        """Plan mode confined without namespaces (the Landlock-only fallback): loud on
-        stderr and in the audit log, like the unconfined fallback."""
-        self.log(f"WARNING: the MCP server runs in the {message}")
-        self.notice("server_fallback", agent, message)
-
-    def fallback(self, agent: str, why: str) -> None:
-        """Plan mode without kernel confinement: loud on stderr and in the audit log."""
-        message = (
-            f"the MCP server runs UNCONFINED in plan mode: {why}. Only guard's analysis of"
-            " each tools/call stands between the agent and the disk; a write the analysis"
-            " misses (a tool that writes where its name and arguments do not say) is not"
-            " stopped. Use a Linux kernel with Landlock for kernel confinement"
-        )
-        bar = "!" * 72
-        self.log(bar)
-        self.log(f"WARNING: {message}")
-        self.log(bar)
-        self.notice("server_unconfined", agent, message)
-
-    def notice(self, event: str, agent: str | None, message: str) -> None:
-        """A ``notice`` record in the project's audit log (never silent: stderr on failure)."""
-        from guard import audit
-        from guard.fleet.records import stamp
-        from guard.fleet.syslog import ship
-
-        record: dict[str, Any] = {
-            "type": "notice",
-            "source": "mcp",
-            "event": event,
-            "session": self.session_id,
-            "agent": agent,
-            "cwd": self.cwd,
-            "message": message,
-        }
-        try:
-            stamp(record, self.guard, session=self.session_id)
-            audit.append(record, roots=self.guard.roots)
-            ship(self.guard.audit_settings, [record], self.guard.roots.data)  # never waits
-        except Exception as exc:
-            self.log(f"cannot write the audit log: {exc}")
-
-
-class _Lines(asyncio.subprocess.SubprocessStreamProtocol):
-    """The server's stdout, handed on line by line as it arrives: no reader task to wake
-    and no loop turn between the server's answer and the router (it is called from the
-    pipe's ``data_received``). Lines that come before a handler is set wait for it."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=MAX_LINE, loop=loop)
-        self.ended: asyncio.Future[str] = loop.create_future()  # "" or why it was cut
-        self._handler: Callable[[bytes], None] | None = None
-        self._early: list[bytes] = []
-        self._partial: list[bytes] = []  # a line not ended yet, in pieces
-        self._size = 0
-        self._process: asyncio.SubprocessTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        self._process = transport
-
-    #: Called when the server's stdin backs up (the pipe is full and guard's buffer for it
-    #: passes the high-water mark): the router stops reading the client until it drains.
-    on_backlog: Callable[[], None] | None = None
-
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        if self.on_backlog is not None:
-            self.on_backlog()
-
-    def attach(self, handler: Callable[[bytes], None]) -> None:
-        self._handler = handler
-        early, self._early = self._early, []
-        for line in early:
-            handler(line)
-
-    def _line(self, line: bytes) -> None:
-        if not line.strip():
-            return
-        if self._handler is None:
-            self._early.append(line)
-        else:
-            self._handler(line)
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if fd != 1:
-            super().pipe_data_received(fd, data)
-            return
-        if self.ended.done():
-            return
-        assert isinstance(data, bytes)
-        start = 0
-        try:
-            while (end := data.find(b"\n", start)) >= 0:
-                line = data[start:end]
-                if self._partial:  # the rest of a line that came in pieces
-                    line, self._partial, self._size = b"".join([*self._partial, line]), [], 0
-                self._line(line_body(line))
-                start = end + 1
-        except Exception as exc:  # a bug in the router: ends the proxy, as a reader task would
-            self._partial, self._size = [], 0
-            if not self.ended.done():
-                self.ended.set_exception(exc)
-            return
-        if start < len(data):
-            self._partial.append(data[start:])
-            self._size += len(data) - start
-        if self._size > MAX_LINE:
-            self._partial, self._size = [], 0
-            self.ended.set_result(f"server sent a line over {MAX_LINE} bytes; stopping it")
-            if self._process is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    self._process.kill()
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if fd == 1 and not self.ended.done():
-            partial, self._partial, self._size = b"".join(self._partial), [], 0
-            try:
-                self._line(line_body(partial))
-            except Exception as failed:
-                self.ended.set_exception(failed)
-            if not self.ended.done():
-                self.ended.set_result("")
-        super().pipe_connection_lost(fd, exc)
-
-
-class _Stdout(asyncio.Protocol):
-    """The protocol of the server's stdout pipe: hands what it reads straight to
-    :class:`_Lines` (the subprocess transport would defer each read to the next loop
-    turn); the end of the pipe still goes through the subprocess transport (``inner``),
-    after every read, so the process's bookkeeping is unchanged."""
-
-    def __init__(self, inner: asyncio.BaseProtocol, lines: _Lines) -> None:
-        self.inner = inner
-        self.lines = lines
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.inner.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        self.lines.pipe_data_received(1, data)
-
-    def eof_received(self) -> bool | None:
-        return None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.inner.connection_lost(exc)
-
-
 class _Server:
     """One server process: the first, or one started by a restart."""
 
     def __init__(
-        self, proc: asyncio.subprocess.Process, lines: _Lines, launch: Launch, mode: Mode
+        self, proc: asyncio.subprocess.Process, lines: Lines, launch: Launch, mode: Mode
     ) -> None:
         self.proc = proc
         self.lines = lines
@@ -489,7 +164,7 @@ class ServerPipe(Pipe):
             loop = asyncio.get_running_loop()
             try:
                 transport, lines = await loop.subprocess_exec(
-                    lambda: _Lines(loop),
+                    lambda: Lines(loop),
                     *launch.argv,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
@@ -501,9 +176,9 @@ class ServerPipe(Pipe):
                 proc = asyncio.subprocess.Process(transport, lines, loop)
                 stdout = transport.get_pipe_transport(1)
                 if stdout is not None:  # earlier reads were queued on the loop: they come first
-                    stdout.set_protocol(_Stdout(stdout.get_protocol(), lines))
+                    stdout.set_protocol(Stdout(stdout.get_protocol(), lines))
             except OSError:
-                _remove_tmpdir(launch.tmpdir, self.log)
+                remove_tmpdir(launch.tmpdir, self.log)
                 if launch.egress is not None:
                     launch.egress.close()
                 raise
@@ -534,7 +209,7 @@ class ServerPipe(Pipe):
                     proc.kill()
             if failure is not None or restricted is None:
                 await proc.wait()
-                _remove_tmpdir(launch.tmpdir, self.log)
+                remove_tmpdir(launch.tmpdir, self.log)
                 if launch.egress is not None:
                     launch.egress.close()
                 why = failure.get("error") if failure else f"the helper exited ({proc.returncode})"
@@ -576,7 +251,7 @@ class ServerPipe(Pipe):
         task.add_done_callback(self.tasks.discard)
 
     async def _read(self, server: _Server) -> None:
-        """Hand the server's lines to the router as they come (:class:`_Lines`) until its
+        """Hand the server's lines to the router as they come (:class:`Lines`) until its
         stdout ends, then wait for it to exit."""
         try:
             server.lines.attach(lambda line: self._deliver(server, line))
@@ -788,7 +463,7 @@ class ServerPipe(Pipe):
         await stop_process(server.proc)
         if server in self._servers:
             self._servers.remove(server)
-            _remove_tmpdir(server.launch.tmpdir, self.log)
+            remove_tmpdir(server.launch.tmpdir, self.log)
             if server.launch.egress is not None:
                 server.launch.egress.close()
         return server.proc.returncode
@@ -834,10 +509,3 @@ def _is_answer(data: bytes) -> bool:
     except (ValueError, UnicodeDecodeError):
         return False
     return isinstance(message, dict) and "method" not in message
-
-
-def _remove_tmpdir(tmp: Path | None, log: Callable[[str], None]) -> None:
-    from guard.sandbox.confine import remove_private_tmpdir
-
-    if tmp is not None and not remove_private_tmpdir(tmp):
-        log(f"the server's scratch files are kept in {tmp} (its TMPDIR); remove it when done")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         StepStatus,
         UpdatePlanArgs,
     )
+    from guard.planning.deciding import current_mode, deciding_session
     from guard.planning.events import publish, read_events, subscribe
     from guard.planning.handshake import (
         ExitChoice,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
         request_user_input,
         update_plan,
     )
+    from guard.planning.owner import Owner
     from guard.planning.runtime import (
         CurrentAgent,
         describe_current_agent,
@@ -41,14 +43,7 @@ if TYPE_CHECKING:
         plan_file_instruction,
         publish_current,
     )
-    from guard.planning.session import (
-        Owner,
-        Session,
-        SessionError,
-        current_mode,
-        deciding_session,
-        sessions_dir,
-    )
+    from guard.planning.session import Session, SessionError, sessions_dir
     from guard.planning.stream import ProposedPlanParser, Segment, stream_into_session
     from guard.planning.tools import TOOL_DEFINITIONS, ToolResult, handle_tool_call
 
@@ -78,11 +73,11 @@ _WHERE = {
     "list_plans": "runtime",
     "plan_file_instruction": "runtime",
     "publish_current": "runtime",
-    "Owner": "session",
+    "Owner": "owner",
     "Session": "session",
     "SessionError": "session",
-    "current_mode": "session",
-    "deciding_session": "session",
+    "current_mode": "deciding",
+    "deciding_session": "deciding",
     "sessions_dir": "session",
     "ProposedPlanParser": "stream",
     "Segment": "stream",
@@ -146,6 +141,10 @@ def _module(name: str) -> ModuleType:
         from guard.planning import checklist
 
         return checklist
+    if name == "deciding":
+        from guard.planning import deciding
+
+        return deciding
     if name == "events":
         from guard.planning import events
 
@@ -154,6 +153,10 @@ def _module(name: str) -> ModuleType:
         from guard.planning import handshake
 
         return handshake
+    if name == "owner":
+        from guard.planning import owner
+
+        return owner
     if name == "runtime":
         from guard.planning import runtime
 

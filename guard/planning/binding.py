@@ -40,12 +40,12 @@ from guard.effects import Effect, EffectKind, ToolCall
 from guard.paths import VCS_MARKERS, data_dir
 from guard.planning._base import Mode, utc_now
 from guard.planning._store import atomic_write_text
+from guard.planning.deciding import deciding_session
 from guard.planning.session import (
     Session,
     SessionError,
     SessionNotFound,
     check_session_id,
-    deciding_session,
     sessions_dir,
 )
 

@@ -1,6 +1,6 @@
 """The planning runtime as the rest of guard sees it.
 
-* which session decides for a worktree (:func:`guard.planning.session.deciding_session`:
+* which session decides for a worktree (:func:`guard.planning.deciding.deciding_session`:
   the pinned one, else the newest plan one, else the newest one; never an ended
   one, nor an orphaned build one) and which agent the hooks will therefore use
   (:func:`describe_current_agent`, printed by ``guard mode`` and ``guard doctor``);
@@ -45,8 +45,8 @@ def publish_current(cwd: str | os.PathLike[str], event: Event) -> Path | None:
     Returns the event log written, or None when no session is live there (then
     only this process's subscribers see the event).
     """
+    from guard.planning.deciding import deciding_session
     from guard.planning.events import deliver
-    from guard.planning.session import deciding_session
 
     found = deciding_session(cwd)
     if found is None:
@@ -105,7 +105,8 @@ def plan_refusal(
     try:
         if no_session or (session_id is None and not any_session(here)):
             return plan_file_instruction(here, None)
-        from guard.planning.session import Session, deciding_session
+        from guard.planning.deciding import deciding_session
+        from guard.planning.session import Session
 
         if session_id is not None:
             with contextlib.suppress(GuardError):
@@ -157,7 +158,7 @@ def describe_current_agent(
     named = env.get("GUARD_AGENT", "").strip()
     if named:
         return CurrentAgent(named, f"$GUARD_AGENT={named} (set in this environment)")
-    from guard.planning.session import deciding_session
+    from guard.planning.deciding import deciding_session
 
     try:
         found = deciding_session(cwd)

@@ -16,6 +16,11 @@ Every change is a read-modify-write under an exclusive ``flock`` on
 monitor running in separate processes share one truth and never see a torn
 file. The sessions directory lies under ``.openoxide/`` which the shipped
 policies protect from agent writes: a model cannot flip its own mode.
+
+This module holds the session file (:class:`Session`: creation, loading,
+transactions, lifecycle, mode switches), its ids and the pin file. The owning
+process is :mod:`guard.planning.owner`; which session decides for a worktree
+is :mod:`guard.planning.deciding`.
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ import json
 import os
 import re
 import secrets
-import socket
 import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -45,6 +49,7 @@ from guard.planning.artifact import artifact_path, find_written_plan, snapshot_p
 from guard.planning.checklist import PlanItem
 from guard.planning.events import Event, ModeChanged, TurnEnded
 from guard.planning.events import publish as publish_event
+from guard.planning.owner import Owner
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
@@ -55,78 +60,6 @@ class SessionError(GuardError):
 
 PIN_FILE = "pinned"
 SessionState = Literal["open", "ended"]
-
-
-def _boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
-
-
-def _process_start(pid: int) -> int | None:
-    """The start time of process ``pid`` (clock ticks since boot), None when it does not run."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    except OSError:
-        return None
-    # the command name (field 2) may hold spaces and parentheses: split after the last ')'
-    fields = data[data.rfind(b")") + 2 :].split()
-    try:
-        state, start = fields[0], int(fields[19])
-    except (IndexError, ValueError):
-        return None
-    return None if state in (b"Z", b"X") else start
-
-
-class Owner(BaseModel):
-    """The process a session belongs to; the session ends with it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    pid: int
-    started: int
-    boot: str
-    host: str
-    command: str = ""
-
-    @classmethod
-    def this_process(cls, command: str) -> Owner:
-        pid = os.getpid()
-        return cls(
-            pid=pid,
-            started=_process_start(pid) or 0,
-            boot=_boot_id(),
-            host=socket.gethostname(),
-            command=command,
-        )
-
-    def alive(self) -> bool:
-        """True while the owning process runs (a reused pid does not count).
-
-        An owner on another host cannot be checked from here: it counts as alive.
-        """
-        if self.host != socket.gethostname():
-            return True
-        if self.boot != _boot_id():
-            return False
-        if not os.path.exists("/proc/self/stat"):  # no procfs: the pid alone must do
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return False
-            except PermissionError:
-                return True
-            return True
-        return _process_start(self.pid) == self.started
-
-    def describe(self) -> str:
-        where = "" if self.host == socket.gethostname() else f" on {self.host}"
-        return f"{self.command or 'process'} (pid {self.pid}{where})"
 
 
 class ExitRecord(BaseModel):
@@ -644,52 +577,6 @@ def pinned_id(directory: Path) -> str | None:
             f"{directory / PIN_FILE}: not a session id ({text[:40]!r}); remove the file"
             " or pin a session again with `guard mode MODE --session ID`"
         ) from None
-
-
-def deciding_session(worktree_or_cwd: str | os.PathLike[str]) -> tuple[Session, str] | None:
-    """The session whose mode decides for that worktree, and why; None when none decides.
-
-    Among the sessions that may decide (:attr:`Session.decides`): the pinned one
-    (``guard mode ... --session ID``), else the newest one in plan mode (a worktree
-    with an open plan session is in plan mode), else the newest one. An ended
-    session never decides. A corrupt session or pin file raises SessionError
-    (callers deciding on it fail closed).
-    """
-    sessions = Session.list_all(worktree_or_cwd)
-    if not sessions:
-        return None
-    pinned = pinned_id(sessions[0].directory)
-    live = [s for s in sessions if s.decides]
-    for s in live:
-        if s.id == pinned:
-            return s, f"session {s.id} (pinned with `guard mode --session`){_orphaned(s)}"
-    if not live:
-        return None
-    planning = [s for s in live if s.mode is Mode.PLAN]
-    newest = max(planning or live, key=lambda s: (s.created_at, s.active_ns))
-    others = len(live) - 1
-    kind = "open plan session" if planning else "open session"
-    why = f"session {newest.id} (the newest {kind}"
-    why += f"; {others} other{'s' if others > 1 else ''} open)" if others else ")"
-    return newest, why + _orphaned(newest)
-
-
-def _orphaned(session: Session) -> str:
-    if session.owner_alive or session.owner is None:
-        return ""
-    return f", orphaned: its owner {session.owner.describe()} is gone"
-
-
-def current_mode(worktree_or_cwd: str | os.PathLike[str]) -> tuple[str, Session] | None:
-    """The mode of the session that decides for that worktree (see :func:`deciding_session`).
-
-    None when no session is live there. A corrupt session file raises
-    SessionError (callers deciding on it fail closed).
-    """
-    found = deciding_session(worktree_or_cwd)
-    if found is None:
-        return None
-    return found[0].mode.value, found[0]
 
 
 def session_json(session: Session) -> str:

@@ -72,8 +72,8 @@ def capture(host: str, tool: str, tool_input: Mapping[str, Any], cwd: str) -> bo
     parsed = parse(host, tool, tool_input)
     if parsed is None:
         return False
+    from guard.planning.deciding import deciding_session
     from guard.planning.events import PlanUpdate
-    from guard.planning.session import deciding_session
 
     found = deciding_session(cwd)
     if found is None:

@@ -22,7 +22,7 @@ from fsserver import served_project
 from rawclient import INIT, RawClient
 
 from guard.audit import default_log_path, read
-from guard.mcp.server import NO_LANDLOCK_ENV
+from guard.mcp.launch import NO_LANDLOCK_ENV
 from guard.paths import Roots
 from guard.sandbox import confine
 
