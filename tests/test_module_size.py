@@ -24,7 +24,6 @@ OVER_LIMIT = {
     "guard/monitor/baseline.py": 862,
     "guard/mcp/server.py": 843,
     "guard/mcp/proxy.py": 797,
-    "guard/cli/planning.py": 745,
     "guard/sandbox/relay.py": 697,
     "guard/planning/session.py": 696,
     "guard/monitor/fanotify.py": 636,
