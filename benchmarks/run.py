@@ -8,7 +8,7 @@ commands under one ``guard run``.
 Configurations, interleaved round by round so that machine noise hits all alike:
 
 * bare:          sh -c WORKLOAD
-* helper only:   the confinement helper (guard/sandbox/confine.py: Landlock, capability
+* helper only:   the confinement helper (guard/sandbox/helper.py: Landlock, capability
                  drop, seccomp filter) -- WORKLOAD
 * guard run:     guard run --agent plan --no-monitor -- WORKLOAD (policy load, roots, helper)
 * guard run + monitor: guard run --agent plan -- WORKLOAD (when the monitor is installed)

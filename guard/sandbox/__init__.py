@@ -2,8 +2,11 @@
 
 * :mod:`guard.sandbox.landlock`: Landlock through ctypes (no policy logic; the one ABI probe).
 * :mod:`guard.sandbox.seccomp`: the capability drop and the seccomp filter for system state.
-* :mod:`guard.sandbox.confine`: the helper that applies both and execs a command (stdlib
-  only, run as a script), and :func:`~guard.sandbox.confine.wrap_command` for hosts.
+* :mod:`guard.sandbox.helper`: the helper that applies both and execs a command (stdlib
+  only, run as a script; its command line :mod:`guard.sandbox.helper_args`, the directories
+  it checks and removes :mod:`guard.sandbox.helper_dirs`).
+* :mod:`guard.sandbox.confine`: the helper's argv for guard's process, and
+  :func:`~guard.sandbox.confine.wrap_command` for hosts.
 * :mod:`guard.sandbox.roots`: a policy's agent -> writable roots.
 * :mod:`guard.sandbox.supervise`: ``guard run``'s process supervision (spawn, signals, wait).
 

@@ -14,7 +14,7 @@ plan-mode agent whose policy sets ``[agents.NAME.sandbox] confine = true``
   can see outside what the policy allows (``echo > src/app.py``), an explicit
   ``deny``, a network or read question, a refused tool.
 
-"Confined" is the helper of :mod:`guard.sandbox.confine`: in namespaces (a
+"Confined" is the helper of :mod:`guard.sandbox.helper`: in namespaces (a
 read-only view of everything but the plan directory (regular files), a fresh
 private TMPDIR, ``/dev/null`` and the terminal; loopback-only network; its own
 PID and IPC namespaces), then Landlock, no capabilities, and the seccomp filter

@@ -2,7 +2,7 @@
 
 It receives writable roots and applies them to the calling process. Everything
 else (which roots, why) is the policy side's business
-(:mod:`guard.sandbox.roots`); starting the command is :mod:`guard.sandbox.confine`'s.
+(:mod:`guard.sandbox.roots`); starting the command is :mod:`guard.sandbox.helper`'s.
 
 What a restricted process may do, and what it may not:
 

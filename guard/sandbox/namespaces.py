@@ -1,6 +1,6 @@
 """The first wall: Linux namespaces and a read-only view of the filesystem, through ctypes.
 
-The confinement helper (:mod:`guard.sandbox.confine`) calls these in two processes:
+The confinement helper (:mod:`guard.sandbox.helper`) calls these in two processes:
 
 * :func:`enter_outer` in its **outer** process, which stays in the host's
   network, mount and PID namespaces (it runs the egress proxy and waits for the

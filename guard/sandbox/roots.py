@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from guard.effects import GuardError, did_you_mean
-from guard.sandbox.confine import SINK_DEVICES, TERMINAL_DEVICES
+from guard.sandbox.helper_args import SINK_DEVICES, TERMINAL_DEVICES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -2,7 +2,7 @@
 
 Kept tiny on purpose: a script run by path is compiled on every start, the
 modules it imports are not (their bytecode is cached). Everything lives in
-:mod:`guard.sandbox.confine`; its siblings are imported alone, not through the
+:mod:`guard.sandbox.helper`; its siblings are imported alone, not through the
 ``guard`` package, to keep the start-up short. The helper ends with ``os._exit``
 once its output is flushed: the interpreter's teardown would only cost time
 after the command is done.
@@ -13,9 +13,9 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
-    from guard.sandbox.confine import main
+    from guard.sandbox.helper import main
 else:
-    from confine import main
+    from helper import main
 
 code = main()
 try:

@@ -1,7 +1,7 @@
 """Supervising a confined command: spawn it through the helper, forward signals, wait.
 
 :func:`run` takes a :class:`~guard.sandbox.roots.SandboxPlan`, blocks the
-signals it forwards, starts the confinement helper (:mod:`guard.sandbox.confine`
+signals it forwards, starts the confinement helper (:mod:`guard.sandbox.helper`
 run as a script), which waits for a go before it does anything, starts the
 monitor meanwhile, then gives the go: the helper applies Landlock, the
 capability drop, the seccomp filter and fd hygiene, then ``exec``s the command.

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sandbox_support import Tree, needs_landlock
 
-from guard.sandbox import confine
+from guard.sandbox import confine, helper_args
 
 pytestmark = needs_landlock
 
@@ -137,7 +137,7 @@ def test_the_private_tmpdir_is_kept_apart_and_refused_when_planted(
     target.mkdir()
     (planted / "t").symlink_to(target)
     r = sh(wrapped(tree, "echo ran > ran.txt", tmpdir=str(planted / "t")), tree.plans)
-    assert r.returncode == confine.NOT_STARTED
+    assert r.returncode == helper_args.NOT_STARTED
     assert b"NOT started" in r.stderr and b"symlink" in r.stderr
     assert not (tree.plans / "ran.txt").exists()
     ok = sh(wrapped(tree, 'echo "$TMPDIR"', tmpdir=str(planted / "own")), tree.worktree)

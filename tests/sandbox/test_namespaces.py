@@ -26,7 +26,7 @@ from sandbox_support import Tree, clean_env, needs_landlock
 from unprivileged import USERS, as_user, require_unprivileged
 from walls_support import Project, SocketDaemon, confined, py, run_project
 
-from guard.sandbox import confine, namespaces
+from guard.sandbox import confine, helper_dirs, namespaces
 
 pytestmark = needs_landlock
 PYTHON = sys.executable
@@ -297,14 +297,14 @@ def test_links_between_plan_files_are_fine_and_other_entries_are_named(tmp_path:
     plans.mkdir()
     (plans / "a.md").write_text("a")
     os.link(plans / "a.md", plans / "b.md")  # both names inside: writes stay inside
-    confine.check_plan_directory(str(plans))
+    helper_dirs.check_plan_directory(str(plans))
     (plans / "sub").mkdir()
     with pytest.raises(OSError, match=r"sub is a directory"):
-        confine.check_plan_directory(str(plans))
+        helper_dirs.check_plan_directory(str(plans))
     (plans / "sub").rmdir()
     os.link(plans / "a.md", tmp_path / "elsewhere")
     with pytest.raises(OSError, match=r"[ab].md has 3 hard links, 1 of them outside"):
-        confine.check_plan_directory(str(plans))
+        helper_dirs.check_plan_directory(str(plans))
 
 
 def test_remove_tree_never_follows_a_symlink(tmp_path: Path) -> None:
@@ -317,7 +317,7 @@ def test_remove_tree_never_follows_a_symlink(tmp_path: Path) -> None:
     (doomed / "link").symlink_to(keep)
     (doomed / "a" / "link2").symlink_to(keep / "precious")
     (doomed / "a").chmod(0)
-    assert confine.remove_tree(str(doomed))
+    assert helper_dirs.remove_tree(str(doomed))
     assert not doomed.exists()
     assert (keep / "precious").read_text() == "x"
 

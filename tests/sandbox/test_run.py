@@ -602,7 +602,7 @@ def test_the_helper_started_early_never_runs_the_command_without_the_go(
 def test_the_helper_touches_nothing_before_the_go(tree: Tree, tmp_path: Path) -> None:
     """Without the go (its pipe closed unwritten) the helper creates nothing (not even the
     plan directory or the private TMPDIR it was given), restricts nothing, runs nothing."""
-    from guard.sandbox import confine
+    from guard.sandbox import confine, helper_args
 
     plans = tree.worktree / ".openoxide" / "other-plans"
     tmpdir = tmp_path / "private" / "tmp"
@@ -615,7 +615,7 @@ def test_the_helper_touches_nothing_before_the_go(tree: Tree, tmp_path: Path) ->
     os.close(go_r)
     os.close(go_w)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == confine.NOT_STARTED, err
+    assert proc.returncode == helper_args.NOT_STARTED, err
     assert not plans.exists() and not tmpdir.parent.exists()
     # and with the go it does all of it
     go_r, go_w = os.pipe()

@@ -1,0 +1,179 @@
+"""Directories a confined command writes: checked or made before it starts, removed after.
+
+Holds what the helper (:mod:`guard.sandbox.helper`) does to directories before it
+restricts anything: the plan directory made through real directories only
+(:func:`plan_directory`) and checked to hold nothing but regular files of its own
+(:func:`check_plan_directory`), the private temporary directory, given
+(:func:`private_tmpdir`) or fresh (:func:`fresh_tmpdir`), and its removal whatever the
+command left in it (:func:`remove_tree`, never following a symlink). It does not
+hold the restriction itself (:mod:`guard.sandbox.landlock`, :mod:`guard.sandbox.namespaces`).
+
+Stdlib only, nothing slow to import: it runs before every confined command.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+#: Prefix of the private temporary directories ``--private-tmp`` makes.
+TMP_PREFIX = "guard-confined-"
+
+
+def private_tmpdir(path: str) -> str:
+    """Create ``path`` (mode 0700) if missing; refuse it unless it is a real directory of
+    ours that nobody else may write (a planted symlink would widen the writable roots)."""
+    parent = os.path.dirname(path)
+    for p in (parent, path):
+        try:
+            os.mkdir(p, 0o700)
+        except FileExistsError:
+            p = p  # checked below like a new one (contextlib would cost start-up time)
+        st = os.lstat(p)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise OSError(
+                errno.EPERM,
+                f"{p} is not a private directory of uid {os.geteuid()} (a symlink, another"
+                " owner, or writable by others); remove it",
+            )
+    return path
+
+
+def fresh_tmpdir(base: str | None = None) -> str:
+    """A new, empty directory (mode 0700) at an unpredictable path under ``base`` (default:
+    ``$TMPDIR`` when it is an absolute directory, else ``/tmp``): nothing can have been
+    planted in it (a hard link to a project file, a FIFO), and it is never reused."""
+    if base is None:
+        base = os.environ.get("TMPDIR") or "/tmp"
+        if not os.path.isabs(base) or not os.path.isdir(base):
+            base = "/tmp"
+    for _ in range(16):
+        path = os.path.join(base, TMP_PREFIX + os.urandom(9).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return os.path.realpath(path)
+    raise OSError(errno.EEXIST, f"cannot make a fresh private directory in {base}")
+
+
+def remove_tree(path: str) -> bool:
+    """Remove ``path`` and everything in it, never following a symlink (each directory is
+    pinned with O_NOFOLLOW and emptied through its descriptor; modes the command set are
+    undone first). True when it is gone."""
+    try:
+        os.rmdir(path)
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass
+    try:
+        fd = _open_dir(path, None)
+        try:
+            _empty(fd, 0)
+        finally:
+            os.close(fd)
+        os.rmdir(path)
+    except OSError:
+        return False
+    return True
+
+
+def _open_dir(name: str, dir_fd: int | None) -> int:
+    """Open the directory ``name`` for listing, never through a symlink, after giving it
+    mode 0700 (the command may have taken its owner's rights away)."""
+    flags = os.O_CLOEXEC | os.O_NOFOLLOW | os.O_DIRECTORY
+    pin = os.open(name, os.O_PATH | flags, dir_fd=dir_fd)
+    try:
+        os.chmod(f"/proc/self/fd/{pin}", 0o700)
+        return os.open(".", os.O_RDONLY | flags, dir_fd=pin)
+    finally:
+        os.close(pin)
+
+
+def _empty(fd: int, depth: int) -> None:
+    if depth > 256:
+        raise OSError(errno.ELOOP, "directories nested too deep to remove")
+    with os.scandir(fd) as listing:
+        entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
+    for name, is_dir in entries:
+        if is_dir:
+            sub = _open_dir(name, fd)
+            try:
+                _empty(sub, depth + 1)
+            finally:
+                os.close(sub)
+            os.rmdir(name, dir_fd=fd)
+        else:
+            os.unlink(name, dir_fd=fd)
+
+
+def plan_directory(path: str) -> str:
+    """Create the plan directory ``path`` (canonical, absolute) and its missing parents
+    before the restriction, so that the kernel can grant it: plan mode may create exactly
+    that directory (``mkdir -p .openoxide/plans`` is allowed), and a rule needs an existing
+    path. Nothing is created through a symlink: the deepest existing ancestor must be its
+    own real path, and each created component must be a real directory."""
+    path = os.path.abspath(path)
+    missing: list[str] = []
+    probe = path
+    while not os.path.lexists(probe):
+        missing.append(os.path.basename(probe))
+        probe = os.path.dirname(probe)
+    if os.path.realpath(probe) != probe or not stat.S_ISDIR(os.lstat(probe).st_mode):
+        raise OSError(
+            errno.EPERM,
+            f"{probe} is not a real directory (a symlink or a file); the plan directory {path}"
+            " must be reached through real directories only",
+        )
+    for name in reversed(missing):
+        probe = os.path.join(probe, name)
+        try:
+            os.mkdir(probe, 0o755)
+        except FileExistsError:
+            probe = probe  # checked below like a new one (contextlib costs start-up time)
+        if not stat.S_ISDIR(os.lstat(probe).st_mode):
+            raise OSError(errno.EPERM, f"{probe} is not a real directory; refusing {path}")
+    return path
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symlink", stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+}  # fmt: skip
+
+
+def check_plan_directory(path: str) -> None:
+    """Refuse (OSError naming the file) anything in the plan directory that could lead a
+    confined command out of it: any entry but a regular file (a symlink, a FIFO a process
+    outside reads, a socket, a device, a directory), and a regular file with a hard link
+    outside the plan directory (planted while building: writing it would write the other
+    name, ``src/app.py``). Links between two names inside it are fine."""
+    links: dict[tuple[int, int], list[str]] = {}
+    nlink: dict[tuple[int, int], int] = {}
+    with os.scandir(path) as entries:
+        for entry in entries:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+                raise OSError(
+                    errno.EPERM,
+                    f"{entry.path} is {kind}; only regular plan files may be in the plan"
+                    " directory while a command runs confined (a link, FIFO or device there"
+                    " could lead out of it). Remove it",
+                )
+            key = (st.st_dev, st.st_ino)
+            links.setdefault(key, []).append(entry.path)
+            nlink[key] = st.st_nlink
+    for key, names in links.items():
+        if nlink[key] > len(names):
+            raise OSError(
+                errno.EPERM,
+                f"{names[0]} has {nlink[key]} hard links, {nlink[key] - len(names)} of them"
+                " outside the plan directory: a confined command writing it would change the"
+                " other file too. Replace it with a copy of its own"
+                f" (cp {names[0]} {names[0]}.copy && mv {names[0]}.copy"
+                f" {names[0]}) or remove it",
+            )
