@@ -5,7 +5,7 @@ plan-mode agent, plainly otherwise.
 a tool call is not the last line: a server may write where its tool's name and
 arguments do not say (a tool guard believes reads, a server with a bug, a
 hostile server). So while the proxy's agent is a plan-mode agent, the server
-process itself runs under the confinement helper of :mod:`guard.sandbox.confine`,
+process itself runs under the confinement helper of :mod:`guard.sandbox.helper`,
 with the rules ``guard run`` gives that agent (:func:`guard.sandbox.roots.derive`):
 Landlock lets it write only to the plan directory (regular files), a private
 ``$TMPDIR``, ``/dev/null`` and the terminal, plus the policy's
