@@ -56,32 +56,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     report.outcome = "failed"
     report.longrepr = f"skipped end-to-end test in CI: {reason} ({CI_RULE})"
 
-
-def unsearchable_dir(path: Path) -> Path | None:
-    """The first directory on the way to ``path`` (``path`` included) that other users
-    cannot search (no o+x), or None when uid 65534 can reach it."""
-    for directory in [*reversed(path.parents), path]:
-        try:
-            if not directory.stat().st_mode & 0o001:
-                return directory
-        except OSError:
-            return directory
-    return None
-
-
-def checkout_problem(checkout: Path) -> str:
-    """Why the tests cannot run guard as uid 65534 from ``checkout``: '' when they can.
-
-    Run as root, the suite drops to uid 65534 to attack guard as an unprivileged user,
-    running this checkout's interpreter and package; a checkout under a directory others
-    cannot search (``mktemp -d`` makes 0700 ones) fails those tests with nothing to read."""
-    if os.geteuid() != 0:
-        return ""
-    blocked = unsearchable_dir(checkout.resolve())
-    if blocked is None:
-        return ""
-    return (
-        f"the checkout {checkout} is under {blocked} (mode {blocked.stat().st_mode & 0o777:o}),"
-        f" which uid 65534 cannot search; the tests run guard from this checkout as uid 65534."
-        f" Fix: `chmod o+x {blocked}`, or clone into a directory others can search"
-    )

@@ -11,20 +11,12 @@ from pathlib import Path
 import pytest
 
 # CI never passes by skipping: a hook from tests/components.py (tests/ is on sys.path here)
-from components import checkout_problem, pytest_runtest_makereport  # noqa: F401
+from components import pytest_runtest_makereport  # noqa: F401
 from engines import require_engine
 
 from guard.match import ENGINES
 
 MCP_TESTS = Path(__file__).parent / "mcp"
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Stop at once, saying why and how to fix it, when the checkout cannot serve the
-    tests that run guard as uid 65534 (rather than failing them one by one, unexplained)."""
-    problem = checkout_problem(Path(__file__).resolve().parent.parent)
-    if problem:
-        pytest.exit(problem, returncode=4)
 
 
 @pytest.fixture(autouse=True)

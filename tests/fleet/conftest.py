@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from components import in_ci
+from nobody import reach
 
 NOBODY = 65534
 
@@ -88,7 +89,8 @@ def run_guard(
     """``guard ARGS`` in a fresh process (as ``user`` through setpriv when given)."""
     cmd = guard_cmd(*[os.fspath(a) for a in args])
     if user is not None:
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+        cmd = [*reach(), "setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups",
+               *cmd]
     return subprocess.run(cmd, cwd=cwd, env=env if env is not None else dict(os.environ),
                           capture_output=True, text=True, timeout=120, input=stdin,
                           check=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from integrations.conftest import stop_hookd
+from nobody import reach
 
 from guard.decide import Guard
 from guard.integrations.install import hook_command
@@ -380,8 +381,9 @@ def in_namespace(upper: Path, *cmd: str, env: dict[str, str], cwd: Path,
     drop = f"setpriv --reuid={user} --regid={user} --clear-groups " if user is not None else ""
     script = (f"mount -t overlay overlay -o lowerdir=/etc,upperdir={upper},workdir={work} /etc"
               f' && exec {drop}"$@"')
-    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
-                           "sh", *cmd], env=env, cwd=cwd, capture_output=True, text=True,
+    shim = reach() if user is not None else []
+    return subprocess.run([*shim, "unshare", "-m", "--propagation", "private", "sh", "-c",
+                           script, "sh", *cmd], env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=120, check=False)
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nobody import reach
+
 import guard.sandbox.egress as egress
 
 HERE = Path(__file__).resolve().parent
@@ -330,7 +332,7 @@ def as_user(user: str) -> list[str]:
     if user == "root":
         return ["unshare", "-n", "--"]
     setpriv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-    return [*setpriv, "unshare", "-U", "-r", "-n", "--"]
+    return [*reach(), *setpriv, "unshare", "-U", "-r", "-n", "--"]
 
 
 def confined(

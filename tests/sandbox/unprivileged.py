@@ -2,20 +2,14 @@
 
 The user-namespace path of the confinement helper is only taken when guard runs as
 a user other than root, so the attacks of the walls run both ways. As root, the test
-drops to uid/gid 65534 with ``setpriv`` (util-linux). When the interpreter lives
-under a directory that user cannot traverse (``/root`` is 0700 where pyenv put
-Python in CI), the command runs in a private mount namespace of its own whose
-``/root`` is a world-readable tmpfs holding bind mounts of exactly the directories
-the interpreter and the host CLIs need (``~/.pyenv``, ``~/.cache``), at the same
-paths; nothing else of root's home is reachable, and nothing outside that namespace
-changes.
+drops to uid/gid 65534 with ``setpriv`` (util-linux), through :func:`nobody.reach`
+when the interpreter or the checkout lies under a directory that user cannot search.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import stat
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -23,38 +17,10 @@ from pathlib import Path
 
 import pytest
 from components import CI_RULE, in_ci
+from nobody import reach
 
 NOBODY = 65534
 USERS = ("root", "nobody")
-#: Where the private tmpfs of :func:`as_user` is mounted (in its own mount namespace).
-SHIM = "/tmp/guard-tests-root-shim"
-
-
-def _traversable(path: str) -> bool:
-    """Whether every directory above ``path`` lets others search it (o+x)."""
-    p = Path(path)
-    for parent in [*p.parents][::-1]:
-        try:
-            if not os.stat(parent).st_mode & stat.S_IXOTH:
-                return False
-        except OSError:
-            return False
-    return True
-
-
-def _shim_dirs() -> list[str]:
-    """Directories under an untraversable home that the interpreter needs."""
-    real = os.path.realpath(sys.executable)
-    if _traversable(real):
-        return []
-    home = Path(os.path.expanduser("~root"))
-    if not Path(real).is_relative_to(home):
-        return []
-    out = []
-    for name in (".pyenv", ".cache"):
-        if (home / name).is_dir():
-            out.append(name)
-    return out
 
 
 def require_unprivileged() -> None:
@@ -85,18 +51,8 @@ def as_user(user: str, argv: Sequence[str], *, no_user_namespaces: bool = False)
         drop = [sys.executable, LIMIT]
     if user != "root":
         drop += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-    dirs = _shim_dirs() if user != "root" else []
-    if not dirs:
-        return [*drop, *argv]
-    home = os.path.expanduser("~root")
-    os.makedirs(SHIM, mode=0o755, exist_ok=True)  # one empty mount point, kept
-    script = (
-        f'set -e; R={SHIM}; mount -t tmpfs -o mode=755 shim "$R";'
-        + "".join(f' mkdir "$R/{d}"; mount --bind "{home}/{d}" "$R/{d}";' for d in dirs)
-        + f' mount --rbind "$R" "{home}"; exec "$@"'
-    )
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "shim",
-            *drop, *argv]  # fmt: skip
+    shim = reach() if user != "root" else []
+    return [*shim, *drop, *argv]
 
 
 def reachable_dir(prefix: str, user: str) -> Path:
