@@ -23,6 +23,7 @@ from guard.cli.planning import (
     print_data,
     refuse_stacking,
     resolve_session,
+    say_hooks_now,
     say_set_aside,
     session_console,
 )
@@ -294,7 +295,7 @@ def plan_exit_command(
     sys.stdout.write(f"{session.id}: {outcome.mode.value}: {said}\n")
     sys.stdout.write("  the model is told on its next planning tool call\n")
     if outcome.ok:
-        sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
+        say_hooks_now(cwd)
 
 
 def _resume(session_id: str | None, cwd: Path) -> None:
@@ -305,7 +306,7 @@ def _resume(session_id: str | None, cwd: Path) -> None:
         sys.stdout.write(f"{session.id}: resumed; {how} ({session.mode.value} mode)\n")
     else:
         sys.stdout.write(f"{session.id}: open, nothing to resume ({session.mode.value} mode)\n")
-    sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
+    say_hooks_now(cwd)
 
 
 @plan_app.command("resume")

@@ -156,6 +156,11 @@ def no_session(cwd: Path) -> bool:
     return deciding_session(cwd) is None and not _open_plans(cwd)
 
 
+def say_hooks_now(cwd: Path) -> None:
+    """The line after a session's state changed: which agent the hooks decide as now."""
+    sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
+
+
 def print_data(data: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(with_schema(data), indent=2) + "\n")
 
@@ -268,8 +273,7 @@ def session_end(
     if not session.end("ended by the user with `guard session end`"):
         raise GuardError(f"session {session.id} has already ended ({session.end_reason})")
     sys.stdout.write(f"{session.id}: ended\n")
-    sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
-
+    say_hooks_now(cwd)
 
 
 # ---- guard mode -------------------------------------------------------------------------------

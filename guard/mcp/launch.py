@@ -87,9 +87,6 @@ class Egress:
     def child_fd(self) -> int:
         return self.child.fileno()
 
-    def argv(self) -> list[str]:
-        return ["--listen", str(self.port), "--egress-fd", str(self.child_fd)]
-
     def started(self) -> None:
         """The helper has the child end: close ours of it."""
         self.child.close()
@@ -178,7 +175,7 @@ class Launcher:
         if why:
             self.fallback(agent, why)
             return Launch(list(self.server_cmd), None, False)
-        from guard.sandbox import confine, roots, supervise
+        from guard.sandbox import roots, supervise
 
         plan = roots.derive(self.guard, agent, private_tmp=True, create=True)
         try:
@@ -188,16 +185,9 @@ class Launcher:
             raise
         policy = roots.policy_of(self.guard)
         egress = Egress(agent, os.path.abspath(self.cwd), policy) if isolate else None
-        argv = confine.helper_argv(
-            self.server_cmd,
-            plans=plan.plan_dirs,
-            writable=plan.writable,
-            ioctl=plan.ioctl,
-            devices=False,
-            isolate=isolate,
-            walls=True,
-            sockets=plan.sockets,
-            extra=["--status-fd", str(status_fd), *(egress.argv() if egress else [])],
+        argv = supervise.helper_command(
+            plan, self.server_cmd, status_fd=status_fd, abi=None, isolate=isolate, walls=True,
+            listen=(egress.port, egress.child_fd) if egress else None,
         )
         sandbox = "namespaces+landlock" if isolate else "landlock"
         env = {**os.environ, **plan.env, **(egress.env if egress else {}),

@@ -68,10 +68,17 @@ class Args:
         self.filter: seccomp.Filter | None = None
 
 
-_VALUED = (
-    "--write", "--plans", "--ioctl", "--abi", "--status-fd", "--go-fd", "--announce", "--tmpdir",
-    "--socket", "--listen", "--egress-fd", "--egress", "--hide",
-)  # fmt: skip
+#: options whose value is added to a list, kept as a string, or read as a number
+_LISTS = {
+    "--write": "writable", "--plans": "plans", "--ioctl": "ioctl", "--socket": "sockets",
+    "--hide": "hide",
+}  # fmt: skip
+_STRINGS = {"--tmpdir": "tmpdir", "--announce": "announce", "--egress": "egress"}
+_NUMBERS = {
+    "--abi": "abi", "--status-fd": "status_fd", "--go-fd": "go_fd", "--egress-fd": "egress_fd",
+    "--listen": "listen",
+}  # fmt: skip
+_VALUED = {**_LISTS, **_STRINGS, **_NUMBERS}
 _FLAGS = {
     "--no-scope-signals": "scope", "--private-tmp": "private_tmp", "--namespaces": "namespaces",
     "--walls": "walls",
@@ -105,34 +112,12 @@ def parse(argv: Sequence[str]) -> Args:
         elif arg in _VALUED and i + 1 < len(argv):
             value = argv[i + 1]
             i += 1
-            if arg == "--write":
-                args.writable.append(value)
-            elif arg == "--plans":
-                args.plans.append(value)
-            elif arg == "--ioctl":
-                args.ioctl.append(value)
-            elif arg == "--socket":
-                args.sockets.append(value)
-            elif arg == "--hide":
-                args.hide.append(value)
-            elif arg == "--tmpdir":
-                args.tmpdir = value
-            elif arg == "--announce":
-                args.announce = value
-            elif arg == "--egress":
-                args.egress = value
+            if arg in _LISTS:
+                getattr(args, _LISTS[arg]).append(value)
+            elif arg in _STRINGS:
+                setattr(args, _STRINGS[arg], value)
             else:
-                number = int(value)
-                if arg == "--abi":
-                    args.abi = number
-                elif arg == "--status-fd":
-                    args.status_fd = number
-                elif arg == "--go-fd":
-                    args.go_fd = number
-                elif arg == "--egress-fd":
-                    args.egress_fd = number
-                else:
-                    args.listen = number
+                setattr(args, _NUMBERS[arg], int(value))
         else:
             raise ValueError(f"unexpected argument {arg!r}")
         i += 1
