@@ -48,6 +48,7 @@ PROTECTED_PATTERNS: tuple[str, ...] = (
     "!.openoxide/plans",
     "/.git/hooks/",
     "/.git/config",
+    *(pattern for host in HOSTS for pattern in host.protected if pattern.startswith("/")),
     "{data}/*",
     "!{data}/plans",
     "{home}/.bashrc",
@@ -63,7 +64,7 @@ PROTECTED_PATTERNS: tuple[str, ...] = (
     "{home}/.gitconfig",
     "{home}/.config/git/",
     "{home}/.ssh/",
-    *(pattern for host in HOSTS for pattern in host.protected),
+    *(pattern for host in HOSTS for pattern in host.protected if not pattern.startswith("/")),
 )
 PROTECTED_SOURCE = "builtin:protected"
 
