@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +31,9 @@ class Check:
         return {"name": self.name, "status": self.status, "detail": self.detail, **self.extra}
 
 
-def check_command(command: str) -> tuple[Status, str]:
-    """Does this hook command's interpreter exist and import guard's hook entry?"""
+def check_command(command: str, fix: str = "guard install") -> tuple[Status, str]:
+    """Does this hook command's interpreter exist, its hook client file too, and does the
+    interpreter import guard's hook entry? ``fix`` is the command that rewires the host."""
     exe = interpreter_of(command)
     if exe is None:
         return "broken", "no absolute interpreter path in the command; reinstall with guard install"
@@ -39,6 +41,13 @@ def check_command(command: str) -> tuple[Status, str]:
         return "broken", (
             f"interpreter {exe} is missing: every call is blocked (exit 2) until you"
             " reinstall with guard install"
+        )
+    client = client_of(command)
+    if client is not None and not os.path.isfile(client):
+        return "broken", (
+            f"stale hook command: it runs {client}, which does not exist (installed by an"
+            " older guard, or from a checkout that moved): the host blocks every call"
+            f" (exit 2) until you run `{fix}`"
         )
     try:
         proc = subprocess.run(
@@ -54,6 +63,16 @@ def check_command(command: str) -> tuple[Status, str]:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
         return "broken", f"{exe} cannot import guard ({last}); every call is blocked"
     return "ok", f"runs {exe}"
+
+
+def client_of(command: str) -> str | None:
+    """The hook client file one of our hook commands runs (``python -I FILE HOST``), if any."""
+    try:
+        words = shlex.split(command.split("||", 1)[0])
+    except ValueError:
+        return None
+    files = [w for w in words[1:3] if w.endswith(".py") and os.path.isabs(w)]
+    return files[0] if files else None
 
 
 ANALYSIS_ONLY = "shell: analysis only; run the host under `guard run` for kernel confinement"
@@ -122,7 +141,8 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
             extra["commands"] = commands
             extra["shell"] = shell
             extra["shell_confined"] = confined
-            results = [check_command(c) for c in commands]
+            fix = f"guard install {host} --{sc}"
+            results = [check_command(c, fix) for c in commands]
             bad = [d for s, d in results if s != "ok"]
             if bad:
                 checks.append(Check(name, "broken", f"{path}: " + "; ".join(bad), extra))

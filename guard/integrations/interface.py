@@ -41,8 +41,12 @@ Scope = Literal["project", "user"]
 
 #: How an entry written by ``guard install`` is recognised again: the hook
 #: command runs guard's hook client, ``-m guard.integrations`` or ``guard hook``.
+#: Both folder names count: guard/integrations/ is the pre-rename path of the hook
+#: client (now guard/hooks/), still named by installs made before the rename, so
+#: ``guard doctor`` reports such an entry as stale and ``guard install`` replaces it.
 OUR_COMMAND = re.compile(
-    r"(?:guard/integrations/_client\.py|-m\s+guard\.integrations(?:\.__main__)?\b"
+    r"(?:guard/(?:integrations|hooks)/_client\.py"
+    r"|-m\s+guard\.(?:integrations|hooks)(?:\.__main__)?\b"
     r"|\bguard\s+hook\b|-m\s+guard\.planning\.host\b)"
 )
 
