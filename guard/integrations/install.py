@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from guard import hosts
+from guard import hosts, integrations
 from guard.effects import GuardError
 from guard.integrations.interface import HostAdapter, Scope
 from guard.integrations.runner import adapter_for
@@ -79,7 +79,8 @@ def hook_command(
     interpreter, broken install) into a block.
     """
     exe = os.path.abspath(python or sys.executable)
-    client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_client.py")
+    # the client lives with the hooks (guard's hook package), not with the installer
+    client = os.path.join(os.path.dirname(os.path.abspath(integrations.__file__)), "_client.py")
     parts = [exe, "-I", client, host]
     if agent:
         parts += ["--agent", agent]
