@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent
 
-from guard import audit
+from guard.audit import logfile, sinks
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor.attribution import NO_ORIGIN, Origin, Processes
 from guard.monitor.backends import remember_origin, start_observer
@@ -104,7 +104,7 @@ class Monitor(_Sink):
         progress: Progress | None = None,
         on_notice: Callable[[Notice], None] | None = None,
         final_reconcile: bool = True,
-        sink: audit.AuditSink | None = None,
+        sink: sinks.AuditSink | None = None,
         background: bool = False,
         backend: str = "auto",
     ) -> None:
@@ -140,11 +140,11 @@ class Monitor(_Sink):
         self.size_cap = size_cap
         self.progress = progress
         self.final_reconcile = final_reconcile
-        self.audit_path = audit_path if audit_path is not None else audit.default_log_path(r)
-        self.sink: audit.AuditSink = sink if sink is not None else audit.AuditLog(self.audit_path)
+        self.audit_path = audit_path if audit_path is not None else logfile.default_log_path(r)
+        self.sink: sinks.AuditSink = sink if sink is not None else sinks.AuditLog(self.audit_path)
         self.anchor = Anchor([str(root) for root in self.roots])
         self.quarantine = Quarantine(quarantine_root(r), self.session, self.anchor)
-        self.store = r.data / "monitor" / audit.project_of(r) / self.session
+        self.store = r.data / "monitor" / logfile.project_of(r) / self.session
 
         self.violations: list[Violation] = []
         #: restores that failed (then the baseline store is kept when stopping)
@@ -278,7 +278,7 @@ class Monitor(_Sink):
         """Take the tree's watch lock (one monitor per tree, see ownstate.py); a
         :class:`GuardError` names the monitor holding it. ``start`` claims it too."""
         if not self._watch_lock.held:
-            self._watch_lock.acquire(audit.now_iso())
+            self._watch_lock.acquire(logfile.now_iso())
 
     def _start(self, t0: float) -> None:
         if self._barrier_dir is not None:
@@ -637,7 +637,7 @@ class Monitor(_Sink):
             self._dirty.add(key)
             action = "reported (watching without --restore)"
         v = Violation(
-            timestamp=audit.now_iso(),
+            timestamp=logfile.now_iso(),
             session=self.session,
             agent=self.agent,
             event=event,
@@ -664,7 +664,7 @@ class Monitor(_Sink):
             return None
         self._tampered.add(path)
         v = Violation(
-            timestamp=audit.now_iso(), session=self.session, agent=self.agent,
+            timestamp=logfile.now_iso(), session=self.session, agent=self.agent,
             event="tampering:" + event, path=path, rule="monitor:guard-state",
             reason="guard's own state (sessions, quarantine, audit log, baseline store)"
                    " changed by the guarded process tree",
@@ -709,7 +709,7 @@ class Monitor(_Sink):
         with self._lock:
             self._dirty.add((path, kind))
             v = Violation(
-                timestamp=audit.now_iso(), session=self.session, agent=self.agent,
+                timestamp=logfile.now_iso(), session=self.session, agent=self.agent,
                 event=event, path=path, rule=decision.rule, reason=decision.reason,
                 action_taken=action, effect=kind.value,
                 detail=f"the git object holding the baseline of {names}",
@@ -874,7 +874,7 @@ class Monitor(_Sink):
     # -- output ------------------------------------------------------------------
 
     def _notice(self, event: str, message: str) -> None:
-        n = Notice(audit.now_iso(), self.session, event, message)
+        n = Notice(logfile.now_iso(), self.session, event, message)
         with self._lock:
             self.notices.append(n)
             self._outbox.append(n)
