@@ -33,14 +33,8 @@ from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor.attribution import NO_ORIGIN, Origin, Processes
 from guard.monitor.backends import remember_origin, start_observer
-from guard.monitor.baseline import (
-    DEFAULT_SIZE_CAP,
-    Baseline,
-    BaselineError,
-    Progress,
-    Sig,
-    SourceChanged,
-)
+from guard.monitor.baseline import Baseline
+from guard.monitor.entries import DEFAULT_SIZE_CAP, BaselineError, Progress, Sig, SourceChanged
 from guard.monitor.events import (
     _WRITING_EVENTS,
     CHANGES,
