@@ -18,7 +18,6 @@ MAX_LINES = 600
 #: module (relative to the repository) -> its line count when listed: a ceiling.
 #: ONLY SHRINKS: remove an entry when its module is split; never add one.
 OVER_LIMIT = {
-    "guard/monitor/baseline.py": 862,
     "guard/sandbox/relay.py": 697,
     "guard/monitor/fanotify.py": 636,
 }
