@@ -23,7 +23,6 @@ OVER_LIMIT = {
     "guard/monitor/baseline.py": 862,
     "guard/mcp/proxy.py": 797,
     "guard/sandbox/relay.py": 697,
-    "guard/monitor/fanotify.py": 636,
 }
 
 
