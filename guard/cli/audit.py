@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
-from guard.cli._app import app, console, print_json, with_schema
-from guard.cli._base import fail_for
+from guard.cli._base import fail_for, print_json, with_schema
+from guard.cli._typer import console
 from guard.cli.options import JsonOpt
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 audit_app = typer.Typer(
     help=(
@@ -18,7 +20,7 @@ audit_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-app.add_typer(audit_app, name="audit")
+commands.add_typer(audit_app, name="audit")
 
 
 @audit_app.command(

@@ -9,9 +9,12 @@ from typing import Any
 import typer
 
 from guard import hosts
-from guard.cli._app import app, console, print_json, warn
+from guard.cli._base import print_json, warn
+from guard.cli._typer import console
 from guard.effects import GuardError, did_you_mean
 from guard.integrations import HOSTS
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 HOST_LIST = ", ".join(HOSTS)
 
@@ -25,7 +28,7 @@ def _known_host(host: str) -> str:
     return host
 
 
-@app.command(
+@commands.command(
     "hook",
     help=(
         "Answer one host hook call: read the pending tool call on stdin, print the"
@@ -63,7 +66,7 @@ def _scope(project: bool, user: bool, host: str = "") -> str:
     return "user" if user else "project"
 
 
-@app.command(
+@commands.command(
     "install",
     help=(
         "Wire guard's hook into a host agent's settings file.\n\n"
@@ -168,7 +171,7 @@ def _no_worktree_note() -> str | None:
     )
 
 
-@app.command(
+@commands.command(
     "uninstall",
     help=(
         "Remove guard's hook entry (and only it) from a host agent's settings file.\n\n"
@@ -222,7 +225,7 @@ def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
     return tables
 
 
-@app.command(
+@commands.command(
     "doctor",
     help=(
         "Show which host agents are wired to guard here, whether their hook commands"

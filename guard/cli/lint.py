@@ -12,9 +12,11 @@ from typing import Any
 import typer
 
 from guard import hosts
-from guard.cli._app import app, with_schema
+from guard.cli._base import with_schema
 from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 
 class OutputFormat(StrEnum):
@@ -30,7 +32,7 @@ class FailLevel(StrEnum):
     note = "note"
 
 
-@app.command(
+@commands.command(
     "lint",
     epilog=(
         "Examples:\n\n"
@@ -99,7 +101,7 @@ class ReviewFormat(StrEnum):
     html = "html"
 
 
-@app.command(
+@commands.command(
     "review",
     epilog=(
         "Examples:\n\n"
@@ -214,7 +216,7 @@ import_app = typer.Typer(
     " every construct that does not convert exactly).",
     no_args_is_help=True,
 )
-app.add_typer(import_app, name="import")
+commands.add_typer(import_app, name="import")
 
 
 def _import(kind: str, source: Path, output: Path | None, force: bool) -> None:

@@ -15,11 +15,14 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from guard.cli._app import app, console, print_json, with_schema
+from guard.cli._base import print_json, with_schema
+from guard.cli._typer import console
 from guard.cli.options import JsonOpt, WorktreeOpt
 from guard.cli.show import print_violation
 from guard.effects import GuardError
 from guard.paths import Roots
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 quarantine_app = typer.Typer(
     help=(
@@ -32,7 +35,7 @@ quarantine_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-app.add_typer(quarantine_app, name="quarantine")
+commands.add_typer(quarantine_app, name="quarantine")
 
 IdArg = Annotated[
     str, typer.Argument(metavar="ID", help="<session>/<timestamp> from `guard quarantine list`.")
@@ -58,7 +61,7 @@ def _out() -> Console:
     return console()
 
 
-@app.command(
+@commands.command(
     epilog=(
         "Examples:\n\n"
         "  guard watch --agent plan                  # report every out-of-policy change\n\n"

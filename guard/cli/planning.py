@@ -19,7 +19,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from guard.cli._app import app, console, with_schema
+from guard.cli._base import with_schema
+from guard.cli._typer import console
 from guard.effects import GuardError
 from guard.planning import events as ev
 from guard.planning.artifact import read_plan
@@ -27,6 +28,8 @@ from guard.planning.deciding import deciding_session
 from guard.planning.render import event_line, session_view
 from guard.planning.runtime import describe_current_agent
 from guard.planning.session import Mode, Session, pin, sessions_dir
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 session_app = typer.Typer(
     help=(
@@ -63,8 +66,8 @@ plan_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-app.add_typer(session_app, name="session")
-app.add_typer(plan_app, name="plan")
+commands.add_typer(session_app, name="session")
+commands.add_typer(plan_app, name="plan")
 
 CwdOpt = Annotated[
     Path,
@@ -279,7 +282,7 @@ def session_end(
 # ---- guard mode -------------------------------------------------------------------------------
 
 
-@app.command("mode")
+@commands.command("mode")
 def mode_command(
     mode: Annotated[
         Mode | None, typer.Argument(help="plan or build; omit to print the current mode.")
@@ -344,7 +347,7 @@ def mode_command(
 # ---- guard events -----------------------------------------------------------------------------
 
 
-@app.command("events")
+@commands.command("events")
 def events_command(
     session_id: SessionOpt = None,
     follow: Annotated[

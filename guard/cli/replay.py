@@ -14,10 +14,13 @@ import typer
 from rich.markup import escape
 
 from guard import hosts
-from guard.cli._app import app, console, installed_version, warn
+from guard.cli._base import installed_version, warn
 from guard.cli._io import printable
+from guard.cli._typer import console
 from guard.cli.options import AgentOpt, PolicyOpt
 from guard.effects import GuardError
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 if TYPE_CHECKING:
     from guard.replay.model import ReplayCall, ReplayResult
@@ -49,7 +52,7 @@ HELP = (
 )
 
 
-@app.command(
+@commands.command(
     "replay",
     help=HELP,
     epilog=(

@@ -2,7 +2,7 @@
 
 Every confined command pays guard's start-up before it starts; typer, rich and the
 other commands' modules cost about as much as everything ``guard run`` needs. So
-:func:`guard.cli._base.main` reads a plain ``guard run`` command line here
+:func:`guard.cli._main.main` reads a plain ``guard run`` command line here
 (:func:`parse`) and runs it (:func:`execute`); anything :func:`parse` does not
 recognise as a plain command line (``--help``, an unknown option, a missing value,
 ``--explain``) goes to the typer command in :mod:`guard.cli.run`, which says it in

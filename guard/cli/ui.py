@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from guard.cli._app import app
 from guard.effects import GuardError
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 MISSING = (
     "guard ui needs Textual, an optional dependency: pip install 'openoxide-guard[ui]'"
@@ -16,7 +17,7 @@ MISSING = (
 )
 
 
-@app.command("ui")
+@commands.command("ui")
 def ui_command(
     session_id: Annotated[
         str | None,

@@ -10,9 +10,10 @@ from typing import Any, Literal
 
 from guard import hosts, probe
 from guard.integrations import HOSTS
-from guard.integrations.install import interpreter_of, read_settings, settings_file
+from guard.integrations.install import interpreter_of, settings_file
 from guard.integrations.interface import Scope
 from guard.integrations.runner import adapter_for
+from guard.integrations.settings_file import read_settings
 
 #: ``skipped``: wired, but the host will not run the hook (trust missing, file
 #: rewritten...): as bad as ``broken`` for the exit status.

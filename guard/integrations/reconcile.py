@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.audit import now_iso
+from guard.integrations.missed_store import file_key, missed_dir, write_json
 
 HASH_CAP = 1 << 20
 MAX_PATHS = 2000
@@ -39,9 +40,7 @@ _STARTED: set[Path] = set()
 
 
 def _key_path(host: str, session: str | None, cwd: str | None, kind: str) -> Path:
-    from guard.integrations.missed import _key, missed_dir
-
-    return missed_dir() / f"{kind}-{_key(host, session, cwd)}.json"
+    return missed_dir() / f"{kind}-{file_key(host, session, cwd)}.json"
 
 
 def status(worktree: Path) -> dict[str, str]:
@@ -86,8 +85,6 @@ def _store(digest: str, path: Path) -> str | None:
     """Keep a small file's bytes under guard's data directory; the copy's path."""
     if not digest.startswith("sha256:"):
         return None
-    from guard.integrations.missed import missed_dir
-
     dest = missed_dir() / "store" / digest.split(":", 1)[1]
     if dest.exists():
         return str(dest)
@@ -118,7 +115,6 @@ def take_start(worktree: Path | None, host: str, session: str | None, cwd: str |
             _STARTED.clear()
         _STARTED.add(path)
         return
-    from guard.integrations.missed import _write_json
 
     try:
         found = status(worktree)
@@ -126,7 +122,7 @@ def take_start(worktree: Path | None, host: str, session: str | None, cwd: str |
         for rel, code in list(found.items())[:MAX_PATHS]:
             digest = _digest(worktree / rel)
             paths[rel] = {"status": code, "digest": digest, "copy": _store(digest, worktree / rel)}
-        _write_json(path, {"worktree": str(worktree), "at": now_iso(), "paths": paths,
+        write_json(path, {"worktree": str(worktree), "at": now_iso(), "paths": paths,
                            "complete": len(found) <= MAX_PATHS})
     except (OSError, RuntimeError, subprocess.SubprocessError):
         return  # without a start, landed() compares with the index
