@@ -10,6 +10,8 @@ The public API::
 Names are imported on first use, so `import guard` (and the hook client) stays cheap.
 """
 
+# Lazy imports: the modules behind the names, on first use: `import guard` stays cheap for hooks.
+
 from __future__ import annotations
 
 from types import ModuleType

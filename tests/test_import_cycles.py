@@ -195,6 +195,15 @@ def test_guard_s_import_map_has_no_cycle_counting_imports_inside_functions() -> 
     assert not found, "import cycles in guard:\n" + "\n".join(describe(g, edges) for g in found)
 
 
+def test_an_import_inside_a_function_is_declared_at_the_module_s_top() -> None:
+    bad = lazy_offenders(ROOT)
+    assert not bad, (
+        "an import inside a function is allowed only for start-up speed on the hook and"
+        f" `guard run` paths, said in one line `{LAZY_MARK} ...` before the first function"
+        " or class; move these to the top instead, or say why:\n  " + "\n  ".join(bad)
+    )
+
+
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = tmp_path / name

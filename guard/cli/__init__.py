@@ -10,8 +10,7 @@ new module added there. :mod:`guard.cli._base` and :mod:`guard.cli._typer` hold 
 conventions, :mod:`guard.cli.options` and :mod:`guard.cli.show` what commands share.
 """
 
-# Lazy imports: the typer application only when `app` is asked for, so that `guard run`
-# and `guard check` (this package's `main`) start without typer.
+# Lazy imports: the typer app only when `app` is asked for: run/check start fast.
 
 from __future__ import annotations
 

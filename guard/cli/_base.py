@@ -15,8 +15,7 @@ Their typer side (typer's own help and errors, rich consoles) is in
 :mod:`guard.cli._main`. This module imports no other module of the command line.
 """
 
-# Lazy imports: guard.effects, guard.policy, guard.probe and importlib.metadata only to
-# report an error or the version: `guard run` and `guard check` start with this module.
+# Lazy imports: effects, policy, probe only on error/--version: run/check start fast.
 
 from __future__ import annotations
 

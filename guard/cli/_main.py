@@ -8,8 +8,7 @@ other command line goes through the typer application (:func:`dispatch`,
 :mod:`guard.cli._base`; the commands themselves are not here.
 """
 
-# Lazy imports: quick, runner, typer and the command modules only for the command line
-# being run, so that `guard run` and `guard check` (hooks, editors) start without typer.
+# Lazy imports: quick, runner, typer, commands per command line: run/check start fast.
 
 from __future__ import annotations
 

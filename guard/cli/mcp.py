@@ -14,6 +14,7 @@ import typer
 
 from guard.decide import Guard
 from guard.effects import GuardError
+from guard.mcp.proxy import McpProxy, run_proxy
 from guard.planning.owner import Owner
 from guard.planning.session import Mode, Session, SessionNotFound, state_dirs
 
@@ -117,8 +118,6 @@ def mcp_command(
         bool, typer.Option("--verbose", "-v", help="Log allowed calls to stderr too.")
     ] = False,
 ) -> None:
-    from guard.mcp.proxy import McpProxy, run_proxy
-
     if not server:
         raise GuardError(
             "no server command: put it after `--`, e.g."

@@ -12,6 +12,8 @@ the validated cache (:func:`guard.policy.valid.storing`), so a policy seen befor
 needs no pydantic either. ``benchmarks/cli.py`` measures the result.
 """
 
+# Lazy imports: policy, decision and lint code per function: guard check/lint start fast.
+
 from __future__ import annotations
 
 import os
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from guard.ansi import paint
 from guard.cli._base import color_enabled, print_json, warn
 from guard.cli._io import control_chars, printable, read_json_input
-from guard.effects import GuardError
+from guard.effects import Effect, EffectKind, GuardError, ToolCall
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -38,8 +40,6 @@ KINDS = ("read", "write", "delete", "exec", "network")
 
 
 def effect_kind(kind: str) -> EffectKind:
-    from guard.effects import EffectKind
-
     if kind not in KINDS:
         raise GuardError(f"unknown effect kind {kind!r}; use one of: {', '.join(KINDS)}")
     return EffectKind(kind)
@@ -165,8 +165,6 @@ def parse_check(args: list[str]) -> CheckOptions | None:
 
 
 def _tool_call(o: CheckOptions) -> ToolCall:
-    from guard.effects import ToolCall
-
     if o.tool is None:
         raise GuardError("--dialect needs --tool NAME (and usually --input JSON)")
     args: Any = read_json_input(o.tool_input) if o.tool_input is not None else {}
@@ -182,7 +180,6 @@ def _tool_call(o: CheckOptions) -> ToolCall:
 
 def run_check(o: CheckOptions) -> int:
     """Decide one effect (or a whole tool call) as the gate does; print it; the exit code."""
-    from guard.effects import Effect, ToolCall
     from guard.gate import Gate
 
     g = load_guard(o.policy, o.worktree, o.cwd)

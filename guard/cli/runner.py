@@ -10,6 +10,8 @@ the conventional words and then calls the same :func:`execute`. rich is imported
 only to show a violation.
 """
 
+# Lazy imports: sandbox, monitor, policy and rich where used: `guard run` starts fast.
+
 from __future__ import annotations
 
 import os
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guard.cli._base import print_json
 from guard.effects import GuardError
 
 if TYPE_CHECKING:
@@ -271,7 +274,6 @@ def _count_files(top: str, stop: int) -> int:
 
 def _explain(plan: Any) -> None:
     from guard import probe
-    from guard.cli._base import print_json
     from guard.sandbox import landlock, seccomp
 
     lay = probe.layers(plan.worktree)  # the one description --version, doctor, review give

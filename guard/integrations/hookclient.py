@@ -27,6 +27,8 @@ peer's uid, and refuses a peer inside guard's confinement
 ``GUARD_HOOK_DAEMON=0`` turns the daemon off.
 """
 
+# Lazy imports: json, socket, fcntl, subprocess, time when needed: hook start-up speed.
+
 import os
 import stat
 import sys

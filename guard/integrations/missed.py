@@ -26,15 +26,20 @@ raised to the runner, which blocks the call.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard import hosts
-from guard.audit import now_iso
+from guard.audit import default_log_path, now_iso
+from guard.fleet.records import stamp
+from guard.fleet.syslog import ship
+from guard.gate import Verdict, VerdictAction, agent_from, agent_inputs
 from guard.integrations import reconcile
 from guard.integrations.decided import KIND, Trust, decided
 from guard.integrations.missed_store import file_key, missed_dir, write_json
@@ -174,7 +179,6 @@ def transcript_results(
         return [], False
     seen = _seen_path(host, session, cwd)
     seen.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    import fcntl
 
     # one reader at a time per session: parallel tool calls must not read a delta twice
     lock = os.open(seen.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -197,8 +201,6 @@ def _transcript_delta(
     except OSError:
         return [], False
     try:
-        import stat
-
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return [], False
@@ -271,8 +273,6 @@ def _deciding(gate: Gate, hook: HookCall, adapter: HostAdapter) -> tuple[Guard, 
     """(policy, agent, why, its mode) for the call, found as the gate finds them: the
     deciding session's worktree (a nested repository's call may belong to the outer
     worktree's plan session) gives the policy, its roots, its audit log."""
-    from guard.gate import agent_from, agent_inputs
-
     call = hook.call
     try:
         effects = gate.analyse(call)
@@ -289,8 +289,6 @@ def _found(
 ) -> tuple[list[Missed], list[dict[str, Any]]]:
     """The calls of this host session guard never decided, known at this hook call; and
     the records that claimed to decide them but whose MAC does not verify (forged)."""
-    from guard.audit import default_log_path
-
     call = hook.call
     log = default_log_path(g.roots)
     transcript = payload.get("transcript_path")
@@ -334,7 +332,6 @@ def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
             forged: list[dict[str, Any]] | None = None) -> tuple[Guard, str, str, str]:
     """Audit each missed call, and a tampering violation for forged decision records;
     hold the session in plan mode. (policy, agent, why, message)."""
-    from guard.fleet.records import stamp
     g, agent, why, mode = _deciding(gate, hook, adapter)
     plan = mode == "plan"
     call = hook.call
@@ -356,8 +353,6 @@ def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
         if gate.sink is not None:
             gate.sink.write(record, g.roots)
             if not getattr(gate.sink, "ships", False):
-                from guard.fleet.syslog import ship
-
                 ship(g.audit_settings, [record], g.roots.data)  # never raises, never waits
     tamper = f" Also: {tamper_text(forged)}." if forged else ""
     if not found:
@@ -380,8 +375,6 @@ def before_tool(
 ) -> tuple[Verdict | None, str]:
     """At a pre-tool call: (an audited deny while the session is held, else None; a notice
     to add to the answer when calls were missed outside plan mode)."""
-    from guard.gate import Verdict, VerdictAction
-
     call = hook.call
     path = hold_path(hook.host, call.session, call.cwd)
     transcript = payload.get("transcript_path")

@@ -17,9 +17,12 @@ was clean at the start, from the kept copy otherwise).
 ``--no-optional-locks``: the index is never rewritten by guard.
 """
 
+# Lazy imports: the monitor in restore only: hook start-up speed (missed imports this).
+
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import subprocess
@@ -30,6 +33,7 @@ from typing import Any
 
 from guard.audit import now_iso
 from guard.integrations.missed_store import file_key, missed_dir, write_json
+from guard.paths import Roots
 
 HASH_CAP = 1 << 20
 MAX_PATHS = 2000
@@ -134,7 +138,6 @@ def landed(worktree: Path | None, host: str, session: str | None,
     if worktree is None:
         return {"error": "not in a git worktree: guard cannot tell what changed"}
     start: Mapping[str, Any] | None = None
-    import json
 
     try:
         start = json.loads(_key_path(host, session, cwd, "start").read_text(encoding="utf-8"))
@@ -183,8 +186,6 @@ def describe(report: Any) -> str:
 
 
 def start_of(host: str, session: str | None, cwd: str | None) -> dict[str, Any] | None:
-    import json
-
     try:
         data = json.loads(_key_path(host, session, cwd, "start").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -212,7 +213,6 @@ def restore(
     from guard.monitor.baseline import Baseline, Entry, Sig
     from guard.monitor.fsops import Anchor
     from guard.monitor.quarantine import Quarantine, quarantine_root
-    from guard.paths import Roots
 
     given = report.get("worktree")
     if not isinstance(given, str):

@@ -29,6 +29,7 @@ from typing import Any
 
 from guard import audit
 from guard.effects import PATH_KINDS, Action, Effect, GuardError, ToolCall
+from guard.fleet.syslog import ship
 from guard.mcp.effects import EffectsFn
 from guard.mcp.paths import file_uri_path, readings
 from guard.paths import Roots
@@ -264,8 +265,6 @@ class McpSink:
             self.log(e)
         shipped = [items[i][0] for i, e in enumerate(errors) if e is None]
         if shipped and self.shipping is not None:
-            from guard.fleet.syslog import ship
-
             why = ship(self.shipping, shipped, self.data)  # never raises, never waits
             if why is not None:
                 self.log(why)

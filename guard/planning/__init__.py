@@ -8,6 +8,8 @@ Names are imported on first use (as in :mod:`guard`): the gate reads a session's
 without loading the checklist, the handshake or the stream parser.
 """
 
+# Lazy imports: submodules on first attribute use: hooks import guard.planning (start-up speed).
+
 from __future__ import annotations
 
 from types import ModuleType
