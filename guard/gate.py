@@ -25,7 +25,7 @@ confiner, the audit sink) is a ``deny`` whose reason is the error, with
 ``failed=True`` so that a front door may answer it in its strongest form (the
 hook exits 2). A verdict the audit sink cannot record becomes such a deny too.
 
-**Audit.** One :class:`~guard.audit.AuditSink` per gate; one record shape
+**Audit.** One :class:`~guard.audit.sinks.AuditSink` per gate; one record shape
 (:meth:`Verdict.record`) for every front door, so the hook's, the check's and
 the proxy's records read the same; the front door adds its own context (host,
 event, JSON-RPC method, ...).
@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from guard.effects import Action, Decision, Effect, GuardError, ToolCall
 
 if TYPE_CHECKING:
-    from guard.audit import AuditSink
+    from guard.audit.sinks import AuditSink
     from guard.decide import Guard
 
 __all__ = [

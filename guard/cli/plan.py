@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from guard.audit import default_log_path, read
+from guard.audit.logfile import default_log_path, read
 from guard.cli.planning import (
     CwdOpt,
     JsonOpt,

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from guard.audit import default_log_path
+from guard.audit.logfile import default_log_path
 from guard.cli._base import with_schema
 from guard.cli._typer import console
 from guard.effects import GuardError

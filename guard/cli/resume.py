@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from guard.audit import AuditLog
+from guard.audit.sinks import AuditLog
 from guard.cli.planning import session_app
 from guard.decide import Guard
 from guard.fleet.records import stamp

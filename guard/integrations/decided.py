@@ -20,7 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from guard.audit import _CHAIN, AuditError, _chain_of, _mac, load_key, rotated
+from guard.audit import AuditError
+from guard.audit.chain import _CHAIN, _chain_of, _mac, load_key
+from guard.audit.logfile import rotated
 
 #: The kind of the violation record of a tool that ran without guard's decision.
 KIND = "hook_missed"

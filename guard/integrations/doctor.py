@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from guard import hosts, probe
-from guard.audit import AuditError, default_log_path, key_path, load_key, read
+from guard.audit import AuditError
+from guard.audit.chain import key_path, load_key
+from guard.audit.logfile import default_log_path, read
 from guard.decide import Guard
 from guard.integrations import HOSTS, host_state, missed, opencode
 from guard.integrations.hookclient import pid_path, socket_path, trusted

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard import hosts
-from guard.audit import default_log_path, now_iso
+from guard.audit.logfile import default_log_path, now_iso
 from guard.fleet.records import stamp
 from guard.fleet.syslog import ship
 from guard.gate import Verdict, VerdictAction, agent_from, agent_inputs

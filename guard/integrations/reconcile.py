@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from guard.audit import now_iso
+from guard.audit.logfile import now_iso
 from guard.integrations.missed_store import file_key, missed_dir, write_json
 from guard.paths import Roots
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard import audit
+from guard.audit import logfile
 from guard.effects import GuardError
 from guard.fleet.records import stamp
 from guard.fleet.syslog import ship
@@ -223,7 +223,7 @@ class Launcher:
         }
         try:
             stamp(record, self.guard, session=self.session_id)
-            audit.append(record, roots=self.guard.roots)
+            logfile.append(record, roots=self.guard.roots)
             ship(self.guard.audit_settings, [record], self.guard.roots.data)  # never waits
         except Exception as exc:
             self.log(f"cannot write the audit log: {exc}")

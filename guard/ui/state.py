@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from guard.audit import default_log_path
+from guard.audit.logfile import default_log_path
 from guard.effects import GuardError
 from guard.integrations.doctor import host_checks
 from guard.paths import Roots
