@@ -5,6 +5,8 @@ a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
 
     host payload / MCP tools/call / CLI options --front door--> ToolCall
     ToolCall --guard.tools.effects_of--> [Effect]
+    --resolve--> (policy, agent, why): the one decision order, and the only reader of
+    $GUARD_POLICY, $GUARD_AGENT and the sessions for it:
     --agent > $GUARD_AGENT > the deciding session's mode > the host's hint --> agent
     (the session: a plan session of any worktree the call's cwd or a changed path lies
     in, else the nearest worktree's; :mod:`guard.planning.binding`)
@@ -43,6 +45,9 @@ This module must stay cheap to import: the hook imports it on every call. The
 policy core, the dialects and the planning runtime are imported when used.
 """
 
+# Lazy imports: the policy core, the dialects, the planning sessions and the fleet
+# senders, for the hook's start-up (the hook imports this module on every call).
+
 from __future__ import annotations
 
 import enum
@@ -52,6 +57,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from guard.effects import Action, Decision, Effect, GuardError, ToolCall
+from guard.planning.found import ModeFound
 
 if TYPE_CHECKING:
     from guard.audit import AuditSink
@@ -62,12 +68,14 @@ __all__ = [
     "Confinement",
     "Confiner",
     "Gate",
-    "ModeFound",
     "ModeHint",
+    "Resolved",
     "ToolCall",
     "Verdict",
     "VerdictAction",
-    "choose_agent",
+    "policy_for",
+    "policy_named",
+    "resolve",
 ]
 
 
@@ -90,23 +98,6 @@ class ModeHint:
 
     mode: str
     source: str
-
-
-@dataclass(frozen=True, slots=True)
-class ModeFound:
-    """The guard mode a session gives a call, and why.
-
-    ``worktree``: the deciding session's worktree when its policy and plan directory
-    apply whatever the call's cwd (a plan session of an enclosing worktree, or the one
-    the agent run is bound to); ``session``: its id (the refusal names its plan file);
-    ``note``: a sentence every refusal carries (e.g. the session's owner is gone).
-    """
-
-    mode: str
-    why: str
-    worktree: str | None = None
-    session: str | None = None
-    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +199,10 @@ def tool_effects(call: ToolCall) -> list[Effect]:
     return effects_of(call)
 
 
+#: ``why`` of an agent $GUARD_AGENT names.
+FROM_ENV = "$GUARD_AGENT"
+
+
 def agent_for_mode(g: Guard, mode: str) -> str:
     """The policy's agent for a guard mode: its plan agent, or its build agent."""
     found = g.plan_agent_name if mode == "plan" else g.build_agent_name
@@ -217,20 +212,6 @@ def agent_for_mode(g: Guard, mode: str) -> str:
     raise AgentChoiceError(
         f"the policy defines no agent with mode {mode!r} (agents: {', '.join(names) or 'none'})"
     )
-
-
-def choose_agent(
-    g: Guard,
-    call: ToolCall,
-    *,
-    agent: str | None,
-    env: Mapping[str, str],
-    mode: ModeSource | None,
-    hint: ModeHint | None,
-) -> tuple[str, str]:
-    """(agent name, why). First match wins: --agent, $GUARD_AGENT, guard mode, host hint."""
-    env_agent, found = agent_inputs(call, agent, env, mode)
-    return agent_from(g, agent, env_agent, found, hint)
 
 
 def agent_inputs(
@@ -266,13 +247,96 @@ def agent_from(
     if agent:
         return known(agent, "--agent"), "--agent"
     if env_agent:
-        return known(env_agent, "$GUARD_AGENT"), "$GUARD_AGENT"
+        return known(env_agent, FROM_ENV), FROM_ENV
     if found is not None:
         mode = found.mode
         return (mode if mode in names else agent_for_mode(g, mode)), found.why
     if hint is not None:
         return agent_for_mode(g, hint.mode), hint.source
     return agent_for_mode(g, "build"), "no mode given: build"
+
+
+def policy_named(policy: str | None, env: Mapping[str, str]) -> str | None:
+    """The policy a front door names: ``policy`` (its --policy), else ``$GUARD_POLICY``,
+    else None (then :meth:`guard.decide.Guard.load` finds the worktree's, else the default)."""
+    return policy or env.get("GUARD_POLICY") or None
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """:func:`resolve`'s answer: the policy that decides a call, its agent, and why.
+
+    ``found``: the deciding session's guard mode when a session was asked and gave one
+    (it names the plan file a refusal points to).
+    """
+
+    guard: Guard
+    agent: str
+    why: str
+    found: ModeFound | None = None
+
+
+def policy_for(
+    call: ToolCall,
+    found: ModeFound | None,
+    env: Mapping[str, str],
+    *,
+    guard: Guard | None = None,
+    policy: str | None = None,
+    shared: bool = False,
+) -> Guard:
+    """The policy for ``call`` (:func:`resolve`'s half): of the deciding session's worktree
+    when ``found`` names one (even over ``guard``, fixed for another worktree), else
+    ``guard``, else the one :func:`policy_named` names or the call's cwd finds."""
+    if guard is not None and (
+        found is None or found.worktree is None or str(guard.roots.worktree) == found.worktree
+    ):
+        return guard
+    from guard.decide import Guard
+
+    load = Guard.load_shared if shared else Guard.load
+    worktree = found.worktree if found is not None else None
+    return load(policy=policy_named(policy, env), cwd=call.cwd, worktree=worktree)
+
+
+def resolve(
+    call: ToolCall,
+    env: Mapping[str, str],
+    *,
+    policy: str | None = None,
+    agent: str | None = None,
+    hint: ModeHint | None = None,
+    mode: ModeSource | None = worktree_mode,
+    effects: Sequence[Effect] = (),
+    guard: Guard | None = None,
+    shared: bool = False,
+    memo: dict[tuple[Any, ...], tuple[str, str]] | None = None,
+) -> Resolved:
+    """The one decision order: which policy and which agent decide ``call``, and why.
+
+    The only reader of ``$GUARD_AGENT``, ``$GUARD_POLICY`` (from ``env``) and the
+    planning sessions (through ``mode``) for that choice; every front door and
+    ``guard mode`` come here. The agent: ``agent`` (--agent) > ``$GUARD_AGENT`` >
+    the deciding session's mode > the host's ``hint`` > build. The policy: the
+    deciding session's worktree's when the session names one (even over ``guard``,
+    fixed for another worktree), else ``guard``, else ``policy`` > ``$GUARD_POLICY``
+    > the cwd's worktree's > the built-in default (``shared``: reuse the compiled one
+    while its files read the same). ``memo`` keeps agent choices made with ``guard``.
+    Raises :class:`~guard.effects.GuardError` when no policy or agent can be chosen.
+    """
+    env_agent, found = agent_inputs(call, agent, env, mode, effects)
+    g = policy_for(call, found, env, guard=guard, policy=policy, shared=shared)
+    if memo is None or g is not guard:  # a policy loaded for this call: nothing to keep
+        name, why = agent_from(g, agent, env_agent, found, hint)
+    else:
+        key = (agent, env_agent, found, hint)
+        chosen = memo.get(key)
+        if chosen is None:
+            chosen = agent_from(g, agent, env_agent, found, hint)
+            if len(memo) < 64:
+                memo[key] = chosen
+        name, why = chosen
+    return Resolved(g, name, why, found)
 
 
 def describe(exc: BaseException) -> str:
@@ -287,9 +351,10 @@ def describe(exc: BaseException) -> str:
 FAIL_RULE = "guard.gate: fail closed"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Gate:
-    """The pipeline, configured once per front door.
+    """The pipeline, configured once per front door (frozen: the confiner, the sink and
+    the rest are given when it is built).
 
     ``guard``: a loaded policy; without one, each call loads ``policy`` (else
     ``$GUARD_POLICY``, else the worktree's, else the default) from the call's cwd.
@@ -321,27 +386,20 @@ class Gate:
     )
 
     def load(self, call: ToolCall, found: ModeFound | None = None) -> Guard:
-        """The policy for ``call``: of the deciding session's worktree when it names one
-        (even over a ``guard`` fixed for another worktree), else ``guard``, else the
-        policy of the call's cwd."""
-        if self.guard is not None and (
-            found is None
-            or found.worktree is None
-            or str(self.guard.roots.worktree) == found.worktree
-        ):
-            return self.guard
-        from guard.decide import Guard
+        """The policy for ``call`` as this front door finds it (:func:`policy_for`); without
+        ``found``, as the call's cwd alone tells (no session asked)."""
+        return policy_for(
+            call, found, self.env, guard=self.guard, policy=self.policy, shared=self.shared
+        )
 
-        load = Guard.load_shared if self.shared else Guard.load
-        worktree = found.worktree if found is not None else None
-        policy = self.policy or self.env.get("GUARD_POLICY") or None
-        return load(policy=policy, cwd=call.cwd, worktree=worktree)
-
-    def load_for(self, call: ToolCall) -> Guard:
-        """The policy the gate decides ``call`` with, as far as its cwd tells (the session
-        deciding there, without the call's effects): for front doors that need it first."""
-        _, found = agent_inputs(call, self.agent, self.env, self.mode)
-        return self.load(call, found)
+    def resolve(
+        self, call: ToolCall, hint: ModeHint | None = None, effects: Sequence[Effect] = ()
+    ) -> Resolved:
+        """:func:`resolve` with this front door's policy, agent, environment and sessions."""
+        return resolve(
+            call, self.env, policy=self.policy, agent=self.agent, hint=hint, mode=self.mode,
+            effects=effects, guard=self.guard, shared=self.shared, memo=self._agents,
+        )  # fmt: skip
 
     def decide(
         self,
@@ -363,23 +421,15 @@ class Gate:
             found = list(effects) if effects is not None else self.analyse(call)
             if not all(isinstance(e, Effect) for e in found):
                 raise TypeError(f"the analysis of {call.name!r} returned non-effects")
-            env_agent, mode = agent_inputs(call, self.agent, self.env, self.mode, found)
-            g = self.load(call, mode)
-            verdict = self._decide(g, call, hint, found, env_agent, mode)
+            chosen = self.resolve(call, hint, found)
+            g = chosen.guard
+            verdict = self._decide(chosen, call, found)
         except Exception as exc:  # fail closed, whatever went wrong
             verdict = self.failure(call, exc)
         return self.audit(verdict, context, g, answered)
 
-    def _decide(
-        self,
-        g: Guard,
-        call: ToolCall,
-        hint: ModeHint | None,
-        found: list[Effect],
-        env_agent: str,
-        mode: ModeFound | None,
-    ) -> Verdict:
-        name, why = self._choose(g, hint, env_agent, mode)
+    def _decide(self, chosen: Resolved, call: ToolCall, found: list[Effect]) -> Verdict:
+        g, name, why, mode = chosen.guard, chosen.agent, chosen.why, chosen.found
         decision = g.decide(name, found, cwd=call.cwd)
         reason = decision.reason
         detail = decision.effect.detail if decision.effect is not None else None
@@ -420,19 +470,6 @@ class Gate:
         if mode is not None and mode.note and not verdict.allowed:
             verdict = replace(verdict, reason=f"{verdict.reason} {mode.note}")
         return verdict
-
-    def _choose(
-        self, g: Guard, hint: ModeHint | None, env_agent: str, found: ModeFound | None
-    ) -> tuple[str, str]:
-        if self.guard is None:  # a policy loaded per call: nothing to keep
-            return agent_from(g, self.agent, env_agent, found, hint)
-        key = (self.agent, env_agent, found, hint)
-        chosen = self._agents.get(key)
-        if chosen is None:
-            chosen = agent_from(g, self.agent, env_agent, found, hint)
-            if len(self._agents) < 64:
-                self._agents[key] = chosen
-        return chosen
 
     def failure(self, call: ToolCall | None, exc: BaseException) -> Verdict:
         """The deny verdict for an error in the pipeline: its reason is the error."""

@@ -23,9 +23,9 @@ from guard.cli._app import app, console, with_schema
 from guard.effects import GuardError
 from guard.planning import events as ev
 from guard.planning.artifact import read_plan
+from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_session
 from guard.planning.render import event_line, session_view
-from guard.planning.runtime import describe_current_agent
 from guard.planning.session import Mode, Session, pin, sessions_dir
 
 session_app = typer.Typer(

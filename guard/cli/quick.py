@@ -265,10 +265,11 @@ def parse_lint(args: list[str]) -> LintOptions | None:
 
 def default_lint_target() -> str:
     """The policy guard would use here: $GUARD_POLICY, .openoxide/policy.toml, builtin."""
+    from guard.gate import policy_named
     from guard.paths import find_worktree
     from guard.policy import BUILTIN_PREFIX
 
-    env = os.environ.get("GUARD_POLICY")
+    env = policy_named(None, os.environ)
     if env:
         return env
     wt = find_worktree(os.getcwd())

@@ -248,7 +248,7 @@ def namespaces_check(lay: probe.Layers | None = None) -> Check:
 
 def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
     """The agent the hooks use here right now, and why (planning's describe_current_agent)."""
-    from guard.planning.runtime import describe_current_agent
+    from guard.planning.current import describe_current_agent
 
     current = describe_current_agent(cwd if cwd is not None else os.getcwd())
     return Check("hooks' agent now", "ok" if current.agent else "broken", current.line())

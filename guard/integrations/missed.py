@@ -308,17 +308,14 @@ def _deciding(gate: Gate, hook: HookCall, adapter: HostAdapter) -> tuple[Guard, 
     """(policy, agent, why, its mode) for the call, found as the gate finds them: the
     deciding session's worktree (a nested repository's call may belong to the outer
     worktree's plan session) gives the policy, its roots, its audit log."""
-    from guard.gate import agent_from, agent_inputs
-
     call = hook.call
     try:
         effects = gate.analyse(call)
     except Exception:  # the call already ran (or is refused anyway): decide by its cwd
         effects = []
-    env_agent, found = agent_inputs(call, gate.agent, gate.env, gate.mode, effects)
-    g = gate.load(call, found)
-    name, why = agent_from(g, gate.agent, env_agent, found, adapter.mode_hint(hook))
-    return g, name, why, g.agent(name).mode
+    chosen = gate.resolve(call, adapter.mode_hint(hook), effects)
+    g, name = chosen.guard, chosen.agent
+    return g, name, chosen.why, g.agent(name).mode
 
 
 def _found(

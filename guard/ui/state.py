@@ -348,7 +348,7 @@ class Cockpit:
         return Pending(kind, at, "the model asks to enter plan mode")
 
     def _describe_agent(self) -> None:
-        from guard.planning.runtime import describe_current_agent
+        from guard.planning.current import describe_current_agent
 
         current = describe_current_agent(self.cwd, env=self.env)
         self.view.agent, self.view.agent_why = current.agent, current.reason
