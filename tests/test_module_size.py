@@ -21,7 +21,6 @@ OVER_LIMIT = {
     "guard/audit.py": 851,
     "guard/monitor/watcher.py": 908,
     "guard/monitor/baseline.py": 862,
-    "guard/mcp/proxy.py": 797,
     "guard/sandbox/relay.py": 697,
     "guard/monitor/fanotify.py": 636,
 }
