@@ -12,7 +12,7 @@ a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
     in, else the nearest worktree's; :mod:`guard.planning.binding`)
     (agent, effects) --Guard.decide--> Decision
     Decision --confiner (plan-mode calls)--> Verdict
-    Verdict --AuditSink.write(Verdict.record(...))--> the audit log
+    Verdict --Gate.record--> the audit log (the front door records what it answers)
     Verdict --front door--> the host's answer
 
 **Verdict.** ``allow``, ``ask``, ``deny`` or ``allow_confined``: allowed because
@@ -27,10 +27,11 @@ confiner, the audit sink) is a ``deny`` whose reason is the error, with
 ``failed=True`` so that a front door may answer it in its strongest form (the
 hook exits 2). A verdict the audit sink cannot record becomes such a deny too.
 
-**Audit.** One :class:`~guard.audit.AuditSink` per gate; one record shape
-(:meth:`Verdict.record`) for every front door, so the hook's, the check's and
+**Audit.** :meth:`Gate.decide` writes nothing; :meth:`Gate.record` writes a
+verdict to the gate's :class:`~guard.audit.AuditSink` and is the only builder of
+a verdict record: one shape for every front door, so the hook's, the check's and
 the proxy's records read the same; the front door adds its own context (host,
-event, JSON-RPC method, ...).
+event, JSON-RPC method, ...) and records when it knows what it answers.
 
 **The confiner seam.** A :class:`Confiner` (none by default) is asked about
 every call of a plan-mode agent, whatever the policy decided (a call analysis
@@ -139,6 +140,9 @@ class Verdict:
     updated_input: Mapping[str, Any] | None = None
     #: The pipeline failed: the reason is the error.
     failed: bool = False
+    #: The policy that decided (None when none was loaded): its warnings, fleet fields
+    #: and audit settings go with the record (:meth:`Gate.record`).
+    guard: Guard | None = field(default=None, compare=False, repr=False)
 
     @property
     def allowed(self) -> bool:
@@ -150,33 +154,6 @@ class Verdict:
     def resolved(self, action: VerdictAction, reason: str) -> Verdict:
         """This verdict after a question was answered (an ask became allow or deny)."""
         return replace(self, action=action, reason=reason)
-
-    def record(self, source: str, context: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The audit record: the one shape every front door writes.
-
-        ``type`` and ``source`` first, then the front door's ``context``, the call
-        (dialect, tool_name, cwd, session_id), the agent and why, the effects, the
-        deciding effect, and the verdict (decision, reason, rule).
-        """
-        out: dict[str, Any] = {"type": "verdict", "source": source}
-        if context:
-            out.update(context)
-        if self.call is not None:
-            out.update(self.call.to_json())
-        if self.agent is not None:
-            out["agent"] = self.agent
-        if self.agent_from:
-            out["agent_from"] = self.agent_from
-        if self.effects:
-            out["effects"] = [e.to_json() for e in self.effects]
-        if self.decision is not None and self.decision.effect is not None:
-            out["effect"] = self.decision.effect.to_json()
-        if self.decision is not None and self.decision.action.value != self.action.value:
-            out["policy_decision"] = self.decision.action.value
-        if self.updated_input is not None:
-            out["updated_input"] = dict(self.updated_input)
-        out.update(self.to_json())
-        return out
 
 
 #: How a front door finds the guard mode for a call and its effects (None: no session).
@@ -407,14 +384,10 @@ class Gate:
         *,
         hint: ModeHint | None = None,
         effects: Sequence[Effect] | None = None,
-        context: Mapping[str, Any] | None = None,
-        answered: Callable[[Verdict], str] | None = None,
     ) -> Verdict:
-        """Decide ``call`` and record the verdict. Never raises.
+        """Decide ``call``; nothing is written (:meth:`record` does). Never raises.
 
-        ``effects`` skips the analysis (``guard check KIND PATH`` knows them);
-        ``context`` goes into the record; ``answered`` says what the host will
-        actually be told (recorded as ``answered`` when it differs).
+        ``effects`` skips the analysis (``guard check KIND PATH`` knows them).
         """
         g: Guard | None = None
         try:
@@ -425,8 +398,8 @@ class Gate:
             g = chosen.guard
             verdict = self._decide(chosen, call, found)
         except Exception as exc:  # fail closed, whatever went wrong
-            verdict = self.failure(call, exc)
-        return self.audit(verdict, context, g, answered)
+            verdict = replace(self.failure(call, exc), guard=g)
+        return verdict
 
     def _decide(self, chosen: Resolved, call: ToolCall, found: list[Effect]) -> Verdict:
         g, name, why, mode = chosen.guard, chosen.agent, chosen.why, chosen.found
@@ -455,6 +428,7 @@ class Gate:
             why,
             tuple(found),
             decision,
+            guard=g,
         )
         if self.confiner is not None and planning:
             confined = self.confiner.confine(verdict, g)
@@ -477,20 +451,27 @@ class Gate:
             VerdictAction.DENY, describe(exc), FAIL_RULE, call, self.agent, failed=True
         )
 
-    def audit(
+    def record(
         self,
         verdict: Verdict,
         context: Mapping[str, Any] | None = None,
-        g: Guard | None = None,
         answered: Callable[[Verdict], str] | None = None,
+        guard: Guard | None = None,
     ) -> Verdict:
-        """Write the verdict's record; a record that cannot be written makes it a deny."""
+        """Write the verdict's record to the sink (none: nothing); the verdict as it stands
+        then: a record that cannot be written makes it a deny (fail closed).
+
+        ``context``: the front door's own fields (host, event, JSON-RPC method, ...);
+        ``answered``: what the host will actually be told (recorded when it differs);
+        ``guard``: the policy whose log and fleet fields apply (default: the deciding one).
+        """
         if self.sink is None:
             return verdict
+        g = guard if guard is not None else verdict.guard
         try:
             from guard.fleet.records import stamp
 
-            record = verdict.record(self.source, context)
+            record = _record_of(verdict, self.source, context)
             if g is not None and g.loaded.warnings:  # patterns that can never match (GL101)
                 record["policy_warnings"] = list(g.loaded.warnings)
             if answered is not None:
@@ -514,3 +495,34 @@ class Gate:
                 verdict, action=VerdictAction.DENY, reason=reason, rule=FAIL_RULE, failed=True
             )
         return verdict
+
+
+def _record_of(
+    verdict: Verdict, source: str, context: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The audit record's one shape, for every front door (only :meth:`Gate.record` builds it).
+
+    ``type`` and ``source`` first, then the front door's ``context``, the call
+    (dialect, tool_name, cwd, session_id), the agent and why, the effects, the
+    deciding effect, and the verdict (decision, reason, rule).
+    """
+    out: dict[str, Any] = {"type": "verdict", "source": source}
+    if context:
+        out.update(context)
+    if verdict.call is not None:
+        out.update(verdict.call.to_json())
+    if verdict.agent is not None:
+        out["agent"] = verdict.agent
+    if verdict.agent_from:
+        out["agent_from"] = verdict.agent_from
+    if verdict.effects:
+        out["effects"] = [e.to_json() for e in verdict.effects]
+    decision = verdict.decision
+    if decision is not None and decision.effect is not None:
+        out["effect"] = decision.effect.to_json()
+    if decision is not None and decision.action.value != verdict.action.value:
+        out["policy_decision"] = decision.action.value
+    if verdict.updated_input is not None:
+        out["updated_input"] = dict(verdict.updated_input)
+    out.update(verdict.to_json())
+    return out

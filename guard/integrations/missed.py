@@ -441,7 +441,7 @@ def before_tool(
     text = reconcile.describe(data.get("landed"))
     verdict = Verdict(VerdictAction.DENY, held_reason(data, text), RULE, call,
                       agent, why)
-    return gate.audit(verdict, context, g), ""
+    return gate.record(verdict, context, guard=g), ""
 
 
 def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,

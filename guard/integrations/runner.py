@@ -1,7 +1,7 @@
 """The hook front door shared by every host, failing closed.
 
     stdin --adapter.parse--> HookCall (a ToolCall and the hook's own fields)
-    ToolCall --guard.gate.Gate.decide--> Verdict (audited by the gate)
+    ToolCall --guard.gate.Gate.decide--> Verdict --Gate.record--> the audit log
     Verdict --adapter.answer--> stdout, exit 0
 
 Choosing the agent, the effects, the decision and the audit record are the
@@ -121,10 +121,9 @@ def decide(
         held, notice = missed.before_tool(gate, adapter, hook, payload, context)
         if held is not None:
             return adapter.answer(held, hook)
-        verdict = gate.decide(
-            call,
-            hint=adapter.mode_hint(hook),
-            context=context,
+        verdict = gate.record(
+            gate.decide(call, hint=adapter.mode_hint(hook)),
+            context,
             answered=lambda v: adapter.answered(v, hook),
         )
         if verdict.failed:
@@ -166,7 +165,7 @@ def _refuse(
     try:
         if gate is not None:
             context.setdefault("cwd", cwd or os.getcwd())
-            verdict = gate.audit(gate.failure(None, exc), context)
+            verdict = gate.record(gate.failure(None, exc), context)
             reason = verdict.reason
     except BaseException as audit_exc:
         reason += f"; the audit log could not record it either: {describe(audit_exc)}"
