@@ -7,6 +7,7 @@ the baseline taken when watching began.
 """
 
 from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Entry, Sig
+from guard.monitor.events import Notice, Violation, default_roots, new_session_id
 from guard.monitor.quarantine import (
     Item,
     Quarantine,
@@ -16,7 +17,7 @@ from guard.monitor.quarantine import (
     quarantine_root,
     restore_item,
 )
-from guard.monitor.watcher import Monitor, Notice, Violation, default_roots, new_session_id
+from guard.monitor.watcher import Monitor
 
 __all__ = [
     "DEFAULT_SIZE_CAP",

@@ -1,14 +1,20 @@
 """The monitor: watch the trees with inotify, decide every change, report and restore.
 
+Holds :class:`Monitor`: its state, its life cycle (start, stop, the watch lock),
+its threads, waiting for a consistent state (:meth:`Monitor.sync`,
+:meth:`Monitor.settle`) and its output (the audit log and the callbacks).
+
 Threads: watchdog's inotify reader and dispatcher (events reach
-:meth:`Monitor._on_fs_event`), one reconciler (periodic scans, and the scan
-that follows an inotify overflow or watch-limit error) and one settler (acts on
-written files once their writer is done). Every change, from an event or a
-scan, goes through :meth:`Monitor._change`: it compares the path with its last
-consistent state, decides the effect with the policy, and acts once per
-violation under one lock; the audit log and callbacks are written after the
-lock is released, and nothing done under it can block (files are never opened
-unless they are regular files, by descriptor, see :mod:`guard.monitor.fsops`).
+:meth:`Monitor._on_fs_event`, see intake.py), one reconciler (periodic scans, and
+the scan that follows an inotify overflow or watch-limit error) and one settler
+(acts on written files once their writer is done). Every change, from an event or
+a scan, goes through :meth:`Monitor._change` (changes.py): it compares the path
+with its last consistent state, decides the effect with the policy, and acts once
+per violation (restoring.py) under one lock; the audit log and callbacks are
+written after the lock is released, and nothing done under it can block (files
+are never opened unless they are regular files, by descriptor, see
+:mod:`guard.monitor.fsops`). Not here: the backends (backends.py, fanotify.py),
+the baseline (baseline.py, phases.py), the scans (scan.py).
 """
 
 from __future__ import annotations
@@ -16,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import stat
 import sys
 import threading
 import time
@@ -30,20 +35,14 @@ from typing import TYPE_CHECKING, Any
 from watchdog.events import FileSystemEvent
 
 from guard import audit
-from guard.effects import Effect, EffectKind, GuardError
-from guard.monitor.attribution import NO_ORIGIN, Origin, Processes
-from guard.monitor.backends import remember_origin, start_observer
-from guard.monitor.baseline import (
-    DEFAULT_SIZE_CAP,
-    Baseline,
-    BaselineError,
-    Progress,
-    Sig,
-    SourceChanged,
-)
+from guard.effects import EffectKind, GuardError
+from guard.fleet.records import stamp
+from guard.fleet.syslog import ship
+from guard.monitor.attribution import Origin, Processes
+from guard.monitor.backends import start_observer
+from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, Progress, Sig
+from guard.monitor.changes import change, path_sig
 from guard.monitor.events import (
-    _WRITING_EVENTS,
-    CHANGES,
     Notice,
     Violation,
     _is_under,
@@ -51,27 +50,27 @@ from guard.monitor.events import (
     _Pending,
     _Sink,
     default_roots,
-    early_names,
     new_session_id,
 )
 from guard.monitor.fanotify import Choice, FanotifyObserver
-from guard.monitor.fsops import Anchor, Unsafe, dir_meta
+from guard.monitor.fsops import Anchor
 from guard.monitor.identity import check_roots, identity
+from guard.monitor.intake import lost_event, on_fan_event, on_fs_event, trouble
 from guard.monitor.ownstate import WatchLock, state_paths
 from guard.monitor.quarantine import Quarantine, quarantine_root
+from guard.monitor.restoring import rel
 from guard.monitor.scan import begin_baseline, drain_pending, hurry_baseline, index_change
 from guard.monitor.scan import reconcile as _reconcile
 
 if TYPE_CHECKING:
     from guard.decide import Guard
 
-__all__ = ["Monitor", "Notice", "Violation", "default_roots", "new_session_id"]
+__all__ = ["Monitor"]
 
 # watchdog warns when its own directory-creation race re-registers a watch; harmless noise
 warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog\.")
 
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
-_MISSING = object()
 #: the reconciliation interval used when inotify cannot watch everything
 DEGRADED_INTERVAL = 5.0
 
@@ -443,115 +442,24 @@ class Monitor(_Sink):
             return True
         return False
 
-    # -- inotify ---------------------------------------------------------------
+    # -- what the observers hand over (intake.py) -------------------------------
 
     def _trouble(self, kind: str, message: str) -> None:
-        """Called on watchdog's reader thread: note it, wake the reconciler at once."""
-        if kind in ("overflow", "lost"):
-            which = self.backend.backend if self.backend is not None else "inotify"
-            if kind == "overflow":
-                self.overflows += 1
-                self._lost_event()
-            # "lost" is told once per walk; _lost_event has counted each such event
-            self._notice(
-                f"{which}-{kind}",
-                f"{message}; running a reconciliation scan against the baseline",
-            )
-            what = "overflow" if kind == "overflow" else "lost events"
-            self._wake_reason = f"after {which} {what}"
-        else:
-            self._degrade(kind, message)
-            self._wake_reason = f"after {kind}"
-        self._wake.set()
-        self._flush()
+        trouble(self, kind, message)
 
     def _lost_event(self) -> None:
-        """Events were lost (an overflow, or one event fanotify could not name): counted
-        each time, on the reader thread, before any later event is handled. The
-        baseline's walk trusts no event since phase 1 once this moved (phases.py)."""
-        with self._lock:
-            self.events_lost += 1
+        lost_event(self)
 
     def _on_fan_event(self, ev: FileSystemEvent, origin: Origin) -> None:
-        remember_origin(self, ev, origin)
-        self._on_fs_event(ev)
+        on_fan_event(self, ev, origin)
 
     def _on_fs_event(self, ev: FileSystemEvent) -> None:
-        src = os.fsdecode(ev.src_path)
-        if (self._barrier_dir is not None and ev.event_type == "created" and not ev.is_directory
-                and os.path.dirname(src) == self._barrier_dir
-                and os.path.basename(src).startswith(".sync-")):
-            with self._barrier_seen:
-                self._barrier_done = max(self._barrier_done, int(src.rsplit("-", 1)[1]))
-                self._barrier_seen.notify_all()
-            return
-        if self._stop.is_set():
-            return
-        try:
-            if not self._ready.is_set():
-                self._record_early(ev)
-                return
-            if ev.event_type == "moved":
-                dest = os.fsdecode(ev.dest_path)
-                if src and dest and self._own_move(src, dest):
-                    return
-                if src:
-                    self._change(src, EffectKind.DELETE, "moved-from", f"to {dest or 'outside'}")
-                if dest:
-                    self._change(dest, EffectKind.WRITE, "moved-to", f"from {src or 'outside'}")
-            else:
-                change = CHANGES.get((ev.event_type, ev.is_directory))
-                if change is not None:  # see CHANGES for the events that change nothing
-                    self._change(src, change[0], change[1])
-        except Exception as exc:  # keep watching whatever one event did
-            self._notice("error", f"while handling {ev!r}: {type(exc).__name__}: {exc}")
-        self._flush()
+        on_fs_event(self, ev)
 
-    def _record_early(self, ev: FileSystemEvent) -> None:
-        """While the baseline runs: remember which paths changed (first event wins)."""
-        names = early_names(ev)
-        with self._lock:
-            for p, what in names:
-                if p:
-                    self._early.setdefault(p, what)
-
-    def _own_move(self, src: str, dest: str) -> bool:
-        with self._lock:
-            while src and dest and src != "/":
-                if (src, dest) in self._own_moves:
-                    return True
-                src, dest = os.path.dirname(src), os.path.dirname(dest)
-            return False
-
-    # -- deciding and acting ---------------------------------------------------
+    # -- deciding and acting (changes.py, restoring.py) ---------------------------
 
     def _sig(self, path: str) -> Sig | None:
-        """The path's signature, reached without following symlinks (directories: with meta)."""
-        try:
-            st = self.anchor.lstat(path)
-        except OSError:
-            return None
-        if st is None:
-            return None
-        meta = ""
-        if stat.S_ISDIR(st.st_mode):
-            try:
-                fd = self.anchor.dir(path)
-            except OSError:
-                return Sig.of(st)
-            try:
-                meta = dir_meta(fd)
-            finally:
-                os.close(fd)
-        return Sig.of(st, meta)
-
-    def _in_quarantined(self, path: str) -> bool:
-        p = path
-        while p and p != "/":
-            if p in self._quarantined:
-                return True
-            p = os.path.dirname(p)
-        return False
+        return path_sig(self, path)
 
     def _change(
         self,
@@ -563,251 +471,10 @@ class Monitor(_Sink):
         force: bool = False,
         adopted: bool = False,
     ) -> Violation | None:
-        """Decide one change and act on it. Logging and callbacks run after the lock is released."""
-        if path in self._index_paths:
-            return self._index_change(self._index_paths[path], event)
-        if path.startswith(self._objects_prefixes):
-            return self._object_change(path, kind, event)
-        with self._lock:
-            cur = self._sig(path)  # under the lock: our own restores are complete or not begun
-            v = self._change_locked(path, kind, event, detail, cur, force=force, adopted=adopted)
-        self._flush()
-        return v
-
-    def _change_locked(
-        self, path: str, kind: EffectKind, event: str, detail: str, cur: Sig | None,
-        *, force: bool, adopted: bool,
-    ) -> Violation | None:
-        if path.startswith(self._state_prefixes) or path in self._ignored_tops:
-            return self._state_change(path, kind, event, detail)
-        if self._ignored(path):
-            return None
-        known = self._known.get(path, _MISSING)
-        pend = self._pending.get(path)
-        if pend is not None and not force:
-            # a file waiting to settle: note what the writer did, act later
-            pend.writing = event in _WRITING_EVENTS or (
-                pend.writing and event != "closed-after-write")
-            pend.since = time.monotonic()
-            return None
-        if cur is not None and known == cur and not adopted:
-            # as it was at the last consistent point (e.g. our own restore)
-            self._dirty.discard((path, EffectKind.WRITE))
-            self._dirty.discard((path, EffectKind.DELETE))
-            return None
-        if cur is None and known in (None, _MISSING) and self._in_quarantined(path):
-            return None  # the rest of a change already quarantined
-        if cur is not None:
-            self._quarantined.discard(path)
-        if (
-            kind is EffectKind.WRITE
-            and path in self._plan_ancestors
-            and known in (None, _MISSING)
-            and (cur is None or cur.kind == "dir")
-        ):
-            # creating the directories that hold the plan file: their new state
-            # is the consistent one from now on (a later chmod is a change)
-            if cur is not None:
-                self._known[path] = cur
-            return None
-        key = (path, kind)
-        if key in self._dirty and not force:
-            return None
-        if cur is not None and cur.kind == "other" and _is_under(path, self._plans):
-            rule, reason = ("monitor:special-file",
-                            "a FIFO, socket or device in the plan directory (plans are files)")
-        else:
-            decision = self.guard.decide(self.agent, [Effect(kind, path, detail=event)])
-            if decision.allowed:
-                return None
-            rule, reason = decision.rule, decision.reason
-        if (self.restore and not force and not self._stopping and kind is EffectKind.WRITE
-                and cur is not None and cur.kind == "file" and not adopted):
-            now = time.monotonic()
-            self._pending[path] = _Pending(event, detail, now, now, cur,
-                                           writing=event in _WRITING_EVENTS)
-            self._pending_cv.notify_all()
-            return None
-        if adopted:  # reported, not acted on, and not a reason to skip the next change
-            action = "reported: the baseline holds the version found when it read the path"
-        elif self.restore:
-            self._dirty.add(key)
-            action = self._act(path, kind, cur, event, rule, reason)
-        else:
-            self._dirty.add(key)
-            action = "reported (watching without --restore)"
-        v = Violation(
-            timestamp=audit.now_iso(),
-            session=self.session,
-            agent=self.agent,
-            event=event,
-            path=path,
-            rule=rule,
-            reason=reason,
-            action_taken=action,
-            effect=kind.value,
-            detail=detail,
-            **self._origin_fields(path, event),
-        )
-        self.violations.append(v)
-        self._outbox.append(v)
-        return v
-
-    def _state_change(
-        self, path: str, kind: EffectKind, event: str, detail: str
-    ) -> Violation | None:
-        """A change to guard's own state: never quarantined, restored or decided by the
-        agent's policy. Other guard processes write there; a writer inside the guarded
-        process tree (fanotify names it) is tampering, reported once per path."""
-        origin = self._origins.get(path)
-        if origin is None or origin.in_guarded_tree is not True or path in self._tampered:
-            return None
-        self._tampered.add(path)
-        v = Violation(
-            timestamp=audit.now_iso(), session=self.session, agent=self.agent,
-            event="tampering:" + event, path=path, rule="monitor:guard-state",
-            reason="guard's own state (sessions, quarantine, audit log, baseline store)"
-                   " changed by the guarded process tree",
-            action_taken="reported: guard's own state is never quarantined or restored;"
-                         " check it (guard session list, guard quarantine list)",
-            effect=kind.value, detail=detail, **origin.fields(),
-        )
-        self.violations.append(v)
-        self._outbox.append(v)
-        return v
-
-    def _object_change(self, path: str, kind: EffectKind, event: str) -> Violation | None:
-        """A loose object in ``.git/objects`` changed. Objects are content-addressed and
-        never rewritten by git, so a change to one that holds the baseline of a file is
-        an attack on the restore: the files it backs are copied into the store now (when
-        they still hold the blob), and the change is decided like any write."""
-        rest = path.split("/objects/", 1)[1]
-        blob = rest.replace("/", "")
-        if not self._ready.is_set() or len(rest) not in (41, 65) or rest[2:3] != "/":
-            return None
-        if event in ("attrib", "reconcile:attrib"):
-            return None  # git "freshens" an object it would write again with utime(2)
-        with self._lock:
-            files = list(self._baseline_blobs.get(blob, ()))
-            if not files or (path, kind) in self._dirty:
-                return None
-        assert self.baseline is not None
-        kept: list[str] = []
-        for f in files:  # outside the lock: reads the file
-            try:
-                if self.baseline.secure(f):
-                    kept.append(self._rel(f))
-            except (OSError, BaselineError):
-                pass
-        decision = self.guard.decide(self.agent, [Effect(kind, path, detail=event)])
-        if decision.allowed:
-            return None
-        names = ", ".join(self._rel(f) for f in files[:5]) + (" ..." if len(files) > 5 else "")
-        action = (f"reported; the baseline of {', '.join(kept)} is now a verified copy"
-                  if kept else "reported; restores of these files verify the object and"
-                  " refuse what it no longer holds")
-        with self._lock:
-            self._dirty.add((path, kind))
-            v = Violation(
-                timestamp=audit.now_iso(), session=self.session, agent=self.agent,
-                event=event, path=path, rule=decision.rule, reason=decision.reason,
-                action_taken=action, effect=kind.value,
-                detail=f"the git object holding the baseline of {names}",
-                **self._origin_fields(path, event),
-            )
-            self.violations.append(v)
-            self._outbox.append(v)
-        self._flush()
-        return v
-
-    def _origin_fields(self, path: str, event: str) -> dict[str, Any]:
-        """The writer of the event behind a violation (fanotify); a scan cannot know it."""
-        origin = None if event.startswith("reconcile:") else self._origins.get(path)
-        return origin.fields() if origin is not None else dict(NO_ORIGIN)
+        return change(self, path, kind, event, detail, force=force, adopted=adopted)
 
     def _rel(self, path: str) -> str:
-        for root in sorted(self.roots, key=lambda p: -len(str(p))):
-            if _is_under(path, str(root)) and path != str(root):
-                return os.path.relpath(path, root)
-        return path.lstrip("/")
-
-    def _quarantine(self, path: str, meta: dict[str, Any]) -> str:
-        try:
-            slot, dest = self.quarantine.plan(self._rel(path))
-        finally:
-            notes, self.quarantine.notes = self.quarantine.notes, []
-            for note in notes:
-                self._notice("tampering", f"quarantine: {note}")
-        self._own_moves.add((path, str(dest)))
-        item = self.quarantine.finish(slot, dest, path, self._rel(path), meta)
-        return item.id
-
-    def _act(
-        self, path: str, kind: EffectKind, cur: Sig | None, event: str, rule: str, reason: str
-    ) -> str:
-        """Quarantine the violating version and put the baseline back. Never deletes."""
-        assert self.baseline is not None
-        entry = self.baseline.get(path)
-        meta = {"agent": self.agent, "event": event, "rule": rule, "reason": reason,
-                "effect": kind.value, "in_baseline": entry is not None}
-        done: list[str] = []
-        try:
-            if cur is not None:
-                if entry is None:
-                    item = self._quarantine(path, meta)
-                    self._quarantined.add(path)
-                    self._known[path] = None
-                    self._dirty.discard((path, kind))
-                    return f"moved to quarantine {item}"
-                if not entry.restorable:
-                    return f"left in place: cannot restore it afterwards ({entry.unrestorable})"
-                if entry.sig.kind == "dir" and cur.kind == "dir":
-                    new = self.baseline.reset_attrs(path)
-                    self._known[path] = new
-                    self._dirty.discard((path, kind))
-                    return "directory mode, owner and attributes restored from the baseline"
-                item = self._quarantine(path, meta)
-                done.append(f"moved to quarantine {item}")
-            elif entry is None:
-                return "nothing to restore (the path did not exist when watching began)"
-            restored = self._restore_tree(path)
-            done.append(restored)
-            self._dirty.discard((path, kind))
-            return "; ".join(done)
-        except Unsafe as exc:
-            msg = f"refused: {exc.strerror or exc} (left as it is; nothing outside is touched)"
-            self._notice("error", f"{path}: {msg}")
-            return "; ".join([*done, msg])
-        except (OSError, BaselineError, GuardError) as exc:
-            self.restore_failures += 1  # the baseline store is kept (see stop)
-            msg = str(exc) if isinstance(exc, SourceChanged) else f"restore failed: {exc}"
-            self._notice("error", f"{path}: {msg}")
-            # never left dirty: a later write is reported (and acted on) again. A path
-            # left absent is compared with "absent"; what appeared meanwhile (a restore
-            # refused with EEXIST) still differs from the baseline, so its event acts
-            if self._sig(path) is None:
-                self._known[path] = None
-            self._dirty.discard((path, kind))
-            return "; ".join([*done, msg])
-
-    def _restore_tree(self, path: str) -> str:
-        assert self.baseline is not None
-        entry = self.baseline.get(path)
-        assert entry is not None
-        self._known[path] = self.baseline.restore(path)
-        source = (
-            "the baseline copy (SHA-256 checked)" if entry.copy
-            else f"git blob {entry.blob[:12]} (its id checked)" if entry.blob
-            else "the baseline"
-        )
-        if entry.sig.kind != "dir":
-            return f"restored from {source}"
-        count = 0
-        for child in self.baseline.under(path):
-            if self.anchor.lstat(child.path) is None and child.restorable:
-                self._known[child.path] = self.baseline.restore(child.path)
-                count += 1
-        return f"directory restored with {count} entries from the baseline"
+        return rel(self, path)
 
     # -- settling ----------------------------------------------------------------
 
@@ -895,9 +562,6 @@ class Monitor(_Sink):
                             cb(rec)  # type: ignore[arg-type]
 
     def _log(self, record: dict[str, Any]) -> None:
-        from guard.fleet.records import stamp
-        from guard.fleet.syslog import ship
-
         stamp(record, self.guard, session=self.session)
         try:
             self.sink.write(record, self.guard.roots)

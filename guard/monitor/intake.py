@@ -1,0 +1,110 @@
+"""What the observers hand to a :class:`Monitor`: their events and their trouble.
+
+Functions of a Monitor, called on the observers' threads (watchdog's inotify
+dispatcher, or fanotify's reader). An event is the marker of :meth:`Monitor.sync`,
+a path changed while the baseline is taken (remembered until it is done), one of
+the monitor's own moves into quarantine, or a change passed to
+:meth:`Monitor._change`. Trouble (an overflow, lost events, a watch that could not
+be added) is noted and wakes the reconciler. Not here: deciding a change and acting
+on it (changes.py, restoring.py), choosing and starting the backend (backends.py),
+the scans (scan.py).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from watchdog.events import FileSystemEvent
+
+from guard.effects import EffectKind
+from guard.monitor.attribution import Origin
+from guard.monitor.backends import remember_origin
+from guard.monitor.events import CHANGES, early_names
+
+if TYPE_CHECKING:
+    from guard.monitor.watcher import Monitor
+
+
+def trouble(m: Monitor, kind: str, message: str) -> None:
+    """Called on watchdog's reader thread: note it, wake the reconciler at once."""
+    if kind in ("overflow", "lost"):
+        which = m.backend.backend if m.backend is not None else "inotify"
+        if kind == "overflow":
+            m.overflows += 1
+            lost_event(m)
+        # "lost" is told once per walk; lost_event has counted each such event
+        m._notice(
+            f"{which}-{kind}",
+            f"{message}; running a reconciliation scan against the baseline",
+        )
+        what = "overflow" if kind == "overflow" else "lost events"
+        m._wake_reason = f"after {which} {what}"
+    else:
+        m._degrade(kind, message)
+        m._wake_reason = f"after {kind}"
+    m._wake.set()
+    m._flush()
+
+
+def lost_event(m: Monitor) -> None:
+    """Events were lost (an overflow, or one event fanotify could not name): counted
+    each time, on the reader thread, before any later event is handled. The
+    baseline's walk trusts no event since phase 1 once this moved (phases.py)."""
+    with m._lock:
+        m.events_lost += 1
+
+
+def on_fan_event(m: Monitor, ev: FileSystemEvent, origin: Origin) -> None:
+    remember_origin(m, ev, origin)
+    m._on_fs_event(ev)
+
+
+def on_fs_event(m: Monitor, ev: FileSystemEvent) -> None:
+    src = os.fsdecode(ev.src_path)
+    if (m._barrier_dir is not None and ev.event_type == "created" and not ev.is_directory
+            and os.path.dirname(src) == m._barrier_dir
+            and os.path.basename(src).startswith(".sync-")):
+        with m._barrier_seen:
+            m._barrier_done = max(m._barrier_done, int(src.rsplit("-", 1)[1]))
+            m._barrier_seen.notify_all()
+        return
+    if m._stop.is_set():
+        return
+    try:
+        if not m._ready.is_set():
+            _record_early(m, ev)
+            return
+        if ev.event_type == "moved":
+            dest = os.fsdecode(ev.dest_path)
+            if src and dest and _own_move(m, src, dest):
+                return
+            if src:
+                m._change(src, EffectKind.DELETE, "moved-from", f"to {dest or 'outside'}")
+            if dest:
+                m._change(dest, EffectKind.WRITE, "moved-to", f"from {src or 'outside'}")
+        else:
+            change = CHANGES.get((ev.event_type, ev.is_directory))
+            if change is not None:  # see CHANGES for the events that change nothing
+                m._change(src, change[0], change[1])
+    except Exception as exc:  # keep watching whatever one event did
+        m._notice("error", f"while handling {ev!r}: {type(exc).__name__}: {exc}")
+    m._flush()
+
+
+def _record_early(m: Monitor, ev: FileSystemEvent) -> None:
+    """While the baseline runs: remember which paths changed (first event wins)."""
+    names = early_names(ev)
+    with m._lock:
+        for p, what in names:
+            if p:
+                m._early.setdefault(p, what)
+
+
+def _own_move(m: Monitor, src: str, dest: str) -> bool:
+    with m._lock:
+        while src and dest and src != "/":
+            if (src, dest) in m._own_moves:
+                return True
+            src, dest = os.path.dirname(src), os.path.dirname(dest)
+        return False
