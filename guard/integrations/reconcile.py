@@ -213,7 +213,8 @@ def restore(
     report: Mapping[str, Any], start: Mapping[str, Any] | None, session_key: str
 ) -> list[str]:
     """Undo what ``report`` says landed (see the module's docstring). One line per path."""
-    from guard.monitor.baseline import Baseline, Entry, Sig
+    from guard.monitor.baseline import Baseline
+    from guard.monitor.entries import Entry, Sig
     from guard.monitor.fsops import Anchor
     from guard.monitor.quarantine import Quarantine, quarantine_root
     from guard.paths import Roots

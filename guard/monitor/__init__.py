@@ -6,7 +6,8 @@ and with ``restore=True`` moves violating versions into quarantine and restores
 the baseline taken when watching began.
 """
 
-from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, BaselineError, Entry, Sig
+from guard.monitor.baseline import Baseline
+from guard.monitor.entries import DEFAULT_SIZE_CAP, BaselineError, Entry, Sig
 from guard.monitor.events import Notice, Violation, default_roots, new_session_id
 from guard.monitor.quarantine import (
     Item,

@@ -13,6 +13,12 @@ the content and a way to put the content back:
   says so and the file is left where it is).
 
 Symlinks keep their target text, directories their mode.
+
+This module holds :class:`Baseline`: taking each path's record (reading and
+copying a file's content), answering what a path held, and putting a path back.
+It does not hold the per-path records and errors (:mod:`guard.monitor.entries`),
+the walk and the hashing (:mod:`guard.monitor.treeread`), or the order in which
+the baseline is taken before and while the command runs (:mod:`guard.monitor.phases`).
 """
 
 from __future__ import annotations
@@ -26,18 +32,25 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from guard.effects import GuardError
-from guard.monitor import gitstate
+from guard.monitor import gitstate, phases
+from guard.monitor.entries import (
+    DEFAULT_SIZE_CAP,
+    BaselineError,
+    BaselineStats,
+    Entry,
+    Progress,
+    Sig,
+    SourceChanged,
+)
 from guard.monitor.fsops import (
     HASH_CAP,
     Anchor,
     Identity,
     NotRegular,
-    Unsafe,
     dir_meta,
     hash_fd,
     inode_flags,
@@ -50,295 +63,10 @@ from guard.monitor.fsops import (
 )
 from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
 from guard.monitor.gitstate import GIT_TIMEOUT, IndexEntry
+from guard.monitor.treeread import CHUNK as _CHUNK
+from guard.monitor.treeread import blob_id, git_blob_id, hash_file, open_file, read_copy
 
-DEFAULT_SIZE_CAP = 16 * 1024 * 1024
-_CHUNK = 1 << 20
 _IN_MEMORY = 1 << 20
-
-#: progress(phase, done, total); total is 0 while it is not known yet
-Progress = Callable[[str, int, int], None]
-
-
-class BaselineError(GuardError):
-    """The baseline cannot be taken or a path cannot be restored from it."""
-
-
-class SourceChanged(BaselineError):
-    """What a restore would write is not what the baseline read: its source changed."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(f"original unavailable: its source was changed ({why})")
-
-
-def blob_id(data: bytes, hex_len: int = 40) -> str:
-    """The id git gives ``data`` as a blob (SHA-1, or SHA-256 in a sha256 repository)."""
-    h = hashlib.sha256() if hex_len == 64 else hashlib.sha1(usedforsecurity=False)
-    h.update(b"blob %d\0" % len(data))
-    h.update(data)
-    return h.hexdigest()
-
-
-def _read_copy(path: str) -> bytes | None:
-    """A baseline copy, read without following a symlink (never a FIFO)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        raise SourceChanged(f"its baseline copy {path} cannot be opened: {exc.strerror}"
-                            ) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SourceChanged(f"its baseline copy {path} is not a file any more")
-        chunks = []
-        while chunk := os.read(fd, _CHUNK):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-@dataclass(frozen=True, slots=True)
-class Sig:
-    """What an ``lstat`` says about a path, reduced to what a change alters.
-
-    Files compare every field (``ctime`` and the inode catch a content change
-    whose mtime was set back with ``utime``, or an xattr/ACL change); directories
-    compare type, mode, owner and ``meta`` — a digest of their extended attributes
-    (ACLs included) and user inode flags — but not times, which move with every
-    child.
-    """
-
-    kind: str  # file | dir | link | other
-    mode: int
-    uid: int
-    gid: int
-    size: int = 0
-    mtime_ns: int = 0
-    ctime_ns: int = 0
-    ino: int = 0
-    meta: str = ""
-
-    @classmethod
-    def of(cls, st: os.stat_result, meta: str = "") -> Sig:
-        m = st.st_mode
-        if stat.S_ISDIR(m):
-            return cls("dir", stat.S_IMODE(m), st.st_uid, st.st_gid, meta=meta)
-        kind = "file" if stat.S_ISREG(m) else "link" if stat.S_ISLNK(m) else "other"
-        return cls(
-            kind, stat.S_IMODE(m), st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns,
-            st.st_ctime_ns, st.st_ino,
-        )
-
-    def matches(self, st: os.stat_result, meta: str = "") -> bool:
-        """``Sig.of(st, meta) == self``, without building the signature (the final
-        reconciliation asks it of every path, and nearly every answer is yes)."""
-        m = st.st_mode
-        if stat.S_ISDIR(m):
-            return (self.kind == "dir" and self.mode == stat.S_IMODE(m)
-                    and self.uid == st.st_uid and self.gid == st.st_gid and self.meta == meta
-                    and self.size == 0 and self.mtime_ns == 0 and self.ctime_ns == 0
-                    and self.ino == 0)
-        return (self.mtime_ns == st.st_mtime_ns and self.ctime_ns == st.st_ctime_ns
-                and self.ino == st.st_ino and self.size == st.st_size
-                and self.mode == stat.S_IMODE(m) and self.uid == st.st_uid
-                and self.gid == st.st_gid and self.meta == ""
-                and self.kind == ("file" if stat.S_ISREG(m) else "link" if stat.S_ISLNK(m)
-                                  else "other"))
-
-    @classmethod
-    def lstat(cls, path: str) -> Sig | None:
-        try:
-            return cls.of(os.lstat(path))
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-
-    def same_content_attrs(self, other: Sig) -> bool:
-        """True when only ctime/inode differ (e.g. an xattr or a same-mode chmod)."""
-        return (self.kind, self.mode, self.uid, self.gid, self.size, self.mtime_ns) == (
-            other.kind, other.mode, other.uid, other.gid, other.size, other.mtime_ns,
-        )
-
-
-@dataclass(slots=True)
-class Entry:
-    """One path of the baseline."""
-
-    path: str
-    sig: Sig
-    atime_ns: int = 0
-    sha256: str | None = None  # None for clean tracked files: their blob id is the hash
-    blob: str | None = None  # git blob id when the content is in git's object database
-    copy: str | None = None  # path of the copy in the store
-    link: str | None = None  # symlink target
-    unrestorable: str | None = None  # why the content cannot be put back
-    xattrs: dict[str, bytes] | None = None  # directories: extended attributes and ACLs
-    flags: int | None = None  # directories: user inode flags (chattr)
-
-    @property
-    def restorable(self) -> bool:
-        return self.unrestorable is None
-
-
-@dataclass
-class BaselineStats:
-    files: int = 0
-    dirs: int = 0
-    links: int = 0
-    bytes: int = 0
-    from_git: int = 0
-    copied: int = 0
-    copied_bytes: int = 0
-    over_cap: int = 0
-    unreadable: int = 0
-    special: int = 0
-    ignored: int = 0
-    seconds: float = 0.0  # all of it
-    blocking: float = 0.0  # what the command waited for (the first phase)
-
-    def summary(self) -> str:
-        parts = [
-            f"{self.files:,} files, {self.dirs:,} directories, {self.links:,} symlinks"
-            f" ({_human(self.bytes)})",
-            f"{self.from_git:,} restorable from git objects",
-            f"{self.copied:,} copied ({_human(self.copied_bytes)})",
-        ]
-        if self.over_cap:
-            parts.append(f"{self.over_cap:,} over the size cap (not restorable)")
-        if self.unreadable:
-            parts.append(f"{self.unreadable:,} unreadable (not restorable)")
-        if self.special:
-            parts.append(f"{self.special:,} FIFOs, sockets or devices (never opened)")
-        if self.ignored:
-            parts.append(f"{self.ignored:,} ignored by git (never copied, not restorable)")
-        return "; ".join(parts) + (
-            f"; took {self.seconds:.2f} s ({self.blocking:.2f} s before the command could start)"
-        )
-
-
-def _human(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
-def index_mtime_ns(worktree: Path | None) -> int:
-    if worktree is None:
-        return 0
-    try:
-        return os.stat(worktree / ".git" / "index").st_mtime_ns
-    except OSError:
-        return 0
-
-
-def git_blob_id(path: str, anchor: Anchor | None = None) -> str:
-    """The id git would give the file's content as a blob (read by descriptor, never a FIFO)."""
-    h = hashlib.sha1(usedforsecurity=False)
-    with _open_file(path, anchor) as (fd, st):
-        h.update(b"blob %d\0" % st.st_size)
-        while chunk := os.read(fd, _CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-@contextlib.contextmanager
-def _open_file(path: str, anchor: Anchor | None) -> Iterator[tuple[int, os.stat_result]]:
-    if anchor is not None:
-        pfd, name = anchor.parent(path)
-    else:
-        pfd, name = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY), \
-            os.path.basename(path)
-    try:
-        with open_regular(pfd, name) as item:
-            yield item
-    finally:
-        os.close(pfd)
-
-
-#: (path, lstat, directory meta digest, parent fd or None for a root, name in the parent)
-WalkItem = tuple[str, os.stat_result, str, "int | None", str]
-
-
-def walk(
-    roots: list[Path], ignore: Callable[[str], bool], anchor: Anchor | None = None
-) -> Iterator[WalkItem]:
-    """Every path under ``roots`` (roots included) with its lstat, minus ignored subtrees.
-
-    Directories are descended by descriptor (``openat`` with O_NOFOLLOW), so a
-    directory swapped for a symlink while the walk runs is never followed; at most
-    one descriptor per level is open. The parent fd in each item is valid only
-    until the generator resumes.
-    """
-    for r in roots:
-        held = anchor.fd_of(str(r)) if anchor is not None else None
-        try:
-            # the tree held since watching began, not whatever is at the path now
-            rfd = (os.dup(held) if held is not None
-                   else os.open(str(r), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        try:
-            yield str(r), os.fstat(rfd), dir_meta(rfd), None, ""
-            yield from _walk_dir(str(r), rfd, ignore)
-        finally:
-            os.close(rfd)
-
-
-def _walk_dir(top: str, top_fd: int, ignore: Callable[[str], bool]) -> Iterator[WalkItem]:
-    stack: list[tuple[str, int, Iterator[os.DirEntry[str]]]] = []
-
-    def push(path: str, fd: int) -> None:
-        try:
-            with os.scandir(fd) as it:
-                entries = list(it)
-        except PermissionError as exc:
-            os.close(fd)
-            raise BaselineError(f"cannot list {path}: {exc.strerror}") from exc
-        stack.append((path, fd, iter(entries)))
-
-    push(top, os.dup(top_fd))
-    try:
-        while stack:
-            path, fd, it = stack[-1]
-            e = next(it, None)
-            if e is None:
-                stack.pop()
-                os.close(fd)
-                continue
-            p = path + "/" + e.name
-            if ignore(p):
-                continue
-            try:
-                st = e.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if not stat.S_ISDIR(st.st_mode):
-                yield p, st, "", fd, e.name
-                continue
-            try:
-                sub = open_dir_at(fd, e.name)
-            except (FileNotFoundError, Unsafe):
-                continue  # gone or swapped for something else: its own event says so
-            except PermissionError as exc:
-                raise BaselineError(f"cannot list {p}: {exc.strerror}") from exc
-            try:
-                yield p, os.fstat(sub), dir_meta(sub), fd, e.name
-            except BaseException:
-                os.close(sub)
-                raise
-            push(p, sub)
-    finally:
-        for _, fd, _ in stack:
-            os.close(fd)
-
-
-def hash_file(path: str, anchor: Anchor | None = None) -> str:
-    """SHA-256 of a regular file, read by descriptor (a FIFO or device is refused)."""
-    with _open_file(path, anchor) as (fd, _):
-        return hash_fd(fd)[0]
 
 
 @dataclass
@@ -396,8 +124,6 @@ class Baseline:
         progress: Progress | None = None,
     ) -> Baseline:
         """Both phases at once, nothing changing meanwhile (see :mod:`guard.monitor.phases`)."""
-        from guard.monitor import phases
-
         bl = phases.prepare(cls, roots, store=store, worktree=worktree, ignore=ignore,
                             size_cap=size_cap, progress=progress)
         phases.complete(bl, set)
@@ -467,7 +193,7 @@ class Baseline:
 
         Another size is never the same content (nothing is read); a file over the hash
         cap is compared by its sampled digest (see :func:`fsops.sampled_fd`)."""
-        with _open_file(path, self.anchor) as (fd, st):
+        with open_file(path, self.anchor) as (fd, st):
             if st.st_size != e.sig.size:
                 return False
             if e.sha256 is not None and e.sha256.startswith("sampled:"):
@@ -594,7 +320,7 @@ class Baseline:
         e = self.entries.get(path)
         if e is None or e.blob is None or e.copy is not None:
             return False
-        with _open_file(path, self.anchor) as (fd, st):
+        with open_file(path, self.anchor) as (fd, st):
             if st.st_size > self.size_cap:
                 return False
             chunks = []
@@ -632,7 +358,7 @@ class Baseline:
         written by the agent (``.git/objects`` always, the store under ``guard watch``).
         """
         if e.copy is not None and e.sha256 is not None:
-            data = _read_copy(e.copy)
+            data = read_copy(e.copy)
             if data is None:
                 raise SourceChanged(f"its baseline copy {e.copy} is gone")
             if hashlib.sha256(data).hexdigest() != e.sha256:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from guard import audit
 from guard.effects import Effect, EffectKind
 from guard.monitor.attribution import NO_ORIGIN
-from guard.monitor.baseline import BaselineError, Sig
+from guard.monitor.entries import BaselineError, Sig
 from guard.monitor.events import _WRITING_EVENTS, Violation, _is_under, _Pending
 from guard.monitor.fsops import dir_meta
 from guard.monitor.restoring import act, rel

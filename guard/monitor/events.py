@@ -33,7 +33,7 @@ from guard.effects import EffectKind
 
 if TYPE_CHECKING:
     from guard.decide import Guard
-    from guard.monitor.baseline import Sig
+    from guard.monitor.entries import Sig
 
 
 class _Sink:

@@ -35,22 +35,27 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from guard.monitor import gitstate
-from guard.monitor.baseline import (
-    DEFAULT_SIZE_CAP,
-    Baseline,
-    Entry,
-    Progress,
-    Sig,
-    _walk_dir,
-    index_mtime_ns,
-    walk,
-)
-from guard.monitor.fsops import Anchor
+from guard.monitor.entries import DEFAULT_SIZE_CAP, Entry, Progress, Sig
+from guard.monitor.fsops import Anchor, dir_meta
 from guard.monitor.gitstate import IndexEntry
+from guard.monitor.treeread import walk, walk_dir
+
+if TYPE_CHECKING:
+    from guard.monitor.baseline import Baseline
 
 IGNORED = "ignored by git: never copied, so it cannot be restored"
+
+
+def index_mtime_ns(worktree: Path | None) -> int:
+    if worktree is None:
+        return 0
+    try:
+        return os.stat(worktree / ".git" / "index").st_mtime_ns
+    except OSError:
+        return 0
 
 
 def prepare(
@@ -140,12 +145,10 @@ def _capture_tree(bl: Baseline, top: str) -> None:
         fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                      dir_fd=pfd)
         try:
-            from guard.monitor.fsops import dir_meta
-
             bl.entries[top] = bl.record(top, os.fstat(fd), dir_meta(fd), pfd, name, None,
                                         bl.size_cap)
             bl.exact.add(top)
-            for path, st, meta, cfd, cname in _walk_dir(top, fd, bl.ignore):
+            for path, st, meta, cfd, cname in walk_dir(top, fd, bl.ignore):
                 bl.entries[path] = bl.record(path, st, meta, cfd, cname, None, bl.size_cap)
                 bl.exact.add(path)
         finally:

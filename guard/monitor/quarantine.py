@@ -33,6 +33,7 @@ from guard.monitor.fsops import (
     set_inode_flags,
     write_new_file,
 )
+from guard.monitor.treeread import hash_file
 from guard.paths import Roots
 
 MANIFEST = "manifest.json"
@@ -412,8 +413,6 @@ def _restore_item(
     if anchor.lstat(str(src)) is None:
         sha = item.manifest.get("sha256")
         if sha and os.path.isfile(dest) and not os.path.islink(dest):
-            from guard.monitor.baseline import hash_file
-
             on = anchor if anchor.covers(dest) else None
             if hash_file(dest, on) == sha:  # an interrupted restore moved it back already
                 _mark_restored(item, dest, anchor)

@@ -17,7 +17,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from guard.effects import EffectKind, GuardError
-from guard.monitor.baseline import BaselineError, Sig, SourceChanged
+from guard.monitor.entries import BaselineError, Sig, SourceChanged
 from guard.monitor.events import _is_under
 from guard.monitor.fsops import Unsafe
 

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 from guard import audit
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor import phases
-from guard.monitor.baseline import Baseline, Sig, walk
+from guard.monitor.baseline import Baseline
+from guard.monitor.entries import Sig
 from guard.monitor.events import SETTLE_MAX, SETTLE_OPEN_QUIET, SETTLE_QUIET, Violation
 from guard.monitor.gitindex import quarantine_index, read_index, staged, write_index
+from guard.monitor.treeread import walk
 
 if TYPE_CHECKING:
     from guard.monitor.watcher import Monitor

@@ -40,8 +40,9 @@ from guard.fleet.records import stamp
 from guard.fleet.syslog import ship
 from guard.monitor.attribution import Origin, Processes
 from guard.monitor.backends import start_observer
-from guard.monitor.baseline import DEFAULT_SIZE_CAP, Baseline, Progress, Sig
+from guard.monitor.baseline import Baseline
 from guard.monitor.changes import change, path_sig
+from guard.monitor.entries import DEFAULT_SIZE_CAP, Progress, Sig
 from guard.monitor.events import (
     Notice,
     Violation,

@@ -13,7 +13,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from guard.monitor.baseline import Sig
+from guard.monitor.entries import Sig
 
 FIELDS = [f.name for f in dataclasses.fields(Sig)]
 

@@ -1,0 +1,162 @@
+"""Reading the watched trees by descriptor: the walk, and a file's hashes.
+
+Holds :func:`walk` / :func:`walk_dir` (every path under the roots with its
+``lstat``, descended with ``O_NOFOLLOW`` so a directory swapped for a symlink is
+never followed), :func:`hash_file` (a file's SHA-256), :func:`git_blob_id` and
+:func:`blob_id` (the id git gives a file's or some bytes' content), and
+:func:`open_file` / :func:`read_copy`, which open a regular file by descriptor and
+refuse anything else.
+
+It keeps no state and writes nothing. What the baseline records per path is in
+:mod:`guard.monitor.entries`; taking, storing and restoring it is in
+:mod:`guard.monitor.baseline` and :mod:`guard.monitor.phases`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from guard.monitor.entries import BaselineError, SourceChanged
+from guard.monitor.fsops import Anchor, Unsafe, dir_meta, hash_fd, open_dir_at, open_regular
+
+CHUNK = 1 << 20
+
+
+def blob_id(data: bytes, hex_len: int = 40) -> str:
+    """The id git gives ``data`` as a blob (SHA-1, or SHA-256 in a sha256 repository)."""
+    h = hashlib.sha256() if hex_len == 64 else hashlib.sha1(usedforsecurity=False)
+    h.update(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+def read_copy(path: str) -> bytes | None:
+    """A baseline copy, read without following a symlink (never a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise SourceChanged(f"its baseline copy {path} cannot be opened: {exc.strerror}"
+                            ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SourceChanged(f"its baseline copy {path} is not a file any more")
+        chunks = []
+        while chunk := os.read(fd, CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def git_blob_id(path: str, anchor: Anchor | None = None) -> str:
+    """The id git would give the file's content as a blob (read by descriptor, never a FIFO)."""
+    h = hashlib.sha1(usedforsecurity=False)
+    with open_file(path, anchor) as (fd, st):
+        h.update(b"blob %d\0" % st.st_size)
+        while chunk := os.read(fd, CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def open_file(path: str, anchor: Anchor | None) -> Iterator[tuple[int, os.stat_result]]:
+    if anchor is not None:
+        pfd, name = anchor.parent(path)
+    else:
+        pfd, name = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY), \
+            os.path.basename(path)
+    try:
+        with open_regular(pfd, name) as item:
+            yield item
+    finally:
+        os.close(pfd)
+
+
+#: (path, lstat, directory meta digest, parent fd or None for a root, name in the parent)
+WalkItem = tuple[str, os.stat_result, str, "int | None", str]
+
+
+def walk(
+    roots: list[Path], ignore: Callable[[str], bool], anchor: Anchor | None = None
+) -> Iterator[WalkItem]:
+    """Every path under ``roots`` (roots included) with its lstat, minus ignored subtrees.
+
+    Directories are descended by descriptor (``openat`` with O_NOFOLLOW), so a
+    directory swapped for a symlink while the walk runs is never followed; at most
+    one descriptor per level is open. The parent fd in each item is valid only
+    until the generator resumes.
+    """
+    for r in roots:
+        held = anchor.fd_of(str(r)) if anchor is not None else None
+        try:
+            # the tree held since watching began, not whatever is at the path now
+            rfd = (os.dup(held) if held is not None
+                   else os.open(str(r), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        try:
+            yield str(r), os.fstat(rfd), dir_meta(rfd), None, ""
+            yield from walk_dir(str(r), rfd, ignore)
+        finally:
+            os.close(rfd)
+
+
+def walk_dir(top: str, top_fd: int, ignore: Callable[[str], bool]) -> Iterator[WalkItem]:
+    stack: list[tuple[str, int, Iterator[os.DirEntry[str]]]] = []
+
+    def push(path: str, fd: int) -> None:
+        try:
+            with os.scandir(fd) as it:
+                entries = list(it)
+        except PermissionError as exc:
+            os.close(fd)
+            raise BaselineError(f"cannot list {path}: {exc.strerror}") from exc
+        stack.append((path, fd, iter(entries)))
+
+    push(top, os.dup(top_fd))
+    try:
+        while stack:
+            path, fd, it = stack[-1]
+            e = next(it, None)
+            if e is None:
+                stack.pop()
+                os.close(fd)
+                continue
+            p = path + "/" + e.name
+            if ignore(p):
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                yield p, st, "", fd, e.name
+                continue
+            try:
+                sub = open_dir_at(fd, e.name)
+            except (FileNotFoundError, Unsafe):
+                continue  # gone or swapped for something else: its own event says so
+            except PermissionError as exc:
+                raise BaselineError(f"cannot list {p}: {exc.strerror}") from exc
+            try:
+                yield p, os.fstat(sub), dir_meta(sub), fd, e.name
+            except BaseException:
+                os.close(sub)
+                raise
+            push(p, sub)
+    finally:
+        for _, fd, _ in stack:
+            os.close(fd)
+
+
+def hash_file(path: str, anchor: Anchor | None = None) -> str:
+    """SHA-256 of a regular file, read by descriptor (a FIFO or device is refused)."""
+    with open_file(path, anchor) as (fd, _):
+        return hash_fd(fd)[0]
