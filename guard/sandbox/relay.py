@@ -112,8 +112,7 @@ class Decider:
             call = self._call(name, data)
             context = {"egress": dict(call.input)}
             g = self._load()
-            gate = self._gate(g)
-            verdict = gate.decide(call)
+            verdict = (gate := self._gate(g)).decide(call)
             if record or not verdict.allowed:
                 verdict = gate.record(verdict, context, _answered, g)
             reason = str(verdict.reason)
