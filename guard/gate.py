@@ -457,13 +457,16 @@ class Gate:
         context: Mapping[str, Any] | None = None,
         answered: Callable[[Verdict], str] | None = None,
         guard: Guard | None = None,
+        host_agent: tuple[str | None, str | None] | None = None,
     ) -> Verdict:
         """Write the verdict's record to the sink (none: nothing); the verdict as it stands
         then: a record that cannot be written makes it a deny (fail closed).
 
         ``context``: the front door's own fields (host, event, JSON-RPC method, ...);
         ``answered``: what the host will actually be told (recorded when it differs);
-        ``guard``: the policy whose log and fleet fields apply (default: the deciding one).
+        ``guard``: the policy whose log and fleet fields apply (default: the deciding one);
+        ``host_agent``: the agent's (name, version) when the front door knows them (the MCP
+        client's; default: a hook's host, its version from the context).
         """
         if self.sink is None:
             return verdict
@@ -479,9 +482,11 @@ class Gate:
                 if told != verdict.action.value:
                     record["answered"] = told
             call = verdict.call
-            host = record.get("host") if self.source == "hook" else None
+            if host_agent is None:
+                host = record.get("host") if self.source == "hook" else None
+                host_agent = (host if isinstance(host, str) else None, None)
             stamp(record, g, session=call.session if call is not None else None,
-                  host_agent=host if isinstance(host, str) else None)
+                  host_agent=host_agent[0], host_agent_version=host_agent[1])
             self.sink.write(record, g.roots if g is not None else None)
             if g is not None and not getattr(self.sink, "ships", False):
                 from guard.fleet.syslog import ship

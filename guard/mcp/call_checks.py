@@ -145,11 +145,17 @@ class CallChecks(Forwarding):
         under ``--audit refusals``)."""
         return self._record(self.gate.decide(call), context)
 
+    def _write(self, verdict: Verdict, context: Json) -> Verdict:
+        """:meth:`Gate.record` with this proxy's policy and, once it said, the MCP client's
+        (name, version) for the record's fleet fields."""
+        client = self.sink.client if self.sink.client[0] is not None else None
+        return self.gate.record(verdict, context, guard=self.guard, host_agent=client)
+
     def _record(self, verdict: Verdict, context: Json) -> tuple[Verdict, int]:
         """Record ``verdict`` (a record that cannot be written makes it a deny: see
         :meth:`Gate.record`); the verdict and the number of its record (0: none)."""
         before = self.sink.last
-        verdict = self.gate.record(verdict, context, guard=self.guard)
+        verdict = self._write(verdict, context)
         return verdict, (self.sink.last if self.sink.last != before else 0)
 
     def _record_forwarded(self, msg_id: Id, verdict: Verdict) -> int:
@@ -159,7 +165,7 @@ class CallChecks(Forwarding):
         before = self.sink.last
         self.sink.queue_only = True
         try:
-            recorded = self.gate.record(verdict, {"method": "tools/call"}, guard=self.guard)
+            recorded = self._write(verdict, {"method": "tools/call"})
         finally:
             self.sink.queue_only = False
         if recorded.action is not verdict.action:
@@ -200,7 +206,7 @@ class CallChecks(Forwarding):
             f"the user {'allowed' if yes else 'refused'} it when asked ({verdict.reason})",
         )
         before = self.sink.last
-        final = self.gate.record(answered, {**context, "asked": True}, guard=self.guard)
+        final = self._write(answered, {**context, "asked": True})
         return final, (self.sink.last if self.sink.last != before else record)
 
     async def _ask_then_run(
