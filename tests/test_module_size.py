@@ -19,8 +19,6 @@ MAX_LINES = 600
 #: ONLY SHRINKS: remove an entry when its module is split; never add one.
 OVER_LIMIT = {
     "guard/audit.py": 851,
-    "guard/sandbox/relay.py": 697,
-    "guard/monitor/fanotify.py": 636,
 }
 
 

@@ -8,6 +8,12 @@ every event carries the pid of the process that caused it. It needs
 and ``FAN_RENAME`` (Linux 5.17); :func:`choose` probes for both and otherwise
 says why the monitor uses watchdog's inotify observer instead.
 
+This module holds that choice (:func:`choose`, :class:`Choice`) and the observer
+(:class:`FanotifyObserver`): reading the group, naming the directories of its events,
+the directory walk, and the watchdog events it hands on. It does not hold making and
+marking the group (:mod:`guard.monitor.fanotify_group`), nor the kernel's constants
+(:mod:`guard.monitor.fanotify_abi`).
+
 Events arrive as (directory file handle, name) pairs. A directory handle is
 resolved to a path with ``open_by_handle_at`` against a descriptor on the same
 mount, then ``readlink`` of ``/proc/self/fd/N``; results are cached, and new
@@ -36,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import errno
 import os
 import queue
 import select
@@ -64,25 +69,17 @@ from watchdog.events import (
 
 from guard.monitor.fanotify_abi import (
     AT_FDCWD,
-    CAP_SYS_ADMIN,
     DFID,
     DFID_NAME,
     FAN_ATTRIB,
-    FAN_CLASS_NOTIF,
-    FAN_CLOEXEC,
     FAN_CLOSE_WRITE,
     FAN_CREATE,
     FAN_DELETE,
-    FAN_MARK_ADD,
-    FAN_MARK_FILESYSTEM,
     FAN_MODIFY,
-    FAN_NONBLOCK,
     FAN_ONDIR,
     FAN_Q_OVERFLOW,
     FAN_RENAME,
-    FAN_REPORT_DFID_NAME_TARGET,
     FID,
-    MASK,
     MAX_HANDLE_SZ,
     METADATA,
     METADATA_VERSION,
@@ -90,35 +87,16 @@ from guard.monitor.fanotify_abi import (
     OLD_DFID_NAME,
     libc,
 )
+from guard.monitor.fanotify_group import (
+    filesystem_id,
+    has_cap_sys_admin,
+    mark_filesystem,
+    open_group,
+    why_unavailable,
+)
 
 #: directory handles remembered (a path string each); beyond this the oldest are dropped
 CACHE_MAX = 400_000
-
-
-def _oserror(what: str) -> OSError:
-    e = ctypes.get_errno()
-    return OSError(e, f"{what}: {os.strerror(e)}")
-
-
-def has_cap_sys_admin() -> bool:
-    """Is CAP_SYS_ADMIN in this process's effective set?"""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("CapEff:"):
-                    return bool(int(line.split()[1], 16) >> CAP_SYS_ADMIN & 1)
-    except (OSError, ValueError):
-        pass
-    return False
-
-
-def _fsid(path: str) -> bytes:
-    """The file system id of ``path`` as fanotify reports it (statfs ``f_fsid``)."""
-    buf = ctypes.create_string_buffer(256)
-    if libc.statfs(os.fsencode(path), buf) != 0:
-        raise _oserror(f"statfs {path}")
-    off = 7 * ctypes.sizeof(ctypes.c_long)  # f_type .. f_ffree, then f_fsid
-    return buf.raw[off : off + 8]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,31 +109,6 @@ class Choice:
     def line(self) -> str:
         name = "fanotify (filesystem mark)" if self.backend == "fanotify" else "inotify (watchdog)"
         return f"monitor backend: {name}: {self.why}"
-
-
-def _init() -> int:
-    fd = libc.fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK
-                             | FAN_REPORT_DFID_NAME_TARGET, os.O_RDONLY | os.O_LARGEFILE)
-    if fd < 0:
-        raise _oserror("fanotify_init")
-    return int(fd)
-
-
-def _mark(fd: int, path: str) -> None:
-    if libc.fanotify_mark(fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, MASK, AT_FDCWD,
-                           os.fsencode(path)) != 0:
-        raise _oserror(f"fanotify_mark {path}")
-
-
-def _why_not(exc: OSError, path: str) -> str:
-    if exc.errno == errno.EPERM:
-        return "no CAP_SYS_ADMIN (a filesystem mark needs it; run as root to use fanotify)"
-    if exc.errno == errno.EINVAL:
-        return ("the kernel lacks FAN_REPORT_DFID_NAME, FAN_REPORT_TARGET_FID or FAN_RENAME"
-                " (Linux 5.17 or later)")
-    if exc.errno in (errno.ENODEV, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS):
-        return f"the file system of {path} cannot report file handles to fanotify"
-    return f"fanotify is unavailable: {exc.strerror or exc}"
 
 
 def choose(roots: list[Path], wanted: str = "auto") -> Choice:
@@ -174,15 +127,15 @@ def choose(roots: list[Path], wanted: str = "auto") -> Choice:
     if not has_cap_sys_admin():
         return Choice("inotify", "no CAP_SYS_ADMIN (fanotify's filesystem mark needs it)")
     try:
-        fd = _init()
+        fd = open_group()
     except OSError as exc:
-        return Choice("inotify", _why_not(exc, str(roots[0]) if roots else "/"))
+        return Choice("inotify", why_unavailable(exc, str(roots[0]) if roots else "/"))
     try:
         for root in roots:
             try:
-                _mark(fd, str(root))
+                mark_filesystem(fd, str(root))
             except OSError as exc:
-                return Choice("inotify", _why_not(exc, str(root)))
+                return Choice("inotify", why_unavailable(exc, str(root)))
     finally:
         os.close(fd)
     return Choice("fanotify", "CAP_SYS_ADMIN and a kernel with FAN_REPORT_DFID_NAME_TARGET;"
@@ -266,7 +219,7 @@ class FanotifyObserver:
         self._walking = True  # under _cache_lock: a walk is running or about to
         self._walk_again = False
         self._walk_more: list[str] = []  # directories moved in while walking
-        self._fd = _init()
+        self._fd = open_group()
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="guard-fanotify")
@@ -274,11 +227,11 @@ class FanotifyObserver:
         self._closer: threading.Thread | None = None
         try:
             for root in self.roots:
-                fsid = _fsid(root)
+                fsid = filesystem_id(root)
                 if fsid not in self._mounts:
                     self._mounts[fsid] = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                    _mark(self._fd, root)
-            self._fsids = [_fsid(root) for root in self.roots]
+                    mark_filesystem(self._fd, root)
+            self._fsids = [filesystem_id(root) for root in self.roots]
         except OSError:
             self._close()
             raise
