@@ -115,7 +115,8 @@ class Decider:
             call = self._call(name, data)
             context = {"egress": dict(call.input)}
             g = self._load()
-            verdict = (gate := self._gate(g)).decide(call)
+            gate = self._gate(g)
+            verdict = gate.decide(call)
             if record or not verdict.allowed:
                 verdict = gate.record(verdict, context, _answered, g)
             reason = str(verdict.reason)
