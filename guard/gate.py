@@ -28,8 +28,8 @@ confiner, the audit sink) is a ``deny`` whose reason is the error, with
 hook exits 2). A verdict the audit sink cannot record becomes such a deny too.
 
 **Audit.** :meth:`Gate.decide` writes nothing; :meth:`Gate.record` writes a
-verdict to the gate's :class:`~guard.audit.AuditSink` and is the only builder of
-a verdict record: one shape for every front door, so the hook's, the check's and
+verdict to the gate's :class:`~guard.audit.sinks.AuditSink` and is the only builder
+of a verdict record: one shape for every front door, so the hook's, the check's and
 the proxy's records read the same; the front door adds its own context (host,
 event, JSON-RPC method, ...) and records when it knows what it answers.
 
@@ -61,7 +61,7 @@ from guard.effects import Action, Decision, Effect, GuardError, ToolCall
 from guard.planning.found import ModeFound
 
 if TYPE_CHECKING:
-    from guard.audit import AuditSink
+    from guard.audit.sinks import AuditSink
     from guard.decide import Guard
 
 __all__ = [

@@ -17,9 +17,7 @@ MAX_LINES = 600
 
 #: module (relative to the repository) -> its line count when listed: a ceiling.
 #: ONLY SHRINKS: remove an entry when its module is split; never add one.
-OVER_LIMIT = {
-    "guard/audit.py": 851,
-}
+OVER_LIMIT: dict[str, int] = {}
 
 
 def _sizes() -> dict[str, int]:

@@ -76,29 +76,30 @@ def verify(
 
     Prints each break as LOG:LINE: what is wrong, then the head (the last record's number and MAC; keep it elsewhere and pass it back with --head to find records cut from the end). Exit codes: 0 intact, 1 broken, 2 no log, no key or bad input.
     """  # noqa: E501 (one paragraph: the help wraps it)
-    from guard import audit, auditverify
+    from guard.audit import AuditError, chain, logfile
+    from guard.audit import verify as chain_check
     from guard.paths import Roots
 
     try:
         if shipped is not None:
             if log is not None or head is not None:
-                raise audit.AuditError(
+                raise AuditError(
                     "--shipped checks a collector's file: give it without LOG and --head"
                 )
             path = shipped
-            secrets = [audit.load_key(k, create=False) for k in key or [audit.key_path()]]
-            result = auditverify.verify_shipped(path, secrets, host)
+            secrets = [chain.load_key(k, create=False) for k in key or [chain.key_path()]]
+            result = chain_check.verify_shipped(path, secrets, host)
         else:
             if host is not None or (key is not None and len(key) > 1):
-                raise audit.AuditError(
+                raise AuditError(
                     "a local log has one key and one machine: --host and a second --key"
                     " go with --shipped"
                 )
-            path = log if log is not None else audit.default_log_path(Roots.discover())
-            anchor = auditverify.parse_head(head) if head is not None else None
-            secret = audit.load_key(key[0] if key else None, create=False)
-            result = auditverify.verify(path, secret, anchor)
-    except audit.AuditError as exc:
+            path = log if log is not None else logfile.default_log_path(Roots.discover())
+            anchor = chain_check.parse_head(head) if head is not None else None
+            secret = chain.load_key(key[0] if key else None, create=False)
+            result = chain_check.verify(path, secret, anchor)
+    except AuditError as exc:
         fail_for(exc, as_json=as_json)
     out = console()
     head_text = f"{result.head[0]}:{result.head[1]}" if result.head else None

@@ -42,7 +42,7 @@ Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason
 def _recent_decisions(session: Session, cwd: Path, count: int = 5) -> list[Decided]:
     """The last decisions taken while the session existed: its own event log (the MCP
     proxy) and the project's audit log (the hooks, guard check)."""
-    from guard.audit import default_log_path, read
+    from guard.audit.logfile import default_log_path, read
     from guard.paths import Roots
 
     found: list[Decided] = [

@@ -409,7 +409,7 @@ def _with_audit(
     session: Session, cwd: Path, follow: bool
 ) -> Iterator[ev.Event | dict[str, Any]]:
     """The session's events and the project's audit records since it began, as they come."""
-    from guard.audit import default_log_path
+    from guard.audit.logfile import default_log_path
     from guard.paths import Roots
     from guard.ui.state import Tail
 

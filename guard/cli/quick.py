@@ -189,7 +189,7 @@ def run_check(o: CheckOptions) -> int:
     g.agent(o.agent)  # unknown agent: a clear error, exit 2
     sink = None
     if o.audit_log is not None:
-        from guard.audit import AuditLog
+        from guard.audit.sinks import AuditLog
 
         sink = AuditLog(o.audit_log)
     gate = Gate(guard=g, agent=o.agent, sink=sink, source="check")

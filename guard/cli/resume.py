@@ -42,7 +42,7 @@ def session_resume(
 
       guard session resume --host-session ID    # one host session
     """
-    from guard.audit import AuditLog
+    from guard.audit.sinks import AuditLog
     from guard.fleet.records import stamp
     from guard.integrations import missed, reconcile
     from guard.paths import Roots

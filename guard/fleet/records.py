@@ -90,7 +90,7 @@ def stamp(
 ) -> dict[str, Any]:
     """Add the fleet fields to ``record`` (in place; returned). Values the record already
     has for ``ts``, ``session``, ``host_agent`` and ``host_agent_version`` are kept."""
-    from guard.audit import now_iso
+    from guard.audit.logfile import now_iso
 
     record.setdefault("ts", now_iso())
     record["audit_schema"] = AUDIT_SCHEMA

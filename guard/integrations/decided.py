@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from guard.audit import rotated
+from guard.audit.logfile import rotated
 
 #: The kind of the violation record of a tool that ran without guard's decision.
 KIND = "hook_missed"
@@ -59,7 +59,8 @@ class Trust:
     (their line's start, and why), to be reported as tampering."""
 
     def __init__(self) -> None:
-        from guard.audit import AuditError, load_key
+        from guard.audit import AuditError
+        from guard.audit.chain import load_key
 
         self.key: bytes | None
         self.why_no_key = ""
@@ -80,7 +81,7 @@ def untrusted(data: bytes, start: int, end: int, key: bytes | None) -> str | Non
     """Why the line ``data[start:end]`` is not a record guard's writer chained under
     ``key``; None when its MAC verifies. Only this line and the end of the one before it
     (whose MAC this one continues, or none for record 1) are read: no walk of the log."""
-    from guard.audit import _CHAIN, _chain_of, _mac
+    from guard.audit.chain import _CHAIN, _chain_of, _mac
 
     found = _chain_of(data[start:end])
     if found is None:

@@ -142,7 +142,7 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
 
 def guessed_tools(cwd: str | os.PathLike[str] | None = None, limit: int = 2000) -> Check:
     """Tool names guard did not know and had to analyse by their input (from the audit log)."""
-    from guard.audit import default_log_path, read
+    from guard.audit.logfile import default_log_path, read
     from guard.paths import Roots
     from guard.tools import GUESSED
 
@@ -293,7 +293,9 @@ def orphans_check(cwd: str | os.PathLike[str] | None = None) -> Check:
 def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
     """Where hook decisions of this directory are appended (the path is shown), and the
     key that chains them (never made here: a key others can read is broken)."""
-    from guard.audit import AuditError, default_log_path, key_path, load_key
+    from guard.audit import AuditError
+    from guard.audit.chain import key_path, load_key
+    from guard.audit.logfile import default_log_path
     from guard.paths import Roots
 
     try:

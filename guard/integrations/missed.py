@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard import hosts
-from guard.audit import now_iso
+from guard.audit.logfile import now_iso
 from guard.integrations.decided import KIND, Trust, decided
 
 if TYPE_CHECKING:
@@ -323,7 +323,7 @@ def _found(
 ) -> tuple[list[Missed], list[dict[str, Any]]]:
     """The calls of this host session guard never decided, known at this hook call; and
     the records that claimed to decide them but whose MAC does not verify (forged)."""
-    from guard.audit import default_log_path
+    from guard.audit.logfile import default_log_path
 
     call = hook.call
     log = default_log_path(g.roots)

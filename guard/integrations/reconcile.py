@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from guard.audit import now_iso
+from guard.audit.logfile import now_iso
 
 HASH_CAP = 1 << 20
 MAX_PATHS = 2000

@@ -43,7 +43,7 @@ def hook_gate(
     """The gate as the hook uses it: records to the project's log; the policy is found
     for each call's cwd, and compiled again only when one of its files changed (hookd
     answers many calls)."""
-    from guard.audit import AuditLog
+    from guard.audit.sinks import AuditLog
     from guard.gate import Gate
 
     return Gate(

@@ -13,7 +13,7 @@ the MCP parts the gate needs:
 * :class:`McpSink`: the proxy's audit sink. Each verdict record goes to the
   project's audit log and, as a ``decision`` event, to the session's event log
   (``guard events``), queued while the call is decided and written (in order,
-  in batches, by :class:`guard.audit.BufferedWriter`) once the call has been
+  in batches, by :class:`guard.audit.buffered.BufferedWriter`) once the call has been
   forwarded, while the server works; fsync is left to a thread of the writer.
   The router holds a checked call's answer until its record is written, and a
   write that fails withholds the answer and refuses later calls.
@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from guard import audit
+from guard.audit import logfile
+from guard.audit.buffered import BufferedWriter
+from guard.audit.logfile import Appender
 from guard.effects import PATH_KINDS, Action, Effect, GuardError, ToolCall
 from guard.mcp.effects import EffectsFn
 from guard.mcp.paths import file_uri_path, readings
@@ -104,7 +106,7 @@ Item = tuple[dict[str, Any], Roots | None]
 class McpSink:
     """The proxy's audit sink: stderr, the stats, the audit log and the session's events.
 
-    Records are written by an :class:`guard.audit.BufferedWriter` (in order, in
+    Records are written by an :class:`guard.audit.buffered.BufferedWriter` (in order, in
     batches); :meth:`write` only queues them, and they are written on the proxy's
     loop once the call is forwarded: at :meth:`end_batch` when the router handles the
     lines of one read of the client (:attr:`batch`), else when the loop's turn is over
@@ -140,7 +142,7 @@ class McpSink:
         self.verbose = verbose
         self.audit_allowed = audit_allowed
         self.audit_path = audit_path
-        self.writer: audit.BufferedWriter[Item] = audit.BufferedWriter(self._persist, log=log)
+        self.writer: BufferedWriter[Item] = BufferedWriter(self._persist, log=log)
         #: The number of the last record queued (0: none yet).
         self.last = 0
         self._defer: Callable[[Callable[[], None]], object] | None = None
@@ -152,8 +154,8 @@ class McpSink:
         #: record is queued even when the last write failed (its failure withholds the answer).
         self.queue_only = False
         self._paths: dict[Roots, Path] = {}
-        self._logs: dict[Path, audit.Appender] = {}
-        self._events = audit.Appender(session.events_path, audit=False)
+        self._logs: dict[Path, Appender] = {}
+        self._events = Appender(session.events_path, audit=False)
 
     #: this sink ships what it writes (after the write): the gate does not
     ships = True
@@ -213,7 +215,7 @@ class McpSink:
     def _persist(self, items: list[Item]) -> tuple[list[str | None], set[Path]]:
         """Write a batch: one append to each audit log, one to the session's event log.
 
-        The files stay open between batches (:class:`guard.audit.Appender`: a lock,
+        The files stay open between batches (:class:`guard.audit.logfile.Appender`: a lock,
         a check that the path still names the file, one write).
         """
         errors: list[str | None] = [None] * len(items)
@@ -229,14 +231,14 @@ class McpSink:
         for path, indexes in by_path.items():
             log = self._appender(path)
             try:
-                audit.append_records(log, [items[i][0] for i in indexes])
+                logfile.append_records(log, [items[i][0] for i in indexes])
                 dirty.add(path)
                 continue
             except Exception:
                 pass
             for i in indexes:  # one record that cannot be written must not take the others
                 try:
-                    audit.append_records(log, [items[i][0]])
+                    logfile.append_records(log, [items[i][0]])
                     dirty.add(path)
                 except Exception as exc:
                     errors[i] = f"cannot write the audit log: {exc}"
@@ -268,19 +270,19 @@ class McpSink:
                 self.log(why)
         return errors, dirty
 
-    def _appender(self, path: Path) -> audit.Appender:
+    def _appender(self, path: Path) -> Appender:
         log = self._logs.get(path)
         if log is None:
-            log = self._logs[path] = audit.Appender(path)
+            log = self._logs[path] = Appender(path)
         return log
 
     def _log_path(self, record: Mapping[str, Any], roots: Roots | None) -> Path:
         if roots is None:
             cwd = record.get("cwd")
-            return audit.default_log_path(Roots.discover(cwd if isinstance(cwd, str) else None))
+            return logfile.default_log_path(Roots.discover(cwd if isinstance(cwd, str) else None))
         path = self._paths.get(roots)
         if path is None:
-            path = self._paths[roots] = audit.default_log_path(roots)
+            path = self._paths[roots] = logfile.default_log_path(roots)
         return path
 
     def start(
@@ -288,7 +290,7 @@ class McpSink:
         notify: Callable[[], None] | None = None,
         defer: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
-        """Start the writer. ``notify``: see :meth:`guard.audit.BufferedWriter.start`;
+        """Start the writer. ``notify``: see :meth:`guard.audit.buffered.BufferedWriter.start`;
         ``defer`` runs a function once the caller's turn is over (the loop's ``call_soon``)."""
         self._defer = defer
         self.writer.start(notify)

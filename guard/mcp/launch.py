@@ -216,7 +216,7 @@ class Launcher:
 
     def notice(self, event: str, agent: str | None, message: str) -> None:
         """A ``notice`` record in the project's audit log (never silent: stderr on failure)."""
-        from guard import audit
+        from guard.audit import logfile
         from guard.fleet.records import stamp
         from guard.fleet.syslog import ship
 
@@ -231,7 +231,7 @@ class Launcher:
         }
         try:
             stamp(record, self.guard, session=self.session_id)
-            audit.append(record, roots=self.guard.roots)
+            logfile.append(record, roots=self.guard.roots)
             ship(self.guard.audit_settings, [record], self.guard.roots.data)  # never waits
         except Exception as exc:
             self.log(f"cannot write the audit log: {exc}")

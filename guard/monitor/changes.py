@@ -17,7 +17,7 @@ import stat
 import time
 from typing import TYPE_CHECKING, Any
 
-from guard import audit
+from guard.audit import logfile
 from guard.effects import Effect, EffectKind
 from guard.monitor.attribution import NO_ORIGIN
 from guard.monitor.entries import BaselineError, Sig
@@ -146,7 +146,7 @@ def _change_locked(
         m._dirty.add(key)
         action = "reported (watching without --restore)"
     v = Violation(
-        timestamp=audit.now_iso(),
+        timestamp=logfile.now_iso(),
         session=m.session,
         agent=m.agent,
         event=event,
@@ -174,7 +174,7 @@ def _state_change(
         return None
     m._tampered.add(path)
     v = Violation(
-        timestamp=audit.now_iso(), session=m.session, agent=m.agent,
+        timestamp=logfile.now_iso(), session=m.session, agent=m.agent,
         event="tampering:" + event, path=path, rule="monitor:guard-state",
         reason="guard's own state (sessions, quarantine, audit log, baseline store)"
                " changed by the guarded process tree",
@@ -220,7 +220,7 @@ def _object_change(m: Monitor, path: str, kind: EffectKind, event: str) -> Viola
     with m._lock:
         m._dirty.add((path, kind))
         v = Violation(
-            timestamp=audit.now_iso(), session=m.session, agent=m.agent,
+            timestamp=logfile.now_iso(), session=m.session, agent=m.agent,
             event=event, path=path, rule=decision.rule, reason=decision.reason,
             action_taken=action, effect=kind.value,
             detail=f"the git object holding the baseline of {names}",

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guard import audit
+from guard.audit import logfile
 from guard.monitor.attribution import NO_ORIGIN
 from guard.monitor.events import Violation
 
@@ -64,7 +64,7 @@ def check_roots(m: Monitor) -> list[Violation]:
                   " go into the tree watched from the start, held by descriptor"
                   if m.restore else "reported (watching without --restore)")
         v = Violation(
-            timestamp=audit.now_iso(), session=m.session, agent=m.agent,
+            timestamp=logfile.now_iso(), session=m.session, agent=m.agent,
             event=f"root-{what}", path=root, rule="monitor:worktree-identity",
             reason="the watched worktree is not the tree the baseline was taken of",
             action_taken=action, effect="delete" if now is None else "write",

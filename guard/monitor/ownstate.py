@@ -22,7 +22,8 @@ import os
 import socket
 from pathlib import Path
 
-from guard.audit import AUDIT_SUBDIR, KEY_SUBDIR
+from guard.audit.chain import KEY_SUBDIR
+from guard.audit.logfile import AUDIT_SUBDIR
 from guard.effects import GuardError
 from guard.paths import Roots, project_key
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from guard.audit import project_of
+from guard.audit.logfile import project_of
 from guard.effects import GuardError
 from guard.monitor.fsops import (
     Anchor,

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from guard import audit
+from guard.audit import logfile
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor import phases
 from guard.monitor.baseline import Baseline
@@ -308,7 +308,7 @@ def index_change(m: Monitor, git_dir: str, event: str) -> Violation | None:
             action = _restore_index(m, git_dir, data, decision.rule, decision.reason)
         else:
             m._index_known[git_dir] = digest  # once per change of what is staged
-        v = Violation(audit.now_iso(), m.session, m.agent, event, path,
+        v = Violation(logfile.now_iso(), m.session, m.agent, event, path,
                       decision.rule, decision.reason, action, "write",
                       "what is staged changed (git update-index / git add)")
         m.violations.append(v)

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent
 
-from guard import audit
+from guard.audit import logfile
+from guard.audit.sinks import AuditLog, AuditSink
 from guard.effects import EffectKind, GuardError
 from guard.fleet.records import stamp
 from guard.fleet.syslog import ship
@@ -104,7 +105,7 @@ class Monitor(_Sink):
         progress: Progress | None = None,
         on_notice: Callable[[Notice], None] | None = None,
         final_reconcile: bool = True,
-        sink: audit.AuditSink | None = None,
+        sink: AuditSink | None = None,
         background: bool = False,
         backend: str = "auto",
     ) -> None:
@@ -140,11 +141,11 @@ class Monitor(_Sink):
         self.size_cap = size_cap
         self.progress = progress
         self.final_reconcile = final_reconcile
-        self.audit_path = audit_path if audit_path is not None else audit.default_log_path(r)
-        self.sink: audit.AuditSink = sink if sink is not None else audit.AuditLog(self.audit_path)
+        self.audit_path = audit_path if audit_path is not None else logfile.default_log_path(r)
+        self.sink: AuditSink = sink if sink is not None else AuditLog(self.audit_path)
         self.anchor = Anchor([str(root) for root in self.roots])
         self.quarantine = Quarantine(quarantine_root(r), self.session, self.anchor)
-        self.store = r.data / "monitor" / audit.project_of(r) / self.session
+        self.store = r.data / "monitor" / logfile.project_of(r) / self.session
 
         self.violations: list[Violation] = []
         #: restores that failed (then the baseline store is kept when stopping)
@@ -278,7 +279,7 @@ class Monitor(_Sink):
         """Take the tree's watch lock (one monitor per tree, see ownstate.py); a
         :class:`GuardError` names the monitor holding it. ``start`` claims it too."""
         if not self._watch_lock.held:
-            self._watch_lock.acquire(audit.now_iso())
+            self._watch_lock.acquire(logfile.now_iso())
 
     def _start(self, t0: float) -> None:
         if self._barrier_dir is not None:
@@ -542,7 +543,7 @@ class Monitor(_Sink):
     # -- output ------------------------------------------------------------------
 
     def _notice(self, event: str, message: str) -> None:
-        n = Notice(audit.now_iso(), self.session, event, message)
+        n = Notice(logfile.now_iso(), self.session, event, message)
         with self._lock:
             self.notices.append(n)
             self._outbox.append(n)

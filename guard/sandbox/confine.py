@@ -130,11 +130,11 @@ def audit_key_dirs() -> list[str]:
     """The directory of this installation's audit key (the key made first when missing,
     so that it cannot appear later in a view that did not cover it); none when it
     cannot be made (then no writer can make it either)."""
-    from guard import audit
+    from guard.audit import AuditError, chain
 
     try:
-        return [str(audit.load_key_path().parent)]
-    except (audit.AuditError, OSError):
+        return [str(chain.load_key_path().parent)]
+    except (AuditError, OSError):
         return []
 
 

@@ -71,7 +71,7 @@ class Decider:
     def __init__(self, spec: EgressSpec) -> None:
         from pathlib import Path
 
-        from guard.audit import AuditLog
+        from guard.audit.sinks import AuditLog
         from guard.decide import Guard
         from guard.effects import ToolCall
         from guard.gate import Gate, Verdict, VerdictAction

@@ -238,7 +238,7 @@ class Cockpit:
 
     def _audit_path(self) -> Path | None:
         try:
-            from guard.audit import default_log_path
+            from guard.audit.logfile import default_log_path
             from guard.paths import Roots
 
             return default_log_path(Roots.discover(self.cwd))

@@ -118,7 +118,7 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 def audit_records(home: Path) -> list[dict[str, Any]]:
-    from guard.audit import read
+    from guard.audit.logfile import read
 
     return [r for log in sorted(home.rglob("audit/*.jsonl")) for r in read(log)
             if r.get("source") == "hook"]

@@ -137,7 +137,7 @@ def run_claude(
 
 
 def audit_records(home: Path) -> list[dict[str, Any]]:
-    from guard.audit import read  # type: ignore[import-not-found,unused-ignore]
+    from guard.audit.logfile import read  # type: ignore[import-not-found,unused-ignore]
 
     return [
         r
@@ -465,7 +465,7 @@ def test_guard_run_around_claude_in_plan_mode_reaches_its_model_only_through_the
     assert snapshot(repo / "src") == src_before
     assert (plans / "p.md").read_text() == "# P\n"
     assert "namespaces:" in proc.stderr
-    from guard.audit import read  # type: ignore[import-not-found,unused-ignore]
+    from guard.audit.logfile import read  # type: ignore[import-not-found,unused-ignore]
 
     records = [r for log in sorted(Path(env["HOME"]).rglob("audit/*.jsonl")) for r in read(log)]
     egress = [r for r in records if r.get("source") == "run" and "egress" in r]

@@ -127,7 +127,7 @@ def test_write_without_the_hook_is_caught_held_and_undone(
     kept = [p.read_text() for p in (repo / ".openoxide/quarantine").rglob("app.py")]
     assert kept == ["owned = True\n"]
     assert not list(Path(env["HOME"]).rglob("missed/held-*.json"))
-    from guard.audit import read
+    from guard.audit.logfile import read
 
     logged = [r for log in Path(env["HOME"]).rglob("audit/*.jsonl") for r in read(log)]
     resumed = [r for r in logged if r.get("event") == "hook_missed_resumed"]

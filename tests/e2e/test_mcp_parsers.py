@@ -27,7 +27,7 @@ from fsserver import served_project
 from parsers import NAMES, Direct, Server, build_go_server, server
 from rawclient import INIT, RawClient
 
-from guard.audit import default_log_path, read
+from guard.audit.logfile import default_log_path, read
 from guard.paths import Roots
 
 HOOK_BODY = "#!/bin/sh\necho pwned\n"

@@ -19,7 +19,7 @@ from py_ocsf_models.objects.metadata import Metadata
 from py_ocsf_models.objects.user import User
 from pydantic import BaseModel, ConfigDict
 
-from guard.audit import AuditLog
+from guard.audit.sinks import AuditLog
 from guard.effects import Effect, ToolCall
 from guard.fleet.ocsf import to_ocsf
 from guard.fleet.records import stamp

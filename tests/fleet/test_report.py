@@ -26,7 +26,7 @@ from .conftest import run_guard
 EMIT = textwrap.dedent("""\
     import sys
     from pathlib import Path
-    from guard.audit import AuditLog
+    from guard.audit.sinks import AuditLog
     from guard.effects import Effect, ToolCall
     from guard.gate import Gate
     repo, log, n = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])

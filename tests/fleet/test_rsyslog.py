@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from guard import audit
-from guard.audit import AuditLog
+from guard.audit import logfile
+from guard.audit.sinks import AuditLog
 from guard.effects import Effect, ToolCall
 from guard.fleet.records import missing
 from guard.fleet.syslog import Target, spool_dir
@@ -143,8 +143,8 @@ def policy_repo(repo: Path, url: str, extra: str = "") -> Path:
 def local_records(repo: Path) -> list[dict[str, Any]]:
     from guard.paths import Roots
 
-    path = audit.default_log_path(Roots.discover(repo))
-    return list(audit.read(path)) if path.exists() else []
+    path = logfile.default_log_path(Roots.discover(repo))
+    return list(logfile.read(path)) if path.exists() else []
 
 
 def emit_hooks(repo: Path, n: int, start: int = 0) -> None:
@@ -278,7 +278,7 @@ def test_records_forged_edited_or_dropped_at_the_collector_are_named(
     # the local log itself is untouched and intact
     from guard.paths import Roots
 
-    log = audit.default_log_path(Roots.discover(repo))
+    log = logfile.default_log_path(Roots.discover(repo))
     local = subprocess.run([sys.executable, "-m", "guard", "audit", "verify", "--json", str(log)],
                            capture_output=True, text=True, timeout=300, check=False)
     assert local.returncode == 0, local.stdout

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from guard.audit import default_log_path, read
+from guard.audit.logfile import default_log_path, read
 from guard.fleet.records import missing
 from guard.paths import Roots
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from guard.audit import AuditError, MemorySink
+from guard.audit import AuditError
+from guard.audit.sinks import MemorySink
 from guard.decide import Guard
 from guard.effects import Effect, ToolCall
 from guard.gate import Confinement, Gate, ModeHint, Verdict, VerdictAction

@@ -188,7 +188,7 @@ def test_repository_cannot_shadow_guard_package(repo: Path, env: dict[str, str])
 
 
 def test_each_decision_is_audited(repo: Path, run_hook: HookRunner, home: Path) -> None:
-    from guard.audit import read  # type: ignore[import-not-found,unused-ignore]
+    from guard.audit.logfile import read  # type: ignore[import-not-found,unused-ignore]
 
     p = claude_payload("Write", {"file_path": str(repo / "src/a.py"), "content": ""}, repo)
     assert decision(run_hook("claude-code", p, "--agent", "plan")) == "deny"

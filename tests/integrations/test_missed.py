@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from guard.audit import default_log_path, read
+from guard.audit.logfile import default_log_path, read
 from guard.paths import Roots
 
 from .conftest import HookRunner

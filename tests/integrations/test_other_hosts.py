@@ -149,7 +149,7 @@ def test_unknown_write_tool_is_a_write_of_its_path(
 def test_guessed_tools_are_flagged_in_the_audit_log(
     repo: Path, home: Path, decide_hook: HookRunner
 ) -> None:
-    from guard.audit import read
+    from guard.audit.logfile import read
     from guard.tools import GUESSED
 
     decide_hook("codex", codex_payload("Shellx", {"command": "ls"}, repo), "--agent", "build")

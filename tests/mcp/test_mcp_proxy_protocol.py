@@ -290,7 +290,7 @@ def test_tools_call_sent_as_a_notification_never_reaches_the_server(
 ) -> None:
     """Attack: send a tools/call without an id (a JSON-RPC notification, which gets no
     answer) hoping the proxy forwards notifications unchecked, so the server runs it."""
-    from guard.audit import default_log_path, read
+    from guard.audit.logfile import default_log_path, read
     from guard.paths import Roots
 
     client, log = scripted
@@ -324,7 +324,7 @@ def build_scripted(repo: Path) -> tuple[RawClient, Path]:
 def test_client_answers_reach_the_server_only_for_its_pending_requests(repo: Path) -> None:
     """Attack: answers the server never asked for (an unknown id, a second answer to one
     already answered) hoping the proxy forwards whatever has no "method"."""
-    from guard.audit import default_log_path, read
+    from guard.audit.logfile import default_log_path, read
     from guard.paths import Roots
 
     client, log = build_scripted(repo)

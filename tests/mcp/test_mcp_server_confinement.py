@@ -21,7 +21,7 @@ import pytest
 from fsserver import served_project
 from rawclient import INIT, RawClient
 
-from guard.audit import default_log_path, read
+from guard.audit.logfile import default_log_path, read
 from guard.mcp.launch import NO_LANDLOCK_ENV
 from guard.paths import Roots
 from guard.sandbox import confine

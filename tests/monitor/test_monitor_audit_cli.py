@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from guard import audit
+from guard.audit import AuditError, logfile
 from guard.decide import Guard
 from guard.monitor import Baseline, Monitor
 from guard.paths import Roots
@@ -26,7 +26,7 @@ WRITERS, RECORDS = 4, 400
 def _writer(path: str, n: int, who: int) -> None:
     big = "x" * 5000  # larger than PIPE_BUF: atomicity must come from the lock + one write
     for i in range(n):
-        audit.append({"who": who, "i": i, "pad": big}, Path(path))
+        logfile.append({"who": who, "i": i, "pad": big}, Path(path))
 
 
 def test_audit_appends_from_several_processes_never_interleave(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_audit_appends_from_several_processes_never_interleave(tmp_path: Path) -
     for p in procs:
         p.join()
         assert p.exitcode == 0
-    records = list(audit.read(log))
+    records = list(logfile.read(log))
     assert len(records) == WRITERS * RECORDS
     for w in range(WRITERS):
         assert [r["i"] for r in records if r["who"] == w] == list(range(RECORDS))
@@ -48,7 +48,7 @@ def test_audit_appends_from_several_processes_never_interleave(tmp_path: Path) -
 
 def test_default_log_path_is_under_the_data_dir_agents_cannot_write(wt: Path) -> None:
     g = Guard.load(worktree=wt)
-    path = audit.default_log_path(g.roots)
+    path = logfile.default_log_path(g.roots)
     assert path.parent == g.roots.data / "audit"
     assert path.name.startswith("wt-") and path.suffix == ".jsonl"
     for agent in g.agent_names:
@@ -64,22 +64,22 @@ def audit_write(path: Path) -> object:
 def test_audit_append_to_an_unwritable_place_names_the_path(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(audit.AuditError, match=str(blocker)):
-        audit.append({"x": 1}, blocker / "log.jsonl")
+    with pytest.raises(AuditError, match=str(blocker)):
+        logfile.append({"x": 1}, blocker / "log.jsonl")
 
 
 def test_audit_read_reports_the_bad_line(tmp_path: Path) -> None:
     log = tmp_path / "a.jsonl"
     log.write_text('{"a": 1}\nnot json\n')
-    with pytest.raises(audit.AuditError, match=r"a\.jsonl:2"):
-        list(audit.read(log))
+    with pytest.raises(AuditError, match=r"a\.jsonl:2"):
+        list(logfile.read(log))
 
 
 def test_append_uses_roots_when_no_path_given(wt: Path) -> None:
     roots = Roots.discover(worktree=wt)
-    written = audit.append({"type": "test"}, roots=roots)
-    assert written == audit.default_log_path(roots)
-    assert [r["type"] for r in audit.read(written)] == ["test"]
+    written = logfile.append({"type": "test"}, roots=roots)
+    assert written == logfile.default_log_path(roots)
+    assert [r["type"] for r in logfile.read(written)] == ["test"]
 
 
 def test_baseline_progress_reaches_the_total_on_a_large_tree(wt: Path, tmp_path: Path) -> None:
@@ -168,8 +168,8 @@ def test_guard_watch_restore_json_end_to_end(wt: Path) -> None:
     v = next(r for r in lines if r.get("type") == "violation")
     assert v["path"] == str(target) and v["session"] == "cli-test"
     assert "quarantine" in str(v["action_taken"])
-    log = audit.default_log_path(Guard.load(worktree=wt).roots)
-    assert any(r.get("path") == str(target) for r in audit.read(log))
+    log = logfile.default_log_path(Guard.load(worktree=wt).roots)
+    assert any(r.get("path") == str(target) for r in logfile.read(log))
     assert any(r.get("event") == "stop" for r in lines)
 
 
@@ -272,7 +272,7 @@ def test_without_version_control_the_fallback_plan_dir_is_watched_too(
         bad.write_text("echo\n")
         wait_for(lambda: any(v.path == str(bad) for v in m.violations), "fallback violation")
         assert [v.path for v in m.violations] == [str(bad)]
-    assert audit.default_log_path(g.roots).stem == g.roots.plans.name
+    assert logfile.default_log_path(g.roots).stem == g.roots.plans.name
     from guard.monitor import list_items, quarantine_root
 
     items = list_items(quarantine_root(g.roots))

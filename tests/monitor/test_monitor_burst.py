@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from guard import audit
+from guard.audit import logfile
 from guard.monitor import Monitor
 from tests.monitor.conftest import wait_for
 
@@ -114,7 +114,7 @@ def test_real_inotify_overflow_triggers_a_reconciliation_that_misses_nothing(
 
         def notices_logged() -> bool:
             # notices reach the log after they are known, outside the monitor's lock
-            records = list(audit.read(m.audit_path))
+            records = list(logfile.read(m.audit_path))
             return any(r.get("event") == "inotify-overflow" for r in records) and any(
                 r.get("event") == "reconcile" and "overflow" in r.get("message", "")
                 for r in records

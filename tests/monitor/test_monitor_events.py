@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from guard import audit
+from guard.audit import logfile
 from guard.monitor import Monitor
 from tests.monitor.conftest import git, wait_for
 
@@ -59,7 +59,7 @@ def test_editing_a_tracked_file_is_reported_with_rule_and_logged(
     def logged() -> list[dict[str, object]]:
         if not m.audit_path.exists():
             return []
-        return [r for r in audit.read(m.audit_path) if r.get("type") == "violation"]
+        return [r for r in logfile.read(m.audit_path) if r.get("type") == "violation"]
 
     # the record is written after the violation is known, outside the monitor's lock
     wait_for(lambda: bool(logged()), "the violation's audit record")

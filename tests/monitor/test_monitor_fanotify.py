@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from guard import audit
+from guard.audit import logfile
 from guard.monitor import Monitor
 from guard.monitor.fanotify import FanotifyObserver, choose
 from tests.components import CI_RULE, in_ci
@@ -130,7 +130,7 @@ def test_fanotify_sees_every_kind_of_change_and_names_the_writer(
             assert v.in_guarded_tree is None, v  # no guarded tree under guard watch
 
     def logged() -> dict[tuple[str, str], dict[str, object]]:
-        return {(str(r["path"]), str(r["event"])): r for r in audit.read(m.audit_path)
+        return {(str(r["path"]), str(r["event"])): r for r in logfile.read(m.audit_path)
                 if r.get("type") == "violation"}
 
     wait_for(lambda: want <= set(logged()), "the violations in the audit log")
@@ -183,7 +183,7 @@ def test_inotify_records_carry_null_attribution(
     (wt / "src" / "app.py").write_text("changed\n")
     def logged() -> list[dict[str, object]]:
         # the record reaches the log just after m.violations (written outside the lock)
-        return [r for r in audit.read(m.audit_path) if r.get("type") == "violation"
+        return [r for r in logfile.read(m.audit_path) if r.get("type") == "violation"
                 and r.get("path") == str(wt / "src" / "app.py")]
 
     wait_for(lambda: bool(logged()), "the write reported in the audit log")

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import guard
-from guard import audit
+from guard.audit import logfile
 
 PACKAGE = Path(guard.__file__).resolve().parent
 
@@ -205,7 +205,7 @@ def wait_for_daemon(
 def all_lines(log: Path) -> list[bytes]:
     """Every line of an audit log and its rotated parts, each part ending in a whole record."""
     lines = []
-    for part in [*audit.rotated(log), log]:
+    for part in [*logfile.rotated(log), log]:
         data = part.read_bytes()
         assert data.endswith(b"\n"), f"{part} ends inside a record"
         lines += data.splitlines()

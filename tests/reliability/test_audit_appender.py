@@ -1,4 +1,4 @@
-"""guard.audit.Appender (the MCP proxy's kept-open logs): rotation, torn tails, removed files.
+"""logfile.Appender (the MCP proxy's kept-open logs): rotation, torn tails, removed files.
 
 The appender keeps its descriptor open between batches, so each test makes the
 path name another file behind its back, for real (other processes rotating the
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from guard import audit, auditverify
+from guard.audit import chain, logfile, verify
+from guard.audit.buffered import BufferedWriter
+from guard.audit.logfile import MAX_BYTES_ENV, Appender
 
 from .conftest import all_lines
 
@@ -25,11 +27,11 @@ LIMIT = 20_000
 
 
 def _appending_writer(path: str, n: int, who: int, limit: int) -> None:
-    os.environ[audit.MAX_BYTES_ENV] = str(limit)
+    os.environ[MAX_BYTES_ENV] = str(limit)
     rng = random.Random(who)
-    log = audit.Appender(Path(path))
+    log = Appender(Path(path))
     for i in range(n):
-        log.append(audit.encode_many([{"who": who, "i": i, "pad": "x" * rng.randrange(10, 900)}]))
+        log.append(logfile.encode_many([{"who": who, "i": i, "pad": "x" * rng.randrange(10, 900)}]))
     log.close()
 
 
@@ -51,7 +53,7 @@ def test_appenders_that_keep_the_log_open_lose_and_repeat_nothing_across_rotatio
     for p in procs:
         p.join(300)
         assert p.exitcode == 0
-    assert len(audit.rotated(log)) > 5, "the test must have rotated the log several times"
+    assert len(logfile.rotated(log)) > 5, "the test must have rotated the log several times"
     seen: dict[int, list[int]] = {}
     for line in all_lines(log):
         record = json.loads(line)
@@ -59,7 +61,7 @@ def test_appenders_that_keep_the_log_open_lose_and_repeat_nothing_across_rotatio
     assert {w: seen.get(w) for w in range(WRITERS)} == {
         w: list(range(RECORDS)) for w in range(WRITERS)
     }
-    chained = auditverify.verify(log, audit.load_key(create=False))  # one chain, every writer's
+    chained = verify.verify(log, chain.load_key(create=False))  # one chain, every writer's
     assert chained.intact and chained.records == WRITERS * RECORDS, chained.findings[:3]
 
 
@@ -67,26 +69,28 @@ def test_an_appender_writes_to_the_new_file_after_another_writer_rotated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = tmp_path / "audit.jsonl"
-    first = audit.encode_many([{"n": 1, "pad": "x" * 200}])
-    mine = audit.Appender(log)
+    first = logfile.encode_many([{"n": 1, "pad": "x" * 200}])
+    mine = Appender(log)
     mine.append(first)
     # the limit: one and a half chained records of this size
-    monkeypatch.setenv(audit.MAX_BYTES_ENV, str(log.stat().st_size * 3 // 2))
-    audit.append_many([{"n": 2, "pad": "x" * 200}], log)  # another writer: rotates first
-    mine.append(audit.encode_many([{"n": 3}]))
+    monkeypatch.setenv(MAX_BYTES_ENV, str(log.stat().st_size * 3 // 2))
+    logfile.append_many([{"n": 2, "pad": "x" * 200}], log)  # another writer: rotates first
+    mine.append(logfile.encode_many([{"n": 3}]))
     mine.close()
-    parts = [[json.loads(x)["n"] for x in p.read_bytes().splitlines()] for p in audit.rotated(log)]
+    parts = [
+        [json.loads(x)["n"] for x in p.read_bytes().splitlines()] for p in logfile.rotated(log)
+    ]
     assert parts == [[1]]
     assert [json.loads(x)["n"] for x in log.read_bytes().splitlines()] == [2, 3]
 
 
 def test_an_appender_removes_a_dead_writers_torn_tail_before_its_record(tmp_path: Path) -> None:
     log = tmp_path / "audit.jsonl"
-    mine = audit.Appender(log)
-    mine.append(audit.encode_many([{"n": 1}]))
+    mine = Appender(log)
+    mine.append(logfile.encode_many([{"n": 1}]))
     with open(log, "ab") as other:  # what a writer killed inside its write(2) leaves
         other.write(b'{"n": 2, "pad": "half a rec')
-    mine.append(audit.encode_many([{"n": 3}]))
+    mine.append(logfile.encode_many([{"n": 3}]))
     mine.close()
     assert [json.loads(x)["n"] for x in log.read_bytes().splitlines()] == [1, 3]
 
@@ -96,7 +100,7 @@ def test_an_event_log_removed_under_an_appender_is_written_again_at_its_path(
 ) -> None:
     """A record written to the open descriptor of a removed file would be lost."""
     events = tmp_path / "s.events.jsonl"
-    mine = audit.Appender(events, audit=False)
+    mine = Appender(events, audit=False)
     mine.append(b'{"n":1}\n')
     events.unlink()
     mine.append(b'{"n":2}\n')
@@ -109,13 +113,13 @@ def test_drain_on_the_owners_thread_and_the_writer_thread_keep_the_order(tmp_pat
     """Attack: the owner drains the queue while the writer thread writes a batch; a batch
     written out of turn would put records out of order (and mark later ones written)."""
     log = tmp_path / "a.jsonl"
-    appender = audit.Appender(log)
+    appender = Appender(log)
 
     def persist(batch: list[dict[str, object]]) -> tuple[list[str | None], set[Path]]:
-        appender.append(audit.encode_many(batch))
+        appender.append(logfile.encode_many(batch))
         return [None] * len(batch), {log}
 
-    writer: audit.BufferedWriter[dict[str, object]] = audit.BufferedWriter(persist)
+    writer: BufferedWriter[dict[str, object]] = BufferedWriter(persist)
     writer.start()
     stop = threading.Event()
 
@@ -134,4 +138,4 @@ def test_drain_on_the_owners_thread_and_the_writer_thread_keep_the_order(tmp_pat
         stop.set()
         other.join()
     assert writer.close()
-    assert [r["i"] for r in audit.read(log)] == list(range(3000))
+    assert [r["i"] for r in logfile.read(log)] == list(range(3000))

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from guard import audit, auditverify
+from guard.audit import AuditError, logfile, verify
+from guard.audit.chain import CHAIN_KEYS, load_key
+from guard.audit.logfile import MAX_BYTES_ENV, Appender
 
 
 def guard(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -71,7 +73,7 @@ def test_the_key_is_made_once_0600_in_a_0700_directory(home: Path, repo: Path) -
     assert len(first) == 32
     written_log(home, repo, 1)
     assert key.read_bytes() == first
-    records = list(audit.read(log))
+    records = list(logfile.read(log))
     assert [r["chain_seq"] for r in records] == [1, 2, 3]
     assert all(len(r["chain"]) == 64 for r in records)
     proc = guard(home, "audit", "verify", str(log))
@@ -92,7 +94,7 @@ def test_every_record_field_is_covered_fleet_envelope_included(home: Path, repo:
         lines = original.splitlines()
         edited = json.loads(lines[1])
         edited[field] = value
-        chain = {k: edited.pop(k) for k in audit.CHAIN_KEYS}
+        chain = {k: edited.pop(k) for k in CHAIN_KEYS}
         text = json.dumps(edited, sort_keys=True, ensure_ascii=False)
         lines[1] = text[:-1] + f', "chain_seq": {chain["chain_seq"]}, "chain": "{chain["chain"]}"}}'
         log.write_text("\n".join(lines) + "\n")
@@ -111,7 +113,7 @@ def _forge(lines: list[str]) -> list[str]:
 
 def _forge_unchained(lines: list[str]) -> list[str]:
     fake = json.loads(lines[1])
-    for k in audit.CHAIN_KEYS:
+    for k in CHAIN_KEYS:
         fake.pop(k)
     return [*lines[:2], json.dumps(dict(fake, decision="allow")), *lines[2:]]
 
@@ -167,15 +169,15 @@ def test_the_chain_runs_across_rotated_parts_and_a_deleted_part_is_named(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = home / "a.jsonl"
-    monkeypatch.setenv(audit.MAX_BYTES_ENV, "600")
+    monkeypatch.setenv(MAX_BYTES_ENV, "600")
     for i in range(12):
-        audit.append({"type": "notice", "i": i, "pad": "x" * 100}, log)
-    parts = audit.rotated(log)
+        logfile.append({"type": "notice", "i": i, "pad": "x" * 100}, log)
+    parts = logfile.rotated(log)
     assert len(parts) >= 3
-    assert auditverify.verify(log, audit.load_key()).intact
-    assert [r["chain_seq"] for r in audit.read(log)] == list(range(1, 13))
+    assert verify.verify(log, load_key()).intact
+    assert [r["chain_seq"] for r in logfile.read(log)] == list(range(1, 13))
     parts[1].unlink()
-    result = auditverify.verify(log, audit.load_key())
+    result = verify.verify(log, load_key())
     assert [(f.path, f.line) for f in result.findings] == [(parts[2], 1)]
     assert "missing before this line" in result.findings[0].problem
 
@@ -184,22 +186,22 @@ def test_a_killed_writers_torn_tail_is_a_note_and_the_next_record_chains_on(
     home: Path,
 ) -> None:
     log = home / "a.jsonl"
-    audit.append({"n": 1}, log)
+    logfile.append({"n": 1}, log)
     with open(log, "ab") as fh:
         fh.write(b'{"n": 2, "half')
-    torn = auditverify.verify(log, audit.load_key())
+    torn = verify.verify(log, load_key())
     assert torn.intact and [n.line for n in torn.notes] == [2]
-    audit.append({"n": 3}, log)
-    after = auditverify.verify(log, audit.load_key())
+    logfile.append({"n": 3}, log)
+    after = verify.verify(log, load_key())
     assert after.intact and after.records == 2 and not after.notes
 
 
 def test_a_caller_cannot_supply_the_chain_keys(home: Path) -> None:
     log = home / "a.jsonl"
-    audit.append({"n": 1, "chain": "f" * 64, "chain_seq": 99}, log)
-    (record,) = audit.read(log)
+    logfile.append({"n": 1, "chain": "f" * 64, "chain_seq": 99}, log)
+    (record,) = logfile.read(log)
     assert record["chain_seq"] == 1 and record["chain"] != "f" * 64
-    assert auditverify.verify(log, audit.load_key()).intact
+    assert verify.verify(log, load_key()).intact
 
 
 def test_a_key_others_can_read_is_refused(home: Path, repo: Path) -> None:
@@ -239,24 +241,24 @@ def test_after_a_forged_last_line_the_writer_starts_a_new_chain_and_only_it_is_n
     """Attack: append an unchained line; the next genuine record cannot continue from it,
     so the writer starts a new chain, and verify names the forged line alone."""
     log = home / "a.jsonl"
-    audit.append({"n": 1}, log)
+    logfile.append({"n": 1}, log)
     with open(log, "a") as fh:
         fh.write('{"n": 2, "decision": "allow"}\n')
-    audit.append({"n": 3}, log)
-    result = auditverify.verify(log, audit.load_key())
+    logfile.append({"n": 3}, log)
+    result = verify.verify(log, load_key())
     assert [(f.line, f.problem[:13]) for f in result.findings] == [(2, "no chain MAC:")]
-    assert [r.get("chain_seq") for r in audit.read(log)] == [1, None, 1]
+    assert [r.get("chain_seq") for r in logfile.read(log)] == [1, None, 1]
 
 
 def test_a_forged_record_number_far_ahead_is_named_at_once(home: Path) -> None:
     """Attack on the verifier: a record claiming number 10**17 (or a number too long to
     parse) must be named, not make verify count to it."""
     log = home / "a.jsonl"
-    audit.append({"n": 1}, log)
+    logfile.append({"n": 1}, log)
     for seq in (10**17, int("9" * 40)):
         with open(log, "a") as fh:
             fh.write(json.dumps({"n": 2, "chain_seq": seq, "chain": "ab" * 32}) + "\n")
-    result = auditverify.verify(log, audit.load_key())
+    result = verify.verify(log, load_key())
     assert [f.line for f in result.findings] == [2, 3]
     assert "records 2 to 99999999999999999 are missing" in result.findings[0].problem
     assert "no chain MAC" in result.findings[1].problem
@@ -264,12 +266,12 @@ def test_a_forged_record_number_far_ahead_is_named_at_once(home: Path) -> None:
 
 def test_a_long_lived_writer_notices_a_new_key(home: Path) -> None:
     log = home / "a.jsonl"
-    audit.append({"n": 1}, log)
+    logfile.append({"n": 1}, log)
     key = key_file(home)
     key.unlink()
-    audit.append({"n": 2}, log)  # the same process: makes and uses a new key
+    logfile.append({"n": 2}, log)  # the same process: makes and uses a new key
     assert key.exists()
-    result = auditverify.verify(log, audit.load_key(create=False))
+    result = verify.verify(log, load_key(create=False))
     assert [f.line for f in result.findings] == [1]  # chained under the old key
 
 
@@ -288,10 +290,10 @@ def test_doctor_names_the_key_and_a_key_others_can_read_is_broken(
 
 def test_a_writer_that_holds_the_key_stops_when_others_may_read_it(home: Path) -> None:
     log = home / "a.jsonl"
-    audit.append({"n": 1}, log)
+    logfile.append({"n": 1}, log)
     key_file(home).chmod(0o644)
-    with pytest.raises(audit.AuditError, match="chmod 600"):
-        audit.append({"n": 2}, log)
+    with pytest.raises(AuditError, match="chmod 600"):
+        logfile.append({"n": 2}, log)
     assert len(log.read_text().splitlines()) == 1
 
 
@@ -307,17 +309,17 @@ def test_shipped_records_verify_in_any_order_and_resends_are_a_note(home: Path) 
     writer's spool append comes after its log append), one record resent, non-ASCII
     text escaped on the way: `guard audit verify --shipped` finds the trail intact."""
     log = home / "audit" / "p.jsonl"
-    a, b = audit.Appender(log), audit.Appender(log)
+    a, b = Appender(log), Appender(log)
     written: list[dict[str, object]] = []
     for i in range(6):
         rec: dict[str, object] = {"type": "verdict", "decision": "deny", "n": i,
                                   "reason": "é ✓ \u2028", "hostname": "m1", "uid": 1000}
-        audit.append_records(a if i % 2 else b, [rec])
+        logfile.append_records(a if i % 2 else b, [rec])
         written.append(rec)
     a.close()
     b.close()
     assert [r["chain_seq"] for r in written] == list(range(1, 7))
-    assert auditverify.verify(log, audit.load_key()).intact  # the local log as it was
+    assert verify.verify(log, load_key()).intact  # the local log as it was
     arrived = [written[1], written[0], written[2], written[4], written[3], written[3],
                written[5]]
     collector = home / "central.jsonl"
@@ -341,10 +343,10 @@ def test_a_shipped_chain_that_starts_again_is_named(home: Path) -> None:
     collector's copy would show only the new trail; the collector has both record 1s."""
     log = home / "audit" / "p.jsonl"
     first = [{"type": "verdict", "n": i, "hostname": "m1", "uid": 1} for i in range(3)]
-    audit.append_many(first, log)
+    logfile.append_many(first, log)
     log.unlink()
     second = [{"type": "verdict", "n": 10 + i, "hostname": "m1", "uid": 1} for i in range(2)]
-    audit.append_many(second, log)
+    logfile.append_many(second, log)
     collector = home / "central.jsonl"
     collector.write_text(_shipped([*first, *second]))
     proc = guard(home, "audit", "verify", "--shipped", str(collector))
@@ -367,7 +369,7 @@ def test_a_record_shipped_shortened_keeps_its_place_and_is_named(home: Path) -> 
         {"type": "verdict", "n": 1, "hostname": "m1", "uid": 1, "reason": "x" * 70000},
         {"type": "verdict", "n": 2, "hostname": "m1", "uid": 1},
     ]
-    audit.append_many(recs, log)
+    logfile.append_many(recs, log)
     bodies = []
     for r in recs:
         msg = syslog.message(syslog.spool_line(r)[:-1], 4)
@@ -389,7 +391,7 @@ def test_an_edited_shipped_record_next_to_a_dropped_one_is_named_once_each(home:
     recs: list[dict[str, object]] = [
         {"type": "verdict", "decision": "deny", "n": i, "hostname": "m1", "uid": 0}
         for i in range(6)]
-    audit.append_many(recs, log)
+    logfile.append_many(recs, log)
     recs[1]["decision"] = "allow"
     collector = home / "central.jsonl"
     collector.write_text(_shipped([recs[0], recs[1], recs[3], recs[5]]))

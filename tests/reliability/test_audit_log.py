@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from guard import audit
+from guard.audit import AuditError, logfile
+from guard.audit.logfile import MAX_BYTES_ENV
 
 from .conftest import all_lines
 
@@ -28,17 +29,17 @@ LIMIT = 20_000
 
 
 def _writer(path: str, n: int, who: int, limit: int) -> None:
-    os.environ[audit.MAX_BYTES_ENV] = str(limit)
+    os.environ[MAX_BYTES_ENV] = str(limit)
     rng = random.Random(who)
     for i in range(n):
-        audit.append({"who": who, "i": i, "pad": "x" * rng.randrange(10, 900)}, Path(path))
+        logfile.append({"who": who, "i": i, "pad": "x" * rng.randrange(10, 900)}, Path(path))
 
 
 def _reader(path: str, rounds: int, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
     bad = []
     for _ in range(rounds):
         seen: dict[int, list[int]] = {}
-        for r in audit.read(Path(path)):
+        for r in logfile.read(Path(path)):
             seen.setdefault(r["who"], []).append(r["i"])
         for who, got in seen.items():
             if got != list(range(len(got))):  # every snapshot: a gap-free, repeat-free prefix
@@ -60,12 +61,12 @@ def test_rotation_under_concurrent_writers_loses_and_repeats_nothing(tmp_path: P
         p.join(timeout=600)
         assert p.exitcode == 0
     assert results.get(timeout=10) == []
-    parts = audit.rotated(log)
+    parts = logfile.rotated(log)
     assert len(parts) >= 10, "the test must rotate many times"
     assert [p.name for p in parts] == [f"p.jsonl.{n}" for n in range(1, len(parts) + 1)]
     for part in [*parts, log]:
         assert part.stat().st_size <= LIMIT
-    records = list(audit.read(log))
+    records = list(logfile.read(log))
     assert len(records) == WRITERS * RECORDS
     assert len(all_lines(log)) == WRITERS * RECORDS
     for w in range(WRITERS):
@@ -76,17 +77,17 @@ def test_rotation_size_comes_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = tmp_path / "a.jsonl"
-    monkeypatch.setenv(audit.MAX_BYTES_ENV, "0")
+    monkeypatch.setenv(MAX_BYTES_ENV, "0")
     for i in range(50):
-        audit.append({"i": i, "pad": "y" * 1000}, log)
-    assert audit.rotated(log) == []  # 0: never
-    monkeypatch.setenv(audit.MAX_BYTES_ENV, "10k")
-    with pytest.raises(audit.AuditError, match="GUARD_AUDIT_MAX_BYTES"):
-        audit.append({"i": 50}, log)
-    monkeypatch.setenv(audit.MAX_BYTES_ENV, "5000")
-    audit.append({"i": 50}, log)
-    assert [p.name for p in audit.rotated(log)] == ["a.jsonl.1"]
-    assert [r["i"] for r in audit.read(log)] == list(range(51))
+        logfile.append({"i": i, "pad": "y" * 1000}, log)
+    assert logfile.rotated(log) == []  # 0: never
+    monkeypatch.setenv(MAX_BYTES_ENV, "10k")
+    with pytest.raises(AuditError, match="GUARD_AUDIT_MAX_BYTES"):
+        logfile.append({"i": 50}, log)
+    monkeypatch.setenv(MAX_BYTES_ENV, "5000")
+    logfile.append({"i": 50}, log)
+    assert [p.name for p in logfile.rotated(log)] == ["a.jsonl.1"]
+    assert [r["i"] for r in logfile.read(log)] == list(range(51))
 
 
 def test_a_hook_decision_fails_closed_when_the_audit_log_cannot_be_written(
@@ -97,7 +98,7 @@ def test_a_hook_decision_fails_closed_when_the_audit_log_cannot_be_written(
     repo = tmp_path / "r"
     (repo / "src").mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    monkeypatch.setenv(audit.MAX_BYTES_ENV, "not a size")
+    monkeypatch.setenv(MAX_BYTES_ENV, "not a size")
     payload = {
         "session_id": "s",
         "cwd": str(repo),
@@ -112,11 +113,11 @@ def test_a_hook_decision_fails_closed_when_the_audit_log_cannot_be_written(
 KILLED_WRITER = """
 import sys
 from pathlib import Path
-from guard import audit
+from guard.audit import logfile
 i = 0
 pad = "z" * 50000  # a dozen pages: a SIGKILL can stop the kernel's copy between pages
 while True:
-    audit.append({"who": int(sys.argv[2]), "i": i, "pad": pad}, Path(sys.argv[1]))
+    logfile.append({"who": int(sys.argv[2]), "i": i, "pad": pad}, Path(sys.argv[1]))
     i += 1
 """
 
@@ -125,7 +126,7 @@ def test_writers_killed_mid_append_leave_no_torn_record(tmp_path: Path) -> None:
     """SIGKILL writers at random moments; after each round a fresh append, then read it all."""
     log = tmp_path / "audit" / "k.jsonl"
     rng = random.Random(16)
-    env = {**os.environ, audit.MAX_BYTES_ENV: "2000000"}
+    env = {**os.environ, MAX_BYTES_ENV: "2000000"}
     for round_ in range(12):
         procs = [
             subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(log), str(w)], env=env)
@@ -136,13 +137,13 @@ def test_writers_killed_mid_append_leave_no_torn_record(tmp_path: Path) -> None:
             p.send_signal(signal.SIGKILL)
         for p in procs:
             p.wait()
-        audit.append({"who": "restart", "i": round_}, log)  # guard starting again
-        records = list(audit.read(log))  # raises on any torn line
+        logfile.append({"who": "restart", "i": round_}, log)  # guard starting again
+        records = list(logfile.read(log))  # raises on any torn line
         assert records[-1] == {**records[-1], "who": "restart", "i": round_}
         for line in all_lines(log):
             json.loads(line)
     for who in range(3):
-        got = [r["i"] for r in audit.read(log) if r["who"] == who]
+        got = [r["i"] for r in logfile.read(log) if r["who"] == who]
         # each round's writer starts at 0 again: within a round, whole and in order
         for a, b in itertools.pairwise(got):
             assert b in (a + 1, 0)
@@ -151,9 +152,9 @@ def test_writers_killed_mid_append_leave_no_torn_record(tmp_path: Path) -> None:
 def test_the_next_append_removes_a_dead_writers_torn_tail(tmp_path: Path) -> None:
     """What a writer killed inside write(2) leaves: part of a record and no newline."""
     log = tmp_path / "t.jsonl"
-    audit.append({"i": 0}, log)
+    logfile.append({"i": 0}, log)
     with log.open("ab") as fh:
-        fh.write(audit.encode({"i": "torn", "pad": "p" * 9000})[:4096])
-    audit.append({"i": 1}, log)
+        fh.write(logfile.encode({"i": "torn", "pad": "p" * 9000})[:4096])
+    logfile.append({"i": 1}, log)
     assert log.read_bytes().endswith(b"\n")
-    assert [r["i"] for r in audit.read(log)] == [0, 1]
+    assert [r["i"] for r in logfile.read(log)] == [0, 1]

@@ -1,4 +1,4 @@
-"""guard.audit.BufferedWriter: order, batches, flush on close and at exit, failures reported.
+"""buffered.BufferedWriter: order, batches, flush on close and at exit, failures reported.
 
 Real files, a real writer thread; a full disk is a real small tmpfs.
 """
@@ -11,20 +11,21 @@ import sys
 import threading
 from pathlib import Path
 
-from guard import audit
+from guard.audit import AuditError, logfile
+from guard.audit.buffered import BufferedWriter
 
 from .faults import fill, small_disk
 
 
-def log_writer(path: Path) -> audit.BufferedWriter[dict[str, object]]:
+def log_writer(path: Path) -> BufferedWriter[dict[str, object]]:
     def persist(batch: list[dict[str, object]]) -> tuple[list[str | None], set[Path]]:
         try:
-            audit.append_many(batch, path)
-        except audit.AuditError as exc:
+            logfile.append_many(batch, path)
+        except AuditError as exc:
             return [str(exc)] * len(batch), set()
         return [None] * len(batch), {path}
 
-    return audit.BufferedWriter(persist)
+    return BufferedWriter(persist)
 
 
 def test_records_are_written_in_order_and_close_writes_them_all(tmp_path: Path) -> None:
@@ -34,7 +35,7 @@ def test_records_are_written_in_order_and_close_writes_them_all(tmp_path: Path) 
     seqs = [writer.submit({"i": i}) for i in range(500)]
     assert seqs == list(range(1, 501))
     assert writer.close()
-    assert [r["i"] for r in audit.read(log)] == list(range(500))
+    assert [r["i"] for r in logfile.read(log)] == list(range(500))
     assert writer.written == 500 and writer.failure(1) is None
 
 
@@ -47,7 +48,7 @@ def test_ready_wakes_the_owner_once_the_record_is_written(tmp_path: Path) -> Non
     if not writer.ready(seq):
         assert woken.wait(30)
     assert writer.ready(seq)
-    assert [r["i"] for r in audit.read(log)] == [1]
+    assert [r["i"] for r in logfile.read(log)] == [1]
     writer.close()
 
 
@@ -71,19 +72,20 @@ def test_a_record_that_cannot_be_written_is_reported_and_the_writer_goes_on(
         writer.write_now({"i": 2})  # on the caller's path; a success clears the failure
         assert writer.broken is None
         writer.close()
-        assert [r["i"] for r in audit.read(log)] == [0, 2]
+        assert [r["i"] for r in logfile.read(log)] == [0, 2]
         assert log.read_bytes().endswith(b"\n")
 
 
 EXITS = """
 import sys
 from pathlib import Path
-from guard import audit
+from guard.audit import logfile
+from guard.audit.buffered import BufferedWriter
 log = Path(sys.argv[1])
 def persist(batch):
-    audit.append_many(batch, log)
+    logfile.append_many(batch, log)
     return [None] * len(batch), {log}
-writer = audit.BufferedWriter(persist)
+writer = BufferedWriter(persist)
 writer.start()
 for i in range(2000):
     writer.submit({"i": i}, wake=False)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from guard import audit
+from guard.audit import AuditError, logfile
 
 from .conftest import claude_payload
 from .faults import fill, leftovers, parse_jsonl, small_disk
@@ -53,13 +53,13 @@ def test_audit_append_on_a_full_disk_fails_whole(tmp_path: Path) -> None:
     with small_disk(tmp_path / "disk") as disk:
         log = disk / "audit" / "p.jsonl"
         for i in range(5):
-            audit.append({"i": i}, log)
+            logfile.append({"i": i}, log)
         before = log.read_bytes()
         fill(disk, keep=4096)  # room for part of the next record, not all of it
-        with pytest.raises(audit.AuditError, match=r"p\.jsonl.*No space left on device"):
-            audit.append({"i": 5, "pad": "x" * 40000}, log)
+        with pytest.raises(AuditError, match=r"p\.jsonl.*No space left on device"):
+            logfile.append({"i": 5, "pad": "x" * 40000}, log)
         assert log.read_bytes() == before  # the partial record was taken back
-        assert [r["i"] for r in audit.read(log)] == [0, 1, 2, 3, 4]
+        assert [r["i"] for r in logfile.read(log)] == [0, 1, 2, 3, 4]
 
 
 def test_a_hook_call_on_a_full_disk_is_blocked_with_the_reason(
@@ -70,7 +70,7 @@ def test_a_hook_call_on_a_full_disk_is_blocked_with_the_reason(
     with small_disk(tmp_path / "disk") as disk:
         hook_env = {**env, "XDG_DATA_HOME": str(disk), "GUARD_AGENT": "build"}
         fill(disk)
-        client = Path(audit.__file__).parent / "integrations" / "_client.py"
+        client = Path(logfile.__file__).parents[1] / "integrations" / "_client.py"
         read = claude_payload("Read", {"file_path": str(repo / "src/app.py")}, repo)
         proc = subprocess.run(
             [sys.executable, "-I", str(client), "claude-code"],

@@ -1,7 +1,7 @@
 """The MCP proxy's verdict records: written off the request path, never lost.
 
 The proxy queues each verdict record for a writer thread
-(:class:`guard.audit.BufferedWriter`) and holds the answer of a checked call
+(:class:`guard.audit.buffered.BufferedWriter`) and holds the answer of a checked call
 until its record is written. These tests run the real `guard mcp` with the real
 filesystem server and check the disk afterwards:
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from guard import audit
+from guard.audit import logfile
 from guard.paths import Roots
 from guard.planning.session import Session
 
@@ -76,7 +76,7 @@ def whole_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def audit_targets(project: Path) -> set[str]:
-    log = audit.default_log_path(Roots.discover(project))
+    log = logfile.default_log_path(Roots.discover(project))
     out = set()
     for record in whole_lines(log):
         effect = record.get("effect")
@@ -244,7 +244,7 @@ def test_full_disk_withholds_the_answer_then_refuses_until_there_is_room(
             assert "hello" in fourth["result"]["content"][0]["text"]
         finally:
             client.close()
-        log = audit.default_log_path(Roots.discover(project))
+        log = logfile.default_log_path(Roots.discover(project))
         records = whole_lines(log)
         assert log.read_bytes().endswith(b"\n")
         assert [r["decision"] for r in records if r.get("source") == "mcp"] == [

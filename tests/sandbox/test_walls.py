@@ -493,7 +493,7 @@ print(json.dumps(out))
         assert recorder.requests == [("GET", "/guide", b"")]
     finally:
         recorder.close()
-    from guard.audit import read
+    from guard.audit.logfile import read
 
     records = [r for log in sorted(proj.home.rglob("audit/*.jsonl")) for r in read(log)]
     egress = [r for r in records if r.get("source") == door and "egress" in r]

@@ -1,6 +1,7 @@
 """Checking the audit chain: a local audit log (every record's MAC against the one before
 it, wherever that stands) and the records a collector received (`guard audit verify
---shipped`). Writing the chain is guard.audit's; this module only reads."""
+--shipped`). Writing the chain is guard.audit.chain's and guard.audit.logfile's; this
+module only reads."""
 
 from __future__ import annotations
 
@@ -13,15 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from guard.audit import (
-    SHIPPED_CHAIN_KEYS,
-    AuditError,
-    _chain_of,
-    _mac,
-    _open_parts,
-    encode,
-    rotated,
-)
+from guard.audit import AuditError
+from guard.audit.chain import SHIPPED_CHAIN_KEYS, _chain_of, _mac
+from guard.audit.logfile import _open_parts, encode, rotated
 
 
 @dataclass
