@@ -17,6 +17,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from guard.version import __version__ as __version__
+
 if TYPE_CHECKING:
     from guard.decide import Explanation, Guard
     from guard.effects import Action, Decision, Effect, EffectKind, GuardError, ToolCall
@@ -65,7 +67,6 @@ __all__ = [
     "load_policy",
     "plan_dir",
 ]
-__version__ = "0.1.0"
 
 
 def _module(name: str) -> ModuleType:

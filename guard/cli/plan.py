@@ -33,8 +33,9 @@ from guard.paths import Roots
 from guard.planning import events as ev
 from guard.planning.answer import Choice, answer_exit, answer_questions
 from guard.planning.artifact import read_plan
+from guard.planning.current import describe_current_agent
 from guard.planning.render import plan_panel
-from guard.planning.runtime import describe_current_agent, list_plans
+from guard.planning.runtime import list_plans
 from guard.planning.session import Mode, Session, sessions_dir
 
 Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason

@@ -27,9 +27,9 @@ from guard.paths import Roots
 from guard.planning import events as ev
 from guard.planning.artifact import read_plan
 from guard.planning.binding import worktrees_of
+from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_session
 from guard.planning.render import event_line, session_view
-from guard.planning.runtime import describe_current_agent
 from guard.planning.session import Mode, Session, pin, sessions_dir
 from guard.ui.state import Tail
 

@@ -193,14 +193,14 @@ def run_check(o: CheckOptions) -> int:
     if o.dialect is not None:
         if o.kind is not None or o.path is not None:
             raise GuardError("give either KIND PATH or --dialect/--tool/--input, not both")
-        verdict = gate.decide(_tool_call(o))
+        verdict = gate.record(gate.decide(_tool_call(o)))
     else:
         if o.kind is None or o.path is None:
             raise GuardError("give KIND PATH (e.g. `write src/a.py`) or --dialect/--tool/--input")
         effect = Effect(effect_kind(o.kind), path_arg(o.path))
         where = str(o.cwd) if o.cwd is not None else None
         call = ToolCall("effect", o.kind, {"target": o.path}, where)
-        verdict = gate.decide(call, effects=[effect])
+        verdict = gate.record(gate.decide(call, effects=[effect]))
     if verdict.failed:
         raise GuardError(verdict.reason)  # bad input: exit 2 (the verdict is a deny)
     each = [(e, g.decide_effect(o.agent, e, o.cwd)) for e in verdict.effects]
@@ -262,10 +262,11 @@ def parse_lint(args: list[str]) -> LintOptions | None:
 
 def default_lint_target() -> str:
     """The policy guard would use here: $GUARD_POLICY, .openoxide/policy.toml, builtin."""
+    from guard.gate import policy_named
     from guard.paths import find_worktree
     from guard.policy import BUILTIN_PREFIX
 
-    env = os.environ.get("GUARD_POLICY")
+    env = policy_named(None, os.environ)
     if env:
         return env
     wt = find_worktree(os.getcwd())

@@ -35,7 +35,7 @@ def identity() -> dict[str, Any]:
         import pwd
         import socket
 
-        from guard import __version__
+        from guard.version import __version__
 
         uid = os.getuid()
         try:

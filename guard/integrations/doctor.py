@@ -23,7 +23,7 @@ from guard.integrations.settings_file import read_settings
 from guard.match import engine_note
 from guard.paths import Roots, find_worktree
 from guard.planning.binding import worktrees_of
-from guard.planning.runtime import describe_current_agent
+from guard.planning.current import describe_current_agent
 from guard.planning.session import Mode, Session
 from guard.sandbox.confine import FALLBACK, available, namespaces_unavailable, walls_off
 from guard.tools import GUESSED, effects_for

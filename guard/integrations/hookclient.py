@@ -141,9 +141,9 @@ def run_dir() -> str:
 
 
 def version() -> str:
-    """``guard.__version__``, read from the package's ``__init__.py`` without importing it."""
+    """``guard.__version__``, read from ``guard/version.py`` without importing guard."""
     try:
-        with open(os.path.join(PACKAGE, "__init__.py"), encoding="utf-8") as fh:
+        with open(os.path.join(PACKAGE, "version.py"), encoding="utf-8") as fh:
             text = fh.read()
     except OSError:
         return "unknown"

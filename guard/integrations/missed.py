@@ -39,7 +39,7 @@ from guard import hosts
 from guard.audit.logfile import default_log_path, now_iso
 from guard.fleet.records import stamp
 from guard.fleet.syslog import ship
-from guard.gate import Verdict, VerdictAction, agent_from, agent_inputs
+from guard.gate import Verdict, VerdictAction
 from guard.integrations import reconcile
 from guard.integrations.decided import KIND, Trust, decided
 from guard.integrations.missed_store import file_key, missed_dir, write_json
@@ -278,10 +278,9 @@ def _deciding(gate: Gate, hook: HookCall, adapter: HostAdapter) -> tuple[Guard, 
         effects = gate.analyse(call)
     except Exception:  # the call already ran (or is refused anyway): decide by its cwd
         effects = []
-    env_agent, found = agent_inputs(call, gate.agent, gate.env, gate.mode, effects)
-    g = gate.load(call, found)
-    name, why = agent_from(g, gate.agent, env_agent, found, adapter.mode_hint(hook))
-    return g, name, why, g.agent(name).mode
+    chosen = gate.resolve(call, adapter.mode_hint(hook), effects)
+    g, name = chosen.guard, chosen.agent
+    return g, name, chosen.why, g.agent(name).mode
 
 
 def _found(
@@ -394,7 +393,7 @@ def before_tool(
     text = reconcile.describe(data.get("landed"))
     verdict = Verdict(VerdictAction.DENY, held_reason(data, text), RULE, call,
                       agent, why)
-    return gate.audit(verdict, context, g), ""
+    return gate.record(verdict, context, guard=g), ""
 
 
 def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,

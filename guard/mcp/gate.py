@@ -162,9 +162,6 @@ class McpSink:
     ships = True
 
     def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
-        if record.get("host_agent") is None and self.client[0] is not None:
-            record = {**record, "host_agent": self.client[0],
-                      "host_agent_version": self.client[1]}
         action = str(record.get("decision"))
         agent, tool = record.get("agent", "?"), record.get("tool_name", "?")
         entry = {

@@ -192,11 +192,12 @@ class Replayer:
                             f" {nearest_existing(cwd)}, its nearest existing ancestor")
             g: Guard = Guard.load(self.policy, cwd=cwd)
             g.agent(self.agent)  # an unknown agent: bad input, before any call
-            gate = Gate(guard=g, agent=self.agent, env={}, mode=None, sink=None,
-                        source="replay", refusal=self._refusal)
+            confiner = None
             if confine:  # as the live hook of a host that can rewrite a call
 
-                gate.confiner = ShellConfiner(build=False)  # the decision; nothing made
+                confiner = ShellConfiner(build=False)  # the decision; nothing made
+            gate = Gate(guard=g, agent=self.agent, env={}, mode=None, sink=None,
+                        confiner=confiner, source="replay", refusal=self._refusal)
             found = (gate, resolved)
             self._gates[(cwd, confine)] = found
         return found

@@ -30,8 +30,8 @@ from guard.planning import events as ev
 from guard.planning._base import Mode
 from guard.planning.answer import Choice, answer_exit, answer_questions
 from guard.planning.checklist import PlanItem
+from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_session
-from guard.planning.runtime import describe_current_agent
 from guard.planning.session import Session, sessions_dir
 from guard.ui.activity import Activity, from_audit, from_event
 
