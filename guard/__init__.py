@@ -10,10 +10,14 @@ The public API::
 Names are imported on first use, so `import guard` (and the hook client) stays cheap.
 """
 
+# Lazy imports: the modules behind the names, on first use: `import guard` stays cheap for hooks.
+
 from __future__ import annotations
 
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+from guard.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from guard.decide import Explanation, Guard
@@ -63,7 +67,6 @@ __all__ = [
     "load_policy",
     "plan_dir",
 ]
-__version__ = "0.1.0"
 
 
 def _module(name: str) -> ModuleType:

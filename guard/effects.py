@@ -9,6 +9,8 @@ The data flow is one way (see DESIGN.md):
     Decision --guard.gate--> Verdict (allow, ask, deny, allow_confined)
 """
 
+# Lazy imports: difflib only to suggest a name: effects is on the hook path (start-up speed).
+
 from __future__ import annotations
 
 import enum

@@ -5,12 +5,14 @@ a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
 
     host payload / MCP tools/call / CLI options --front door--> ToolCall
     ToolCall --guard.tools.effects_of--> [Effect]
+    --resolve--> (policy, agent, why): the one decision order, and the only reader of
+    $GUARD_POLICY, $GUARD_AGENT and the sessions for it:
     --agent > $GUARD_AGENT > the deciding session's mode > the host's hint --> agent
     (the session: a plan session of any worktree the call's cwd or a changed path lies
     in, else the nearest worktree's; :mod:`guard.planning.binding`)
     (agent, effects) --Guard.decide--> Decision
     Decision --confiner (plan-mode calls)--> Verdict
-    Verdict --AuditSink.write(Verdict.record(...))--> the audit log
+    Verdict --Gate.record--> the audit log (the front door records what it answers)
     Verdict --front door--> the host's answer
 
 **Verdict.** ``allow``, ``ask``, ``deny`` or ``allow_confined``: allowed because
@@ -25,10 +27,11 @@ confiner, the audit sink) is a ``deny`` whose reason is the error, with
 ``failed=True`` so that a front door may answer it in its strongest form (the
 hook exits 2). A verdict the audit sink cannot record becomes such a deny too.
 
-**Audit.** One :class:`~guard.audit.sinks.AuditSink` per gate; one record shape
-(:meth:`Verdict.record`) for every front door, so the hook's, the check's and
+**Audit.** :meth:`Gate.decide` writes nothing; :meth:`Gate.record` writes a
+verdict to the gate's :class:`~guard.audit.sinks.AuditSink` and is the only builder
+of a verdict record: one shape for every front door, so the hook's, the check's and
 the proxy's records read the same; the front door adds its own context (host,
-event, JSON-RPC method, ...).
+event, JSON-RPC method, ...) and records when it knows what it answers.
 
 **The confiner seam.** A :class:`Confiner` (none by default) is asked about
 every call of a plan-mode agent, whatever the policy decided (a call analysis
@@ -43,6 +46,9 @@ This module must stay cheap to import: the hook imports it on every call. The
 policy core, the dialects and the planning runtime are imported when used.
 """
 
+# Lazy imports: the policy core, the dialects, the planning sessions and the fleet
+# senders, for the hook's start-up (the hook imports this module on every call).
+
 from __future__ import annotations
 
 import enum
@@ -52,6 +58,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from guard.effects import Action, Decision, Effect, GuardError, ToolCall
+from guard.planning.found import ModeFound
 
 if TYPE_CHECKING:
     from guard.audit.sinks import AuditSink
@@ -62,12 +69,14 @@ __all__ = [
     "Confinement",
     "Confiner",
     "Gate",
-    "ModeFound",
     "ModeHint",
+    "Resolved",
     "ToolCall",
     "Verdict",
     "VerdictAction",
-    "choose_agent",
+    "policy_for",
+    "policy_named",
+    "resolve",
 ]
 
 
@@ -90,23 +99,6 @@ class ModeHint:
 
     mode: str
     source: str
-
-
-@dataclass(frozen=True, slots=True)
-class ModeFound:
-    """The guard mode a session gives a call, and why.
-
-    ``worktree``: the deciding session's worktree when its policy and plan directory
-    apply whatever the call's cwd (a plan session of an enclosing worktree, or the one
-    the agent run is bound to); ``session``: its id (the refusal names its plan file);
-    ``note``: a sentence every refusal carries (e.g. the session's owner is gone).
-    """
-
-    mode: str
-    why: str
-    worktree: str | None = None
-    session: str | None = None
-    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +140,9 @@ class Verdict:
     updated_input: Mapping[str, Any] | None = None
     #: The pipeline failed: the reason is the error.
     failed: bool = False
+    #: The policy that decided (None when none was loaded): its warnings, fleet fields
+    #: and audit settings go with the record (:meth:`Gate.record`).
+    guard: Guard | None = field(default=None, compare=False, repr=False)
 
     @property
     def allowed(self) -> bool:
@@ -159,33 +154,6 @@ class Verdict:
     def resolved(self, action: VerdictAction, reason: str) -> Verdict:
         """This verdict after a question was answered (an ask became allow or deny)."""
         return replace(self, action=action, reason=reason)
-
-    def record(self, source: str, context: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The audit record: the one shape every front door writes.
-
-        ``type`` and ``source`` first, then the front door's ``context``, the call
-        (dialect, tool_name, cwd, session_id), the agent and why, the effects, the
-        deciding effect, and the verdict (decision, reason, rule).
-        """
-        out: dict[str, Any] = {"type": "verdict", "source": source}
-        if context:
-            out.update(context)
-        if self.call is not None:
-            out.update(self.call.to_json())
-        if self.agent is not None:
-            out["agent"] = self.agent
-        if self.agent_from:
-            out["agent_from"] = self.agent_from
-        if self.effects:
-            out["effects"] = [e.to_json() for e in self.effects]
-        if self.decision is not None and self.decision.effect is not None:
-            out["effect"] = self.decision.effect.to_json()
-        if self.decision is not None and self.decision.action.value != self.action.value:
-            out["policy_decision"] = self.decision.action.value
-        if self.updated_input is not None:
-            out["updated_input"] = dict(self.updated_input)
-        out.update(self.to_json())
-        return out
 
 
 #: How a front door finds the guard mode for a call and its effects (None: no session).
@@ -208,6 +176,10 @@ def tool_effects(call: ToolCall) -> list[Effect]:
     return effects_of(call)
 
 
+#: ``why`` of an agent $GUARD_AGENT names.
+FROM_ENV = "$GUARD_AGENT"
+
+
 def agent_for_mode(g: Guard, mode: str) -> str:
     """The policy's agent for a guard mode: its plan agent, or its build agent."""
     found = g.plan_agent_name if mode == "plan" else g.build_agent_name
@@ -217,20 +189,6 @@ def agent_for_mode(g: Guard, mode: str) -> str:
     raise AgentChoiceError(
         f"the policy defines no agent with mode {mode!r} (agents: {', '.join(names) or 'none'})"
     )
-
-
-def choose_agent(
-    g: Guard,
-    call: ToolCall,
-    *,
-    agent: str | None,
-    env: Mapping[str, str],
-    mode: ModeSource | None,
-    hint: ModeHint | None,
-) -> tuple[str, str]:
-    """(agent name, why). First match wins: --agent, $GUARD_AGENT, guard mode, host hint."""
-    env_agent, found = agent_inputs(call, agent, env, mode)
-    return agent_from(g, agent, env_agent, found, hint)
 
 
 def agent_inputs(
@@ -266,13 +224,96 @@ def agent_from(
     if agent:
         return known(agent, "--agent"), "--agent"
     if env_agent:
-        return known(env_agent, "$GUARD_AGENT"), "$GUARD_AGENT"
+        return known(env_agent, FROM_ENV), FROM_ENV
     if found is not None:
         mode = found.mode
         return (mode if mode in names else agent_for_mode(g, mode)), found.why
     if hint is not None:
         return agent_for_mode(g, hint.mode), hint.source
     return agent_for_mode(g, "build"), "no mode given: build"
+
+
+def policy_named(policy: str | None, env: Mapping[str, str]) -> str | None:
+    """The policy a front door names: ``policy`` (its --policy), else ``$GUARD_POLICY``,
+    else None (then :meth:`guard.decide.Guard.load` finds the worktree's, else the default)."""
+    return policy or env.get("GUARD_POLICY") or None
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """:func:`resolve`'s answer: the policy that decides a call, its agent, and why.
+
+    ``found``: the deciding session's guard mode when a session was asked and gave one
+    (it names the plan file a refusal points to).
+    """
+
+    guard: Guard
+    agent: str
+    why: str
+    found: ModeFound | None = None
+
+
+def policy_for(
+    call: ToolCall,
+    found: ModeFound | None,
+    env: Mapping[str, str],
+    *,
+    guard: Guard | None = None,
+    policy: str | None = None,
+    shared: bool = False,
+) -> Guard:
+    """The policy for ``call`` (:func:`resolve`'s half): of the deciding session's worktree
+    when ``found`` names one (even over ``guard``, fixed for another worktree), else
+    ``guard``, else the one :func:`policy_named` names or the call's cwd finds."""
+    if guard is not None and (
+        found is None or found.worktree is None or str(guard.roots.worktree) == found.worktree
+    ):
+        return guard
+    from guard.decide import Guard
+
+    load = Guard.load_shared if shared else Guard.load
+    worktree = found.worktree if found is not None else None
+    return load(policy=policy_named(policy, env), cwd=call.cwd, worktree=worktree)
+
+
+def resolve(
+    call: ToolCall,
+    env: Mapping[str, str],
+    *,
+    policy: str | None = None,
+    agent: str | None = None,
+    hint: ModeHint | None = None,
+    mode: ModeSource | None = worktree_mode,
+    effects: Sequence[Effect] = (),
+    guard: Guard | None = None,
+    shared: bool = False,
+    memo: dict[tuple[Any, ...], tuple[str, str]] | None = None,
+) -> Resolved:
+    """The one decision order: which policy and which agent decide ``call``, and why.
+
+    The only reader of ``$GUARD_AGENT``, ``$GUARD_POLICY`` (from ``env``) and the
+    planning sessions (through ``mode``) for that choice; every front door and
+    ``guard mode`` come here. The agent: ``agent`` (--agent) > ``$GUARD_AGENT`` >
+    the deciding session's mode > the host's ``hint`` > build. The policy: the
+    deciding session's worktree's when the session names one (even over ``guard``,
+    fixed for another worktree), else ``guard``, else ``policy`` > ``$GUARD_POLICY``
+    > the cwd's worktree's > the built-in default (``shared``: reuse the compiled one
+    while its files read the same). ``memo`` keeps agent choices made with ``guard``.
+    Raises :class:`~guard.effects.GuardError` when no policy or agent can be chosen.
+    """
+    env_agent, found = agent_inputs(call, agent, env, mode, effects)
+    g = policy_for(call, found, env, guard=guard, policy=policy, shared=shared)
+    if memo is None or g is not guard:  # a policy loaded for this call: nothing to keep
+        name, why = agent_from(g, agent, env_agent, found, hint)
+    else:
+        key = (agent, env_agent, found, hint)
+        chosen = memo.get(key)
+        if chosen is None:
+            chosen = agent_from(g, agent, env_agent, found, hint)
+            if len(memo) < 64:
+                memo[key] = chosen
+        name, why = chosen
+    return Resolved(g, name, why, found)
 
 
 def describe(exc: BaseException) -> str:
@@ -287,9 +328,10 @@ def describe(exc: BaseException) -> str:
 FAIL_RULE = "guard.gate: fail closed"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Gate:
-    """The pipeline, configured once per front door.
+    """The pipeline, configured once per front door (frozen: the confiner, the sink and
+    the rest are given when it is built).
 
     ``guard``: a loaded policy; without one, each call loads ``policy`` (else
     ``$GUARD_POLICY``, else the worktree's, else the default) from the call's cwd.
@@ -321,27 +363,20 @@ class Gate:
     )
 
     def load(self, call: ToolCall, found: ModeFound | None = None) -> Guard:
-        """The policy for ``call``: of the deciding session's worktree when it names one
-        (even over a ``guard`` fixed for another worktree), else ``guard``, else the
-        policy of the call's cwd."""
-        if self.guard is not None and (
-            found is None
-            or found.worktree is None
-            or str(self.guard.roots.worktree) == found.worktree
-        ):
-            return self.guard
-        from guard.decide import Guard
+        """The policy for ``call`` as this front door finds it (:func:`policy_for`); without
+        ``found``, as the call's cwd alone tells (no session asked)."""
+        return policy_for(
+            call, found, self.env, guard=self.guard, policy=self.policy, shared=self.shared
+        )
 
-        load = Guard.load_shared if self.shared else Guard.load
-        worktree = found.worktree if found is not None else None
-        policy = self.policy or self.env.get("GUARD_POLICY") or None
-        return load(policy=policy, cwd=call.cwd, worktree=worktree)
-
-    def load_for(self, call: ToolCall) -> Guard:
-        """The policy the gate decides ``call`` with, as far as its cwd tells (the session
-        deciding there, without the call's effects): for front doors that need it first."""
-        _, found = agent_inputs(call, self.agent, self.env, self.mode)
-        return self.load(call, found)
+    def resolve(
+        self, call: ToolCall, hint: ModeHint | None = None, effects: Sequence[Effect] = ()
+    ) -> Resolved:
+        """:func:`resolve` with this front door's policy, agent, environment and sessions."""
+        return resolve(
+            call, self.env, policy=self.policy, agent=self.agent, hint=hint, mode=self.mode,
+            effects=effects, guard=self.guard, shared=self.shared, memo=self._agents,
+        )  # fmt: skip
 
     def decide(
         self,
@@ -349,37 +384,25 @@ class Gate:
         *,
         hint: ModeHint | None = None,
         effects: Sequence[Effect] | None = None,
-        context: Mapping[str, Any] | None = None,
-        answered: Callable[[Verdict], str] | None = None,
     ) -> Verdict:
-        """Decide ``call`` and record the verdict. Never raises.
+        """Decide ``call``; nothing is written (:meth:`record` does). Never raises.
 
-        ``effects`` skips the analysis (``guard check KIND PATH`` knows them);
-        ``context`` goes into the record; ``answered`` says what the host will
-        actually be told (recorded as ``answered`` when it differs).
+        ``effects`` skips the analysis (``guard check KIND PATH`` knows them).
         """
         g: Guard | None = None
         try:
             found = list(effects) if effects is not None else self.analyse(call)
             if not all(isinstance(e, Effect) for e in found):
                 raise TypeError(f"the analysis of {call.name!r} returned non-effects")
-            env_agent, mode = agent_inputs(call, self.agent, self.env, self.mode, found)
-            g = self.load(call, mode)
-            verdict = self._decide(g, call, hint, found, env_agent, mode)
+            chosen = self.resolve(call, hint, found)
+            g = chosen.guard
+            verdict = self._decide(chosen, call, found)
         except Exception as exc:  # fail closed, whatever went wrong
-            verdict = self.failure(call, exc)
-        return self.audit(verdict, context, g, answered)
+            verdict = replace(self.failure(call, exc), guard=g)
+        return verdict
 
-    def _decide(
-        self,
-        g: Guard,
-        call: ToolCall,
-        hint: ModeHint | None,
-        found: list[Effect],
-        env_agent: str,
-        mode: ModeFound | None,
-    ) -> Verdict:
-        name, why = self._choose(g, hint, env_agent, mode)
+    def _decide(self, chosen: Resolved, call: ToolCall, found: list[Effect]) -> Verdict:
+        g, name, why, mode = chosen.guard, chosen.agent, chosen.why, chosen.found
         decision = g.decide(name, found, cwd=call.cwd)
         reason = decision.reason
         detail = decision.effect.detail if decision.effect is not None else None
@@ -405,6 +428,7 @@ class Gate:
             why,
             tuple(found),
             decision,
+            guard=g,
         )
         if self.confiner is not None and planning:
             confined = self.confiner.confine(verdict, g)
@@ -421,39 +445,36 @@ class Gate:
             verdict = replace(verdict, reason=f"{verdict.reason} {mode.note}")
         return verdict
 
-    def _choose(
-        self, g: Guard, hint: ModeHint | None, env_agent: str, found: ModeFound | None
-    ) -> tuple[str, str]:
-        if self.guard is None:  # a policy loaded per call: nothing to keep
-            return agent_from(g, self.agent, env_agent, found, hint)
-        key = (self.agent, env_agent, found, hint)
-        chosen = self._agents.get(key)
-        if chosen is None:
-            chosen = agent_from(g, self.agent, env_agent, found, hint)
-            if len(self._agents) < 64:
-                self._agents[key] = chosen
-        return chosen
-
     def failure(self, call: ToolCall | None, exc: BaseException) -> Verdict:
         """The deny verdict for an error in the pipeline: its reason is the error."""
         return Verdict(
             VerdictAction.DENY, describe(exc), FAIL_RULE, call, self.agent, failed=True
         )
 
-    def audit(
+    def record(
         self,
         verdict: Verdict,
         context: Mapping[str, Any] | None = None,
-        g: Guard | None = None,
         answered: Callable[[Verdict], str] | None = None,
+        guard: Guard | None = None,
+        host_agent: tuple[str | None, str | None] | None = None,
     ) -> Verdict:
-        """Write the verdict's record; a record that cannot be written makes it a deny."""
+        """Write the verdict's record to the sink (none: nothing); the verdict as it stands
+        then: a record that cannot be written makes it a deny (fail closed).
+
+        ``context``: the front door's own fields (host, event, JSON-RPC method, ...);
+        ``answered``: what the host will actually be told (recorded when it differs);
+        ``guard``: the policy whose log and fleet fields apply (default: the deciding one);
+        ``host_agent``: the agent's (name, version) when the front door knows them (the MCP
+        client's; default: a hook's host, its version from the context).
+        """
         if self.sink is None:
             return verdict
+        g = guard if guard is not None else verdict.guard
         try:
             from guard.fleet.records import stamp
 
-            record = verdict.record(self.source, context)
+            record = _record_of(verdict, self.source, context)
             if g is not None and g.loaded.warnings:  # patterns that can never match (GL101)
                 record["policy_warnings"] = list(g.loaded.warnings)
             if answered is not None:
@@ -461,9 +482,11 @@ class Gate:
                 if told != verdict.action.value:
                     record["answered"] = told
             call = verdict.call
-            host = record.get("host") if self.source == "hook" else None
+            if host_agent is None:
+                host = record.get("host") if self.source == "hook" else None
+                host_agent = (host if isinstance(host, str) else None, None)
             stamp(record, g, session=call.session if call is not None else None,
-                  host_agent=host if isinstance(host, str) else None)
+                  host_agent=host_agent[0], host_agent_version=host_agent[1])
             self.sink.write(record, g.roots if g is not None else None)
             if g is not None and not getattr(self.sink, "ships", False):
                 from guard.fleet.syslog import ship
@@ -477,3 +500,34 @@ class Gate:
                 verdict, action=VerdictAction.DENY, reason=reason, rule=FAIL_RULE, failed=True
             )
         return verdict
+
+
+def _record_of(
+    verdict: Verdict, source: str, context: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The audit record's one shape, for every front door (only :meth:`Gate.record` builds it).
+
+    ``type`` and ``source`` first, then the front door's ``context``, the call
+    (dialect, tool_name, cwd, session_id), the agent and why, the effects, the
+    deciding effect, and the verdict (decision, reason, rule).
+    """
+    out: dict[str, Any] = {"type": "verdict", "source": source}
+    if context:
+        out.update(context)
+    if verdict.call is not None:
+        out.update(verdict.call.to_json())
+    if verdict.agent is not None:
+        out["agent"] = verdict.agent
+    if verdict.agent_from:
+        out["agent_from"] = verdict.agent_from
+    if verdict.effects:
+        out["effects"] = [e.to_json() for e in verdict.effects]
+    decision = verdict.decision
+    if decision is not None and decision.effect is not None:
+        out["effect"] = decision.effect.to_json()
+    if decision is not None and decision.action.value != verdict.action.value:
+        out["policy_decision"] = decision.action.value
+    if verdict.updated_input is not None:
+        out["updated_input"] = dict(verdict.updated_input)
+    out.update(verdict.to_json())
+    return out

@@ -26,6 +26,8 @@ was reported; if so the whole cache is dropped and the path is resolved afresh. 
 change that races with the look-up itself is no different from one that lands just
 after an uncached decision. Watches are added *before* resolving, and a resolution
 that started before a drop is not kept (a generation count), so no answer computed
+# Lazy imports: ctypes only when the native walker is used: hook start-up speed.
+
 from an older disk can be stored after the events that outdate it were consumed.
 
 Local filesystems only

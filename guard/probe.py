@@ -5,6 +5,8 @@ guard the same way because they all read this probe: which installation runs
 (its package directory, whether it is an editable install pointing into a
 checkout), the Python, the matching engine, the kernel's Landlock ABI, whether
 confined commands get namespaces, and the monitor's backend. Each answer comes
+# Lazy imports: the layers' modules only for what is asked: `guard --version` starts fast.
+
 from the layer's own check (:mod:`guard.sandbox.landlock`,
 :func:`guard.sandbox.confine.namespaces_unavailable`,
 :func:`guard.monitor.fanotify.choose`, :func:`guard.match.engine_note`); nothing

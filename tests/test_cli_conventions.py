@@ -416,7 +416,7 @@ def test_an_internal_error_is_one_line_not_a_traceback(
     capsys: pytest.CaptureFixture[str],
     args: list[str],
 ) -> None:
-    from guard.cli import _app, quick
+    from guard.cli import _main, quick
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("simulated bug")
@@ -425,7 +425,7 @@ def test_an_internal_error_is_one_line_not_a_traceback(
     monkeypatch.delenv("GUARD_DEBUG", raising=False)
     monkeypatch.chdir(repo)
     with pytest.raises(SystemExit) as info:
-        _app.main(args)
+        _main.main(args)
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("guard: error: internal error: RuntimeError: simulated bug")

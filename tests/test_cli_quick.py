@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from guard.cli import _app, _base, quick
+from guard.cli import _main, quick
 
 HEAVY = ("typer", "rich", "pydantic", "click")
 PROBE = (
@@ -119,10 +119,10 @@ def test_the_quick_path_answers_as_typer_does(
     assert args == ["--version"] or (quick.parse_check(args[1:]) if args[0] == "check"
                                      else quick.parse_lint(args[1:])) is not None
     with pytest.raises(SystemExit) as fast:
-        _base.main(args)
+        _main.main(args)
     fast_out = capsys.readouterr()
     with pytest.raises(SystemExit) as slow:
-        _app.dispatch(list(args), as_json="--json" in args or "json" in args)
+        _main.dispatch(list(args), as_json="--json" in args or "json" in args)
     slow_out = capsys.readouterr()
     assert (fast.value.code or 0) == (slow.value.code or 0)
     assert fast_out.out == slow_out.out

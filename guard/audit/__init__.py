@@ -15,7 +15,7 @@ Every front door writes through one :class:`~guard.audit.sinks.AuditSink` (the h
 ``guard check --audit-log``, the MCP proxy, the monitor), and every record shares one
 envelope: ``ts``, ``type`` (``verdict``, ``violation``, ``notice``), ``source``
 (``hook``, ``check``, ``mcp``, ``monitor``). A verdict record is made by
-:meth:`guard.gate.Verdict.record`, so a hook's and a proxy's decisions read the
+:meth:`guard.gate.Gate.record` (only there), so a hook's and a proxy's decisions read the
 same.
 
 This module holds only :class:`AuditError`, which all of them raise. It re-exports

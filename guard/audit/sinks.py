@@ -5,7 +5,7 @@ check --audit-log``, the MCP proxy, the monitor): :class:`AuditLog` appends to t
 audit log, :class:`MemorySink` keeps records in a list.
 
 This module holds the interface and the sinks. It does not build records (a verdict
-record is made by :meth:`guard.gate.Verdict.record`), write the file
+record is made only by :meth:`guard.gate.Gate.record`), write the file
 (:mod:`guard.audit.logfile`) or batch writes off the caller's path
 (:mod:`guard.audit.buffered`).
 """

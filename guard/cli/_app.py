@@ -1,101 +1,38 @@
-"""The shared typer application and the typer side of the command-line conventions.
+"""``guard``'s typer application: the root command, and every command family added to it.
 
-The conventions themselves (colour, JSON errors, exit codes) are described and kept
-in :mod:`guard.cli._base`, which needs no typer; their names are importable from here
-too. Every command module registers its commands on :data:`app` when imported
-(:mod:`guard.cli._commands` imports them all).
+Each command module defines its commands on a typer application of its own
+(``commands``) and imports nothing of this one; this module imports them all and adds
+their commands and groups to :data:`app`. The order of :data:`FAMILIES` is the order
+of the commands in ``guard --help``. A new command family is a new module added there.
+How a command line reaches :data:`app` is :func:`guard.cli._main.dispatch`.
 """
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated, Any, NoReturn
+from typing import Annotated
 
 import typer
-import typer.core
-import typer.rich_utils
-from rich.console import Console
 
-from guard.cli._base import (
-    SCHEMA_VERSION,
-    ColorMode,
-    color_enabled,
-    color_mode,
-    fail,
-    fail_for,
-    installed_version,
-    isatty,
-    main,
-    print_json,
-    set_color_mode,
-    take_color,
-    version_text,
-    wants_json,
-    warn,
-    with_schema,
+from guard.cli import (
+    audit,
+    core,
+    demo,
+    effects,
+    hooks,
+    lint,
+    mcp,
+    monitor,
+    plan,  # noqa: F401  (its commands are on planning's `plan` group)
+    planning,
+    replay,
+    resume,  # noqa: F401  (its command is on planning's `session` group)
+    run,
+    ui,
 )
+from guard.cli._base import ColorMode, version_text
+from guard.cli._typer import set_color
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "ColorMode",
-    "app",
-    "color_enabled",
-    "console",
-    "dispatch",
-    "fail",
-    "installed_version",
-    "main",
-    "print_json",
-    "set_color",
-    "take_color",
-    "wants_json",
-    "warn",
-    "with_schema",
-]
-
-# typer carries its own copy of click; its exception classes are reached through the
-# one it exports (BadParameter -> UsageError -> ClickException).
-_UsageError: type[Exception] = typer.BadParameter.__bases__[0]
-_ClickException: type[Exception] = _UsageError.__bases__[0]
-
-
-def set_color(mode: ColorMode) -> None:
-    """Set the colour mode for this process (and for typer's own help and errors)."""
-    set_color_mode(mode)
-    if not color_enabled(sys.stdout):
-        typer.rich_utils.COLOR_SYSTEM = None
-        typer.rich_utils.FORCE_TERMINAL = False
-    elif mode is ColorMode.always:
-        typer.rich_utils.FORCE_TERMINAL = True
-
-
-def console(*, stderr: bool = False, soft_wrap: bool = True) -> Console:
-    """A rich console that follows ``--color``/``NO_COLOR``; never wraps when not a terminal."""
-    stream = sys.stderr if stderr else sys.stdout
-    on = color_enabled(stream)
-    return Console(
-        stderr=stderr,
-        highlight=False,
-        soft_wrap=soft_wrap or not isatty(stream),
-        color_system="auto" if on else None,
-        force_terminal=True if on and color_mode() is ColorMode.always else None,
-        no_color=not on,
-    )
-
-
-def _no_type_for_flags(self: typer.core.TyperOption, ctx: Any) -> str | None:
-    # typer's rich help shows a value type for every option, `<bool>` for flags too;
-    # a flag takes no value, so it gets none (as in click's plain help).
-    if self.is_flag or self.count:
-        return None
-    if self.metavar is not None:
-        return self.metavar
-    shown = self.display_type(ctx)
-    return shown + "..." if self.nargs != 1 else shown
-
-
-typer.core.TyperOption.display_type_rich = _no_type_for_flags  # type: ignore[method-assign]
-
+__all__ = ["FAMILIES", "app"]
 
 app = typer.Typer(
     name="guard",
@@ -159,38 +96,12 @@ def _root(
         set_color(color)
 
 
-def _message(exc: Exception) -> str:
-    fmt = getattr(exc, "format_message", None)
-    return str(fmt()) if callable(fmt) else str(exc)
-
-
-def _exit_code(exc: Exception) -> int:
-    code = getattr(exc, "exit_code", 2)
-    return code if isinstance(code, int) else 2
-
-
-def dispatch(args: list[str], *, as_json: bool) -> NoReturn:
-    """Run the command line ``args`` (``--color`` already taken) through typer; exit."""
-    set_color(color_mode())  # typer's own help and errors follow it too
-    target, prog = app, "guard"
-    if args[:1] == ["run"]:  # the one command: see guard.cli.runner
-        from guard.cli.run import run_app
-
-        target, prog, args = run_app, "guard run", args[1:]
-    else:
-        from guard.cli import _commands  # noqa: F401  (registers every command on app)
-    try:
-        code = target(args=args, prog_name=prog, standalone_mode=False)
-    except _UsageError as exc:
-        ctx: Any = getattr(exc, "ctx", None)
-        where = ctx.command_path if ctx is not None else prog  # no context: option parsing
-        # no arguments where some are needed: typer has printed the help already
-        msg = _message(exc).rstrip(".") or "no command given"
-        fail(f"{msg} (see `{where} --help`)", as_json=as_json, code=_exit_code(exc))
-    except typer.Abort:
-        fail("aborted", as_json=as_json, code=130)
-    except _ClickException as exc:
-        fail(_message(exc), as_json=as_json, code=_exit_code(exc))
-    except Exception as exc:
-        fail_for(exc, as_json=as_json)
-    raise SystemExit(code if isinstance(code, int) else 0)
+# plan and resume define no family of their own: they add their commands to the
+# `plan` and `session` groups of guard.cli.planning (imported above for that).
+FAMILIES: tuple[typer.Typer, ...] = tuple(
+    family.commands
+    for family in (audit, core, demo, effects, hooks, lint, mcp, monitor, planning, replay, run, ui)
+)
+for _family in FAMILIES:
+    app.registered_commands.extend(_family.registered_commands)
+    app.registered_groups.extend(_family.registered_groups)

@@ -1,4 +1,4 @@
-"""The command-line conventions that need neither typer nor rich, and the entry point.
+"""The command-line conventions that need neither typer nor rich.
 
 Conventions every command follows (kept here so that no command re-implements them):
 
@@ -10,12 +10,12 @@ Conventions every command follows (kept here so that no command re-implements th
   error is a JSON object on stderr instead: ``{"schema_version": 1, "error": ...}``.
 - JSON output carries ``"schema_version": 1`` (see docs/json.md).
 
-:func:`main` starts a confined command (``guard run``) without importing typer, rich or
-any other command's module (:mod:`guard.cli.runner`), and answers ``--version`` and a
-plain ``guard check`` or ``guard lint`` the same way (:mod:`guard.cli.quick`); every
-other command goes through the typer application (:mod:`guard.cli._app`), loaded only
-then.
+Their typer side (typer's own help and errors, rich consoles) is in
+:mod:`guard.cli._typer`; the entry point that reads a command line is
+:mod:`guard.cli._main`. This module imports no other module of the command line.
 """
+
+# Lazy imports: effects, policy, probe only on error/--version: run/check start fast.
 
 from __future__ import annotations
 
@@ -46,8 +46,13 @@ def color_mode() -> ColorMode:
 
 
 def set_color_mode(mode: ColorMode) -> None:
-    """Record the colour mode; :func:`guard.cli._app.set_color` also tells typer."""
+    """Record the colour mode; :func:`guard.cli._typer.set_color` also tells typer."""
     _State.color = mode
+
+
+def set_json_mode(on: bool) -> None:
+    """Record whether this command line asked for JSON (warnings follow it)."""
+    _State.json_mode = on
 
 
 def color_enabled(stream: IO[str] | None = None) -> bool:
@@ -176,59 +181,3 @@ def version_text() -> str:
     from guard.probe import version_text
 
     return version_text()
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: never lets a traceback reach the user."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    args, mode, problem = take_color(args)
-    as_json = wants_json(args)
-    _State.json_mode = as_json
-    if problem is not None:
-        fail(problem, as_json=as_json)
-    set_color_mode(mode or ColorMode.auto)
-    if args in (["--version"], ["-V"]):
-        sys.stdout.write(version_text())
-        raise SystemExit(0)
-    if args[:1] in (["check"], ["lint"]):  # called once per file by hooks and editors
-        _quick(args, as_json=as_json)
-    if args[:1] == ["run"]:  # the start-up cost of every confined command
-        from guard.cli import runner
-
-        options = runner.parse(args[1:])
-        if options is not None:
-            try:
-                code = runner.execute(options)
-            except KeyboardInterrupt:  # Ctrl-C: quietly, as on typer's path
-                raise SystemExit(130) from None
-            except EOFError:  # as on typer's path
-                sys.stderr.write("\n")
-                fail("aborted", as_json=as_json, code=130)
-            except Exception as exc:
-                fail_for(exc, as_json=as_json)
-            raise SystemExit(code)
-        # help, a usage error, --explain: the typer command says it (the same command)
-    from guard.cli._app import dispatch
-
-    dispatch(args, as_json=as_json)
-
-
-def _quick(args: list[str], *, as_json: bool) -> None:
-    """Answer a plain ``guard check`` or ``guard lint`` without typer (see
-    :mod:`guard.cli.quick`); return for anything else, which typer then reads."""
-    from guard.cli import quick
-
-    check = quick.parse_check(args[1:]) if args[0] == "check" else None
-    lint = quick.parse_lint(args[1:]) if args[0] == "lint" else None
-    if check is None and lint is None:
-        return
-    try:
-        if check is not None:
-            code = quick.run_check(check)
-        elif lint is not None:
-            code = quick.run_lint(lint)
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
-    except Exception as exc:
-        fail_for(exc, as_json=as_json)
-    raise SystemExit(code)

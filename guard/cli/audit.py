@@ -7,9 +7,14 @@ from typing import Annotated
 
 import typer
 
-from guard.cli._app import app, console, print_json, with_schema
-from guard.cli._base import fail_for
+from guard.audit import AuditError, chain, logfile
+from guard.audit import verify as chain_check
+from guard.cli._base import fail_for, print_json, with_schema
+from guard.cli._typer import console
 from guard.cli.options import JsonOpt
+from guard.paths import Roots
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 audit_app = typer.Typer(
     help=(
@@ -18,7 +23,7 @@ audit_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-app.add_typer(audit_app, name="audit")
+commands.add_typer(audit_app, name="audit")
 
 
 @audit_app.command(
@@ -76,10 +81,6 @@ def verify(
 
     Prints each break as LOG:LINE: what is wrong, then the head (the last record's number and MAC; keep it elsewhere and pass it back with --head to find records cut from the end). Exit codes: 0 intact, 1 broken, 2 no log, no key or bad input.
     """  # noqa: E501 (one paragraph: the help wraps it)
-    from guard.audit import AuditError, chain, logfile
-    from guard.audit import verify as chain_check
-    from guard.paths import Roots
-
     try:
         if shipped is not None:
             if log is not None or head is not None:

@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from guard import hosts
-from guard.cli._app import app, console, print_json
+from guard.cli._base import print_json
 from guard.cli._io import printable
+from guard.cli._typer import console
 from guard.cli.options import AgentOpt, CwdOpt, JsonOpt, PolicyOpt, WorktreeOpt
 from guard.cli.quick import (
     EXIT_CODES,
@@ -28,12 +29,14 @@ from guard.network import path_target
 from guard.paths import plan_dir
 from guard.policy import json_schema
 
+commands = typer.Typer()  # added to guard's application by guard.cli._app
+
 
 def _out() -> Console:
     return console()
 
 
-@app.command(
+@commands.command(
     epilog=(
         "Examples:\n\n"
         "  guard check --agent plan write src/main.py            # exit 1: denied\n\n"
@@ -102,7 +105,7 @@ def _badge(action: str) -> str:
     return f"[bold {color}]{action.upper():5}[/]"
 
 
-@app.command(
+@commands.command(
     epilog=(
         "Example:\n\n"
         "  guard explain --agent plan write .openoxide/plans/p.md\n\n"
@@ -161,7 +164,7 @@ def explain(
     raise typer.Exit(EXIT_CODES[d.action.value])
 
 
-@app.command()
+@commands.command()
 def schema() -> None:
     """Print the JSON Schema of policy files (for editor completion).
 
@@ -170,7 +173,7 @@ def schema() -> None:
     print(json.dumps(json_schema(), indent=2))
 
 
-@app.command("plan-dir")
+@commands.command("plan-dir")
 def plan_dir_cmd(
     cwd: CwdOpt = None,
     worktree: WorktreeOpt = None,

@@ -12,9 +12,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from guard.cli._app import app
 from guard.decide import Guard
 from guard.effects import Action, Effect
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 STYLE = {Action.ALLOW: "green", Action.ASK: "yellow", Action.DENY: "red"}
 
@@ -84,7 +85,7 @@ def run_demo(con: Console, keep: bool = False) -> None:
             shutil.rmtree(base, ignore_errors=True)
 
 
-@app.command()
+@commands.command()
 def demo(
     keep: Annotated[
         bool, typer.Option(help="Keep the scratch repository and print its path.")

@@ -9,10 +9,13 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from guard.cli._app import app, console, print_json
+from guard.cli._base import print_json
 from guard.cli._io import printable, read_json_input
+from guard.cli._typer import console
 from guard.effects import GuardError
 from guard.tools import DIALECTS, effects_for
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 HELP = (
     "Print the effects guard finds in one tool call (reads, writes, deletes, exec, network)."
@@ -22,7 +25,7 @@ HELP = (
 )
 
 
-@app.command(
+@commands.command(
     "effects",
     help=HELP,
     epilog=(

@@ -7,11 +7,21 @@ import sys
 from typing import Any
 
 import typer
+from rich.table import Table
+from rich.text import Text
 
 from guard import hosts
-from guard.cli._app import app, console, print_json, warn
+from guard.cli._base import print_json, warn
+from guard.cli._typer import console
 from guard.effects import GuardError, did_you_mean
 from guard.integrations import HOSTS
+from guard.integrations.doctor import host_checks, layer_checks
+from guard.integrations.install import install, uninstall
+from guard.integrations.runner import decide
+from guard.paths import find_worktree, plan_dir
+from guard.probe import installation
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 HOST_LIST = ", ".join(HOSTS)
 
@@ -25,7 +35,7 @@ def _known_host(host: str) -> str:
     return host
 
 
-@app.command(
+@commands.command(
     "hook",
     help=(
         "Answer one host hook call: read the pending tool call on stdin, print the"
@@ -47,8 +57,6 @@ def hook_cmd(
     agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
     policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
 ) -> None:
-    from guard.integrations.runner import decide
-
     answer = decide(host, sys.stdin.buffer.read(), agent=agent, policy=policy)
     sys.stdout.write(answer.stdout)
     sys.stderr.write(answer.stderr)
@@ -63,7 +71,7 @@ def _scope(project: bool, user: bool, host: str = "") -> str:
     return "user" if user else "project"
 
 
-@app.command(
+@commands.command(
     "install",
     help=(
         "Wire guard's hook into a host agent's settings file.\n\n"
@@ -92,8 +100,6 @@ def install_cmd(
     policy: str | None = typer.Option(None, "--policy", help="pin a policy file or builtin:NAME"),
     as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
 ) -> None:
-    from guard.integrations.install import install
-
     scope = _scope(project, user, host)
     change = install(
         host, "user" if scope == "user" else "project", agent=agent, policy=policy
@@ -110,8 +116,6 @@ def install_cmd(
 
 def _warn_if_editable() -> None:
     """An editable install's hook runs the checkout's code: say so, and what lasts."""
-    from guard.probe import installation
-
     inst = installation()
     if inst.checkout is not None:
         warn(
@@ -149,8 +153,6 @@ def _report_install(host: str, change: Any, no_worktree: str | None = None) -> N
 
 
 def _worktree_or_none() -> str | None:
-    from guard.paths import find_worktree
-
     wt = find_worktree(os.getcwd())
     return str(wt) if wt is not None else None
 
@@ -159,7 +161,6 @@ def _no_worktree_note() -> str | None:
     """Said when --project is used outside any repository."""
     if _worktree_or_none() is not None:
         return None
-    from guard.paths import plan_dir
 
     return (
         f"  note: {os.getcwd()} is not inside a worktree (no .git, .hg, .jj or .svn found);"
@@ -168,7 +169,7 @@ def _no_worktree_note() -> str | None:
     )
 
 
-@app.command(
+@commands.command(
     "uninstall",
     help=(
         "Remove guard's hook entry (and only it) from a host agent's settings file.\n\n"
@@ -183,8 +184,6 @@ def uninstall_cmd(
     user: bool = typer.Option(False, "--user", help="your user-wide settings"),
     as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
 ) -> None:
-    from guard.integrations.install import uninstall
-
     scope = _scope(project, user, host)
     change = uninstall(host, "user" if scope == "user" else "project")
     if as_json:
@@ -206,9 +205,6 @@ def uninstall_cmd(
 def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
     """The doctor's two rich tables; names and details are plain text, never markup (a
     detail such as "the [re2] extra" keeps its brackets)."""
-    from rich.table import Table
-    from rich.text import Text
-
     style = {"ok": "green", "off": "dim", "broken": "bold red", "skipped": "bold red"}
     tables = []
     for title, checks in (("Hosts", hosts), ("Layers", layers)):
@@ -222,7 +218,7 @@ def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
     return tables
 
 
-@app.command(
+@commands.command(
     "doctor",
     help=(
         "Show which host agents are wired to guard here, whether their hook commands"
@@ -240,8 +236,6 @@ def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
 def doctor_cmd(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    from guard.integrations.doctor import host_checks, layer_checks
-
     hosts = host_checks()
     layers = layer_checks()
     if as_json:

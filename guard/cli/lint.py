@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -12,9 +13,16 @@ from typing import Any
 import typer
 
 from guard import hosts
-from guard.cli._app import app, with_schema
+from guard.cli._base import with_schema
 from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
+from guard.fleet.report import build, to_table, write_html
+from guard.lint import RULES
+from guard.lint.docs import rule_page
+from guard.lint.importers import IMPORTERS, read_json, validate, write_atomically
+from guard.lint.review import run_review, to_markdown
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 
 class OutputFormat(StrEnum):
@@ -30,7 +38,7 @@ class FailLevel(StrEnum):
     note = "note"
 
 
-@app.command(
+@commands.command(
     "lint",
     epilog=(
         "Examples:\n\n"
@@ -69,9 +77,6 @@ def lint_command(
     ),
 ) -> None:
     """Check policy files for mistakes that weaken plan mode: the rule catalog GLxxx."""
-    from guard.lint import RULES
-    from guard.lint.docs import rule_page
-
     if list_rules:
         for r in RULES.values():
             typer.echo(f"{r.code}  {r.name:<28} {r.level.value:<8} {r.summary}")
@@ -99,7 +104,7 @@ class ReviewFormat(StrEnum):
     html = "html"
 
 
-@app.command(
+@commands.command(
     "review",
     epilog=(
         "Examples:\n\n"
@@ -154,7 +159,6 @@ def review_command(
     if output_format is ReviewFormat.html:
         raise GuardError("--format html is for --fleet (guard replay --format html renders"
                          " past sessions)")
-    from guard.lint.review import run_review, to_markdown
 
     def json_text(review: Any) -> str:
         return json.dumps(with_schema(review.to_json()), indent=2) + "\n"
@@ -188,10 +192,6 @@ def _emit(text: str, output: Path | None) -> None:
 
 
 def _fleet_review(path: Path, output_format: ReviewFormat, output: Path | None) -> None:
-    import io
-
-    from guard.fleet.report import build, to_table, write_html
-
     rep = build(path)
     if output_format is ReviewFormat.json:
         text = json.dumps(with_schema(rep.to_json()), indent=2) + "\n"
@@ -214,12 +214,10 @@ import_app = typer.Typer(
     " every construct that does not convert exactly).",
     no_args_is_help=True,
 )
-app.add_typer(import_app, name="import")
+commands.add_typer(import_app, name="import")
 
 
 def _import(kind: str, source: Path, output: Path | None, force: bool) -> None:
-    from guard.lint.importers import IMPORTERS, read_json, validate, write_atomically
-
     data = read_json(str(source), f"{kind} settings file")
     draft = IMPORTERS[kind](data, str(source))
     text = draft.to_toml()

@@ -12,11 +12,13 @@ from typing import Annotated
 
 import typer
 
-from guard.cli._app import app
 from guard.decide import Guard
 from guard.effects import GuardError
+from guard.mcp.proxy import McpProxy, run_proxy
 from guard.planning.owner import Owner
 from guard.planning.session import Mode, Session, SessionNotFound, state_dirs
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 
 class AuditLevel(enum.StrEnum):
@@ -67,7 +69,7 @@ Examples:
 """
 
 
-@app.command("mcp", help=HELP)
+@commands.command("mcp", help=HELP)
 def mcp_command(
     server: Annotated[
         list[str] | None,
@@ -116,8 +118,6 @@ def mcp_command(
         bool, typer.Option("--verbose", "-v", help="Log allowed calls to stderr too.")
     ] = False,
 ) -> None:
-    from guard.mcp.proxy import McpProxy, run_proxy
-
     if not server:
         raise GuardError(
             "no server command: put it after `--`, e.g."

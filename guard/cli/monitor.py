@@ -15,11 +15,24 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from guard.cli._app import app, console, print_json, with_schema
+from guard.cli._base import print_json, with_schema
+from guard.cli._typer import console
 from guard.cli.options import JsonOpt, WorktreeOpt
 from guard.cli.show import print_violation
+from guard.decide import Guard
 from guard.effects import GuardError
-from guard.paths import Roots
+from guard.monitor import (
+    Monitor,
+    Notice,
+    Violation,
+    get_item,
+    list_items,
+    quarantine_root,
+    restore_item,
+)
+from guard.paths import Roots, no_worktree_note
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 quarantine_app = typer.Typer(
     help=(
@@ -32,7 +45,7 @@ quarantine_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-app.add_typer(quarantine_app, name="quarantine")
+commands.add_typer(quarantine_app, name="quarantine")
 
 IdArg = Annotated[
     str, typer.Argument(metavar="ID", help="<session>/<timestamp> from `guard quarantine list`.")
@@ -58,7 +71,7 @@ def _out() -> Console:
     return console()
 
 
-@app.command(
+@commands.command(
     epilog=(
         "Examples:\n\n"
         "  guard watch --agent plan                  # report every out-of-policy change\n\n"
@@ -121,9 +134,6 @@ def watch(
 
     Each violation is printed at once and appended to the audit log. A baseline is taken first (tracked files by their git blob ids, untracked ones copied up to --size-cap). If the event queue overflows, a reconciliation scan finds what was missed; if inotify cannot watch every directory (fs.inotify.max_user_watches), it refuses to start, naming the fixes.
     """  # noqa: E501
-    from guard.decide import Guard
-    from guard.monitor import Monitor, Notice, Violation
-
     if worktree is not None and not worktree.is_dir():
         raise GuardError(f"--worktree {worktree}: not a directory")
     g = Guard.load(policy, worktree=worktree)
@@ -131,8 +141,6 @@ def watch(
     out = _out()
     lock = threading.Lock()
     if g.roots.worktree is None and not root:
-        from guard.paths import no_worktree_note
-
         note = no_worktree_note()
         if note is not None:
             err.print(f"guard watch: {note}", markup=False)
@@ -223,8 +231,6 @@ def list_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """List quarantined items, oldest first: id, what happened, the original path."""
-    from guard.monitor import list_items, quarantine_root
-
     root = quarantine_root(_roots(worktree))
     items = list_items(root, session)
     if json_out:
@@ -250,8 +256,6 @@ def show_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Show one item's manifest (why it was moved, by which rule) and where its bytes are."""
-    from guard.monitor import get_item, quarantine_root
-
     item = get_item(quarantine_root(_roots(worktree)), item_id)
     data: dict[str, Any] = item.to_json()
     data["stored_path"] = str(item.stored)
@@ -293,8 +297,6 @@ def restore_cmd(
 
       guard quarantine restore <id> --to old-a.md   # next to the current version
     """
-    from guard.monitor import get_item, quarantine_root, restore_item
-
     item = get_item(quarantine_root(_roots(worktree)), item_id)
     try:
         lines = restore_item(item, to=str(to) if to else None, force=force)

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from guard.audit.logfile import default_log_path, read
 from guard.cli.planning import (
     CwdOpt,
     JsonOpt,
@@ -28,11 +29,13 @@ from guard.cli.planning import (
     session_console,
 )
 from guard.effects import GuardError
+from guard.paths import Roots
 from guard.planning import events as ev
 from guard.planning.answer import Choice, answer_exit, answer_questions
 from guard.planning.artifact import read_plan
+from guard.planning.current import describe_current_agent
 from guard.planning.render import plan_panel
-from guard.planning.runtime import describe_current_agent, list_plans
+from guard.planning.runtime import list_plans
 from guard.planning.session import Mode, Session, sessions_dir
 
 Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason
@@ -41,9 +44,6 @@ Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason
 def _recent_decisions(session: Session, cwd: Path, count: int = 5) -> list[Decided]:
     """The last decisions taken while the session existed: its own event log (the MCP
     proxy) and the project's audit log (the hooks, guard check)."""
-    from guard.audit.logfile import default_log_path, read
-    from guard.paths import Roots
-
     found: list[Decided] = [
         (e.at, e.action.value, e.agent or "-", e.tool or "-", e.reason)
         for e in ev.read_events(session)

@@ -19,14 +19,21 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from guard.cli._app import app, console, with_schema
+from guard.audit.logfile import default_log_path
+from guard.cli._base import with_schema
+from guard.cli._typer import console
 from guard.effects import GuardError
+from guard.paths import Roots
 from guard.planning import events as ev
 from guard.planning.artifact import read_plan
+from guard.planning.binding import worktrees_of
+from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_session
 from guard.planning.render import event_line, session_view
-from guard.planning.runtime import describe_current_agent
 from guard.planning.session import Mode, Session, pin, sessions_dir
+from guard.ui.state import Tail
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 session_app = typer.Typer(
     help=(
@@ -63,8 +70,8 @@ plan_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-app.add_typer(session_app, name="session")
-app.add_typer(plan_app, name="plan")
+commands.add_typer(session_app, name="session")
+commands.add_typer(plan_app, name="plan")
 
 CwdOpt = Annotated[
     Path,
@@ -109,8 +116,6 @@ def resolve_session(cwd: Path, session_id: str | None) -> Session:
 def _open_plans(cwd: Path) -> list[Session]:
     """The plan sessions that decide around ``cwd``: its worktree's, and those of every
     worktree it lies in or beside (guard.planning.binding)."""
-    from guard.planning.binding import worktrees_of
-
     places = [Path(p) for p in worktrees_of([str(cwd)])] or [cwd]
     return [
         s for p in places for s in Session.list_all(p) if s.decides and s.mode is Mode.PLAN
@@ -279,7 +284,7 @@ def session_end(
 # ---- guard mode -------------------------------------------------------------------------------
 
 
-@app.command("mode")
+@commands.command("mode")
 def mode_command(
     mode: Annotated[
         Mode | None, typer.Argument(help="plan or build; omit to print the current mode.")
@@ -344,7 +349,7 @@ def mode_command(
 # ---- guard events -----------------------------------------------------------------------------
 
 
-@app.command("events")
+@commands.command("events")
 def events_command(
     session_id: SessionOpt = None,
     follow: Annotated[
@@ -409,10 +414,6 @@ def _with_audit(
     session: Session, cwd: Path, follow: bool
 ) -> Iterator[ev.Event | dict[str, Any]]:
     """The session's events and the project's audit records since it began, as they come."""
-    from guard.audit.logfile import default_log_path
-    from guard.paths import Roots
-    from guard.ui.state import Tail
-
     events, records = Tail(session.events_path), Tail(default_log_path(Roots.discover(cwd)))
     lineno = 0
     while True:

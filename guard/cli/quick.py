@@ -3,7 +3,7 @@
 A pre-commit hook or an editor calls ``guard check`` or ``guard lint`` once per
 file, so their start-up is paid again and again; typer, rich and the other
 commands' modules cost several times what the answer does. As for ``guard run``
-(:mod:`guard.cli.runner`), :func:`guard.cli._base.main` reads a plain command
+(:mod:`guard.cli.runner`), :func:`guard.cli._main.main` reads a plain command
 line here (:func:`parse_check`, :func:`parse_lint`) and answers it itself; anything
 else (``--help``, ``--dialect``, ``--list-rules``, an unknown or bundled option, a
 missing value) goes to the typer command, which says it in the conventional words
@@ -11,6 +11,8 @@ and then calls the same :func:`run_check` / :func:`run_lint`. Policies load from
 the validated cache (:func:`guard.policy.valid.storing`), so a policy seen before
 needs no pydantic either. ``benchmarks/cli.py`` measures the result.
 """
+
+# Lazy imports: policy, decision and lint code per function: guard check/lint start fast.
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from guard.ansi import paint
 from guard.cli._base import color_enabled, print_json, warn
 from guard.cli._io import control_chars, printable, read_json_input
-from guard.effects import GuardError
+from guard.effects import Effect, EffectKind, GuardError, ToolCall
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -38,8 +40,6 @@ KINDS = ("read", "write", "delete", "exec", "network")
 
 
 def effect_kind(kind: str) -> EffectKind:
-    from guard.effects import EffectKind
-
     if kind not in KINDS:
         raise GuardError(f"unknown effect kind {kind!r}; use one of: {', '.join(KINDS)}")
     return EffectKind(kind)
@@ -165,8 +165,6 @@ def parse_check(args: list[str]) -> CheckOptions | None:
 
 
 def _tool_call(o: CheckOptions) -> ToolCall:
-    from guard.effects import ToolCall
-
     if o.tool is None:
         raise GuardError("--dialect needs --tool NAME (and usually --input JSON)")
     args: Any = read_json_input(o.tool_input) if o.tool_input is not None else {}
@@ -182,7 +180,6 @@ def _tool_call(o: CheckOptions) -> ToolCall:
 
 def run_check(o: CheckOptions) -> int:
     """Decide one effect (or a whole tool call) as the gate does; print it; the exit code."""
-    from guard.effects import Effect, ToolCall
     from guard.gate import Gate
 
     g = load_guard(o.policy, o.worktree, o.cwd)
@@ -196,14 +193,14 @@ def run_check(o: CheckOptions) -> int:
     if o.dialect is not None:
         if o.kind is not None or o.path is not None:
             raise GuardError("give either KIND PATH or --dialect/--tool/--input, not both")
-        verdict = gate.decide(_tool_call(o))
+        verdict = gate.record(gate.decide(_tool_call(o)))
     else:
         if o.kind is None or o.path is None:
             raise GuardError("give KIND PATH (e.g. `write src/a.py`) or --dialect/--tool/--input")
         effect = Effect(effect_kind(o.kind), path_arg(o.path))
         where = str(o.cwd) if o.cwd is not None else None
         call = ToolCall("effect", o.kind, {"target": o.path}, where)
-        verdict = gate.decide(call, effects=[effect])
+        verdict = gate.record(gate.decide(call, effects=[effect]))
     if verdict.failed:
         raise GuardError(verdict.reason)  # bad input: exit 2 (the verdict is a deny)
     each = [(e, g.decide_effect(o.agent, e, o.cwd)) for e in verdict.effects]
@@ -265,10 +262,11 @@ def parse_lint(args: list[str]) -> LintOptions | None:
 
 def default_lint_target() -> str:
     """The policy guard would use here: $GUARD_POLICY, .openoxide/policy.toml, builtin."""
+    from guard.gate import policy_named
     from guard.paths import find_worktree
     from guard.policy import BUILTIN_PREFIX
 
-    env = os.environ.get("GUARD_POLICY")
+    env = policy_named(None, os.environ)
     if env:
         return env
     wt = find_worktree(os.getcwd())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -12,12 +13,19 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
+from rich.progress import Progress
 
 from guard import hosts
-from guard.cli._app import app, console, installed_version, warn
+from guard.cli._base import installed_version, warn
 from guard.cli._io import printable
+from guard.cli._typer import console
 from guard.cli.options import AgentOpt, PolicyOpt
 from guard.effects import GuardError
+from guard.replay.engine import check_host, transcripts
+from guard.replay.engine import replay as run
+from guard.replay.report import Summary, sarif, short, write_html, write_json
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 if TYPE_CHECKING:
     from guard.replay.model import ReplayCall, ReplayResult
@@ -49,7 +57,7 @@ HELP = (
 )
 
 
-@app.command(
+@commands.command(
     "replay",
     help=HELP,
     epilog=(
@@ -97,9 +105,6 @@ def replay(
     ] = None,
 ) -> None:
     """Replay transcripts through the gate (see HELP)."""
-    from guard.replay.engine import check_host, transcripts
-    from guard.replay.engine import replay as run
-
     check_host(host)  # before any output is written
     if cwd is not None and not cwd.is_dir():
         raise GuardError(f"--cwd {cwd}: not a directory")
@@ -110,19 +115,11 @@ def replay(
     with _progress(files) as tick, _target(output) as out:
         results = run(files, host=host, agent=agent, policy=policy, progress=tick, cwd=where)
         if fmt is Format.json:
-            from guard.replay.report import write_json
-
             summary = write_json(results, out)
         elif fmt is Format.sarif:
-            import json
-
-            from guard.replay.report import sarif
-
             log, summary = sarif(results, agent, installed_version())
             out.write(json.dumps(log, indent=2) + "\n")
         elif fmt is Format.html:
-            from guard.replay.report import write_html
-
             summary = write_html(results, out, agent, policy or "the worktree's (or default)")
         else:
             summary = _table(results, out)
@@ -151,7 +148,6 @@ def _progress(files: list[Path]) -> Iterator[Callable[[ReplayCall], None] | None
     if not sys.stderr.isatty() or total < PROGRESS_BYTES:
         yield None
         return
-    from rich.progress import Progress
 
     sizes = {str(f): f.stat().st_size for f in files}
     with Progress(console=console(stderr=True), transient=True) as bar:
@@ -168,8 +164,6 @@ def _progress(files: list[Path]) -> Iterator[Callable[[ReplayCall], None] | None
 
 
 def _table(results: Iterable[ReplayResult], out: IO[str]) -> Summary:
-    from guard.replay.report import Summary, short
-
     s = Summary()
     con = console() if out is sys.stdout else None
     colors = {"allow": "green", "allow_confined": "cyan", "ask": "yellow", "deny": "red"}

@@ -9,7 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
+from guard.audit.sinks import AuditLog
 from guard.cli.planning import session_app
+from guard.decide import Guard
+from guard.fleet.records import stamp
+from guard.fleet.syslog import ship
+from guard.integrations import missed, reconcile
+from guard.paths import Roots
 
 
 @session_app.command("resume")
@@ -42,11 +48,6 @@ def session_resume(
 
       guard session resume --host-session ID    # one host session
     """
-    from guard.audit.sinks import AuditLog
-    from guard.fleet.records import stamp
-    from guard.integrations import missed, reconcile
-    from guard.paths import Roots
-
     roots = Roots.discover(str(cwd))
     here = str(roots.worktree) if roots.worktree is not None else os.path.realpath(cwd)
     chosen = [
@@ -83,9 +84,6 @@ def session_resume(
 
 def _ship(record: dict[str, Any], cwd: Path) -> None:
     """Ship the notice like every other record (a shipped chain has no hole at it)."""
-    from guard.decide import Guard
-    from guard.fleet.syslog import ship
-
     try:
         g = Guard.load(cwd=str(cwd))
     except Exception as exc:  # the record is in the local log; say why it is not shipped

@@ -12,8 +12,9 @@ from typing import Any
 
 import typer
 
-from guard.cli._app import app
 from guard.cli.runner import RunOptions, execute
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 _HELP = "\n\n".join(
     [
@@ -48,7 +49,7 @@ _COMMAND: dict[str, Any] = {
 }
 
 
-@app.command("run", **_COMMAND)
+@commands.command("run", **_COMMAND)
 def run_command(
     command: list[str] = typer.Argument(
         None, metavar="-- COMMAND [ARGS]...", help="The command to confine, after `--`."
@@ -109,7 +110,7 @@ def run_command(
 
 
 # `guard run` alone: the same command without building guard's whole command tree
-# first (typer reads every command's signature for that). guard.cli._app.dispatch
+# first (typer reads every command's signature for that). guard.cli._main.dispatch
 # sends the command lines guard.cli.runner.parse leaves to typer here.
 run_app = typer.Typer(
     add_completion=False,

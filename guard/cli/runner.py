@@ -2,13 +2,15 @@
 
 Every confined command pays guard's start-up before it starts; typer, rich and the
 other commands' modules cost about as much as everything ``guard run`` needs. So
-:func:`guard.cli._base.main` reads a plain ``guard run`` command line here
+:func:`guard.cli._main.main` reads a plain ``guard run`` command line here
 (:func:`parse`) and runs it (:func:`execute`); anything :func:`parse` does not
 recognise as a plain command line (``--help``, an unknown option, a missing value,
 ``--explain``) goes to the typer command in :mod:`guard.cli.run`, which says it in
 the conventional words and then calls the same :func:`execute`. rich is imported
 only to show a violation.
 """
+
+# Lazy imports: sandbox, monitor, policy and rich where used: `guard run` starts fast.
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guard.cli._base import print_json
 from guard.effects import GuardError
 
 if TYPE_CHECKING:
@@ -271,7 +274,6 @@ def _count_files(top: str, stop: int) -> int:
 
 def _explain(plan: Any) -> None:
     from guard import probe
-    from guard.cli._base import print_json
     from guard.sandbox import landlock, seccomp
 
     lay = probe.layers(plan.worktree)  # the one description --version, doctor, review give

@@ -1,14 +1,20 @@
 """``guard ui``: the plan-mode cockpit. Textual is imported only when the command runs."""
 
+# Lazy imports: textual (optional extra `ui`) only in `guard ui`; other commands run without it.
+
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from guard.cli._app import app
+from guard.cli._base import ColorMode, color_mode
 from guard.effects import GuardError
+from guard.ui.state import Cockpit
+
+commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 MISSING = (
     "guard ui needs Textual, an optional dependency: pip install 'openoxide-guard[ui]'"
@@ -16,7 +22,7 @@ MISSING = (
 )
 
 
-@app.command("ui")
+@commands.command("ui")
 def ui_command(
     session_id: Annotated[
         str | None,
@@ -43,10 +49,6 @@ def ui_command(
 
     Example: guard ui --cwd ~/src/project
     """
-    import os
-
-    from guard.cli._base import ColorMode, color_mode
-
     if not cwd.is_dir():
         raise GuardError(f"--cwd {cwd}: not a directory")
     try:
@@ -55,7 +57,6 @@ def ui_command(
         if "textual" not in str(exc):
             raise
         raise GuardError(MISSING) from None
-    from guard.ui.state import Cockpit
 
     if color_mode() is ColorMode.never:
         os.environ["NO_COLOR"] = "1"  # Textual reads it when the app starts

@@ -9,10 +9,16 @@ known. Stamping is cheap (a few microseconds): the process's identity is read on
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pwd
+import socket
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from guard.audit.logfile import now_iso
+from guard.version import __version__
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -32,11 +38,6 @@ def identity() -> dict[str, Any]:
     """This process's host name, user and guard version (read once per process)."""
     global _identity
     if _identity is None:
-        import pwd
-        import socket
-
-        from guard import __version__
-
         uid = os.getuid()
         try:
             user = pwd.getpwuid(uid).pw_name
@@ -64,8 +65,6 @@ def policy_fields(g: Guard | None) -> dict[str, Any]:
         return {"policy_digest": None, "policy_files": []}
     cached = g.fleet_fields
     if cached is None:
-        import hashlib
-
         files = [
             {"file": name, "layer": "policy",
              "sha256": hashlib.sha256(g.loaded.texts.get(name, "").encode()).hexdigest()}
@@ -90,8 +89,6 @@ def stamp(
 ) -> dict[str, Any]:
     """Add the fleet fields to ``record`` (in place; returned). Values the record already
     has for ``ts``, ``session``, ``host_agent`` and ``host_agent_version`` are kept."""
-    from guard.audit.logfile import now_iso
-
     record.setdefault("ts", now_iso())
     record["audit_schema"] = AUDIT_SCHEMA
     record["record_id"] = record_id()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import json
+import multiprocessing
 import os
 from collections import Counter, deque
 from collections.abc import Iterator
@@ -379,7 +380,6 @@ def build(path: Path, workers: int | None = None) -> FleetReport:
     shares = _shares(files, workers if total > SPLIT_BYTES else 1)
     if len(shares) <= 1:
         return _run_share(shares[0]) if shares else FleetReport()
-    import multiprocessing
 
     with multiprocessing.get_context("fork").Pool(len(shares)) as pool:
         parts = pool.map(_run_share, shares)

@@ -31,6 +31,8 @@ sockets one datagram per message. A record whose message would pass
 and SHA-256 of the whole record, which the local log keeps whole).
 """
 
+# Lazy imports: ctypes only when the shipper watches its spool: hooks ship records (speed).
+
 from __future__ import annotations
 
 import contextlib
@@ -40,6 +42,7 @@ import hashlib
 import json
 import os
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -50,6 +53,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from guard.fleet.records import stamp
+from guard.paths import data_dir
 
 APP_NAME = "openoxide-guard"
 MAX_MESSAGE = 60 * 1024  # below rsyslog's maxMessageSize="64k" with the header
@@ -165,8 +171,6 @@ def frame(msg: bytes, scheme: str) -> bytes:
 
 def spool_dir(target: Target, data: Path | None = None) -> Path:
     """``<data>/spool/syslog-<key of the target>`` (``data``: guard's data directory)."""
-    from guard.paths import data_dir
-
     key = hashlib.sha256(str(target).encode()).hexdigest()[:16]
     return (data or data_dir()) / "spool" / f"syslog-{key}"
 
@@ -403,7 +407,6 @@ class Shipper:
                 return
             if not n:
                 return
-            from guard.fleet.records import stamp
 
             record = stamp({"type": "notice", "source": "ship", "event": "not_shipped",
                             "message": f"{n} audit records were not shipped to"
@@ -536,7 +539,6 @@ def main(argv: list[str]) -> int:
                 return 0  # another shipper has this spool
             time.sleep(0.01)
     (directory / "shipper.pid").write_text(f"{os.getpid()}\n")
-    import signal
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     return Shipper(directory).run()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from guard import hosts
+from guard.integrations.interface import HookInputError
 
 if TYPE_CHECKING:
     from guard.integrations.interface import HostAdapter
@@ -30,6 +31,5 @@ def adapter_for(host: str) -> HostAdapter:
     if known is not None and known.adapter is not None:
         adapter: HostAdapter = hosts.load(known.adapter).ADAPTER
         return adapter
-    from guard.integrations.interface import HookInputError
 
     raise HookInputError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")

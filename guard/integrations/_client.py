@@ -6,6 +6,8 @@ compiled on every run; a module is not) and runs it. Any failure, including a
 missing or broken client, exits 2, which hosts treat as a block.
 """
 
+# Lazy imports: import machinery inside _run's try: on the hook path a failure exits 2.
+
 import os
 import sys
 

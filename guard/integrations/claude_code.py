@@ -9,6 +9,8 @@ allow_confined verdict is ``permissionDecision: "allow"`` with ``updatedInput``
 (the whole tool input, ``command`` replaced): Claude Code runs that instead.
 """
 
+# Lazy imports: guard.planning.host at install only: hook start-up speed.
+
 from __future__ import annotations
 
 from collections.abc import Mapping

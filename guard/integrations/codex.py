@@ -18,6 +18,8 @@ hooks cannot rewrite a call either: an allow_confined verdict is a deny whose
 reason says to run Codex under ``guard run``.
 """
 
+# Lazy imports: planning.host, codex_trust (tomlkit) at install only: hook start-up speed.
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -33,8 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomlkit
+
 from guard.effects import GuardError
 from guard.integrations.interface import is_ours
+from guard.integrations.settings_file import BACKUP_SUFFIX, replace_file
 
 EVENT_LABEL = "pre_tool_use"
 #: The events guard wires in a hooks.json, with the label Codex keys and hashes them by.
@@ -46,7 +49,6 @@ EVENT_LABELS = {
     "Stop": "stop",
 }
 DEFAULT_TIMEOUT = 600
-BACKUP_SUFFIX = ".guard-backup"
 
 
 class CodexConfigError(GuardError):
@@ -135,8 +137,6 @@ def read_config(path: Path | None = None) -> dict[str, Any]:
 
 
 def _table(parent: Any, key: str, path: Path) -> Any:
-    import tomlkit
-
     if key not in parent:
         parent[key] = tomlkit.table()
     value = parent[key]
@@ -150,8 +150,6 @@ def _table(parent: Any, key: str, path: Path) -> Any:
 
 def _edit_config(change: Any, path: Path | None = None) -> bool:
     """Apply ``change(doc) -> bool`` to config.toml, keeping its layout; atomic, backed up."""
-    import tomlkit
-
     path = path or config_path()
     read_config(path)  # a clear error for a broken file before anything else
     try:
@@ -164,8 +162,6 @@ def _edit_config(change: Any, path: Path | None = None) -> bool:
     out = tomlkit.dumps(doc)
     tomllib.loads(out)  # never write a file Codex could not read
     path.parent.mkdir(parents=True, exist_ok=True)
-    from guard.integrations.install import replace_file
-
     mode = 0o600
     if path.exists():
         mode = path.stat().st_mode & 0o7777

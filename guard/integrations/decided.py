@@ -12,6 +12,7 @@ reported as tampering.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import time
@@ -19,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from guard.audit import AuditError
+from guard.audit.chain import _CHAIN, _chain_of, _mac, load_key
 from guard.audit.logfile import rotated
 
 #: The kind of the violation record of a tool that ran without guard's decision.
@@ -59,9 +62,6 @@ class Trust:
     (their line's start, and why), to be reported as tampering."""
 
     def __init__(self) -> None:
-        from guard.audit import AuditError
-        from guard.audit.chain import load_key
-
         self.key: bytes | None
         self.why_no_key = ""
         try:
@@ -81,8 +81,6 @@ def untrusted(data: bytes, start: int, end: int, key: bytes | None) -> str | Non
     """Why the line ``data[start:end]`` is not a record guard's writer chained under
     ``key``; None when its MAC verifies. Only this line and the end of the one before it
     (whose MAC this one continues, or none for record 1) are read: no walk of the log."""
-    from guard.audit.chain import _CHAIN, _chain_of, _mac
-
     found = _chain_of(data[start:end])
     if found is None:
         return "no chain MAC: guard's writer did not write it"
@@ -98,7 +96,6 @@ def untrusted(data: bytes, start: int, end: int, key: bytes | None) -> str | Non
         prev = before.group(2)
     if key is None:
         return "no audit key to check it with"
-    import hmac
 
     if not hmac.compare_digest(_mac(key, seq, prev, body), mac):
         return "the MAC does not match: forged or edited"

@@ -10,10 +10,24 @@ from pathlib import Path
 from typing import Any, Literal
 
 from guard import hosts, probe
-from guard.integrations import HOSTS
-from guard.integrations.install import interpreter_of, read_settings, settings_file
+from guard.audit import AuditError
+from guard.audit.chain import key_path, load_key
+from guard.audit.logfile import default_log_path, read
+from guard.decide import Guard
+from guard.integrations import HOSTS, host_state, missed, opencode
+from guard.integrations.hookclient import pid_path, socket_path, trusted
+from guard.integrations.hookd import idle_seconds
+from guard.integrations.install import interpreter_of, project_dir, settings_file
 from guard.integrations.interface import Scope
 from guard.integrations.runner import adapter_for
+from guard.integrations.settings_file import read_settings
+from guard.match import engine_note
+from guard.paths import Roots, find_worktree
+from guard.planning.binding import worktrees_of
+from guard.planning.current import describe_current_agent
+from guard.planning.session import Mode, Session
+from guard.sandbox.confine import FALLBACK, available, namespaces_unavailable, walls_off
+from guard.tools import GUESSED, effects_for
 
 #: ``skipped``: wired, but the host will not run the hook (trust missing, file
 #: rewritten...): as bad as ``broken`` for the exit status.
@@ -101,10 +115,6 @@ def shell_line(host: str, unavailable: str, no_namespaces: str = "") -> tuple[bo
 
 
 def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
-    from guard.integrations import host_state, opencode
-    from guard.integrations.install import project_dir
-    from guard.sandbox.confine import available, namespaces_unavailable
-
     project = project_dir(cwd)
     unavailable = available()
     checks: list[Check] = []
@@ -162,10 +172,6 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
 
 def guessed_tools(cwd: str | os.PathLike[str] | None = None, limit: int = 2000) -> Check:
     """Tool names guard did not know and had to analyse by their input (from the audit log)."""
-    from guard.audit.logfile import default_log_path, read
-    from guard.paths import Roots
-    from guard.tools import GUESSED
-
     try:
         log = default_log_path(Roots.discover(os.fspath(cwd) if cwd is not None else
                                               os.getcwd()))
@@ -188,9 +194,6 @@ def guessed_tools(cwd: str | os.PathLike[str] | None = None, limit: int = 2000) 
 
 
 def daemon_check() -> Check:
-    from guard.integrations.hookclient import pid_path, socket_path, trusted
-    from guard.integrations.hookd import idle_seconds
-
     path = socket_path()
     pidfile = pid_path()
     lifetime = (f"it exits after {idle_seconds():g} s without a call (the hosts'"
@@ -209,9 +212,6 @@ def daemon_check() -> Check:
 def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
     checks: list[Check] = []
     try:
-        from guard.decide import Guard
-        from guard.match import engine_note
-
         g = Guard.load(cwd=os.fspath(cwd) if cwd is not None else None)
         checks.append(
             Check(
@@ -245,8 +245,6 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
 
 def namespaces_check(lay: probe.Layers | None = None) -> Check:
     """Whether confined commands run in namespaces here, or fall back to Landlock alone."""
-    from guard.sandbox.confine import FALLBACK, walls_off
-
     off = walls_off()
     if off:
         return Check("namespaces", "broken", f"{off}; unset it for real use")
@@ -268,8 +266,6 @@ def namespaces_check(lay: probe.Layers | None = None) -> Check:
 
 def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
     """The agent the hooks use here right now, and why (planning's describe_current_agent)."""
-    from guard.planning.runtime import describe_current_agent
-
     current = describe_current_agent(cwd if cwd is not None else os.getcwd())
     return Check("hooks' agent now", "ok" if current.agent else "broken", current.line())
 
@@ -277,9 +273,6 @@ def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
 def orphans_check(cwd: str | os.PathLike[str] | None = None) -> Check:
     """Open sessions whose owning process died, in every worktree around ``cwd``: an
     orphaned plan session keeps plan mode in force until the user acts."""
-    from guard.planning.binding import worktrees_of
-    from guard.planning.session import Mode, Session
-
     here = os.fspath(cwd) if cwd is not None else os.getcwd()
     try:
         places = [Path(p) for p in worktrees_of([here])] or [Path(here)]
@@ -313,11 +306,6 @@ def orphans_check(cwd: str | os.PathLike[str] | None = None) -> Check:
 def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
     """Where hook decisions of this directory are appended (the path is shown), and the
     key that chains them (never made here: a key others can read is broken)."""
-    from guard.audit import AuditError
-    from guard.audit.chain import key_path, load_key
-    from guard.audit.logfile import default_log_path
-    from guard.paths import Roots
-
     try:
         path = default_log_path(Roots.discover(os.fspath(cwd) if cwd is not None else None))
     except Exception as exc:
@@ -340,8 +328,6 @@ def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
 
 def _tools_check() -> Check:
     """The tool-call analysis, tried on a shell command (it loads the bash parser)."""
-    from guard.tools import effects_for
-
     try:
         effects_for(hosts.CLAUDE_CODE.dialect, "Bash", {"command": "echo hi > x"}, "/")
     except Exception as exc:
@@ -350,16 +336,11 @@ def _tools_check() -> Check:
 
 
 def project_of(cwd: str | None) -> Path:
-    from guard.integrations.install import project_dir
-
     return project_dir(cwd)
 
 
 def held_check(cwd: str | os.PathLike[str] | None = None) -> Check:
     """Host sessions of this worktree that guard holds after ``hook_missed`` (plan mode)."""
-    from guard.integrations import missed
-    from guard.paths import find_worktree
-
     here = os.path.realpath(cwd or os.getcwd())
     wt = find_worktree(here)
     mine = [d for _, d in missed.holds()

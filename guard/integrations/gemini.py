@@ -15,6 +15,8 @@ An allow_confined verdict is ``{"decision": "allow", "hookSpecificOutput":
 input, ``command`` replaced: Gemini CLI runs that instead.
 """
 
+# Lazy imports: guard.planning.host at install only: hook start-up speed.
+
 from __future__ import annotations
 
 import json

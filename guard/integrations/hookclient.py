@@ -27,6 +27,8 @@ peer's uid, and refuses a peer inside guard's confinement
 ``GUARD_HOOK_DAEMON=0`` turns the daemon off.
 """
 
+# Lazy imports: json, socket, fcntl, subprocess, time when needed: hook start-up speed.
+
 import os
 import stat
 import sys
@@ -139,9 +141,9 @@ def run_dir() -> str:
 
 
 def version() -> str:
-    """``guard.__version__``, read from the package's ``__init__.py`` without importing it."""
+    """``guard.__version__``, read from ``guard/version.py`` without importing guard."""
     try:
-        with open(os.path.join(PACKAGE, "__init__.py"), encoding="utf-8") as fh:
+        with open(os.path.join(PACKAGE, "version.py"), encoding="utf-8") as fh:
             text = fh.read()
     except OSError:
         return "unknown"

@@ -22,13 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from guard import hosts
+from guard.integrations import codex_trust
+from guard.integrations.gemini import workspace_trust
+from guard.integrations.runner import adapter_for
+from guard.integrations.settings_file import SettingsError, read_settings
+from guard.paths import data_dir
 
 REGISTRY = "hosts.json"
 
 
 def _registry_path() -> Path:
-    from guard.paths import data_dir
-
     return data_dir() / REGISTRY
 
 
@@ -92,9 +95,6 @@ def after_install(host: str, scope: str, path: Path, project: Path) -> list[str]
     """Make the host run the hook just written (Codex: trust). What was done."""
     if host != hosts.CODEX.name:
         return []
-    from guard.integrations import codex_trust
-    from guard.integrations.install import read_settings
-
     hooks = codex_trust.our_hooks(path, read_settings(path))
     return codex_trust.trust(hooks, project if scope == "project" else None)
 
@@ -103,27 +103,18 @@ def before_uninstall(host: str, path: Path) -> list[str]:
     """Keys of the host state guard wrote for the entries about to be removed."""
     if host != hosts.CODEX.name:
         return []
-    from guard.integrations import codex_trust
-    from guard.integrations.install import read_settings
-
     return [h.key for h in codex_trust.our_hooks(path, read_settings(path))]
 
 
 def after_uninstall(host: str, keys: list[str]) -> list[str]:
     if host != hosts.CODEX.name or not keys:
         return []
-    from guard.integrations import codex_trust
-
     return codex_trust.untrust(keys)
 
 
 def skip_reasons(host: str, scope: str, path: Path, project: Path) -> list[str]:
     """Every reason the host would not run guard's hook wired in ``path``: [] when it will."""
-    from guard.integrations.install import SettingsError, read_settings
-
     if host == hosts.CODEX.name:
-        from guard.integrations import codex_trust
-
         try:
             settings = read_settings(path)
         except SettingsError as exc:
@@ -134,8 +125,6 @@ def skip_reasons(host: str, scope: str, path: Path, project: Path) -> list[str]:
         return [f"wired, but Codex will skip it: {why}" for why in
                 codex_trust.skip_reasons(hooks, project if scope == "project" else None)]
     if host == hosts.GEMINI.name and scope == "project":
-        from guard.integrations.gemini import workspace_trust
-
         trusted, why = workspace_trust(project)
         if not trusted:
             return [f"wired, but Gemini will skip it: workspace not trusted ({why})"]
@@ -147,8 +136,6 @@ def rewritten(host: str, path: Path, settings: Mapping[str, Any]) -> str | None:
     command = remembered(host, path)
     if command is None or host == hosts.OPENCODE.name:
         return None
-    from guard.integrations.runner import adapter_for
-
     expected: dict[str, Any] = {}
     adapter_for(host).add_entry(expected, command)
     hooks = settings.get("hooks")

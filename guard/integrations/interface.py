@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from guard.effects import GuardError, ToolCall
+from guard.gate import ModeHint
 
 if TYPE_CHECKING:
     from guard.gate import ModeHint, Verdict
@@ -200,8 +201,6 @@ class HostAdapter(ABC):
 
     def permission_mode_hint(self, hook: HookCall) -> ModeHint | None:
         """Hosts with a ``permission_mode``: its ``plan`` means guard's plan agent."""
-        from guard.gate import ModeHint
-
         if hook.permission_mode is None:
             return None
         mode = "plan" if hook.permission_mode == "plan" else "build"

@@ -26,18 +26,23 @@ raised to the runner, which blocks the call.
 
 from __future__ import annotations
 
-import functools
-import hashlib
+import fcntl
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard import hosts
-from guard.audit.logfile import now_iso
+from guard.audit.logfile import default_log_path, now_iso
+from guard.fleet.records import stamp
+from guard.fleet.syslog import ship
+from guard.gate import Verdict, VerdictAction
+from guard.integrations import reconcile
 from guard.integrations.decided import KIND, Trust, decided
+from guard.integrations.missed_store import file_key, missed_dir, write_json
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -49,7 +54,6 @@ CHANGING: dict[str, frozenset[str]] = {
     h.name: h.changing_tools for h in hosts.HOSTS if h.changing_tools
 }
 RULE = "guard.hook_missed"
-SUBDIR = "missed"
 #: At most this many transcript bytes are read per hook call (the rest at the next).
 TRANSCRIPT_STEP = 4 << 20
 RESUME = "guard session resume"
@@ -61,35 +65,6 @@ RESTORE_ENV = "GUARD_MISSED_RESTORE"
 def changes(host: str, tool: str) -> bool:
     """Whether a result of ``tool`` on ``host`` may have changed something."""
     return tool in CHANGING.get(host, frozenset()) or tool.startswith("mcp__")
-
-
-_DIRS: dict[tuple[str | None, str | None], Path] = {}
-
-
-def missed_dir() -> Path:
-    """``<data>/missed``: holds, transcript offsets, session starts (plan mode cannot write
-    guard's data directory). Remembered per $HOME and $XDG_DATA_HOME: asked several times
-    per hook call."""
-    key = (os.environ.get("HOME"), os.environ.get("XDG_DATA_HOME"))
-    found = _DIRS.get(key)
-    if found is None:
-        from guard.paths import data_dir
-
-        found = _DIRS[key] = data_dir() / SUBDIR
-    return found
-
-
-def _key(host: str, session: str | None, cwd: str | None) -> str:
-    """The file key of a host session (of the cwd when the host names no session)."""
-    if session:
-        return _session_key(host, session)
-    who = f"cwd:{os.path.realpath(cwd or '.')}"
-    return hashlib.sha256(f"{host}\0{who}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
-
-
-@functools.lru_cache(maxsize=256)
-def _session_key(host: str, session: str) -> str:
-    return hashlib.sha256(f"{host}\0{session}".encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +91,7 @@ class Missed:
 
 
 def hold_path(host: str, session: str | None, cwd: str | None) -> Path:
-    return missed_dir() / f"held-{_key(host, session, cwd)}.json"
+    return missed_dir() / f"held-{file_key(host, session, cwd)}.json"
 
 
 def read_hold(path: Path) -> dict[str, Any] | None:
@@ -132,13 +107,6 @@ def read_hold(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else {"unreadable": str(path)}
 
 
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def hold(found: list[Missed], worktree: str | None, agent: str, report: Mapping[str, Any],
          forged: list[dict[str, Any]] | None = None) -> Path:
     """Hold the host session of ``found`` (plan mode): every further call is a deny.
@@ -150,7 +118,7 @@ def hold(found: list[Missed], worktree: str | None, agent: str, report: Mapping[
         old.get("calls"), list) else [m.to_json() for m in found]
     before = old.get("forged")
     kept = [*(before if isinstance(before, list) else []), *(forged or [])][-20:]
-    _write_json(path, {
+    write_json(path, {
         "host": first.host, "session_id": first.session, "worktree": worktree,
         "cwd": first.cwd, "agent": agent, "since": old.get("since") or now_iso(),
         "calls": calls[-50:], "landed": report, **({"forged": kept} if kept else {}),
@@ -198,7 +166,7 @@ def held_reason(data: Mapping[str, Any], report_text: str = "") -> str:
 
 
 def _seen_path(host: str, session: str | None, cwd: str | None) -> Path:
-    return missed_dir() / f"seen-{_key(host, session, cwd)}.json"
+    return missed_dir() / f"seen-{file_key(host, session, cwd)}.json"
 
 
 def transcript_results(
@@ -211,7 +179,6 @@ def transcript_results(
         return [], False
     seen = _seen_path(host, session, cwd)
     seen.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    import fcntl
 
     # one reader at a time per session: parallel tool calls must not read a delta twice
     lock = os.open(seen.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -234,14 +201,12 @@ def _transcript_delta(
     except OSError:
         return [], False
     try:
-        import stat
-
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return [], False
         first = not isinstance(state, dict) or state.get("ino") != st.st_ino
         if first:
-            _write_json(seen, {"ino": st.st_ino, "offset": st.st_size, "uses": {}})
+            write_json(seen, {"ino": st.st_ino, "offset": st.st_size, "uses": {}})
             return [], True
         assert isinstance(state, dict)
         offset = int(state.get("offset", 0))
@@ -282,7 +247,7 @@ def _transcript_delta(
                     results.append((use_id, use[0], use[1]))
     if len(uses) > 200:  # results that never came (a killed run): keep the newest
         uses = dict(list(uses.items())[-200:])
-    _write_json(seen, {"ino": st.st_ino, "offset": offset + end, "uses": uses,
+    write_json(seen, {"ino": st.st_ino, "offset": offset + end, "uses": uses,
                        "done": done[-200:]})
     return results, False
 
@@ -308,17 +273,14 @@ def _deciding(gate: Gate, hook: HookCall, adapter: HostAdapter) -> tuple[Guard, 
     """(policy, agent, why, its mode) for the call, found as the gate finds them: the
     deciding session's worktree (a nested repository's call may belong to the outer
     worktree's plan session) gives the policy, its roots, its audit log."""
-    from guard.gate import agent_from, agent_inputs
-
     call = hook.call
     try:
         effects = gate.analyse(call)
     except Exception:  # the call already ran (or is refused anyway): decide by its cwd
         effects = []
-    env_agent, found = agent_inputs(call, gate.agent, gate.env, gate.mode, effects)
-    g = gate.load(call, found)
-    name, why = agent_from(g, gate.agent, env_agent, found, adapter.mode_hint(hook))
-    return g, name, why, g.agent(name).mode
+    chosen = gate.resolve(call, adapter.mode_hint(hook), effects)
+    g, name = chosen.guard, chosen.agent
+    return g, name, chosen.why, g.agent(name).mode
 
 
 def _found(
@@ -326,8 +288,6 @@ def _found(
 ) -> tuple[list[Missed], list[dict[str, Any]]]:
     """The calls of this host session guard never decided, known at this hook call; and
     the records that claimed to decide them but whose MAC does not verify (forged)."""
-    from guard.audit.logfile import default_log_path
-
     call = hook.call
     log = default_log_path(g.roots)
     transcript = payload.get("transcript_path")
@@ -348,8 +308,6 @@ def _found(
             found.append(Missed(hook.host, call.session, call.name, hook.tool_use_id,
                                 call.cwd, hook.event))
     if not found:  # all decided so far: the state to reconcile against, once per session
-        from guard.integrations import reconcile
-
         reconcile.take_start(g.roots.worktree, hook.host, call.session, call.cwd)
     return found, (trust.forged if trust is not None else [])
 
@@ -373,9 +331,6 @@ def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
             forged: list[dict[str, Any]] | None = None) -> tuple[Guard, str, str, str]:
     """Audit each missed call, and a tampering violation for forged decision records;
     hold the session in plan mode. (policy, agent, why, message)."""
-    from guard.fleet.records import stamp
-    from guard.integrations import reconcile
-
     g, agent, why, mode = _deciding(gate, hook, adapter)
     plan = mode == "plan"
     call = hook.call
@@ -383,7 +338,7 @@ def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
                               call.session, call.cwd) if plan and found else {}
     if plan and gate.env.get(RESTORE_ENV, "").strip() == "1" and report.get("paths"):
         start = reconcile.start_of(hook.host, call.session, call.cwd)
-        key = "missed-" + _key(hook.host, call.session, call.cwd)[:12]
+        key = "missed-" + file_key(hook.host, call.session, call.cwd)[:12]
         report = {**report, "restored": reconcile.restore(report, start, key)}
     out = [violation(m, agent, mode, plan, report) for m in found]
     if forged:
@@ -397,8 +352,6 @@ def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
         if gate.sink is not None:
             gate.sink.write(record, g.roots)
             if not getattr(gate.sink, "ships", False):
-                from guard.fleet.syslog import ship
-
                 ship(g.audit_settings, [record], g.roots.data)  # never raises, never waits
     tamper = f" Also: {tamper_text(forged)}." if forged else ""
     if not found:
@@ -421,8 +374,6 @@ def before_tool(
 ) -> tuple[Verdict | None, str]:
     """At a pre-tool call: (an audited deny while the session is held, else None; a notice
     to add to the answer when calls were missed outside plan mode)."""
-    from guard.gate import Verdict, VerdictAction
-
     call = hook.call
     path = hold_path(hook.host, call.session, call.cwd)
     transcript = payload.get("transcript_path")
@@ -439,12 +390,10 @@ def before_tool(
     if data is None:
         return None, notice
     g, agent, why, _ = _deciding(gate, hook, adapter)
-    from guard.integrations import reconcile
-
     text = reconcile.describe(data.get("landed"))
     verdict = Verdict(VerdictAction.DENY, held_reason(data, text), RULE, call,
                       agent, why)
-    return gate.audit(verdict, context, g), ""
+    return gate.record(verdict, context, guard=g), ""
 
 
 def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,
@@ -458,7 +407,5 @@ def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,
         _, _, _, notice = _record(gate, hook, adapter, found, forged)
     data = read_hold(path)
     if data is not None:
-        from guard.integrations import reconcile
-
         return "guard: " + held_reason(data, reconcile.describe(data.get("landed")))
     return notice or None

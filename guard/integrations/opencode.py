@@ -35,10 +35,10 @@ from guard.integrations.interface import (
     Scope,
     rewritten_input,
 )
+from guard.integrations.settings_file import Change, SettingsError
 
 if TYPE_CHECKING:
     from guard.gate import Verdict
-    from guard.integrations.install import Change
 
 EVENT = "tool.execute.before"
 PLUGIN_NAME = "guard.js"
@@ -140,8 +140,6 @@ def installed_command(path: Path) -> tuple[str | None, str | None]:
 
 
 def install_plugin(scope: Scope, project: Path, command: str) -> Change:
-    from guard.integrations.install import Change, SettingsError
-
     path = _path(scope, project)
     text = plugin_text(command)
     old: str | None = None
@@ -160,8 +158,6 @@ def install_plugin(scope: Scope, project: Path, command: str) -> Change:
 
 
 def uninstall_plugin(scope: Scope, project: Path) -> Change:
-    from guard.integrations.install import Change, SettingsError
-
     path = _path(scope, project)
     if not path.exists():
         return Change(path, False, False, 0, None, None)

@@ -17,9 +17,12 @@ was clean at the start, from the kept copy otherwise).
 ``--no-optional-locks``: the index is never rewritten by guard.
 """
 
+# Lazy imports: the monitor in restore only: hook start-up speed (missed imports this).
+
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import subprocess
@@ -29,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from guard.audit.logfile import now_iso
+from guard.integrations.missed_store import file_key, missed_dir, write_json
+from guard.paths import Roots
 
 HASH_CAP = 1 << 20
 MAX_PATHS = 2000
@@ -39,9 +44,7 @@ _STARTED: set[Path] = set()
 
 
 def _key_path(host: str, session: str | None, cwd: str | None, kind: str) -> Path:
-    from guard.integrations.missed import _key, missed_dir
-
-    return missed_dir() / f"{kind}-{_key(host, session, cwd)}.json"
+    return missed_dir() / f"{kind}-{file_key(host, session, cwd)}.json"
 
 
 def status(worktree: Path) -> dict[str, str]:
@@ -86,8 +89,6 @@ def _store(digest: str, path: Path) -> str | None:
     """Keep a small file's bytes under guard's data directory; the copy's path."""
     if not digest.startswith("sha256:"):
         return None
-    from guard.integrations.missed import missed_dir
-
     dest = missed_dir() / "store" / digest.split(":", 1)[1]
     if dest.exists():
         return str(dest)
@@ -118,7 +119,6 @@ def take_start(worktree: Path | None, host: str, session: str | None, cwd: str |
             _STARTED.clear()
         _STARTED.add(path)
         return
-    from guard.integrations.missed import _write_json
 
     try:
         found = status(worktree)
@@ -126,7 +126,7 @@ def take_start(worktree: Path | None, host: str, session: str | None, cwd: str |
         for rel, code in list(found.items())[:MAX_PATHS]:
             digest = _digest(worktree / rel)
             paths[rel] = {"status": code, "digest": digest, "copy": _store(digest, worktree / rel)}
-        _write_json(path, {"worktree": str(worktree), "at": now_iso(), "paths": paths,
+        write_json(path, {"worktree": str(worktree), "at": now_iso(), "paths": paths,
                            "complete": len(found) <= MAX_PATHS})
     except (OSError, RuntimeError, subprocess.SubprocessError):
         return  # without a start, landed() compares with the index
@@ -138,7 +138,6 @@ def landed(worktree: Path | None, host: str, session: str | None,
     if worktree is None:
         return {"error": "not in a git worktree: guard cannot tell what changed"}
     start: Mapping[str, Any] | None = None
-    import json
 
     try:
         start = json.loads(_key_path(host, session, cwd, "start").read_text(encoding="utf-8"))
@@ -187,8 +186,6 @@ def describe(report: Any) -> str:
 
 
 def start_of(host: str, session: str | None, cwd: str | None) -> dict[str, Any] | None:
-    import json
-
     try:
         data = json.loads(_key_path(host, session, cwd, "start").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -217,7 +214,6 @@ def restore(
     from guard.monitor.entries import Entry, Sig
     from guard.monitor.fsops import Anchor
     from guard.monitor.quarantine import Quarantine, quarantine_root
-    from guard.paths import Roots
 
     given = report.get("worktree")
     if not isinstance(given, str):

@@ -1,7 +1,7 @@
 """The hook front door shared by every host, failing closed.
 
     stdin --adapter.parse--> HookCall (a ToolCall and the hook's own fields)
-    ToolCall --guard.gate.Gate.decide--> Verdict (audited by the gate)
+    ToolCall --guard.gate.Gate.decide--> Verdict --Gate.record--> the audit log
     Verdict --adapter.answer--> stdout, exit 0
 
 Choosing the agent, the effects, the decision and the audit record are the
@@ -22,19 +22,23 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from guard.integrations import adapter_for
-from guard.integrations.interface import HookAnswer, HookCall, HookInputError
+from guard.integrations.interface import HookAnswer, HookCall, HookInputError, HostAdapter
 
 __all__ = ["PREFIX", "adapter_for", "decide", "hook_gate"]
 
 if TYPE_CHECKING:
-    from guard.gate import Gate
+    from guard.gate import Confiner, Gate
 
 PREFIX = "guard (fail-closed): "
 SOURCE = "hook"
 
 
 def hook_gate(
-    *, agent: str | None = None, policy: str | None = None, env: Mapping[str, str] | None = None
+    *,
+    agent: str | None = None,
+    policy: str | None = None,
+    env: Mapping[str, str] | None = None,
+    confiner: Confiner | None = None,
 ) -> Gate:
     """The gate as the hook uses it: records to the project's log; the policy is found
     for each call's cwd, and compiled again only when one of its files changed (hookd
@@ -47,9 +51,20 @@ def hook_gate(
         agent=agent,
         env=os.environ if env is None else env,
         sink=AuditLog(),
+        confiner=confiner,
         source=SOURCE,
         shared=True,
     )
+
+
+def _confiner(adapter: HostAdapter | None) -> Confiner | None:
+    """Plan-mode shell commands may run confined (guard.sandbox.confiner); a host that
+    cannot rewrite a call keeps the analysis-only decisions."""
+    if adapter is None or not adapter.can_rewrite:
+        return None
+    from guard.sandbox.confiner import ShellConfiner
+
+    return ShellConfiner()
 
 
 def decide(
@@ -79,14 +94,12 @@ def decide(
         context["host_agent_version"] = None
     gate: Gate | None = None
     try:
-        gate = hook_gate(agent=agent, policy=policy, env=env)
-        adapter = adapter_for(host)
-        if adapter.can_rewrite:
-            # plan-mode shell commands may run confined (guard.sandbox.confiner); a host
-            # that cannot rewrite a call keeps the analysis-only decisions
-            from guard.sandbox.confiner import ShellConfiner
-
-            gate.confiner = ShellConfiner()
+        known: HostAdapter | None = None
+        try:
+            known = adapter_for(host)
+        finally:  # built for a host guard does not know too: its refusal is recorded
+            gate = hook_gate(agent=agent, policy=policy, env=env, confiner=_confiner(known))
+        adapter = known
         try:
             payload = json.loads(payload_text)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -108,10 +121,9 @@ def decide(
         held, notice = missed.before_tool(gate, adapter, hook, payload, context)
         if held is not None:
             return adapter.answer(held, hook)
-        verdict = gate.decide(
-            call,
-            hint=adapter.mode_hint(hook),
-            context=context,
+        verdict = gate.record(
+            gate.decide(call, hint=adapter.mode_hint(hook)),
+            context,
             answered=lambda v: adapter.answered(v, hook),
         )
         if verdict.failed:
@@ -153,7 +165,7 @@ def _refuse(
     try:
         if gate is not None:
             context.setdefault("cwd", cwd or os.getcwd())
-            verdict = gate.audit(gate.failure(None, exc), context)
+            verdict = gate.record(gate.failure(None, exc), context)
             reason = verdict.reason
     except BaseException as audit_exc:
         reason += f"; the audit log could not record it either: {describe(audit_exc)}"

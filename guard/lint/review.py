@@ -25,6 +25,7 @@ from typing import Any
 from guard import hosts
 from guard.decide import Guard
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError, ToolCall
+from guard.gate import Gate
 from guard.integrations.interface import OUR_COMMAND
 from guard.lint.corpus import CORPUS, Operation
 from guard.tools import DIALECTS, effects_of
@@ -342,6 +343,9 @@ def run_review(
             "plans": str(g.roots.plans),
             "home": str(g.roots.home),
         }
+        # the gate as the hook has it, without sessions (the scratch copy has none) and
+        # without a record: the matrix shows the policy's decision for the plan agent
+        gate = Gate(guard=g, agent=name, env={}, mode=None, refusal=_no_refusal)
         for op in CORPUS:
             if progress is not None:
                 progress(op.id)
@@ -354,7 +358,7 @@ def run_review(
                 new_path = Path(_subst(new, names))
                 if not new_path.exists():
                     os.link(_subst(existing, names), new_path)
-            review.rows.append(_decide(g, name, op, names, str(wt)))
+            review.rows.append(_decide(gate, g, op, names, str(wt)))
             for new, _ in op.hardlinks:  # a second name changes how its file is decided
                 Path(_subst(new, names)).unlink(missing_ok=True)
     finally:
@@ -362,22 +366,24 @@ def run_review(
     return review
 
 
-def _decide(
-    g: Guard,
-    agent: str,
-    op: Operation,
-    names: dict[str, str],
-    cwd: str,
-) -> Row:
-    tool_input = _subst(op.input, names)
+def _no_refusal(call: ToolCall) -> str:
+    return ""
+
+
+def _decide(gate: Gate, g: Guard, op: Operation, names: dict[str, str], cwd: str) -> Row:
+    call = ToolCall(op.dialect, op.tool, _subst(op.input, names), cwd)
     try:
-        effects = effects_of(ToolCall(op.dialect, op.tool, tool_input, cwd))
+        effects = effects_of(call)
         source = "analysed"
     except Exception as exc:  # the adapter refused the call: hooks deny it
         d = Decision(Action.DENY, f"tool-call analysis refused the call: {exc}", "guard.tools")
         return Row(op, [], "error", d)
     shown = "; ".join(_show(g, e, cwd) for e in effects)
-    return Row(op, effects, source, g.decide(agent, effects, cwd=cwd), shown)
+    verdict = gate.decide(call, effects=effects)
+    decision = verdict.decision  # the policy's, before any plan-mode wording
+    if decision is None:  # the gate failed closed
+        decision = Decision(Action.DENY, verdict.reason, verdict.rule)
+    return Row(op, effects, source, decision, shown)
 
 
 def _show(g: Guard, e: Effect, cwd: str) -> str:

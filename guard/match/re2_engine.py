@@ -8,6 +8,8 @@ decision. Both give the same decisions (tests/test_match_*.py compare them with
 each other and with git).
 """
 
+# Lazy imports: re2 (optional extra `re2`) on first use; without it the Python engine runs.
+
 from __future__ import annotations
 
 import importlib.util

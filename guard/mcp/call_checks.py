@@ -2,8 +2,8 @@
 
 This module holds, as a layer of :class:`guard.mcp.proxy.McpProxy`, everything between
 a checked request and its verdict record: the proxy's gates (built in one place,
-:meth:`CallChecks._build_gates`: ``gate`` records through the sink, ``_decider``
-decides without recording), ``tools/call`` and ``resources/read`` of a ``file://``
+:meth:`CallChecks._build_gate`: it decides, and records through the sink when
+the proxy says so), ``tools/call`` and ``resources/read`` of a ``file://``
 URI decided for the current agent, an "ask" put to the user through elicitation,
 the planning tools answered once allowed, a dropped client message recorded as a
 deny, and the refusals the client gets.
@@ -43,7 +43,7 @@ __all__ = ["CallChecks"]
 
 class CallChecks(Forwarding):
     """Deciding, asking and recording the client's checked calls (the state is set by
-    :class:`McpProxy`, the gates by :meth:`_build_gates`)."""
+    :class:`McpProxy`, the gate by :meth:`_build_gate`)."""
 
     guard: Guard
     session: Session
@@ -52,12 +52,11 @@ class CallChecks(Forwarding):
     ask_timeout: float
     sink: McpSink
     gate: Gate
-    _decider: Gate
     client_can_elicit: bool
 
-    def _build_gates(self, guard: Guard, agent: str | None) -> None:
-        """The proxy's two gates on one pipeline: ``gate`` with the sink (it records),
-        ``_decider`` without it."""
+    def _build_gate(self, guard: Guard, agent: str | None) -> None:
+        """The proxy's gate: it decides; the proxy records each verdict through it
+        (:meth:`_record`), an allowed call's once it is forwarded (:meth:`_tools_call`)."""
         analyse = McpAnalyser(self.effects_fn, lambda: self.relative_base_mismatch)
         self.gate = Gate(
             guard=guard,
@@ -66,11 +65,6 @@ class CallChecks(Forwarding):
             analyse=analyse,
             sink=self.sink,
             source="mcp",
-        )
-        # the same pipeline without the sink: the proxy records each verdict itself
-        # (:meth:`_decide`), an allowed call's once it is forwarded (:meth:`_tools_call`)
-        self._decider = Gate(
-            guard=guard, agent=agent, mode=self._mode_of, analyse=analyse, source="mcp"
         )
 
     def _mode_of(self, call: ToolCall, effects: Sequence[Effect] = ()) -> str:
@@ -117,7 +111,7 @@ class CallChecks(Forwarding):
         arguments = params.get("arguments")
         call = tool_call(name, arguments, self.cwd, self.session.id)
         context = {"method": "tools/call"}
-        verdict = self._decider.decide(call)
+        verdict = self.gate.decide(call)
         if (
             verdict.action is VerdictAction.ALLOW
             and self.sink.writer.broken is None  # else recorded first, refused if it cannot be
@@ -149,13 +143,19 @@ class CallChecks(Forwarding):
     def _decide(self, call: ToolCall, context: Json) -> tuple[Verdict, int]:
         """The gate's verdict and the number of its record (0: not recorded, e.g. an allow
         under ``--audit refusals``)."""
-        return self._record(self._decider.decide(call), context)
+        return self._record(self.gate.decide(call), context)
+
+    def _write(self, verdict: Verdict, context: Json) -> Verdict:
+        """:meth:`Gate.record` with this proxy's policy and, once it said, the MCP client's
+        (name, version) for the record's fleet fields."""
+        client = self.sink.client if self.sink.client[0] is not None else None
+        return self.gate.record(verdict, context, guard=self.guard, host_agent=client)
 
     def _record(self, verdict: Verdict, context: Json) -> tuple[Verdict, int]:
         """Record ``verdict`` (a record that cannot be written makes it a deny: see
-        :meth:`Gate.audit`); the verdict and the number of its record (0: none)."""
+        :meth:`Gate.record`); the verdict and the number of its record (0: none)."""
         before = self.sink.last
-        verdict = self.gate.audit(verdict, context, self.guard)
+        verdict = self._write(verdict, context)
         return verdict, (self.sink.last if self.sink.last != before else 0)
 
     def _record_forwarded(self, msg_id: Id, verdict: Verdict) -> int:
@@ -165,7 +165,7 @@ class CallChecks(Forwarding):
         before = self.sink.last
         self.sink.queue_only = True
         try:
-            recorded = self.gate.audit(verdict, {"method": "tools/call"}, self.guard)
+            recorded = self._write(verdict, {"method": "tools/call"})
         finally:
             self.sink.queue_only = False
         if recorded.action is not verdict.action:
@@ -206,7 +206,7 @@ class CallChecks(Forwarding):
             f"the user {'allowed' if yes else 'refused'} it when asked ({verdict.reason})",
         )
         before = self.sink.last
-        final = self.gate.audit(answered, {**context, "asked": True}, self.guard)
+        final = self._write(answered, {**context, "asked": True})
         return final, (self.sink.last if self.sink.last != before else record)
 
     async def _ask_then_run(

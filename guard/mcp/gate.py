@@ -31,6 +31,7 @@ from guard.audit import logfile
 from guard.audit.buffered import BufferedWriter
 from guard.audit.logfile import Appender
 from guard.effects import PATH_KINDS, Action, Effect, GuardError, ToolCall
+from guard.fleet.syslog import ship
 from guard.mcp.effects import EffectsFn
 from guard.mcp.paths import file_uri_path, readings
 from guard.paths import Roots
@@ -161,9 +162,6 @@ class McpSink:
     ships = True
 
     def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
-        if record.get("host_agent") is None and self.client[0] is not None:
-            record = {**record, "host_agent": self.client[0],
-                      "host_agent_version": self.client[1]}
         action = str(record.get("decision"))
         agent, tool = record.get("agent", "?"), record.get("tool_name", "?")
         entry = {
@@ -266,8 +264,6 @@ class McpSink:
             self.log(e)
         shipped = [items[i][0] for i, e in enumerate(errors) if e is None]
         if shipped and self.shipping is not None:
-            from guard.fleet.syslog import ship
-
             why = ship(self.shipping, shipped, self.data)  # never raises, never waits
             if why is not None:
                 self.log(why)

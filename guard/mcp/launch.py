@@ -36,13 +36,20 @@ confined server's egress channel (:class:`Egress`) and the choice between them
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guard.audit import logfile
 from guard.effects import GuardError
+from guard.fleet.records import stamp
+from guard.fleet.syslog import ship
 from guard.planning.session import Mode
+from guard.sandbox import egress, roots, supervise
+from guard.sandbox.confine import available, remove_private_tmpdir
+from guard.sandbox.namespaces import receive_fd
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -74,10 +81,6 @@ class Egress:
     127.0.0.1 and sends over a socket pair, served by guard's egress proxy here."""
 
     def __init__(self, agent: str, cwd: str, policy: str | None) -> None:
-        import socket
-
-        from guard.sandbox import egress
-
         self.port = egress.PROXY_PORT
         self.env = egress.proxy_env(self.port)
         self.proxy = egress.EgressProxy(egress.EgressSpec(agent, cwd, policy, "mcp"))
@@ -94,10 +97,6 @@ class Egress:
     def serve(self) -> bool:
         """Receive the listener (sent before the helper reported its restriction) and serve
         it; False when none came."""
-        import socket
-
-        from guard.sandbox.namespaces import receive_fd
-
         fd = receive_fd(self.channel.fileno())
         self.channel.close()
         if fd is None:
@@ -150,8 +149,6 @@ class Launcher:
                     f"Landlock is treated as unavailable (${NO_LANDLOCK_ENV} is set; a test seam)"
                 )
             else:
-                from guard.sandbox.confine import available
-
                 self._unavailable = available()
         return self._unavailable
 
@@ -175,7 +172,6 @@ class Launcher:
         if why:
             self.fallback(agent, why)
             return Launch(list(self.server_cmd), None, False)
-        from guard.sandbox import roots, supervise
 
         plan = roots.derive(self.guard, agent, private_tmp=True, create=True)
         try:
@@ -216,10 +212,6 @@ class Launcher:
 
     def notice(self, event: str, agent: str | None, message: str) -> None:
         """A ``notice`` record in the project's audit log (never silent: stderr on failure)."""
-        from guard.audit import logfile
-        from guard.fleet.records import stamp
-        from guard.fleet.syslog import ship
-
         record: dict[str, Any] = {
             "type": "notice",
             "source": "mcp",
@@ -239,7 +231,5 @@ class Launcher:
 
 def remove_tmpdir(tmp: Path | None, log: Callable[[str], None]) -> None:
     """Remove a confined server's private TMPDIR; say so on ``log`` when it is kept."""
-    from guard.sandbox.confine import remove_private_tmpdir
-
     if tmp is not None and not remove_private_tmpdir(tmp):
         log(f"the server's scratch files are kept in {tmp} (its TMPDIR); remove it when done")

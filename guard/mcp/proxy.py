@@ -130,7 +130,7 @@ class McpProxy(CallChecks):
             session, self.stats, self.log, verbose=verbose, audit_allowed=audit_allowed,
             shipping=guard.audit_settings, data=guard.roots.data,
         )
-        self._build_gates(guard, agent)
+        self._build_gate(guard, agent)
         self.pipe.records = self.sink  # answers of checked calls wait for their records
         self.client_can_elicit = False
         # client request id -> (method, number of its verdict record or 0), while at the server

@@ -49,6 +49,8 @@ from guard.mcp.jsonrpc import Json, Pipe, dumps, stop_process
 from guard.mcp.launch import Launch, Launcher, remove_tmpdir
 from guard.mcp.stdout import Lines, Stdout
 from guard.planning.session import Mode
+from guard.sandbox.confine import read_status
+from guard.sandbox.landlock import summary_lines
 
 #: Seconds the new server has to answer the replayed ``initialize``.
 INIT_TIMEOUT = 60.0
@@ -188,8 +190,6 @@ class ServerPipe(Pipe):
             w = -1
             reports = []
             if launch.confined:
-                from guard.sandbox.confine import read_status
-
                 reports = await asyncio.to_thread(read_status, r)
         finally:
             os.close(r)
@@ -224,8 +224,6 @@ class ServerPipe(Pipe):
         return server
 
     def _announce(self, server: _Server, enforcement: dict[str, Any]) -> None:
-        from guard.sandbox.landlock import summary_lines
-
         agent = self.launcher.agent_for(server.mode)
         self.log(f"the server (pid {server.proc.pid}) runs confined for agent {agent!r}:")
         for line in summary_lines(enforcement):

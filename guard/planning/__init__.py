@@ -8,6 +8,8 @@ Names are imported on first use (as in :mod:`guard`): the gate reads a session's
 without loading the checklist, the handshake or the stream parser.
 """
 
+# Lazy imports: submodules on first attribute use: hooks import guard.planning (start-up speed).
+
 from __future__ import annotations
 
 from types import ModuleType
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
         StepStatus,
         UpdatePlanArgs,
     )
+    from guard.planning.current import CurrentAgent, describe_current_agent
     from guard.planning.deciding import current_mode, deciding_session
     from guard.planning.events import publish, read_events, subscribe
     from guard.planning.handshake import (
@@ -37,8 +40,6 @@ if TYPE_CHECKING:
     )
     from guard.planning.owner import Owner
     from guard.planning.runtime import (
-        CurrentAgent,
-        describe_current_agent,
         list_plans,
         plan_file_instruction,
         publish_current,
@@ -68,8 +69,8 @@ _WHERE = {
     "plan_exit": "handshake",
     "request_user_input": "handshake",
     "update_plan": "handshake",
-    "CurrentAgent": "runtime",
-    "describe_current_agent": "runtime",
+    "CurrentAgent": "current",
+    "describe_current_agent": "current",
     "list_plans": "runtime",
     "plan_file_instruction": "runtime",
     "publish_current": "runtime",
@@ -141,6 +142,10 @@ def _module(name: str) -> ModuleType:
         from guard.planning import checklist
 
         return checklist
+    if name == "current":
+        from guard.planning import current
+
+        return current
     if name == "deciding":
         from guard.planning import deciding
 

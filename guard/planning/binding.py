@@ -19,7 +19,7 @@ the call got there:
 * a symlinked path (paths are resolved first).
 
 When one such plan session is found, it decides: its worktree's policy and plan
-directory apply (:class:`guard.gate.ModeFound`), whatever the call's cwd.
+directory apply (:class:`guard.planning.found.ModeFound`), whatever the call's cwd.
 Otherwise the nearest worktree's deciding session decides, as before.
 
 Nothing here spawns a process: ``.git`` files and the common directory's
@@ -34,13 +34,13 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from guard.effects import Effect, EffectKind, ToolCall
 from guard.paths import VCS_MARKERS, data_dir
 from guard.planning._base import Mode, utc_now
 from guard.planning._store import atomic_write_text
 from guard.planning.deciding import deciding_session
+from guard.planning.found import ModeFound
 from guard.planning.session import (
     Session,
     SessionError,
@@ -48,9 +48,6 @@ from guard.planning.session import (
     check_session_id,
     sessions_dir,
 )
-
-if TYPE_CHECKING:
-    from guard.gate import ModeFound
 
 #: Effects whose target counts for containment (a read changes nothing).
 CHANGING = (EffectKind.WRITE, EffectKind.DELETE)
@@ -226,8 +223,6 @@ def ruling(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
     deciding session of the cwd's worktree (or project). A plan session decides
     with its own worktree, whatever the call's cwd.
     """
-    from guard.gate import ModeFound
-
     host = host_session_of(call)
     bound = bound_session(host) if host is not None else None
     if bound is not None and bound.mode is Mode.PLAN:

@@ -55,9 +55,10 @@ from typing import Any
 from guard import hosts
 from guard.planning._base import Mode, utc_now
 from guard.planning.artifact import read_plan, write_plan
+from guard.planning.current import describe_current_agent
 from guard.planning.events import PlanExit
 from guard.planning.handshake import UserDecision, plan_exit
-from guard.planning.runtime import describe_current_agent, plan_file_instruction
+from guard.planning.runtime import plan_file_instruction
 from guard.planning.session import PendingRequest, Session
 
 HOSTS = hosts.PLANNED
@@ -187,7 +188,7 @@ def context_text(
                 f" {approved[-1].plan_path}; carry it out."
             )
         return ""
-    plan_agent = permission_mode == "plan" or (env.get("GUARD_AGENT", "").strip() == "plan")
+    plan_agent = permission_mode == "plan" or current.agent == "plan"
     if plan_agent:
         planning = _plan_session(cwd)
         return "guard: " + plan_file_instruction(cwd, planning, exit_hint=exit_hint)

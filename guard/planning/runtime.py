@@ -1,9 +1,8 @@
 """The planning runtime as the rest of guard sees it.
 
-* which session decides for a worktree (:func:`guard.planning.deciding.deciding_session`:
-  the pinned one, else the newest plan one, else the newest one; never an ended
-  one, nor an orphaned build one) and which agent the hooks will therefore use
-  (:func:`describe_current_agent`, printed by ``guard mode`` and ``guard doctor``);
+* publishing an event to the session deciding for a worktree (:func:`publish_current`;
+  which session decides is :func:`guard.planning.deciding.deciding_session`, and which
+  agent the hooks therefore use is :mod:`guard.planning.current`'s);
 * what the model is told in plan mode: :func:`plan_file_instruction` is the
   sentence every plan-mode refusal carries and the context a host injects at
   the start of each turn, naming the plan file the model may write;
@@ -14,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -123,65 +120,3 @@ def plan_refusal(
             " (`guard plan-dir` prints it); other files cannot be changed until the plan is"
             f" approved. When it is written, {APPROVE_HINT}."
         )
-
-
-@dataclass(frozen=True, slots=True)
-class CurrentAgent:
-    """The agent the hooks use for a worktree right now, and why."""
-
-    agent: str | None
-    reason: str
-    session: Session | None = None
-    mode: Mode | None = None
-
-    def line(self) -> str:
-        return f"{self.agent or '(host decides)'}: {self.reason}"
-
-
-def describe_current_agent(
-    cwd: str | os.PathLike[str],
-    env: Mapping[str, str] | None = None,
-    policy: str | None = None,
-) -> CurrentAgent:
-    """The agent guard's hooks will use for a call in ``cwd``, and the reason.
-
-    The order is the hooks' own: ``$GUARD_AGENT`` (from ``env``, default this
-    process's environment), then the mode of the session that decides for the
-    worktree, then the host's permission mode (only known inside a hook call).
-    Errors (a corrupt session file, a policy that does not load) are reported
-    as the reason with no agent: the hooks deny every call then.
-    """
-    from guard.decide import Guard
-    from guard.effects import GuardError
-
-    env = os.environ if env is None else env
-    named = env.get("GUARD_AGENT", "").strip()
-    if named:
-        return CurrentAgent(named, f"$GUARD_AGENT={named} (set in this environment)")
-    from guard.planning.deciding import deciding_session
-
-    try:
-        found = deciding_session(cwd)
-        worktree = None
-        if found is None or found[0].mode is not Mode.PLAN:
-            from guard.effects import ToolCall
-            from guard.planning.binding import plan_session_around
-
-            # a plan session of a worktree this directory lies in (submodule, nested repo...)
-            around = plan_session_around(ToolCall("host", "-", {}, os.fspath(cwd)))
-            if around is not None:
-                found, worktree = around, around[0].worktree
-        g = Guard.load(policy or env.get("GUARD_POLICY") or None, cwd=cwd, worktree=worktree)
-    except GuardError as exc:
-        return CurrentAgent(None, f"the hooks deny every call: {exc}")
-    if found is not None:
-        session, why = found
-        mode = session.mode
-        agent = g.plan_agent_name if mode is Mode.PLAN else g.build_agent_name
-        extra = f"; plan file {session.plan_path}" if mode is Mode.PLAN else ""
-        return CurrentAgent(agent, f"{mode.value} mode of {why}{extra}", session, mode)
-    return CurrentAgent(
-        g.build_agent_name,
-        "no open guard session here: the host's permission mode decides"
-        f" ({g.plan_agent_name} in the host's plan mode, {g.build_agent_name} otherwise)",
-    )

@@ -24,6 +24,8 @@ from typing import Any
 
 from guard import hosts
 from guard.planning.checklist import PlanItem, StepStatus
+from guard.planning.deciding import deciding_session
+from guard.planning.events import PlanUpdate
 
 #: (host, tool name) -> the key of the list in the tool input and of each step's text.
 CHECKLIST_TOOLS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
@@ -72,8 +74,6 @@ def capture(host: str, tool: str, tool_input: Mapping[str, Any], cwd: str) -> bo
     parsed = parse(host, tool, tool_input)
     if parsed is None:
         return False
-    from guard.planning.deciding import deciding_session
-    from guard.planning.events import PlanUpdate
 
     found = deciding_session(cwd)
     if found is None:

@@ -7,6 +7,7 @@ which never raises: any failure is a :class:`ToolResult` with ``is_error``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,8 +150,6 @@ def _dispatch(
 
 
 def _simple_args(name: str, arguments: dict[str, Any] | str | None) -> dict[str, str]:
-    import json
-
     if arguments is None or arguments == "":
         return {}
     if isinstance(arguments, str):

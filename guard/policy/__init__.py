@@ -1,5 +1,7 @@
 """Policy files: schema, loading with located errors, built-ins."""
 
+# Lazy imports: schema (pydantic) on first use: hooks read the validated cache without it.
+
 from typing import TYPE_CHECKING, Any
 
 from guard.policy.loader import (

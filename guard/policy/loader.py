@@ -4,9 +4,12 @@ Every problem becomes one line ``FILE:LINE: key.path[i]: what is wrong and how
 to fix it`` inside a :class:`PolicyError`; nothing here prints a traceback.
 """
 
+# Lazy imports: pydantic and the schema only to validate: hooks use the cache (start-up speed).
+
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -257,8 +260,6 @@ def _egress_problems(loaded: LoadedPolicy) -> list[str]:
 def digest_of(merged: dict[str, Any]) -> str:
     """SHA-256 over a merged policy as canonical JSON (key order kept: it carries meaning,
     the first plan agent is the one a policy lists first)."""
-    import hashlib
-
     text = json.dumps(merged, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -31,6 +31,8 @@ confined; ``guard run --allow-unconfined`` is refused), ``audit`` (the ``[audit]
 is the managed layer's alone; without the pin a managed ``[audit]`` key still wins).
 """
 
+# Lazy imports: pydantic and the schema only to validate: hooks use the cache (start-up speed).
+
 from __future__ import annotations
 
 import dataclasses
@@ -446,8 +448,6 @@ class ManagedLayer:
 
 
 def _replace(audit: Audit, key: str, value: Any) -> Audit:
-    import dataclasses
-
     return dataclasses.replace(audit, **{key: value})
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.effects import Action
+from guard.paths import data_dir
 
 #: bump when the cached form changes meaning
 CACHE_FORMAT = b"guard-policy-cache 1"
@@ -243,8 +245,6 @@ _fingerprint: bytes | None = None
 def validator_files() -> list[Path]:
     """The files the validated form depends on besides the input: the schema, this
     module, pydantic's version (found without importing pydantic)."""
-    import importlib.util
-
     here = Path(__file__).resolve()
     files = [here.parent / "schema.py", here]
     spec = importlib.util.find_spec("pydantic")
@@ -284,8 +284,6 @@ def cache_key(merged: dict[str, Any]) -> str | None:
 
 
 def cache_dir() -> Path:
-    from guard.paths import data_dir
-
     return data_dir() / "cache" / "policy"
 
 

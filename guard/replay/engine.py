@@ -23,6 +23,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from guard.decide import Guard
+from guard.effects import GuardError, ToolCall
+from guard.gate import Gate
+from guard.integrations import adapter_for
+from guard.planning.runtime import plan_refusal
 from guard.replay.model import (
     ReplayCall,
     ReplayResult,
@@ -31,6 +36,7 @@ from guard.replay.model import (
     load_document,
 )
 from guard.replay.readers import HOSTS, READERS
+from guard.sandbox.confiner import ShellConfiner
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -109,9 +115,6 @@ def nearest_existing(path: str) -> str:
 
 def can_rewrite(host: str) -> bool:
     """Whether the live hook of ``host`` can run a call confined (the hook's confiner)."""
-    from guard.effects import GuardError
-    from guard.integrations import adapter_for
-
     try:
         return adapter_for(host).can_rewrite
     except GuardError:  # a transcript kind with no hook (guard's audit log)
@@ -183,21 +186,18 @@ class Replayer:
     def _gate(self, cwd: str | None, confine: bool) -> tuple[Gate, str | None]:
         found = self._gates.get((cwd, confine))
         if found is None:
-            from guard.decide import Guard
-            from guard.gate import Gate
-
             resolved = None
             if cwd is not None and not os.path.isdir(cwd):
                 resolved = (f"cwd {cwd} no longer exists: paths resolved through"
                             f" {nearest_existing(cwd)}, its nearest existing ancestor")
             g: Guard = Guard.load(self.policy, cwd=cwd)
             g.agent(self.agent)  # an unknown agent: bad input, before any call
-            gate = Gate(guard=g, agent=self.agent, env={}, mode=None, sink=None,
-                        source="replay", refusal=self._refusal)
+            confiner = None
             if confine:  # as the live hook of a host that can rewrite a call
-                from guard.sandbox.confiner import ShellConfiner
 
-                gate.confiner = ShellConfiner(build=False)  # the decision; nothing made
+                confiner = ShellConfiner(build=False)  # the decision; nothing made
+            gate = Gate(guard=g, agent=self.agent, env={}, mode=None, sink=None,
+                        confiner=confiner, source="replay", refusal=self._refusal)
             found = (gate, resolved)
             self._gates[(cwd, confine)] = found
         return found
@@ -210,8 +210,6 @@ class Replayer:
         """
         told = self._told.get(call.cwd)
         if told is None:
-            from guard.planning.runtime import plan_refusal
-
             told = self._told[call.cwd] = plan_refusal(call.cwd, no_session=True)
         return told
 
@@ -230,8 +228,6 @@ class Replayer:
         return result
 
     def _decide(self, index: int, call: ReplayCall) -> ReplayResult:
-        from guard.effects import ToolCall
-
         cwd, tool_input, note = call.cwd, call.input, None
         if self.cwd is not None:
             if cwd is not None and cwd != self.cwd:

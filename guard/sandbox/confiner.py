@@ -26,6 +26,8 @@ Without Landlock (or on an architecture without a syscall table) it answers None
 and today's analysis-only decisions stand (or, with ``require``, the deny).
 """
 
+# Lazy imports: the sandbox modules only to confine a call: the hook path imports this one.
+
 from __future__ import annotations
 
 import os

@@ -36,6 +36,8 @@ policy and the gate with it: a command that never uses the network never pays
 for them.
 """
 
+# Lazy imports: threads, json, the relay only when used: `guard run` start-up speed.
+
 from __future__ import annotations
 
 import os

@@ -28,6 +28,8 @@ Stdlib only, nothing slow to import (it runs before every confined command);
 no policy logic. :func:`unavailable` is the probe, run in a throwaway child.
 """
 
+# Lazy imports: _socket only to receive a descriptor: `guard run` start-up speed.
+
 from __future__ import annotations
 
 import errno

@@ -91,9 +91,9 @@ class Decider:
         # the policy as it reads now (recompiled only when one of its files changed)
         return self._Guard.load_shared(policy=self.spec.policy, cwd=self.spec.cwd)
 
-    def _gate(self, g: Any, record: bool) -> Any:
+    def _gate(self, g: Any) -> Any:
         return self._Gate(
-            guard=g, agent=self.spec.agent, mode=None, sink=self._sink if record else None,
+            guard=g, agent=self.spec.agent, mode=None, sink=self._sink,
             source=self.spec.source, refusal=_refusal,
         )  # fmt: skip
 
@@ -115,9 +115,10 @@ class Decider:
             call = self._call(name, data)
             context = {"egress": dict(call.input)}
             g = self._load()
-            verdict = self._gate(g, record).decide(call, context=context, answered=_answered)
-            if not record and not verdict.allowed:
-                verdict = self._gate(g, True).audit(verdict, context, g, _answered)
+            gate = self._gate(g)
+            verdict = gate.decide(call)
+            if record or not verdict.allowed:
+                verdict = gate.record(verdict, context, _answered, g)
             reason = str(verdict.reason)
             if verdict.action.value == "ask":
                 reason += " (the egress proxy has no one to ask: refused)"
@@ -131,7 +132,7 @@ class Decider:
             verdict = self._Verdict(
                 self._deny, reason, PROTOCOL_RULE, call, self.spec.agent, "egress proxy"
             )
-            self._gate(None, True).audit(verdict, {"egress": dict(call.input)})
+            self._gate(None).record(verdict, {"egress": dict(call.input)})
 
 
 def _answered(verdict: Any) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guard.effects import GuardError, did_you_mean
+from guard.effects import Effect, GuardError, did_you_mean
 from guard.sandbox.helper_args import SINK_DEVICES, TERMINAL_DEVICES
 
 if TYPE_CHECKING:
@@ -148,7 +148,6 @@ def _refuse_managed(guard: Guard, agent: str, path: Path, entry: str, where: str
     managed = getattr(guard, "managed", None)
     if managed is None:
         return
-    from guard.effects import Effect
 
     for probe in (path, path / "guard-probe"):
         d = guard.decide_effect(agent, Effect.write(str(probe)))

@@ -11,6 +11,8 @@ no go (the monitor failed to start, an early signal) exits without starting
 the command.
 """
 
+# Lazy imports: egress, socket and namespaces only when used: `guard run` start-up speed.
+
 from __future__ import annotations
 
 import contextlib

@@ -10,6 +10,8 @@ The table of canonical names lives in docs/tools.md.
 ['tool bash', 'write x']
 """
 
+# Lazy imports: the shell parser only for a shell tool call: hook start-up speed.
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -7,7 +7,7 @@ import re
 from guard import hosts
 from guard.effects import Effect
 from guard.tools._common import path_tool, plain, search_tool, shell_tool
-from guard.tools.interface import Handler, ToolCall, ToolInputError, tool, url_host
+from guard.tools.interface import Handler, ToolCall, ToolInputError, glob_base, tool, url_host
 
 NAME = hosts.GEMINI.dialect
 
@@ -18,7 +18,6 @@ def _read_many(call: ToolCall) -> list[Effect]:
     if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
         raise ToolInputError(f"{call.where('paths')} must be a list of paths or globs,"
                              f" got {type(paths).__name__}")
-    from guard.tools.interface import glob_base
 
     for p in paths:
         effects.append(Effect.read(glob_base(p) if re.search(r"[*?\[{]", p) else p,

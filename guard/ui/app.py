@@ -27,6 +27,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
 
 from guard.effects import GuardError
 from guard.planning.checklist import StepStatus
@@ -289,9 +291,6 @@ class CockpitApp(App[None]):
         if wanted == self._watching:
             return
         try:
-            from watchdog.events import FileSystemEvent, FileSystemEventHandler
-            from watchdog.observers import Observer
-
             if self._observer is None:
                 app = self
 

@@ -22,11 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from guard.audit.logfile import default_log_path
 from guard.effects import GuardError
+from guard.integrations.doctor import host_checks
+from guard.paths import Roots
 from guard.planning import events as ev
 from guard.planning._base import Mode
 from guard.planning.answer import Choice, answer_exit, answer_questions
 from guard.planning.checklist import PlanItem
+from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_session
 from guard.planning.session import Session, sessions_dir
 from guard.ui.activity import Activity, from_audit, from_event
@@ -187,8 +191,6 @@ class Tail:
 
 def _hosts(cwd: str) -> list[HostLine]:
     """Each host's wiring here in ``guard doctor``'s words (best scope first)."""
-    from guard.integrations.doctor import host_checks
-
     order = {"ok": 0, "skipped": 1, "broken": 2, "off": 3}
     best: dict[str, HostLine] = {}
     for check in host_checks(cwd):
@@ -238,9 +240,6 @@ class Cockpit:
 
     def _audit_path(self) -> Path | None:
         try:
-            from guard.audit.logfile import default_log_path
-            from guard.paths import Roots
-
             return default_log_path(Roots.discover(self.cwd))
         except Exception:
             return None
@@ -348,8 +347,6 @@ class Cockpit:
         return Pending(kind, at, "the model asks to enter plan mode")
 
     def _describe_agent(self) -> None:
-        from guard.planning.runtime import describe_current_agent
-
         current = describe_current_agent(self.cwd, env=self.env)
         self.view.agent, self.view.agent_why = current.agent, current.reason
 

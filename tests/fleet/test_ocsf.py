@@ -70,9 +70,10 @@ def records(repo: Any) -> list[dict[str, Any]]:
 
     gate = Gate(sink=Keep(), source="check", agent="plan")
     call = ToolCall("effect", "write", {}, str(repo), session="s-1")
-    gate.decide(call, effects=[Effect.write("src/app.py")])
-    gate.decide(call, effects=[Effect.write(".openoxide/plans/p.md")])
-    gate.decide(ToolCall("effect", "read", {}, str(repo)), effects=[Effect.read("src/app.py")])
+    gate.record(gate.decide(call, effects=[Effect.write("src/app.py")]))
+    gate.record(gate.decide(call, effects=[Effect.write(".openoxide/plans/p.md")]))
+    read = ToolCall("effect", "read", {}, str(repo))
+    gate.record(gate.decide(read, effects=[Effect.read("src/app.py")]))
     v = Violation("2026-12-04T10:00:00.000000Z", "s-2", "plan", "modified", "src/app.py",
                   "agents.plan.write.default", "denied", "reported").to_json()
     out.append(stamp(v, None))
@@ -117,9 +118,10 @@ def test_the_ocsf_event_carries_the_chain_keys_of_the_record(repo: Any, tmp_path
             super().write(record, roots)
             out.append(dict(record))
 
-    Gate(sink=Log(log), source="check", agent="plan").decide(
+    gate = Gate(sink=Log(log), source="check", agent="plan")
+    gate.record(gate.decide(
         ToolCall("effect", "write", {}, str(repo), session="s-1"),
-        effects=[Effect.write("src/app.py")])
+        effects=[Effect.write("src/app.py")]))
     [r] = out
     event = to_ocsf(r)
     ApiActivity.model_validate(event)

@@ -34,7 +34,7 @@ EMIT = textwrap.dedent("""\
     for i in range(n):
         call = ToolCall("effect", "write", {}, repo, session=f"{sys.argv[4]}-{i % 2}")
         e = Effect.write(f"src/f{i}.py") if i % 3 else Effect.write(f".openoxide/plans/p{i}.md")
-        gate.decide(call, effects=[e])
+        gate.record(gate.decide(call, effects=[e]))
 """)
 
 

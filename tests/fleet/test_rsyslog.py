@@ -243,7 +243,7 @@ def test_records_forged_edited_or_dropped_at_the_collector_are_named(
     gate = Gate(sink=AuditLog(), source="check", agent="plan")
     call = ToolCall("effect", "write", {}, str(repo))
     for i in range(8):
-        gate.decide(call, effects=[Effect.write(f"src/v{i}.py")])
+        gate.record(gate.decide(call, effects=[Effect.write(f"src/v{i}.py")]))
     wait_for("8 records at the central", lambda: len(pipeline.central_ids()) == 8)
     clean = verify_shipped(pipeline.out)
     assert clean.returncode == 0, clean.stdout + clean.stderr
@@ -294,14 +294,14 @@ def test_edge_down_then_shipper_killed_records_arrive_in_order(
     gate = Gate(sink=AuditLog(), source="check", agent="plan")
     call = ToolCall("effect", "write", {}, str(repo))
     for i in range(30):
-        gate.decide(call, effects=[Effect.write(f"src/f{i}.py")])
+        gate.record(gate.decide(call, effects=[Effect.write(f"src/f{i}.py")]))
     d = spool_dir(Target.parse(p.url), data / "openoxide")
     wait_for("a shipper", lambda: (d / "shipper.pid").exists())
     os.kill(int((d / "shipper.pid").read_text()), signal.SIGKILL)
     try:
         p.start()
         for i in range(30, 40):  # the next writer starts a shipper again
-            gate.decide(call, effects=[Effect.write(f"src/f{i}.py")])
+            gate.record(gate.decide(call, effects=[Effect.write(f"src/f{i}.py")]))
         wait_for("40 records at the central", lambda: len(p.central_ids()) == 40)
         local = local_records(repo)
         assert_unaltered(p, local)
@@ -318,8 +318,8 @@ def test_unix_socket_to_the_local_rsyslog(tmp_path: Path, repo: Path, data: Path
         policy_repo(repo, p.url)
         gate = Gate(sink=AuditLog(), source="check", agent="build")
         for i in range(10):
-            gate.decide(ToolCall("effect", "write", {}, str(repo)),
-                        effects=[Effect.write(f"src/u{i}.py")])
+            gate.record(gate.decide(ToolCall("effect", "write", {}, str(repo)),
+                                    effects=[Effect.write(f"src/u{i}.py")]))
         wait_for("10 records at the central", lambda: len(p.central_ids()) == 10)
         assert_unaltered(p, local_records(repo))
     finally:
@@ -345,7 +345,7 @@ def test_a_collector_that_never_reads_never_holds_a_decision(
     big = "x" * 2000
     done = 0
     for i in range(1500):  # ~4 MB of records: far more than socket buffers and the spool
-        v = gate.decide(call, effects=[Effect.write(f"src/{big}{i}.py")])
+        v = gate.record(gate.decide(call, effects=[Effect.write(f"src/{big}{i}.py")]))
         assert v.action.value == "deny" and not v.failed
         done += 1
         assert (d / "queue").stat().st_size <= limit

@@ -185,4 +185,8 @@ def test_the_same_call_gets_the_same_verdict_and_record_at_every_front_door(
     assert len({r["record_id"] for r in records}) == len(records)
     assert len({(r["policy_digest"], r["hostname"], r["guard_version"]) for r in records}) == 1
     assert {r["host_agent"] for r in hook_records} == {"cursor"}
+    # the proxy's records name the MCP client its initialize request named
+    assert {(r["host_agent"], r["host_agent_version"]) for r in proxy_records} == {
+        ("front-door-test", "1")
+    }
     assert (repo / "src" / "app.py").read_text() == "print('hi')\n"

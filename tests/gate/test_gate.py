@@ -111,7 +111,8 @@ def test_an_exception_anywhere_is_a_deny_whose_reason_is_the_error(
     sink = MemorySink()
     args: dict[str, Any] = {"guard": Guard.load(cwd=repo), "env": {}, "sink": sink, **gate_args}
     # a call the build agent would allow: only the failure can make it a deny
-    v = Gate(**args).decide(write_call(repo))
+    gate = Gate(**args)
+    v = gate.record(gate.decide(write_call(repo)))
     assert v.action is VerdictAction.DENY and v.failed
     assert reason in v.reason
     [record] = sink.records
@@ -122,8 +123,22 @@ def test_an_exception_anywhere_is_a_deny_whose_reason_is_the_error(
 def test_a_verdict_the_sink_cannot_record_is_a_deny(repo: Path) -> None:
     gate = Gate(guard=Guard.load(cwd=repo), agent="build", env={}, sink=_BadSink())
     v = gate.decide(write_call(repo))
+    assert v.action is VerdictAction.ALLOW  # deciding writes nothing
+    v = gate.record(v)
     assert v.action is VerdictAction.DENY and v.failed
     assert "the audit log could not record the verdict: disk full" in v.reason
+
+
+def test_deciding_writes_nothing_and_recording_writes_one_record(repo: Path) -> None:
+    """The gate decides without writing; the front door records what it answers, once."""
+    sink = MemorySink()
+    gate = Gate(guard=Guard.load(cwd=repo), agent="plan", env={}, sink=sink, source="test")
+    v = gate.decide(write_call(repo))
+    assert v.action is VerdictAction.DENY and sink.records == []
+    assert gate.record(v, {"host": "x"}, answered=lambda _: "block") == v
+    [record] = sink.records
+    assert (record["type"], record["source"], record["host"]) == ("verdict", "test", "x")
+    assert (record["decision"], record["answered"], record["agent"]) == ("deny", "block", "plan")
 
 
 def test_malformed_input_is_a_deny_naming_the_field(repo: Path) -> None:
@@ -174,7 +189,7 @@ def test_a_confiner_turns_a_refused_plan_shell_call_into_allow_confined(repo: Pa
     confiner, sink = _Wrap(), MemorySink()
     g = Guard.load(cwd=repo)
     plan = Gate(guard=g, agent="plan", env={}, confiner=confiner, sink=sink, source="test")
-    v = plan.decide(bash_call(repo))
+    v = plan.record(plan.decide(bash_call(repo)))
     assert v.action is VerdictAction.ALLOW_CONFINED and v.allowed
     assert v.updated_input == {"command": "confined -- rm -rf src"}
     assert v.decision is not None and v.decision.action.value == "deny"
@@ -206,7 +221,7 @@ def test_a_confiner_may_refuse_a_call_it_cannot_confine_as_required(repo: Path) 
     sink = MemorySink()
     g = Guard.load(cwd=repo)
     plan = Gate(guard=g, agent="plan", env={}, confiner=_Require(), sink=sink, source="test")
-    v = plan.decide(bash_call(repo, "cat src/app.py"))
+    v = plan.record(plan.decide(bash_call(repo, "cat src/app.py")))
     assert v.action is VerdictAction.DENY and not v.allowed
     assert (v.reason, v.rule) == ("the network wall is missing here", "guard.sandbox-require")
     assert v.updated_input is None
@@ -312,7 +327,7 @@ def test_the_hook_record_keeps_host_specific_fields(repo: Path) -> None:
         }
     )
     gate = Gate(guard=Guard.load(cwd=repo), agent="plan", env={}, sink=sink, source="hook")
-    gate.decide(hook.call, context=hook.to_json())
+    gate.record(gate.decide(hook.call), hook.to_json())
     [record] = sink.records
     assert (record["agent_id"], record["agent_type"]) == ("a-7", "Explore")
     assert record["agent"] == "plan" and record["decision"] == "deny"

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from guard.integrations.install import BACKUP_SUFFIX, hook_command
+from guard.integrations.install import hook_command
 from guard.integrations.interface import OUR_COMMAND
+from guard.integrations.settings_file import BACKUP_SUFFIX
 
 HOSTS = {
     "claude-code": (".claude/settings.json", "PreToolUse"),

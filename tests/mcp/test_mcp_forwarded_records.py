@@ -19,7 +19,7 @@ import pytest
 from fsserver import served_project
 
 from guard.decide import Guard
-from guard.gate import Verdict
+from guard.gate import Gate, Verdict
 from guard.mcp.proxy import McpProxy
 from guard.planning.session import Mode, Session
 
@@ -35,10 +35,10 @@ def test_a_forwarded_call_whose_record_cannot_be_made_gets_no_answer(
     monkeypatch.setattr(proxy.pipe, "send_server", to_server.append)
     monkeypatch.setattr(proxy.pipe, "send_client", lambda message, **_: to_client.append(message))
 
-    def audit(verdict: Verdict, *args: Any, **kwargs: Any) -> Verdict:
-        return proxy.gate.failure(verdict.call, RuntimeError("record lost"))
+    def record(gate: Gate, verdict: Verdict, *args: Any, **kwargs: Any) -> Verdict:
+        return gate.failure(verdict.call, RuntimeError("record lost"))
 
-    monkeypatch.setattr(proxy.gate, "audit", audit)
+    monkeypatch.setattr(Gate, "record", record)  # a gate is frozen: its class is patched
     path = str(repo / "src" / "app.py")
     call = {
         "jsonrpc": "2.0",

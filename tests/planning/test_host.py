@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from guard.integrations.install import install, read_settings, uninstall
+from guard.integrations.install import install, uninstall
+from guard.integrations.settings_file import read_settings
 from guard.planning import Mode, Session, UserDecision, plan_exit
 from guard.planning.host import answer, planning_command
 

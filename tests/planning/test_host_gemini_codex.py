@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from guard.integrations.codex_trust import our_hooks
-from guard.integrations.install import install, read_settings, uninstall
+from guard.integrations.install import install, uninstall
+from guard.integrations.settings_file import read_settings
 from guard.planning import Mode, Session
 from guard.planning.host import answer
 

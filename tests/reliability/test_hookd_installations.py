@@ -116,7 +116,7 @@ def test_a_daemon_whose_installation_changed_stops_answering(
         runner.write_text(runner.read_text() + "\n# changed\n")
         expected = "deny"
     else:
-        init = inst.package / "__init__.py"
+        init = inst.package / "version.py"
         init.write_text(init.read_text().replace('__version__ = "', '__version__ = "9!'))
         expected = "deny"
     first = inst.hook(write, repo, plan)  # the very next call

@@ -195,7 +195,7 @@ def test_a_plain_run_imports_neither_typer_nor_rich(tree: Tree) -> None:
     top = {name.split(".")[0] for name in imported}
     assert not top & {"typer", "rich", "click", "markdown_it", "pygments"}, top
     others = {n for n in imported if n.startswith("guard.cli.")}
-    assert others == {"guard.cli._base", "guard.cli.runner"}, others
+    assert others == {"guard.cli._base", "guard.cli._main", "guard.cli.runner"}, others
 
 
 @pytest.mark.parametrize("args", [["--", "true"], ["-qa", "plan", "--", "true"]])
@@ -204,7 +204,7 @@ def test_ctrl_c_before_the_command_starts_is_one_line_on_either_path(
 ) -> None:
     """A Ctrl-C while the policy loads (before signals are forwarded) is no traceback:
     the plain path (``--``) and typer's (bundled options) both exit 130 quietly."""
-    from guard.cli import _base, run
+    from guard.cli import _main, run
 
     def interrupted(options: runner.RunOptions) -> int:
         raise KeyboardInterrupt
@@ -212,6 +212,6 @@ def test_ctrl_c_before_the_command_starts_is_one_line_on_either_path(
     monkeypatch.setattr(runner, "execute", interrupted)
     monkeypatch.setattr(run, "execute", interrupted)
     with pytest.raises(SystemExit) as info:
-        _base.main(["run", *args])
+        _main.main(["run", *args])
     assert info.value.code == 130
     assert capsys.readouterr().err == ""

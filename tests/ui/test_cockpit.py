@@ -7,7 +7,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from guard.planning import Mode, Session, handshake
-from guard.planning.runtime import describe_current_agent
+from guard.planning.current import describe_current_agent
 from guard.ui.app import CockpitApp
 from tests.ui.conftest import (
     claude_write,

@@ -22,8 +22,8 @@ def run(
 
 def test_the_command_tree_lists_ui_without_importing_textual() -> None:
     probe = (
-        "import sys; from guard.cli import _commands;"
-        " names = [c.name for c in _commands.app.registered_commands];"
+        "import sys; from guard.cli import _app;"
+        " names = [c.name for c in _app.app.registered_commands];"
         " print('textual' in sys.modules, 'ui' in names)"
     )
     proc = run(code=probe)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from guard import __version__
 from guard.lint.docs import rule_page
 from guard.lint.formats.interface import Formatter
 from guard.lint.model import RULES, Level, Report
+from guard.version import __version__
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from guard.effects import GuardError
+from guard.lint.context import FAKE_ROOTS, pattern_samples
 from guard.lint.importers.claude_code import _PROGRAM
 from guard.lint.importers.common import ACTIONS, AgentDraft, Draft, Notes, read_json
+from guard.match import CompiledList, parse_pattern
 
 __all__ = ["convert", "convert_glob", "ordered", "read_json"]
 
@@ -104,9 +106,6 @@ def _overlaps(earlier: list[str], pattern: str) -> bool:
     only ever makes the result stricter: exceptions in the deny and ask lists carve
     out for later, laxer rules; those in the allow list are for rules that win anyway.
     """
-    from guard.lint.context import FAKE_ROOTS, pattern_samples
-    from guard.match import CompiledList, parse_pattern
-
     positives = [p for p in (parse_pattern(e) for e in earlier) if p is not None]
     target = parse_pattern(pattern)
     if not positives or target is None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from guard.effects import Effect, EffectKind
+from guard.tools.interface import glob_base
 from guard.tools.shell.words import Arg
 
 MAX_CWDS = 16  # possible working directories tracked before giving up on precision
@@ -158,8 +159,6 @@ class Ctx:
                 return  # <(...) is a pipe; its command is analysed on its own
             if arg.glob and arg.text:
                 # a glob reads only below its literal directory part
-                from guard.tools.interface import glob_base
-
                 for target in self.targets(glob_base(arg.text)):
                     self._add(kind, target, detail)
                 return

@@ -6,6 +6,7 @@ import itertools
 import re
 from typing import Any
 
+from guard.tools.interface import url_host
 from guard.tools.shell.context import Ctx
 from guard.tools.shell.options import apply, parse_opts
 from guard.tools.shell.registry import program
@@ -43,8 +44,6 @@ def _rsync(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
 
 @program("curl")
 def _curl(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    from guard.tools.interface import url_host
-
     p = tables.CURL.parse(args)
     if p.error is not None or p.dynamic:
         ctx.network(None, "curl")
@@ -95,8 +94,6 @@ def _curl_method(p: Any) -> tuple[str, str]:
 
 @program("wget")
 def _wget(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
-    from guard.tools.interface import url_host
-
     p = tables.WGET.parse(args)
     if p.error is not None or p.dynamic:
         ctx.network(None, "wget")

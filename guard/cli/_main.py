@@ -1,0 +1,97 @@
+"""The entry point: reads ``guard``'s command line and hands it to the one module that runs it.
+
+:func:`main` starts a confined command (``guard run``) without importing typer, rich or
+any other command's module (:mod:`guard.cli.runner`), and answers ``--version`` and a
+plain ``guard check`` or ``guard lint`` the same way (:mod:`guard.cli.quick`); every
+other command line goes through the typer application (:func:`dispatch`,
+:mod:`guard.cli._app`), loaded only then. The conventions it applies are in
+:mod:`guard.cli._base`; the commands themselves are not here.
+"""
+
+# Lazy imports: quick, runner, typer, commands per command line: run/check start fast.
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from guard.cli._base import (
+    ColorMode,
+    color_mode,
+    fail,
+    fail_for,
+    set_color_mode,
+    set_json_mode,
+    take_color,
+    version_text,
+    wants_json,
+)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: never lets a traceback reach the user."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    args, mode, problem = take_color(args)
+    as_json = wants_json(args)
+    set_json_mode(as_json)
+    if problem is not None:
+        fail(problem, as_json=as_json)
+    set_color_mode(mode or ColorMode.auto)
+    if args in (["--version"], ["-V"]):
+        sys.stdout.write(version_text())
+        raise SystemExit(0)
+    if args[:1] in (["check"], ["lint"]):  # called once per file by hooks and editors
+        _quick(args, as_json=as_json)
+    if args[:1] == ["run"]:  # the start-up cost of every confined command
+        from guard.cli import runner
+
+        options = runner.parse(args[1:])
+        if options is not None:
+            try:
+                code = runner.execute(options)
+            except KeyboardInterrupt:  # Ctrl-C: quietly, as on typer's path
+                raise SystemExit(130) from None
+            except EOFError:  # as on typer's path
+                sys.stderr.write("\n")
+                fail("aborted", as_json=as_json, code=130)
+            except Exception as exc:
+                fail_for(exc, as_json=as_json)
+            raise SystemExit(code)
+        # help, a usage error, --explain: the typer command says it (the same command)
+    dispatch(args, as_json=as_json)
+
+
+def _quick(args: list[str], *, as_json: bool) -> None:
+    """Answer a plain ``guard check`` or ``guard lint`` without typer (see
+    :mod:`guard.cli.quick`); return for anything else, which typer then reads."""
+    from guard.cli import quick
+
+    check = quick.parse_check(args[1:]) if args[0] == "check" else None
+    lint = quick.parse_lint(args[1:]) if args[0] == "lint" else None
+    if check is None and lint is None:
+        return
+    try:
+        if check is not None:
+            code = quick.run_check(check)
+        elif lint is not None:
+            code = quick.run_lint(lint)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as exc:
+        fail_for(exc, as_json=as_json)
+    raise SystemExit(code)
+
+
+def dispatch(args: list[str], *, as_json: bool) -> NoReturn:
+    """Run the command line ``args`` (``--color`` already taken) through typer; exit."""
+    from guard.cli._typer import run_typer, set_color
+
+    set_color(color_mode())  # typer's own help and errors follow it too
+    if args[:1] == ["run"]:  # the one command: see guard.cli.runner
+        from guard.cli.run import run_app
+
+        run_typer(run_app, args[1:], prog="guard run", as_json=as_json)
+    from guard.cli._app import app  # every command family, registered on it
+
+    run_typer(app, args, prog="guard", as_json=as_json)

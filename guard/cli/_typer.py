@@ -1,0 +1,103 @@
+"""The typer side of the command-line conventions: colour for typer and rich, and errors.
+
+:func:`set_color` tells typer's own help and errors the colour mode, :func:`console` is
+the rich console every command prints with, and :func:`run_typer` runs a typer
+application so that its usage errors, aborts and a command's exceptions are said the
+conventional way (:mod:`guard.cli._base`). Flags show no value type in ``--help``.
+No command and no application is defined here: the application is
+:mod:`guard.cli._app`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NoReturn
+
+import typer
+import typer.core
+import typer.rich_utils
+from rich.console import Console
+
+from guard.cli._base import (
+    ColorMode,
+    color_enabled,
+    color_mode,
+    fail,
+    fail_for,
+    isatty,
+    set_color_mode,
+)
+
+__all__ = ["console", "run_typer", "set_color"]
+
+# typer carries its own copy of click; its exception classes are reached through the
+# one it exports (BadParameter -> UsageError -> ClickException).
+_UsageError: type[Exception] = typer.BadParameter.__bases__[0]
+_ClickException: type[Exception] = _UsageError.__bases__[0]
+
+
+def set_color(mode: ColorMode) -> None:
+    """Set the colour mode for this process (and for typer's own help and errors)."""
+    set_color_mode(mode)
+    if not color_enabled(sys.stdout):
+        typer.rich_utils.COLOR_SYSTEM = None
+        typer.rich_utils.FORCE_TERMINAL = False
+    elif mode is ColorMode.always:
+        typer.rich_utils.FORCE_TERMINAL = True
+
+
+def console(*, stderr: bool = False, soft_wrap: bool = True) -> Console:
+    """A rich console that follows ``--color``/``NO_COLOR``; never wraps when not a terminal."""
+    stream = sys.stderr if stderr else sys.stdout
+    on = color_enabled(stream)
+    return Console(
+        stderr=stderr,
+        highlight=False,
+        soft_wrap=soft_wrap or not isatty(stream),
+        color_system="auto" if on else None,
+        force_terminal=True if on and color_mode() is ColorMode.always else None,
+        no_color=not on,
+    )
+
+
+def _no_type_for_flags(self: typer.core.TyperOption, ctx: Any) -> str | None:
+    # typer's rich help shows a value type for every option, `<bool>` for flags too;
+    # a flag takes no value, so it gets none (as in click's plain help).
+    if self.is_flag or self.count:
+        return None
+    if self.metavar is not None:
+        return self.metavar
+    shown = self.display_type(ctx)
+    return shown + "..." if self.nargs != 1 else shown
+
+
+typer.core.TyperOption.display_type_rich = _no_type_for_flags  # type: ignore[method-assign]
+
+
+def _message(exc: Exception) -> str:
+    fmt = getattr(exc, "format_message", None)
+    return str(fmt()) if callable(fmt) else str(exc)
+
+
+def _exit_code(exc: Exception) -> int:
+    code = getattr(exc, "exit_code", 2)
+    return code if isinstance(code, int) else 2
+
+
+def run_typer(target: typer.Typer, args: list[str], *, prog: str, as_json: bool) -> NoReturn:
+    """Run ``args`` through the typer application ``target`` named ``prog``; exit."""
+    try:
+        code = target(args=args, prog_name=prog, standalone_mode=False)
+    except _UsageError as exc:
+        ctx: Any = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else prog  # no context: option parsing
+        # no arguments where some are needed: typer has printed the help already
+        msg = _message(exc).rstrip(".") or "no command given"
+        fail(f"{msg} (see `{where} --help`)", as_json=as_json, code=_exit_code(exc))
+    except typer.Abort:
+        fail("aborted", as_json=as_json, code=130)
+    except _ClickException as exc:
+        fail(_message(exc), as_json=as_json, code=_exit_code(exc))
+    except Exception as exc:
+        fail_for(exc, as_json=as_json)
+    raise SystemExit(code if isinstance(code, int) else 0)
