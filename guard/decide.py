@@ -11,6 +11,7 @@ error: guard never fails open.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 import threading
@@ -539,7 +540,6 @@ class Guard:
         """SHA-256 over the merged policy and the managed layer: one value per policy in force."""
         if self.managed is None:
             return self.loaded.digest
-        import hashlib
 
         text = f"guard-policy 1\0{self.loaded.digest}\0{self.managed.digest}"
         return hashlib.sha256(text.encode()).hexdigest()

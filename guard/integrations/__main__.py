@@ -7,6 +7,7 @@ the policy core only. Whatever happens, it exits 0 with the host's answer or
 
 from __future__ import annotations
 
+# Lazy imports: inside main's try, so a broken install still answers with a block.
 import contextlib
 import sys
 

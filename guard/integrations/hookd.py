@@ -42,6 +42,7 @@ daemon sweeps the files of installations whose lock nobody holds.
 
 from __future__ import annotations
 
+# Lazy imports: started on the hook path; the policy core loads once, before serving.
 import contextlib
 import errno
 import fcntl

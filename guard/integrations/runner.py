@@ -14,6 +14,7 @@ guard itself broke.
 
 from __future__ import annotations
 
+# Lazy imports: a hook call loads only the parts its own call needs (start-up).
 import contextlib
 import dataclasses
 import json

@@ -22,12 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from guard import hosts
+from guard import hosts, probe
 from guard.decide import Guard
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError, ToolCall
 from guard.gate import Gate
+from guard.integrations.doctor import host_checks, namespaces_check
 from guard.integrations.interface import OUR_COMMAND
 from guard.lint.corpus import CORPUS, Operation
+from guard.replay.engine import replay, transcripts
+from guard.replay.report import Summary
 from guard.tools import DIALECTS, effects_of
 
 
@@ -217,7 +220,6 @@ def host_hooks(worktree: Path | None, home: Path) -> list[Layer]:
 
 def _host_runtime(worktree: Path | None) -> list[Layer]:
     """guard doctor's view: OpenCode plugins, and hooks a host would skip (trust, rewrites)."""
-    from guard.integrations.doctor import host_checks
 
     layers: list[Layer] = []
     for check in host_checks(worktree):
@@ -237,8 +239,6 @@ def detect_layers(g: Guard, worktree: Path | None) -> list[Layer]:
         Layer("policy evaluator", True, f"{g.loaded.name} ({g.discovery})"),
     ]
     layers.append(Layer("tool-call analysis", True, f"guard.tools: {', '.join(DIALECTS)}"))
-    from guard import probe
-    from guard.integrations.doctor import namespaces_check
 
     lay = probe.layers(worktree)  # the one description --version and doctor give too
     if lay.landlock_abi == 0:
@@ -398,8 +398,6 @@ def _show(g: Guard, e: Effect, cwd: str) -> str:
 
 def replayed(paths: list[str], agent: str, policy: str | None) -> dict[str, Any]:
     """The summary of replaying ``paths`` for ``agent`` (guard replay, no audit log)."""
-    from guard.replay.engine import replay, transcripts
-    from guard.replay.report import Summary
 
     s = Summary()
     for r in replay(transcripts(paths), agent=agent, policy=policy):

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import os
 import stat
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -351,8 +353,6 @@ _FS_IOC_SETFLAGS = 0x40086602
 
 def inode_flags(fd: int) -> int | None:
     """``chattr`` flags (append-only, immutable, ...) of an open directory or file; None if n/a."""
-    import fcntl
-    import struct
 
     try:
         buf = fcntl.ioctl(fd, _FS_IOC_GETFLAGS, b"\0" * 8)
@@ -362,8 +362,6 @@ def inode_flags(fd: int) -> int | None:
 
 
 def set_inode_flags(fd: int, flags: int) -> None:
-    import fcntl
-    import struct
 
     fcntl.ioctl(fd, _FS_IOC_SETFLAGS, struct.pack("l", flags))
 

@@ -42,6 +42,7 @@ failure is reported as context); the exit gates fail closed (exit 2).
 
 from __future__ import annotations
 
+# Lazy imports: binding, sessions, missed calls load only for hook calls needing them.
 import hashlib
 import json
 import os

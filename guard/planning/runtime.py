@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+# Lazy imports: sessions and events (pydantic) load only where a session may exist.
 import contextlib
 import os
 from pathlib import Path
