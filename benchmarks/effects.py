@@ -29,11 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from guard.analysis import effects_for
+from guard.analysis.shell import _PARSER
 from guard.decide import Guard
 from guard.effects import Effect, EffectKind
 from guard.paths import canonicalize
-from guard.tools import effects_for
-from guard.tools.shell import _PARSER
 
 FILES = ["src/app.py", "src/guard/cli.py", "README.md", "tests/test_app.py", "setup.cfg",
          "pyproject.toml", "docs/index.md", "src/utils/io.py", ".env", "Makefile",

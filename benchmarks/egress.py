@@ -42,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from guard.sandbox import egress  # noqa: E402
+from guard.sandbox import egress_proxy  # noqa: E402
 
 DRIVER = REPO / "tests" / "sandbox" / "egress_driver.py"
 
@@ -149,10 +149,10 @@ def main() -> int:
             'allow = ["bench.test:80", "bench.test:443"]\n[egress]\n'
             f'resolve = {{ "bench.test:80" = "127.0.0.1:{port}",'
             f' "bench.test:443" = "127.0.0.1:{tls_port}" }}\n')
-        spec = egress.EgressSpec("plan", str(tmp / "repo"), str(policy), "hook",
+        spec = egress_proxy.EgressSpec("plan", str(tmp / "repo"), str(policy), "hook",
                                  str(tmp / "audit.jsonl"))
         proxy, ready = start([sys.executable, "-E", "-s", "-S", str(DRIVER), "--sandbox",
-                              str(Path(egress.__file__).parent), "--spec", spec.to_argv()[1]])
+                              str(Path(egress_proxy.__file__).parent), "--spec", spec.to_argv()[1]])
         procs.append(proxy)
         via = f"http://127.0.0.1:{ready.split()[1]}"
         # for reference: a plain TCP relay in C (socat, 1 MiB buffers) between the same

@@ -39,8 +39,8 @@ from pathlib import Path
 
 from guard.fleet import syslog
 from guard.fleet.records import record_id
-from guard.integrations.install import hook_command
 from guard.policy.valid import Audit
+from guard.setup.install import hook_command
 
 
 def free_port() -> int:

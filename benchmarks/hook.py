@@ -5,7 +5,7 @@ Runs the hook exactly as Claude Code runs it once `guard install` wired it
 a Write payload on stdin, the shipped policy, a real git worktree),
 interleaved with ``python -c pass`` on the same interpreter, and prints the
 medians and their ratio, last. Also shown, not compared: the in-process path
-(``python -I -m guard.integrations``, what a call costs when no daemon runs)
+(``python -I -m guard.hooks``, what a call costs when no daemon runs)
 ``import guard`` alone, the standard modules the hook client imports (its
 start-up beyond a bare interpreter), and the hook daemon's CPU time per call.
 
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from guard.integrations.install import hook_command
+from guard.setup.install import hook_command
 
 
 def timed(cmd: list[str], stdin: bytes, cwd: Path, env: dict[str, str]) -> float:
@@ -55,7 +55,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GUARD_", "XDG_"))}
         env["HOME"] = str(Path(tmp) / "home")
         # Claude Code names its transcript: guard reads what was added since its last look
-        # (guard.integrations.missed), so the figure includes that check
+        # (guard.hooks.missed), so the figure includes that check
         transcript = Path(tmp) / "transcript.jsonl"
         transcript.write_text('{"type": "user", "message": {"content": "hi"}}\n')
         payload = json.dumps(
@@ -72,7 +72,7 @@ def main() -> None:
         ).encode()
         py = sys.executable
         hook = ["/bin/sh", "-c", hook_command("claude-code", agent="plan")]
-        inproc = [py, "-I", "-m", "guard.integrations", "claude-code", "--agent", "plan"]
+        inproc = [py, "-I", "-m", "guard.hooks", "claude-code", "--agent", "plan"]
         bare = [py, "-c", "pass"]
         imp = [py, "-I", "-c", "import guard"]
         client_imports = [py, "-I", "-c", f"import {', '.join(CLIENT_IMPORTS)}"]
@@ -100,7 +100,7 @@ def main() -> None:
     med = {k: statistics.median(v) * 1000 for k, v in times.items()}
     print(f"runs per command: {args.runs}; hook answered: {answer}; load average"
           f" {os.getloadavg()[0]:.1f}")
-    print(f"in-process `python -I -m guard.integrations`: median {med['inproc']:.1f} ms")
+    print(f"in-process `python -I -m guard.hooks`: median {med['inproc']:.1f} ms")
     print(f"`python -I -c 'import guard'`:                median {med['import']:.1f} ms")
     print(f"the hook client's standard imports alone:     median {med['client_imports']:.1f} ms")
     per_call = daemon_cpu / args.runs * 1000
@@ -113,7 +113,7 @@ def main() -> None:
     )
 
 
-# what the hook client (guard/integrations/hookclient.py) imports on the daemon path:
+# what the hook client (guard/hooks/hookclient.py) imports on the daemon path:
 # C modules, besides what the interpreter has loaded anyway (every call pays for them)
 CLIENT_IMPORTS = (
     "_json",

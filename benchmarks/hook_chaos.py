@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CLIENT = Path(__file__).resolve().parents[1] / "guard" / "integrations" / "_client.py"
+CLIENT = Path(__file__).resolve().parents[1] / "guard" /  "hooks"/ "_client.py"
 
 
 @dataclass
@@ -135,7 +135,7 @@ def daemon_pids(home: Path) -> list[int]:
     for pidfile in (home / ".local/share/openoxide/run").glob("hookd-*.pid"):
         with contextlib.suppress(OSError, ValueError):
             pid = int(pidfile.read_text().strip())
-            if b"guard.integrations.hookd" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"guard.hooks.hookd" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 pids.append(pid)  # never a recycled pid of something else
     return pids
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from guard.decide import Guard
 from guard.effects import Effect
 from guard.lint import lint_paths
-from guard.lint.context import FAKE_ROOTS
+from guard.lint.rule_context import FAKE_ROOTS
 from guard.policy import load_policy
 
 WORDS = ["src", "docs", "lib", "tests", "build", "vendor", "assets", "config", "scripts", "pkg"]

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from guard import effects
 from guard.planning import Mode, Session
-from guard.planning import events as ev
+from guard.planning import event_bus as ev
 from guard.planning.checklist import PlanItem, StepStatus
 from guard.ui.app import CockpitApp
 from guard.ui.state import Cockpit, HostLine

@@ -20,8 +20,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
-from guard.planning import Segment, Session, UserDecision, events, handle_tool_call
-from guard.planning.events import project_todo_list
+from guard.planning import Segment, Session, UserDecision, event_bus, handle_tool_call
+from guard.planning.event_bus import project_todo_list
 from guard.planning.handshake import EnterRequest, ExitRequest
 from guard.planning.render import checklist_panel, session_view
 from guard.planning.stream import stream_into_session
@@ -138,7 +138,7 @@ def main() -> int:
         console.print(Rule("both lanes: guard session show"))
         console.print(session_view(session.refresh()))
         console.print(Rule("todo_list items projected from the checklist events"))
-        for item in project_todo_list(events.read_events(session)):
+        for item in project_todo_list(event_bus.read_events(session)):
             done = sum(i.completed for i in item.items)
             console.print(f"{item.type:15} {item.item_id}  {done}/{len(item.items)} completed")
     return 0

@@ -3,7 +3,7 @@
 The data flow is one way (see DESIGN.md):
 
     tool call (host payload, MCP message, CLI) --adapter--> ToolCall
-    ToolCall --guard.tools.effects_of--> [Effect]
+    ToolCall --guard.analysis.effects_of--> [Effect]
     Effect --canonicalize--> Effect with a real, absolute path
     (agent, effects) --Guard.decide--> Decision
     Decision --guard.gate--> Verdict (allow, ask, deny, allow_confined)
@@ -51,7 +51,7 @@ class EffectKind(enum.StrEnum):
 
 #: Every canonical tool name a dialect maps a known tool to: the keys a policy's tool
 #: table may use (besides ``*``, ``task:<type>`` and ``mcp__server__tool``). The
-#: dialect tables in :mod:`guard.tools` produce only these; docs/tools.md lists them.
+#: dialect tables in :mod:`guard.analysis` produce only these; docs/tools.md lists them.
 CANONICAL_TOOLS: frozenset[str] = frozenset({
     "read", "write", "edit", "multiedit", "notebook_edit", "glob", "grep", "list", "ls",
     "bash", "webfetch", "websearch", "task", "todowrite", "todoread", "plan_exit",
@@ -153,12 +153,12 @@ class ToolCall:
     """One pending tool call, whoever announced it: the one type every layer passes around.
 
     ``dialect`` names the tool vocabulary (``claude-code``, ``codex``, ``opencode``,
-    ``gemini``, ``mcp``; see :data:`guard.tools.DIALECTS`), ``name`` the tool as the
+    ``gemini``, ``mcp``; see :data:`guard.analysis.DIALECTS`), ``name`` the tool as the
     agent sent it, ``input`` its JSON arguments, ``cwd`` the directory relative paths
     are resolved from (None: the caller's), ``session`` the host's session id if any.
     Host adapters build it from a hook payload, the MCP proxy from a ``tools/call``,
     ``guard check --dialect`` from its options; :mod:`guard.gate` decides it and the
-    dialect handlers in :mod:`guard.tools` read it with the helpers below.
+    dialect handlers in :mod:`guard.analysis` read it with the helpers below.
     """
 
     dialect: str

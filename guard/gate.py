@@ -4,7 +4,7 @@ Every front door (the hook runner, ``guard check``, the MCP proxy) hands the gat
 a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
 
     host payload / MCP tools/call / CLI options --front door--> ToolCall
-    ToolCall --guard.tools.effects_of--> [Effect]
+    ToolCall --guard.analysis.effects_of--> [Effect]
     --resolve--> (policy, agent, why): the one decision order, and the only reader of
     $GUARD_POLICY, $GUARD_AGENT and the sessions for it:
     --agent > $GUARD_AGENT > the deciding session's mode > the host's hint --> agent
@@ -19,7 +19,7 @@ a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
 the call will run under kernel confinement. An ``allow_confined`` verdict
 carries ``updated_input``, the whole tool input the host must run instead (the
 shell command wrapped for confined execution); hosts that cannot rewrite a call
-answer it as a deny (see :mod:`guard.integrations.interface`).
+answer it as a deny (see :mod:`guard.hooks.adapter`).
 
 **Fail closed.** Any exception anywhere in the pipeline (the policy cannot be
 loaded, no agent can be chosen, malformed input, a bug in a dialect, the
@@ -158,7 +158,7 @@ class Verdict:
 
 #: How a front door finds the guard mode for a call and its effects (None: no session).
 ModeSource = Callable[[ToolCall, Sequence[Effect]], "str | ModeFound | None"]
-#: Turns a call into its effects (default: the dialect tables of guard.tools).
+#: Turns a call into its effects (default: the dialect tables of guard.analysis).
 Analyser = Callable[[ToolCall], "list[Effect]"]
 
 
@@ -171,7 +171,7 @@ def worktree_mode(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound |
 
 
 def tool_effects(call: ToolCall) -> list[Effect]:
-    from guard.tools import effects_of
+    from guard.analysis import effects_of
 
     return effects_of(call)
 
@@ -337,7 +337,7 @@ class Gate:
     ``$GUARD_POLICY``, else the worktree's, else the default) from the call's cwd.
     ``agent``: the --agent of the front door. ``mode``: how to find the worktree's
     guard mode (default: the planning sessions of the call's cwd). ``analyse``: how
-    a call becomes effects (default: :func:`guard.tools.effects_of`). ``sink``:
+    a call becomes effects (default: :func:`guard.analysis.effects_of`). ``sink``:
     where records go (None: nowhere). ``source``: names the front door in records.
     """
 

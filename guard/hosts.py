@@ -4,7 +4,7 @@ Every host list in guard derives from :data:`HOSTS` (the hook adapters, the plan
 hook, the transcript readers, ``guard import``, the tool-call dialects, the fleet's
 version lookup), and a host's name is written here only: other modules say
 ``hosts.CLAUDE_CODE.name``. Adding a host is one entry here plus its modules, one
-per mechanism (``guard/tools/<host>.py``, ``guard/integrations/<host>.py``, ...).
+per mechanism (``guard/analysis/<host>.py``, ``guard/hooks/<host>.py``, ...).
 
 The record names its modules by dotted path (``"package.module"`` or
 ``"package.module:attribute"``) and :func:`load` imports them when asked, so this
@@ -58,7 +58,7 @@ class Host:
     version: str
     #: npm packages of its CLI (native builds' platform packages included), first the main one
     packages: tuple[str, ...] = ()
-    #: the tool-call dialect of its calls (:data:`guard.tools.DIALECTS`), '' without hooks
+    #: the tool-call dialect of its calls (:data:`guard.analysis.DIALECTS`), '' without hooks
     dialect: str = ""
     #: the module of that dialect's table, when the dialect is this host's own
     dialect_module: str | None = None
@@ -90,9 +90,9 @@ CLAUDE_CODE = Host(
     version="2.1.332",
     packages=("@anthropic-ai/claude-code",),
     dialect="claude-code",
-    dialect_module="guard.tools.claude_code",
+    dialect_module="guard.analysis.claude_code",
     protected=("/.claude/settings*.json", "{home}/.claude/settings*.json"),
-    adapter="guard.integrations.claude_code",
+    adapter="guard.hooks.claude_code",
     planning=Planning(
         context_events=("SessionStart", "UserPromptSubmit"),
         hook_events=(
@@ -102,7 +102,7 @@ CLAUDE_CODE = Host(
             ("PostToolUse", "ExitPlanMode"),
         ),
     ),
-    importer="guard.lint.importers.claude_code:convert",
+    importer="guard.importers.claude_code:convert",
     reader="guard.replay.readers:ClaudeCode",
     changing_tools=frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"}),
     checklist=Checklist("TodoWrite", "todos", ("content",)),
@@ -113,9 +113,9 @@ CODEX = Host(
     version="0.171.0",
     packages=("@openai/codex",),
     dialect="codex",
-    dialect_module="guard.tools.codex",
+    dialect_module="guard.analysis.codex",
     protected=("/.codex/", "{home}/.codex/"),
-    adapter="guard.integrations.codex",
+    adapter="guard.hooks.codex",
     planning=Planning(
         context_events=("SessionStart", "UserPromptSubmit"),
         hook_events=(("SessionStart", None), ("UserPromptSubmit", None), ("Stop", None)),
@@ -130,13 +130,13 @@ GEMINI = Host(
     version="0.61.0",
     packages=("@google/gemini-cli",),
     dialect="gemini",
-    dialect_module="guard.tools.gemini",
+    dialect_module="guard.analysis.gemini",
     protected=(
         "/.gemini/settings.json",
         "{home}/.gemini/settings.json",
         "{home}/.gemini/trustedFolders.json",
     ),
-    adapter="guard.integrations.gemini",
+    adapter="guard.hooks.gemini",
     planning=Planning(
         context_events=("SessionStart", "BeforeAgent"),
         hook_events=(
@@ -155,7 +155,7 @@ CURSOR = Host(
     version="1.7",  # its documented agent hooks (hooks.json version 1); no Cursor runs here
     dialect="claude-code",  # shell and reads; MCP calls use the mcp dialect
     protected=("/.cursor/hooks.json", "{home}/.cursor/hooks.json"),
-    adapter="guard.integrations.cursor",
+    adapter="guard.hooks.cursor",
 )
 OPENCODE = Host(
     name="opencode",
@@ -163,10 +163,10 @@ OPENCODE = Host(
     version="1.18.33",
     packages=("opencode-ai", "opencode"),
     dialect="opencode",
-    dialect_module="guard.tools.opencode",
+    dialect_module="guard.analysis.opencode",
     protected=("/.opencode/plugin/", "{home}/.config/opencode/plugin/"),
-    adapter="guard.integrations.opencode",
-    importer="guard.lint.importers.opencode:convert",
+    adapter="guard.hooks.opencode",
+    importer="guard.importers.opencode:convert",
     reader="guard.replay.readers:OpenCode",
     changing_tools=frozenset({"write", "edit", "multiedit", "patch", "bash"}),
     checklist=Checklist("todowrite", "todos", ("content",)),

@@ -138,22 +138,21 @@ def test_names_are_unique_and_lookups_agree() -> None:
 
 
 def test_every_host_list_derives_from_the_registry() -> None:
-    from guard import integrations, tools
+    from guard import analysis, hooks, importers
     from guard.fleet import hostinfo
-    from guard.lint import importers
     from guard.planning import host as planning
     from guard.replay import readers
 
-    assert tuple(h.name for h in hosts.HOSTS if h.adapter) == integrations.HOSTS
+    assert tuple(h.name for h in hosts.HOSTS if h.adapter) == hooks.HOSTS
     assert tuple(h.name for h in hosts.HOSTS if h.planning) == planning.HOSTS
     assert tuple(planning.CONTEXT_EVENTS) == planning.HOSTS
     assert tuple(importers.IMPORTERS) == tuple(h.name for h in hosts.HOSTS if h.importer)
     assert tuple(readers.READERS)[:-1] == tuple(h.name for h in hosts.HOSTS if h.reader)
     assert tuple(readers.READERS)[-1] == readers.GuardAudit.host
     own = tuple(dict.fromkeys(h.dialect for h in hosts.HOSTS if h.dialect_module))
-    assert tools.DIALECTS[:-1] == own and tools.DIALECTS[-1] == "mcp"
+    assert analysis.DIALECTS[:-1] == own and analysis.DIALECTS[-1] == "mcp"
     assert set(hostinfo.PACKAGES) == {h.name for h in hosts.HOSTS if h.packages}
-    from guard.integrations import missed
+    from guard.hooks import missed
     from guard.planning import todos
 
     assert {h.name: h.changing_tools for h in hosts.HOSTS if h.changing_tools} == missed.CHANGING
@@ -165,7 +164,7 @@ def test_every_host_list_derives_from_the_registry() -> None:
 
 def test_each_reference_names_what_the_registry_says() -> None:
     """Every module a record names loads, and says back the host it belongs to."""
-    from guard import tools
+    from guard import analysis
     from guard.replay import readers
 
     for host in hosts.HOSTS:
@@ -175,7 +174,7 @@ def test_each_reference_names_what_the_registry_says() -> None:
                 (host.name, host.dialect, host.title)
             assert host.version in adapter.follows
         if host.dialect:
-            assert host.dialect in tools.DIALECTS
+            assert host.dialect in analysis.DIALECTS
         if host.dialect_module:
             assert host.dialect == hosts.load(host.dialect_module).NAME
         if host.importer:

@@ -14,7 +14,7 @@ from typer.main import get_command
 
 from guard.cli import app
 from guard.cli.hooks import doctor_tables
-from guard.integrations.doctor import Check
+from guard.setup.doctor import Check
 
 
 def _strings(cmd: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -70,7 +70,7 @@ def test_doctor_details_keep_their_brackets() -> None:
 
 
 def test_every_real_doctor_line_renders_as_written() -> None:
-    from guard.integrations.doctor import host_checks, layer_checks
+    from guard.setup.doctor import host_checks, layer_checks
 
     hosts, layers = host_checks(), layer_checks()
     out = _render(doctor_tables(hosts, layers))

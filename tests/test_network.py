@@ -15,6 +15,7 @@ from engines import require_engine
 
 import guard.match.re2_engine
 from guard import Action, Effect, EffectKind, Guard
+from guard.analysis import effects_for
 from guard.effects import GuardError
 from guard.match import PatternError
 from guard.network import (
@@ -26,7 +27,6 @@ from guard.network import (
     target_path,
 )
 from guard.policy import PolicyError, load_policy
-from guard.tools import effects_for
 
 POLICY = """version = 1
 [agents.n]

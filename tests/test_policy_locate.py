@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from guard.policy import PolicyError, load_policy, locate_line
-from guard.policy.locate import key_lines
+from guard.policy.source_lines import key_lines
 
 
 def guard(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from guard import probe
-from guard.integrations.hookd import idle_seconds
+from guard.hooks.hookd import idle_seconds
 from guard.sandbox import landlock
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 
 Importing this package is cheap: :func:`main` (in :mod:`guard.cli._main`) loads
 typer and the commands only for the command line it runs, and ``guard run``
-starts its command without them (:mod:`guard.cli.runner`). Each command module
+starts its command without them (:mod:`guard.cli.run_plain`). Each command module
 defines its commands on a typer application of its own (``commands``) and never
 imports guard's; :mod:`guard.cli._app` imports them all and adds them to
 :data:`app`, the application with every command on it. A new command family is a

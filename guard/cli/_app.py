@@ -13,22 +13,23 @@ from typing import Annotated
 
 import typer
 
+from guard.cli import audit_command as audit
 from guard.cli import (
-    audit,
     core,
     demo,
-    effects,
     hooks,
+    import_command,
     lint,
-    mcp,
     monitor,
-    plan,  # noqa: F401  (its commands are on planning's `plan` group)
+    plan_command,  # noqa: F401  (its commands are on planning's `plan` group)
     planning,
     replay,
     resume,  # noqa: F401  (its command is on planning's `session` group)
     run,
     ui,
 )
+from guard.cli import effects_command as effects
+from guard.cli import mcp_command as mcp
 from guard.cli._base import ColorMode, version_text
 from guard.cli._typer import set_color
 
@@ -100,7 +101,10 @@ def _root(
 # `plan` and `session` groups of guard.cli.planning (imported above for that).
 FAMILIES: tuple[typer.Typer, ...] = tuple(
     family.commands
-    for family in (audit, core, demo, effects, hooks, lint, mcp, monitor, planning, replay, run, ui)
+    for family in (
+        audit, core, demo, effects, hooks, lint, import_command, mcp, monitor, planning,
+        replay, run, ui,
+    )
 )
 for _family in FAMILIES:
     app.registered_commands.extend(_family.registered_commands)

@@ -1,7 +1,7 @@
 """The entry point: reads ``guard``'s command line and hands it to the one module that runs it.
 
 :func:`main` starts a confined command (``guard run``) without importing typer, rich or
-any other command's module (:mod:`guard.cli.runner`), and answers ``--version`` and a
+any other command's module (:mod:`guard.cli.run_plain`), and answers ``--version`` and a
 plain ``guard check`` or ``guard lint`` the same way (:mod:`guard.cli.quick`); every
 other command line goes through the typer application (:func:`dispatch`,
 :mod:`guard.cli._app`), loaded only then. The conventions it applies are in
@@ -44,12 +44,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args[:1] in (["check"], ["lint"]):  # called once per file by hooks and editors
         _quick(args, as_json=as_json)
     if args[:1] == ["run"]:  # the start-up cost of every confined command
-        from guard.cli import runner
+        from guard.cli import run_plain
 
-        options = runner.parse(args[1:])
+        options = run_plain.parse(args[1:])
         if options is not None:
             try:
-                code = runner.execute(options)
+                code = run_plain.execute(options)
             except KeyboardInterrupt:  # Ctrl-C: quietly, as on typer's path
                 raise SystemExit(130) from None
             except EOFError:  # as on typer's path
@@ -88,7 +88,7 @@ def dispatch(args: list[str], *, as_json: bool) -> NoReturn:
     from guard.cli._typer import run_typer, set_color
 
     set_color(color_mode())  # typer's own help and errors follow it too
-    if args[:1] == ["run"]:  # the one command: see guard.cli.runner
+    if args[:1] == ["run"]:  # the one command: see guard.cli.run_plain
         from guard.cli.run import run_app
 
         run_typer(run_app, args[1:], prog="guard run", as_json=as_json)

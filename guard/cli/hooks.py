@@ -14,12 +14,12 @@ from guard import hosts
 from guard.cli._base import print_json, warn
 from guard.cli._typer import console
 from guard.effects import GuardError, did_you_mean
-from guard.integrations import HOSTS
-from guard.integrations.doctor import host_checks, layer_checks
-from guard.integrations.install import install, uninstall
-from guard.integrations.runner import decide
+from guard.hooks import HOSTS
+from guard.hooks.front_door import decide
 from guard.paths import find_worktree, plan_dir
 from guard.probe import installation
+from guard.setup.doctor import host_checks, layer_checks
+from guard.setup.install import install, uninstall
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
 

@@ -12,14 +12,12 @@ from typing import Any
 
 import typer
 
-from guard import hosts
 from guard.cli._base import with_schema
 from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
 from guard.fleet.report import build, to_table, write_html
 from guard.lint import RULES
 from guard.lint.docs import rule_page
-from guard.lint.importers import IMPORTERS, read_json, validate, write_atomically
 from guard.lint.review import run_review, to_markdown
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
@@ -207,68 +205,3 @@ def _fleet_review(path: Path, output_format: ReviewFormat, output: Path | None) 
                          f" {len(rep.machines)} machines)\n")
     if rep.findings():
         raise typer.Exit(3)
-
-
-import_app = typer.Typer(
-    help="Convert a host agent's permission settings into a guard policy (with notes on"
-    " every construct that does not convert exactly).",
-    no_args_is_help=True,
-)
-commands.add_typer(import_app, name="import")
-
-
-def _import(kind: str, source: Path, output: Path | None, force: bool) -> None:
-    data = read_json(str(source), f"{kind} settings file")
-    draft = IMPORTERS[kind](data, str(source))
-    text = draft.to_toml()
-    validate(text)
-    for note in draft.notes.items:
-        typer.echo(f"guard import: note: {note}", err=True)
-    if output is None:
-        sys.stdout.write(text)
-        return
-    write_atomically(output, text, force)
-    typer.echo(
-        f"guard import: wrote {output} ({len(draft.notes.items)} note(s));"
-        f" check it with: guard lint {output}",
-        err=True,
-    )
-
-
-_OUT = typer.Option(None, "--output", "-o", help="Write the policy here (default: stdout).")
-_FORCE = typer.Option(False, "--force", help="Replace --output if it exists.")
-
-
-@import_app.command(
-    hosts.CLAUDE_CODE.name,
-    epilog=(
-        "Examples:\n\n"
-        f"  guard import {hosts.CLAUDE_CODE.name} .claude/settings.json\n\n"
-        f"  guard import {hosts.CLAUDE_CODE.name} ~/.claude/settings.json"
-        " -o .openoxide/policy.toml"
-    ),
-)
-def import_claude_code(
-    settings: Path = typer.Argument(..., help="A Claude Code settings.json."),
-    output: Path | None = _OUT,
-    force: bool = _FORCE,
-) -> None:
-    """Convert Claude Code's permissions.allow/ask/deny rules into a guard policy."""
-    _import(hosts.CLAUDE_CODE.name, settings, output, force)
-
-
-@import_app.command(
-    hosts.OPENCODE.name,
-    epilog=(
-        "Examples:\n\n"
-        f"  guard import {hosts.OPENCODE.name} opencode.json\n\n"
-        f"  guard import {hosts.OPENCODE.name} opencode.json -o .openoxide/policy.toml --force"
-    ),
-)
-def import_opencode(
-    config: Path = typer.Argument(..., help="An opencode.json."),
-    output: Path | None = _OUT,
-    force: bool = _FORCE,
-) -> None:
-    """Convert OpenCode's permission settings (and per-agent ones) into a guard policy."""
-    _import(hosts.OPENCODE.name, config, output, force)

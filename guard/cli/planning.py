@@ -2,7 +2,7 @@
 
 This module makes the ``guard session`` and ``guard plan`` groups, holds the options the
 planning runtime's commands share, and decides which session a command acts on
-(``resolve_session``). The ``guard plan`` subcommands are in guard/cli/plan.py, and
+(``resolve_session``). The ``guard plan`` subcommands are in guard/cli/plan_command.py, and
 ``guard session resume`` in guard/cli/resume.py; none of them is here.
 """
 
@@ -24,7 +24,7 @@ from guard.cli._base import with_schema
 from guard.cli._typer import console
 from guard.effects import GuardError
 from guard.paths import Roots
-from guard.planning import events as ev
+from guard.planning import event_bus as ev
 from guard.planning.artifact import read_plan
 from guard.planning.binding import worktrees_of
 from guard.planning.current import describe_current_agent

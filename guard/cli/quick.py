@@ -3,7 +3,7 @@
 A pre-commit hook or an editor calls ``guard check`` or ``guard lint`` once per
 file, so their start-up is paid again and again; typer, rich and the other
 commands' modules cost several times what the answer does. As for ``guard run``
-(:mod:`guard.cli.runner`), :func:`guard.cli._main.main` reads a plain command
+(:mod:`guard.cli.run_plain`), :func:`guard.cli._main.main` reads a plain command
 line here (:func:`parse_check`, :func:`parse_lint`) and answers it itself; anything
 else (``--help``, ``--dialect``, ``--list-rules``, an unknown or bundled option, a
 missing value) goes to the typer command, which says it in the conventional words

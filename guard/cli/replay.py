@@ -23,13 +23,13 @@ from guard.cli.options import AgentOpt, PolicyOpt
 from guard.effects import GuardError
 from guard.replay.engine import check_host, transcripts
 from guard.replay.engine import replay as run
-from guard.replay.report import Summary, sarif, short, write_html, write_json
+from guard.replay.output import Summary, sarif, short, write_html, write_json
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 if TYPE_CHECKING:
     from guard.replay.model import ReplayCall, ReplayResult
-    from guard.replay.report import Summary
+    from guard.replay.output import Summary
 
 #: Files larger than this (bytes, all transcripts together) get a progress bar on a terminal.
 PROGRESS_BYTES = 2_000_000

@@ -14,7 +14,7 @@ from guard.cli.planning import session_app
 from guard.decide import Guard
 from guard.fleet.records import stamp
 from guard.fleet.syslog import ship
-from guard.integrations import missed, reconcile
+from guard.hooks import missed, reconcile
 from guard.paths import Roots
 
 

@@ -1,8 +1,8 @@
 """``guard run``: start any command confined by Landlock, with the monitor alongside.
 
 The typer command: its help and its usage errors. What it does is
-:func:`guard.cli.runner.execute`, which ``guard run`` reaches without typer when
-the command line is a plain one (:func:`guard.cli.runner.parse`).
+:func:`guard.cli.run_plain.execute`, which ``guard run`` reaches without typer when
+the command line is a plain one (:func:`guard.cli.run_plain.parse`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from guard.cli.runner import RunOptions, execute
+from guard.cli.run_plain import RunOptions, execute
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
 
@@ -111,7 +111,7 @@ def run_command(
 
 # `guard run` alone: the same command without building guard's whole command tree
 # first (typer reads every command's signature for that). guard.cli._main.dispatch
-# sends the command lines guard.cli.runner.parse leaves to typer here.
+# sends the command lines guard.cli.run_plain.parse leaves to typer here.
 run_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -6,8 +6,8 @@
 """
 
 from guard.lint.config import LintConfig, LintConfigError, load_pyproject_config, parse_config
-from guard.lint.model import RULES, Finding, Level, Report, Rule
-from guard.lint.runner import expand_targets, lint_file, lint_paths
+from guard.lint.findings import RULES, Finding, Level, Report, Rule
+from guard.lint.run_catalog import expand_targets, lint_file, lint_paths
 
 __all__ = [
     "RULES",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from guard.effects import GuardError
-from guard.lint.model import RULES, Level
+from guard.lint.findings import RULES, Level
 
 
 class LintConfigError(GuardError):

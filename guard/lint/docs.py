@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from guard.lint import rules as _rules  # noqa: F401  (registers the catalog)
-from guard.lint.model import RULES, Rule
+from guard.lint.findings import RULES, Rule
 
 
 def rule_page(r: Rule) -> str:

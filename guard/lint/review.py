@@ -23,15 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from guard import hosts, probe
+from guard.analysis import DIALECTS, effects_of
 from guard.decide import Guard
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError, ToolCall
 from guard.gate import Gate
-from guard.integrations.doctor import host_checks, namespaces_check
-from guard.integrations.interface import OUR_COMMAND
+from guard.hooks.adapter import OUR_COMMAND
 from guard.lint.corpus import CORPUS, Operation
 from guard.replay.engine import replay, transcripts
-from guard.replay.report import Summary
-from guard.tools import DIALECTS, effects_of
+from guard.replay.output import Summary
+from guard.setup.doctor import host_checks, namespaces_check
 
 
 @dataclass
@@ -238,7 +238,7 @@ def detect_layers(g: Guard, worktree: Path | None) -> list[Layer]:
     layers = [
         Layer("policy evaluator", True, f"{g.loaded.name} ({g.discovery})"),
     ]
-    layers.append(Layer("tool-call analysis", True, f"guard.tools: {', '.join(DIALECTS)}"))
+    layers.append(Layer("tool-call analysis", True, f"guard.analysis: {', '.join(DIALECTS)}"))
 
     lay = probe.layers(worktree)  # the one description --version and doctor give too
     if lay.landlock_abi == 0:
@@ -376,7 +376,7 @@ def _decide(gate: Gate, g: Guard, op: Operation, names: dict[str, str], cwd: str
         effects = effects_of(call)
         source = "analysed"
     except Exception as exc:  # the adapter refused the call: hooks deny it
-        d = Decision(Action.DENY, f"tool-call analysis refused the call: {exc}", "guard.tools")
+        d = Decision(Action.DENY, f"tool-call analysis refused the call: {exc}", "guard.analysis")
         return Row(op, [], "error", d)
     shown = "; ".join(_show(g, e, cwd) for e in effects)
     verdict = gate.decide(call, effects=effects)

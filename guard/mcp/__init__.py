@@ -2,8 +2,8 @@
 
 :mod:`guard.mcp.proxy` routes each message; :mod:`guard.mcp.jsonrpc` frames and
 pumps them; :mod:`guard.mcp.wire` reads each line strictly and renders what is
-forwarded; :mod:`guard.mcp.paths` reads file URIs and paths as servers do;
-:mod:`guard.mcp.gate` is the MCP side of :mod:`guard.gate`;
+forwarded; :mod:`guard.mcp.file_uris` reads file URIs and paths as servers do;
+:mod:`guard.mcp.gate_side` is the MCP side of :mod:`guard.gate`;
 :mod:`guard.mcp.bridge` answers guard's planning tools; :mod:`guard.mcp.asking`
 puts questions to the user through elicitation.
 """

@@ -8,7 +8,7 @@ URI decided for the current agent, an "ask" put to the user through elicitation,
 the planning tools answered once allowed, a dropped client message recorded as a
 deny, and the refusals the client gets.
 
-It does not hold the gate itself (:mod:`guard.gate`, MCP side in :mod:`guard.mcp.gate`),
+It does not hold the gate itself (:mod:`guard.gate`, MCP side in :mod:`guard.mcp.gate_side`),
 what a client message is and who handles it (:mod:`guard.mcp.proxy`), nor sending
 answers and forwarding (:mod:`guard.mcp.forwarding`).
 """
@@ -23,9 +23,10 @@ from guard.decide import Guard
 from guard.effects import Effect, ToolCall
 from guard.gate import Gate, Verdict, VerdictAction
 from guard.mcp import asking
-from guard.mcp.effects import EffectsFn
+from guard.mcp.call_effects import EffectsFn
+from guard.mcp.file_uris import is_file_uri
 from guard.mcp.forwarding import Forwarding, unrecorded
-from guard.mcp.gate import McpAnalyser, McpSink, resource_call, tool_call
+from guard.mcp.gate_side import McpAnalyser, McpSink, resource_call, tool_call
 from guard.mcp.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -34,7 +35,6 @@ from guard.mcp.jsonrpc import (
     error,
     tool_error,
 )
-from guard.mcp.paths import is_file_uri
 from guard.mcp.wire import Id
 from guard.planning.session import Session
 

@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 from guard.mcp import wire
 from guard.mcp.bridge import PlanningBridge
-from guard.mcp.gate import McpStats
+from guard.mcp.gate_side import McpStats
 from guard.mcp.jsonrpc import INTERNAL_ERROR, Json, Withheld, error, tool_error
 from guard.mcp.server import ServerPipe
 from guard.mcp.wire import Id

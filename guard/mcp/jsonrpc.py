@@ -63,7 +63,7 @@ class RequestFailed(Exception):
 
 
 class Records(Protocol):
-    """Where the verdict records are: written yet? (see :class:`guard.mcp.gate.McpSink`)."""
+    """Where the verdict records are: written yet? (see :class:`guard.mcp.gate_side.McpSink`)."""
 
     def ready(self, seq: int) -> bool:
         """True when record ``seq`` is written (or failed); else the owner is woken later."""

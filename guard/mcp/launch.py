@@ -47,7 +47,8 @@ from guard.effects import GuardError
 from guard.fleet.records import stamp
 from guard.fleet.syslog import ship
 from guard.planning.session import Mode
-from guard.sandbox import egress, roots, supervise
+from guard.sandbox import egress_proxy as egress
+from guard.sandbox import roots, supervise
 from guard.sandbox.confine import available, remove_private_tmpdir
 from guard.sandbox.namespaces import receive_fd
 

@@ -8,7 +8,7 @@ client's answers reach the server only for requests the server has pending.
 Beyond that, messages pass as they are, except:
 
 * ``tools/call``: the call is decided by the gate (:mod:`guard.gate`, MCP side in
-  :mod:`guard.mcp.gate`) for the current agent. Allow forwards the call; deny answers
+  :mod:`guard.mcp.gate_side`) for the current agent. Allow forwards the call; deny answers
   it with a tool result ``isError: true`` carrying the reason; ask puts the
   question to the user through elicitation when the client declared that
   capability, and otherwise refuses with the reason.
@@ -18,7 +18,7 @@ Beyond that, messages pass as they are, except:
   ``notifications/tools/list_changed`` goes out when the mode changes.
 * ``resources/read`` of a ``file://`` URI is a read of that path, decided the
   same way (refusals are JSON-RPC errors; a URI parsers could read differently is
-  refused: :mod:`guard.mcp.paths`); other schemes pass through.
+  refused: :mod:`guard.mcp.file_uris`); other schemes pass through.
 * ``initialize``: the server's answer passes through (its ``protocolVersion``
   included) with ``capabilities.tools.listChanged`` set, since guard sends it.
 * ``server/discover`` (the stateless 2026 era) is answered "method not found",
@@ -31,13 +31,13 @@ Beyond that, messages pass as they are, except:
 
 Wire format: newline-delimited JSON-RPC 2.0 over stdio, MCP revision
 2025-11-25. stdout carries only MCP messages; logs go to stderr, verdicts to
-the audit log and the session's event log (:class:`guard.mcp.gate.McpSink`).
+the audit log and the session's event log (:class:`guard.mcp.gate_side.McpSink`).
 
 This module is the router: it builds the proxy, runs its loop, and decides what each
 client message is and who handles it. guard's answers, forwarding and the server's
 lines are :mod:`guard.mcp.forwarding`; deciding, asking and recording a checked
 call is :mod:`guard.mcp.call_checks` (on :mod:`guard.gate`, MCP side in
-:mod:`guard.mcp.gate`); framing, the read loops and guard's own requests are
+:mod:`guard.mcp.gate_side`); framing, the read loops and guard's own requests are
 :mod:`guard.mcp.jsonrpc`; the planning tools are :mod:`guard.mcp.bridge`.
 """
 
@@ -56,8 +56,8 @@ from guard.effects import GuardError
 from guard.mcp import wire
 from guard.mcp.bridge import OFFERED, PlanningBridge
 from guard.mcp.call_checks import CallChecks
-from guard.mcp.effects import EffectsFn, mcp_effects
-from guard.mcp.gate import McpSink, McpStats
+from guard.mcp.call_effects import EffectsFn, mcp_effects
+from guard.mcp.gate_side import McpSink, McpStats
 from guard.mcp.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Json, error
 from guard.mcp.launch import Launcher
 from guard.mcp.server import ServerPipe

@@ -97,7 +97,7 @@ VOCABULARY: frozenset[str] = frozenset(
     title toolChoice toolUseId tools toolsListChanged total ttl ttlMs type uri
     uriTemplate url value values version websiteUrl
     """)
-    # tool arguments guard's MCP analysis reads (guard/tools/mcp.py, guess_effects)
+    # tool arguments guard's MCP analysis reads (guard/analysis/mcp.py, guess_effects)
     + _words("""
     path paths source destination edits dryRun pattern command cmd workdir cwd
     directory dir_path file_path filePath notebook_path oldText newText

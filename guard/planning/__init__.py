@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from guard.planning._base import Mode
+    from guard.planning._vocabulary import Mode
     from guard.planning.artifact import read_plan, slugify, write_plan
     from guard.planning.checklist import (
         PayloadError,
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     )
     from guard.planning.current import CurrentAgent, describe_current_agent
     from guard.planning.deciding import current_mode, deciding_session
-    from guard.planning.events import publish, read_events, subscribe
+    from guard.planning.event_bus import publish, read_events, subscribe
     from guard.planning.handshake import (
         ExitChoice,
         Outcome,
@@ -131,9 +131,9 @@ __all__ = [
 
 def _module(name: str) -> ModuleType:
     if name == "_base":
-        from guard.planning import _base
+        from guard.planning import _vocabulary
 
-        return _base
+        return _vocabulary
     if name == "artifact":
         from guard.planning import artifact
 
@@ -151,9 +151,9 @@ def _module(name: str) -> ModuleType:
 
         return deciding
     if name == "events":
-        from guard.planning import events
+        from guard.planning import event_bus
 
-        return events
+        return event_bus
     if name == "handshake":
         from guard.planning import handshake
 

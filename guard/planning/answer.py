@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from guard.effects import GuardError
-from guard.planning._base import Mode
+from guard.planning._vocabulary import Mode
 from guard.planning.handshake import Outcome, UserDecision, plan_exit
 from guard.planning.session import Session
 

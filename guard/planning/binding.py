@@ -37,8 +37,8 @@ from pathlib import Path
 
 from guard.effects import Effect, EffectKind, ToolCall
 from guard.paths import VCS_MARKERS, data_dir
-from guard.planning._base import Mode, utc_now
 from guard.planning._store import atomic_write_text
+from guard.planning._vocabulary import Mode, utc_now
 from guard.planning.deciding import deciding_session
 from guard.planning.found import ModeFound
 from guard.planning.session import (

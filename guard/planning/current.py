@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from guard.effects import Effect, GuardError, ToolCall
 from guard.gate import FROM_ENV, resolve
-from guard.planning._base import Mode
+from guard.planning._vocabulary import Mode
 from guard.planning.binding import plan_session_around
 from guard.planning.deciding import deciding_session
 from guard.planning.found import ModeFound

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from guard.planning._base import Mode
+from guard.planning._vocabulary import Mode
 from guard.planning.session import Session, pinned_id
 
 

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import guard.planning.events as events
-from guard.planning._base import Mode, utc_now
+import guard.planning.event_bus as events
+from guard.planning._vocabulary import Mode, utc_now
 from guard.planning.artifact import ArtifactError, read_plan
 from guard.planning.checklist import (
     RequestUserInputArgs,

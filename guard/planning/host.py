@@ -54,10 +54,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from guard import hosts
-from guard.planning._base import Mode, utc_now
+from guard.planning._vocabulary import Mode, utc_now
 from guard.planning.artifact import read_plan, write_plan
 from guard.planning.current import describe_current_agent
-from guard.planning.events import PlanExit
+from guard.planning.event_bus import PlanExit
 from guard.planning.handshake import UserDecision, plan_exit
 from guard.planning.runtime import plan_file_instruction
 from guard.planning.session import PendingRequest, Session
@@ -401,8 +401,8 @@ def codex_stop(cwd: str, message: object) -> Answer:
 
 def held_text(host: str, session_id: str | None, cwd: str) -> str:
     """What the model is told at each turn while guard holds its host session after
-    ``hook_missed`` (guard.integrations.missed), else ''."""
-    from guard.integrations import missed, reconcile
+    ``hook_missed`` (guard.hooks.missed), else ''."""
+    from guard.hooks import missed, reconcile
 
     data = missed.read_hold(missed.hold_path(host, session_id, cwd))
     if data is None:

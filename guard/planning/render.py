@@ -8,8 +8,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-import guard.planning.events as events
-from guard.planning._base import Mode
+import guard.planning.event_bus as events
+from guard.planning._vocabulary import Mode
 from guard.planning.artifact import read_plan
 from guard.planning.checklist import PlanItem, StepStatus
 from guard.planning.session import Session

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from guard.paths import plan_dir
-from guard.planning._base import Mode, any_session
+from guard.planning._vocabulary import Mode, any_session
 from guard.planning.artifact import Artifact
 from guard.planning.artifact import list_plans as _list_plans
 
 if TYPE_CHECKING:  # sessions (pydantic models) are loaded only where one may exist
-    from guard.planning.events import Event
+    from guard.planning.event_bus import Event
     from guard.planning.session import Session
 
 APPROVE_HINT = "the user approves it with `guard plan exit --approve`"
@@ -44,7 +44,7 @@ def publish_current(cwd: str | os.PathLike[str], event: Event) -> Path | None:
     only this process's subscribers see the event).
     """
     from guard.planning.deciding import deciding_session
-    from guard.planning.events import deliver
+    from guard.planning.event_bus import deliver
 
     found = deciding_session(cwd)
     if found is None:

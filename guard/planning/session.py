@@ -40,15 +40,15 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from guard.effects import GuardError
 from guard.paths import data_dir, find_worktree, plan_dir
-from guard.planning._base import SESSIONS_SUBDIR as SESSIONS_SUBDIR
-from guard.planning._base import Mode as Mode
-from guard.planning._base import sessions_dir as sessions_dir
-from guard.planning._base import utc_now as utc_now
 from guard.planning._store import atomic_write_text, locked
+from guard.planning._vocabulary import SESSIONS_SUBDIR as SESSIONS_SUBDIR
+from guard.planning._vocabulary import Mode as Mode
+from guard.planning._vocabulary import sessions_dir as sessions_dir
+from guard.planning._vocabulary import utc_now as utc_now
 from guard.planning.artifact import artifact_path, find_written_plan, snapshot_plans
 from guard.planning.checklist import PlanItem
-from guard.planning.events import Event, ModeChanged, TurnEnded
-from guard.planning.events import publish as publish_event
+from guard.planning.event_bus import Event, ModeChanged, TurnEnded
+from guard.planning.event_bus import publish as publish_event
 from guard.planning.owner import Owner
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-import guard.planning.events as events
-from guard.planning._base import Mode
+import guard.planning.event_bus as events
+from guard.planning._vocabulary import Mode
 from guard.planning.artifact import write_plan
 from guard.planning.session import Session
 

@@ -25,7 +25,7 @@ from typing import Any
 from guard import hosts
 from guard.planning.checklist import PlanItem, StepStatus
 from guard.planning.deciding import deciding_session
-from guard.planning.events import PlanUpdate
+from guard.planning.event_bus import PlanUpdate
 
 #: (host, tool name) -> the key of the list in the tool input and of each step's text.
 CHECKLIST_TOOLS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {

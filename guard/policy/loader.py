@@ -24,7 +24,7 @@ from guard.match import Pattern, PatternError, Source, parse_pattern
 from guard.network import parse_network_pattern, resolve_problem
 from guard.paths import ROOT_NAMES
 from guard.policy import valid
-from guard.policy.locate import line_of
+from guard.policy.source_lines import line_of
 from guard.policy.valid import Policy
 
 BUILTIN_PREFIX = "builtin:"
@@ -474,7 +474,7 @@ def _key_rx(key: str) -> str:
 def locate_line(text: str, loc: Loc) -> int:
     """The 1-based line where ``loc`` (or its longest written prefix) is in ``text``.
 
-    The text is scanned as TOML or JSON (:mod:`guard.policy.locate`); only when
+    The text is scanned as TOML or JSON (:mod:`guard.policy.source_lines`); only when
     that scan fails does a best-effort search by regular expressions answer.
     """
     found = line_of(text, loc)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from guard.decide import Guard
 from guard.effects import GuardError, ToolCall
 from guard.gate import Gate
-from guard.integrations import adapter_for
+from guard.hooks import adapter_for
 from guard.planning.runtime import plan_refusal
 from guard.replay.model import (
     ReplayCall,

@@ -152,7 +152,7 @@ class ShellConfiner:
         sockets = socket_paths(guard, agent)
         egress: list[str] = []
         if not spaces:
-            from guard.sandbox.egress import EgressSpec
+            from guard.sandbox.egress_proxy import EgressSpec
 
             spec = EgressSpec(agent, os.path.abspath(cwd), policy_of(guard), "hook")
             egress = spec.to_argv()

@@ -273,9 +273,9 @@ def _ended(status: int, fate: bytes) -> int:
 
 def _egress_module() -> Any:
     if TYPE_CHECKING or __package__:
-        from guard.sandbox import egress
+        from guard.sandbox import egress_proxy as egress
     else:  # the helper: the sibling by its plain name (stdlib only at import)
-        import egress
+        import egress_proxy as egress
     return egress
 
 

@@ -1,6 +1,6 @@
 """One client connection of guard's egress proxy: decide, connect, relay.
 
-Loaded by :mod:`guard.sandbox.egress` on the first connection (standard library
+Loaded by :mod:`guard.sandbox.egress_proxy` on the first connection (standard library
 only, like its siblings; the policy side, :class:`Decider`, imports guard).
 
 A client connection is served one request at a time, in order: each request is
@@ -33,17 +33,17 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
     from guard.sandbox import httpwire
-    from guard.sandbox.egress import FAIL_RULE, PROTOCOL_RULE
+    from guard.sandbox.egress_proxy import FAIL_RULE, PROTOCOL_RULE
     from guard.sandbox.sockio import Reader, idle, transfer
 else:  # the helper: siblings by their plain names
     import httpwire
-    from egress import FAIL_RULE, PROTOCOL_RULE
+    from egress_proxy import FAIL_RULE, PROTOCOL_RULE
     from sockio import Reader, idle, transfer
 
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-    from guard.sandbox.egress import EgressProxy, EgressSpec
+    from guard.sandbox.egress_proxy import EgressProxy, EgressSpec
     from guard.sandbox.httpwire import Request
 
 #: Idle seconds before a client connection waiting for its next request is closed.

@@ -71,10 +71,10 @@ class Egress(Protocol):
 
 
 class Proxy:
-    """guard's egress proxy (:mod:`guard.sandbox.egress`) as :func:`run` uses it."""
+    """guard's egress proxy (:mod:`guard.sandbox.egress_proxy`) as :func:`run` uses it."""
 
     def __init__(self, agent: str, cwd: str, policy: str | None, source: str = "run") -> None:
-        from guard.sandbox import egress
+        from guard.sandbox import egress_proxy as egress
 
         self.port = egress.PROXY_PORT
         self.env = egress.proxy_env(self.port)

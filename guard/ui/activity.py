@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from guard.planning import events as ev
+from guard.planning import event_bus as ev
 
 
 @dataclass(frozen=True, slots=True)

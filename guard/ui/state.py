@@ -24,15 +24,15 @@ from typing import Any, Protocol
 
 from guard.audit.logfile import default_log_path
 from guard.effects import GuardError
-from guard.integrations.doctor import host_checks
 from guard.paths import Roots
-from guard.planning import events as ev
-from guard.planning._base import Mode
+from guard.planning import event_bus as ev
+from guard.planning._vocabulary import Mode
 from guard.planning.answer import Choice, answer_exit, answer_questions
 from guard.planning.checklist import PlanItem
 from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_session
 from guard.planning.session import Session, sessions_dir
+from guard.setup.doctor import host_checks
 from guard.ui.activity import Activity, from_audit, from_event
 
 #: Event types the cockpit reads (the others are skipped before validation).

@@ -21,8 +21,8 @@ from integrations.conftest import stop_hookd
 from nobody import reach
 
 from guard.decide import Guard
-from guard.integrations.install import hook_command
 from guard.policy.managed import ManagedError, load_managed
+from guard.setup.install import hook_command
 
 from .conftest import NOBODY, Managed, guard_cmd, nobody_home, run_guard
 

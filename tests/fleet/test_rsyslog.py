@@ -26,7 +26,7 @@ from guard.effects import Effect, ToolCall
 from guard.fleet.records import missing
 from guard.fleet.syslog import Target, spool_dir
 from guard.gate import Gate
-from guard.integrations.install import hook_command
+from guard.setup.install import hook_command
 
 from .rsyslog import Rsyslogd, central_config, edge_config, free_port, listening, omrelp, wait_for
 

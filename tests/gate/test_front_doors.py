@@ -59,7 +59,7 @@ def hook(repo: Path, name: str, arguments: dict[str, Any]) -> subprocess.Complet
         "workspace_roots": [str(repo)],
     }
     return subprocess.run(
-        [sys.executable, "-I", "-m", "guard.integrations", "cursor", "--agent", "plan"],
+        [sys.executable, "-I", "-m", "guard.hooks", "cursor", "--agent", "plan"],
         input=json.dumps(payload),
         capture_output=True,
         text=True,

@@ -15,8 +15,8 @@ from guard.audit.sinks import MemorySink
 from guard.decide import Guard
 from guard.effects import Effect, ToolCall
 from guard.gate import Confinement, Gate, ModeHint, Verdict, VerdictAction
-from guard.integrations.runner import adapter_for
-from guard.integrations.runner import decide as hook_decide
+from guard.hooks.front_door import adapter_for
+from guard.hooks.front_door import decide as hook_decide
 from guard.paths import Roots
 
 
@@ -151,7 +151,7 @@ def test_a_dialect_bug_blocks_the_hook_with_the_error(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Attack surface: a handler that crashes must not let the host run the call."""
-    from guard.tools import claude_code
+    from guard.analysis import claude_code
 
     def broken(call: ToolCall) -> list[Effect]:
         raise KeyError("handler bug")

@@ -98,7 +98,7 @@ def run_hook(env: dict[str, str]) -> HookRunner:
     ) -> subprocess.CompletedProcess[str]:
         text = payload if isinstance(payload, str) else json.dumps(payload)
         return subprocess.run(
-            [sys.executable, "-I", "-m", "guard.integrations", host, *args],
+            [sys.executable, "-I", "-m", "guard.hooks", host, *args],
             input=text,
             capture_output=True,
             text=True,
@@ -114,8 +114,8 @@ def run_hook(env: dict[str, str]) -> HookRunner:
 @pytest.fixture
 def decide_hook(env: dict[str, str]) -> HookRunner:
     """The same pipeline as the hook process, called in this process (faster, same answers)."""
-    from guard.integrations.__main__ import parse_args
-    from guard.integrations.runner import decide
+    from guard.hooks.__main__ import parse_args
+    from guard.hooks.front_door import decide
 
     def run(
         host: str,

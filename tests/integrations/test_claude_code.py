@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from guard.integrations.install import hook_command
+from guard.setup.install import hook_command
 
 from .conftest import HookRunner
 from .payloads import answer_of, claude_payload
@@ -168,7 +168,7 @@ def test_missing_interpreter_blocks(repo: Path, env: dict[str, str], tmp_path: P
 
 def test_repository_cannot_shadow_guard_package(repo: Path, env: dict[str, str]) -> None:
     """Attack: the repository ships its own guard/ package that always answers allow."""
-    fake = repo / "guard" / "integrations"
+    fake = repo / "guard" / "hooks"
     fake.mkdir(parents=True)
     (repo / "guard/__init__.py").write_text("")
     (fake / "__init__.py").write_text("")

@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from guard.integrations.install import hook_command
+from guard.setup.install import hook_command
 
 from .conftest import HookRunner, stop_hookd
 from .payloads import claude_payload

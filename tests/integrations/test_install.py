@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from guard.integrations.install import hook_command
-from guard.integrations.interface import OUR_COMMAND
-from guard.integrations.settings_file import BACKUP_SUFFIX
+from guard.hooks.adapter import OUR_COMMAND
+from guard.hooks.settings_file import BACKUP_SUFFIX
+from guard.setup.install import hook_command
 
 HOSTS = {
     "claude-code": (".claude/settings.json", "PreToolUse"),
@@ -216,7 +216,7 @@ def test_doctor_flags_a_hook_whose_interpreter_is_gone(
     fake = venv / "python"
     fake.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     fake.chmod(0o755)
-    from guard.integrations.install import install
+    from guard.setup.install import install
 
     (home / ".gemini").mkdir()  # a trusted workspace: Gemini loads its project hooks
     (home / ".gemini/trustedFolders.json").write_text(json.dumps({str(repo): "TRUST_FOLDER"}))

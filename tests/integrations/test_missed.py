@@ -167,7 +167,7 @@ def test_other_hosts_post_tool_event_is_checked(
 
 
 def test_installed_hook_sets_carry_the_post_tool_event(repo: Path, env: dict[str, str]) -> None:
-    from guard.integrations.install import hook_command
+    from guard.setup.install import hook_command
 
     expected = {"claude-code": (".claude/settings.json", "PostToolUse"),
                 "codex": (".codex/hooks.json", "PostToolUse"),

@@ -149,8 +149,8 @@ def test_unknown_write_tool_is_a_write_of_its_path(
 def test_guessed_tools_are_flagged_in_the_audit_log(
     repo: Path, home: Path, decide_hook: HookRunner
 ) -> None:
+    from guard.analysis import GUESSED
     from guard.audit.logfile import read
-    from guard.tools import GUESSED
 
     decide_hook("codex", codex_payload("Shellx", {"command": "ls"}, repo), "--agent", "build")
     [log] = home.rglob("audit/*.jsonl")
@@ -300,7 +300,7 @@ def test_cursor_unknown_event_blocks(repo: Path, decide_hook: HookRunner) -> Non
 def test_opencode_answers_allow_confined_with_the_rewritten_args(repo: Path) -> None:
     """The plugin copies `args` into output.args: OpenCode then runs the confined command."""
     from guard.gate import Verdict, VerdictAction
-    from guard.integrations.opencode import ADAPTER
+    from guard.hooks.opencode import ADAPTER
 
     hook = ADAPTER.parse(opencode_payload("bash", {"command": "make", "description": "d"}, repo))
     verdict = Verdict(VerdictAction.ALLOW_CONFINED, "runs confined", "guard.confined",

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from guard.integrations.doctor import ANALYSIS_ONLY
 from guard.sandbox.confine import available
+from guard.setup.doctor import ANALYSIS_ONLY
 
 from .test_install import guard
 

@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from guard.integrations.install import hook_command
-from guard.integrations.interface import OUR_COMMAND
+from guard.hooks.adapter import OUR_COMMAND
+from guard.setup.install import hook_command
 
 from .test_install import commands, guard
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from guard.decide import Guard
 from guard.effects import Action, Effect
-from guard.lint.importers.common import Notes
-from guard.lint.importers.opencode import convert_glob, ordered
+from guard.importers.common import Notes
+from guard.importers.opencode import convert_glob, ordered
 
 from .helpers import guard
 
@@ -170,7 +170,7 @@ def test_ordered_lists_decide_like_last_match_wins(
 ) -> None:
     """The converted lists never decide laxer than OpenCode for paths OpenCode's
     patterns and guard's converted patterns both describe."""
-    from guard.lint.context import FAKE_ROOTS
+    from guard.lint.rule_context import FAKE_ROOTS
     from guard.match import CompiledList, parse_pattern
 
     notes = Notes()

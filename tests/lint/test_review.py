@@ -96,13 +96,13 @@ def test_a_broken_install_is_an_error_not_a_weaker_review(repo: Path) -> None:
     imported (a broken install), the review stops with that error instead of deciding
     on weaker grounds."""
     code = (
-        "import sys; sys.modules['guard.tools'] = None\n"
+        "import sys; sys.modules['guard.analysis'] = None\n"
         "from guard.lint.review import run_review\n"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode != 0
-    assert "guard.tools" in r.stderr and "ModuleNotFoundError" in r.stderr
+    assert "guard.analysis" in r.stderr and "ModuleNotFoundError" in r.stderr
 
 
 def test_installed_hook_is_detected(repo: Path) -> None:

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
+from guard.analysis import ToolInputError, effects_for
+from guard.analysis.mcp import TOOLS as MCP_TOOLS
 from guard.decide import Guard
 from guard.effects import Action, Decision, EffectKind
 from guard.mcp import asking
-from guard.mcp.effects import mcp_effects
+from guard.mcp.call_effects import mcp_effects
 from guard.planning.checklist import RequestUserInputArgs
 from guard.planning.handshake import ExitChoice, ExitRequest
-from guard.tools import ToolInputError, effects_for
-from guard.tools.mcp import TOOLS as MCP_TOOLS
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""guard/mcp/paths.py: every path a server may open for a tool's path argument is decided.
+"""guard/mcp/file_uris.py: every path a server may open for a tool's path argument is decided.
 
 The readings on a real directory tree (symlinks, Unicode look-alikes); their effect
 through real servers is tests/e2e/test_mcp_parsers.py.
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from guard.effects import Effect, EffectKind, GuardError
-from guard.mcp.paths import readings, unicode_equivalent
+from guard.mcp.file_uris import readings, unicode_equivalent
 
 
 def targets(effects: list[Effect]) -> list[str | None]:

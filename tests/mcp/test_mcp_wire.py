@@ -15,11 +15,11 @@ from typing import Any
 import pydantic
 import pytest
 
+from guard.analysis import effects_for, guess_effects
+from guard.analysis import mcp as mcp_dialect
+from guard.analysis.dialect import ToolCall
 from guard.mcp import wire
-from guard.mcp.paths import file_uri_path
-from guard.tools import effects_for, guess_effects
-from guard.tools import mcp as mcp_dialect
-from guard.tools.interface import ToolCall
+from guard.mcp.file_uris import file_uri_path
 
 REQUEST = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{}}}'
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from guard.cli import app
 from guard.effects import GuardError
-from guard.planning import Mode, Session, events, publish, read_events, update_plan
+from guard.planning import Mode, Session, event_bus, publish, read_events, update_plan
 
 from .conftest import write_plan_file
 
@@ -147,7 +147,7 @@ def test_no_session_is_a_clear_error(repo: Path) -> None:
 
 
 def test_events_lists_and_follows_across_processes(repo: Path, session: Session) -> None:
-    publish(session, events.Violation(path="/etc/x", kind="write", source="monitor"))
+    publish(session, event_bus.Violation(path="/etc/x", kind="write", source="monitor"))
     code, out, _ = guard("events", "--json", "--cwd", str(repo))
     assert code == 0 and json.loads(out)["type"] == "violation"
     code, out, _ = guard("events", "--cwd", str(repo))

@@ -13,7 +13,7 @@ from guard.planning import Session, read_events
 WORKER = textwrap.dedent(
     """
     import sys
-    from guard.planning import Session, events
+    from guard.planning import Session, event_bus as events
     from guard.planning.checklist import PlanItem
 
     sid, cwd, tag, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

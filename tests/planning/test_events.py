@@ -8,7 +8,7 @@ import pytest
 from guard.effects import Action, Decision, Effect
 from guard.planning import (
     Session,
-    events,
+    event_bus,
     publish,
     publish_current,
     read_events,
@@ -16,7 +16,7 @@ from guard.planning import (
     update_plan,
 )
 from guard.planning.checklist import PlanItem, StepStatus
-from guard.planning.events import (
+from guard.planning.event_bus import (
     EventLogError,
     PlanUpdate,
     TodoListProjection,
@@ -27,15 +27,15 @@ from guard.planning.events import (
 from guard.planning.session import Mode
 
 ALL = [
-    events.ModeChanged(old=Mode.BUILD, new=Mode.PLAN, reason="r"),
-    events.PlanUpdate(plan=[PlanItem(step="a", status=StepStatus.IN_PROGRESS)]),
-    events.PlanDelta(delta="# P"),
-    events.PlanCompleted(text="# P\n", path="/x.md"),
-    events.UserInputRequested(
+    event_bus.ModeChanged(old=Mode.BUILD, new=Mode.PLAN, reason="r"),
+    event_bus.PlanUpdate(plan=[PlanItem(step="a", status=StepStatus.IN_PROGRESS)]),
+    event_bus.PlanDelta(delta="# P"),
+    event_bus.PlanCompleted(text="# P\n", path="/x.md"),
+    event_bus.UserInputRequested(
         questions=[{"question": "q", "options": [{"label": "a"}, {"label": "b"}]}]  # type: ignore[list-item]
     ),
-    events.PlanExit(outcome="approve"),
-    events.Decision.from_decision(
+    event_bus.PlanExit(outcome="approve"),
+    event_bus.Decision.from_decision(
         Decision(
             Action.DENY,
             "plan agent may not write",
@@ -46,13 +46,13 @@ ALL = [
         tool="write",
         source="claude_code",
     ),
-    events.Violation(path="/r/src/x.py", kind="modified", source="monitor"),
-    events.TurnEnded(turn=3),
+    event_bus.Violation(path="/r/src/x.py", kind="modified", source="monitor"),
+    event_bus.TurnEnded(turn=3),
 ]
 
 
 @pytest.mark.parametrize("event", ALL, ids=lambda e: e.type)
-def test_events_round_trip_through_json(event: events.Event) -> None:
+def test_events_round_trip_through_json(event: event_bus.Event) -> None:
     text = event.model_dump_json()
     json.loads(text)
     assert parse_event(text) == event
@@ -66,23 +66,23 @@ def test_unknown_event_fields_are_rejected() -> None:
 
 def test_decision_event_keeps_the_effect() -> None:
     ev = ALL[6]
-    assert isinstance(ev, events.Decision)
+    assert isinstance(ev, event_bus.Decision)
     assert ev.action is Action.DENY
     assert ev.effect == {"kind": "write", "target": "/r/src/x.py"}
 
 
 def test_publish_appends_to_session_jsonl_and_notifies(session: Session) -> None:
-    got: list[events.Event] = []
+    got: list[event_bus.Event] = []
     stop = subscribe(got.append, session.id)
     try:
-        path = publish(session, events.Violation(path="/p", kind="chmod"))
+        path = publish(session, event_bus.Violation(path="/p", kind="chmod"))
     finally:
         stop()
     assert path == session.events_path
     lines = session.events_path.read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["session"] == session.id
     assert len(got) == 1 and got[0].session == session.id
-    publish(session, events.TurnEnded(turn=0))
+    publish(session, event_bus.TurnEnded(turn=0))
     assert len(got) == 1, "unsubscribed callbacks get nothing"
 
 
@@ -91,29 +91,29 @@ def test_publish_by_worktree_goes_to_the_current_session(repo: Path) -> None:
     newest = Session.start(repo)
     sub = repo / "deep"
     sub.mkdir()
-    assert publish_current(sub, events.Violation(path="/x", kind="write")) == newest.events_path
+    assert publish_current(sub, event_bus.Violation(path="/x", kind="write")) == newest.events_path
     assert [e.type for e in read_events(newest)] == ["violation"]
 
 
 def test_publish_without_any_session_reaches_subscribers_only(repo: Path) -> None:
-    got: list[events.Event] = []
+    got: list[event_bus.Event] = []
     stop = subscribe(got.append)
     try:
-        assert publish_current(repo, events.Violation(path="/x", kind="write")) is None
+        assert publish_current(repo, event_bus.Violation(path="/x", kind="write")) is None
     finally:
         stop()
     assert len(got) == 1 and not (repo / ".openoxide").exists()
 
 
 def test_a_failing_subscriber_does_not_stop_others(session: Session) -> None:
-    got: list[events.Event] = []
+    got: list[event_bus.Event] = []
 
-    def broken(_e: events.Event) -> None:
+    def broken(_e: event_bus.Event) -> None:
         raise RuntimeError("subscriber bug")
 
     stops = [subscribe(broken), subscribe(got.append)]
     try:
-        publish(session, events.TurnEnded(turn=0))
+        publish(session, event_bus.TurnEnded(turn=0))
     finally:
         for stop in stops:
             stop()
@@ -121,7 +121,7 @@ def test_a_failing_subscriber_does_not_stop_others(session: Session) -> None:
 
 
 def test_malformed_event_line_names_file_and_line(session: Session) -> None:
-    publish(session, events.TurnEnded(turn=0))
+    publish(session, event_bus.TurnEnded(turn=0))
     with session.events_path.open("a") as handle:
         handle.write('{"type": "nonsense"}\n')
     with pytest.raises(EventLogError, match=rf"{session.events_path.name}:2"):
@@ -129,10 +129,10 @@ def test_malformed_event_line_names_file_and_line(session: Session) -> None:
 
 
 def test_follow_yields_events_as_they_arrive(session: Session) -> None:
-    publish(session, events.TurnEnded(turn=0))
-    stream = events.follow(session, poll=0.01, stop=lambda: False)
+    publish(session, event_bus.TurnEnded(turn=0))
+    stream = event_bus.follow(session, poll=0.01, stop=lambda: False)
     assert next(stream).type == "turn_ended"
-    publish(session, events.PlanDelta(delta="x"))
+    publish(session, event_bus.PlanDelta(delta="x"))
     assert next(stream).type == "plan_delta"
 
 
@@ -143,7 +143,7 @@ def _upd(*statuses: str) -> PlanUpdate:
 
 
 def test_todo_list_projection_lifecycle() -> None:
-    stream: list[events.Event] = [
+    stream: list[event_bus.Event] = [
         _upd("in_progress", "pending"),
         _upd("completed", "in_progress"),
         TurnEnded(turn=0),

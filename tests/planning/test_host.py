@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from guard.integrations.install import install, uninstall
-from guard.integrations.settings_file import read_settings
+from guard.hooks.settings_file import read_settings
 from guard.planning import Mode, Session, UserDecision, plan_exit
 from guard.planning.host import answer, planning_command
+from guard.setup.install import install, uninstall
 
 PLAN = "# Plan\n\n1. cache\n"
 

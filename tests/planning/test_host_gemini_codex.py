@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from guard.integrations.codex_trust import our_hooks
-from guard.integrations.install import install, uninstall
-from guard.integrations.settings_file import read_settings
+from guard.hooks.settings_file import read_settings
 from guard.planning import Mode, Session
 from guard.planning.host import answer
+from guard.setup.codex_trust import our_hooks
+from guard.setup.install import install, uninstall
 
 PLAN = "# Plan\n\n1. cache\n"
 

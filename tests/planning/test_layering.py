@@ -62,5 +62,5 @@ def test_planning_modules_form_no_import_cycle() -> None:
             visit(module)
 
 
-def test_base_is_the_bottom() -> None:
-    assert _edges()["_base"] == set()
+def test_vocabulary_is_the_bottom() -> None:
+    assert _edges()["_vocabulary"] == set()

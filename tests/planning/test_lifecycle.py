@@ -179,12 +179,12 @@ def test_guard_agent_overrides_and_says_so(repo: Path) -> None:
 
 def test_plan_status_shows_mode_file_checklist_and_decisions(repo: Path) -> None:
     from guard import Effect, Guard
-    from guard.planning import events
+    from guard.planning import event_bus
 
     s = Session.start(repo, "plan", title="Status")
     g = Guard.load(cwd=repo)
     d = g.decide("plan", [Effect.write(str(repo / "src/x.py"))], cwd=repo)
-    s.publish(events.Decision.from_decision(d, agent="plan", tool="Write", source="hook"))
+    s.publish(event_bus.Decision.from_decision(d, agent="plan", tool="Write", source="hook"))
     code, out, _ = guard("plan", "status", "--cwd", str(repo))
     assert code == 0
     assert "mode      plan" in out and "missing: not written yet" in out
@@ -260,7 +260,7 @@ def _hook(repo: Path, tool: str, tool_input: dict[str, object]) -> dict[str, obj
         "tool_name": tool, "tool_input": tool_input, "tool_use_id": "toolu_1",
     }  # fmt: skip
     proc = subprocess.run(
-        [sys.executable, "-m", "guard.integrations", "claude-code"], input=json.dumps(payload),
+        [sys.executable, "-m", "guard.hooks", "claude-code"], input=json.dumps(payload),
         capture_output=True, text=True, cwd=repo, timeout=120, check=False,
         env={**os.environ, "GUARD_HOOK_DAEMON": "0"},
     )  # fmt: skip
@@ -326,7 +326,7 @@ def test_plan_refusal_names_the_sessions_plan_file(repo: Path) -> None:
 
 
 def test_doctor_says_which_agent_the_hooks_use_and_why(repo: Path) -> None:
-    from guard.integrations.doctor import agent_check
+    from guard.setup.doctor import agent_check
 
     s = Session.start(repo, "plan", title="x")
     check = agent_check(repo)

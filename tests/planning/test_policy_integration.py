@@ -10,7 +10,7 @@ from guard import Effect, Guard
 from guard.effects import Action, ToolCall
 from guard.gate import Gate, VerdictAction
 from guard.paths import PathError
-from guard.planning import Session, events, publish, publish_current, read_events, write_plan
+from guard.planning import Session, event_bus, publish, publish_current, read_events, write_plan
 
 
 @pytest.mark.parametrize("agent", ["plan", "build"])
@@ -18,7 +18,7 @@ from guard.planning import Session, events, publish, publish_current, read_event
 def test_agents_cannot_touch_session_state(repo: Path, agent: str, kind: str) -> None:
     """Attack: the model rewrites its session file (mode: build) or its event log to escape."""
     s = Session.start(repo, "plan", title="x")
-    publish(s, events.TurnEnded(turn=0))
+    publish(s, event_bus.TurnEnded(turn=0))
     g = Guard.load(worktree=repo, cwd=repo)
     make = Effect.write if kind == "write" else Effect.delete
     for target in (s.path, s.events_path, s.lock_path, repo / ".openoxide/sessions/new.json"):
@@ -49,16 +49,16 @@ def test_real_decisions_publish_as_typed_events(repo: Path) -> None:
     s = Session.start(repo, "plan", title="z")
     g = Guard.load(worktree=repo, cwd=repo)
     d = g.decide("plan", [Effect.write(str(repo / "src/x.py"))], cwd=repo)
-    event = events.Decision.from_decision(d, agent="plan", tool="write", source="test")
+    event = event_bus.Decision.from_decision(d, agent="plan", tool="write", source="test")
     publish_current(repo, event)
     ev = read_events(s)[-1]
-    assert isinstance(ev, events.Decision)
+    assert isinstance(ev, event_bus.Decision)
     assert ev.action is Action.DENY and ev.rule == d.rule and ev.session == s.id
 
 
 def _bash(g: Guard, repo: Path, command: str) -> Action:
+    from guard.analysis import effects_of
     from guard.effects import ToolCall
-    from guard.tools import effects_of
 
     call = ToolCall("claude-code", "Bash", {"command": command}, str(repo))
     return g.decide("plan", effects_of(call), cwd=repo).action

@@ -5,7 +5,7 @@ import io
 from rich.console import Console
 
 from guard.planning import Session, update_plan
-from guard.planning.events import ModeChanged, Violation
+from guard.planning.event_bus import ModeChanged, Violation
 from guard.planning.render import event_line, session_view
 from guard.planning.session import Mode
 

@@ -5,7 +5,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard.planning import ProposedPlanParser, Session, events, read_events, read_plan
+from guard.planning import ProposedPlanParser, Session, event_bus, read_events, read_plan
 from guard.planning.stream import Segment, coalesce, split_proposed_plan, stream_into_session
 
 
@@ -163,10 +163,10 @@ def test_stream_into_session_writes_the_last_block_and_publishes(plan_session: S
     assert plan == "# v2\n"
     assert read_plan(plan_session) == "# v2\n"
     evs = read_events(plan_session)
-    deltas = "".join(e.delta for e in evs if isinstance(e, events.PlanDelta))
+    deltas = "".join(e.delta for e in evs if isinstance(e, event_bus.PlanDelta))
     assert deltas == "# v1\n# v2\n"
     done = evs[-1]
-    assert isinstance(done, events.PlanCompleted) and done.path == plan_session.plan_path
+    assert isinstance(done, event_bus.PlanCompleted) and done.path == plan_session.plan_path
     assert [s.kind for s in coalesce(seen)] == [
         "text",
         "plan_start",
@@ -183,4 +183,4 @@ def test_stream_into_session_in_build_mode_writes_no_artifact(session: Session) 
     plan = stream_into_session(session, ["<proposed_plan>\nx\n</proposed_plan>\n"])
     assert plan == "x\n" and session.refresh().plan_path is None
     done = read_events(session)[-1]
-    assert isinstance(done, events.PlanCompleted) and done.path is None
+    assert isinstance(done, event_bus.PlanCompleted) and done.path is None

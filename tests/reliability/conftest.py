@@ -141,7 +141,7 @@ class Installation:
 
     @property
     def client(self) -> Path:
-        return self.package / "integrations" / "_client.py"
+        return self.package / "hooks" / "_client.py"
 
     def hook(
         self,

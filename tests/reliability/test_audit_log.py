@@ -93,7 +93,7 @@ def test_rotation_size_comes_from_the_environment(
 def test_a_hook_decision_fails_closed_when_the_audit_log_cannot_be_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from guard.integrations.runner import decide
+    from guard.hooks.front_door import decide
 
     repo = tmp_path / "r"
     (repo / "src").mkdir(parents=True)

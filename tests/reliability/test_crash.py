@@ -44,7 +44,7 @@ for i in range(int(sys.argv[2])):
 def test_session_transactions_killed_at_random_leave_parseable_sessions(
     repo: Path, env: dict[str, str]
 ) -> None:
-    from guard.planning import events
+    from guard.planning import event_bus
     from guard.planning.session import Session
 
     rng = random.Random(5)
@@ -56,7 +56,7 @@ def test_session_transactions_killed_at_random_leave_parseable_sessions(
         sessions = Session.list_all(repo)  # every session file parses and validates
         assert [s.id for s in sessions] == ["crash-test"]
         assert sessions[0].mode.value in ("plan", "build")
-        events.read_events(sessions[0])  # every event line parses
+        event_bus.read_events(sessions[0])  # every event line parses
         parse_jsonl(sessions[0].events_path)
         # guard starts again and the session goes on
         run_ok(SESSION_LOOP, str(repo), "1", env=env, cwd=repo)
@@ -64,7 +64,7 @@ def test_session_transactions_killed_at_random_leave_parseable_sessions(
 
 INSTALL_LOOP = """
 import sys
-from guard.integrations.install import install, uninstall
+from guard.setup.install import install, uninstall
 print("ready", flush=True)
 for _ in range(int(sys.argv[2])):
     install("claude-code", "project", cwd=sys.argv[1])

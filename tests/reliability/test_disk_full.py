@@ -70,7 +70,7 @@ def test_a_hook_call_on_a_full_disk_is_blocked_with_the_reason(
     with small_disk(tmp_path / "disk") as disk:
         hook_env = {**env, "XDG_DATA_HOME": str(disk), "GUARD_AGENT": "build"}
         fill(disk)
-        client = Path(logfile.__file__).parents[1] / "integrations" / "_client.py"
+        client = Path(logfile.__file__).parents[1] / "hooks" / "_client.py"
         read = claude_payload("Read", {"file_path": str(repo / "src/app.py")}, repo)
         proc = subprocess.run(
             [sys.executable, "-I", str(client), "claude-code"],
@@ -153,7 +153,7 @@ def test_quarantine_restore_on_a_full_disk_is_finished_by_the_next_run(
 
 
 def test_a_session_event_on_a_full_disk_is_not_left_half_written(tmp_path: Path) -> None:
-    from guard.planning import events
+    from guard.planning import event_bus as events
     from guard.planning.session import Mode, Session
 
     with small_disk(tmp_path / "disk", size="4m") as disk:

@@ -112,7 +112,7 @@ def test_a_daemon_whose_installation_changed_stops_answering(
         allow_in_plan(inst, B_ONLY)
         expected = "allow"
     elif change == "code":
-        runner = inst.package / "integrations" / "runner.py"
+        runner = inst.package / "hooks" / "front_door.py"
         runner.write_text(runner.read_text() + "\n# changed\n")
         expected = "deny"
     else:

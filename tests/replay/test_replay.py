@@ -21,7 +21,7 @@ EXPECTED = ["allow", "deny", "deny", "allow", "allow"]
 def expected(host: str) -> list[str]:
     """As the live hook decides: `ls src` runs confined where the host's hook can rewrite a
     call (Claude Code, Gemini CLI, OpenCode) and the kernel has Landlock."""
-    from guard.integrations import adapter_for
+    from guard.hooks import adapter_for
     from guard.sandbox.landlock import abi_version
 
     confined = adapter_for(host).can_rewrite and abi_version() > 0
@@ -206,7 +206,7 @@ def test_help_teaches_with_an_example() -> None:
 def test_replay_predicts_the_live_hook_answer_for_a_confined_call(tmp_path: Path) -> None:
     """The live Claude Code hook runs `ls src && python3 -c 'print(1+1)'` confined (it
     answers with a rewrite); the replay of that very call says allow_confined, not ask."""
-    from guard.integrations.runner import decide as hook_answer
+    from guard.hooks.front_door import decide as hook_answer
 
     repo = make_repo(tmp_path)
     command = "ls src && python3 -c 'print(1+1)'"

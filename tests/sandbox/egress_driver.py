@@ -18,7 +18,7 @@ def main() -> int:
     args = sys.argv[1:]
     opts = dict(zip(args[::2], args[1::2], strict=True))
     sys.path.insert(0, opts["--sandbox"])
-    import egress
+    import egress_proxy as egress
 
     spec = egress.EgressSpec.from_argv_value(opts["--spec"])
     proxy = egress.EgressProxy(spec)

@@ -27,7 +27,7 @@ from typing import Any
 
 from nobody import reach
 
-import guard.sandbox.egress as egress
+import guard.sandbox.egress_proxy as egress
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "egress_driver.py"

@@ -30,13 +30,13 @@ from sandbox_support import needs_landlock
 from unprivileged import USERS, as_user, require_unprivileged
 from walls_support import Project, bare, confined, install_hook, py, run_project
 
-from guard.integrations import hookclient
+from guard.hooks import hookclient
 
 pytestmark = needs_landlock
 
 FORGE = """
 import hashlib, json, socket, sys
-from guard.integrations import hookclient as hc
+from guard.hooks import hookclient as hc
 root, home, marker = sys.argv[1:4]
 ident = hc.identity()
 payload = json.dumps({

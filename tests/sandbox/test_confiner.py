@@ -17,7 +17,7 @@ from sandbox_support import Tree, needs_landlock
 from guard.decide import Guard
 from guard.effects import ToolCall
 from guard.gate import Gate, VerdictAction
-from guard.integrations import runner
+from guard.hooks import front_door
 from guard.sandbox.confiner import ShellConfiner
 
 pytestmark = needs_landlock
@@ -94,7 +94,7 @@ def test_the_walls_test_seam_is_said_and_a_policy_that_requires_walls_refuses(
     """$GUARD_TEST_NO_WALLS (the seam the hook_missed test uses to let a command reach the
     host's limits) never weakens confinement silently: the hook's reason says the walls are
     off, `guard doctor` reports it as broken, and a policy that requires walls refuses."""
-    from guard.integrations.doctor import namespaces_check
+    from guard.setup.doctor import namespaces_check
 
     monkeypatch.setenv("GUARD_TEST_NO_WALLS", "1")
     v = gate_for(tree).decide(bash(tree, "cat src/app.py"))
@@ -145,7 +145,7 @@ def test_hook_rewrites_only_for_hosts_that_can(
     command stays a plain allow there."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     command = "git --no-optional-locks status --short"
-    answer = runner.decide(host, payload(tree, command), agent="plan")
+    answer = front_door.decide(host, payload(tree, command), agent="plan")
     text = answer.stdout
     assert ("run_confined.py" in text) is rewrites, text
     if host == "claude-code":

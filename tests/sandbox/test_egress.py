@@ -652,7 +652,7 @@ def test_the_proxy_refuses_everything_while_the_policy_cannot_be_read(work: Path
 
 
 def test_egress_spec_round_trips_and_rejects_bad_values(tmp_path: Path) -> None:
-    from guard.sandbox.egress import EgressSpec
+    from guard.sandbox.egress_proxy import EgressSpec
 
     spec = EgressSpec("plan", str(tmp_path), None, "run")
     assert EgressSpec.from_argv_value(spec.to_argv()[1]) == spec
@@ -676,7 +676,7 @@ def test_egress_spec_round_trips_and_rejects_bad_values(tmp_path: Path) -> None:
 
 
 def test_proxy_env_points_every_usual_client_at_the_proxy() -> None:
-    from guard.sandbox.egress import PROXY_PORT, proxy_env
+    from guard.sandbox.egress_proxy import PROXY_PORT, proxy_env
 
     env = proxy_env()
     url = f"http://127.0.0.1:{PROXY_PORT}"

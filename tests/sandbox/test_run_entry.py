@@ -1,7 +1,7 @@
 """``guard run``'s own entry: a plain command line starts without typer; everything else
 (help, usage errors) is still said by the typer command, in the same words as before.
 
-The fast reader (:func:`guard.cli.runner.parse`) is checked against typer itself:
+The fast reader (:func:`guard.cli.run_plain.parse`) is checked against typer itself:
 the options it gives for plain command lines, the options it knows, and the words
 and exit codes of help and errors through the real entry point.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sandbox_support import Tree, clean_env, guard_argv, needs_landlock
 
-from guard.cli import runner
+from guard.cli import run_plain
 
 
 def _entry(
@@ -34,13 +34,13 @@ def _entry(
     )
 
 
-def _typer_options(args: list[str], monkeypatch: pytest.MonkeyPatch) -> runner.RunOptions:
+def _typer_options(args: list[str], monkeypatch: pytest.MonkeyPatch) -> run_plain.RunOptions:
     """The options typer's `guard run` command hands to execute for ``args``."""
     from guard.cli import run
 
-    seen: list[runner.RunOptions] = []
+    seen: list[run_plain.RunOptions] = []
 
-    def record(options: runner.RunOptions) -> int:
+    def record(options: run_plain.RunOptions) -> int:
         seen.append(options)
         return 0
 
@@ -68,7 +68,7 @@ def _typer_options(args: list[str], monkeypatch: pytest.MonkeyPatch) -> runner.R
 def test_a_plain_command_line_is_read_as_typer_reads_it(
     args: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fast = runner.parse(list(args))
+    fast = run_plain.parse(list(args))
     assert fast is not None, args
     assert fast == _typer_options(list(args), monkeypatch)
 
@@ -91,7 +91,7 @@ def test_a_plain_command_line_is_read_as_typer_reads_it(
     ],
 )
 def test_anything_but_a_plain_command_line_is_left_to_typer(args: list[str]) -> None:
-    assert runner.parse(list(args)) is None
+    assert run_plain.parse(list(args)) is None
 
 
 def test_the_fast_reader_knows_exactly_the_options_of_the_typer_command() -> None:
@@ -108,8 +108,8 @@ def test_the_fast_reader_knows_exactly_the_options_of_the_typer_command() -> Non
             flags.update(param.opts)
         elif param.param_type_name == "option":
             valued.update(param.opts)
-    assert set(runner._FLAGS) == flags - {"--explain"}  # --explain runs nothing: typer's
-    assert set(runner._VALUED) == valued
+    assert set(run_plain._FLAGS) == flags - {"--explain"}  # --explain runs nothing: typer's
+    assert set(run_plain._VALUED) == valued
 
 
 def _full_app_message(args: list[str]) -> str:
@@ -195,7 +195,7 @@ def test_a_plain_run_imports_neither_typer_nor_rich(tree: Tree) -> None:
     top = {name.split(".")[0] for name in imported}
     assert not top & {"typer", "rich", "click", "markdown_it", "pygments"}, top
     others = {n for n in imported if n.startswith("guard.cli.")}
-    assert others == {"guard.cli._base", "guard.cli._main", "guard.cli.runner"}, others
+    assert others == {"guard.cli._base", "guard.cli._main", "guard.cli.run_plain"}, others
 
 
 @pytest.mark.parametrize("args", [["--", "true"], ["-qa", "plan", "--", "true"]])
@@ -206,10 +206,10 @@ def test_ctrl_c_before_the_command_starts_is_one_line_on_either_path(
     the plain path (``--``) and typer's (bundled options) both exit 130 quietly."""
     from guard.cli import _main, run
 
-    def interrupted(options: runner.RunOptions) -> int:
+    def interrupted(options: run_plain.RunOptions) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "execute", interrupted)
+    monkeypatch.setattr(run_plain, "execute", interrupted)
     monkeypatch.setattr(run, "execute", interrupted)
     with pytest.raises(SystemExit) as info:
         _main.main(["run", *args])

@@ -33,11 +33,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from guard.analysis import effects_for
+from guard.analysis.shell.option_parser import Option, Spec
+from guard.analysis.shell.tables import file_options as file_tables
+from guard.analysis.shell.tables import git_options as git_tables
 from guard.decide import Guard
-from guard.tools import effects_for
-from guard.tools.shell.options import Option, Spec
-from guard.tools.shell.tables import files as file_tables
-from guard.tools.shell.tables import git as git_tables
 
 PLANS = ".openoxide/plans"
 FILES = ["src/app.py", "src/util.py", "README.md", "data.txt", "nums.txt", "doc/guide.md",

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from guard.analysis import CANONICAL_TOOLS, DIALECTS, ToolInputError, effects_for
 from guard.effects import EffectKind
-from guard.tools import CANONICAL_TOOLS, DIALECTS, ToolInputError, effects_for
 
 
 def fx(dialect: str, tool: str, data: dict[str, Any]) -> list[tuple[str, str | None]]:
@@ -164,7 +164,7 @@ def test_tool_maps_to_effects(
 
 
 def test_every_known_tool_yields_a_canonical_name_first() -> None:
-    from guard.tools import _TABLES
+    from guard.analysis import _TABLES
 
     for dialect, table in _TABLES.items():
         for name in table:
@@ -235,8 +235,8 @@ def test_shared_shell_tool_effect_is_per_dialect_and_tool_name() -> None:
     """Attack: the shell tool's first effect is shared between calls (one object per
     dialect and tool name); a call must never get the effect built for another tool or
     dialect, including after the bounded table is emptied."""
+    from guard.analysis._common import shell_tool
     from guard.effects import ToolCall
-    from guard.tools._common import shell_tool
 
     handler = shell_tool("bash", ("command",))
     for k in range(200):  # more names than the table keeps: it is emptied on the way

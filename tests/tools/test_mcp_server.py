@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from guard.tools import effects_for
+from guard.analysis import effects_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
 from fsserver import server_binary
 
-from guard.tools.mcp import TOOLS
+from guard.analysis.mcp import TOOLS
 
 
 def _server() -> str:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from guard import Guard
+from guard.analysis import ToolCall, effects_for
 from guard.effects import Action, EffectKind
 from guard.gate import Gate
-from guard.tools import ToolCall, effects_for
 
 CHANGES = {
     "git push origin main": "git push sends commits to a remote",

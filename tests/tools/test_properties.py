@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from guard.analysis import ToolInputError, effects_for
+from guard.analysis.shell import analyse
 from guard.effects import EffectKind
-from guard.tools import ToolInputError, effects_for
-from guard.tools.shell import analyse
 
 
 @settings(max_examples=400, deadline=None)

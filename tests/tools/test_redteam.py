@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from guard.analysis import DIALECTS, ToolInputError, effects_for
 from guard.decide import Guard
 from guard.effects import EffectKind
 from guard.paths import canonicalize
-from guard.tools import DIALECTS, ToolInputError, effects_for
 
 SEVERITY = {"allow": 0, "ask": 1, "deny": 2}
 CORPUS_FILE = Path(__file__).with_name("redteam.toml")

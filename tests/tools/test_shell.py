@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from guard.analysis.shell import analyse, analyse_argv, parse_patch
 from guard.effects import Effect, EffectKind
-from guard.tools.shell import analyse, analyse_argv, parse_patch
 
 
 def kinds(command: str, cwd: str | None = None) -> set[tuple[str, str | None]]:
@@ -311,7 +311,7 @@ def test_parser_crashers_are_analysed_without_crashing_the_process() -> None:
     mechanism deterministically."""
     code = (
         "import json, sys\n"
-        "from guard.tools.shell import analyse\n"
+        "from guard.analysis.shell import analyse\n"
         "for c in json.loads(sys.stdin.read()):\n"
         "    analyse(c, None)\n"
         "print('survived')\n"
@@ -333,7 +333,7 @@ def test_parser_is_never_given_code_points_beyond_the_bmp(
 ) -> None:
     """The crash above depends on memory layout, so also pin the mechanism: whatever
     the command, the bytes handed to tree-sitter hold no 4-byte UTF-8 sequence."""
-    import guard.tools.shell.walker as walker
+    import guard.analysis.shell.walker as walker
 
     seen: list[bytes] = []
     real = walker.PARSER

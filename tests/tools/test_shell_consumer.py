@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from guard.analysis import effects_for
+from guard.analysis.shell.walker import unsafe_text
 from guard.decide import Guard
-from guard.tools import effects_for
-from guard.tools.shell.walker import unsafe_text
 from tests.sandbox.unprivileged import (
     USERS,
     as_user,

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-import guard.tools.shell
-from guard.tools.shell.context import Ctx
-from guard.tools.shell.registry import PROGRAMS, DuplicateProgram, program, register
-from guard.tools.shell.words import Arg
+import guard.analysis.shell
+from guard.analysis.shell.context import Ctx
+from guard.analysis.shell.registry import PROGRAMS, DuplicateProgram, program, register
+from guard.analysis.shell.words import Arg
 
-PACKAGE = Path(guard.tools.shell.__file__).parent
+PACKAGE = Path(guard.analysis.shell.__file__).parent
 
 
 def _noop(ctx: Ctx, name: str, args: list[Arg], heredoc: str | None) -> None:
@@ -50,21 +50,21 @@ def _imports(path: Path) -> set[str]:
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "guard.tools.shell":
-                out.update(f"guard.tools.shell.{a.name}" for a in node.names)
-            elif node.module.startswith("guard.tools.shell."):
+            if node.module == "guard.analysis.shell":
+                out.update(f"guard.analysis.shell.{a.name}" for a in node.names)
+            elif node.module.startswith("guard.analysis.shell."):
                 out.add(node.module)
         elif isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.startswith("guard.tools.shell."))
+            out.update(a.name for a in node.names if a.name.startswith("guard.analysis.shell."))
     return out
 
 
 def test_no_import_circle_and_handlers_never_import_the_walker() -> None:
-    graph = {f"guard.tools.shell.{p.stem}": _imports(p)
+    graph = {f"guard.analysis.shell.{p.stem}": _imports(p)
              for p in PACKAGE.rglob("*.py") if p.stem != "__init__"}
     for module, deps in graph.items():
-        if module != "guard.tools.shell.walker":
-            assert "guard.tools.shell.walker" not in deps, f"{module} imports the walker"
+        if module != "guard.analysis.shell.walker":
+            assert "guard.analysis.shell.walker" not in deps, f"{module} imports the walker"
 
     def visit(node: str, stack: tuple[str, ...]) -> None:
         assert node not in stack, f"import circle: {' -> '.join((*stack, node))}"

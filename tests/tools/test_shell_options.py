@@ -1,4 +1,4 @@
-"""Option tables and their getopt_long parsing (guard/tools/shell/options.py, tables/)."""
+"""Option tables and their getopt_long parsing (guard/analysis/shell/option_parser.py, tables/)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import subprocess
 
 import pytest
 
-from guard.tools.shell import analyse
-from guard.tools.shell.options import Spec
-from guard.tools.shell.tables import files, wrappers
-from guard.tools.shell.words import Arg
+from guard.analysis.shell import analyse
+from guard.analysis.shell.option_parser import Spec
+from guard.analysis.shell.tables import file_options as files
+from guard.analysis.shell.tables import wrapper_options as wrappers
+from guard.analysis.shell.words import Arg
 
 SORTISH = Spec("bnr", "-o|--output=@write --outline -k|--key= --compress-program=@exec"
                " --color=? --jq=2 -i=?")

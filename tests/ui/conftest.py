@@ -87,7 +87,7 @@ def claude_write(repo: Path, path: str) -> dict[str, Any]:
 
 def hook(repo: Path, payload: dict[str, Any]) -> str:
     """The real hook pipeline (the same as the hook process); the host's decision word."""
-    from guard.integrations.runner import decide
+    from guard.hooks.front_door import decide
 
     answer = decide("claude-code", json.dumps(payload), env={}, cwd=str(repo))
     if answer.exit_code:

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from guard.integrations.runner import decide
+from guard.hooks.front_door import decide
 from guard.planning import Mode, Session
-from guard.planning.events import PlanUpdate, read_events
+from guard.planning.event_bus import PlanUpdate, read_events
 from guard.ui.app import CockpitApp
 from tests.ui.conftest import cockpit, drive, shows
 

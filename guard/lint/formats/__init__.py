@@ -1,7 +1,7 @@
 """Output formats for ``guard lint``: one module per format behind :class:`Formatter`."""
 
+from guard.lint.formats.format import Formatter
 from guard.lint.formats.github import GithubFormatter
-from guard.lint.formats.interface import Formatter
 from guard.lint.formats.json import JsonFormatter
 from guard.lint.formats.pretty import PrettyFormatter
 from guard.lint.formats.sarif import SarifFormatter

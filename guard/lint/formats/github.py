@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from guard.lint.formats.interface import Formatter
-from guard.lint.model import RULES, Level, Report
+from guard.lint.findings import RULES, Level, Report
+from guard.lint.formats.format import Formatter
 
 _COMMAND = {Level.ERROR: "error", Level.WARNING: "warning", Level.NOTE: "notice"}
 

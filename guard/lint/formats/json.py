@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from guard.lint.formats.interface import Formatter
-from guard.lint.model import Report
+from guard.lint.findings import Report
+from guard.lint.formats.format import Formatter
 
 
 class JsonFormatter(Formatter):

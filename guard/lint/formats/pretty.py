@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from guard.ansi import paint
-from guard.lint.formats.interface import Formatter
-from guard.lint.model import Level, Report
+from guard.lint.findings import Level, Report
+from guard.lint.formats.format import Formatter
 
 _STYLE = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.NOTE: "cyan"}
 

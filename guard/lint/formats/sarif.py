@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from guard.lint.docs import rule_page
-from guard.lint.formats.interface import Formatter
-from guard.lint.model import RULES, Level, Report
+from guard.lint.findings import RULES, Level, Report
+from guard.lint.formats.format import Formatter
 from guard.version import __version__
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"

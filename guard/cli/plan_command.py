@@ -1,0 +1,344 @@
+"""``guard plan``: enter plan mode, follow it, read and approve (or reject) the plan.
+
+The subcommands of the ``guard plan`` group only. The group itself, the options it
+shares with ``guard session``, ``guard mode`` and ``guard events``, and the choice of the
+session a command acts on are in guard/cli/planning.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from guard.audit.logfile import default_log_path, read
+from guard.cli.planning import (
+    CwdOpt,
+    JsonOpt,
+    NewOpt,
+    SessionOpt,
+    no_session,
+    plan_app,
+    print_data,
+    refuse_stacking,
+    resolve_session,
+    say_hooks_now,
+    say_set_aside,
+    session_console,
+)
+from guard.effects import GuardError
+from guard.paths import Roots
+from guard.planning import event_bus as ev
+from guard.planning.answer import Choice, answer_exit, answer_questions
+from guard.planning.artifact import read_plan
+from guard.planning.current import describe_current_agent
+from guard.planning.render import plan_panel
+from guard.planning.runtime import list_plans
+from guard.planning.session import Mode, Session, sessions_dir
+
+Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason
+
+
+def _recent_decisions(session: Session, cwd: Path, count: int = 5) -> list[Decided]:
+    """The last decisions taken while the session existed: its own event log (the MCP
+    proxy) and the project's audit log (the hooks, guard check)."""
+    found: list[Decided] = [
+        (e.at, e.action.value, e.agent or "-", e.tool or "-", e.reason)
+        for e in ev.read_events(session)
+        if isinstance(e, ev.Decision)
+    ]
+    log = default_log_path(Roots.discover(cwd))
+    if log.exists():
+        for r in read(log):
+            at = str(r.get("ts", ""))
+            if r.get("type") != "verdict" or r.get("source") == "mcp" or at < session.created_at:
+                continue
+            found.append(
+                (
+                    at,
+                    str(r.get("decision", "?")),
+                    str(r.get("agent", "-")),
+                    str(r.get("tool_name", "-")),
+                    str(r.get("reason", "")),
+                )
+            )
+    return sorted(found)[-count:]
+
+
+NEXT_STEPS = """\
+Next, in your agent (guard's hooks installed once with `guard install HOST`):
+  1. Ask it for the plan, e.g. "Plan: {title}". It may read everything and write
+     only the plan file; guard tells it the path at each turn and in every refusal.
+  2. Read the plan:      guard plan show
+  3. Approve it:         guard plan exit --approve     (or --refine NOTE / --reject REASON)
+     The host's own gesture is kept too: Claude Code's ExitPlanMode (approve in its
+     prompt or with the command above), Gemini CLI's exit_plan_mode and Codex's
+     <proposed_plan> (their plan becomes the plan file; approve with the command above).
+  4. Build: the same agent session carries on under the build agent; no restart.
+Stop planning without a plan: guard session end {sid}
+"""
+
+
+@plan_app.command("start")
+def plan_start(
+    title: Annotated[str, typer.Argument(help="What the plan is for; names the plan file.")],
+    cwd: CwdOpt = Path("."),
+    as_json: JsonOpt = False,
+    new: NewOpt = False,
+) -> None:
+    """Enter plan mode for this worktree and print what to do next in your agent.
+
+    Starts a session in plan mode, owned by you: it decides for the worktree
+    (the hooks use the plan agent) until you approve the plan or end it.
+    With a plan session open here already, it refuses and names it; --new
+    starts another and sets the open one aside. Older sessions never decide
+    again on their own: ending or approving this one leaves them set aside
+    until `guard plan resume ID`.
+
+    Example: guard plan start "Add caching"
+    """
+    if not title.strip():
+        raise GuardError("guard plan start: give a title, e.g. `guard plan start 'Add caching'`")
+    if not cwd.is_dir():
+        raise GuardError(f"--cwd {cwd}: not a directory")
+    refuse_stacking(cwd, new)
+    session = Session.start(cwd, Mode.PLAN, title=title.strip())
+    say_set_aside(session, plans=True)
+    current = describe_current_agent(cwd)
+    if as_json:
+        print_data({**session.summary(), "agent": current.agent, "why": current.reason})
+        return
+    where = session.worktree or session.project
+    out = sys.stdout
+    out.write(f"Plan mode for {where} (session {session.id}).\n")
+    out.write(f"Plan file: {session.plan_path}\n")
+    out.write(f"The hooks use {current.line()}\n")
+    if current.session is None or current.session.id != session.id:
+        out.write(
+            "warning: this session does not decide here (see the reason above);"
+            " unset $GUARD_AGENT or end the pinned session for the hooks to follow it\n"
+        )
+    out.write("\n" + NEXT_STEPS.format(title=title.strip(), sid=session.id))
+
+
+@plan_app.command("status")
+def plan_status(
+    session_id: SessionOpt = None,
+    cwd: CwdOpt = Path("."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the mode, the plan file, the checklist and the last decisions of a session.
+
+    With no open session here it says so, and which agent the hooks use (exit 0).
+    """
+    current = describe_current_agent(cwd) if cwd.is_dir() else None
+    if session_id is None and current is not None and no_session(cwd):
+        if as_json:
+            print_data({"session": None, "mode": None, "agent": current.agent,
+                         "why": current.reason})  # fmt: skip
+        else:
+            sys.stdout.write(f"session   none open here ({sessions_dir(cwd)})\n")
+            sys.stdout.write(f"hooks     {current.line()}\n")
+            sys.stdout.write("start:    guard plan start TITLE\n")
+        return
+    session = resolve_session(cwd, session_id)
+    current = describe_current_agent(cwd)
+    plan = None
+    if session.plan_path:
+        try:
+            plan = read_plan(session)
+        except GuardError as exc:
+            plan = f"(unreadable: {exc})"
+    recent = _recent_decisions(session, cwd)
+    if as_json:
+        print_data(
+            {
+                **session.summary(),
+                "agent": current.agent,
+                "why": current.reason,
+                "plan_exists": plan is not None,
+                "checklist": [i.model_dump(mode="json") for i in session.checklist],
+                "exits": [d.model_dump(mode="json") for d in session.decisions[-5:]],
+                "decisions": [
+                    {"at": at, "action": action, "agent": agent, "tool": tool, "reason": why}
+                    for at, action, agent, tool, why in recent
+                ],
+            }
+        )
+        return
+    out = sys.stdout
+    out.write(f"session   {session.id} ({session.status}, owner ")
+    out.write(f"{session.owner.describe() if session.owner else 'user'})\n")
+    out.write(f"mode      {session.mode.value}\n")
+    out.write(f"hooks     {current.line()}\n")
+    if session.plan_path:
+        state = "missing: not written yet" if plan is None else f"{len(plan)} characters"
+        out.write(f"plan file {session.plan_path} ({state})\n")
+    else:
+        out.write("plan file none (the session never entered plan mode)\n")
+    for p in session.pending:
+        out.write(f"waiting   {p.kind} since {p.at}\n")
+    if session.checklist:
+        out.write("checklist\n")
+        for item in session.checklist:
+            out.write(f"  [{item.status.value}] {item.step}\n")
+    for d in session.decisions[-3:]:
+        out.write(f"exit      {d.at} {d.decision} by {d.by}: {d.text or '-'}\n")
+    if recent:
+        out.write("last decisions\n")
+        for at, action, agent, tool, why in recent:
+            out.write(f"  {at} {action.upper():5} {agent} {tool}: {why}\n")
+    if session.mode is Mode.PLAN:
+        out.write(f"approve:  guard plan exit --approve --session {session.id}\n")
+
+
+@plan_app.command("path")
+def plan_path(session_id: SessionOpt = None, cwd: CwdOpt = Path(".")) -> None:
+    """Print the session's plan artifact path (fixed when it entered plan mode)."""
+    session = resolve_session(cwd, session_id)
+    if not session.plan_path:
+        raise GuardError(
+            f"session {session.id} has no plan file yet: it gets one on entering plan mode"
+            f" (`guard mode plan --session {session.id}`)"
+        )
+    sys.stdout.write(session.plan_path + "\n")
+
+
+@plan_app.command("show")
+def plan_show(
+    file: Annotated[
+        Path | None, typer.Argument(help="A plan file (default: the session's).", dir_okay=False)
+    ] = None,
+    session_id: SessionOpt = None,
+    cwd: CwdOpt = Path("."),
+    raw: Annotated[bool, typer.Option("--raw", help="Print the markdown as is.")] = False,
+) -> None:
+    """Render a plan document (the session's, or FILE)."""
+    if file is not None:
+        try:
+            text: str | None = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise GuardError(f"cannot read {file}: {exc.strerror}") from None
+        where: str | None = str(file)
+    else:
+        if session_id is None and cwd.is_dir() and no_session(cwd):
+            sys.stdout.write(
+                f"no open session here ({sessions_dir(cwd)}), so no plan to show:"
+                " start one with `guard plan start TITLE`, or give a plan FILE\n"
+            )
+            return
+        session = resolve_session(cwd, session_id)
+        text, where = read_plan(session), session.plan_path
+        if text is None:
+            raise GuardError(
+                f"the plan file of session {session.id} does not exist yet"
+                + (f": {where}" if where else " (the session never entered plan mode)")
+            )
+    if raw:
+        sys.stdout.write(text or "")
+        return
+    session_console().print(plan_panel(text, where))
+
+
+@plan_app.command("list")
+def plan_list(cwd: CwdOpt = Path("."), as_json: JsonOpt = False) -> None:
+    """List the plan files of this worktree (or project), oldest first."""
+    plans = list_plans(cwd)
+    if as_json:
+        print_data({"plans": [p.to_json() for p in plans]})
+        return
+    if not plans:
+        sys.stdout.write("no plan files yet\n")
+        return
+    for p in plans:
+        sys.stdout.write(f"{p.created}  {p.size:>7} B  {p.session or '-':20}  {p.path}\n")
+
+
+@plan_app.command("exit")
+def plan_exit_command(
+    approve: Annotated[
+        bool, typer.Option("--approve", help="Approve the plan: go to build.")
+    ] = False,
+    reject: Annotated[
+        str | None, typer.Option("--reject", metavar="REASON", help="Reject; stay in plan mode.")
+    ] = None,
+    refine: Annotated[
+        str | None, typer.Option("--refine", metavar="NOTE", help="Ask for changes; stay in plan.")
+    ] = None,
+    session_id: SessionOpt = None,
+    cwd: CwdOpt = Path("."),
+) -> None:
+    """Answer a plan exit: --approve, --reject REASON or --refine NOTE (exactly one).
+
+    Approval is refused while the plan file is missing or empty. The answer is
+    recorded and handed to the model on its next planning tool call.
+
+    Examples:
+
+      guard plan exit --approve
+
+      guard plan exit --refine "also cover the migration" --session ID
+    """
+    chosen = [x for x in (approve or None, reject, refine) if x is not None]
+    if len(chosen) != 1:
+        raise GuardError("give exactly one of --approve, --reject REASON, --refine NOTE")
+    if reject is not None and not reject.strip():
+        raise GuardError("--reject needs a reason the model can act on")
+    if refine is not None and not refine.strip():
+        raise GuardError("--refine needs a note saying what to change")
+    session = resolve_session(cwd, session_id)
+    choice: Choice = "approve" if approve else "reject" if reject is not None else "refine"
+    answered = answer_exit(session, choice, reject or refine or "")
+    outcome, said = answered.outcome, answered.said
+    sys.stdout.write(f"{session.id}: {outcome.mode.value}: {said}\n")
+    sys.stdout.write("  the model is told on its next planning tool call\n")
+    if outcome.ok:
+        say_hooks_now(cwd)
+
+
+def _resume(session_id: str | None, cwd: Path) -> None:
+    session = resolve_session(cwd, session_id)
+    was = session.status
+    if session.resume():
+        how = "you own it now" if was == "orphaned" else "it decides again"
+        sys.stdout.write(f"{session.id}: resumed; {how} ({session.mode.value} mode)\n")
+    else:
+        sys.stdout.write(f"{session.id}: open, nothing to resume ({session.mode.value} mode)\n")
+    say_hooks_now(cwd)
+
+
+@plan_app.command("resume")
+def plan_resume(
+    session_id: Annotated[
+        str | None, typer.Argument(help="Session id (default: the one deciding here).")
+    ] = None,
+    cwd: CwdOpt = Path("."),
+) -> None:
+    """Take a plan session over: an orphaned one (its owning process died) becomes yours.
+
+    An orphaned plan session keeps the worktree in plan mode, and every refusal
+    says so, until you act: resume it (keep planning, owned by you), approve its
+    plan (`guard plan exit --approve`) or end it (`guard session end`).
+
+    Example: guard plan resume 20261202-1a2b3c4d
+    """
+    _resume(session_id, cwd)
+
+
+@plan_app.command("answer")
+def plan_answer(
+    answers: Annotated[list[str], typer.Argument(help="One answer per question, in order.")],
+    session_id: SessionOpt = None,
+    cwd: CwdOpt = Path("."),
+) -> None:
+    """Answer the model's pending request_user_input questions.
+
+    The answers reach the model on its next planning tool call.
+
+    Example: guard plan answer "SQLite" "keep the old API"
+    """
+    session = resolve_session(cwd, session_id)
+    answer_questions(session, list(answers))
+    sys.stdout.write(f"{session.id}: answers recorded for the model\n")

@@ -1,0 +1,109 @@
+"""Claude Code: PreToolUse command hooks (format followed: Claude Code 2.1.332).
+
+stdin: ``session_id, transcript_path, cwd, permission_mode, hook_event_name,
+tool_name, tool_input, tool_use_id`` (others ignored). Answer: exit 0 with
+``{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision":
+"allow"|"deny"|"ask", "permissionDecisionReason": "..."}}``. Exit 2 blocks;
+any other failure lets the call run, hence the fail-closed runner. An
+allow_confined verdict is ``permissionDecision: "allow"`` with ``updatedInput``
+(the whole tool input, ``command`` replaced): Claude Code runs that instead.
+"""
+
+# Lazy imports: guard.planning.host at install only: hook start-up speed.
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from guard import hosts
+from guard.hooks.adapter import (
+    HookAnswer,
+    HookCall,
+    HostAdapter,
+    Scope,
+    add_groups,
+    add_nested,
+    find_nested,
+    remove_nested,
+    rewritten_input,
+)
+
+if TYPE_CHECKING:
+    from guard.gate import ModeHint, Verdict
+
+EVENT = "PreToolUse"
+#: Every event guard wires: the policy hook, and the planning side (guard.planning.host).
+PLANNING_EVENTS = (EVENT, "SessionStart", "UserPromptSubmit", "PostToolUse")
+
+
+class ClaudeCode(HostAdapter):
+    name = hosts.CLAUDE_CODE.name
+    title = hosts.CLAUDE_CODE.title
+    dialect = hosts.CLAUDE_CODE.dialect
+    follows = hosts.CLAUDE_CODE.follows()
+    can_rewrite = True
+    post_event = "PostToolUse"
+
+    def parse(self, payload: Mapping[str, Any]) -> HookCall:
+        return self.tool_event(payload, EVENT, ("agent_id", "agent_type"))
+
+    def mode_hint(self, hook: HookCall) -> ModeHint | None:
+        return self.permission_mode_hint(hook)
+
+    def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
+        out: dict[str, Any] = {
+            "hookEventName": EVENT,
+            "permissionDecision": self.answered(verdict, hook),
+            "permissionDecisionReason": self.reason(verdict, hook),
+        }
+        if verdict.action.value == "allow_confined":
+            out["permissionDecision"] = "allow"
+            out["updatedInput"] = rewritten_input(hook, verdict)
+        return HookAnswer.json({"hookSpecificOutput": out})
+
+    def post_answer(self, message: str | None) -> HookAnswer:
+        if message is None:
+            return HookAnswer(0)
+        # "block" in a PostToolUse answer hands the reason to the model (the tool already ran)
+        return HookAnswer.json({
+            "decision": "block",
+            "reason": message,
+            "systemMessage": message,
+            "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": message},
+        })
+
+    def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
+        base = project if scope == "project" else home
+        return base / ".claude" / "settings.json"
+
+    def add_entry(self, settings: dict[str, Any], command: str) -> None:
+        from guard.planning.host import CLAUDE_CODE_EVENTS, planning_command
+
+        add_nested(
+            settings,
+            EVENT,
+            {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30}]},
+        )
+        # every result, so that a tool that ran without the PreToolUse decision is caught
+        add_nested(
+            settings,
+            "PostToolUse",
+            {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30}]},
+        )
+        # the planning side: the mode and plan file told at each turn, ExitPlanMode handled
+        planning = planning_command(command)
+        if planning is None:
+            return
+        handler = {"type": "command", "command": planning, "timeout": 30}
+        add_groups(settings, CLAUDE_CODE_EVENTS, handler)
+
+    def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
+        return find_nested(settings, (EVENT,))
+
+    def remove_entries(self, settings: dict[str, Any]) -> int:
+        return remove_nested(settings, PLANNING_EVENTS)
+
+
+ADAPTER = ClaudeCode()

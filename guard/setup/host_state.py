@@ -1,0 +1,162 @@
+"""Will the host really run guard's hook? Each host's own reasons to skip it silently.
+
+* Codex 0.171: hook trust (``[hooks.state]`` in the user's config.toml) and,
+  for a project hook, project trust (:mod:`guard.setup.codex_trust`).
+* Gemini CLI 0.61: project hooks load only in a trusted workspace
+  (:func:`guard.hooks.gemini.workspace_trust`).
+* Every host: a settings file another tool rewrote after ``guard install``
+  (guard remembers what it wrote in ``<data>/hosts.json`` and compares).
+
+``install`` calls :func:`after_install` (write the trust the user asked for)
+and :func:`skip_reasons` (check it); ``guard doctor`` calls :func:`skip_reasons`
+and :func:`rewritten`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from guard import hosts
+from guard.hooks.front_door import adapter_for
+from guard.hooks.gemini import workspace_trust
+from guard.hooks.settings_file import SettingsError, read_settings
+from guard.paths import data_dir
+from guard.setup import codex_trust
+
+REGISTRY = "hosts.json"
+
+
+def _registry_path() -> Path:
+    return data_dir() / REGISTRY
+
+
+def _load() -> list[dict[str, Any]]:
+    try:
+        data = json.loads(_registry_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+
+
+def _save(entries: list[dict[str, Any]]) -> None:
+    path = _registry_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".hosts.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(entries, fh, indent=2)
+    os.replace(tmp, path)
+
+
+def remember(host: str, scope: str, path: Path, command: str, *, created: bool = False) -> None:
+    """Record what ``guard install`` wrote, so doctor can tell when someone rewrote it;
+    ``created``: the file did not exist before guard's first install (kept on a re-install,
+    so that ``guard uninstall`` removes the file rather than leave ``{}``)."""
+    entries = _load()
+    mine = [e for e in entries if (e.get("host"), e.get("path")) == (host, str(path))]
+    if mine:
+        created = mine[-1].get("created") is True
+    entries = [e for e in entries if e not in mine]
+    entries.append(
+        {"host": host, "scope": scope, "path": str(path), "command": command, "created": created}
+    )
+    _save(entries)
+
+
+def created(host: str, path: Path) -> bool:
+    """Whether guard's install created ``path`` (see :func:`remember`)."""
+    return any(
+        (e.get("host"), e.get("path")) == (host, str(path)) and e.get("created") is True
+        for e in _load()
+    )
+
+
+def forget(host: str, scope: str, path: Path) -> None:
+    entries = _load()
+    kept = [e for e in entries if (e.get("host"), e.get("path")) != (host, str(path))]
+    if kept != entries:
+        _save(kept)
+
+
+def remembered(host: str, path: Path) -> str | None:
+    """The hook command ``guard install`` last wrote into ``path`` for ``host``."""
+    for e in _load():
+        if (e.get("host"), e.get("path")) == (host, str(path)) and isinstance(e.get("command"),
+                                                                               str):
+            return str(e["command"])
+    return None
+
+
+def after_install(host: str, scope: str, path: Path, project: Path) -> list[str]:
+    """Make the host run the hook just written (Codex: trust). What was done."""
+    if host != hosts.CODEX.name:
+        return []
+    hooks = codex_trust.our_hooks(path, read_settings(path))
+    return codex_trust.trust(hooks, project if scope == "project" else None)
+
+
+def before_uninstall(host: str, path: Path) -> list[str]:
+    """Keys of the host state guard wrote for the entries about to be removed."""
+    if host != hosts.CODEX.name:
+        return []
+    return [h.key for h in codex_trust.our_hooks(path, read_settings(path))]
+
+
+def after_uninstall(host: str, keys: list[str]) -> list[str]:
+    if host != hosts.CODEX.name or not keys:
+        return []
+    return codex_trust.untrust(keys)
+
+
+def skip_reasons(host: str, scope: str, path: Path, project: Path) -> list[str]:
+    """Every reason the host would not run guard's hook wired in ``path``: [] when it will."""
+    if host == hosts.CODEX.name:
+        try:
+            settings = read_settings(path)
+        except SettingsError as exc:
+            return [str(exc)]
+        hooks = codex_trust.our_hooks(path, settings)
+        if not hooks:
+            return [f"no guard entry in {path}"]
+        return [f"wired, but Codex will skip it: {why}" for why in
+                codex_trust.skip_reasons(hooks, project if scope == "project" else None)]
+    if host == hosts.GEMINI.name and scope == "project":
+        trusted, why = workspace_trust(project)
+        if not trusted:
+            return [f"wired, but Gemini will skip it: workspace not trusted ({why})"]
+    return []
+
+
+def rewritten(host: str, path: Path, settings: Mapping[str, Any]) -> str | None:
+    """Why the file no longer holds what ``guard install`` wrote, or None when it does."""
+    command = remembered(host, path)
+    if command is None or host == hosts.OPENCODE.name:
+        return None
+    expected: dict[str, Any] = {}
+    adapter_for(host).add_entry(expected, command)
+    hooks = settings.get("hooks")
+    hooks = hooks if isinstance(hooks, Mapping) else {}
+    for event, items in expected.get("hooks", {}).items():
+        actual = hooks.get(event)
+        actual = actual if isinstance(actual, list) else []
+        for item in items:
+            if item in actual:
+                continue
+            if command in json.dumps(actual):
+                return (f"another tool rewrote {path}: guard's {event} entry was changed"
+                        f" (now {_ours_in(actual, command)}); run guard install {host} again")
+            return (f"another tool rewrote {path}: guard's {event} entry is gone;"
+                    f" run guard install {host} again")
+    return None
+
+
+def _ours_in(items: list[Any], command: str) -> str:
+    for item in items:
+        if command in json.dumps(item):
+            text = json.dumps(item, ensure_ascii=False)
+            return text if len(text) < 200 else text[:197] + "..."
+    return "?"

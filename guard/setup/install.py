@@ -1,0 +1,202 @@
+"""Wire guard into a host's settings file, and take it out again.
+
+* Idempotent: installing twice leaves one entry; an entry of ours with an
+  old command (a moved venv) is replaced, not duplicated.
+* Keeps every other key and every other hook, in order.
+* Atomic with a backup: the old file is copied to ``<file>.guard-backup``
+  first, the new one is written to a temporary file in the same directory,
+  flushed, and renamed over the old one. A file guard cannot parse is never
+  touched; the error names it, the place, and the fix.
+* Uninstall puts back what install found: a file guard created goes (no ``{}``
+  left, no backup), a file guard found gets its very bytes back from the backup
+  when nothing else changed since; otherwise only guard's entries are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from guard import hooks, hosts
+from guard.hooks import opencode
+from guard.hooks.adapter import HostAdapter, Scope
+from guard.hooks.front_door import adapter_for
+from guard.hooks.settings_file import (
+    BACKUP_SUFFIX,
+    Change,
+    SettingsError,
+    read_settings,
+    replace_file,
+    write_settings,
+)
+from guard.paths import find_worktree
+from guard.setup import host_state
+
+
+def hook_command(
+    host: str,
+    *,
+    python: str | None = None,
+    agent: str | None = None,
+    policy: str | None = None,
+) -> str:
+    """The command line a host runs: absolute interpreter, isolated mode, fail closed.
+
+    It runs guard's stdlib-only hook client, which asks the warm hook daemon
+    and falls back to deciding in-process. ``-I`` keeps the project directory
+    (the hook's cwd) and ``PYTHON*`` variables off ``sys.path``, so a
+    repository cannot shadow guard with a ``guard/`` package of its own.
+    ``|| exit 2`` turns a crash before our own handler runs (missing
+    interpreter, broken install) into a block.
+    """
+    exe = os.path.abspath(python or sys.executable)
+    # the client lives with the hooks (guard's hook package), not with the installer
+    client = os.path.join(os.path.dirname(os.path.abspath(hooks.__file__)), "_client.py")
+    parts = [exe, "-I", client, host]
+    if agent:
+        parts += ["--agent", agent]
+    if policy:
+        parts += ["--policy", policy if policy.startswith("builtin:") else os.path.abspath(policy)]
+    return " ".join(shlex.quote(p) for p in parts) + " || exit 2"
+
+
+def interpreter_of(command: str) -> str | None:
+    """The interpreter path in one of our hook commands, if it has one."""
+    try:
+        words = shlex.split(command.split("||", 1)[0])
+    except ValueError:
+        return None
+    return words[0] if words and os.path.isabs(words[0]) else None
+
+
+def project_dir(cwd: str | os.PathLike[str] | None = None) -> Path:
+    start = Path(os.path.realpath(cwd if cwd is not None else os.getcwd()))
+    return find_worktree(start) or start
+
+
+def settings_file(
+    adapter: HostAdapter, scope: Scope, cwd: str | os.PathLike[str] | None = None
+) -> Path:
+    home = Path(os.path.expanduser("~"))
+    return adapter.settings_path(scope, project_dir(cwd), home)
+
+
+def _edit(
+    path: Path, adapter: HostAdapter, command: str | None, *, created: bool = False
+) -> Change:
+    before = read_settings(path)
+    after = json.loads(json.dumps(before))
+    try:
+        removed = adapter.remove_entries(after)
+        if command is not None:
+            adapter.add_entry(after, command)
+    except ValueError as exc:
+        raise SettingsError(f"{path}: {exc}; guard left it untouched") from None
+    if after == before:
+        return Change(path, False, False, 0, None, command)
+    if command is None and not after and not path.exists():
+        return Change(path, False, False, removed, None, None)
+    if command is None:
+        put_back = _put_back(path, adapter, after, removed, created)
+        if put_back is not None:
+            return put_back
+    backup = write_settings(path, after)
+    return Change(path, True, command is not None, removed, backup, command)
+
+
+def _put_back(
+    path: Path, adapter: HostAdapter, after: dict[str, Any], removed: int, created: bool
+) -> Change | None:
+    """Uninstall: the file as guard found it, when what is left is exactly that.
+
+    A file guard created that holds nothing but what an install into an empty file leaves
+    after an uninstall (``{}``, or Cursor's ``version``) is removed with guard's backup; a file
+    whose backup (the bytes before guard's install) says what is left gets those very
+    bytes back, and the backup goes. None: something else changed since, write ``after``.
+    """
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    skeleton: dict[str, Any] = {}
+    adapter.add_entry(skeleton, hook_command(adapter.name))
+    adapter.remove_entries(skeleton)
+    try:
+        if created and after in ({}, skeleton):
+            path.unlink()
+            backup.unlink(missing_ok=True)
+            return Change(path, True, False, removed, None, None,
+                          [f"removed {path}: guard had created it and nothing else is in it"])
+        saved = backup.read_bytes()
+        found = json.loads(saved)
+        if not isinstance(found, dict) or adapter.find_entries(found):
+            return None  # not what guard found: a backup of a file already wired
+        # what an install and an uninstall make of it (an emptied table dropped...)
+        adapter.add_entry(found, hook_command(adapter.name))
+        adapter.remove_entries(found)
+        if found != after:
+            return None
+        replace_file(path, saved, path.stat().st_mode & 0o7777)
+        backup.unlink()
+    except FileNotFoundError:
+        return None
+    except ValueError:  # a backup that is not JSON (or not UTF-8) says nothing
+        return None
+    except OSError as exc:
+        raise SettingsError(
+            f"{path}: cannot write: {exc.strerror or exc}; guard left it as it was"
+        ) from None
+    return Change(path, True, False, removed, None, None,
+                  ["restored the file as guard found it (its backup is removed)"])
+
+
+def install(
+    host: str,
+    scope: Scope = "project",
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    python: str | None = None,
+    agent: str | None = None,
+    policy: str | None = None,
+) -> Change:
+    """Wire the hook, then make sure the host will run it (trust) and check that it will.
+
+    The returned change lists in ``problems`` every reason the host would still
+    skip the hook; callers must not report success when it is not empty.
+    """
+    adapter = adapter_for(host)
+    command = hook_command(host, python=python, agent=agent, policy=policy)
+    if host == hosts.OPENCODE.name:
+        change = opencode.install_plugin(scope, project_dir(cwd), command)
+    else:
+        path = settings_file(adapter, scope, cwd)
+        existed = path.exists()
+        change = _edit(path, adapter, command)
+    notes = list(change.notes)
+    notes += host_state.after_install(host, scope, change.path, project_dir(cwd))
+    host_state.remember(host, scope, change.path, command,
+                        created=host != hosts.OPENCODE.name and not existed)
+    problems = host_state.skip_reasons(host, scope, change.path, project_dir(cwd))
+    return Change(change.path, change.changed or bool(notes), change.added, change.removed,
+                  change.backup, change.command, notes, problems)
+
+
+def uninstall(
+    host: str, scope: Scope = "project", *, cwd: str | os.PathLike[str] | None = None
+) -> Change:
+    adapter = adapter_for(host)
+    if host == hosts.OPENCODE.name:
+        change = opencode.uninstall_plugin(scope, project_dir(cwd))
+        host_state.forget(host, scope, change.path)
+        return change
+    path = settings_file(adapter, scope, cwd)
+    if not path.exists():
+        host_state.forget(host, scope, path)
+        return Change(path, False, False, 0, None, None)
+    before = host_state.before_uninstall(host, path)
+    change = _edit(path, adapter, None, created=host_state.created(host, path))
+    notes = [*change.notes, *host_state.after_uninstall(host, before)]
+    host_state.forget(host, scope, path)
+    return Change(change.path, change.changed or bool(notes), False, change.removed,
+                  change.backup, None, notes)
