@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Lazy imports: the hook runner, installer and doctor load when their command runs (CLI start-up).
 import os
 import sys
 from typing import Any
@@ -15,11 +16,8 @@ from guard.cli._base import print_json, warn
 from guard.cli._typer import console
 from guard.effects import GuardError, did_you_mean
 from guard.hooks import HOSTS
-from guard.hooks.front_door import decide
 from guard.paths import find_worktree, plan_dir
 from guard.probe import installation
-from guard.setup.doctor import host_checks, layer_checks
-from guard.setup.install import install, uninstall
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
 
@@ -57,6 +55,8 @@ def hook_cmd(
     agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
     policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
 ) -> None:
+    from guard.hooks.front_door import decide
+
     answer = decide(host, sys.stdin.buffer.read(), agent=agent, policy=policy)
     sys.stdout.write(answer.stdout)
     sys.stderr.write(answer.stderr)
@@ -100,6 +100,8 @@ def install_cmd(
     policy: str | None = typer.Option(None, "--policy", help="pin a policy file or builtin:NAME"),
     as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
 ) -> None:
+    from guard.setup.install import install
+
     scope = _scope(project, user, host)
     change = install(
         host, "user" if scope == "user" else "project", agent=agent, policy=policy
@@ -184,6 +186,8 @@ def uninstall_cmd(
     user: bool = typer.Option(False, "--user", help="your user-wide settings"),
     as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
 ) -> None:
+    from guard.setup.install import uninstall
+
     scope = _scope(project, user, host)
     change = uninstall(host, "user" if scope == "user" else "project")
     if as_json:
@@ -236,6 +240,8 @@ def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
 def doctor_cmd(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
+    from guard.setup.doctor import host_checks, layer_checks
+
     hosts = host_checks()
     layers = layer_checks()
     if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Lazy imports: the MCP proxy loads when `guard mcp` runs (CLI start-up).
 import contextlib
 import enum
 import os
@@ -14,7 +15,6 @@ import typer
 
 from guard.decide import Guard
 from guard.effects import GuardError
-from guard.mcp.proxy import McpProxy, run_proxy
 from guard.planning.owner import Owner
 from guard.planning.session import Mode, Session, SessionNotFound, state_dirs
 
@@ -151,6 +151,8 @@ def mcp_command(
     # the protocol owns the real stdout; anything else printed by accident goes to stderr
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    from guard.mcp.proxy import McpProxy, run_proxy
+
     proxy = McpProxy(
         guard,
         session,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Lazy imports: the monitor (watchdog) loads when a watch or quarantine command runs (CLI start-up).
 import json
 import re
 import signal
@@ -9,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,16 +22,10 @@ from guard.cli.options import JsonOpt, WorktreeOpt
 from guard.cli.show import print_violation
 from guard.decide import Guard
 from guard.effects import GuardError
-from guard.monitor import (
-    Monitor,
-    Notice,
-    Violation,
-    get_item,
-    list_items,
-    quarantine_root,
-    restore_item,
-)
 from guard.paths import Roots, no_worktree_note
+
+if TYPE_CHECKING:
+    from guard.monitor import Notice, Violation
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
 
@@ -173,6 +168,8 @@ def watch(
         progress.update(task, description=f"baseline: {phase}", completed=done,
                         total=total or None)
 
+    from guard.monitor import Monitor
+
     monitor = Monitor(
         g,
         agent,
@@ -231,6 +228,8 @@ def list_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """List quarantined items, oldest first: id, what happened, the original path."""
+    from guard.monitor import list_items, quarantine_root
+
     root = quarantine_root(_roots(worktree))
     items = list_items(root, session)
     if json_out:
@@ -256,6 +255,8 @@ def show_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Show one item's manifest (why it was moved, by which rule) and where its bytes are."""
+    from guard.monitor import get_item, quarantine_root
+
     item = get_item(quarantine_root(_roots(worktree)), item_id)
     data: dict[str, Any] = item.to_json()
     data["stored_path"] = str(item.stored)
@@ -297,6 +298,8 @@ def restore_cmd(
 
       guard quarantine restore <id> --to old-a.md   # next to the current version
     """
+    from guard.monitor import get_item, quarantine_root, restore_item
+
     item = get_item(quarantine_root(_roots(worktree)), item_id)
     try:
         lines = restore_item(item, to=str(to) if to else None, force=force)
