@@ -44,6 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from guard import locking
 from guard.audit import AuditError
 from guard.audit.chain import SHIPPED_CHAIN_KEYS, _chain_of, chain_lines, load_key
 from guard.paths import Roots, project_key
@@ -113,6 +114,27 @@ def encode(record: dict[str, Any]) -> bytes:
     except (TypeError, ValueError) as exc:
         raise AuditError(f"audit record cannot be encoded as JSON: {exc}") from exc
     return line.encode("utf-8", "surrogateescape") + b"\n"
+
+
+#: ``<log>.held``: the records of verdicts that could not be logged because the log stayed
+#: locked (each answered with a deny). Appended without a lock: one ``write(2)`` with
+#: ``O_APPEND`` lands whole, whoever holds the log's lock.
+HELD_SUFFIX = ".held"
+
+
+def append_held(path: Path, record: dict[str, Any], why: str) -> Path:
+    """Keep ``record`` in ``<path>.held`` with ``why`` the log refused it, taking no lock
+    (guard's data directory is out of a confined command's view, so what holds the log's
+    lock cannot stop this write). Returns the file's path; raises OSError."""
+    held = path.with_name(path.name + HELD_SUFFIX)
+    line = encode_many([{**record, "answered": "deny", "held": why}])
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(held, flags, 0o600)
+    try:
+        _write_all(fd, line)
+    finally:
+        os.close(fd)
+    return held
 
 
 def max_bytes() -> int:
@@ -284,7 +306,7 @@ class Appender:
                 self._fd = self._open()
                 self._end = -1
             fd = self._fd
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            locking.flock(fd, f"the audit log {self.path}" if self.audit else str(self.path))
             mine = os.fstat(fd)
             try:
                 st = os.stat(self.path, follow_symlinks=False)

@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from guard.audit.logfile import append
+from guard.audit import AuditError
+from guard.audit.logfile import append, append_held, default_log_path
+from guard.locking import LockTimeout
 from guard.paths import Roots
 
 
@@ -37,11 +39,26 @@ class AuditLog:
         self.path = path
 
     def write(self, record: Mapping[str, Any], roots: Roots | None = None) -> None:
+        """Append ``record``. A log that stays locked past guard's deadline raises
+        AuditError (the verdict becomes a deny) after the record is kept, lock-free, in
+        ``<log>.held`` (:func:`~guard.audit.logfile.append_held`)."""
         if self.path is None and roots is None:
             cwd = record.get("cwd")
             roots = Roots.discover(cwd if isinstance(cwd, str) and cwd else None)
+        path = self.path if self.path is not None else default_log_path(roots or Roots.discover())
         # a dict is written as is: it gets the chain keys its shipped copy carries
-        append(record if isinstance(record, dict) else dict(record), self.path, roots=roots)
+        rec = record if isinstance(record, dict) else dict(record)
+        try:
+            append(rec, path)
+        except AuditError as exc:
+            if not isinstance(exc.__cause__, LockTimeout):
+                raise
+            try:
+                held = append_held(path, rec, str(exc.__cause__))
+            except OSError as err:
+                raise AuditError(f"{exc}; nor could it be kept aside: {err}") from exc
+            raise AuditError(f"{exc}; the verdict is kept in {held} and answered with a deny") \
+                from exc
 
 
 class MemorySink:

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from guard import locking
 from guard.fleet.records import stamp
 from guard.paths import data_dir
 
@@ -210,7 +211,7 @@ class Spool:
         was (the records are counted as not shipped). Raises OSError."""
         with self._lock:
             fd = self._open()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            locking.flock(fd, f"the syslog spool {self.dir}")
             try:
                 size = os.fstat(fd).st_size
                 if self.max_bytes and size + len(lines) > self.max_bytes:

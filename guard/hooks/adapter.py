@@ -253,6 +253,12 @@ class HostAdapter(ABC):
     def remove_entries(self, settings: dict[str, Any]) -> int:
         """Remove our entries (and only ours) from parsed settings; how many were removed."""
 
+    def failing_open(self, settings: Mapping[str, Any]) -> list[str]:
+        """The events where one of our entries lacks the host's "block on failure" setting
+        (the host then runs the call when the hook times out or cannot start): none for a
+        host that has no such setting (its rule is in docs/hosts.md)."""
+        return []
+
 
 def cannot_confine(title: str) -> str:
     """Why an allow_confined verdict is a deny on a host that cannot rewrite a call."""

@@ -26,6 +26,8 @@ from guard.hooks.adapter import (
     add_groups,
     add_nested,
     find_nested,
+    is_ours,
+    nested_groups,
     remove_nested,
     rewritten_input,
 )
@@ -36,6 +38,11 @@ if TYPE_CHECKING:
 EVENT = "PreToolUse"
 #: Every event guard wires: the policy hook, and the planning side (guard.planning.host).
 PLANNING_EVENTS = (EVENT, "SessionStart", "UserPromptSubmit", "PostToolUse")
+#: The events whose hook decides (a tool call, a prompt): each handler is installed with
+#: ``"onFailure": "block"``, so that a hook that timed out, could not start or crashed
+#: blocks what it guards (Claude Code's default, "continue", lets the tool run).
+DECIDING_EVENTS = (EVENT, "UserPromptSubmit", "PostToolUse")
+ON_FAILURE = {"onFailure": "block"}
 
 
 class ClaudeCode(HostAdapter):
@@ -84,26 +91,41 @@ class ClaudeCode(HostAdapter):
         add_nested(
             settings,
             EVENT,
-            {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30}]},
+            {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30,
+                                        **ON_FAILURE}]},
         )
         # every result, so that a tool that ran without the PreToolUse decision is caught
         add_nested(
             settings,
             "PostToolUse",
-            {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30}]},
+            {"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 30,
+                                        **ON_FAILURE}]},
         )
         # the planning side: the mode and plan file told at each turn, ExitPlanMode handled
         planning = planning_command(command)
         if planning is None:
             return
         handler = {"type": "command", "command": planning, "timeout": 30}
-        add_groups(settings, CLAUDE_CODE_EVENTS, handler)
+        for event in dict.fromkeys(e for e, _ in CLAUDE_CODE_EVENTS):
+            events = tuple(p for p in CLAUDE_CODE_EVENTS if p[0] == event)
+            add_groups(settings, events,
+                       {**handler, **ON_FAILURE} if event in DECIDING_EVENTS else handler)
 
     def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
         return find_nested(settings, (EVENT,))
 
     def remove_entries(self, settings: dict[str, Any]) -> int:
         return remove_nested(settings, PLANNING_EVENTS)
+
+    def failing_open(self, settings: Mapping[str, Any]) -> list[str]:
+        return [
+            event
+            for event in DECIDING_EVENTS
+            for group in nested_groups(settings, event, "settings")
+            if isinstance(group, Mapping) and isinstance(group.get("hooks"), list)
+            for h in group["hooks"]
+            if is_ours(h) and h.get("onFailure") != "block"
+        ]
 
 
 ADAPTER = ClaudeCode()

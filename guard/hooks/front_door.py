@@ -83,8 +83,26 @@ def decide(
     ``env`` supplies $GUARD_AGENT and $GUARD_POLICY (default: this process's);
     ``cwd`` is where the hook runs, used when the payload names no cwd;
     ``client_pid`` is the hook process the host started (default: this one's parent),
-    whose ancestors tell the host agent's version.
+    whose ancestors tell the host agent's version. Every lock the call waits on shares
+    :data:`guard.locking.HOOK_BUDGET`: one held past it is a deny naming the lock.
     """
+    from guard import locking
+
+    with locking.budget(locking.HOOK_BUDGET):
+        return _decide(host, payload_text, agent=agent, policy=policy, env=env, cwd=cwd,
+                       client_pid=client_pid)
+
+
+def _decide(
+    host: str,
+    payload_text: str | bytes,
+    *,
+    agent: str | None,
+    policy: str | None,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    client_pid: int | None,
+) -> HookAnswer:
     context: dict[str, Any] = {"host": host}
     try:
         from guard.fleet.hostinfo import version_of

@@ -49,7 +49,11 @@ except ImportError:  # pragma: no cover - depends on the interpreter
         from hashlib import sha256  # type: ignore[assignment, unused-ignore]
 
 PROTOCOL = 2
-TIMEOUT = 25.0
+#: Seconds from the client's start to its answer, whoever decides (hookd or the
+#: in-process fallback): well inside the 30 s timeout ``guard install`` gives every host.
+#: Past it the answer is a block naming what did not answer. A decision itself waits
+#: on guard's locks for at most ``guard.locking.HOOK_BUDGET`` (12 s) of it.
+DEADLINE = 20.0
 STARTUP_WAIT = 5.0  # seconds to wait for a daemon that is coming up
 ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY", "GUARD_MISSED_RESTORE")
 SAME_ENV = ("HOME", "XDG_DATA_HOME", "TMPDIR", "GUARD_MANAGED_DIR")
@@ -262,6 +266,16 @@ class Refused(Exception):
     """A daemon answered but refused the call (another installation or environment)."""
 
 
+_START = 0.0  # when main() began (time.monotonic()), for DEADLINE
+
+
+def _left() -> float:
+    """Seconds left of :data:`DEADLINE`."""
+    import time
+
+    return DEADLINE - (time.monotonic() - _START) if _START else DEADLINE
+
+
 def ask_daemon(request: dict[str, object], key: str) -> dict[str, object] | None:
     """The daemon's answer, or None when no trustworthy daemon of ours answered properly.
 
@@ -282,9 +296,12 @@ def ask_daemon(request: dict[str, object], key: str) -> dict[str, object] | None
             raise Refused(f"{name} is not a socket of ours")
         import _socket
 
+        left = _left()
+        if left <= 0:
+            return None
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
-            sock.settimeout(TIMEOUT)
+            sock.settimeout(left)
             # through the checked directory descriptor: no path swap, no length limit
             sock.connect(f"/proc/self/fd/{dirfd}/{name}")
             sock.sendall(dumps(request).encode() + b"\n")
@@ -376,7 +393,7 @@ def ask_or_start(request: dict[str, object], key: str) -> dict[str, object] | No
         if reply is not None or not start_daemon(key):
             return reply
         start = time.monotonic()
-        while time.monotonic() - start < STARTUP_WAIT:
+        while time.monotonic() - start < STARTUP_WAIT and _left() > 0:
             time.sleep(0.05)
             reply = ask_daemon(request, key)
             if reply is not None:
@@ -389,6 +406,10 @@ def ask_or_start(request: dict[str, object], key: str) -> dict[str, object] | No
 
 
 def main(argv: list[str]) -> int:
+    global _START
+    import time
+
+    _START = time.monotonic()
     payload = sys.stdin.buffer.read()
     trace = os.environ.get("GUARD_HOOK_TRACE") == "1"
     use_daemon = os.environ.get("GUARD_HOOK_DAEMON", "1") != "0"
@@ -416,12 +437,20 @@ def main(argv: list[str]) -> int:
             return int(str(reply["exit_code"]))
     import subprocess  # only on the slow path: keeps the daemon path's start cheap
 
-    proc = subprocess.run(
-        [*boot_command("guard.hooks.__main__"), *argv],
-        input=payload,
-        capture_output=True,
-        check=False,
-    )
+    try:
+        proc = subprocess.run(
+            [*boot_command("guard.hooks.__main__"), *argv],
+            input=payload,
+            capture_output=True,
+            check=False,
+            timeout=max(0.5, _left()),
+        )
+    except subprocess.TimeoutExpired:
+        sys.stderr.write(
+            f"guard (fail-closed): no decision within {DEADLINE:.0f} s (neither hookd nor"
+            " the in-process decision answered in time); the call is blocked\n"
+        )
+        return 2
     sys.stdout.buffer.write(proc.stdout)
     sys.stdout.flush()
     sys.stderr.buffer.write(proc.stderr)

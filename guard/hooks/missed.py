@@ -26,7 +26,6 @@ raised to the runner, which blocks the call.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import stat
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard import hosts
+from guard import hosts, locking
 from guard.audit.logfile import default_log_path, now_iso
 from guard.fleet.records import stamp
 from guard.fleet.syslog import ship
@@ -183,7 +182,7 @@ def transcript_results(
     # one reader at a time per session: parallel tool calls must not read a delta twice
     lock = os.open(seen.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        locking.flock(lock, f"the transcript cursor {seen}")
         return _transcript_delta(host, seen, transcript)
     finally:
         os.close(lock)

@@ -37,7 +37,7 @@ from guard.paths import Roots
 
 HASH_CAP = 1 << 20
 MAX_PATHS = 2000
-GIT_TIMEOUT = 30
+GIT_TIMEOUT = 8  # seconds: on the hook path, well inside the host's hook timeout
 SKIP = (".openoxide/plans/",)
 #: Starts known to be recorded (hookd answers many calls of one session).
 _STARTED: set[Path] = set()

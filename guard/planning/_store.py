@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from guard import locking
 
 
 def fsync_dir(directory: Path) -> None:
@@ -43,10 +44,11 @@ def atomic_write_text(path: Path, text: str, mode: int = 0o644) -> None:
 
 @contextlib.contextmanager
 def locked(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path`` (created if missing) for the block."""
+    """Hold an exclusive ``flock`` on ``lock_path`` (created if missing) for the block;
+    :class:`guard.locking.LockTimeout` when it stays held past the deadline."""
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        locking.flock(fd, str(lock_path))
         yield
     finally:
         os.close(fd)
@@ -66,7 +68,7 @@ def append_lines(path: Path, lines: list[str], *, sync: bool = True) -> None:
     data = b"".join((line.rstrip("\n") + "\n").encode("utf-8") for line in lines)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        locking.flock(fd, str(path))
         size = os.fstat(fd).st_size
         view = memoryview(data)
         try:

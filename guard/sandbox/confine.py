@@ -14,6 +14,7 @@ status reports and :func:`remove_private_tmpdir` removes a command's private
 # path imports this module to confine a shell command).
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,8 @@ def available() -> str:
 
 
 _NAMESPACES: str | None = None
+#: Seconds the namespace probe may take: it runs on the hook path, inside the host's timeout.
+PROBE_TIMEOUT = 8.0
 #: Test seam: a non-empty value makes this process act as if namespaces were unavailable
 #: (said as such, loudly, wherever the fallback is said). Used by the tests of the
 #: Landlock-only fallback on machines where namespaces work; a user may set it to run the
@@ -102,7 +105,7 @@ def namespaces_unavailable() -> str:
         try:
             proc = subprocess.run(
                 [sys.executable, "-E", "-s", "-S", HELPER, "--probe"],
-                capture_output=True, text=True, timeout=60, check=False,
+                capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False,
             )  # fmt: skip
             out = proc.stdout.strip() or proc.stderr.strip()
             _NAMESPACES = "" if proc.returncode == 0 else (out or f"probe exited {proc.returncode}")
@@ -126,16 +129,39 @@ FALLBACK = (
 )
 
 
-def audit_key_dirs() -> list[str]:
-    """The directory of this installation's audit key (the key made first when missing,
-    so that it cannot appear later in a view that did not cover it); none when it
-    cannot be made (then no writer can make it either)."""
-    from guard.audit import AuditError, chain
+#: guard's state under its data directory, made before a command is confined so that none
+#: can appear later in a view that did not cover it (the audit logs and key, sessions,
+#: bindings, the missed-call store, the syslog spool, hookd's run directory, caches).
+STATE_DIRS = ("audit", "keys", "sessions", "bindings", "missed", "spool", "run", "cache",
+              "monitor", "quarantine")
+#: The one part of the data directory a confined command sees: the plan files of
+#: projects outside version control (the global fallback).
+VISIBLE = "plans"
 
-    try:
-        return [str(chain.load_key_path().parent)]
-    except (AuditError, OSError):
-        return []
+
+def hidden_state(worktree: str | None = None) -> list[str]:
+    """What a confined command must not see: every entry of guard's data directory but
+    :data:`VISIBLE` (its :data:`STATE_DIRS` and the audit key made first), and the
+    sessions of ``worktree`` (``<worktree>/.openoxide/sessions``). Covered, nothing there
+    can be read or locked from inside: no lock a hook waits on is the command's to hold."""
+    from guard.audit import AuditError, chain
+    from guard.paths import data_dir
+
+    data = data_dir()
+    with contextlib.suppress(OSError):  # what cannot be made here no writer can make either
+        data.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for name in STATE_DIRS:
+            (data / name).mkdir(exist_ok=True, mode=0o700)
+    with contextlib.suppress(AuditError, OSError):
+        chain.load_key_path()  # the key itself, so that its directory holds it
+    out: list[str] = []
+    with contextlib.suppress(OSError):
+        out += sorted(str(data / n) for n in os.listdir(data) if n != VISIBLE)
+    if worktree:
+        sessions = os.path.join(worktree, ".openoxide", "sessions")
+        if os.path.isdir(sessions):
+            out.append(sessions)
+    return out
 
 
 def helper_argv(
@@ -157,10 +183,11 @@ def helper_argv(
     """The argv that runs ``command`` under this helper. ``isolate``: in namespaces;
     ``walls`` (default: ``isolate``): the process and IPC walls of seccomp and Landlock;
     ``sockets``: pathname Unix sockets the command may reach; ``hide``: paths covered in
-    the namespaces' view (default: the directory of guard's audit key, made first, so
-    that the command can never read the key that chains the audit log)."""
+    the namespaces' view (default: guard's data directory but its plans,
+    :func:`hidden_state`, so that the command can neither read guard's state nor hold a
+    lock guard waits on)."""
     argv = [python or sys.executable, "-E", "-s", "-S", HELPER]
-    for h in audit_key_dirs() if hide is None else hide:
+    for h in hidden_state() if hide is None else hide:
         argv += ["--hide", h]
     for p in plans:
         argv += ["--plans", p]
@@ -195,6 +222,7 @@ def wrap_command(
     isolate: bool = True,
     sockets: Sequence[str] = (),
     egress: Sequence[str] = (),
+    worktree: str | None = None,
 ) -> str:
     """The shell text a host runs instead of ``command`` so that it runs confined.
 
@@ -206,7 +234,8 @@ def wrap_command(
     Landlock-only fallback, with the walls). ``sockets``: pathname Unix sockets the
     command may reach. ``egress``: the egress proxy's flag (``EgressSpec.to_argv()``):
     the helper serves it for the command, which gets the proxy variables (namespaces
-    only). ``shell``: the argv prefix that runs the text (default:
+    only). ``worktree``: the worktree whose sessions are hidden too (with guard's data
+    directory, :func:`hidden_state`). ``shell``: the argv prefix that runs the text (default:
     ``bash -c``). The inner shell receives exactly ``command`` as one argument;
     every word is single-quoted. Raises ValueError for a command the kernel cannot
     pass on (a NUL character).
@@ -223,7 +252,7 @@ def wrap_command(
     argv = helper_argv(
         [*shell, command], plans=roots_plans, writable=roots, tmpdir=tmpdir,
         private_tmp=tmpdir is None, isolate=isolate, walls=not walls_off(),
-        sockets=sockets, python=python,
+        sockets=sockets, python=python, hide=hidden_state(worktree),
         extra=egress if isolate else (),
     )  # fmt: skip
     return " ".join(shlex.quote(a) for a in argv)

@@ -156,9 +156,10 @@ class ShellConfiner:
 
             spec = EgressSpec(agent, os.path.abspath(cwd), policy_of(guard), "hook")
             egress = spec.to_argv()
+        worktree = guard.roots.worktree
         return wrap_command(
             command, plans=[str(guard.roots.plans)], cwd=cwd, isolate=not spaces,
-            sockets=sockets, egress=egress,
+            sockets=sockets, egress=egress, worktree=str(worktree) if worktree else None,
         )  # fmt: skip
 
     @staticmethod

@@ -126,6 +126,10 @@ def helper_command(
         walls=walls,
         sockets=plan.sockets if walls else (),
         extra=extra,
+        # guard's state out of view; in plan mode the worktree's sessions too
+        hide=confine.hidden_state(
+            str(plan.worktree) if plan.worktree is not None and plan.mode == "plan" else None
+        ),
     )
 
 

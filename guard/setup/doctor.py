@@ -129,6 +129,7 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
             name = f"{host} ({scope})"
             extra: dict[str, Any] = {"host": host, "scope": scope, "path": str(path)}
             rewritten: str | None = None
+            lax: list[str] = []
             try:
                 if host == hosts.OPENCODE.name:
                     command, problem = opencode.installed_command(path)
@@ -140,6 +141,7 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
                     settings = read_settings(path)
                     commands = sorted(set(adapter.find_entries(settings)))
                     rewritten = host_state.rewritten(host, path, settings)
+                    lax = adapter.failing_open(settings)
             except Exception as exc:
                 checks.append(Check(name, "broken", str(exc), extra))
                 continue
@@ -155,6 +157,12 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
             fix = f"guard install {host} --{sc}"
             results = [check_command(c, fix) for c in commands]
             bad = [d for s, d in results if s != "ok"]
+            if lax:
+                bad.append(
+                    f"guard's hook on {', '.join(dict.fromkeys(lax))} lacks \"onFailure\":"
+                    f" \"block\": {adapter.title} runs the call when that hook times out or"
+                    f" cannot start; run `{fix}`"
+                )
             if bad:
                 checks.append(Check(name, "broken", f"{path}: " + "; ".join(bad), extra))
                 continue

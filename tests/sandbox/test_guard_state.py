@@ -1,0 +1,140 @@
+"""Attack: a confined command holds a lock guard waits on, and every hook hangs.
+
+Issue 39's reproduction: a plan-mode command (the Claude Code hook's rewrite, run with
+``bash -c`` as the host runs it, and ``guard run``) opens guard's audit log read-only,
+takes its ``flock`` and sleeps; each hook call then waited on that lock with no limit,
+the host's hook timed out and the tool ran. Under confinement guard's whole data
+directory (but the fallback plans) and the worktree's sessions are out of view, so
+the command can neither read nor lock any of guard's state; the same command without
+guard can (the control). Run as root and as uid 65534.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sandbox_support import needs_landlock
+from unprivileged import USERS, as_user, chown_tree, require_unprivileged
+from walls_support import DOORS, Project, bare, confined, hook_answer, py, run_project
+
+pytestmark = needs_landlock
+
+STATE = ("audit", "keys", "sessions", "bindings", "missed", "spool", "run")
+
+
+@pytest.fixture(params=USERS)
+def proj(request: pytest.FixtureRequest) -> Iterator[Project]:
+    if request.param != "root":
+        require_unprivileged()
+    yield from run_project(str(request.param))
+
+
+def data_dir(proj: Project) -> Path:
+    return proj.home / ".local" / "share" / "openoxide"
+
+
+def lock_probe(targets: dict[str, str]) -> str:
+    """A command that opens each target read-only and tries to lock it (or lists it,
+    for a directory), printing {name: "locked" | "listed" | errno name}."""
+    return py(f"""
+import errno, fcntl, json, os
+out = {{}}
+for name, path in {json.dumps(targets)}.items():
+    try:
+        if os.path.isdir(path):
+            entries = os.listdir(path)
+            out[name] = "listed" if entries else "empty"
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        out[name] = "locked"
+    except OSError as exc:
+        out[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+print(json.dumps(out))
+""")
+
+
+def outcome(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert lines, f"no result: {proc.stdout!r} {proc.stderr!r}"
+    result: dict[str, str] = json.loads(lines[-1])
+    return result
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_attack_confined_command_cannot_read_or_lock_guards_state(
+    proj: Project, door: str
+) -> None:
+    hook_answer(proj, "ls")  # a hook call: the audit log and its key exist
+    data = data_dir(proj)
+    logs = sorted((data / "audit").glob("*.jsonl"))
+    assert logs, "the hook wrote no audit log"
+    session = proj.root / ".openoxide" / "sessions" / "s1"
+    session.mkdir(parents=True)
+    (session / "lock").write_text("")
+    (data / "plans").mkdir(exist_ok=True)
+    (data / "plans" / "global.md").write_text("# plan\n")
+    chown_tree(proj.base, proj.user)
+    targets = {
+        "audit_log": str(logs[0]),
+        "audit_key": str(data / "keys" / "audit.key"),
+        "session_lock": str(session / "lock"),
+        **{name: str(data / name) for name in STATE},
+    }
+    control = outcome(bare(proj, lock_probe(targets)))
+    assert control["audit_log"] == "locked" and control["session_lock"] == "locked", control
+
+    result = outcome(confined(proj, door, lock_probe({**targets,
+                                                       "plans": str(data / "plans")})))
+    for name in ("audit_log", "audit_key", "session_lock"):
+        assert result[name] in ("ENOENT", "EACCES"), (name, result)
+    for name in STATE:
+        assert result[name] in ("empty", "EACCES"), (name, result)
+    assert result["plans"] == "listed", result  # the global fallback's plans stay in view
+    # and guard still answers: the log it writes is the one the command could not lock
+    before = logs[0].stat().st_size
+    assert hook_answer(proj, "ls")["permissionDecision"] == "allow"
+    assert logs[0].stat().st_size > before
+
+
+def test_a_held_audit_log_costs_a_deny_not_an_answer_given_late(proj: Project) -> None:
+    """The Landlock-only fallback cannot cover the data directory: a process that holds the
+    audit log's lock there makes the hook answer a deny naming the lock, in time, and the
+    verdict is kept beside the log; nothing blocks the host's timeout."""
+    hook_answer(proj, "ls")
+    log = sorted((data_dir(proj) / "audit").glob("*.jsonl"))[0]
+    holder = subprocess.Popen(
+        as_user(proj.user, ["python3", "-c",
+                            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY);"
+                            " fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True);"
+                            " time.sleep(600)", str(log)]),
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        payload = {
+            "session_id": "0b7c6f2e-0000-4000-8000-000000000003", "cwd": str(proj.root),
+            "permission_mode": "plan", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": "ls"}, "tool_use_id": "toolu_01HELD",
+            "transcript_path": str(proj.base / "transcript.jsonl"),
+        }  # fmt: skip
+        from walls_support import install_hook
+
+        proc = subprocess.run(
+            as_user(proj.user, ["/bin/sh", "-c", install_hook(proj)]),
+            input=json.dumps(payload), cwd=proj.root, env={**proj.env, "GUARD_AGENT": "plan"},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "stayed locked" in proc.stderr and str(log) in proc.stderr, proc.stderr
+    assert "held by pid" in proc.stderr, proc.stderr
+    held = log.with_name(log.name + ".held")
+    kept = [json.loads(x) for x in held.read_text().splitlines()]
+    assert kept[-1]["tool_use_id"] == "toolu_01HELD" and kept[-1]["answered"] == "deny"
