@@ -139,9 +139,9 @@ def test_a_free_lock_is_taken_at_once_and_a_held_one_names_its_holder(tmp_path: 
     try:
         locking.flock(fd, "f")  # free: taken
         fcntl.flock(fd, fcntl.LOCK_UN)
-        with held(path) as holder, locking.budget(0.2):
-            with pytest.raises(locking.LockTimeout) as info:
-                locking.flock(fd, "the file f")
+        with held(path) as holder, locking.budget(0.2), \
+                pytest.raises(locking.LockTimeout) as info:
+            locking.flock(fd, "the file f")
         assert f"held by pid {holder.pid}" in str(info.value)
         assert "the file f stayed locked" in str(info.value)
     finally:
