@@ -10,15 +10,17 @@ daemon runs, the client starts one and asks it once it is up (at most
 :data:`STARTUP_WAIT` seconds); when no trustworthy daemon answers, the call is
 decided in-process. Every failure exits 2, which hosts treat as a block.
 
-One daemon per installation. The installation is the guard package this file
-belongs to (its resolved path), its version, the interpreter's prefix and a
-fingerprint of its code and shipped policies (path, inode, size, mtime and
-ctime of every ``.py``/``.toml``/``.json`` file in the package). The socket,
-lock and pid file are named by a hash of that identity, and every request
-carries the identity in full: the daemon refuses a client of another
-installation, and the client accepts only an answer that names its own
-installation. A daemon and the in-process fallback import guard from this
-file's own package, whatever else the interpreter could import.
+One daemon per installation and deciding environment. The installation is the
+guard package this file belongs to (its resolved path), its version, the
+interpreter's prefix and a fingerprint of its code and shipped policies (path,
+inode, size, mtime and ctime of every ``.py``/``.toml``/``.json`` file in the
+package); the environment is every variable that changes a decision made in the
+deciding process (:func:`decision_env`). The socket, lock and pid file are named
+by a hash of that identity, and every request carries the identity in full: the
+daemon refuses a client of another installation or environment, and the client
+accepts only an answer that names its own installation. A daemon and the
+in-process fallback import guard from this file's own package, whatever else the
+interpreter could import.
 
 Trust: the run directory must be a directory owned by this user that nobody
 else can write, the socket a socket owned by this user; the daemon checks the
@@ -55,8 +57,19 @@ PROTOCOL = 2
 #: on guard's locks for at most ``guard.locking.HOOK_BUDGET`` (12 s) of it.
 DEADLINE = 20.0
 STARTUP_WAIT = 5.0  # seconds to wait for a daemon that is coming up
+#: Variables each call brings with it: hookd decides the call with the client's values.
 ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY", "GUARD_MISSED_RESTORE")
-SAME_ENV = ("HOME", "XDG_DATA_HOME", "TMPDIR", "GUARD_MANAGED_DIR")
+#: The client's and the daemon's own switches: they change no decision.
+CLIENT_KEYS = ("GUARD_HOOK_TRACE", "GUARD_HOOK_DAEMON", "GUARD_HOOKD_IDLE")
+#: Variables a decision reads from the deciding process's own environment (where guard's
+#: data and configuration are, which shell and programs a confined command finds, what
+#: the host says of itself, what is loaded into the process), by name and by prefix.
+#: hookd is started by whichever client finds none running, with that client's
+#: environment (an agent's build-mode command can be that client): it serves only
+#: clients whose values of all of these equal its own (:func:`decision_env`), and its
+#: socket is named by them, so each environment has its own daemon.
+SAME_ENV = ("HOME", "TMPDIR", "PATH", "CLAUDE_CODE_ENTRYPOINT")
+SAME_PREFIXES = ("GUARD_", "XDG_", "LD_", "CODEX_", "GEMINI_")
 FINGERPRINTED = (".py", ".toml", ".json", ".typed")
 
 
@@ -195,13 +208,28 @@ def fingerprint() -> str:
     return str(sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest())
 
 
+def decision_env(environ: "dict[str, str] | None" = None) -> dict[str, str]:
+    """The variables of ``environ`` (default: this process's) that change a decision made
+    in this process (:data:`SAME_ENV`, :data:`SAME_PREFIXES`), sorted by name."""
+    env = os.environ if environ is None else environ
+    return {
+        k: env[k]
+        for k in sorted(env)
+        if (k in SAME_ENV or k.startswith(SAME_PREFIXES))
+        and k not in ENV_KEYS and k not in CLIENT_KEYS
+    }
+
+
 def identity() -> dict[str, str]:
-    """Who this installation is, as both ends of the socket compare it."""
+    """Who this installation is, and in which environment it decides, as both ends of the
+    socket compare it."""
+    env = dumps(decision_env(), sort_keys=True).encode("utf-8", "surrogateescape")
     return {
         "package": PACKAGE,
         "version": version(),
         "prefix": os.path.realpath(sys.prefix),
         "fingerprint": fingerprint(),
+        "env": str(sha256(env).hexdigest())[:32],
     }
 
 
@@ -328,6 +356,38 @@ def ask_daemon(request: dict[str, object], key: str) -> dict[str, object] | None
     return reply
 
 
+def ask_status(name: str) -> dict[str, object] | None:
+    """What the daemon answering on ``name`` (a socket in the run directory) decides with:
+    its pid, test switches, walls and environment (``guard doctor``); None when no
+    trustworthy daemon answered."""
+    dirfd = open_run_dir()
+    if dirfd is None:
+        return None
+    try:
+        st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+            return None
+        import _socket
+
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            sock.settimeout(10.0)
+            sock.connect(f"/proc/self/fd/{dirfd}/{name}")
+            sock.sendall(dumps({"v": PROTOCOL, "status": True}).encode() + b"\n")
+            sock.shutdown(_socket.SHUT_WR)
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        finally:
+            sock.close()
+        reply = loads(b"".join(chunks).decode("utf-8", "surrogateescape"))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(dirfd)
+    return reply if isinstance(reply, dict) and reply.get("status") else None
+
+
 def daemon_running(key: str) -> bool:
     """True when the installation's lock is held: a daemon runs or is starting."""
     import fcntl
@@ -422,7 +482,7 @@ def main(argv: list[str]) -> int:
             "id": ident,
             "argv": argv,
             "env": {k: os.environ[k] for k in ENV_KEYS if k in os.environ},
-            "same_env": {k: os.environ.get(k) for k in SAME_ENV},
+            "same_env": decision_env(),
             "cwd": os.getcwd(),
             "payload": payload.decode("utf-8", "surrogateescape"),
             "digest": sha256(payload).hexdigest(),

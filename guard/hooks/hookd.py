@@ -58,7 +58,7 @@ from typing import Any
 
 from guard.hooks.hookclient import (
     PROTOCOL,
-    SAME_ENV,
+    decision_env,
     files,
     identity,
     key_of,
@@ -84,7 +84,7 @@ class Server(socketserver.UnixStreamServer):
     def __init__(self, path: str, ident: dict[str, str]) -> None:
         super().__init__(path, Handler)
         self.ident = ident
-        self.env = {k: os.environ.get(k) for k in SAME_ENV}
+        self.env = decision_env()
         self.last = time.monotonic()
         self.stopping = False
         self._done = threading.Event()
@@ -138,6 +138,20 @@ class Handler(socketserver.StreamRequestHandler):
         self.wfile.write(json.dumps(reply).encode() + b"\n")
         self.server.last = time.monotonic()
 
+    def status(self) -> dict[str, Any]:
+        """What this daemon decides with (``guard doctor``): its test switches and the walls
+        and namespaces a command it confines gets, and its deciding environment."""
+        from guard.sandbox import confine
+
+        return {
+            "status": True,
+            "exit_code": 2,
+            "switches": confine.test_switches(),
+            "walls": confine.walls_off(),
+            "namespaces": confine.namespaces_unavailable(),
+            "env": self.server.env,
+        }
+
     def refuse(self, why: str) -> dict[str, Any]:
         return {"retry": True, "exit_code": 2, "why": why}
 
@@ -146,6 +160,8 @@ class Handler(socketserver.StreamRequestHandler):
             req = json.loads(data)
             if not isinstance(req, dict) or req.get("v") != PROTOCOL:
                 return self.refuse("another protocol")
+            if req.get("status"):
+                return self.status()
             if self.server.stopping:
                 return self.refuse("stopping")
             theirs = req.get("id")
@@ -154,13 +170,16 @@ class Handler(socketserver.StreamRequestHandler):
             mine = self.server.ident
             if any(theirs.get(k) != mine[k] for k in ("package", "version", "prefix")):
                 return self.refuse("another installation")
+            same = req.get("same_env")
+            if theirs.get("env") != mine["env"] or same != self.server.env:
+                differ = sorted(k for k in {*(same or {}), *self.server.env}
+                                if (same or {}).get(k) != self.server.env.get(k))
+                return self.refuse(f"another environment ({', '.join(differ) or 'its digest'}"
+                                   " differs from hookd's)")
             if theirs.get("fingerprint") != mine["fingerprint"]:
                 if identity()["fingerprint"] != mine["fingerprint"]:
                     self.server.stopping = True  # our code or policies changed: stop now
                 return self.refuse("another fingerprint")
-            same = req.get("same_env") or {}
-            if any(same.get(k) != self.server.env[k] for k in SAME_ENV):
-                return self.refuse("another environment")
             from guard.hooks.__main__ import parse_args
             from guard.hooks.front_door import decide
 

@@ -69,15 +69,34 @@ def available() -> str:
 _NAMESPACES: str | None = None
 #: Seconds the namespace probe may take: it runs on the hook path, inside the host's timeout.
 PROBE_TIMEOUT = 8.0
-#: Test seam: a non-empty value makes this process act as if namespaces were unavailable
-#: (said as such, loudly, wherever the fallback is said). Used by the tests of the
-#: Landlock-only fallback on machines where namespaces work; a user may set it to run the
-#: fallback deliberately, and a policy's ``require`` still refuses it.
-NO_NAMESPACES_ENV = "GUARD_TEST_NO_NAMESPACES"
-#: Test seam: a non-empty value drops the process and IPC walls (seccomp: prlimit, signals
-#: and scheduling of other processes) from the shell commands the hooks confine, so that a
-#: test can prove what the layers above the kernel catch (tests/e2e/test_claude_code_missed.py).
-NO_WALLS_ENV = "GUARD_TEST_NO_WALLS"
+#: The walls' test switches (:func:`set_test_switches`). Never read from the environment:
+#: a hook, hookd and ``guard run`` inherit theirs from whoever started them (an agent's
+#: build-mode command can start hookd), so a seam there would let one command switch
+#: the walls off for every later plan-mode command. Only a test-only entry point, a
+#: Python caller inside the process, sets them (tests/switched.py).
+NO_NAMESPACES = "no-namespaces"
+#: Drops the process and IPC walls (seccomp: prlimit, signals and scheduling of other
+#: processes) from the shell commands the hooks confine, so that a test can prove what the
+#: layers above the kernel catch (tests/e2e/test_claude_code_missed.py).
+NO_WALLS = "no-walls"
+TEST_SWITCHES = (NO_NAMESPACES, NO_WALLS)
+_switches: frozenset[str] = frozenset()
+
+
+def set_test_switches(*names: str) -> None:
+    """Turn the named test switches on in this process (and off the others): namespaces
+    treated as unavailable (the Landlock-only fallback), the walls off. For tests only;
+    said loudly wherever they act, and a policy's ``require`` still refuses them."""
+    global _switches
+    unknown = [n for n in names if n not in TEST_SWITCHES]
+    if unknown:
+        raise ValueError(f"unknown test switch {unknown[0]!r} (known: {', '.join(TEST_SWITCHES)})")
+    _switches = frozenset(names)
+
+
+def test_switches() -> list[str]:
+    """The test switches on in this process, in :data:`TEST_SWITCHES` order."""
+    return [n for n in TEST_SWITCHES if n in _switches]
 
 
 def walls_off() -> str:
@@ -85,10 +104,10 @@ def walls_off() -> str:
     commands the hooks confine ("" when they are on). Said wherever the hook's confinement
     is described (the hook's reason, ``guard doctor``), and a policy's ``require``
     refuses to run commands without them."""
-    if os.environ.get(NO_WALLS_ENV):
+    if NO_WALLS in _switches:
         return (
-            f"the process and local-IPC walls are off (${NO_WALLS_ENV} is set): a confined"
-            " command can lower other processes' limits and create Unix sockets"
+            "the process and local-IPC walls are off (a test entry point switched them off):"
+            " a confined command can lower other processes' limits and create Unix sockets"
         )
     return ""
 
@@ -97,8 +116,8 @@ def namespaces_unavailable() -> str:
     """Why confined commands cannot run in namespaces here ("" when they can): the helper's
     own probe (``--probe``: the same calls, in a throwaway process), run once per process."""
     global _NAMESPACES
-    if os.environ.get(NO_NAMESPACES_ENV):
-        return f"namespaces are treated as unavailable (${NO_NAMESPACES_ENV} is set)"
+    if NO_NAMESPACES in _switches:
+        return "namespaces are treated as unavailable (a test entry point switched them off)"
     if _NAMESPACES is None:
         import subprocess
 

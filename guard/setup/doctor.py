@@ -18,7 +18,7 @@ from guard.decide import Guard
 from guard.hooks import HOSTS, missed, opencode
 from guard.hooks.adapter import Scope
 from guard.hooks.front_door import adapter_for
-from guard.hooks.hookclient import pid_path, socket_path, trusted
+from guard.hooks.hookclient import ask_status, decision_env, run_dir, trusted
 from guard.hooks.hookd import idle_seconds
 from guard.hooks.settings_file import read_settings
 from guard.match import engine_note
@@ -202,20 +202,48 @@ def guessed_tools(cwd: str | os.PathLike[str] | None = None, limit: int = 2000) 
                  " a host may have renamed a tool (update guard)", {"guessed": seen})
 
 
-def daemon_check() -> Check:
-    path = socket_path()
-    pidfile = pid_path()
-    lifetime = (f"it exits after {idle_seconds():g} s without a call (the hosts'"
+def daemon_checks() -> list[Check]:
+    """Every hook daemon running for this user and data directory, with the walls it gives
+    the commands it confines (asked from the daemon itself: its own switches, not this
+    shell's), and the deciding variables in which its environment differs from this one."""
+    lifetime = (f"each exits after {idle_seconds():g} s without a call (the hosts'"
                 " $GUARD_HOOKD_IDLE, default 600)")
-    try:
-        with open(pidfile) as fh:
-            pid = int(fh.read().strip())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return Check("hook daemon", "off", f"not running: the next hook call starts it; {lifetime}")
-    if not trusted(path):
-        return Check("hook daemon", "broken", f"{path} is not a socket only you own; ignored")
-    return Check("hook daemon", "ok", f"pid {pid} answers hook calls on {path}; {lifetime}")
+    run = Path(run_dir())
+    found: list[Check] = []
+    mine = decision_env()
+    for pidfile in sorted(run.glob("hookd-*.pid")) if run.is_dir() else []:
+        sock = pidfile.with_suffix(".sock")
+        try:
+            pid = int(pidfile.read_text().strip())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            continue  # a daemon that has gone: its files are swept by the next one
+        name = f"hook daemon (pid {pid})"
+        if not trusted(str(sock)):
+            found.append(Check(name, "broken", f"{sock} is not a socket only you own; ignored"))
+            continue
+        status = ask_status(sock.name)
+        if status is None:
+            found.append(Check(name, "broken", f"{sock} does not say what it decides with"))
+            continue
+        theirs = status.get("env")
+        theirs = theirs if isinstance(theirs, dict) else {}
+        differ = sorted(k for k in {*theirs, *mine} if theirs.get(k) != mine.get(k))
+        env_line = (f"started in another environment than this shell's ({', '.join(differ)}"
+                    " differ): it answers only hosts whose environment is its own"
+                    if differ else "started in this shell's environment")
+        off = [str(status[k]) for k in ("walls", "namespaces") if status.get(k)]
+        walls = "; ".join(off) if off else (
+            "the commands it confines get namespaces and the process and IPC walls")
+        broken = bool(status.get("switches")) or bool(status.get("walls"))
+        found.append(Check(name, "broken" if broken else "ok",
+                           f"answers hook calls on {sock}; {walls}; {env_line}; {lifetime}",
+                           {"pid": pid, "socket": str(sock), "switches": status.get("switches"),
+                            "env_differs": differ}))
+    if not found:
+        return [Check("hook daemon", "off",
+                      f"not running: the next hook call starts it; {lifetime}")]
+    return found
 
 
 def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
@@ -243,7 +271,7 @@ def layer_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
     else:
         checks.append(Check("kernel confinement", "off", lay.landlock))
     checks.append(namespaces_check(lay))
-    checks.append(daemon_check())
+    checks.extend(daemon_checks())
     checks.append(guessed_tools(cwd))
     checks.append(Check("monitor", "ok", lay.monitor))
     inst = probe.installation()
@@ -256,7 +284,7 @@ def namespaces_check(lay: probe.Layers | None = None) -> Check:
     """Whether confined commands run in namespaces here, or fall back to Landlock alone."""
     off = walls_off()
     if off:
-        return Check("namespaces", "broken", f"{off}; unset it for real use")
+        return Check("namespaces", "broken", f"{off}; never for real use")
 
     why = (lay or probe.layers()).namespaces
     if why:

@@ -7,11 +7,14 @@ no longer spawn a hook process. Claude Code treats a hook it cannot start as a
 non-blocking error, so the next Write lands with no decision from guard.
 
 The kernel fix (the process walls: seccomp refuses prlimit on another process, and
-a PID namespace hides it) is switched off here with the test seams
-``GUARD_TEST_NO_NAMESPACES`` and ``GUARD_TEST_NO_WALLS``, so that what is proven is
-the detection itself: once hooks run again (the harness lifts the limit when the
-scripted model receives the Write's result), the next hook call finds the Write's
-result in Claude Code's transcript without a decision record, records
+a PID namespace hides it) is switched off here with the walls' test switches (the hook
+runs through the test-only entry point tests/switched.py), and so is Claude Code's own
+fix (guard installs its hooks with ``"onFailure": "block"``: the entry here is the one
+an older guard wrote, without it), so that what is proven is the detection itself
+(tests/e2e/test_claude_code_liveness.py shows the block): once hooks run again (the
+harness lifts the limit when the scripted model receives the Write's result), the
+next hook call finds the Write's result in Claude Code's transcript without a
+decision record, records
 ``hook_missed``, refuses every further call of that session, and says what landed;
 ``guard session resume --restore`` puts it back.
 """
@@ -25,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .claude_settings import rewrite_hooks, switched_hook
 from .fake_anthropic import Script, ToolUse, conversation_text
 from .host_runs import claude_print
 from .test_claude_code_cli import (  # noqa: F401  (fixtures)
@@ -86,7 +90,8 @@ def test_write_without_the_hook_is_caught_held_and_undone(
         ToolUse("toolu_w2", "Write", {"file_path": str(repo / "src/b.py"), "content": "b\n"}),
     ]
     script = Script(steps)
-    run_env = {**env, "GUARD_TEST_NO_NAMESPACES": "1", "GUARD_TEST_NO_WALLS": "1"}
+    rewrite_hooks(repo, command=switched_hook("no-namespaces", "no-walls"), on_failure=False)
+    run_env = env
     proc = claude_print(claude, repo, run_env, script, "--permission-mode", "acceptEdits",
                         "--max-turns", "30")
     results = script.tool_results()
@@ -187,7 +192,8 @@ def test_a_forged_allow_for_the_unguarded_write_does_not_hide_it(
         ToolUse("toolu_r3", "Read", {"file_path": str(repo / "README.md")}),
     ]
     script = Script(steps)
-    run_env = {**env, "GUARD_TEST_NO_NAMESPACES": "1", "GUARD_TEST_NO_WALLS": "1"}
+    rewrite_hooks(repo, command=switched_hook("no-namespaces", "no-walls"), on_failure=False)
+    run_env = env
     proc = claude_print(claude, repo, run_env, script, "--permission-mode", "acceptEdits",
                         "--max-turns", "30")
     results = script.tool_results()

@@ -10,9 +10,11 @@ beside the log. What is asserted is the deny and the record, never a duration.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -175,3 +177,86 @@ def test_claude_code_hooks_block_when_they_fail_and_doctor_names_one_that_does_n
     path.write_text(json.dumps(settings))
     found = check()
     assert found.status == "broken" and "PreToolUse lacks \"onFailure\": \"block\"" in found.detail
+
+
+def _plan_bash(repo: Path) -> dict[str, Any]:
+    return claude_payload("Bash", {"command": "python3 -c 'print(1)'"}, repo,
+                          permission_mode="plan")
+
+
+def test_attack_build_command_restarting_hookd_with_the_test_switches_weakens_nothing(
+    repo: Path, env: dict[str, str], home: Path
+) -> None:
+    """Issue 39's reproduction: a build-mode command starts the user's hookd with the
+    variables that once switched the walls off. Later plan-mode commands still get the
+    namespaces and the walls; the poisoned daemon answers no client of another
+    environment; doctor shows each running daemon's walls and how its environment
+    differs."""
+    from guard.hooks import hookclient
+    from guard.setup.doctor import daemon_checks
+
+    env = {**env, "GUARD_HOOK_DAEMON": "1"}
+    poison = {**env, "GUARD_TEST_NO_WALLS": "1", "GUARD_TEST_NO_NAMESPACES": "1"}
+    started = subprocess.run([*hookclient.boot_command("guard.hooks.hookd"), "hookd"],
+                             env=poison, cwd=repo, timeout=120, check=False,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+    assert started.returncode == 0 or started.returncode is None
+    payload = _plan_bash(repo)
+    wait_for_hookd(repo, poison, payload)  # the poisoned daemon serves its own environment
+
+    wait_for_hookd(repo, env, payload)  # the user's hook gets a daemon of its own
+    proc = run(hosts.CLAUDE_CODE.name, repo, env, payload, GUARD_AGENT="plan")
+    assert "answered by hookd" in proc.stderr, proc.stderr
+    answer = json.loads(proc.stdout)["hookSpecificOutput"]
+    rewritten = answer["updatedInput"]["command"]
+    assert "--namespaces" in rewritten and "--walls" in rewritten, rewritten
+    assert "switched them off" not in answer["permissionDecisionReason"]
+    # even the poisoned daemon confines with every wall: nothing reads the variables
+    poisoned = run(hosts.CLAUDE_CODE.name, repo, poison, payload, GUARD_AGENT="plan")
+    assert "answered by hookd" in poisoned.stderr, poisoned.stderr
+    rewritten = json.loads(poisoned.stdout)["hookSpecificOutput"]["updatedInput"]["command"]
+    assert "--namespaces" in rewritten and "--walls" in rewritten, rewritten
+
+    daemons = [c for c in daemon_checks() if c.name.startswith("hook daemon (pid")]
+    assert len(daemons) == 2, [c.detail for c in daemons]
+    assert all(c.status == "ok" and "get namespaces and the process and IPC walls" in c.detail
+               for c in daemons), [c.detail for c in daemons]
+    differing = [c for c in daemons if c.extra["env_differs"]]
+    assert [c.extra["env_differs"] for c in differing] == [
+        ["GUARD_TEST_NO_NAMESPACES", "GUARD_TEST_NO_WALLS"]], [c.detail for c in daemons]
+
+
+def test_hookd_refuses_a_client_of_another_deciding_environment(
+    repo: Path, env: dict[str, str]
+) -> None:
+    """A request naming hookd's installation but another environment (a variable that
+    changes a decision differs) is refused; the client then decides in-process."""
+    import socket
+
+    from guard.hooks import hookclient
+
+    env = {**env, "GUARD_HOOK_DAEMON": "1"}
+    payload = PAYLOADS[hosts.CLAUDE_CODE.name](repo)
+    wait_for_hookd(repo, env, payload)
+    [sock] = (Path(env["HOME"]) / ".local/share/openoxide/run").glob("hookd-*.sock")
+    code = (
+        "import json, sys; from guard.hooks import hookclient as hc;"
+        "ident = hc.identity(); same = hc.decision_env();"
+        "print(json.dumps([ident, same]))"
+    )
+    out = subprocess.run([sys.executable, "-I", "-c", code], env=env, capture_output=True,
+                         text=True, check=True, timeout=120)
+    ident, same = json.loads(out.stdout)
+    text = json.dumps(payload)
+    request = {"v": hookclient.PROTOCOL, "id": ident, "argv": ["claude-code"], "env": {},
+               "same_env": {**same, "PATH": "/attacker/bin"}, "cwd": str(repo),
+               "payload": text, "digest": hashlib.sha256(text.encode()).hexdigest()}
+    dirfd = os.open(sock.parent, os.O_PATH)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(f"/proc/self/fd/{dirfd}/{sock.name}")  # the path itself is too long
+        os.close(dirfd)
+        s.sendall(json.dumps(request).encode() + b"\n")
+        s.shutdown(socket.SHUT_WR)
+        reply = json.loads(b"".join(iter(lambda: s.recv(65536), b"")))
+    assert reply["retry"] is True and reply["exit_code"] == 2, reply
+    assert reply["why"] == "another environment (PATH differs from hookd's)", reply

@@ -46,7 +46,9 @@ def test_attack_command_changes_untracked_and_tracked_files_at_once_restore_is_e
     tracked file the moment it starts, before the background baseline could read them.
     ``--restore`` puts both back exactly: bytes and mode on disk. (The command runs
     unconfined: no Landlock, and no namespaces, whose read-only view would refuse it.)"""
-    monkeypatch.setenv("GUARD_TEST_NO_NAMESPACES", "1")
+    from guard.sandbox import confine
+
+    monkeypatch.setattr(confine, "_switches", frozenset({confine.NO_NAMESPACES}))
     tracked, untracked = wt / "src" / "tool.sh", wt / "notes.txt"
     before = {p: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in (tracked, untracked)}
     assert before[untracked][1] == 0o600 and before[tracked][1] & 0o100

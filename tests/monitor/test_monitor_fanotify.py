@@ -230,9 +230,10 @@ def test_guard_run_names_the_confined_command_as_the_writer(wt: Path, tmp_path: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")}
     # without namespaces (the fallback), where chmod gets through to be attributed (in
     # them the read-only view refuses it, and the command's pid is not the host's)
-    env["GUARD_TEST_NO_NAMESPACES"] = "1"
+    switched = Path(__file__).resolve().parent.parent / "switched.py"  # test-only entry point
     proc = subprocess.run(
-        [sys.executable, "-m", "guard", "run", "--agent", "plan", "--audit", str(log),
+        [sys.executable, str(switched), "--no-namespaces", "guard", "run", "--agent", "plan",
+         "--audit", str(log),
          "--", sys.executable, "-c", code],
         cwd=wt, env=env, capture_output=True, text=True, timeout=WAIT * 2,
     )

@@ -88,8 +88,25 @@ def confined_probe(
     return result
 
 
-def guard_argv(*args: str) -> list[str]:
+#: The test-only entry point that turns the walls' test switches on (guard reads none
+#: from the environment).
+SWITCHED = Path(__file__).resolve().parent.parent / "switched.py"
+
+
+def guard_argv(*args: str, switches: Sequence[str] = ()) -> list[str]:
+    """``python -m guard ARGS``; with ``switches`` (``no-namespaces``, ``no-walls``) on,
+    through the test-only entry point."""
+    if switches:
+        return [sys.executable, str(SWITCHED), *(f"--{s}" for s in switches), "guard", *args]
     return [sys.executable, "-m", "guard", *args]
+
+
+def switches_on(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Turn the walls' test switches on in this process for one test."""
+    from guard.sandbox import confine
+
+    monkeypatch.setattr(confine, "_switches", frozenset())
+    confine.set_test_switches(*names)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -30,14 +30,14 @@ from sandbox_support import needs_landlock
 from unprivileged import USERS, as_user, require_unprivileged
 from walls_support import Project, bare, confined, install_hook, py, run_project
 
-from guard.hooks import hookclient
+from guard.sandbox.confine import NO_NAMESPACES
 
 pytestmark = needs_landlock
 
 FORGE = """
 import hashlib, json, socket, sys
 from guard.hooks import hookclient as hc
-root, home, marker = sys.argv[1:4]
+root, home, marker, sock = sys.argv[1:5]
 ident = hc.identity()
 payload = json.dumps({
     "session_id": "forged", "cwd": root, "hook_event_name": "PreToolUse",
@@ -46,13 +46,12 @@ payload = json.dumps({
 })
 request = {
     "v": hc.PROTOCOL, "id": ident, "argv": ["claude-code"], "env": {"GUARD_AGENT": "build"},
-    "same_env": {"HOME": home, "XDG_DATA_HOME": None, "TMPDIR": "/tmp",
-                 "GUARD_MANAGED_DIR": None},
+    "same_env": hc.decision_env(),
     "cwd": root, "payload": payload, "digest": hashlib.sha256(payload.encode()).hexdigest(),
 }
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 try:
-    s.connect(hc.socket_path())
+    s.connect(sock)
     s.sendall(json.dumps(request).encode() + b"\\n")
     s.shutdown(socket.SHUT_WR)
     chunks = []
@@ -70,7 +69,8 @@ def forge(marker: str, proj: Project) -> str:
     import shlex
 
     return " ".join(
-        [py(FORGE), shlex.quote(str(proj.root)), shlex.quote(str(proj.home)), marker]
+        [py(FORGE), shlex.quote(str(proj.root)), shlex.quote(str(proj.home)), marker,
+         shlex.quote(str(proj.base / "hookd.sock"))]
     )
 
 
@@ -127,14 +127,15 @@ def proj(request: pytest.FixtureRequest) -> Iterator[Project]:
 
 
 def _walls_open_to_hookd(proj: Project, namespaces: bool) -> Path:
-    """Start hookd and open the walls to its socket on purpose (the policy lists it), so
-    that a forged request reaches hookd and hookd's own peer check is what is tested.
-    Without ``namespaces`` the command runs in the Landlock-only fallback."""
+    """Start hookd and open the walls to its socket on purpose (the policy lists a second
+    name of it, a hard link beyond guard's data directory, which a confined command does
+    not see), so that a forged request reaches hookd and hookd's own peer check is what is
+    tested. Without ``namespaces`` the command runs in the Landlock-only fallback."""
     start_hookd(proj)
-    sock: Path = proj.home / ".local/share/openoxide/run" / hookclient.files(
-        hookclient.key_of(hookclient.identity())
-    )["sock"]
-    assert sock.is_socket()
+    [bound] = (proj.home / ".local/share/openoxide/run").glob("hookd-*.sock")
+    assert bound.is_socket()
+    sock = proj.base / "hookd.sock"
+    os.link(bound, sock)
     policy = proj.root / ".openoxide" / "policy.toml"
     policy.write_text(
         'version = 1\nextends = ["builtin:default"]\n'
@@ -143,7 +144,7 @@ def _walls_open_to_hookd(proj: Project, namespaces: bool) -> Path:
     os.chown(policy, proj.uid, proj.uid)
     proj.env["GUARD_POLICY"] = str(policy)
     if not namespaces:
-        proj.env["GUARD_TEST_NO_NAMESPACES"] = "1"
+        proj.switches = (NO_NAMESPACES,)
     return sock
 
 

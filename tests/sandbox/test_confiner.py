@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import Tree, needs_landlock
+from sandbox_support import Tree, needs_landlock, switches_on
 
 from guard.decide import Guard
 from guard.effects import ToolCall
@@ -91,27 +91,45 @@ def test_policy_without_confine_keeps_analysis_only(tree: Tree, tmp_path: Path) 
 def test_the_walls_test_seam_is_said_and_a_policy_that_requires_walls_refuses(
     tree: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """$GUARD_TEST_NO_WALLS (the seam the hook_missed test uses to let a command reach the
+    """The no-walls test switch (the one the hook_missed test uses to let a command reach the
     host's limits) never weakens confinement silently: the hook's reason says the walls are
     off, `guard doctor` reports it as broken, and a policy that requires walls refuses."""
+    from guard.sandbox.confine import NO_WALLS
     from guard.setup.doctor import namespaces_check
 
-    monkeypatch.setenv("GUARD_TEST_NO_WALLS", "1")
+    switched = "a test entry point switched them off"
+    switches_on(monkeypatch, NO_WALLS)
     v = gate_for(tree).decide(bash(tree, "cat src/app.py"))
-    assert v.action is VerdictAction.ALLOW_CONFINED and "$GUARD_TEST_NO_WALLS is set" in v.reason
+    assert v.action is VerdictAction.ALLOW_CONFINED and switched in v.reason
     assert v.updated_input is not None and "--walls" not in v.updated_input["command"]
     check = namespaces_check()
-    assert check.status == "broken" and "GUARD_TEST_NO_WALLS" in check.detail
+    assert check.status == "broken" and switched in check.detail
     policy = tmp_path / "p.toml"
     policy.write_text(
         'version = 1\nextends = ["builtin:default"]\n[agents.plan.sandbox]\nrequire = ["ipc"]\n'
     )
     refused = gate_for(tree, str(policy)).decide(bash(tree, "cat src/app.py"))
-    assert refused.action is VerdictAction.DENY and "GUARD_TEST_NO_WALLS" in refused.reason
-    monkeypatch.delenv("GUARD_TEST_NO_WALLS")
+    assert refused.action is VerdictAction.DENY and switched in refused.reason
+    switches_on(monkeypatch)
     v = gate_for(tree).decide(bash(tree, "cat src/app.py"))
     assert v.updated_input is not None and "--walls" in v.updated_input["command"]
-    assert "GUARD_TEST_NO_WALLS" not in v.reason
+    assert switched not in v.reason
+
+
+def test_attack_the_walls_test_switches_are_not_read_from_the_environment(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hook, hookd and `guard run` inherit their environment from whoever started them
+    (an agent's build-mode command can start hookd): the variables that once switched the
+    walls off change nothing."""
+    from guard.sandbox import confine
+
+    monkeypatch.setenv("GUARD_TEST_NO_WALLS", "1")
+    monkeypatch.setenv("GUARD_TEST_NO_NAMESPACES", "1")
+    assert confine.walls_off() == "" and confine.test_switches() == []
+    assert "treated as unavailable" not in confine.namespaces_unavailable()
+    v = gate_for(tree).decide(bash(tree, "cat src/app.py"))
+    assert v.updated_input is not None and "--walls" in v.updated_input["command"]
 
 
 def test_without_kernel_confinement_the_analysis_decides_alone(tree: Tree) -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from sandbox_support import Tree, clean_env, guard_argv, needs_landlock
 
+from guard.sandbox.confine import NO_NAMESPACES
+
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "naughty_agent.py"
 
 
@@ -48,17 +50,18 @@ def test_naughty_agent_is_stopped_by_guard_run_in_namespaces(tree: Tree, tmp_pat
 def test_naughty_agent_in_the_landlock_only_fallback_leaves_chmod_to_the_monitor(
     tree: Tree, tmp_path: Path
 ) -> None:
-    """Without namespaces (the fallback, here forced by guard's test seam) Landlock blocks
+    """Without namespaces (the fallback, here forced by guard's test switch) Landlock blocks
     every write, and the chmod it does not govern is reported by the monitor alongside."""
     _commit(tree)
     home = tmp_path / "home"
     home.mkdir()
     proc = subprocess.run(
-        guard_argv("run", "--agent", "plan", "--", sys.executable, str(DEMO)),
+        guard_argv("run", "--agent", "plan", "--", sys.executable, str(DEMO),
+                   switches=(NO_NAMESPACES,)),
         capture_output=True,
         text=True,
         cwd=tree.worktree,
-        env=clean_env(HOME=str(home), GUARD_TEST_NO_NAMESPACES="1"),
+        env=clean_env(HOME=str(home)),
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -15,20 +15,21 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_support import Tree, clean_env, guard_argv, needs_landlock
+from sandbox_support import Tree, clean_env, guard_argv, needs_landlock, switches_on
 
 from guard.decide import Guard
 from guard.sandbox import roots, supervise
+from guard.sandbox.confine import NO_NAMESPACES
 
 pytestmark = needs_landlock
 
 
 def guard_run(
-    tree: Tree, *args: str, timeout: float = 120, **kw: object
+    tree: Tree, *args: str, timeout: float = 120, switches: tuple[str, ...] = (), **kw: object
 ) -> subprocess.CompletedProcess[str]:
     kw.setdefault("env", clean_env())
     return subprocess.run(
-        guard_argv("run", *args),
+        guard_argv("run", *args, switches=switches),
         capture_output=True,
         text=True,
         cwd=tree.worktree,
@@ -49,9 +50,9 @@ def test_plan_agent_under_default_policy_can_write_its_plan_but_not_the_project(
         "try:\n    open('src/app.py', 'a').write('evil')\n"
         "except OSError as e:\n    print('refused', errno.errorcode[e.errno])\n"
     )
-    env = clean_env() if namespaces else clean_env(GUARD_TEST_NO_NAMESPACES="1")
     proc = guard_run(
-        tree, "--agent", "plan", "--no-monitor", "--", sys.executable, "-c", script, env=env
+        tree, "--agent", "plan", "--no-monitor", "--", sys.executable, "-c", script,
+        switches=() if namespaces else FALLBACK,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ("refused EROFS" if namespaces else "refused EACCES")
@@ -452,7 +453,7 @@ def test_attack_chmod_is_refused_in_namespaces_and_nothing_is_left_to_report(
 
 # The monitor's part: in the Landlock-only fallback (forced by the test seam), chmod gets
 # through, and the monitor reports it (and with --restore undoes it).
-FALLBACK = {"GUARD_TEST_NO_NAMESPACES": "1"}
+FALLBACK = (NO_NAMESPACES,)
 
 
 def test_attack_chmod_is_not_covered_by_landlock_but_reported_by_the_monitor(
@@ -464,7 +465,7 @@ def test_attack_chmod_is_not_covered_by_landlock_but_reported_by_the_monitor(
     audit_log = tmp_path / "audit.jsonl"
     proc = guard_run(
         tree, "--audit", str(audit_log), "--", "sh", "-c", "chmod o+x src/app.py && sleep 1",
-        env=clean_env(**FALLBACK),
+        switches=FALLBACK,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert tree.victim.stat().st_mode & 0o001
@@ -483,7 +484,7 @@ def test_chmod_is_undone_with_restore(tree: Tree, tmp_path: Path) -> None:
     mode = tree.victim.stat().st_mode
     proc = guard_run(
         tree, "--restore", "--audit", str(tmp_path / "a.jsonl"), "--",
-        "sh", "-c", "chmod o+x src/app.py && sleep 1", env=clean_env(**FALLBACK),
+        "sh", "-c", "chmod o+x src/app.py && sleep 1", switches=FALLBACK,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "VIOLATION attrib" in proc.stderr
@@ -498,7 +499,7 @@ def test_unconfined_run_is_loud_and_watched_by_the_monitor(
     the write happens, the banner says UNCONFINED, and the monitor reports the write."""
     from guard.monitor import Monitor
 
-    monkeypatch.setenv("GUARD_TEST_NO_NAMESPACES", "1")
+    switches_on(monkeypatch, NO_NAMESPACES)
     _commit_src(tree)
     g = Guard.load(worktree=tree.worktree)
     plan = roots.derive(g, "plan", private_tmp=False)

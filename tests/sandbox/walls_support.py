@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox_support import guard_argv
 from unprivileged import NOBODY, as_user, chown_tree, reachable_dir
 
 DOORS = ("hook", "run")
@@ -45,6 +46,8 @@ class Project:
     home: Path
     env: dict[str, str] = field(default_factory=dict)
     hook: str | None = None  # the installed hook command
+    #: the walls' test switches ``guard run`` runs with (through the test-only entry point)
+    switches: tuple[str, ...] = ()
 
     @property
     def uid(self) -> int:
@@ -130,7 +133,8 @@ def door_argv(proj: Project, door: str, command: str) -> list[str]:
         rewritten = answer["updatedInput"]["command"]
         assert "run_confined.py" in rewritten and "--namespaces" in rewritten, rewritten
         return as_user(proj.user, ["bash", "-c", rewritten])
-    return as_user(proj.user, [PYTHON, "-m", "guard", "run", "-q", "--", "bash", "-c", command])
+    return as_user(proj.user, guard_argv("run", "-q", "--", "bash", "-c", command,
+                                         switches=proj.switches))
 
 
 def confined(
