@@ -3,8 +3,8 @@ refusal, the egress listener's hand-off, and the Unix sockets a policy lists.
 
 The fallback is made for real: uid 65534 in a user namespace whose
 ``user.max_user_namespaces`` is 0 (``userns_limit.py``), the way a machine without
-unprivileged user namespaces looks. (The no-namespaces test switch, tests/switched.py, forces it in other
-tests where a real limit would not change what they show.)
+unprivileged user namespaces looks. (The no-namespaces test switch, tests/switched.py,
+forces it in other tests where a real limit would not change what they show.)
 """
 
 from __future__ import annotations
