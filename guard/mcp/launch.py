@@ -49,15 +49,16 @@ from guard.fleet.syslog import ship
 from guard.planning.session import Mode
 from guard.sandbox import egress_proxy as egress
 from guard.sandbox import roots, supervise
-from guard.sandbox.confine import available, remove_private_tmpdir
+from guard.sandbox.confine import (
+    NO_MCP_LANDLOCK,
+    available,
+    remove_private_tmpdir,
+    test_switches,
+)
 from guard.sandbox.namespaces import receive_fd
 
 if TYPE_CHECKING:
     from guard.decide import Guard
-
-#: Test seam: a non-empty value makes ``guard mcp`` act as if the kernel had no Landlock.
-NO_LANDLOCK_ENV = "GUARD_TEST_MCP_NO_LANDLOCK"
-
 
 @dataclass(frozen=True, slots=True)
 class Launch:
@@ -145,9 +146,9 @@ class Launcher:
     def unavailable(self) -> str:
         """Why the kernel cannot confine the server here ("" when it can); probed once."""
         if self._unavailable is None:
-            if os.environ.get(NO_LANDLOCK_ENV):
+            if NO_MCP_LANDLOCK in test_switches():
                 self._unavailable = (
-                    f"Landlock is treated as unavailable (${NO_LANDLOCK_ENV} is set; a test seam)"
+                    "Landlock is treated as unavailable (a test entry point switched it off)"
                 )
             else:
                 self._unavailable = available()

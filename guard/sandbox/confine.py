@@ -79,7 +79,9 @@ NO_NAMESPACES = "no-namespaces"
 #: processes) from the shell commands the hooks confine, so that a test can prove what the
 #: layers above the kernel catch (tests/e2e/test_claude_code_missed.py).
 NO_WALLS = "no-walls"
-TEST_SWITCHES = (NO_NAMESPACES, NO_WALLS)
+#: Makes ``guard mcp`` act as if the kernel had no Landlock (its analysis-only fallback).
+NO_MCP_LANDLOCK = "no-mcp-landlock"
+TEST_SWITCHES = (NO_NAMESPACES, NO_WALLS, NO_MCP_LANDLOCK)
 _switches: frozenset[str] = frozenset()
 
 

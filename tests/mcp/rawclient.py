@@ -27,15 +27,24 @@ INIT = {
 }
 
 
+def _guard(switches: tuple[str, ...]) -> list[str]:
+    if not switches:
+        return [sys.executable, "-m", "guard"]
+    switched = Path(__file__).resolve().parent.parent / "switched.py"
+    return [sys.executable, str(switched), *(f"--{s}" for s in switches), "guard"]
+
+
 class RawClient:
     def __init__(
-        self, args: list[str], cwd: Path, server: list[str], argv: list[str] | None = None
+        self, args: list[str], cwd: Path, server: list[str], argv: list[str] | None = None,
+        switches: tuple[str, ...] = (),
     ) -> None:
-        """Run ``guard mcp ARGS -- SERVER`` in ``cwd`` (or ``guard ARGV`` when given)."""
+        """Run ``guard mcp ARGS -- SERVER`` in ``cwd`` (or ``guard ARGV`` when given); with
+        ``switches``, through the test-only entry point that turns them on."""
         self.stderr_path = cwd.parent / f"guard-mcp-{id(self)}.stderr"
         self._err = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "guard", *(argv or ["mcp", *args, "--", *server])],
+            [*_guard(switches), *(argv or ["mcp", *args, "--", *server])],
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -22,9 +22,9 @@ from fsserver import served_project
 from rawclient import INIT, RawClient
 
 from guard.audit.logfile import default_log_path, read
-from guard.mcp.launch import NO_LANDLOCK_ENV
 from guard.paths import Roots
 from guard.sandbox import confine
+from guard.sandbox.confine import NO_MCP_LANDLOCK
 
 SNEAKY = Path(__file__).with_name("sneaky_server.py")
 SESSION = "confined-1"
@@ -48,9 +48,10 @@ def server_log(repo: Path) -> Path:
     return log
 
 
-def start(repo: Path, *args: str) -> RawClient:
+def start(repo: Path, *args: str, switches: tuple[str, ...] = ()) -> RawClient:
     log = server_log(repo)
-    client = RawClient(["--session", SESSION, *args], repo, [sys.executable, str(SNEAKY), str(log)])
+    client = RawClient(["--session", SESSION, *args], repo, [sys.executable, str(SNEAKY), str(log)],
+                       switches=switches)
     client.initialize()
     return client
 
@@ -225,19 +226,18 @@ def test_a_request_in_flight_during_the_restart_is_answered_once_and_later_ones_
 
 
 def test_plan_mode_without_landlock_says_it_runs_the_server_unconfined(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path
 ) -> None:
     """Without Landlock, plan mode falls back to analysis alone, loudly: a warning on stderr and
     a notice in the audit log. The sneaky write then lands: analysis cannot see it."""
-    monkeypatch.setenv(NO_LANDLOCK_ENV, "1")
-    client = start(repo)
+    client = start(repo, switches=(NO_MCP_LANDLOCK,))
     try:
         answer = client.call("read_text_file", {"path": "README.md"}, "r1")
         assert "wrote src/x" in text(answer)
     finally:
         assert client.close() == 0
     err = client.stderr()
-    assert "UNCONFINED in plan mode" in err and NO_LANDLOCK_ENV in err
+    assert "UNCONFINED in plan mode" in err and "a test entry point switched it off" in err
     notices = [
         r
         for r in read(default_log_path(Roots.discover(str(repo))))
