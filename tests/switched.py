@@ -1,6 +1,6 @@
 """Test-only entry point: run one of guard's entry modules with the walls' test switches on.
 
-    python tests/switched.py [--no-namespaces] [--no-walls] MODULE [ARG...]
+    python tests/switched.py [--no-namespaces] [--no-walls] [--no-mcp-landlock] MODULE [ARG...]
 
 runs ``MODULE`` (``guard`` for the CLI, ``guard.hooks`` for the hook, ...) as ``python
 -m MODULE ARG...`` would, after :func:`guard.sandbox.confine.set_test_switches`. The
@@ -11,24 +11,10 @@ hook, hookd or ``guard run`` started by anyone else keeps every wall.
 from __future__ import annotations
 
 import runpy
-import shlex
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
-
-
-def argv(*switches: str, module: str) -> list[str]:
-    """The argv prefix running ``module`` with ``switches`` (``no-namespaces``,
-    ``no-walls``); append the module's own arguments."""
-    return [sys.executable, str(HERE), *(f"--{s}" for s in switches), module]
-
-
-def hook_command(host: str, *switches: str) -> str:
-    """A host's hook command deciding in-process with ``switches`` on (``|| exit 2``: a
-    failure blocks, as guard's own hook command does)."""
-    words = [*argv(*switches, module="guard.hooks"), host]
-    return " ".join(shlex.quote(w) for w in words) + " || exit 2"
 
 
 def main() -> None:
