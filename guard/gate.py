@@ -228,7 +228,9 @@ def agent_from(
         return known(env_agent, FROM_ENV), FROM_ENV
     if found is not None:
         mode = found.mode
-        return (mode if mode in names else agent_for_mode(g, mode)), found.why
+        if mode in ("plan", "build"):  # a mode picks the agent declared with it, not a name
+            return agent_for_mode(g, mode), found.why
+        return known(mode, "the session's mode"), found.why
     if hint is not None:
         return agent_for_mode(g, hint.mode), hint.source
     return agent_for_mode(g, "build"), "no mode given: build"
