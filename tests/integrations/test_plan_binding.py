@@ -217,6 +217,16 @@ def test_a_run_seen_in_the_worktree_while_building_follows_it_into_plan_mode(
     records = [json.loads(line) for f in log.glob("repo-*.jsonl") for line in f.open()]
     confined = [r for r in records if r.get("decision") == "allow_confined"]
     assert confined and confined[-1]["agent"] == "plan", "recorded in the worktree's log"
+    # each turn of that run says so too, naming the plan file, though its cwd is elsewhere
+    from guard.planning.host import answer as planning_answer
+
+    turn = {"session_id": "cc-building", "cwd": str(added), "prompt": "go on",
+            "hook_event_name": "UserPromptSubmit", "transcript_path": "/dev/null"}
+    said = planning_answer(json.dumps(turn), ["claude-code"], env, str(added)).stdout
+    assert f"write your plan to {session['plan_path']}" in said, said
+    other = planning_answer(json.dumps({**turn, "session_id": "cc-other"}), ["claude-code"],
+                            env, str(added)).stdout
+    assert session["plan_path"] not in other, other
 
 
 def test_a_run_never_seen_in_the_worktree_stays_the_hosts(
