@@ -415,10 +415,13 @@ def _bound_worktree(cwd: str, host_session: object) -> str | None:
     it (guard.planning.binding): each turn then names that plan, as its refusals do."""
     if not isinstance(host_session, str) or not host_session:
         return None
-    from guard.effects import ToolCall
+    from guard.effects import GuardError, ToolCall
     from guard.planning.binding import ruling
 
-    found = ruling(ToolCall("host", "-", {}, cwd, host_session))
+    try:
+        found = ruling(ToolCall("host", "-", {}, cwd, host_session))
+    except (GuardError, OSError):  # the context of cwd says what is broken (the hooks deny)
+        return None
     if found is None or found.mode != "plan" or not found.worktree:
         return None
     return found.worktree
