@@ -32,7 +32,7 @@ import json
 import multiprocessing
 import os
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -124,10 +124,10 @@ class FleetReport:
         return False
 
     def add(self, r: dict[str, Any], where: str = "",
-            before: Link | None = None, log: str = "") -> None:
+            before: Mapping[str, Any] | None = None, log: str = "") -> None:
         """Fold one record in; TypeError (and nothing counted) for a field of the wrong kind.
         ``where`` names its place; for a line of a local audit log ``log``, ``before`` is
-        the :data:`Link` of the line before it (None: out of reach)."""
+        the record of the line before it (None: out of reach)."""
         get = r.get
         for name in _TEXT_FIELDS:
             value = get(name)
@@ -186,22 +186,24 @@ class FleetReport:
                 self.unconfined.append({"hostname": host, "ts": ts, "event": get("event"),
                                         "message": get("message")})
 
-    def verify(self, r: dict[str, Any], host: str, before: Link | None,
+    def verify(self, r: dict[str, Any], host: str, before: Mapping[str, Any] | None,
                log: str) -> str | None:
         """Why ``r`` does not verify (it counts for nothing), None when it counts."""
-        if notice_of(r):
+        reach = True  # the MAC can be checked (the line it continues is known)
+        if "chain_prev" in r:
+            pass  # a shipped record: it carries what its MAC continues from
+        elif notice_of(r):
             if not self.keys and isinstance(r.get("notice_mac"), str):
                 self.unchecked += 1
                 return None
             return check_notice(r, list(self.keys))
-        reach = True  # the MAC can be checked (the line it continues is known)
-        if log and "chain_prev" not in r and "chain_log" not in r and (
-                "chain_seq" in r or "chain" in r):
+        elif log and "chain_log" not in r and ("chain_seq" in r or "chain" in r):
             # a local log's line: it continues the line before it (same machine and user)
             seq = r.get("chain_seq")
+            link = _link(before) if before is not None else None
             prev = "" if seq == 1 else (
-                before[1] if before is not None and type(seq) is int and before[0] == seq - 1
-                and before[2:] == (r.get("hostname"), r.get("uid")) else None)
+                link[1] if link is not None and type(seq) is int and link[0] == seq - 1
+                and link[2:] == (r.get("hostname"), r.get("uid")) else None)
             reach = prev is not None
             r = {**r, "chain_prev": prev if prev is not None else "0" * 64, "chain_log": log}
         problem = malformed(r)
@@ -395,14 +397,14 @@ def inputs(path: Path) -> list[Path]:
 SEED_BYTES = 16 << 20
 
 
-def _seed(report: FleetReport, f: IO[bytes], start: int) -> Link | None:
+def _seed(report: FleetReport, f: IO[bytes], start: int) -> dict[str, Any] | None:
     """Remember the ids of the records just before ``start`` (read by the share before);
-    the :data:`Link` of the last line before it (what a local log's next line continues)."""
+    the record of the last line before it (what a local log's next line continues)."""
     f.seek(max(0, start - SEED_BYTES))
     if f.tell():
         f.readline()
     pos = f.tell()
-    link = None
+    last = None
     for line in f:
         if pos >= start:
             break
@@ -411,19 +413,19 @@ def _seed(report: FleetReport, f: IO[bytes], start: int) -> Link | None:
             r = _loads(line)
             rid = r.get("record_id")
         except (ValueError, AttributeError):
-            link = None
+            last = None
             continue
-        link = _link(r)
+        last = r
         if isinstance(rid, str):
             report.seen(rid)
-    return link
+    return last
 
 
 #: A line's own number and MAC in its log's chain, and the machine and user that wrote it.
 Link = tuple[int, str, Any, Any]
 
 
-def _link(r: Any) -> Link | None:
+def _link(r: Mapping[str, Any]) -> Link | None:
     """A line's :data:`Link`, None when it has none."""
     seq, mac = r.get("chain_seq"), r.get("chain")
     if type(seq) is not int or not isinstance(mac, str):
@@ -459,6 +461,7 @@ def _fold(report: FleetReport, f: IO[bytes], start: int, end: int, name: str) ->
             report.unreadable += 1
             report.first_error = report.first_error or (
                 f"{name}: the line at byte {at} is not a JSON record; fix or remove it")
+            before = None
             continue
         try:
             report.add(r, f"{name}: byte {at}", before, log)
@@ -466,7 +469,7 @@ def _fold(report: FleetReport, f: IO[bytes], start: int, end: int, name: str) ->
             report.unreadable += 1
             report.first_error = report.first_error or (
                 f"{name}: the record at byte {at} has a field of the wrong kind; fix or remove it")
-        before = _link(r)
+        before = r
 
 
 def _shares(files: list[Path], workers: int) -> list[list[tuple[Path, int, int]]]:
