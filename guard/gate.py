@@ -8,8 +8,9 @@ a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
     --resolve--> (policy, agent, why): the one decision order, and the only reader of
     $GUARD_POLICY, $GUARD_AGENT and the sessions for it:
     --agent > $GUARD_AGENT > the deciding session's mode > the host's hint --> agent
-    (the session: a plan session of any worktree the call's cwd or a changed path lies
-    in, else the nearest worktree's; :mod:`guard.planning.binding`)
+    (the session: a plan session the agent run is bound to, of any worktree the call's cwd
+    or a changed path lies in, or of one the run was seen in; else the nearest worktree's;
+    :mod:`guard.planning.binding`)
     (agent, effects) --Guard.decide--> Decision
     Decision --confiner (plan-mode calls)--> Verdict
     Verdict --Gate.record--> the audit log (the front door records what it answers)
@@ -227,7 +228,9 @@ def agent_from(
         return known(env_agent, FROM_ENV), FROM_ENV
     if found is not None:
         mode = found.mode
-        return (mode if mode in names else agent_for_mode(g, mode)), found.why
+        if mode in ("plan", "build"):  # a mode picks the agent declared with it, not a name
+            return agent_for_mode(g, mode), found.why
+        return known(mode, "the session's mode"), found.why
     if hint is not None:
         return agent_for_mode(g, hint.mode), hint.source
     return agent_for_mode(g, "build"), "no mode given: build"

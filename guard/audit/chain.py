@@ -23,10 +23,13 @@ one line). It does not touch a log file (locking, rotation, finding the head:
 from __future__ import annotations
 
 import hmac
+import json
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from guard.audit import AuditError
 from guard.paths import data_dir
@@ -157,6 +160,20 @@ def chain_lines(
         prev = mac
         out.append(b'%s, "chain_seq": %d, "chain": "%s"}\n' % (body[:-1], seq, prev))
     return b"".join(out), (seq, prev)
+
+
+#: The key of a shipper's notice (a record made by the shipper, in no local log, so not
+#: chained) that carries its MAC under the installation's key: :func:`notice_mac`.
+NOTICE_MAC = "notice_mac"
+
+
+def notice_mac(key: bytes, record: Mapping[str, Any]) -> str:
+    """The MAC of a shipper's notice: HMAC-SHA256 under ``key`` of the record's canonical
+    bytes without :data:`NOTICE_MAC` (sorted keys, as the audit log writes records)."""
+    rest = {k: v for k, v in record.items() if k != NOTICE_MAC}
+    body = json.dumps(rest, ensure_ascii=False, sort_keys=True, default=str)
+    return hmac.digest(key, b"notice\n" + body.encode("utf-8", "surrogateescape"),
+                       "sha256").hex()
 
 
 def _chain_of(line: bytes) -> tuple[int, bytes, bytes] | None:

@@ -9,13 +9,13 @@ import hmac
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from guard.audit import AuditError
-from guard.audit.chain import SHIPPED_CHAIN_KEYS, _chain_of, _mac
+from guard.audit.chain import NOTICE_MAC, SHIPPED_CHAIN_KEYS, _chain_of, _mac, notice_mac
 from guard.audit.logfile import _open_parts, encode, rotated
 
 
@@ -190,6 +190,23 @@ def shipped_record(line: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def malformed(record: Mapping[str, Any]) -> str | None:
+    """Why a shipped record's chain keys cannot be checked (missing or malformed: forged),
+    None when they are well formed (its MAC is still to be checked: :func:`check_shipped`)."""
+    get = record.get  # one call per record of a fleet report: kept cheap
+    seq, mac, prev, log = get("chain_seq"), get("chain"), get("chain_prev"), get("chain_log")
+    if seq is None and mac is None and prev is None and log is None:
+        return ("no chain keys: guard's writer did not write this record (forged, or"
+                " shipped by a guard that did not chain records)")  # fmt: skip
+    if (type(seq) is not int or seq < 1
+            or type(mac) is not str or len(mac) != 64 or not _HEX64.fullmatch(mac)
+            or type(prev) is not str
+            or not (prev == "" if seq == 1 else len(prev) == 64 and _HEX64.fullmatch(prev))
+            or type(log) is not str or not log):
+        return "malformed chain keys (chain_seq, chain, chain_prev, chain_log): forged"
+    return None
+
+
 def check_shipped(
     record: dict[str, Any], keys: list[bytes]
 ) -> tuple[tuple[Any, Any, str, int, str, str] | None, str | None]:
@@ -197,17 +214,10 @@ def check_shipped(
 
     Returns ``(link, None)`` when it verifies, where ``link`` is (host, uid, log, number,
     MAC, previous MAC); ``(None, problem)`` when it does not (or carries no chain)."""
-    fields = [record.get(k) for k in SHIPPED_CHAIN_KEYS]
-    if all(v is None for v in fields):
-        return None, ("no chain keys: guard's writer did not write this record (forged, or"
-                      " shipped by a guard that did not chain records)")  # fmt: skip
-    seq, mac, prev, log = fields
-    if (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1
-            or not isinstance(mac, str) or not _HEX64.fullmatch(mac)
-            or not isinstance(prev, str)
-            or not (prev == "" if seq == 1 else _HEX64.fullmatch(prev))
-            or not isinstance(log, str) or not log):
-        return None, "malformed chain keys (chain_seq, chain, chain_prev, chain_log): forged"
+    problem = malformed(record)
+    if problem is not None:
+        return None, problem
+    seq, mac, prev, log = (record[k] for k in SHIPPED_CHAIN_KEYS)
     rest = {k: v for k, v in record.items() if k not in SHIPPED_CHAIN_KEYS}
     if "truncated" in rest:
         return None, ("shipped shortened (over the message limit): its MAC covers the whole"
@@ -218,6 +228,25 @@ def check_shipped(
             return (record.get("hostname"), record.get("uid"), log, seq, mac, prev), None
     return None, ("the MAC does not match: the record was edited or forged (or the key of"
                   " the machine and user that wrote it was not given)")  # fmt: skip
+
+
+def notice_of(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` claims to be a shipper's notice (no chain keys, ``source: ship``):
+    it counts only when its signature verifies (:func:`check_notice`)."""
+    return record.get("source") == "ship" and all(k not in record for k in SHIPPED_CHAIN_KEYS)
+
+
+def check_notice(record: Mapping[str, Any], keys: list[bytes]) -> str | None:
+    """None when a shipper's notice carries guard's signature under one of ``keys``; else
+    why it does not count (a record with no chain keys that is not guard's own notice)."""
+    mac = record.get(NOTICE_MAC)
+    if not isinstance(mac, str) or not _HEX64.fullmatch(mac):
+        return ("no chain keys and no notice signature: guard's writer did not write this"
+                " record, nor did guard's shipper sign it (forged)")
+    if any(hmac.compare_digest(notice_mac(key, record), mac) for key in keys):
+        return None
+    return ("a shipper's notice whose signature does not match: forged or edited (or the"
+            " key of the machine and user that sent it was not given)")
 
 
 def verify_shipped(
@@ -255,9 +284,14 @@ def verify_shipped(
                 skipped += 1
                 continue
             out.records += 1
-            if record.get("source") == "ship" and "chain" not in record:
-                out.notes.append(Finding(path, number, "a shipper's notice (made by the"
-                                         " shipper, in no local log, so not chained)"))
+            if notice_of(record):
+                problem = check_notice(record, keys)
+                if problem is None:
+                    out.notes.append(Finding(path, number, "a shipper's notice (made by the"
+                                             " shipper, in no local log, so not chained;"
+                                             " its signature verifies)"))
+                else:
+                    out.findings.append(Finding(path, number, problem))
                 continue
             link, problem = check_shipped(record, keys)
             if link is None:

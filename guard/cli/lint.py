@@ -12,10 +12,13 @@ from typing import Any
 
 import typer
 
+from guard.audit import AuditError
+from guard.audit.chain import load_key
 from guard.cli._base import with_schema
 from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
-from guard.fleet.report import build, to_table, write_html
+from guard.fleet.pages import to_table, write_html
+from guard.fleet.report import build
 from guard.lint import RULES
 from guard.lint.docs import rule_page
 from guard.lint.review import run_review, to_markdown
@@ -115,7 +118,8 @@ class ReviewFormat(StrEnum):
         "Exit status: 0 when no operation gets through, 3 when a plan agent could complete"
         " a write (or the tool-call analysis layer is missing), 2 for bad input. With"
         " --fleet: 3 when a machine runs a stale policy, had a hook skipped or ran"
-        " unconfined, else 0."
+        " unconfined, or a record does not verify (no chain keys, a MAC that does not"
+        " match a --key, records missing from a chain), else 0."
     ),
 )
 def review_command(
@@ -144,6 +148,14 @@ def review_command(
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Write the report here (default: stdout)."
     ),
+    key: list[Path] | None = typer.Option(
+        None,
+        "--key",
+        metavar="FILE",
+        help="With --fleet: a machine's audit key (<data>/keys/audit.key of the machine and"
+        " user that wrote the records), repeated for several; each record's MAC is then"
+        " checked. Without it only the form of the chain keys is.",
+    ),
 ) -> None:
     """Security review of plan-mode isolation here: active layers and a red-team matrix.
 
@@ -152,8 +164,10 @@ def review_command(
     plan agent; any that it could complete is flagged.
     """
     if fleet is not None:
-        _fleet_review(fleet, output_format, output)
+        _fleet_review(fleet, output_format, output, key or [])
         return
+    if key:
+        raise GuardError("--key is for --fleet (guard audit verify takes a key for one log)")
     if output_format is ReviewFormat.html:
         raise GuardError("--format html is for --fleet (guard replay --format html renders"
                          " past sessions)")
@@ -189,8 +203,14 @@ def _emit(text: str, output: Path | None) -> None:
         raise GuardError(f"--output {output}: {exc.strerror or exc}") from None
 
 
-def _fleet_review(path: Path, output_format: ReviewFormat, output: Path | None) -> None:
-    rep = build(path)
+def _fleet_review(
+    path: Path, output_format: ReviewFormat, output: Path | None, key_files: list[Path]
+) -> None:
+    try:
+        keys = tuple(load_key(k, create=False) for k in key_files)
+    except AuditError as exc:
+        raise GuardError(f"--key: {exc}") from None
+    rep = build(path, keys=keys)
     if output_format is ReviewFormat.json:
         text = json.dumps(with_schema(rep.to_json()), indent=2) + "\n"
     elif output_format is ReviewFormat.html:

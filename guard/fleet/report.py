@@ -12,22 +12,32 @@ The report: machines (records, sessions, the policy digest each runs last, guard
 host agent versions), decisions by host agent, by agent and by rule, machines running a
 policy digest other than the fleet's current one (the digest most machines run last),
 machines where the monitor saw changes a hook should have refused (a skipped or bypassed
-hook), and confinement unavailable (notices). Renderings: a text table, JSON, and one
-self-contained HTML page with charts (inline SVG, nothing fetched).
+hook), and confinement unavailable (notices). Renderings: JSON (:meth:`FleetReport.to_json`),
+a text table and one self-contained HTML page with charts (:mod:`guard.fleet.pages`).
+
+**Each record is verified before it counts.** A record without chain keys (unless it is
+a shipper's notice carrying guard's signature), with malformed ones, or, with the keys of
+the machines given (``--key``), whose MAC does not match, is *unverifiable*: it is
+reported (per machine, with its place) and counts for nothing else, so a forged record
+cannot move a machine's policy digest, decisions or findings. A shipped record carries
+its chain keys (:func:`guard.audit.verify.check_shipped`); a line of a local audit log is
+checked against the line before it. The records of each chain (machine, user, log) are
+checked for numbers missing between the first and the last received. Without keys the
+MACs are not checked (the report says how many records that leaves unchecked).
 """
 
 from __future__ import annotations
 
-import html
 import json
 import multiprocessing
 import os
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from guard.audit.verify import check_notice, check_shipped, malformed, notice_of
 from guard.effects import GuardError
 
 try:  # a faster parser when installed (the ``fleet`` extra); the same values
@@ -58,6 +68,7 @@ class Machine:
     agents: set[str] = field(default_factory=set)
     violations: int = 0
     unconfined: int = 0
+    unverifiable: int = 0
 
     def merge(self, o: Machine) -> None:
         self.records += o.records
@@ -70,6 +81,7 @@ class Machine:
         self.agents |= o.agents
         self.violations += o.violations
         self.unconfined += o.unconfined
+        self.unverifiable += o.unverifiable
 
 
 @dataclass
@@ -85,6 +97,15 @@ class FleetReport:
     per_minute: dict[tuple[str, str], int] = field(default_factory=dict)  # (minute, decision)
     unconfined: list[dict[str, Any]] = field(default_factory=list)
     first_error: str | None = None
+    #: the keys the MACs are checked with (none: not checked, only the chain keys' form)
+    keys: tuple[bytes, ...] = field(default=(), repr=False)
+    #: records that do not verify (counted for nothing else), the first ones with where
+    unverifiable: int = 0
+    unverifiable_records: list[dict[str, Any]] = field(default_factory=list)
+    #: records whose MAC was not checked: no key given, or the line before out of reach
+    unchecked: int = 0
+    #: (machine, uid, log) -> [records, lowest number, highest number] of each chain
+    chains: dict[tuple[str, Any, str], list[int]] = field(default_factory=dict)
     _ids: set[str] = field(default_factory=set, repr=False)
     _ring: deque[str] = field(default_factory=lambda: deque(maxlen=DEDUP_WINDOW), repr=False)
 
@@ -102,8 +123,11 @@ class FleetReport:
         ids.add(rid)
         return False
 
-    def add(self, r: dict[str, Any]) -> None:
-        """Fold one record in; TypeError (and nothing counted) for a field of the wrong kind."""
+    def add(self, r: dict[str, Any], where: str = "",
+            before: Mapping[str, Any] | None = None, log: str = "") -> None:
+        """Fold one record in; TypeError (and nothing counted) for a field of the wrong kind.
+        ``where`` names its place; for a line of a local audit log ``log``, ``before`` is
+        the record of the line before it (None: out of reach)."""
         get = r.get
         for name in _TEXT_FIELDS:
             value = get(name)
@@ -113,11 +137,19 @@ class FleetReport:
         if rid is not None and self.seen(rid):
             self.duplicates += 1
             return
-        self.records += 1
         host = get("hostname") or "(unknown)"
         m = self.machines.get(host)
         if m is None:
             m = self.machines[host] = Machine()
+        problem = self.verify(r, host, before, log)
+        if problem is not None:
+            self.unverifiable += 1
+            m.unverifiable += 1
+            if len(self.unverifiable_records) < 100:
+                self.unverifiable_records.append(
+                    {"hostname": host, "where": where, "problem": problem})
+            return
+        self.records += 1
         m.records += 1
         session = get("session") or get("session_id")
         if session:
@@ -154,8 +186,63 @@ class FleetReport:
                 self.unconfined.append({"hostname": host, "ts": ts, "event": get("event"),
                                         "message": get("message")})
 
+    def verify(self, r: dict[str, Any], host: str, before: Mapping[str, Any] | None,
+               log: str) -> str | None:
+        """Why ``r`` does not verify (it counts for nothing), None when it counts."""
+        reach = True  # the MAC can be checked (the line it continues is known)
+        if "chain_prev" in r:
+            pass  # a shipped record: it carries what its MAC continues from
+        elif notice_of(r):
+            if not self.keys and isinstance(r.get("notice_mac"), str):
+                self.unchecked += 1
+                return None
+            return check_notice(r, list(self.keys))
+        elif log and "chain_log" not in r and ("chain_seq" in r or "chain" in r):
+            # a local log's line: it continues the line before it (same machine and user)
+            seq = r.get("chain_seq")
+            link = _link(before) if before is not None else None
+            prev = "" if seq == 1 else (
+                link[1] if link is not None and type(seq) is int and link[0] == seq - 1
+                and link[2:] == (r.get("hostname"), r.get("uid")) else None)
+            reach = prev is not None
+            r = {**r, "chain_prev": prev if prev is not None else "0" * 64, "chain_log": log}
+        problem = malformed(r)
+        if problem is not None:
+            return problem
+        seq, log = r["chain_seq"], r["chain_log"]
+        if not self.keys or not reach:
+            self.unchecked += 1
+        else:
+            problem = check_shipped(r, list(self.keys))[1]
+            if problem is not None:
+                return problem
+        chain = self.chains.get((host, r.get("uid"), log))
+        if chain is None:
+            self.chains[(host, r.get("uid"), log)] = [1, seq, seq]
+        else:
+            chain[0] += 1
+            chain[1], chain[2] = min(chain[1], seq), max(chain[2], seq)
+        return None
+
+    def gaps(self) -> list[dict[str, Any]]:
+        """The chains with numbers missing between the first and the last record received."""
+        return [{"hostname": h, "uid": uid, "log": log, "received": n, "first": lo,
+                 "last": hi, "missing": hi - lo + 1 - n}
+                for (h, uid, log), (n, lo, hi) in sorted(self.chains.items(), key=str)
+                if hi - lo + 1 > n]
+
     def merge(self, o: FleetReport) -> None:
         self.records += o.records
+        self.unverifiable += o.unverifiable
+        self.unchecked += o.unchecked
+        self.unverifiable_records = (self.unverifiable_records + o.unverifiable_records)[:100]
+        for key, (n, lo, hi) in o.chains.items():
+            chain = self.chains.get(key)
+            if chain is None:
+                self.chains[key] = [n, lo, hi]
+            else:
+                chain[0] += n
+                chain[1], chain[2] = min(chain[1], lo), max(chain[2], hi)
         self.duplicates += o.duplicates
         self.unreadable += o.unreadable
         self.first_error = self.first_error or o.first_error
@@ -215,8 +302,12 @@ class FleetReport:
     def unconfined_hosts(self) -> list[str]:
         return sorted(h for h, m in self.machines.items() if m.unconfined)
 
+    def unverifiable_hosts(self) -> list[str]:
+        return sorted(h for h, m in self.machines.items() if m.unverifiable)
+
     def findings(self) -> bool:
-        return bool(self.stale() or self.skipped() or self.unconfined_hosts())
+        return bool(self.stale() or self.skipped() or self.unconfined_hosts()
+                    or self.unverifiable or self.gaps())
 
     def sessions(self) -> int:
         return sum(len(m.sessions) for m in self.machines.values())
@@ -233,7 +324,8 @@ class FleetReport:
                  "stale_policy": bool(m.digest and m.digest != current),
                  "policy_digests": dict(m.digests), "guard_versions": sorted(m.versions),
                  "host_agents": sorted(m.agents), "monitor_violations": m.violations,
-                 "confinement_unavailable": m.unconfined}
+                 "confinement_unavailable": m.unconfined,
+                 "unverifiable_records": m.unverifiable}
                 for h, m in sorted(self.machines.items())
             ],
             "sessions": self.sessions(),
@@ -242,6 +334,12 @@ class FleetReport:
             "hooks_skipped": self.skipped(),
             "confinement_unavailable": self.unconfined_hosts(),
             "unconfined_notices": self.unconfined,
+            "macs_checked": bool(self.keys),
+            "unchecked_records": self.unchecked,
+            "unverifiable_records": self.unverifiable,
+            "unverifiable_hosts": self.unverifiable_hosts(),
+            "unverifiable": self.unverifiable_records,
+            "chain_gaps": self.gaps(),
             "decisions_by_host_agent": _nest(self.by_host_agent),
             "decisions_by_agent": _nest(self.by_agent),
             "top_rules": [{"rule": rule, "decision": d, "count": n}
@@ -299,30 +397,55 @@ def inputs(path: Path) -> list[Path]:
 SEED_BYTES = 16 << 20
 
 
-def _seed(report: FleetReport, f: IO[bytes], start: int) -> None:
-    """Remember the ids of the records just before ``start`` (read by the share before)."""
+def _seed(report: FleetReport, f: IO[bytes], start: int) -> dict[str, Any] | None:
+    """Remember the ids of the records just before ``start`` (read by the share before);
+    the record of the last line before it (what a local log's next line continues)."""
     f.seek(max(0, start - SEED_BYTES))
     if f.tell():
         f.readline()
     pos = f.tell()
+    last = None
     for line in f:
         if pos >= start:
             break
         pos += len(line)
         try:
-            rid = _loads(line).get("record_id")
+            r = _loads(line)
+            rid = r.get("record_id")
         except (ValueError, AttributeError):
+            last = None
             continue
+        last = r
         if isinstance(rid, str):
             report.seen(rid)
+    return last
+
+
+#: A line's own number and MAC in its log's chain, and the machine and user that wrote it.
+Link = tuple[int, str, Any, Any]
+
+
+def _link(r: Mapping[str, Any]) -> Link | None:
+    """A line's :data:`Link`, None when it has none."""
+    seq, mac = r.get("chain_seq"), r.get("chain")
+    if type(seq) is not int or not isinstance(mac, str):
+        return None
+    return seq, mac, r.get("hostname"), r.get("uid")
+
+
+def _log_name(path: str) -> str:
+    """The chain a local log's file belongs to: its name less a rotation suffix (.N)."""
+    name = os.path.basename(path)
+    base, _, tail = name.rpartition(".")
+    return base if tail.isdigit() and base.endswith(".jsonl") else name
 
 
 def _fold(report: FleetReport, f: IO[bytes], start: int, end: int, name: str) -> None:
-    if start:
-        _seed(report, f, start)
+    before = _seed(report, f, start) if start else None
     if start:  # a line is read by the share it starts in
         f.seek(start - 1)
         f.readline()
+    log = _log_name(name)
     pos = f.tell()
     for line in f:
         if pos >= end:
@@ -338,13 +461,15 @@ def _fold(report: FleetReport, f: IO[bytes], start: int, end: int, name: str) ->
             report.unreadable += 1
             report.first_error = report.first_error or (
                 f"{name}: the line at byte {at} is not a JSON record; fix or remove it")
+            before = None
             continue
         try:
-            report.add(r)
+            report.add(r, f"{name}: byte {at}", before, log)
         except (TypeError, ValueError, AttributeError):  # a field of the wrong kind
             report.unreadable += 1
             report.first_error = report.first_error or (
                 f"{name}: the record at byte {at} has a field of the wrong kind; fix or remove it")
+        before = r
 
 
 def _shares(files: list[Path], workers: int) -> list[list[tuple[Path, int, int]]]:
@@ -364,189 +489,32 @@ def _shares(files: list[Path], workers: int) -> list[list[tuple[Path, int, int]]
     return [s for s in shares if s]
 
 
-def _run_share(share: list[tuple[Path, int, int]]) -> FleetReport:
-    report = FleetReport()
+def _run_share(share: list[tuple[Path, int, int]], keys: tuple[bytes, ...] = ()
+               ) -> FleetReport:
+    report = FleetReport(keys=keys)
     for path, start, end in share:
         with open(path, "rb") as f:
             _fold(report, f, start, end, str(path))
     return report
 
 
-def build(path: Path, workers: int | None = None) -> FleetReport:
-    """Read ``path`` (see :func:`inputs`) into one :class:`FleetReport`."""
+def build(path: Path, workers: int | None = None, keys: tuple[bytes, ...] = ()
+          ) -> FleetReport:
+    """Read ``path`` (see :func:`inputs`) into one :class:`FleetReport`, checking MACs with
+    ``keys`` (the machines' audit keys; none: only the chain keys' form is checked)."""
     files = inputs(path)
     workers = workers or min(os.cpu_count() or 1, 8)
     total = sum(p.stat().st_size for p in files)
     shares = _shares(files, workers if total > SPLIT_BYTES else 1)
     if len(shares) <= 1:
-        return _run_share(shares[0]) if shares else FleetReport()
+        return _run_share(shares[0], keys) if shares else FleetReport(keys=keys)
 
     with multiprocessing.get_context("fork").Pool(len(shares)) as pool:
-        parts = pool.map(_run_share, shares)
+        parts = pool.starmap(_run_share, [(share, keys) for share in shares])
     out = parts[0]
     for p in parts[1:]:
         out.merge(p)
     return out
-
-
-# -- renderings --------------------------------------------------------------------------
-
-
-def _short(digest: str | None) -> str:
-    return "-" if not digest else digest.removeprefix("sha256:")[:12]
-
-
-def to_table(rep: FleetReport) -> str:
-    lines = [f"guard fleet report: {rep.records} records from {len(rep.machines)} machines,"
-             f" {rep.sessions()} sessions ({rep.duplicates} duplicates dropped)"]
-    if rep.unreadable:
-        lines.append(f"  {rep.unreadable} lines were not records ({rep.first_error})")
-    current = rep.current_digest
-    lines.append(f"current policy digest: {_short(current)}")
-    lines.append("")
-    lines.append(f"{'machine':<24} {'records':>8} {'sessions':>8}  {'policy':<12}  "
-                 f"{'violations':>10}  {'unconfined':>10}  host agents")
-    for h, m in sorted(rep.machines.items()):
-        mark = " STALE" if m.digest and m.digest != current else ""
-        lines.append(f"{h[:24]:<24} {m.records:>8} {len(m.sessions):>8}  {_short(m.digest):<12}"
-                     f"  {m.violations:>10}  {m.unconfined:>10}  {', '.join(sorted(m.agents))}"
-                     f"{mark}")
-    for title, counter in (("decisions by host agent", rep.by_host_agent),
-                           ("decisions by agent", rep.by_agent)):
-        lines += ["", f"{title}:"]
-        for key, counts in _nest(counter).items():
-            shown = ", ".join(f"{d} {n}" for d, n in sorted(counts.items()))
-            lines.append(f"  {key:<30} {shown}")
-    lines += ["", "top rules (deny and ask):"]
-    for (rule, d), n in rep.by_rule.most_common(10):
-        lines.append(f"  {n:>8}  {d:<5} {rule}")
-    lines += ["", f"stale policy: {', '.join(rep.stale()) or 'none'}",
-              f"hooks skipped (monitor violations): {', '.join(rep.skipped()) or 'none'}",
-              f"confinement unavailable: {', '.join(rep.unconfined_hosts()) or 'none'}"]
-    return "\n".join(lines) + "\n"
-
-
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:75em;color:#1d2330}
-h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em}
-table{border-collapse:collapse}td,th{padding:.25em .6em;text-align:left;
-border-bottom:1px solid #e3e6ec}.num{text-align:right}.stale{background:#fff6dc}
-.bad{background:#fde8e8}.meta{color:#667085}svg text{font:11px system-ui,sans-serif}
-.chart{margin:.5em 0 1.5em}
-"""
-COLORS = {"allow": "#1b7f3b", "allow_confined": "#2f9e8f", "ask": "#d29b00", "deny": "#a4161a"}
-
-
-def _esc(x: Any) -> str:
-    return html.escape("" if x is None else str(x))
-
-
-def _timeline_svg(rep: FleetReport) -> str:
-    rows = rep.timeline()
-    if not rows:
-        return "<p class=\"meta\">no decisions</p>"
-    w, h, pad = 900, 220, 30
-    top = max(sum(c.values()) for _, c in rows) or 1
-    bw = (w - pad) / len(rows)
-    parts = [f'<svg class="chart" id="timeline" width="{w}" height="{h + 40}"'
-             f' role="img" aria-label="decisions over time">']
-    for i, (start, counts) in enumerate(rows):
-        y = float(h)
-        for d in DECISIONS:
-            n = counts.get(d, 0)
-            if not n:
-                continue
-            bh = n / top * (h - 10)
-            y -= bh
-            parts.append(f'<rect class="bar {d}" x="{pad + i * bw:.1f}" y="{y:.1f}"'
-                         f' width="{max(bw - 2, 1):.1f}" height="{bh:.1f}" fill="{COLORS[d]}">'
-                         f"<title>{_esc(start)}: {d} {n}</title></rect>")
-    parts.append(f'<text x="{pad}" y="{h + 16}">{_esc(rows[0][0])}</text>')
-    parts.append(f'<text x="{w - 160}" y="{h + 16}">{_esc(rows[-1][0])}</text>')
-    parts.append(f'<text x="0" y="12">{top}</text>')
-    x = pad
-    for d in DECISIONS:
-        parts.append(f'<rect x="{x}" y="{h + 24}" width="10" height="10" fill="{COLORS[d]}"/>'
-                     f'<text x="{x + 14}" y="{h + 33}">{d}</text>')
-        x += 110
-    return "".join(parts) + "</svg>"
-
-
-def _rules_svg(rep: FleetReport) -> str:
-    top = rep.by_rule.most_common(10)
-    if not top:
-        return "<p class=\"meta\">no refusals</p>"
-    most = top[0][1]
-    w, row = 900, 24
-    parts = [f'<svg class="chart" id="rules" width="{w}" height="{row * len(top) + 10}"'
-             ' role="img" aria-label="top rules">']
-    for i, ((rule, d), n) in enumerate(top):
-        bw = n / most * 380
-        y = i * row + 4
-        parts.append(f'<rect class="rule-bar" x="0" y="{y}" width="{bw:.1f}" height="{row - 6}"'
-                     f' fill="{COLORS.get(d, "#888")}"><title>{_esc(rule)}</title></rect>'
-                     f'<text x="{bw + 6:.1f}" y="{y + 13}">{n} {d} {_esc(rule[:80])}</text>')
-    return "".join(parts) + "</svg>"
-
-
-def _matrix(rep: FleetReport) -> str:
-    digests = sorted({d for m in rep.machines.values() for d in m.digests})
-    current = rep.current_digest
-    head = "".join(f"<th title=\"{_esc(d)}\">{_esc(_short(d))}"
-                   f"{' (current)' if d == current else ''}</th>" for d in digests)
-    out = [f'<table id="matrix"><tr><th>machine</th>{head}</tr>']
-    top = max((n for m in rep.machines.values() for n in m.digests.values()), default=1)
-    for host, m in sorted(rep.machines.items()):
-        cells = []
-        for d in digests:
-            n = m.digests.get(d, 0)
-            alpha = 0.12 + 0.75 * n / top if n else 0
-            last = " ◀ last" if d == m.digest else ""
-            cells.append(f'<td class="num cell" style="background:rgba(52,84,209,{alpha:.2f})">'
-                         f"{n or ''}{last}</td>")
-        cls = ' class="stale"' if m.digest and m.digest != current else ""
-        out.append(f"<tr{cls}><td>{_esc(host)}</td>{''.join(cells)}</tr>")
-    return "\n".join(out) + "</table>"
-
-
-def write_html(rep: FleetReport, out: IO[str]) -> None:
-    """One self-contained page: inline CSS and SVG, nothing fetched."""
-    out.write("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-              f"<title>guard fleet report</title><style>{_CSS}</style></head><body>\n"
-              "<h1>guard fleet report</h1>\n"
-              f"<p class=\"meta\">{rep.records} records from {len(rep.machines)} machines,"
-              f" {rep.sessions()} sessions, {rep.duplicates} duplicates dropped; current"
-              f" policy digest {_esc(_short(rep.current_digest))}</p>\n")
-    out.write("<h2>Decisions over time</h2>\n" + _timeline_svg(rep) + "\n")
-    out.write("<h2>Top rules</h2>\n" + _rules_svg(rep) + "\n")
-    out.write("<h2>Machines &times; policy digest</h2>\n" + _matrix(rep) + "\n")
-    out.write("<h2>Machines</h2>\n<table id=\"machines\"><tr><th>machine</th><th>records</th>"
-              "<th>sessions</th><th>policy</th><th>monitor violations</th>"
-              "<th>confinement unavailable</th><th>host agents</th><th>guard</th></tr>\n")
-    current = rep.current_digest
-    for h, m in sorted(rep.machines.items()):
-        cls = "bad" if m.violations or m.unconfined else (
-            "stale" if m.digest and m.digest != current else "")
-        out.write(f"<tr class=\"{cls}\"><td>{_esc(h)}</td><td class=\"num\">{m.records}</td>"
-                  f"<td class=\"num\">{len(m.sessions)}</td><td>{_esc(_short(m.digest))}"
-                  f"{' STALE' if cls == 'stale' else ''}</td>"
-                  f"<td class=\"num\">{m.violations}</td><td class=\"num\">{m.unconfined}</td>"
-                  f"<td>{_esc(', '.join(sorted(m.agents)))}</td>"
-                  f"<td>{_esc(', '.join(sorted(m.versions)))}</td></tr>\n")
-    out.write("</table>\n<h2>Decisions by host agent</h2>\n<table id=\"by-host\">"
-              "<tr><th>host agent</th>" + "".join(f"<th>{d}</th>" for d in DECISIONS) + "</tr>")
-    for key, counts in _nest(rep.by_host_agent).items():
-        out.write(f"<tr><td>{_esc(key)}</td>"
-                  + "".join(f"<td class=\"num\">{counts.get(d, 0)}</td>" for d in DECISIONS)
-                  + "</tr>")
-    out.write("</table>\n")
-    out.write(f"<h2>Findings</h2>\n<ul id=\"findings\"><li>stale policy:"
-              f" {_esc(', '.join(rep.stale()) or 'none')}</li>"
-              f"<li>hooks skipped (monitor violations):"
-              f" {_esc(', '.join(rep.skipped()) or 'none')}</li>"
-              f"<li>confinement unavailable:"
-              f" {_esc(', '.join(rep.unconfined_hosts()) or 'none')}</li></ul>\n"
-              "</body></html>\n")
 
 
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:

@@ -31,7 +31,8 @@ sockets one datagram per message. A record whose message would pass
 and SHA-256 of the whole record, which the local log keeps whole).
 """
 
-# Lazy imports: ctypes only when the shipper watches its spool: hooks ship records (speed).
+# Lazy imports: ctypes only when the shipper watches its spool, the audit key only when it
+# signs a notice: hooks ship records (speed).
 
 from __future__ import annotations
 
@@ -168,6 +169,21 @@ def frame(msg: bytes, scheme: str) -> bytes:
 
 
 # -- the spool (the writer's side) ----------------------------------------------------
+
+
+def sign_notice(record: dict[str, Any], spool: Path) -> None:
+    """Sign a shipper's notice (in no local log, so not chained) with the installation's
+    audit key, found beside the spool (``<data>/spool/<name>`` -> ``<data>/keys``), so a
+    collector can tell it from a forged one (``guard audit verify --shipped``). Without
+    a key it goes unsigned, and the collector's check names it."""
+    from guard.audit import AuditError
+    from guard.audit.chain import NOTICE_MAC, key_path, load_key, notice_mac
+
+    try:
+        key = load_key(key_path(spool.parent.parent), create=False)
+    except AuditError:
+        return
+    record[NOTICE_MAC] = notice_mac(key, record)
 
 
 def spool_dir(target: Target, data: Path | None = None) -> Path:
@@ -413,6 +429,7 @@ class Shipper:
                             "message": f"{n} audit records were not shipped to"
                             f" {self.target}: the spool was full; they are in the local"
                             " audit logs of this machine", "count": n}, None)
+            sign_notice(record, self.dir)
             line = spool_line(record)
             end = os.lseek(self.queue, 0, os.SEEK_END)
             if self.max_bytes and end + len(line) > self.max_bytes:

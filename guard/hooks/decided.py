@@ -1,12 +1,18 @@
 """Finding guard's pre-tool decision for a tool call in the audit log (for
 :mod:`guard.hooks.missed`), believing only records guard's writer chained.
 
-A call is matched by host, host session id and ``tool_use_id`` where the host gives
-one, else by tool name and :func:`input_digest` of its input (``input_sha256`` in the
-verdict record), within the last :data:`TAIL` bytes of the project's log (and of other
-projects' recent logs). A matching record counts only when its chain MAC verifies under
-the installation key (:func:`untrusted`); the others are kept in :class:`Trust` to be
-reported as tampering.
+A call that ran is paired with exactly one decision under which it could run: an
+``allow`` or ``allow_confined`` the host was told (or an ``ask``, which the user may
+approve in the host), never a ``deny``. It is matched by host, host session id and
+``tool_use_id`` where the host gives one (the id is the call's own); else (Gemini CLI
+sends none) by tool name and :func:`input_digest` of its input (``input_sha256`` in the
+verdict record), and then each decision pairs with one call only: the call *claims* the
+record (a file created with ``O_EXCL`` under the host session's directory in
+``<data>/missed``, no lock), so a repeated call with the same input whose pre-tool hook
+did not run finds no unclaimed decision and is reported. Records are looked for within
+the last :data:`TAIL` bytes of the project's log (and of other projects' recent logs).
+A matching record counts only when its chain MAC verifies under the installation key
+(:func:`untrusted`); the others are kept in :class:`Trust` to be reported as tampering.
 """
 
 from __future__ import annotations
@@ -119,6 +125,33 @@ def _lines_with(data: bytes, needle: bytes) -> list[tuple[dict[str, Any], int, i
     return found
 
 
+#: What a host was told when a call could run after it (``answered``, else ``decision``):
+#: an ``ask`` runs when the user approves it in the host; a ``deny`` never pairs with a
+#: call that ran.
+RAN = frozenset({"allow", "allow_confined", "ask"})
+
+
+def could_run(rec: Mapping[str, Any]) -> bool:
+    """Whether a hook record stands for a call that ran: a decision the host was told that
+    lets it run, or a ``hook_missed`` record of it (it is reported once)."""
+    if rec.get("kind") == KIND:
+        return True
+    told = rec.get("answered") if rec.get("answered") is not None else rec.get("decision")
+    return told in RAN
+
+
+def claim(claims: Path, line: bytes) -> bool:
+    """Claim the decision record ``line`` for one call (False: another call has it)."""
+    claims.mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = hashlib.sha256(line).hexdigest()[:40]
+    try:
+        fd = os.open(claims / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
 def _needle(key: str, value: str) -> bytes:
     return f'"{key}": {json.dumps(value, ensure_ascii=False)}'.encode("utf-8", "surrogateescape")
 
@@ -137,13 +170,16 @@ def decided(
     tool_name: str,
     tool_input: Mapping[str, Any] | None,
     trust: Trust | None = None,
+    claims: Path | None = None,
 ) -> bool:
     """Whether the log (else another project's recent log) holds guard's pre-tool decision
-    for this call, or already a ``hook_missed`` record of it (each is reported once).
-    Only records whose chain MAC verifies count; the others that would have are noted
-    in ``trust`` (:class:`Trust`)."""
+    under which this call could run, or already a ``hook_missed`` record of it (each is
+    reported once). Only records whose chain MAC verifies count; the others that would
+    have are noted in ``trust`` (:class:`Trust`). Without a ``tool_use_id`` a decision
+    pairs with one call: it is claimed in ``claims`` (the host session's directory; None:
+    matched by input alone, as a look that changes nothing)."""
     trust = trust if trust is not None else Trust()
-    if _decided_in(log, host, session, tool_use_id, tool_name, tool_input, trust):
+    if _decided_in(log, host, session, tool_use_id, tool_name, tool_input, trust, claims):
         return True
     try:
         others = [(e.stat().st_mtime, Path(e.path)) for e in os.scandir(log.parent)
@@ -151,7 +187,7 @@ def decided(
     except OSError:
         return False
     recent = sorted((o for o in others if o[0] > time.time() - OTHER_LOGS_AGE), reverse=True)
-    return any(_decided_in(p, host, session, tool_use_id, tool_name, tool_input, trust)
+    return any(_decided_in(p, host, session, tool_use_id, tool_name, tool_input, trust, claims)
                for _, p in recent[:OTHER_LOGS_MAX])
 
 
@@ -163,16 +199,22 @@ def _decided_in(
     tool_name: str,
     tool_input: Mapping[str, Any] | None,
     trust: Trust,
+    claims: Path | None = None,
 ) -> bool:
     data = _tail(log)
     if not data:
         return False
 
     def ours(rec: Mapping[str, Any]) -> bool:
-        # a decision, or this call already reported as missed (by the other way of seeing it)
+        # a decision that let the call run, or this call already reported as missed (by the
+        # other way of seeing it); a deny is never the decision of a call that ran
         return ((rec.get("type") == "verdict" or rec.get("kind") == KIND)
                 and rec.get("source") == "hook" and rec.get("host") == host
-                and rec.get("session_id") == session)
+                and rec.get("session_id") == session and could_run(rec))
+
+    def paired(start: int, end: int) -> bool:
+        # matched by input alone: the decision pairs with this call only if no other has it
+        return claims is None or claim(claims, data[start:end])
 
     forged: list[tuple[dict[str, Any], str]] = []
 
@@ -199,14 +241,15 @@ def _decided_in(
     if tool_input is None:
         return False
     digest = input_digest(tool_input)
-    if any([ours(r) and r.get("tool_name") == tool_name and trusted(r, a, b)
-            for r, a, b in _lines_with(data, _needle("input_sha256", digest))]):
-        return result(True)
+    # the newest first: the decision made just before this call ran
+    for r, a, b in reversed(_lines_with(data, _needle("input_sha256", digest))):
+        if ours(r) and r.get("tool_name") == tool_name and trusted(r, a, b) and paired(a, b):
+            return result(True)
     # a call guard ran confined: the host reports the rewritten input
-    for rec, a, b in _lines_with(data, b'"updated_input": '):
+    for rec, a, b in reversed(_lines_with(data, b'"updated_input": ')):
         updated = rec.get("updated_input")
         if (ours(rec) and rec.get("tool_name") == tool_name and isinstance(updated, dict)
                 and all(tool_input.get(k) == v for k, v in updated.items())
-                and trusted(rec, a, b)):
+                and trusted(rec, a, b) and paired(a, b)):
             return result(True)
     return result(False)

@@ -9,10 +9,12 @@ tool results the host added to its transcript since guard last looked. A
 result of a tool that can change something (:data:`CHANGING`) with no matching
 pre-tool decision record in the audit log is a ``hook_missed`` violation:
 
-* matched by host, host session id and ``tool_use_id`` where the host gives one,
+* paired with exactly one decision under which it could run (an allow, never a
+  deny): by host, host session id and ``tool_use_id`` where the host gives one,
   else by tool name and a digest of the tool input (``input_sha256`` in the
-  verdict record), within the end of the project's log; only records whose chain MAC
-  verifies count (:mod:`guard.hooks.decided`);
+  verdict record), each decision then claimed by one call, within the end of the
+  project's log; only records whose chain MAC verifies count
+  (:mod:`guard.hooks.decided`);
 * recorded in the audit log (``"type": "violation", "kind": "hook_missed"``);
 * told to the model and the user in the answer of that hook call;
 * in plan mode, the host session is **held**: a file under
@@ -302,8 +304,9 @@ def _found(
             found.append(Missed(hook.host, call.session, name, use_id, call.cwd, "transcript"))
     if post and changes(hook.host, call.name):
         trust = trust or Trust()
+        claims = missed_dir() / f"paired-{file_key(hook.host, call.session, call.cwd)}"
         if not decided(log, hook.host, call.session, hook.tool_use_id, call.name, call.input,
-                       trust):
+                       trust, claims):
             found.append(Missed(hook.host, call.session, call.name, hook.tool_use_id,
                                 call.cwd, hook.event))
     if not found:  # all decided so far: the state to reconcile against, once per session

@@ -7,6 +7,15 @@ that host session to it (stored in the session file, indexed under guard's data
 directory). From then on the run's calls are decided by that session while it is
 in plan mode, wherever their cwd.
 
+A host session is also bound to every worktree it is *seen* in, in any mode: each
+call's cwd (and each path it changes) names the worktrees it lies in, recorded under
+guard's data directory (one file per worktree, written once, no lock). When any of
+them is in plan mode (``guard plan start`` there, even after the run left for a
+folder outside every worktree, e.g. one Claude Code's ``--add-dir`` added), the run is
+in plan mode: its calls are decided by that plan session with its worktree's policy,
+so a program whose writes no analysis sees runs confined with that worktree
+read-only. At most :data:`MAX_SEEN` worktrees are recorded per run (the first ones).
+
 A plan session belongs to the worktree it began in, not to the cwd of a call.
 So a call is in plan mode when its cwd, or a path it writes or deletes, lies
 inside or below a worktree whose deciding session is in plan mode, however
@@ -121,17 +130,29 @@ def _places(call: ToolCall, effects: Sequence[Effect]) -> list[str]:
     return places
 
 
-def worktrees_of(places: Iterable[str]) -> list[Path]:
+def worktrees_of(places: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The worktrees to ask, in order: every enclosing worktree of each place, then the
     other checkouts of each one's repository; no duplicates."""
-    seen: dict[Path, None] = {}
-    for place in places:
-        for wt in enclosing_worktrees(place):
-            seen.setdefault(wt, None)
+    return _with_siblings(wt for place in places for wt in enclosing_worktrees(place))
+
+
+def _with_siblings(worktrees: Iterable[Path]) -> list[Path]:
+    seen = dict.fromkeys(worktrees)
     for wt in list(seen):
         for other in sibling_checkouts(wt):
             seen.setdefault(other, None)
     return list(seen)
+
+
+def _around(places: Sequence[str]) -> tuple[list[Path], list[Path]]:
+    """For a call's places (its cwd first, then the paths it changes): the worktrees to ask
+    for a plan session (:func:`plan_session_around`), and the worktrees the call is seen
+    in (:func:`note_seen`). A cwd under no version control counts as its own project."""
+    enclosing = [enclosing_worktrees(place) for place in places]
+    own = [] if enclosing[0] else [Path(os.path.realpath(places[0]))]
+    ask = own + _with_siblings(wt for found in enclosing for wt in found)
+    seen = list(dict.fromkeys([*own, *(wt for found in enclosing for wt in found)]))
+    return ask, seen
 
 
 def plan_session_around(
@@ -139,10 +160,11 @@ def plan_session_around(
 ) -> tuple[Session, str] | None:
     """The plan session of a worktree the call's cwd (or a path it changes) lies in; for a
     cwd under no version control, the plan session of that directory's own project."""
-    places = _places(call, effects)
-    worktrees = worktrees_of(places)
-    if not enclosing_worktrees(places[0]):
-        worktrees.insert(0, Path(os.path.realpath(places[0])))
+    return _plan_session_in(_around(_places(call, effects))[0])
+
+
+def _plan_session_in(worktrees: Iterable[Path]) -> tuple[Session, str] | None:
+    """The first of ``worktrees`` (or projects) whose deciding session is in plan mode."""
     for wt in worktrees:
         if not sessions_dir(wt).is_dir():
             continue
@@ -198,6 +220,71 @@ def bound_session(host_session: str) -> Session | None:
     return session
 
 
+#: The most worktrees (or projects) recorded as seen for one host session: the first ones
+#: seen are kept (the one the run started in among them), later ones are not recorded.
+MAX_SEEN = 256
+_SEEN_SUFFIX = ".seen"
+
+
+def _seen_dir(host_session: str) -> Path:
+    index = _index_path(host_session)
+    return index.with_name(index.stem + _SEEN_SUFFIX)
+
+
+def _place_name(place: Path) -> str:
+    return hashlib.sha256(os.fsencode(place)).hexdigest()[:32] + ".json"
+
+
+def note_seen(host_session: str, places: Iterable[Path]) -> None:
+    """Record that ``host_session`` was seen in each of ``places`` (once per place: a file
+    written atomically, no lock; at most :data:`MAX_SEEN` places)."""
+    directory = _seen_dir(host_session)
+    count: int | None = None
+    for place in places:
+        path = directory / _place_name(place)
+        if os.path.lexists(path):
+            continue
+        if count is None:
+            directory.mkdir(parents=True, exist_ok=True)
+            count = sum(1 for _ in directory.glob("*.json"))
+        if count >= MAX_SEEN:
+            return
+        entry = {"host_session": host_session, "place": str(place), "seen_at": utc_now()}
+        atomic_write_text(path, json.dumps(entry) + "\n")
+        count += 1
+
+
+def seen_places(host_session: str, known: Iterable[Path] = ()) -> list[Path]:
+    """The worktrees (or projects) ``host_session`` was seen in, first seen first, but
+    those in ``known`` (already asked: their records are not read).
+
+    An unreadable or malformed record raises (the caller fails closed)."""
+    directory = _seen_dir(host_session)
+    skip = {_place_name(place) for place in known}
+    try:
+        entries = [e for e in os.scandir(directory) if e.name.endswith(".json")]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise SessionError(f"cannot list the agent run's worktrees in {directory}: {exc}") from None
+    found: list[tuple[str, Path]] = []
+    for entry in entries:
+        if entry.name in skip:
+            continue
+        try:
+            data = json.loads(Path(entry.path).read_text(encoding="utf-8"))
+            place, at = data["place"], data["seen_at"]
+            if data["host_session"] != host_session or not isinstance(place, str):
+                raise TypeError(place)
+        except (OSError, ValueError, KeyError, TypeError):
+            raise SessionError(
+                f"{entry.path}: not a record of a worktree this agent run was seen in;"
+                " remove the file (the next call in that worktree records it again)"
+            ) from None
+        found.append((str(at), Path(place)))
+    return [place for _, place in sorted(found)]
+
+
 def bind(session: Session, host_session: str) -> None:
     """Bind ``host_session`` to ``session``: stored in the session file and indexed."""
     with session.transaction() as s:
@@ -219,11 +306,16 @@ def ruling(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
 
     In order: the plan session the call's agent run (its host session id) is bound
     to; a plan session of any worktree the call lies in (the agent run is bound to
-    it on this, its first call); the build session the run is bound to; the
+    it on this, its first call); a plan session of any worktree the run was seen in
+    before, in any mode (bound likewise); the build session the run is bound to; the
     deciding session of the cwd's worktree (or project). A plan session decides
-    with its own worktree, whatever the call's cwd.
+    with its own worktree, whatever the call's cwd. Every call of a host session
+    records the worktrees it is seen in (:func:`note_seen`).
     """
     host = host_session_of(call)
+    ask, seen_here = _around(_places(call, effects))
+    if host is not None:
+        note_seen(host, seen_here)
     bound = bound_session(host) if host is not None else None
     if bound is not None and bound.mode is Mode.PLAN:
         return ModeFound(
@@ -232,7 +324,7 @@ def ruling(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
             f" agent run (host session {host})",
             bound.worktree, bound.id, bound.orphan_note(),
         )  # fmt: skip
-    found = plan_session_around(call, effects)
+    found = _plan_session_in(ask)
     if found is not None:
         session, why = found
         if host is not None and host not in session.host_sessions:
@@ -241,6 +333,19 @@ def ruling(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
             "plan", f"guard mode 'plan' of {why} in {session.project}",
             session.worktree, session.id, session.orphan_note(),
         )  # fmt: skip
+    if host is not None:
+        places = seen_places(host, known=ask)  # a project outside git is its own place
+        seen = _plan_session_in(p for p in _with_siblings(places) if p not in ask)
+        if seen is not None:
+            session, why = seen
+            if host not in session.host_sessions:
+                bind(session, host)
+            return ModeFound(
+                "plan",
+                f"guard mode 'plan' of {why} in {session.project}, where this agent run"
+                f" (host session {host}) was seen",
+                session.worktree, session.id, session.orphan_note(),
+            )  # fmt: skip
     if bound is not None:
         return ModeFound(
             bound.mode.value,

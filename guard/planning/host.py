@@ -410,6 +410,23 @@ def held_text(host: str, session_id: str | None, cwd: str) -> str:
     return "guard: " + missed.held_reason(data, reconcile.describe(data.get("landed"))) + "."
 
 
+def _bound_worktree(cwd: str, host_session: object) -> str | None:
+    """The worktree of the plan session the agent run is bound to when its cwd lies outside
+    it (guard.planning.binding): each turn then names that plan, as its refusals do."""
+    if not isinstance(host_session, str) or not host_session:
+        return None
+    from guard.effects import GuardError, ToolCall
+    from guard.planning.binding import ruling
+
+    try:
+        found = ruling(ToolCall("host", "-", {}, cwd, host_session))
+    except (GuardError, OSError):  # the context of cwd says what is broken (the hooks deny)
+        return None
+    if found is None or found.mode != "plan" or not found.worktree:
+        return None
+    return found.worktree
+
+
 def _context_answer_for(host: str, event: str, text: str) -> Answer:
     if host == hosts.GEMINI.name and not text:
         return _json({})
@@ -437,10 +454,11 @@ def answer(
         mode = payload.get("permission_mode")
         mode = mode if isinstance(mode, str) else None
         if event in CONTEXT_EVENTS[host]:
-            text = context_text(
-                here, env, agent=agent, policy=policy, permission_mode=mode, host=host
-            )
             session_id = payload.get("session_id")
+            told = _bound_worktree(here, session_id) if not agent else None
+            text = context_text(
+                told or here, env, agent=agent, policy=policy, permission_mode=mode, host=host
+            )
             held = held_text(host, session_id if isinstance(session_id, str) else None, here)
             text = f"{held} {text}".strip() if held else text
             return _context_answer_for(host, event, text)

@@ -199,6 +199,12 @@ def load_policy(spec: str | Path) -> LoadedPolicy:
         raise PolicyError([*problems, *exc.problems]) from None
     problems += _egress_problems(loaded)
     for agent_name, agent in loaded.model.agents.items():
+        if agent_name == "plan" and agent.mode != "plan":
+            problems.append(_located(loaded, ("agents", agent_name, "mode"), (
+                f"the agent named plan is declared mode = {agent.mode!r}, but `guard run`,"
+                " installed hooks and users mean plan mode by it; declare mode = \"plan\","
+                " or give this build agent another name"
+            )))  # fmt: skip
         for kind in ("read", "write", "delete", "exec", "network"):
             rules = getattr(agent, kind)
             lists = NETWORK_LISTS if kind == "network" else ("deny", "ask", "allow")

@@ -123,9 +123,11 @@ def run_claude(
     script: Script,
     mode: str,
     guard_agent: str | None,
+    *more: str,
 ) -> dict[str, Any]:
+    """``claude -p`` in ``repo`` with ``--permission-mode MODE`` and ``more`` flags."""
     run_env = {**env, "GUARD_AGENT": guard_agent} if guard_agent else env
-    flags = ("--permission-mode", mode, "--max-turns", "30")
+    flags = ("--permission-mode", mode, "--max-turns", "30", *more)
     proc = claude_print(claude, repo, run_env, script, *flags)
     assert proc.stdout.strip(), f"claude printed nothing; stderr: {proc.stderr[-2000:]}"
     result: dict[str, Any] = json.loads(proc.stdout)

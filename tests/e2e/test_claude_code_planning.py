@@ -247,3 +247,49 @@ def test_plan_mode_follows_the_agent_into_a_submodule(
     host = by_id["toolu_write"]["session_id"]
     assert session.refresh().host_sessions == [host], "the agent run is bound to the session"
     assert not (repo / "sub" / ".openoxide").exists()
+
+
+def test_plan_mode_follows_the_agent_into_an_added_dir(
+    claude: str, project: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Attack (issue 39): while building, the model `cd`s into a folder Claude Code was
+    given with ``--add-dir`` (outside every worktree); the user then runs ``guard plan
+    start`` in the worktree; the model writes the worktree's src/ with ``python3 -c``,
+    whose target no analysis sees. The run was seen in the worktree while building, so
+    plan mode follows it: the command runs confined with the worktree read-only, src/ is
+    unchanged, and the worktree's audit log records the call as the plan agent's."""
+    repo, env = project
+    added = tmp_path / "added"
+    added.mkdir()
+    added = added.resolve()
+    app = repo / "src" / "app.py"
+    before = snapshot(repo / "src")
+    started: list[subprocess.CompletedProcess[str]] = []
+
+    def plan_starts_now(body: dict[str, Any]) -> dict[str, Any]:
+        if not started:  # the user starts plan mode while the model sits in the added dir
+            started.append(guard(repo, env, "plan", "start", "Refactor"))
+        return {"command": "pwd", "description": "where am I"}
+
+    sneaky = f"python3 -c \"open('{app}', 'w').write('owned = True')\""
+    steps = [
+        ToolUse("toolu_cd", "Bash", {"command": f"cd {added}", "description": "go"}),
+        ToolUse("toolu_pwd", "Bash", plan_starts_now),
+        ToolUse("toolu_py", "Bash", {"command": sneaky, "description": "write"}),
+    ]
+    script = Script(steps)
+    run_claude(claude, repo, env, script, "acceptEdits", None, "--add-dir", str(added))
+    assert started and started[0].returncode == 0, started
+    (session,) = Session.list_all(repo)
+    results = script.tool_results()
+    assert str(added) in results["toolu_pwd"], "Claude Code kept the cwd the model chose"
+    assert snapshot(repo / "src") == before, (results, "the worktree's src/ is unchanged")
+    records = [r for r in audit_records(Path(env["HOME"])) if r.get("tool_use_id")]
+    by_id = {r["tool_use_id"]: r for r in records}
+    sneak = by_id["toolu_py"]
+    assert sneak["cwd"] == str(added), "the call came from the added dir"
+    assert sneak["decision"] == "allow_confined" and sneak["agent"] == "plan", sneak
+    assert by_id["toolu_cd"]["agent"] == "build", "the run was building when it was seen"
+    logs = {p.name for p in Path(env["HOME"]).rglob("audit/*.jsonl")}
+    assert all(n.startswith("repo-") for n in logs), ("one log: the worktree's", logs)
+    assert session.refresh().host_sessions == [sneak["session_id"]], "bound to the session"

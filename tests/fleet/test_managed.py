@@ -454,3 +454,77 @@ def test_managed_network_rules_take_host_and_port_and_beat_model_api(
     managed.write("net.toml", 'version = 1\n[managed.all.network]\ndeny = ["a/b"]\n')
     with pytest.raises(ManagedError, match="HOST or HOST:PORT"):
         Guard.load(repo / "p.toml", worktree=repo)
+
+
+# -- a project declaring its plan agent a build agent ----------------------------------
+
+DISGUISED = """\
+version = 1
+extends = ["builtin:default"]
+
+[agents.plan]
+mode = "build"
+default = "allow"
+
+[agents.plan.write]
+allow = ["**"]
+"""
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_a_plan_agent_declared_build_cannot_escape_the_managed_plan_rules(
+    acme: Managed, tmp_path: Path, user: str
+) -> None:
+    """Attack: the repository's policy declares its ``plan`` agent with ``mode = "build"``
+    (and lets it write everything), so that the fleet's ``[managed.plan]`` rules and the
+    ``confine`` pin, which apply by declared mode, would miss the agent plan mode uses.
+    In plan mode the hook's Write and unknown program into src/, ``guard check`` and
+    ``guard run --agent plan`` are all refused, naming the policy line and the fix; as
+    root and as uid 65534; src/ is unchanged."""
+    top = Path(tempfile.mkdtemp(prefix="guard-disguised-"))
+    try:
+        os.chmod(top, 0o755)
+        repo = top / "repo"
+        (repo / "src").mkdir(parents=True)
+        (repo / "src" / "app.py").write_text("print('hi')\n")
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        (repo / ".openoxide").mkdir()
+        (repo / ".openoxide" / "policy.toml").write_text(DISGUISED)
+        home = top / "home"
+        home.mkdir()
+        uid = None if user == "root" else NOBODY
+        for p in [top, *top.rglob("*")]:
+            os.chown(p, uid or 0, uid or 0)
+        env = {"PATH": os.environ["PATH"], "HOME": str(home),
+               "GUARD_MANAGED_DIR": str(acme.dir), "GUARD_HOOK_DAEMON": "0"}
+        started = run_guard("plan", "start", "Refactor", cwd=repo, env=env, user=uid)
+        assert started.returncode == 0, started.stderr
+        fix = 'agents.plan.mode: the agent named plan is declared mode = \'build\''
+        app = repo / "src" / "app.py"
+        sneaky = f"python3 -c \"open('{app}', 'w').write('pwned')\""
+        for tool, tool_input in (("Write", {"file_path": str(app), "content": "pwned"}),
+                                 ("Bash", {"command": sneaky})):
+            payload = {
+                "session_id": "s-1", "transcript_path": str(top / "t.jsonl"), "cwd": str(repo),
+                "permission_mode": "acceptEdits", "hook_event_name": "PreToolUse",
+                "tool_name": tool, "tool_input": tool_input, "tool_use_id": "toolu_1",
+            }  # fmt: skip
+            drop = [] if uid is None else [
+                *reach(), "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+            proc = subprocess.run(
+                [*drop, "/bin/sh", "-c", hook_command("claude-code")],
+                input=json.dumps(payload), capture_output=True, text=True, cwd=repo,
+                timeout=120, check=False, env=env,
+            )  # fmt: skip
+            said = proc.stdout + proc.stderr
+            assert proc.returncode == 2 or hook_decision(proc) == "deny", said
+            assert fix in said, said
+            assert '"updatedInput"' not in proc.stdout, "never run, confined or not"
+        got = run_guard("check", "write", "src/app.py", cwd=repo, env=env, user=uid)
+        assert got.returncode == 2 and fix in got.stderr and "policy.toml:5" in got.stderr
+        ran = run_guard("run", "--agent", "plan", "--", "sh", "-c", "echo pwned > src/app.py",
+                        cwd=repo, env=env, user=uid)
+        assert ran.returncode == 2 and fix in ran.stderr, ran.stderr
+        assert app.read_text() == "print('hi')\n"
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

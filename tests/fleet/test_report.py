@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from replay.test_replay_html import rendered
 
+from guard.audit.sinks import AuditLog
 from guard.fleet import report as fleet_report
 from guard.fleet.records import missing, stamp
 from guard.fleet.syslog import body
@@ -52,6 +53,19 @@ def policy(repo: Path, extra: str = "") -> None:
         'version = 1\nextends = ["builtin:default"]\n' + extra)
 
 
+def shipped(logs: Path) -> list[dict[str, Any]]:
+    """Every record of the machines' local logs as guard's shipper sends it: with the MAC
+    it continues from (``chain_prev``) and its log's name (``chain_log``)."""
+    out = []
+    for path in sorted(logs.glob("*.jsonl")):
+        prev = ""
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            out.append({**r, "chain_prev": prev, "chain_log": path.name})
+            prev = r["chain"]
+    return out
+
+
 @pytest.fixture
 def fleet(repo: Path, tmp_path: Path) -> tuple[Path, Path, list[dict[str, Any]]]:
     """Three machines: m1 and m2 on the current policy, m3 on an older one; m2's monitor
@@ -64,22 +78,17 @@ def fleet(repo: Path, tmp_path: Path) -> tuple[Path, Path, list[dict[str, Any]]]
     policy(repo)  # the current one
     machine("m1", repo, logs / "m1.jsonl", 9)
     machine("m2", repo, logs / "m2.jsonl", 6)
-    records = [json.loads(line) for p in sorted(logs.glob("*.jsonl"))
-               for line in p.read_text().splitlines()]
-    digest_of = {r["hostname"]: r["policy_digest"] for r in records}
+    digest_of = {r["hostname"]: r["policy_digest"] for r in shipped(logs)}
     assert digest_of["m1"] == digest_of["m2"] != digest_of["m3"]
-    extra = []
     v = Violation("2026-12-04T10:00:00.000000Z", "s-m2", "plan", "modified", "src/app.py",
                   "agents.plan.write.default", "write denied", "reported").to_json()
-    extra.append(stamp(v, None) | {"hostname": "m2", "policy_digest": digest_of["m2"]})
+    AuditLog(logs / "m2.jsonl").write(
+        stamp(v, None) | {"hostname": "m2", "policy_digest": digest_of["m2"]})
     n = Notice("2026-12-04T10:00:01.000000Z", "s-m3", "server_unconfined",
                "Landlock is unavailable: the MCP server runs unconfined").to_json()
-    extra.append(stamp(n, None) | {"hostname": "m3", "policy_digest": digest_of["m3"]})
-    with open(logs / "m2.jsonl", "a") as f:
-        f.write(json.dumps(extra[0]) + "\n")
-    with open(logs / "m3.jsonl", "a") as f:
-        f.write(json.dumps(extra[1]) + "\n")
-    records += extra
+    AuditLog(logs / "m3.jsonl").write(
+        stamp(n, None) | {"hostname": "m3", "policy_digest": digest_of["m3"]})
+    records = shipped(logs)
     central = tmp_path / "central.jsonl"
     lines = [body(r).decode() for r in records]
     lines += lines[:4]  # RELP resent these after an outage
@@ -172,3 +181,95 @@ def test_lines_that_are_not_records_are_counted_and_located(
         got.stdout)
     missing_path = run_guard("review", "--fleet", tmp_path / "nope", cwd=repo)
     assert missing_path.returncode == 2 and "no such file or directory" in missing_path.stderr
+
+
+def review_json(path: Path, repo: Path, *args: str | Path) -> tuple[int, dict[str, Any]]:
+    got = run_guard("review", "--fleet", path, "--format", "json", *args, cwd=repo)
+    assert got.stdout, got.stderr
+    return got.returncode, json.loads(got.stdout)
+
+
+def test_one_forged_record_cannot_hide_a_machine(
+    fleet: tuple[Path, Path, list[dict[str, Any]]], repo: Path, tmp_path: Path
+) -> None:
+    """Attack: one record handed to the syslog pipeline claims to be m3's newest, on the
+    fleet's current policy, as a shipper's notice ("source": "ship", no chain keys), so
+    that m3 would no longer show as stale. It is unverifiable: named, counted for nothing,
+    m3 stays stale, and `guard audit verify --shipped` fails on it. A forged copy of a real
+    record with its chain keys is caught once the machines' key is given."""
+    from guard.audit.chain import key_path
+
+    central, _, records = fleet
+    current = next(r["policy_digest"] for r in records if r["hostname"] == "m1")
+    forged = {"type": "notice", "source": "ship", "event": "not_shipped", "hostname": "m3",
+              "ts": "2099-01-01T00:00:00.000000Z", "policy_digest": current,
+              "record_id": "forged-notice", "uid": 0}
+    copied = {**records[2], "decision": "allow", "record_id": "forged-copy"}
+    attacked = tmp_path / "attacked.jsonl"
+    attacked.write_text(central.read_text() + json.dumps(forged) + "\n"
+                        + json.dumps(copied) + "\n")
+    code, doc = review_json(attacked, repo)
+    assert code == 3 and doc["stale_policy"] == ["m3"], doc["stale_policy"]
+    assert doc["records"] == 24 and doc["unverifiable_records"] == 1, doc
+    assert doc["unverifiable_hosts"] == ["m3"]
+    assert doc["unverifiable"][0]["problem"].startswith("no chain keys and no notice signature")
+    assert doc["macs_checked"] is False and doc["unchecked_records"] == 24
+    code, doc = review_json(attacked, repo, "--key", key_path())
+    assert code == 3 and doc["records"] == 23 and doc["unverifiable_records"] == 2, doc
+    assert doc["macs_checked"] is True and doc["unchecked_records"] == 0
+    assert "the MAC does not match" in doc["unverifiable"][1]["problem"]
+    table = run_guard("review", "--fleet", attacked, "--key", key_path(), cwd=repo).stdout
+    assert "unverifiable records (counted for nothing): 2: m1 (1), m3 (1)" in table, table
+    verify = run_guard("audit", "verify", "--shipped", attacked, "--key", key_path(), "--json",
+                       cwd=repo)
+    assert verify.returncode == 1, verify.stdout
+    problems = [f["problem"] for f in json.loads(verify.stdout)["findings"]]
+    assert any(p.startswith("no chain keys and no notice signature") for p in problems)
+
+
+def test_the_genuine_fleet_verifies_with_its_key_and_a_cut_chain_is_named(
+    fleet: tuple[Path, Path, list[dict[str, Any]]], repo: Path, tmp_path: Path
+) -> None:
+    """With the key every record of the collector's file and of the machines' logs verifies
+    (none left unchecked); a record removed from the collector's file is named as missing
+    from its chain."""
+    from guard.audit.chain import key_path
+
+    central, logs, _ = fleet
+    for path in (central, logs):
+        _, doc = review_json(path, repo, "--key", key_path())
+        assert doc["records"] == 23 and doc["unverifiable_records"] == 0, doc["unverifiable"]
+        assert doc["unchecked_records"] == 0 and doc["chain_gaps"] == []
+    lines = central.read_text().splitlines()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:5] + lines[6:]) + "\n")  # not one resent at the end
+    code, doc = review_json(cut, repo, "--key", key_path())
+    assert code == 3 and [(g["hostname"], g["missing"]) for g in doc["chain_gaps"]] == [
+        (json.loads(lines[5])["hostname"], 1)], doc["chain_gaps"]
+
+
+def test_a_shipper_notice_counts_only_with_guards_signature(
+    repo: Path, tmp_path: Path
+) -> None:
+    """guard's shipper signs its not-shipped notice with the installation's key; the
+    collector's check accepts it, and the same notice edited (or unsigned) is an error."""
+    from guard.audit.chain import key_path, load_key
+    from guard.fleet.syslog import sign_notice
+
+    load_key(key_path())  # the installation's key, as the first audit record makes it
+    notice = stamp({"type": "notice", "source": "ship", "event": "not_shipped",
+                    "message": "3 audit records were not shipped", "count": 3}, None)
+    sign_notice(notice, key_path().parent.parent / "spool" / "syslog-x")
+    assert "notice_mac" in notice
+    edited = {**notice, "count": 0, "record_id": "edited"}
+    unsigned = {k: v for k, v in notice.items() if k != "notice_mac"} | {"record_id": "bare"}
+    for rows, code in (([notice], 0), ([notice, edited], 1), ([notice, unsigned], 1)):
+        path = tmp_path / "central.jsonl"
+        path.write_text("".join(body(r).decode() + "\n" for r in rows))
+        got = run_guard("audit", "verify", "--shipped", path, "--key", key_path(), "--json",
+                        cwd=repo)
+        assert got.returncode == code, got.stdout + got.stderr
+        out = json.loads(got.stdout)
+        assert any("its signature verifies" in n["problem"] for n in out["notes"])
+        _, doc = review_json(path, repo, "--key", key_path())
+        assert doc["records"] == 1 and doc["unverifiable_records"] == len(rows) - 1

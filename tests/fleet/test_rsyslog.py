@@ -376,6 +376,14 @@ def test_a_collector_that_never_reads_never_holds_a_decision(
         conn.close()
         server.close()
     assert f'"count": {dropped}'.encode() in got
+    # the notice is guard's own: signed with the installation's key, it verifies
+    from guard.audit.chain import key_path, load_key
+    from guard.audit.verify import check_notice
+
+    at = got.rfind(b" - {", 0, got.index(b'"not_shipped"')) + 3
+    notice, _ = json.JSONDecoder().raw_decode(got[at:].decode())
+    assert check_notice(notice, [load_key(key_path(data / "openoxide"), create=False)]) is None
+    assert check_notice({**notice, "count": 0}, [load_key(key_path(data / "openoxide"))])
 
 
 class Collector:

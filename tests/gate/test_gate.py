@@ -61,6 +61,32 @@ def test_agent_choice_precedence(repo: Path) -> None:
     assert (v.agent, v.action) == ("build", VerdictAction.ALLOW)
 
 
+def test_a_mode_picks_the_agent_declared_with_it_not_one_named_after_it(repo: Path) -> None:
+    """Plan mode is a mode, not a name: the session's plan mode is decided by the agent the
+    policy declares ``mode = "plan"`` (here named ``careful``), not by one named after the
+    mode; an agent named ``plan`` declared a build agent is refused when the policy loads
+    (tests/fleet/test_managed.py runs that attack against the managed layer)."""
+    policy = repo / ".openoxide" / "policy.toml"
+    policy.write_text(
+        'version = 1\n[agents.careful]\nmode = "plan"\ndefault = "deny"\n'
+        '[agents.build]\nmode = "plan"\ndefault = "deny"\n'
+        '[agents.work]\nmode = "build"\ndefault = "allow"\n'
+    )
+    g = Guard.load(cwd=repo)
+
+    def session(mode: str) -> Any:
+        return lambda c, effects=(): mode
+
+    planned = Gate(guard=g, env={}, mode=session("plan")).decide(write_call(repo))
+    assert (planned.agent, planned.action) == ("careful", VerdictAction.DENY), planned
+    built = Gate(guard=g, env={}, mode=session("build")).decide(write_call(repo))
+    assert (built.agent, built.action) == ("work", VerdictAction.ALLOW), built
+    policy.write_text('version = 1\n[agents.plan]\nmode = "build"\ndefault = "allow"\n')
+    refused = Gate(env={}, mode=session("plan")).decide(write_call(repo))
+    assert refused.action is VerdictAction.DENY and refused.failed, refused
+    assert "agents.plan.mode: the agent named plan is declared mode = 'build'" in refused.reason
+
+
 # -- fail closed -------------------------------------------------------------------------
 
 

@@ -356,3 +356,61 @@ def test_plan_mode_hold_says_the_log_was_tampered_with(
     decision, reason = pre_decision(decide_hook("claude-code", read_call))
     assert decision == "deny" and "tampered" in reason and "guard session resume" in reason
     assert [v["kind"] for v in records(repo, "violation")] == ["hook_missed", "audit_tampered"]
+
+
+def gemini_call(repo: Path, event: str, content: str = "owned") -> dict[str, Any]:
+    """A Gemini CLI call (no tool_use_id: Gemini sends none) writing src/app.py."""
+    return {"session_id": "s-gemini", "cwd": str(repo), "hook_event_name": event,
+            "timestamp": "2026-12-07T09:00:00.000Z", "tool_name": "write_file",
+            "tool_input": {"file_path": "src/app.py", "content": content}}
+
+
+def test_a_denied_call_repeated_after_the_hook_failed_is_caught_without_a_call_id(
+    repo: Path, decide_hook: HookRunner
+) -> None:
+    """Attack (Gemini CLI, no tool_use_id): guard denies a write; the agent makes the
+    pre-tool hook fail and repeats the very same call, which the host then runs. The deny
+    is not a decision the call ran under: the AfterTool sees a call guard never allowed."""
+    pre = answer_of(decide_hook("gemini", gemini_call(repo, "BeforeTool"), "--agent", "plan"))
+    assert pre["decision"] == "deny", pre
+    (repo / "src/app.py").write_text("owned")  # the repeat ran with no pre-tool decision
+    after = answer_of(decide_hook("gemini", gemini_call(repo, "AfterTool"), "--agent", "plan"))
+    assert "ran write_file without guard's decision" in json.dumps(after), after
+    [v] = records(repo, "violation")
+    assert v["kind"] == "hook_missed" and v["tool_name"] == "write_file" and v["held"] is True
+
+
+def test_one_allow_pairs_with_one_call_without_a_call_id(
+    repo: Path, decide_hook: HookRunner
+) -> None:
+    """Attack (Gemini CLI): a write guard allowed once is repeated with the same input after
+    the pre-tool hook was made to fail. The first AfterTool pairs with the allow; the second
+    finds no decision of its own and is reported; a third call decided again pairs anew."""
+    build = ("--agent", "build")
+    assert answer_of(decide_hook("gemini", gemini_call(repo, "BeforeTool"), *build))[
+        "decision"] == "allow"
+    assert "hook_missed" not in decide_hook("gemini", gemini_call(repo, "AfterTool"),
+                                            *build).stdout
+    repeat = answer_of(decide_hook("gemini", gemini_call(repo, "AfterTool"), *build))
+    assert "hook_missed" in json.dumps(repeat), repeat
+    assert len(records(repo, "violation")) == 1
+    assert answer_of(decide_hook("gemini", gemini_call(repo, "BeforeTool"), *build))[
+        "decision"] == "allow"
+    assert "hook_missed" not in decide_hook("gemini", gemini_call(repo, "AfterTool"),
+                                            *build).stdout
+    assert len(records(repo, "violation")) == 1
+
+
+def test_a_deny_is_never_the_decision_of_a_call_that_ran(
+    repo: Path, decide_hook: HookRunner
+) -> None:
+    """Attack (a host with call ids): guard denied toolu_01ABC, yet its PostToolUse came:
+    the call ran despite the deny (or under an id guard refused). It is hook_missed."""
+    p = claude_payload("Write", {"file_path": str(repo / "src/app.py"), "content": "owned"},
+                       repo)
+    assert pre_decision(decide_hook("claude-code", p, "--agent", "plan"))[0] == "deny"
+    (repo / "src/app.py").write_text("owned")
+    answer = answer_of(decide_hook("claude-code", post(p), "--agent", "plan"))
+    assert "ran Write toolu_01ABC without guard's decision" in answer["reason"], answer
+    [v] = records(repo, "violation")
+    assert v["kind"] == "hook_missed" and v["tool_use_id"] == "toolu_01ABC"

@@ -179,3 +179,124 @@ def test_each_turn_in_the_submodule_says_plan_mode_and_names_the_plan_file(
     assert f"write your plan to {session['plan_path']}" in text, text
     mode = guard_cli(env, "mode", cwd=outer / "sub")
     assert mode.returncode == 0 and mode.stdout.splitlines()[0] == "plan", mode.stdout
+
+
+def test_a_run_seen_in_the_worktree_while_building_follows_it_into_plan_mode(
+    outer: Path, tmp_path: Path, env: dict[str, str], run_hook: HookRunner
+) -> None:
+    """Attack: while building, the agent `cd`s into an `--add-dir` folder outside every
+    worktree; the user then runs `guard plan start` in the worktree; the agent writes the
+    worktree's src/ with a program whose target no analysis sees. The run was seen in the
+    worktree (in build mode), so it is bound to it: the write is plan mode's, it runs
+    confined with the worktree read-only, and the worktree's audit log records it."""
+    app = outer / "src" / "app.py"
+    added = tmp_path / "added"
+    added.mkdir()
+    building = claude_payload("Bash", {"command": f"cd {added}"}, outer)
+    building["session_id"] = "cc-building"
+    assert decision(run_hook("claude-code", building, cwd=outer))[0] == "allow"
+
+    session = plan_start(env, outer)
+    sneaky = f"python3 -c \"open('{app}', 'w').write('pwned')\""
+    payload = claude_payload("Bash", {"command": sneaky}, added)
+    payload["session_id"] = "cc-building"
+    out = answer_of(run_hook("claude-code", payload, cwd=added))["hookSpecificOutput"]
+    rewritten = out.get("updatedInput")
+    assert out["permissionDecision"] == "allow" and rewritten is not None, out
+    assert f"--plans {outer}/.openoxide/plans" in rewritten["command"], "the worktree's plans"
+    ran = subprocess.run(
+        ["bash", "-c", rewritten["command"]], cwd=added, env=env,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert ran.returncode != 0, ran
+    assert app.read_text() == ORIGINAL, "the confined command could not write src/"
+    from guard.planning import Session
+
+    assert "cc-building" in Session.load(session["id"], outer).host_sessions
+    log = Path(env["HOME"]) / ".local/share/openoxide/audit"
+    records = [json.loads(line) for f in log.glob("repo-*.jsonl") for line in f.open()]
+    confined = [r for r in records if r.get("decision") == "allow_confined"]
+    assert confined and confined[-1]["agent"] == "plan", "recorded in the worktree's log"
+    # each turn of that run says so too, naming the plan file, though its cwd is elsewhere
+    from guard.planning.host import answer as planning_answer
+
+    turn = {"session_id": "cc-building", "cwd": str(added), "prompt": "go on",
+            "hook_event_name": "UserPromptSubmit", "transcript_path": "/dev/null"}
+    said = planning_answer(json.dumps(turn), ["claude-code"], env, str(added)).stdout
+    assert f"write your plan to {session['plan_path']}" in said, said
+    other = planning_answer(json.dumps({**turn, "session_id": "cc-other"}), ["claude-code"],
+                            env, str(added)).stdout
+    assert session["plan_path"] not in other, other
+
+
+def test_a_run_never_seen_in_the_worktree_stays_the_hosts(
+    outer: Path, tmp_path: Path, env: dict[str, str], run_hook: HookRunner
+) -> None:
+    """The control: another agent run, seen only outside the worktree, is not bound to it
+    (its call is decided as before: the host's build mode, unchanged)."""
+    plan_start(env, outer)
+    added = tmp_path / "added"
+    added.mkdir()
+    payload = claude_payload("Bash", {"command": "python3 -c 'print(1)'"}, added)
+    payload["session_id"] = "cc-elsewhere"
+    out = answer_of(run_hook("claude-code", payload, cwd=added))["hookSpecificOutput"]
+    assert out["permissionDecision"] == "allow" and out.get("updatedInput") is None, out
+
+
+def test_a_run_seen_in_a_project_outside_version_control_follows_its_plan(
+    tmp_path: Path, env: dict[str, str], decide_hook: HookRunner
+) -> None:
+    """Attack: the same, for a project under no version control (its sessions live in
+    guard's data directory): seen there while building, then a write from elsewhere."""
+    project = tmp_path / "plain"
+    (project / "src").mkdir(parents=True)
+    target = project / "src" / "app.py"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    first = claude_payload("Read", {"file_path": str(target)}, project)
+    first["session_id"] = "cc-plain"
+    assert decision(decide_hook("claude-code", first, cwd=project))[0] == "allow"
+    plan_start(env, project)
+    payload = claude_payload("Bash", {"command": f"python3 -c 'open(\"{target}\", \"w\")'"},
+                             elsewhere)  # fmt: skip
+    payload["session_id"] = "cc-plain"
+    out = answer_of(decide_hook("claude-code", payload, cwd=elsewhere))["hookSpecificOutput"]
+    assert out["permissionDecision"] == "allow" and out.get("updatedInput"), out
+
+
+def test_a_run_seen_in_one_checkout_follows_a_plan_in_another(
+    outer: Path, tmp_path: Path, env: dict[str, str], decide_hook: HookRunner
+) -> None:
+    """Checkouts of one repository are one: seen in the main checkout, planned in a linked
+    one (`git worktree`), the run's write from outside is plan mode's."""
+    seen = claude_payload("Read", {"file_path": str(outer / "src" / "app.py")}, outer)
+    seen["session_id"] = "cc-sibling"
+    assert decision(decide_hook("claude-code", seen, cwd=outer))[0] == "allow"
+    plan_start(env, tmp_path / "linked")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    payload = claude_payload("Bash", {"command": "python3 -c 'print(1)'"}, elsewhere)
+    payload["session_id"] = "cc-sibling"
+    out = answer_of(decide_hook("claude-code", payload, cwd=elsewhere))["hookSpecificOutput"]
+    assert out["permissionDecision"] == "allow" and out.get("updatedInput"), out
+    assert f"--plans {tmp_path / 'linked'}/.openoxide/plans" in out["updatedInput"]["command"]
+
+
+def test_a_corrupt_record_of_where_a_run_was_seen_is_a_deny(
+    outer: Path, tmp_path: Path, env: dict[str, str], decide_hook: HookRunner
+) -> None:
+    """Fail closed: a record the binding cannot read denies the run's calls, naming the
+    file and the fix."""
+    payload = claude_payload("Read", {"file_path": str(outer / "src" / "app.py")}, outer)
+    payload["session_id"] = "cc-corrupt"
+    assert decision(decide_hook("claude-code", payload, cwd=outer))[0] == "allow"
+    bindings = Path(env["HOME"]) / ".local/share/openoxide/bindings"
+    (record,) = bindings.glob("*.seen/*.json")
+    record.write_text("{not json")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    payload["cwd"] = str(elsewhere)
+    proc = decide_hook("claude-code", payload, cwd=elsewhere)
+    assert proc.returncode == 2 or "deny" in proc.stdout, proc
+    said = proc.stdout + proc.stderr
+    assert str(record) in said and "remove the file" in said, said
