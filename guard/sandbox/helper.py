@@ -210,8 +210,7 @@ def _start(args: Args) -> int:
         allowed = {os.path.realpath(s) for s in args.sockets}
         masks = [s for s in namespaces.listening_sockets() if os.path.realpath(s) not in allowed]
     try:
-        args.filter = seccomp.Filter(walls=args.walls, unix_sockets=bool(args.sockets)
-                                     or not args.walls)  # fmt: skip
+        args.filter = seccomp.Filter(walls=args.walls, unix_sockets=_unix_sockets(args))
     except OSError as exc:
         return _fail(args, "seccomp", exc)
     channel: int | None = None
@@ -413,7 +412,7 @@ def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int
         except OSError as exc:
             return _fail(args, "landlock", exc)
     hardening = []
-    unix = bool(args.sockets) or not args.walls
+    unix = _unix_sockets(args)
     try:
         if seccomp.drop_capabilities():
             hardening.append("capabilities")
@@ -423,6 +422,8 @@ def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int
             hardening.append("walls")
             if unix:
                 hardening.append("unix-sockets")
+            elif args.sockets:
+                hardening.append("listed-sockets-refused")
     except OSError as exc:
         return _fail(args, "seccomp", exc)
     if enforcement is None:
@@ -439,6 +440,14 @@ def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int
         for line in landlock.summary_lines(report):
             print(f"{args.announce}{line}", file=sys.stderr, flush=True)
     return None
+
+
+def _unix_sockets(args: Args) -> bool:
+    """Whether the command may make Unix sockets: without the walls, or when the policy
+    lists a socket and the namespaces cover every other one in its view. The fallback
+    cannot open one socket alone (a pathname socket is no Landlock right), so there a
+    listed socket is refused with the rest, and the announcement says so."""
+    return not args.walls or (bool(args.sockets) and args.namespaces)
 
 
 def _exec(args: Args) -> int:

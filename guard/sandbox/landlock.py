@@ -282,10 +282,20 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         )
     if "walls" in hardening:
         extra += (
-            "; ptrace, process_vm_*, kcmp, pidfd_getfd, io_uring and other processes' limits"
-            " and scheduling refused"
+            "; ptrace, process_vm_*, kcmp, pidfd_getfd, io_uring and other processes' limits,"
+            " scheduling, affinity and memory placement refused"
         )
-        extra += "" if "unix-sockets" in hardening else "; Unix sockets refused (socketpair works)"
+        extra += (
+            "; socket families but inet, inet6, unix and netlink-route refused"
+            "; POSIX message queues refused"
+        )
+        if "listed-sockets-refused" in hardening:
+            extra += (
+                "; Unix sockets refused, the policy's listed ones too: without namespaces"
+                " nothing covers the other sockets (socketpair works)"
+            )
+        elif "unix-sockets" not in hardening:
+            extra += "; Unix sockets refused (socketpair works)"
     if "capabilities" in hardening:
         extra += "; all capabilities dropped"
     lines = [f"Landlock ABI {report.get('abi')} enforced ({rights}){extra}"]
