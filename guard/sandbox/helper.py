@@ -346,11 +346,15 @@ def _init(args: Args, masks: list[str], fate_w: int, life_r: int) -> int:
     os.close(life_r)
     tmpfs = "/dev/shm" if args.private_tmp and args.tmpdir is None else None
     try:
-        skipped = namespaces.enter_inner(
-            [*args.plans, *args.writable], mask_sockets=masks, tmpfs=tmpfs, hide=args.hide
-        )
+        skipped, terminal = namespaces.enter_inner(
+            [*args.plans, *args.writable], mask_sockets=masks, tmpfs=tmpfs, hide=args.hide,
+            terminals=True,
+        )  # fmt: skip
     except OSError as exc:
         return _fail(args, "namespaces", exc)
+    if terminal is not None and "/dev/tty" in args.ioctl:  # --devices: the terminal's too
+        args.writable.append(terminal)
+        args.ioctl.append(terminal)
     if tmpfs is not None:
         args.writable.append(tmpfs)
         os.environ["TMPDIR"] = os.environ["TMP"] = os.environ["TEMP"] = tmpfs
