@@ -59,9 +59,10 @@ def fresh_tmpdir(base: str | None = None) -> str:
 
 
 def remove_tree(path: str) -> bool:
-    """Remove ``path`` and everything in it, never following a symlink (each directory is
-    pinned with O_NOFOLLOW and emptied through its descriptor; modes the command set are
-    undone first). True when it is gone."""
+    """Remove ``path`` and everything in it, whatever its depth, never following a symlink:
+    one directory descriptor open at a time (no recursion, no path longer than a name),
+    each directory entered with O_NOFOLLOW and left through ``..`` checked to be the one
+    it came from; modes the command set are undone first. True when it is gone."""
     try:
         os.rmdir(path)
         return True
@@ -72,7 +73,7 @@ def remove_tree(path: str) -> bool:
     try:
         fd = _open_dir(path, None)
         try:
-            _empty(fd, 0)
+            _empty(fd)
         finally:
             os.close(fd)
         os.rmdir(path)
@@ -93,21 +94,60 @@ def _open_dir(name: str, dir_fd: int | None) -> int:
         os.close(pin)
 
 
-def _empty(fd: int, depth: int) -> None:
-    if depth > 256:
-        raise OSError(errno.ELOOP, "directories nested too deep to remove")
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _subdirectories(fd: int) -> list[str]:
+    """Unlink every entry of the directory ``fd`` but its subdirectories; their names."""
     with os.scandir(fd) as listing:
         entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
     for name, is_dir in entries:
-        if is_dir:
-            sub = _open_dir(name, fd)
-            try:
-                _empty(sub, depth + 1)
-            finally:
-                os.close(sub)
-            os.rmdir(name, dir_fd=fd)
-        else:
+        if not is_dir:
             os.unlink(name, dir_fd=fd)
+    return [name for name, is_dir in entries if is_dir]
+
+
+def _empty(top: int) -> None:
+    """Empty the directory open as ``top`` (which stays open): depth first, holding one
+    descriptor beside ``top``; a parent is reopened through ``..`` and must be the very
+    directory it was (device and inode), else OSError: nothing is followed elsewhere."""
+    fd = top
+    # per level above the current one: the parent's identity, the name taken from it,
+    # and the subdirectories of it still to do
+    trail: list[tuple[tuple[int, int], str, list[str]]] = []
+    todo = _subdirectories(fd)
+    try:
+        while True:
+            if todo:
+                name = todo.pop()
+                child = _open_dir(name, fd)
+                trail.append((_identity(fd), name, todo))
+                if fd != top:
+                    os.close(fd)
+                fd = child
+                todo = _subdirectories(fd)
+                continue
+            if not trail:
+                return
+            parent_id, name, todo = trail.pop()
+            if trail:
+                flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_DIRECTORY
+                parent = os.open("..", flags, dir_fd=fd)
+                if _identity(parent) != parent_id:
+                    os.close(parent)
+                    raise OSError(errno.ELOOP, "a directory moved while it was being removed")
+            else:
+                parent = top
+            os.close(fd)
+            fd = parent
+            os.rmdir(name, dir_fd=fd)
+            if not todo:
+                todo = _subdirectories(fd)  # anything that appeared meanwhile
+    finally:
+        if fd != top:
+            os.close(fd)
 
 
 def plan_directory(path: str) -> str:
