@@ -56,7 +56,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ctypes
 
-    from guard.sandbox import landlock, namespaces, seccomp
+    from guard.sandbox import landlock, namespaces, seccomp, terminals
     from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
     from guard.sandbox.helper_dirs import (
         check_plan_directory,
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     )
 elif __package__:
     from guard.sandbox import _ffi as ctypes
-    from guard.sandbox import landlock, namespaces, seccomp
+    from guard.sandbox import landlock, namespaces, seccomp, terminals
     from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
     from guard.sandbox.helper_dirs import (
         check_plan_directory,
@@ -81,6 +81,7 @@ else:  # imported by run_confined.py: the siblings alone, not the package (start
     import landlock
     import namespaces
     import seccomp
+    import terminals
     from helper_args import NOT_STARTED, USAGE, Args, parse
     from helper_dirs import (
         check_plan_directory,
@@ -407,11 +408,12 @@ def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int
     """Landlock, the capability drop and the seccomp filter on this process; None when all
     of them hold (reported on the status fd and announced), else the exit status."""
     enforcement: landlock.Enforcement | None = None
+    readable = _own_terminal_only(args) if args.walls and not args.namespaces else None
     if args.abi != 0:
         try:
             enforcement = landlock.restrict_self(
                 args.writable, args.ioctl, plans=args.plans, abi=args.abi,
-                scope_signals=args.scope, scope_abstract_unix=args.walls,
+                scope_signals=args.scope, scope_abstract_unix=args.walls, readable=readable,
             )  # fmt: skip
         except OSError as exc:
             return _fail(args, "landlock", exc)
@@ -424,6 +426,8 @@ def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int
         hardening.append("seccomp")
         if args.walls:
             hardening.append("walls")
+            if readable is not None and enforcement is not None:
+                hardening.append("own-terminal")
             if unix:
                 hardening.append("unix-sockets")
             elif args.sockets:
@@ -444,6 +448,21 @@ def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int
         for line in landlock.summary_lines(report):
             print(f"{args.announce}{line}", file=sys.stderr, flush=True)
     return None
+
+
+def _own_terminal_only(args: Args) -> list[str]:
+    """The fallback (no mount namespace to hide them): the command's own terminal alone
+    stays writable with its ioctls (not ``/dev/pts`` as a whole, nor ``/dev/ptmx``), and
+    reading is allowed everywhere but the other terminals. Returns what may be read."""
+    own = terminals.own_terminal()
+    own = own if own is not None and own.startswith("/dev/") else None
+    gone = ("/dev/pts", "/dev/ptmx")
+    args.writable = [w for w in args.writable if w not in gone]
+    if own is not None and "/dev/tty" in args.ioctl:  # --devices: the terminal's too
+        args.writable.append(own)
+        args.ioctl.append(own)
+    args.ioctl = [i for i in args.ioctl if i not in gone]
+    return terminals.readable_roots(own)
 
 
 def _unix_sockets(args: Args) -> bool:

@@ -62,8 +62,51 @@ def own_terminal() -> str | None:
         except OSError:
             continue
         if stat.S_ISCHR(st.st_mode) and os.isatty(fd):
-            return f"/proc/self/fd/{fd}"
+            try:
+                path = os.readlink(f"/proc/self/fd/{fd}")
+                if path.startswith("/dev/") and os.stat(path).st_rdev == st.st_rdev:
+                    return path
+            except OSError:
+                pass
+            return f"/proc/self/fd/{fd}"  # in another devpts instance: the open file itself
     return None
+
+
+def is_terminal(st: os.stat_result) -> bool:
+    """A terminal device node: a pseudo-terminal, a console, a serial line or its screen
+    (``/dev/tty`` and ``/dev/ptmx`` aside: they lead to the process's own)."""
+    if not stat.S_ISCHR(st.st_mode):
+        return False
+    major = os.major(st.st_rdev)
+    return major in TTY_MAJORS or major in PTS_MAJORS or (major == 5 and st.st_rdev not in (
+        os.makedev(5, 0), os.makedev(5, 2)))  # fmt: skip
+
+
+def readable_roots(own: str | None) -> list[str]:
+    """Without namespaces (the fallback), what Landlock lets the command read when it
+    handles reading: every entry of ``/`` but ``/dev``, every entry of ``/dev`` but the
+    terminals and ``/dev/pts``, and ``own`` (the command's own terminal, a ``/dev`` path).
+    What is left out are the other terminals: the user's other shells and tmux panes
+    cannot be read, nor opened for their settings (a terminal ioctl needs an open file)."""
+    roots: list[str] = []
+    for base, skip in (("/", ("dev",)), ("/dev", ("pts",))):
+        try:
+            entries = list(os.scandir(base))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name in skip:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode) or is_terminal(st):
+                continue  # a link's target is read through its own root
+            roots.append(entry.path)
+    if own is not None and own.startswith("/dev/"):
+        roots.append(own)
+    return roots
 
 
 def private_terminals(own: str | None) -> str | None:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import pytest
 from sandbox_support import needs_landlock
 from unprivileged import USERS, as_user, require_unprivileged
-from walls_support import DOORS, Project, bare, confined, py, run_project
+from walls_support import DOORS, Project, confined, door_argv, py, run_project
 
 pytestmark = needs_landlock
 
@@ -88,6 +88,7 @@ class Pane:
 
     def __init__(self, proj: Project, name: str) -> None:
         self.proj = proj
+        self._fds: list[int] = []
         self.typed = proj.base / f"typed-{name}.txt"
         self.sock = str(proj.base / f"tmux-{name}.sock")
         self.tmux = as_user(proj.user, ["tmux", "-S", self.sock])
@@ -102,8 +103,10 @@ class Pane:
             time.sleep(0.05)
 
     def _query(self, fmt: str) -> str:
-        proc = subprocess.run([*self.tmux, "display", "-p", "-t", "user", fmt],
-                              env=self.proj.env, capture_output=True, text=True, timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            [*self.tmux, "display", "-p", "-t", "user", fmt], env=self.proj.env,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
@@ -111,8 +114,6 @@ class Pane:
         fd = os.open(self.tty, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
         self._fds.append(fd)
         return fd
-
-    _fds: list[int] = []
 
     def state(self) -> tuple[int, list[object]]:
         fd = self._open()  # fails with EBUSY for root-less openers when exclusive
@@ -153,8 +154,6 @@ def _attack(proj: Project, pane: Pane, run: object, read_for: float) -> dict[str
 def test_attack_another_terminal_cannot_be_read_chmodded_or_reconfigured(
     proj: Project, door: str
 ) -> None:
-    from walls_support import door_argv
-
     pane = Pane(proj, door)
     try:
         before = pane.state()
@@ -227,8 +226,6 @@ print(json.dumps({"name": os.ttyname(0), "pts": sorted(os.listdir("/dev/pts"))})
     def controlling() -> None:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    from walls_support import door_argv
-
     proc = subprocess.Popen(
         door_argv(proj, "run", py(source)), stdin=slave, stdout=slave, stderr=slave,
         cwd=proj.root, env=proj.env, start_new_session=True, preexec_fn=controlling,
@@ -251,4 +248,60 @@ print(json.dumps({"name": os.ttyname(0), "pts": sorted(os.listdir("/dev/pts"))})
     line = next(x for x in text.splitlines() if x.startswith("{"))
     out = json.loads(line)
     assert out == {"name": "/dev/console", "pts": ["ptmx"]}, out
-    assert bare  # the module's control helper stays importable
+
+
+def _fallback_attack(proj: Project, run: object) -> None:
+    """Without namespaces the host's /dev/pts is in the view, so Landlock holds the line:
+    reading is handled, and only the command's own terminal may be read, written or sent
+    ioctls. What the fallback loses, said in SECURITY.md: a plain chmod of the other
+    terminal's node gets through (chmod is no Landlock right)."""
+    pane = Pane(proj, "fallback")
+    try:
+        _mode, before = pane.state()
+        result = _attack(proj, pane, run, 3.0)
+        assert result == {
+            "chmod": "ok", "settings": "EACCES", "exclusive": "EACCES",
+            "discipline": "EACCES", "read": "EACCES", "stolen": "",
+        }, result  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not pane.typed.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pane.typed.read_text() == "hunter2\n"
+        assert pane.state()[1] == before  # echo, VINTR as they were; not exclusive
+    finally:
+        pane.close()
+
+
+@pytest.fixture
+def root_proj() -> Iterator[Project]:
+    yield from run_project("root")
+
+
+@pytest.fixture
+def nobody_proj() -> Iterator[Project]:
+    require_unprivileged()
+    yield from run_project("nobody")
+
+
+def test_in_the_fallback_another_terminal_cannot_be_read_or_reconfigured_as_root(
+    root_proj: Project,
+) -> None:
+    """Root through the helper without ``--namespaces`` (root makes namespaces even where
+    a user namespace may not be made, so its fallback is this)."""
+    from sandbox_support import helper_argv
+
+    plans = str(root_proj.plans)
+    _fallback_attack(root_proj, lambda c: helper_argv(
+        [], ["bash", "-c", c], "--plans", plans, "--devices", "--walls"))  # fmt: skip
+
+
+def test_in_the_fallback_another_terminal_cannot_be_read_or_reconfigured_as_a_user(
+    nobody_proj: Project,
+) -> None:
+    """uid 65534 where no user namespace may be made (for real): guard run's fallback."""
+    import sys
+
+    argv = [sys.executable, "-m", "guard", "run", "-q", "--no-monitor", "--", "bash", "-c"]
+    _fallback_attack(
+        nobody_proj, lambda c: as_user("nobody", [*argv, c], no_user_namespaces=True)
+    )
