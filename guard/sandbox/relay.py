@@ -382,18 +382,59 @@ class Client:
     def _tunnel(self, req: Request) -> None:
         data: dict[str, Any] = {"host": req.host, "port": req.port}
         self._decide("connect", data)
+        if self.mode == "plan":
+            self._plan_tunnel(req, data)
+            return
         up = self._open(req.host, req.port)
         self.upstream = up
         self.sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         idle(self.sock, RELAY_IDLE)
-        idle(up, RELAY_IDLE)
         # the server's bytes flow at once (some protocols speak first); the client's
         # go up once their start is checked
+        self._splice(up, lambda: self._check_tls(req, data) and None)
+
+    def _plan_tunnel(self, req: Request, data: dict[str, Any]) -> None:
+        """Plan mode: nothing reaches the server before a complete TLS ClientHello naming
+        the CONNECT host was read and parsed whole; only then is the server connected and
+        sent the hello alone, and the rest of the client's bytes follow only once the
+        server answered with TLS (a plaintext service behind an allowed host answers
+        otherwise, and the tunnel closes before the client could say more)."""
+        self.sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        idle(self.sock, RELAY_IDLE)
+        try:
+            end = self._check_tls(req, data)
+        except OSError:
+            _shutdown(self.sock)
+            return
+        up = self._open(req.host, req.port)
+        self.upstream = up
+        up.sendall(self.reader.buf[:end])
+        del self.reader.buf[:end]
+        first = b""
+        while len(first) < 5:
+            chunk = up.recv(5 - len(first))
+            if not chunk:
+                break
+            first += chunk
+        if len(first) < 5 or first[0] not in (0x15, 0x16) or first[1] != 3:
+            reason = (f"the server {req.host}:{req.port} did not answer the ClientHello with TLS;"
+                      " in plan mode a tunnel carries TLS only")  # fmt: skip
+            assert self.decider is not None
+            self.decider.refuse("connect", data, f"refused by guard's egress proxy: {reason}")
+            _shutdown(self.sock)
+            return
+        self.sock.sendall(first)
+        self._splice(up, lambda: None)
+
+    def _splice(self, up: socket.socket, check: Any) -> None:
+        """Copy both ways: the server's bytes at once, the client's once ``check`` passed
+        (it raises OSError to close the tunnel)."""
+        idle(up, RELAY_IDLE)
         down = threading.Thread(target=_pump, args=(up, self.sock), daemon=True,
-                                name="guard-egress-down")
+                                name="guard-egress-down")  # fmt: skip
         down.start()
         try:
-            self._check_tls(req, data)
+            check()
             if self.reader.buf:
                 up.sendall(self.reader.buf)
                 self.reader.buf.clear()
@@ -403,31 +444,42 @@ class Client:
             _shutdown(up)
         down.join(RELAY_IDLE)
 
-    def _check_tls(self, req: Request, data: dict[str, Any]) -> None:
+    def _check_tls(self, req: Request, data: dict[str, Any]) -> int:
         """The tunnel's first bytes: a TLS ClientHello naming the CONNECT's host (or no
         name). Another name closes the tunnel (domain fronting), and so, in plan mode,
-        does anything but TLS. A refusal is recorded."""
+        does anything but a complete ClientHello naming the host (a name only an IP
+        address may lack). A refusal is recorded (ConnectionError). Returns where the
+        hello ends in the buffer (0 when a build-mode tunnel carries something else)."""
         reason = ""
+        end = 0
+        plan = self.mode == "plan"
         while True:
             try:
                 hello = httpwire.client_hello_sni(bytes(self.reader.buf))
             except httpwire.WireError as exc:
-                if self.mode == "plan":
+                if plan:
                     reason = (f"{exc.message}; in plan mode a tunnel carries TLS only (nothing"
-                              " else could be checked)")
+                              " else could be checked)")  # fmt: skip
                 break
             if hello is not None:
-                sni = hello[1]
+                end, sni = hello
                 if sni is not None and sni != req.host:
                     reason = (f"the TLS server name {sni!r} is not the CONNECT host"
-                              f" {req.host!r} (domain fronting)")
+                              f" {req.host!r} (domain fronting)")  # fmt: skip
+                elif plan and sni is None and not _is_ip(req.host):
+                    reason = (f"the TLS ClientHello names no server; in plan mode it must name"
+                              f" the CONNECT host {req.host!r}")  # fmt: skip
                 break
             if not self.reader.fill():
+                if plan:
+                    reason = ("the tunnel ended before a complete TLS ClientHello; in plan mode"
+                              " a tunnel carries TLS only")  # fmt: skip
                 break
         if reason:
             assert self.decider is not None
             self.decider.refuse("connect", data, f"refused by guard's egress proxy: {reason}")
             raise ConnectionError(reason)
+        return end
 
     # -- upstream ------------------------------------------------------------
 
