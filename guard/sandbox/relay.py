@@ -163,9 +163,12 @@ def address_class(address: str) -> str | None:
     return None if ip.is_global else "not public"
 
 
-def answer(sock: socket.socket, status: int, reason: str, rule: str = "") -> None:
+def answer(
+    sock: socket.socket, status: int, reason: str, rule: str = "", *, wait: float = 2.0
+) -> None:
     """A refusal the client can read: the reason in the status line (a client whose
-    CONNECT fails shows it) and in the body; the connection closes after it."""
+    CONNECT fails shows it) and in the body; the connection closes after it. ``wait``:
+    how long to read what the client still sends (0: only what has arrived already)."""
     line = " ".join(reason.split())
     short = line if len(line) <= 300 else line[:297] + "..."
     phrase = "".join(c if 32 <= ord(c) < 127 else "?" for c in f"guard: {short}")
@@ -177,7 +180,7 @@ def answer(sock: socket.socket, status: int, reason: str, rule: str = "") -> Non
     try:
         sock.settimeout(5)
         sock.sendall(head.encode("latin-1") + body)
-        linger(sock)
+        linger(sock, wait)
     except OSError:
         pass
 
@@ -189,6 +192,12 @@ def linger(sock: socket.socket, seconds: float = 2.0, limit: int = 1 << 20) -> N
     sock.shutdown(socket.SHUT_WR)
     end = time.monotonic() + seconds
     got = 0
+    if seconds <= 0:  # what has arrived, without waiting for more
+        sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            while got < limit and (data := sock.recv(65536)):
+                got += len(data)
+        return
     with contextlib.suppress(OSError):
         while got < limit and (left := end - time.monotonic()) > 0:
             sock.settimeout(left)
