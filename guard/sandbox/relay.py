@@ -13,10 +13,11 @@ refusal ends the connection with a 403 whose status line and body say why. A
 CONNECT request turns the connection into a tunnel.
 
 This module holds the connection (:class:`Client`), its policy side
-(:class:`Decider`), the address check against DNS rebinding
-(:func:`address_class`) and the refusal a client reads (:func:`answer`). It does
-not hold the parsing and rendering of HTTP (:mod:`guard.sandbox.httpwire`), nor the
-reading and moving of a socket's bytes (:mod:`guard.sandbox.sockio`).
+(:class:`Decider`) and the refusal a client reads (:func:`answer`). It does not hold
+the parsing and rendering of HTTP (:mod:`guard.sandbox.httpwire`), the check of a git
+fetch's body (:mod:`guard.sandbox.gitwire`), what kind of address a name resolved to
+(:mod:`guard.sandbox.addresses`, against DNS rebinding), nor the reading and moving of
+a socket's bytes (:mod:`guard.sandbox.sockio`).
 """
 
 # Lazy imports: Decider imports guard's policy side (the gate, the audit log) when the
@@ -32,11 +33,14 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
-    from guard.sandbox import httpwire
+    from guard.sandbox import gitwire, httpwire
+    from guard.sandbox.addresses import address_class, local_addresses
     from guard.sandbox.egress_proxy import FAIL_RULE, PROTOCOL_RULE
     from guard.sandbox.sockio import Reader, idle, transfer
 else:  # the helper: siblings by their plain names
+    import gitwire
     import httpwire
+    from addresses import address_class, local_addresses
     from egress_proxy import FAIL_RULE, PROTOCOL_RULE
     from sockio import Reader, idle, transfer
 
@@ -51,7 +55,6 @@ CLIENT_IDLE = 300.0
 #: Idle seconds before a tunnel or a response that sends nothing is closed.
 RELAY_IDLE = 900.0
 CONNECT_TIMEOUT = 15.0
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 class Outcome:
@@ -142,25 +145,6 @@ def _answered(verdict: Any) -> str:
 def _refusal(call: Any) -> str:
     return ("guard's egress proxy refused it (a confined command reaches the network only"
             " through it)")
-
-
-def address_class(address: str) -> str | None:
-    """Why ``address`` is not a public internet address ("loopback", "private",
-    "link-local", ...), or None when it is one. IPv4 carried in IPv6 (mapped, NAT64,
-    6to4, Teredo) is judged by the IPv4 address it carries."""
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(
-        address.split("%", 1)[0]
-    )
-    if isinstance(ip, ipaddress.IPv6Address):
-        inner = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if inner is None and ip in _NAT64:
-            inner = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if inner is not None:
-            ip = inner
-    for name in ("loopback", "link_local", "private", "unspecified", "multicast", "reserved"):
-        if getattr(ip, f"is_{name}"):
-            return name.replace("_", "-")
-    return None if ip.is_global else "not public"
 
 
 def answer(
@@ -313,19 +297,29 @@ class Client:
             data["body"] = True
             if req.content_type is not None:
                 data["content_type"] = req.content_type
+        if "?" in req.path:
+            data["query"] = True  # decided (a git fetch carries none), never recorded
         new = (req.host, req.port) != self.origin or self.upstream is None
         self._decide("request", data, record=new)
+        body = None
+        if self.mode == "plan" and gitwire.is_fetch(req):  # plan mode's one POST
+            try:
+                body = gitwire.read_fetch(self.reader, self.sock, req)
+            except httpwire.WireError as exc:
+                self._protocol("request", data, exc)
         if new:
             self._drop_upstream()
             self.upstream = self._open(req.host, req.port)
             self.up_reader = Reader(self.upstream)
             self.origin = (req.host, req.port)
         assert self.upstream is not None and self.up_reader is not None
-        self.upstream.sendall(req.render())
+        self.upstream.sendall(req.render() if body is None else req.render() + body)
         if req.expect_continue:
             self.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         try:
-            if req.chunked:
+            if body is not None:
+                pass  # sent above, whole
+            elif req.chunked:
                 self._send_chunked()
             elif req.length:
                 self.reader.copy(self.upstream, req.length)
@@ -530,12 +524,13 @@ class Client:
         out: list[tuple[int, Any]] = []
         seen: set[str] = set()
         refused: list[str] = []
+        local = local_addresses()
         for family, _, _, _, sockaddr in infos:
             addr = str(sockaddr[0])
             if addr in seen or family not in (socket.AF_INET, socket.AF_INET6):
                 continue
             seen.add(addr)
-            kind = address_class(addr)
+            kind = address_class(addr, local)
             if kind is not None:
                 bare = addr.split("%", 1)[0]
                 data = {"host": host, "port": port, "address": bare, "class": kind}
