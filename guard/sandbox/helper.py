@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from guard.sandbox import landlock, namespaces, seccomp, terminals
     from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
     from guard.sandbox.helper_dirs import (
+        PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
         plan_directory,
@@ -70,6 +71,7 @@ elif __package__:
     from guard.sandbox import landlock, namespaces, seccomp, terminals
     from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
     from guard.sandbox.helper_dirs import (
+        PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
         plan_directory,
@@ -84,6 +86,7 @@ else:  # imported by run_confined.py: the siblings alone, not the package (start
     import terminals
     from helper_args import NOT_STARTED, USAGE, Args, parse
     from helper_dirs import (
+        PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
         plan_directory,
@@ -140,11 +143,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.go_fd is not None and not _await_go(args.go_fd):
         return NOT_STARTED  # the caller gave up (its monitor did not start): nothing done
+    holds: list[PlanDirectoryHold] = []
     try:
         args.plans = [plan_directory(p) for p in args.plans]
         for p in args.plans:
             check_plan_directory(p)
+            holds.append(PlanDirectoryHold(p))
     except OSError as exc:
+        for hold in holds:
+            hold.restore()
         return _fail(args, "plans", exc)
     made = tmp = None
     try:
@@ -162,6 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if made is not None and not remove_tree(made):
             print(f"guard confine: cannot remove the command's TMPDIR {made}", file=sys.stderr)
+        for hold in holds:  # the plan directory's own mode and times, as they were
+            for what in hold.restore():
+                print(f"guard confine: the plan directory {hold.path}: {what}", file=sys.stderr)
     return _die_of(-code) if code < 0 else code
 
 

@@ -179,6 +179,45 @@ def plan_directory(path: str) -> str:
     return path
 
 
+class PlanDirectoryHold:
+    """The plan directory's own mode and times, held by descriptor from before the command
+    starts: the command may write plan files in it (so the directory's mount is writable,
+    and chmod and utime are no Landlock rights), and :meth:`restore` undoes what it did to
+    the directory itself once it ended: its mode back, and times that went back (or into
+    the future) set to now, so that the change still shows."""
+
+    __slots__ = ("fd", "mode", "path", "times")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.times: tuple[int, int] = (0, 0)
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        st = os.fstat(self.fd)
+        self.mode = stat.S_IMODE(st.st_mode)
+        self.times = (st.st_atime_ns, st.st_mtime_ns)
+
+    def restore(self) -> list[str]:
+        """Undo what changed; what was undone, for the user (empty when nothing was)."""
+        import time
+
+        undone = []
+        try:
+            st = os.fstat(self.fd)
+            if stat.S_IMODE(st.st_mode) != self.mode:
+                os.chmod(self.fd, self.mode)
+                undone.append(f"mode {oct(stat.S_IMODE(st.st_mode))} -> {oct(self.mode)}")
+            now = time.time_ns()
+            after = (st.st_atime_ns, st.st_mtime_ns)
+            if any(a < b or a > now for a, b in zip(after, self.times, strict=True)):
+                os.utime(self.fd, ns=(now, now))
+                undone.append("times set back or ahead -> now")
+        except OSError as exc:
+            undone.append(f"could not restore it: {exc.strerror}")
+        finally:
+            os.close(self.fd)
+        return undone
+
+
 _KINDS = {
     stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symlink", stat.S_IFIFO: "a FIFO",
     stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
