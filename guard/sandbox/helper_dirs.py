@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 
 #: Prefix of the private temporary directories ``--private-tmp`` makes.
 TMP_PREFIX = "guard-confined-"
@@ -198,8 +199,6 @@ class PlanDirectoryHold:
 
     def restore(self) -> list[str]:
         """Undo what changed; what was undone, for the user (empty when nothing was)."""
-        import time
-
         undone = []
         try:
             st = os.fstat(self.fd)
