@@ -213,7 +213,10 @@ class PlanDirectoryHold:
         except OSError as exc:
             undone.append(f"could not restore it: {exc.strerror}")
         finally:
-            os.close(self.fd)
+            try:  # noqa: SIM105 (contextlib would cost start-up time)
+                os.close(self.fd)
+            except OSError:
+                pass
         return undone
 
 
