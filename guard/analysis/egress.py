@@ -9,10 +9,12 @@ rules alone decide (and, in plan mode, the rule that nothing may change a remote
 ``connect`` ``{host, port}``
     An HTTP CONNECT tunnel (HTTPS): decided by host and port only; what is sent
     inside is encrypted and not seen.
-``request`` ``{host, port, method, path, content_type?, body?}``
-    One plain-HTTP request (``path`` without its query; ``body``: it carries one). A
+``request`` ``{host, port, method, path, content_type?, body?, query?}``
+    One plain-HTTP request (``path`` without its query; ``body``: it carries one;
+    ``query``: its target has a query, which is not recorded). A
     method other than GET, HEAD and OPTIONS may change the server
-    (``changes_remote``), except a git fetch (:func:`is_git_fetch`); so may a GET,
+    (``changes_remote``), except a git fetch (:func:`is_git_fetch`, without a query,
+    its body checked by the proxy: :mod:`guard.sandbox.gitwire`); so may a GET,
     HEAD or OPTIONS with a body, which a server that does not expect one may read as
     a request of its own.
 ``address`` ``{host, port, address, class}``
@@ -92,10 +94,13 @@ def _request(call: ToolCall) -> list[Effect]:
     path = _str(call, "path") or ""
     content_type = _str(call, "content_type", required=False)
     body = call.input.get("body", False)
-    if not isinstance(body, bool):
-        raise ToolInputError(f"{call.where('body')} must be true or false, got {body!r}")
+    query = call.input.get("query", False)
+    for key, flag in (("body", body), ("query", query)):
+        if not isinstance(flag, bool):
+            raise ToolInputError(f"{call.where(key)} must be true or false, got {flag!r}")
     safe = method in SAFE_METHODS and not body
-    changes = not safe and not is_git_fetch(method, path, content_type)
+    # a git fetch carries no query: one could hand the server what the decision never saw
+    changes = not safe and (query or not is_git_fetch(method, path, content_type))
     detail = f"{method} http://{target.removesuffix(':80')}{path}"
     if changes and method in SAFE_METHODS:
         detail += " with a body, which a server may read as a request of its own"

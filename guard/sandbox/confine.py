@@ -146,7 +146,9 @@ def walls(require: Sequence[str] = ()) -> tuple[bool, str, list[str]]:
 
 FALLBACK = (
     "Landlock-only fallback: no namespaces here ({why}); the command can reach the network"
-    " and local services, see other processes, and change permission bits and timestamps"
+    " and local services over TCP, see other processes, and change permission bits and"
+    " timestamps (another terminal's too); Unix sockets are refused, those the policy lists"
+    " included"
 )
 
 

@@ -244,7 +244,11 @@ class EgressProxy:
                     self._clients += 1
                     self._sockets.add(conn)
             if full:
-                _relay().answer(conn, 503, "guard's egress proxy has too many connections open")
+                # at once: the accept loop waits on no client (a flood is refused as fast
+                # as it comes, and the clients being served are not held up)
+                _relay().answer(
+                    conn, 503, "guard's egress proxy has too many connections open", wait=0
+                )
                 conn.close()
                 if self.closed:
                     return

@@ -56,9 +56,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ctypes
 
-    from guard.sandbox import landlock, namespaces, seccomp
+    from guard.sandbox import landlock, namespaces, seccomp, terminals
     from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
     from guard.sandbox.helper_dirs import (
+        PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
         plan_directory,
@@ -67,9 +68,10 @@ if TYPE_CHECKING:
     )
 elif __package__:
     from guard.sandbox import _ffi as ctypes
-    from guard.sandbox import landlock, namespaces, seccomp
+    from guard.sandbox import landlock, namespaces, seccomp, terminals
     from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
     from guard.sandbox.helper_dirs import (
+        PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
         plan_directory,
@@ -81,8 +83,10 @@ else:  # imported by run_confined.py: the siblings alone, not the package (start
     import landlock
     import namespaces
     import seccomp
+    import terminals
     from helper_args import NOT_STARTED, USAGE, Args, parse
     from helper_dirs import (
+        PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
         plan_directory,
@@ -139,11 +143,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.go_fd is not None and not _await_go(args.go_fd):
         return NOT_STARTED  # the caller gave up (its monitor did not start): nothing done
+    holds: list[PlanDirectoryHold] = []
     try:
         args.plans = [plan_directory(p) for p in args.plans]
         for p in args.plans:
             check_plan_directory(p)
+            holds.append(PlanDirectoryHold(p))
     except OSError as exc:
+        for hold in holds:
+            hold.restore()
         return _fail(args, "plans", exc)
     made = tmp = None
     try:
@@ -161,6 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if made is not None and not remove_tree(made):
             print(f"guard confine: cannot remove the command's TMPDIR {made}", file=sys.stderr)
+        for hold in holds:  # the plan directory's own mode and times, as they were
+            for what in hold.restore():
+                print(f"guard confine: the plan directory {hold.path}: {what}", file=sys.stderr)
     return _die_of(-code) if code < 0 else code
 
 
@@ -210,8 +221,7 @@ def _start(args: Args) -> int:
         allowed = {os.path.realpath(s) for s in args.sockets}
         masks = [s for s in namespaces.listening_sockets() if os.path.realpath(s) not in allowed]
     try:
-        args.filter = seccomp.Filter(walls=args.walls, unix_sockets=bool(args.sockets)
-                                     or not args.walls)  # fmt: skip
+        args.filter = seccomp.Filter(walls=args.walls, unix_sockets=_unix_sockets(args))
     except OSError as exc:
         return _fail(args, "seccomp", exc)
     channel: int | None = None
@@ -347,11 +357,15 @@ def _init(args: Args, masks: list[str], fate_w: int, life_r: int) -> int:
     os.close(life_r)
     tmpfs = "/dev/shm" if args.private_tmp and args.tmpdir is None else None
     try:
-        skipped = namespaces.enter_inner(
-            [*args.plans, *args.writable], mask_sockets=masks, tmpfs=tmpfs, hide=args.hide
-        )
+        skipped, terminal = namespaces.enter_inner(
+            [*args.plans, *args.writable], mask_sockets=masks, tmpfs=tmpfs, hide=args.hide,
+            terminals=True,
+        )  # fmt: skip
     except OSError as exc:
         return _fail(args, "namespaces", exc)
+    if terminal is not None and "/dev/tty" in args.ioctl:  # --devices: the terminal's too
+        args.writable.append(terminal)
+        args.ioctl.append(terminal)
     if tmpfs is not None:
         args.writable.append(tmpfs)
         os.environ["TMPDIR"] = os.environ["TMP"] = os.environ["TEMP"] = tmpfs
@@ -404,16 +418,17 @@ def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int
     """Landlock, the capability drop and the seccomp filter on this process; None when all
     of them hold (reported on the status fd and announced), else the exit status."""
     enforcement: landlock.Enforcement | None = None
+    readable = _own_terminal_only(args) if args.walls and not args.namespaces else None
     if args.abi != 0:
         try:
             enforcement = landlock.restrict_self(
                 args.writable, args.ioctl, plans=args.plans, abi=args.abi,
-                scope_signals=args.scope, scope_abstract_unix=args.walls,
+                scope_signals=args.scope, scope_abstract_unix=args.walls, readable=readable,
             )  # fmt: skip
         except OSError as exc:
             return _fail(args, "landlock", exc)
     hardening = []
-    unix = bool(args.sockets) or not args.walls
+    unix = _unix_sockets(args)
     try:
         if seccomp.drop_capabilities():
             hardening.append("capabilities")
@@ -421,8 +436,12 @@ def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int
         hardening.append("seccomp")
         if args.walls:
             hardening.append("walls")
+            if readable is not None and enforcement is not None:
+                hardening.append("own-terminal")
             if unix:
                 hardening.append("unix-sockets")
+            elif args.sockets:
+                hardening.append("listed-sockets-refused")
     except OSError as exc:
         return _fail(args, "seccomp", exc)
     if enforcement is None:
@@ -439,6 +458,29 @@ def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int
         for line in landlock.summary_lines(report):
             print(f"{args.announce}{line}", file=sys.stderr, flush=True)
     return None
+
+
+def _own_terminal_only(args: Args) -> list[str]:
+    """The fallback (no mount namespace to hide them): the command's own terminal alone
+    stays writable with its ioctls (not ``/dev/pts`` as a whole, nor ``/dev/ptmx``), and
+    reading is allowed everywhere but the other terminals. Returns what may be read."""
+    own = terminals.own_terminal()
+    own = own if own is not None and own.startswith("/dev/") else None
+    gone = ("/dev/pts", "/dev/ptmx")
+    args.writable = [w for w in args.writable if w not in gone]
+    if own is not None and "/dev/tty" in args.ioctl:  # --devices: the terminal's too
+        args.writable.append(own)
+        args.ioctl.append(own)
+    args.ioctl = [i for i in args.ioctl if i not in gone]
+    return terminals.readable_roots(own)
+
+
+def _unix_sockets(args: Args) -> bool:
+    """Whether the command may make Unix sockets: without the walls, or when the policy
+    lists a socket and the namespaces cover every other one in its view. The fallback
+    cannot open one socket alone (a pathname socket is no Landlock right), so there a
+    listed socket is refused with the rest, and the announcement says so."""
+    return not args.walls or (bool(args.sockets) and args.namespaces)
 
 
 def _exec(args: Args) -> int:

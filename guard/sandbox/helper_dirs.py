@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 
 #: Prefix of the private temporary directories ``--private-tmp`` makes.
 TMP_PREFIX = "guard-confined-"
@@ -59,9 +60,10 @@ def fresh_tmpdir(base: str | None = None) -> str:
 
 
 def remove_tree(path: str) -> bool:
-    """Remove ``path`` and everything in it, never following a symlink (each directory is
-    pinned with O_NOFOLLOW and emptied through its descriptor; modes the command set are
-    undone first). True when it is gone."""
+    """Remove ``path`` and everything in it, whatever its depth, never following a symlink:
+    one directory descriptor open at a time (no recursion, no path longer than a name),
+    each directory entered with O_NOFOLLOW and left through ``..`` checked to be the one
+    it came from; modes the command set are undone first. True when it is gone."""
     try:
         os.rmdir(path)
         return True
@@ -72,7 +74,7 @@ def remove_tree(path: str) -> bool:
     try:
         fd = _open_dir(path, None)
         try:
-            _empty(fd, 0)
+            _empty(fd)
         finally:
             os.close(fd)
         os.rmdir(path)
@@ -93,21 +95,60 @@ def _open_dir(name: str, dir_fd: int | None) -> int:
         os.close(pin)
 
 
-def _empty(fd: int, depth: int) -> None:
-    if depth > 256:
-        raise OSError(errno.ELOOP, "directories nested too deep to remove")
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _subdirectories(fd: int) -> list[str]:
+    """Unlink every entry of the directory ``fd`` but its subdirectories; their names."""
     with os.scandir(fd) as listing:
         entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
     for name, is_dir in entries:
-        if is_dir:
-            sub = _open_dir(name, fd)
-            try:
-                _empty(sub, depth + 1)
-            finally:
-                os.close(sub)
-            os.rmdir(name, dir_fd=fd)
-        else:
+        if not is_dir:
             os.unlink(name, dir_fd=fd)
+    return [name for name, is_dir in entries if is_dir]
+
+
+def _empty(top: int) -> None:
+    """Empty the directory open as ``top`` (which stays open): depth first, holding one
+    descriptor beside ``top``; a parent is reopened through ``..`` and must be the very
+    directory it was (device and inode), else OSError: nothing is followed elsewhere."""
+    fd = top
+    # per level above the current one: the parent's identity, the name taken from it,
+    # and the subdirectories of it still to do
+    trail: list[tuple[tuple[int, int], str, list[str]]] = []
+    todo = _subdirectories(fd)
+    try:
+        while True:
+            if todo:
+                name = todo.pop()
+                child = _open_dir(name, fd)
+                trail.append((_identity(fd), name, todo))
+                if fd != top:
+                    os.close(fd)
+                fd = child
+                todo = _subdirectories(fd)
+                continue
+            if not trail:
+                return
+            parent_id, name, todo = trail.pop()
+            if trail:
+                flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_DIRECTORY
+                parent = os.open("..", flags, dir_fd=fd)
+                if _identity(parent) != parent_id:
+                    os.close(parent)
+                    raise OSError(errno.ELOOP, "a directory moved while it was being removed")
+            else:
+                parent = top
+            os.close(fd)
+            fd = parent
+            os.rmdir(name, dir_fd=fd)
+            if not todo:
+                todo = _subdirectories(fd)  # anything that appeared meanwhile
+    finally:
+        if fd != top:
+            os.close(fd)
 
 
 def plan_directory(path: str) -> str:
@@ -137,6 +178,46 @@ def plan_directory(path: str) -> str:
         if not stat.S_ISDIR(os.lstat(probe).st_mode):
             raise OSError(errno.EPERM, f"{probe} is not a real directory; refusing {path}")
     return path
+
+
+class PlanDirectoryHold:
+    """The plan directory's own mode and times, held by descriptor from before the command
+    starts: the command may write plan files in it (so the directory's mount is writable,
+    and chmod and utime are no Landlock rights), and :meth:`restore` undoes what it did to
+    the directory itself once it ended: its mode back, and times that went back (or into
+    the future) set to now, so that the change still shows."""
+
+    __slots__ = ("fd", "mode", "path", "times")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.times: tuple[int, int] = (0, 0)
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        st = os.fstat(self.fd)
+        self.mode = stat.S_IMODE(st.st_mode)
+        self.times = (st.st_atime_ns, st.st_mtime_ns)
+
+    def restore(self) -> list[str]:
+        """Undo what changed; what was undone, for the user (empty when nothing was)."""
+        undone = []
+        try:
+            st = os.fstat(self.fd)
+            if stat.S_IMODE(st.st_mode) != self.mode:
+                os.chmod(self.fd, self.mode)
+                undone.append(f"mode {oct(stat.S_IMODE(st.st_mode))} -> {oct(self.mode)}")
+            now = time.time_ns()
+            after = (st.st_atime_ns, st.st_mtime_ns)
+            if any(a < b or a > now for a, b in zip(after, self.times, strict=True)):
+                os.utime(self.fd, ns=(now, now))
+                undone.append("times set back or ahead -> now")
+        except OSError as exc:
+            undone.append(f"could not restore it: {exc.strerror}")
+        finally:
+            try:  # noqa: SIM105 (contextlib would cost start-up time)
+                os.close(self.fd)
+            except OSError:
+                pass
+        return undone
 
 
 _KINDS = {

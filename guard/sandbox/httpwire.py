@@ -404,22 +404,36 @@ def client_hello_sni(data: bytes) -> tuple[int, str | None] | None:
             need = 4 + int.from_bytes(hs[1:4], "big")
             if need > MAX_HELLO:
                 raise WireError(400, "the TLS ClientHello is too large")
+    if len(hs) != need:
+        raise WireError(400, "the TLS records of the ClientHello hold more than the ClientHello")
     return pos, _sni(bytes(hs[4:need]))
 
 
 def _sni(body: bytes) -> str | None:
+    """The server name of a ClientHello's body, parsed whole: every length must add up
+    (a made-up hello with a valid record header is refused), and the names in it too."""
     try:
+        if body[0] != 3 or not 1 <= body[1] <= 4 or body[2 + 32] > 32:
+            raise IndexError  # legacy version, random, session id of at most 32 bytes
         p = 2 + 32
         p += 1 + body[p]  # session id
-        p += 2 + int.from_bytes(body[p : p + 2], "big")  # cipher suites
+        suites = int.from_bytes(body[p : p + 2], "big")
+        if suites < 2 or suites % 2:
+            raise IndexError
+        p += 2 + suites  # cipher suites
+        if body[p] < 1:
+            raise IndexError
         p += 1 + body[p]  # compression methods
         if p == len(body):
             return None
         end = p + 2 + int.from_bytes(body[p : p + 2], "big")
         p += 2
-        if end > len(body):
+        if end != len(body):
             raise IndexError
-        while p + 4 <= end:
+        sni: str | None = None
+        while p < end:
+            if p + 4 > end:
+                raise IndexError
             etype = int.from_bytes(body[p : p + 2], "big")
             elen = int.from_bytes(body[p + 2 : p + 4], "big")
             ext = body[p + 4 : p + 4 + elen]
@@ -428,17 +442,21 @@ def _sni(body: bytes) -> str | None:
             p += 4 + elen
             if etype != 0:
                 continue
+            if sni is not None or int.from_bytes(ext[0:2], "big") != len(ext) - 2:
+                raise IndexError
             q = 2
             while q + 3 <= len(ext):
                 ntype, nlen = ext[q], int.from_bytes(ext[q + 1 : q + 3], "big")
                 name = ext[q + 3 : q + 3 + nlen]
-                if ntype == 0:
-                    text = name.decode("ascii").lower().rstrip(".")
-                    if not text or not _HOSTNAME.fullmatch(text):
+                if len(name) != nlen:
+                    raise IndexError
+                if ntype == 0 and sni is None:
+                    sni = name.decode("ascii").lower().rstrip(".")
+                    if not sni or not _HOSTNAME.fullmatch(sni):
                         raise WireError(400, "a malformed server name in the TLS ClientHello")
-                    return text
                 q += 3 + nlen
-            raise WireError(400, "a server_name extension without a host name")
+            if q != len(ext) or sni is None:
+                raise WireError(400, "a server_name extension without a host name")
+        return sni
     except (IndexError, UnicodeDecodeError):
         raise WireError(400, "a malformed TLS ClientHello") from None
-    return None

@@ -80,6 +80,7 @@ SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
 SCOPE_SIGNAL = 1 << 1  # ABI 6
 
 RIGHT_NAMES: dict[int, str] = {
+    READ_FILE: "read_file",
     WRITE_FILE: "write_file",
     REMOVE_DIR: "remove_dir",
     REMOVE_FILE: "remove_file",
@@ -282,10 +283,22 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         )
     if "walls" in hardening:
         extra += (
-            "; ptrace, process_vm_*, kcmp, pidfd_getfd, io_uring and other processes' limits"
-            " and scheduling refused"
+            "; ptrace, process_vm_*, kcmp, pidfd_getfd, io_uring and other processes' limits,"
+            " scheduling, affinity and memory placement refused"
         )
-        extra += "" if "unix-sockets" in hardening else "; Unix sockets refused (socketpair works)"
+        extra += (
+            "; socket families but inet, inet6, unix and netlink-route refused"
+            "; POSIX message queues refused"
+        )
+        if "listed-sockets-refused" in hardening:
+            extra += (
+                "; Unix sockets refused, the policy's listed ones too: without namespaces"
+                " nothing covers the other sockets (socketpair works)"
+            )
+        elif "unix-sockets" not in hardening:
+            extra += "; Unix sockets refused (socketpair works)"
+    if "own-terminal" in hardening:
+        extra += "; no terminal but the command's own can be read or written"
     if "capabilities" in hardening:
         extra += "; all capabilities dropped"
     lines = [f"Landlock ABI {report.get('abi')} enforced ({rights}){extra}"]
@@ -295,7 +308,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             0,
             f"namespaces: {', '.join(spaces)}: everything read-only but the writable roots;"
             " network: loopback only (and guard's egress proxy where given); its own /proc,"
-            " processes and IPC",
+            " processes, IPC and pseudo-terminals (no terminal but its own)",
         )
     for skipped in report.get("skipped", []):
         lines.append(f"not granted (missing): {skipped['path']}: {skipped['why']}")
@@ -335,6 +348,7 @@ def restrict_self(
     abi: int | None = None,
     scope_signals: bool = True,
     scope_abstract_unix: bool = False,
+    readable: Sequence[str] | None = None,
 ) -> Enforcement:
     """Confine the calling process (and every process it starts) for good.
 
@@ -342,7 +356,11 @@ def restrict_self(
     stay writable (every write right but device creation). ``plans``: directories
     where only regular files may be created, written, renamed and removed.
     ``ioctl``: directories or device files where device ioctls stay allowed
-    (terminals). Paths that do not exist are skipped and
+    (terminals). ``readable``: when given, reading files is handled too and allowed
+    only beneath these paths (and the writable roots); missing ones and symlinks among
+    them are left out, and they are not listed in the report (the fallback's view of
+    everything but the other terminals, :func:`guard.sandbox.terminals.readable_roots`).
+    Paths that do not exist are skipped and
     reported in :attr:`Enforcement.skipped` — never silently widened.
     Sets ``PR_SET_NO_NEW_PRIVS``. Raises :class:`LandlockError` when the
     kernel has no Landlock or refuses the ruleset; the process is then
@@ -357,6 +375,8 @@ def restrict_self(
     abi = min(abi, kabi)
     create_nr, add_nr, restrict_nr = nums
     handled = handled_rights(abi)
+    if readable is not None:
+        handled |= READ_FILE
     scoped = SCOPE_SIGNAL if (scope_signals and abi >= 6) else 0
     if scope_abstract_unix and abi >= 6:
         scoped |= SCOPE_ABSTRACT_UNIX_SOCKET
@@ -400,6 +420,14 @@ def restrict_self(
             rule = Rule(path, rights)
             _add_rule(sc, add_nr, ruleset_fd, rule)
             enforcement.rules.append(rule)
+        for path in readable or ():
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            _add_rule(sc, add_nr, ruleset_fd, Rule(path, READ_FILE))
         if _libc is None:  # pragma: no cover - _syscall() set it
             raise LandlockError(errno.EINVAL, "libc not loaded")
         if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -39,10 +39,14 @@ import stat
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ctypes
+
+    from guard.sandbox import terminals as terminals_mod
 elif __package__:  # _ctypes alone: ``import ctypes`` costs the helper ~5 ms of CPU
     from guard.sandbox import _ffi as ctypes
+    from guard.sandbox import terminals as terminals_mod
 else:  # run by the helper as a sibling module, without the package
     import _ffi as ctypes
+    import terminals as terminals_mod
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
@@ -224,7 +228,8 @@ def enter_inner(
     proc: bool = True,
     tmpfs: str | None = None,
     hide: Iterable[str] = (),
-) -> list[str]:
+    terminals: bool = False,
+) -> tuple[list[str], str | None]:
     """In pid 1 of the new PID namespace: new mount, network and IPC namespaces, the
     read-only view with ``writable`` (directories and regular files; other kinds, such as
     ``/dev/null`` and terminals, stay writable on a read-only mount) bound writable,
@@ -234,7 +239,10 @@ def enter_inner(
     TMPDIR: it exists nowhere else and ends with the namespace), and the loopback
     interface up. Each of ``hide`` (guard's audit key directory) is covered: a directory
     by an empty read-only tmpfs, a file by ``/dev/null``, so that nothing in the view can
-    read what is there. Returns the writable roots that were missing (skipped)."""
+    read what is there. With ``terminals``, only this process's own terminal is in the
+    view (:mod:`guard.sandbox.terminals`). Returns the writable roots that were missing
+    (skipped), and where the own terminal is in the view (or None)."""
+    own = terminals_mod.own_terminal() if terminals else None
     unshare(INNER_FLAGS, "mount, network and IPC namespaces")
     _mount(None, b"/", None, MS_REC | MS_PRIVATE, "making every mount private")
     skipped: list[str] = []
@@ -269,6 +277,7 @@ def enter_inner(
             os.close(fd)
     for path in hide:
         _cover(path)
+    shown = terminals_mod.private_terminals(own) if terminals else None
     if tmpfs is not None:
         fd = _pinned(tmpfs, stat.S_IFDIR)
         if fd is None:
@@ -286,7 +295,7 @@ def enter_inner(
                "mounting /proc for the new PID namespace")  # fmt: skip
     _reenter_cwd()
     loopback_up()
-    return skipped
+    return skipped, shown
 
 
 def _cover(path: str) -> None:

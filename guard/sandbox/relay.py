@@ -13,10 +13,11 @@ refusal ends the connection with a 403 whose status line and body say why. A
 CONNECT request turns the connection into a tunnel.
 
 This module holds the connection (:class:`Client`), its policy side
-(:class:`Decider`), the address check against DNS rebinding
-(:func:`address_class`) and the refusal a client reads (:func:`answer`). It does
-not hold the parsing and rendering of HTTP (:mod:`guard.sandbox.httpwire`), nor the
-reading and moving of a socket's bytes (:mod:`guard.sandbox.sockio`).
+(:class:`Decider`) and the refusal a client reads (:func:`answer`). It does not hold
+the parsing and rendering of HTTP (:mod:`guard.sandbox.httpwire`), the check of a git
+fetch's body (:mod:`guard.sandbox.gitwire`), what kind of address a name resolved to
+(:mod:`guard.sandbox.addresses`, against DNS rebinding), nor the reading and moving of
+a socket's bytes (:mod:`guard.sandbox.sockio`).
 """
 
 # Lazy imports: Decider imports guard's policy side (the gate, the audit log) when the
@@ -32,11 +33,14 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
-    from guard.sandbox import httpwire
+    from guard.sandbox import gitwire, httpwire
+    from guard.sandbox.addresses import address_class, local_addresses
     from guard.sandbox.egress_proxy import FAIL_RULE, PROTOCOL_RULE
     from guard.sandbox.sockio import Reader, idle, transfer
 else:  # the helper: siblings by their plain names
+    import gitwire
     import httpwire
+    from addresses import address_class, local_addresses
     from egress_proxy import FAIL_RULE, PROTOCOL_RULE
     from sockio import Reader, idle, transfer
 
@@ -51,7 +55,6 @@ CLIENT_IDLE = 300.0
 #: Idle seconds before a tunnel or a response that sends nothing is closed.
 RELAY_IDLE = 900.0
 CONNECT_TIMEOUT = 15.0
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 class Outcome:
@@ -144,28 +147,12 @@ def _refusal(call: Any) -> str:
             " through it)")
 
 
-def address_class(address: str) -> str | None:
-    """Why ``address`` is not a public internet address ("loopback", "private",
-    "link-local", ...), or None when it is one. IPv4 carried in IPv6 (mapped, NAT64,
-    6to4, Teredo) is judged by the IPv4 address it carries."""
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(
-        address.split("%", 1)[0]
-    )
-    if isinstance(ip, ipaddress.IPv6Address):
-        inner = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if inner is None and ip in _NAT64:
-            inner = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if inner is not None:
-            ip = inner
-    for name in ("loopback", "link_local", "private", "unspecified", "multicast", "reserved"):
-        if getattr(ip, f"is_{name}"):
-            return name.replace("_", "-")
-    return None if ip.is_global else "not public"
-
-
-def answer(sock: socket.socket, status: int, reason: str, rule: str = "") -> None:
+def answer(
+    sock: socket.socket, status: int, reason: str, rule: str = "", *, wait: float = 2.0
+) -> None:
     """A refusal the client can read: the reason in the status line (a client whose
-    CONNECT fails shows it) and in the body; the connection closes after it."""
+    CONNECT fails shows it) and in the body; the connection closes after it. ``wait``:
+    how long to read what the client still sends (0: only what has arrived already)."""
     line = " ".join(reason.split())
     short = line if len(line) <= 300 else line[:297] + "..."
     phrase = "".join(c if 32 <= ord(c) < 127 else "?" for c in f"guard: {short}")
@@ -177,7 +164,7 @@ def answer(sock: socket.socket, status: int, reason: str, rule: str = "") -> Non
     try:
         sock.settimeout(5)
         sock.sendall(head.encode("latin-1") + body)
-        linger(sock)
+        linger(sock, wait)
     except OSError:
         pass
 
@@ -189,6 +176,12 @@ def linger(sock: socket.socket, seconds: float = 2.0, limit: int = 1 << 20) -> N
     sock.shutdown(socket.SHUT_WR)
     end = time.monotonic() + seconds
     got = 0
+    if seconds <= 0:  # what has arrived, without waiting for more
+        sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            while got < limit and (data := sock.recv(65536)):
+                got += len(data)
+        return
     with contextlib.suppress(OSError):
         while got < limit and (left := end - time.monotonic()) > 0:
             sock.settimeout(left)
@@ -304,19 +297,29 @@ class Client:
             data["body"] = True
             if req.content_type is not None:
                 data["content_type"] = req.content_type
+        if "?" in req.path:
+            data["query"] = True  # decided (a git fetch carries none), never recorded
         new = (req.host, req.port) != self.origin or self.upstream is None
         self._decide("request", data, record=new)
+        body = None
+        if self.mode == "plan" and gitwire.is_fetch(req):  # plan mode's one POST
+            try:
+                body = gitwire.read_fetch(self.reader, self.sock, req)
+            except httpwire.WireError as exc:
+                self._protocol("request", data, exc)
         if new:
             self._drop_upstream()
             self.upstream = self._open(req.host, req.port)
             self.up_reader = Reader(self.upstream)
             self.origin = (req.host, req.port)
         assert self.upstream is not None and self.up_reader is not None
-        self.upstream.sendall(req.render())
+        self.upstream.sendall(req.render() if body is None else req.render() + body)
         if req.expect_continue:
             self.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         try:
-            if req.chunked:
+            if body is not None:
+                pass  # sent above, whole
+            elif req.chunked:
                 self._send_chunked()
             elif req.length:
                 self.reader.copy(self.upstream, req.length)
@@ -382,18 +385,59 @@ class Client:
     def _tunnel(self, req: Request) -> None:
         data: dict[str, Any] = {"host": req.host, "port": req.port}
         self._decide("connect", data)
+        if self.mode == "plan":
+            self._plan_tunnel(req, data)
+            return
         up = self._open(req.host, req.port)
         self.upstream = up
         self.sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         idle(self.sock, RELAY_IDLE)
-        idle(up, RELAY_IDLE)
         # the server's bytes flow at once (some protocols speak first); the client's
         # go up once their start is checked
+        self._splice(up, lambda: self._check_tls(req, data) and None)
+
+    def _plan_tunnel(self, req: Request, data: dict[str, Any]) -> None:
+        """Plan mode: nothing reaches the server before a complete TLS ClientHello naming
+        the CONNECT host was read and parsed whole; only then is the server connected and
+        sent the hello alone, and the rest of the client's bytes follow only once the
+        server answered with TLS (a plaintext service behind an allowed host answers
+        otherwise, and the tunnel closes before the client could say more)."""
+        self.sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        idle(self.sock, RELAY_IDLE)
+        try:
+            end = self._check_tls(req, data)
+        except OSError:
+            _shutdown(self.sock)
+            return
+        up = self._open(req.host, req.port)
+        self.upstream = up
+        up.sendall(self.reader.buf[:end])
+        del self.reader.buf[:end]
+        first = b""
+        while len(first) < 5:
+            chunk = up.recv(5 - len(first))
+            if not chunk:
+                break
+            first += chunk
+        if len(first) < 5 or first[0] not in (0x15, 0x16) or first[1] != 3:
+            reason = (f"the server {req.host}:{req.port} did not answer the ClientHello with TLS;"
+                      " in plan mode a tunnel carries TLS only")  # fmt: skip
+            assert self.decider is not None
+            self.decider.refuse("connect", data, f"refused by guard's egress proxy: {reason}")
+            _shutdown(self.sock)
+            return
+        self.sock.sendall(first)
+        self._splice(up, lambda: None)
+
+    def _splice(self, up: socket.socket, check: Any) -> None:
+        """Copy both ways: the server's bytes at once, the client's once ``check`` passed
+        (it raises OSError to close the tunnel)."""
+        idle(up, RELAY_IDLE)
         down = threading.Thread(target=_pump, args=(up, self.sock), daemon=True,
-                                name="guard-egress-down")
+                                name="guard-egress-down")  # fmt: skip
         down.start()
         try:
-            self._check_tls(req, data)
+            check()
             if self.reader.buf:
                 up.sendall(self.reader.buf)
                 self.reader.buf.clear()
@@ -403,31 +447,42 @@ class Client:
             _shutdown(up)
         down.join(RELAY_IDLE)
 
-    def _check_tls(self, req: Request, data: dict[str, Any]) -> None:
+    def _check_tls(self, req: Request, data: dict[str, Any]) -> int:
         """The tunnel's first bytes: a TLS ClientHello naming the CONNECT's host (or no
         name). Another name closes the tunnel (domain fronting), and so, in plan mode,
-        does anything but TLS. A refusal is recorded."""
+        does anything but a complete ClientHello naming the host (a name only an IP
+        address may lack). A refusal is recorded (ConnectionError). Returns where the
+        hello ends in the buffer (0 when a build-mode tunnel carries something else)."""
         reason = ""
+        end = 0
+        plan = self.mode == "plan"
         while True:
             try:
                 hello = httpwire.client_hello_sni(bytes(self.reader.buf))
             except httpwire.WireError as exc:
-                if self.mode == "plan":
+                if plan:
                     reason = (f"{exc.message}; in plan mode a tunnel carries TLS only (nothing"
-                              " else could be checked)")
+                              " else could be checked)")  # fmt: skip
                 break
             if hello is not None:
-                sni = hello[1]
+                end, sni = hello
                 if sni is not None and sni != req.host:
                     reason = (f"the TLS server name {sni!r} is not the CONNECT host"
-                              f" {req.host!r} (domain fronting)")
+                              f" {req.host!r} (domain fronting)")  # fmt: skip
+                elif plan and sni is None and not _is_ip(req.host):
+                    reason = (f"the TLS ClientHello names no server; in plan mode it must name"
+                              f" the CONNECT host {req.host!r}")  # fmt: skip
                 break
             if not self.reader.fill():
+                if plan:
+                    reason = ("the tunnel ended before a complete TLS ClientHello; in plan mode"
+                              " a tunnel carries TLS only")  # fmt: skip
                 break
         if reason:
             assert self.decider is not None
             self.decider.refuse("connect", data, f"refused by guard's egress proxy: {reason}")
             raise ConnectionError(reason)
+        return end
 
     # -- upstream ------------------------------------------------------------
 
@@ -469,12 +524,13 @@ class Client:
         out: list[tuple[int, Any]] = []
         seen: set[str] = set()
         refused: list[str] = []
+        local = local_addresses()
         for family, _, _, _, sockaddr in infos:
             addr = str(sockaddr[0])
             if addr in seen or family not in (socket.AF_INET, socket.AF_INET6):
                 continue
             seen.add(addr)
-            kind = address_class(addr)
+            kind = address_class(addr, local)
             if kind is not None:
                 bare = addr.split("%", 1)[0]
                 data = {"host": host, "port": port, "address": bare, "class": kind}

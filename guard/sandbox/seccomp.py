@@ -76,6 +76,10 @@ FS_IOC_FSSETXATTR = 0x401C5820
 FS_IOC_ENABLE_VERITY = 0x40806685
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
+# a terminal's line discipline (a different one turns the tty into a network or serial
+# device driver) and where the console's output goes: no command needs either
+TIOCSETD = 0x5423
+TIOCCONS = 0x541D
 REFUSED_IOCTLS = (
     FS_IOC_SETFLAGS,
     FS_IOC32_SETFLAGS,
@@ -83,6 +87,8 @@ REFUSED_IOCTLS = (
     FS_IOC_ENABLE_VERITY,
     TIOCSTI,
     TIOCLINUX,
+    TIOCSETD,
+    TIOCCONS,
 )
 # personality(2) values a program may set (the common ones: Linux, 32-bit Linux, the
 # 2.6-style uname, no address randomization for debuggers) or query.
@@ -187,6 +193,10 @@ NUMBERS: dict[str, tuple[int, int | None]] = {
     "sched_setattr": (314, 274),
     "sched_setscheduler": (144, 119),
     "sched_setparam": (142, 118),
+    "sched_setaffinity": (203, 122),
+    "migrate_pages": (256, 238),
+    "move_pages": (279, 239),
+    "mq_unlink": (241, 181),
 }
 #: Syscalls numbered above this are newer than the table: refused with ENOSYS.
 HIGHEST_KNOWN = 469
@@ -215,7 +225,19 @@ REFUSED_WALLS = (
 #: Refused with ENOSYS when the walls are up: io_uring runs operations (connect, open,
 #: send...) out of the filter's sight; libraries fall back to plain syscalls.
 UNSUPPORTED_WALLS = ("io_uring_enter", "io_uring_register")
-AF_UNIX = 1
+#: Refused with EPERM when the walls are up: POSIX message queues by name. In the
+#: namespaces the command's IPC namespace holds none; in the fallback they are the host's
+#: (``mq_open`` of another program's queue, ``mq_unlink`` of it). Creating one is refused
+#: anyway (``O_CREAT``).
+REFUSED_MQUEUE = ("mq_open", "mq_unlink")
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
+NETLINK_ROUTE = 0
+#: The socket families a command may make with the walls up: the Internet ones (in the
+#: namespaces they reach the command's own loopback and guard's egress proxy only) and
+#: netlink's routing family (read-only without CAP_NET_ADMIN: ``ip addr``, getaddrinfo's
+#: AI_ADDRCONFIG). Every other family (vsock, packet, alg, bluetooth, can, xdp, ...) is
+#: refused: its endpoints are not in the network namespace.
+INET_FAMILIES = (AF_INET, AF_INET6)
 PRIO_PROCESS = 0
 IOPRIO_WHO_PROCESS = 1
 
@@ -360,13 +382,32 @@ def _checks(walls: bool = False, unix_sockets: bool = True) -> dict[str, list[In
         checks["prlimit64"] = _prlimit_block()
         checks["setpriority"] = _allow_only([(0, PRIO_PROCESS), (1, 0)])
         checks["ioprio_set"] = _allow_only([(0, IOPRIO_WHO_PROCESS), (1, 0)])
-        for name in ("sched_setattr", "sched_setscheduler", "sched_setparam"):
+        for name in ("sched_setattr", "sched_setscheduler", "sched_setparam", "sched_setaffinity",
+                     "migrate_pages", "move_pages"):  # fmt: skip
             checks[name] = _allow_only([(0, 0)])
-        if not unix_sockets:
-            # a Unix socket reaches a daemon that acts for the command (docker, tmux, an
-            # IDE, an ssh-agent); socketpair(2) is another syscall and stays allowed
-            checks["socket"] = _refuse_values(0, [AF_UNIX])
+        # a Unix socket reaches a daemon that acts for the command (docker, tmux, an IDE,
+        # an ssh-agent): only where it may (socketpair(2) is another syscall and stays
+        # allowed); every family not listed is refused
+        checks["socket"] = _socket_block(unix_sockets)
     return checks
+
+
+def _socket_block(unix_sockets: bool) -> list[Insn]:
+    """socket(family, type, protocol): allowed for :data:`INET_FAMILIES`, for
+    ``AF_NETLINK`` with ``NETLINK_ROUTE`` and, with ``unix_sockets``, for ``AF_UNIX``
+    (else EPERM); EAFNOSUPPORT for every other family."""
+    return [
+        (_LD_W_ABS, 0, 0, _arg(0)),
+        (_JEQ_K, 6, 0, AF_INET),  # to the ALLOW
+        (_JEQ_K, 5, 0, AF_INET6),
+        (_JEQ_K, 0, 1, AF_UNIX),
+        (_RET_K, 0, 0, RET_ALLOW if unix_sockets else EPERM),
+        (_JEQ_K, 0, 3, AF_NETLINK),  # to EAFNOSUPPORT
+        (_LD_W_ABS, 0, 0, _arg(2)),
+        (_JEQ_K, 0, 1, NETLINK_ROUTE),
+        (_RET_K, 0, 0, RET_ALLOW),
+        (_RET_K, 0, 0, ret_errno(errno.EAFNOSUPPORT)),
+    ]
 
 
 def program(
@@ -375,8 +416,9 @@ def program(
     """The BPF program for ``arch`` (default: this machine), as (code, jt, jf, k).
 
     ``walls``: also refuse reaching into other processes (:data:`REFUSED_WALLS`,
-    io_uring, and their limits and scheduling) and, unless ``unix_sockets``, creating
-    Unix sockets."""
+    io_uring, their limits, scheduling, CPU affinity and memory placement), POSIX
+    message queues, sockets of any family but :data:`INET_FAMILIES` and netlink's
+    routing one and, unless ``unix_sockets``, Unix sockets."""
     arch = arch or machine()
     if arch not in _ARCHES:
         raise OSError(errno.ENOSYS, f"guard has no syscall table for {arch}")
@@ -393,7 +435,8 @@ def program(
     prog += [(_JGT_K, 0, 1, HIGHEST_KNOWN), (_RET_K, 0, 0, ENOSYS)]
     refused = [*((n, EPERM) for n in REFUSED), *((n, ENOSYS) for n in UNSUPPORTED)]
     if walls:
-        refused += [*((n, EPERM) for n in REFUSED_WALLS), *((n, ENOSYS) for n in UNSUPPORTED_WALLS)]
+        refused += [*((n, EPERM) for n in (*REFUSED_WALLS, *REFUSED_MQUEUE)),
+                    *((n, ENOSYS) for n in UNSUPPORTED_WALLS)]  # fmt: skip
     for name, action in refused:
         nr = NUMBERS[name][col]
         if nr is not None:

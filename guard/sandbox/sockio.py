@@ -120,6 +120,31 @@ class Reader:
             raise ConnectionError("the connection ended inside a body")
 
 
+def read_body(reader: Reader, chunked: bool, length: int, limit: int) -> bytes:
+    """A request's whole body (``chunked``, else ``length`` bytes) read into memory, at
+    most ``limit`` bytes (WireError 413 beyond; 400 when the stream ends inside it)."""
+    out = bytearray()
+
+    def take(n: int) -> None:
+        if len(out) + n > limit:
+            raise httpwire.WireError(413, f"a body guard must read whole is over {limit} bytes")
+        while len(reader.buf) < n:
+            if not reader.fill():
+                raise httpwire.WireError(400, "the connection ended inside a body")
+        out.extend(reader.buf[:n])
+        del reader.buf[:n]
+
+    if not chunked:
+        take(length)
+        return bytes(out)
+    while size := httpwire.chunk_size(reader.line()):
+        take(size)
+        reader.crlf()
+    while reader.line():
+        pass  # trailer fields: dropped
+    return bytes(out)
+
+
 def transfer(src: socket.socket, dst: socket.socket, n: int | None) -> bool:
     """Move ``n`` bytes (None: until end of stream) from ``src`` to ``dst`` without
     reading them into Python: ``splice(2)`` through a pipe, where the kernel allows it

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import json
 import os
 import socket
 import subprocess
@@ -20,7 +21,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from sandbox_support import Tree, confined_probe, guard_argv, needs_landlock
+from sandbox_support import (
+    Tree,
+    confined_probe,
+    guard_argv,
+    helper_argv,
+    needs_landlock,
+    probe_source,
+)
 
 from guard.sandbox import seccomp
 
@@ -486,10 +494,142 @@ def test_unix_sockets_are_refused_but_socketpair_and_inet_work(tree: Tree) -> No
     socket.socket(socket.AF_INET6).close()
     """
     assert walls_probe(tree, body) == {"ok": True}
-    # with a socket the policy lists, Unix sockets may be made (the namespace masks the rest)
+    # with a socket the policy lists, Unix sockets may be made where the namespaces cover
+    # every other socket; in the fallback (no mount namespace) nothing would, so the
+    # listed one is refused with the rest
     listed = ("--socket", str(tree.outside / "daemon.sock"))
     body = "import socket; socket.socket(socket.AF_UNIX).close()"
-    assert walls_probe(tree, body, *listed) == {"ok": True}
+    assert walls_probe(tree, body, *listed, "--namespaces") == {"ok": True}
+    assert_eperm(walls_probe(tree, body, *listed))
+
+
+def test_attack_a_listed_socket_in_the_fallback_opens_no_other_socket(tree: Tree) -> None:
+    """The fallback has no mount namespace to cover the host's other sockets, and a
+    pathname socket is no Landlock right: a policy listing one socket would open every
+    Unix socket (the user's tmux). The daemon the command aims at records nothing, and
+    the announcement says that the listed socket is refused too."""
+    other = tree.outside / "tmux.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(other))
+    server.listen(1)
+    server.settimeout(0)
+    body = f"""
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.connect({str(other)!r})
+    s.sendall(b"send-keys 'echo pwned >> src/app.py' Enter")
+    """
+    proc = subprocess.run(
+        helper_argv([str(tree.plans), "/dev/null"],
+                    [sys.executable, "-c", probe_source(SYSCALL + textwrap.dedent(body))],
+                    "--walls", "--socket", str(tree.outside / "listed.sock"),
+                    "--announce", "guard: "),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout.splitlines()[-1]) == {"ok": False, "errno": "EPERM"}
+        with pytest.raises(BlockingIOError):
+            server.accept()
+        assert "the policy's listed ones too" in proc.stderr, proc.stderr
+    finally:
+        server.close()
+
+
+# (family, type, protocol) a command could use to reach past the network namespace:
+# vsock (the hypervisor and the host's other guests), packet and raw links, the kernel's
+# crypto (alg), bluetooth, CAN, XDP, and netlink beyond the read-only routing family
+_FAMILIES = {
+    "vsock": (40, socket.SOCK_STREAM, 0),
+    "packet": (17, socket.SOCK_DGRAM, 0),
+    "alg": (38, socket.SOCK_SEQPACKET, 0),
+    "bluetooth": (31, socket.SOCK_STREAM, 0),
+    "can": (29, socket.SOCK_RAW, 1),
+    "xdp": (44, socket.SOCK_RAW, 0),
+    "tipc": (30, socket.SOCK_STREAM, 0),
+    "netlink-uevent": (16, socket.SOCK_DGRAM, 15),
+    "netlink-audit": (16, socket.SOCK_RAW, 9),
+    "netlink-sock-diag": (16, socket.SOCK_DGRAM, 4),
+}
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "fallback"])
+def test_attack_socket_families_outside_the_allowlist_are_refused(
+    tree: Tree, namespaces: bool
+) -> None:
+    """Only inet, inet6, unix (where allowed) and netlink's routing family: every other
+    family is refused by seccomp (EAFNOSUPPORT), on both paths."""
+    extra = ("--namespaces",) if namespaces else ()
+    for name, (family, kind, proto) in _FAMILIES.items():
+        body = f"import socket; socket.socket({family}, {kind}, {proto}).close()"
+        result = walls_probe(tree, body, *extra)
+        assert result == {"ok": False, "errno": "EAFNOSUPPORT"}, (name, result)
+    body = """
+    import socket
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()  # NETLINK_ROUTE
+    socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 0).close()
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()
+    socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()
+    """
+    assert walls_probe(tree, body, *extra) == {"ok": True}
+
+
+def test_attack_vsock_port_bound_inside_is_refused(tree: Tree) -> None:
+    """vsock is not in the network namespace: a port bound inside is the host's (it would
+    collide with, or stand in for, a host service talking to the hypervisor). The same
+    bind succeeds without guard where the machine has vsock (the attack is real)."""
+    port = 20000 + os.getpid() % 20000
+    body = f"""
+    import socket
+    s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    s.bind((socket.VMADDR_CID_ANY, {port}))
+    s.listen(1)
+    """
+    for extra in (("--namespaces",), ()):
+        assert walls_probe(tree, body, *extra) == {"ok": False, "errno": "EAFNOSUPPORT"}
+    try:
+        control = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    except OSError:
+        return  # no vsock on this machine: the refusal above is the whole test
+    with control:
+        control.bind((socket.VMADDR_CID_ANY, port))
+
+
+def test_attack_message_queues_and_affinity_of_other_processes_are_refused(
+    tree: Tree
+) -> None:
+    """The fallback shares the host's POSIX message queues and processes: opening or
+    unlinking another program's queue and pinning another process to a CPU are refused
+    by seccomp itself; the queue and the process are unchanged afterwards."""
+    name = f"/guard-test-{os.getpid()}"
+    librt = ctypes.CDLL(ctypes.util.find_library("rt") or None, use_errno=True)
+    librt.mq_open.restype = ctypes.c_int
+    qd = librt.mq_open(name.encode(), os.O_CREAT | os.O_RDWR, 0o666, None)
+    assert qd >= 0, os.strerror(ctypes.get_errno())
+    sibling = subprocess.Popen(["sleep", "60"])
+    affinity = os.sched_getaffinity(sibling.pid)
+    try:
+        for namespaces in (("--namespaces",), ()):
+            queue = f"ctypes.addressof(ctypes.create_string_buffer({name[1:]!r}.encode()))"
+            for call in (
+                f"sc('mq_open', {queue}, os.O_RDWR, 0, 0)",
+                f"sc('mq_unlink', {queue})",
+                f"m = (ctypes.c_ulong * 16)(1); sc('sched_setaffinity', {sibling.pid}, 128,"
+                " ctypes.addressof(m))",
+                f"sc('migrate_pages', {sibling.pid}, 64, 0, 0)",
+                f"sc('move_pages', {sibling.pid}, 0, 0, 0, 0, 0)",
+            ):
+                assert_eperm(walls_probe(tree, call, *namespaces))
+        assert Path(f"/dev/mqueue{name}").exists() or not Path("/dev/mqueue").is_dir()
+        assert librt.mq_unlink(name.encode()) == 0  # it was still there
+        assert os.sched_getaffinity(sibling.pid) == affinity
+        # its own affinity, as before
+        assert walls_probe(tree, "os.sched_setaffinity(0, os.sched_getaffinity(0))") == {"ok": True}
+    finally:
+        librt.mq_unlink(name.encode())
+        os.close(qd)
+        sibling.kill()
+        sibling.wait()
 
 
 def test_without_the_walls_build_mode_keeps_its_tools(tree: Tree) -> None:

@@ -1,0 +1,204 @@
+"""A plan-mode CONNECT tunnel carries TLS only, and nothing reaches the server before that
+is known: attacks on the egress proxy with a plaintext store (Redis's shape: it takes
+``SET`` lines) behind a host the policy allows.
+
+Each attack speaks to the real proxy (tests/sandbox/egress_driver.py) over a socket; the
+store records every connection and every byte, and is checked afterwards, with the audit
+log's refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from egress_support import proxy, shared_dir, write_policy
+
+
+class Store:
+    """A plaintext key-value service on 127.0.0.1: records connections and bytes, answers
+    ``+OK`` to a ``SET`` line and ``-ERR`` to anything else."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.data = b""
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+
+    def _client(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(30)
+            buf = b""
+            try:
+                while chunk := conn.recv(4096):
+                    self.data += chunk
+                    buf += chunk
+                    while b"\n" in buf:
+                        line, _, buf = buf.partition(b"\n")
+                        conn.sendall(b"+OK\r\n" if line.startswith(b"SET ") else b"-ERR\r\n")
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def setup() -> Iterator[tuple[Path, Store]]:
+    work = shared_dir("guard-tunnel-")
+    (work / "repo").mkdir(mode=0o777)
+    store = Store()
+    try:
+        yield work, store
+    finally:
+        store.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _policy(work: Path, store: Store) -> Path:
+    return write_policy(work, f"""version = 1
+extends = ["builtin:default"]
+[agents.plan.network]
+allow = ["store.test"]
+[egress]
+resolve = {{ "store.test" = "127.0.0.1:{store.port}" }}
+""")
+
+
+def _hello(name: str) -> bytes:
+    """A real TLS ClientHello naming ``name``, as Python's ssl module sends it."""
+    ctx = ssl.create_default_context()
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(incoming, outgoing, server_hostname=name)
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+def _tunnel(port: int) -> socket.socket:
+    c = socket.create_connection(("127.0.0.1", port), timeout=60)
+    c.sendall(b"CONNECT store.test:6379 HTTP/1.1\r\nHost: store.test:6379\r\n\r\n")
+    assert c.recv(4096).startswith(b"HTTP/1.1 200")
+    return c
+
+
+def _rest(c: socket.socket) -> bytes:
+    out = b""
+    try:
+        while chunk := c.recv(4096):
+            out += chunk
+    except OSError:
+        pass
+    return out
+
+
+def _refusals(work: Path) -> list[str]:
+    records = [json.loads(x) for x in (work / "audit.jsonl").read_text().splitlines()]
+    return [str(r["reason"]) for r in records if r["decision"] == "deny"]
+
+
+def _attack(work: Path, store: Store, payload: bytes, *, half_close: bool) -> bytes:
+    pol = _policy(work, store)
+    with proxy(pol, work / "repo", work / "audit.jsonl") as p:
+        c = _tunnel(p.port)
+        with c:
+            c.sendall(payload)
+            if half_close:
+                c.shutdown(socket.SHUT_WR)
+            return _rest(c)
+
+
+def test_attack_a_made_up_client_hello_carries_a_plaintext_set_to_no_one(
+    setup: tuple[Path, Store],
+) -> None:
+    """A record header and a handshake type that look like TLS, then junk and a SET: the
+    hello does not parse whole, the store is never even connected."""
+    work, store = setup
+    body = b"\x01\x00\x00\x20" + b"\x03\x03" + b"A" * 30
+    payload = b"\x16\x03\x01" + len(body).to_bytes(2, "big") + body + b"SET owned 1\r\n"
+    assert _attack(work, store, payload, half_close=False) == b""
+    assert (store.connections, store.data) == (0, b"")
+    assert any("malformed TLS ClientHello" in r for r in _refusals(work)), _refusals(work)
+
+
+def test_attack_a_record_header_then_a_half_close_reaches_no_one(
+    setup: tuple[Path, Store],
+) -> None:
+    work, store = setup
+    assert _attack(work, store, b"\x16\x03\x01\x00\x40", half_close=True) == b""
+    assert (store.connections, store.data) == (0, b"")
+    assert any("ended before a complete TLS ClientHello" in r for r in _refusals(work))
+
+
+def test_attack_a_real_client_hello_then_plaintext_stops_at_the_hello(
+    setup: tuple[Path, Store],
+) -> None:
+    """A complete, real ClientHello naming the CONNECT host, then SET: the store gets the
+    hello alone; it answers in plaintext, not TLS, and the tunnel closes before the SET
+    goes up."""
+    work, store = setup
+    hello = _hello("store.test")
+    assert _attack(work, store, hello + b"SET owned 1\r\n", half_close=False) == b""
+    deadline = time.monotonic() + 10
+    while store.connections == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert b"SET" not in store.data
+    assert store.data == hello[: len(store.data)]
+    assert any("did not answer the ClientHello with TLS" in r for r in _refusals(work))
+
+
+def test_the_server_is_connected_only_once_the_hello_is_complete(
+    setup: tuple[Path, Store],
+) -> None:
+    work, store = setup
+    pol = _policy(work, store)
+    hello = _hello("store.test")
+    with proxy(pol, work / "repo", work / "audit.jsonl") as p, _tunnel(p.port) as c:
+        c.sendall(hello[:20])
+        time.sleep(0.5)  # time for a proxy that connected early to have done it
+        assert store.connections == 0
+        c.sendall(hello[20:])
+        deadline = time.monotonic() + 30
+        while store.data != hello and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (store.connections, store.data) == (1, hello)
+
+
+def test_a_hello_naming_another_server_or_none_is_refused(setup: tuple[Path, Store]) -> None:
+    work, store = setup
+    for name in ("other.test", None):
+        if name is None:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+            tls = ctx.wrap_bio(incoming, outgoing)
+            with pytest.raises(ssl.SSLWantReadError):
+                tls.do_handshake()
+            hello = outgoing.read()
+        else:
+            hello = _hello(name)
+        assert _attack(work, store, hello, half_close=False) == b""
+    assert (store.connections, store.data) == (0, b"")
+    refusals = _refusals(work)
+    assert any("'other.test' is not the CONNECT host" in r for r in refusals), refusals
+    assert any("names no server" in r for r in refusals), refusals
