@@ -90,12 +90,26 @@ def walls_off() -> str:
     return ""
 
 
+def single_threaded() -> bool:
+    """Whether this process runs one thread only, so that it may fork and go on in Python
+    in the child (a lock another thread held at the fork would stay held there)."""
+    threading = sys.modules.get("threading")
+    return threading is None or threading.active_count() == 1
+
+
 def namespaces_unavailable() -> str:
     """Why confined commands cannot run in namespaces here ("" when they can): the helper's
-    own probe (``--probe``: the same calls, in a throwaway process), run once per process."""
+    own probe (the same calls, in a throwaway child), run once per process. A
+    single-threaded process forks the child itself (``guard run``: no interpreter to
+    start); any other runs the helper's ``--probe``."""
     global _NAMESPACES
     if os.environ.get(NO_NAMESPACES_ENV):
         return f"namespaces are treated as unavailable (${NO_NAMESPACES_ENV} is set)"
+    if _NAMESPACES is None and single_threaded():
+        try:
+            _NAMESPACES = namespaces.unavailable()
+        except OSError as exc:
+            _NAMESPACES = f"the namespace probe could not run: {exc}"
     if _NAMESPACES is None:
         import subprocess
 
