@@ -227,7 +227,7 @@ def _fork_helper(argv: Sequence[str], env: dict[str, str], passed: Sequence[int]
     try:  # pragma: no cover
         gc.disable()  # no finalizer of this process's objects may close a descriptor reused
         for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
-            if high > low + 1:  # closerange(n, n) would close everything from n on
+            if high > low + 1:  # never empty: closerange(0, 0) closes every descriptor
                 os.closerange(low + 1, high)
         for fd in passed:
             os.set_inheritable(fd, True)
