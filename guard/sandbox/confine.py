@@ -97,6 +97,28 @@ def single_threaded() -> bool:
     return threading is None or threading.active_count() == 1
 
 
+_EARLY: namespaces.Probe | None = None
+
+
+def probe_early() -> None:
+    """Start this process's namespace probe now, in a child forked at once, to be read by
+    :func:`namespaces_unavailable` later (``guard run`` loads its policy meanwhile).
+    Nothing happens in a process with threads, or once the probe has run."""
+    global _EARLY
+    if (_EARLY is None and _NAMESPACES is None and not os.environ.get(NO_NAMESPACES_ENV)
+            and single_threaded()):
+        try:
+            _EARLY = namespaces.Probe()
+        except OSError:
+            _EARLY = None  # probed again, and said, when it is asked for
+
+
+def reap_early() -> None:
+    """Read (and reap) an early probe nobody asked for (a build-mode run)."""
+    if _EARLY is not None:
+        namespaces_unavailable()
+
+
 def namespaces_unavailable() -> str:
     """Why confined commands cannot run in namespaces here ("" when they can): the helper's
     own probe (the same calls, in a throwaway child), run once per process. A
@@ -105,9 +127,11 @@ def namespaces_unavailable() -> str:
     global _NAMESPACES
     if os.environ.get(NO_NAMESPACES_ENV):
         return f"namespaces are treated as unavailable (${NO_NAMESPACES_ENV} is set)"
-    if _NAMESPACES is None and single_threaded():
+    global _EARLY
+    early, _EARLY = _EARLY, None
+    if _NAMESPACES is None and (early is not None or single_threaded()):
         try:
-            _NAMESPACES = namespaces.unavailable()
+            _NAMESPACES = (early or namespaces.Probe()).result()
         except OSError as exc:
             _NAMESPACES = f"the namespace probe could not run: {exc}"
     if _NAMESPACES is None:
