@@ -17,12 +17,18 @@ tree, from ``wait4``) and the peak resident size of its largest process:
 * ``bubblewrap + guard's helper``: the other design guard measured for its first
   wall: ``bwrap`` makes the namespaces and guard's helper inside adds Landlock and
   seccomp (a second Python start where the egress proxy needs one outside);
+* ``guard run --no-monitor`` and ``guard run (+ monitor)``: ``guard run --agent plan -q
+  -- bash -c true``, the way Codex, Cursor and aider are confined (the policy load, the
+  same namespaces and walls, guard's egress proxy, and the monitor's baseline and final
+  check);
 * ``codex sandbox`` (Codex 0.171, bwrap + seccomp inside) and ``srt`` (Anthropic's
   sandbox-runtime 0.0.78, bwrap + its proxies) when installed in
   ``~/.cache/openoxide-guard`` (``scripts/test.sh`` installs both).
 
-Then a real workload: a 60-test pytest run in a fresh project, bare and under
-guard, interleaved; its ratio of medians is printed. The ratios are printed last.
+Then a real workload: a 60-test pytest run in a fresh project, bare, as the hook
+confines it and under ``guard run`` (with and without the monitor), interleaved; the
+ratios of medians are printed. The ratios are printed last: the peers' time added per
+command against guard's hook command and against ``guard run``.
 
     python benchmarks/confine.py [--runs 200] [--peer-runs 40] [--rounds 5]
     python benchmarks/confine.py --quick     # 60 runs, 20 of the peers, 2 rounds
@@ -51,6 +57,8 @@ from guard.sandbox import confine, landlock  # noqa: E402
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openoxide-guard"
 CODEX = CACHE / "codex-0.171.0" / "node_modules" / ".bin" / "codex"
 SRT = CACHE / "sandbox-runtime-0.0.78" / "node_modules" / ".bin" / "srt"
+
+TRUE = ["bash", "-c", "true"]
 
 TEST_FILE = """
 def test_add_{i}():
@@ -219,8 +227,12 @@ def main() -> int:
             configs.append(Config("bubblewrap + guard's helper", [*bw, *inner], counted=False))
         else:
             log("bubblewrap: not installed or cannot run here; skipped")
+        run = [sys.executable, "-m", "guard", "run", "--agent", "plan", "-q"]
+        configs.append(Config("guard run --no-monitor", [*run, "--no-monitor", "--", *TRUE]))
+        configs.append(Config("guard run (+ monitor)", [*run, "--", *TRUE]))
         configs += peers(root, plans, scratch)
-        env = {**os.environ, "TMPDIR": str(scratch)}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")}
+        env.update(TMPDIR=str(scratch), XDG_DATA_HOME=str(tmp / "data"))
 
         for c in configs:  # warm caches (.pyc, page cache, npm's module cache)
             for _ in range(3):
@@ -244,14 +256,21 @@ def main() -> int:
                     c.rss_kib.append(rss)
 
         pytest_cmd = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider tests"
-        bare_p = ["bash", "-c", pytest_cmd]
-        conf_p = wrap(pytest_cmd, isolate=not spaces)
-        run_once(bare_p, root, env), run_once(conf_p, root, env)
-        log(f"{args.rounds} pairs of a 60-test pytest run ...")
-        walls: dict[str, list[float]] = {"bare": [], "confined": []}
-        for _ in range(args.rounds):
-            walls["bare"].append(run_once(bare_p, root, env).wall)
-            walls["confined"].append(run_once(conf_p, root, env).wall)
+        workloads = {
+            "bare": ["bash", "-c", pytest_cmd],
+            "confined": wrap(pytest_cmd, isolate=not spaces),
+            "guard run --no-monitor": [*run, "--no-monitor", "--", "bash", "-c", pytest_cmd],
+            "guard run (+ monitor)": [*run, "--", "bash", "-c", pytest_cmd],
+        }
+        for argv in workloads.values():
+            run_once(argv, root, env)
+        log(f"{args.rounds} rounds of a 60-test pytest run ...")
+        walls: dict[str, list[float]] = {name: [] for name in workloads}
+        for r in range(args.rounds):
+            names = list(workloads)
+            names = names[r % len(names) :] + names[: r % len(names)]
+            for name in names:
+                walls[name].append(run_once(workloads[name], root, env).wall)
 
         load = os.getloadavg()
         print(
@@ -281,8 +300,10 @@ def main() -> int:
             " n/a: bwrap does not wait for what runs in its PID namespace, so neither CPU nor"
             " memory of it is counted)"
         )
-        mb, mc = statistics.median(walls["bare"]), statistics.median(walls["confined"])
-        print(f"pytest, 60 tests: bare {mb:.3f} s, confined {mc:.3f} s (median of {args.rounds})")
+        mb = statistics.median(walls["bare"])
+        print(f"pytest, 60 tests, median of {args.rounds}: bare {mb:.3f} s; " + "; ".join(
+            f"{name} {statistics.median(w):.3f} s (x{statistics.median(w) / mb:.3f})"
+            for name, w in walls.items() if name != "bare"))
         ours = medians.get("guard", medians["guard, Landlock-only fallback"])
         parts = [
             f"{name} / guard = x{medians[name] / ours:.1f}"
@@ -293,7 +314,18 @@ def main() -> int:
             parts.append(f"guard / bubblewrap alone = x{ours / medians['bubblewrap alone']:.1f}")
         print(f"guard adds {ours * 1e3:.1f} ms per command (goal: <= 20 ms median)")
         print("ratios of the time added per command (median): " + "; ".join(parts))
-        print(f"ratio confined / bare, 60-test pytest run: x{mc / mb:.3f}  (goal: <= 1.1)")
+        runs = [
+            f"{name} / {peer} = x{medians[name] / medians[peer]:.2f}"
+            for name in ("guard run --no-monitor", "guard run (+ monitor)")
+            for peer in ("codex sandbox", "guard")
+            if peer in medians and medians[peer] > 0
+        ]
+        print("guard run's time added per command against codex sandbox (goal: <= x1.00) and"
+              " the hook's confined command: " + "; ".join(runs))
+        mc = statistics.median(walls["confined"])
+        mr = statistics.median(walls["guard run (+ monitor)"])
+        print(f"ratio confined / bare, 60-test pytest run: x{mc / mb:.3f}  (goal: <= 1.1);"
+              f" guard run (+ monitor) / bare: x{mr / mb:.3f}  (goal: <= 1.1)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

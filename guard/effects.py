@@ -96,6 +96,11 @@ class Effect:
     #: connection through guard's egress proxy under ``guard run``, where the agent's
     #: ``network.model_api`` list (the host agent's own model API) applies too.
     via: str = ""
+    #: A write of a cache the program updates only when it can, answering the same when the
+    #: write is refused (git's stat cache in ``.git/index``, refreshed by ``git status`` and
+    #: ``git diff``). A write like any other to the policy; under kernel confinement, which
+    #: refuses it, no objection (:mod:`guard.sandbox.confiner`).
+    cache: bool = False
 
     @classmethod
     def read(cls, path: str | None, detail: str = "") -> Effect:
@@ -141,6 +146,8 @@ class Effect:
             out["changes_remote"] = True
         if self.via:
             out["via"] = self.via
+        if self.cache:
+            out["cache"] = True
         return out
 
     def __str__(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 
 from guard.analysis import shell
 from guard.analysis.dialect import (
@@ -102,7 +103,7 @@ def shell_tool(canonical: str, command_fields: tuple[str, ...],
             return effects
         for e in found:
             if e.target is not None and e.kind.value in ("read", "write", "delete"):
-                e = Effect(e.kind, under(workdir, e.target), e.detail)
+                e = replace(e, target=under(workdir, e.target))
             effects.append(e)
         return effects
 

@@ -185,10 +185,21 @@ class _MonitorHandle:
 
 def execute(o: RunOptions) -> int:
     """Run ``o.command`` confined (or, with ``o.explain``, print the sandbox); its exit status."""
-    from guard.sandbox import roots, supervise
+    from guard.sandbox import confine
 
     if not o.command and not o.explain:
         raise GuardError("no command given; usage: guard run --agent plan -- COMMAND [ARGS]...")
+    if not o.explain:
+        confine.probe_early()  # the namespace probe's child runs while the policy loads
+    try:
+        return _execute(o)
+    finally:
+        confine.reap_early()  # an early probe no plan-mode agent read
+
+
+def _execute(o: RunOptions) -> int:
+    from guard.sandbox import roots, supervise
+
     guard = _load_guard(o.policy, o.worktree)
     if o.allow_unconfined and guard.managed is not None and "confine" in guard.managed.pins:
         raise GuardError(

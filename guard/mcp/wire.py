@@ -178,7 +178,12 @@ def _float(text: str) -> float:
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_object, parse_constant=_constant, parse_float=_float
 )
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+#: A JSON string from its opening quote: to its closing quote, or to the line's end when it
+#: has none (an unclosed string, its last byte perhaps a lone backslash). Possessive, so that
+#: a string is read once: never given back, never begun again from a quote inside it (the
+#: usual ``"[^"\\]*(?:\\.[^"\\]*)*"`` retries from each ``\\"`` of an unclosed string: quadratic).
+_STRING_BODY = rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)'
+_STRING = re.compile(_STRING_BODY, re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEPS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -186,7 +191,8 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 def depth(line: bytes) -> int:
     """How deep objects and arrays nest in ``line`` (a bound: brackets in strings are
-    skipped, an unfinished string is not); no recursion, linear time."""
+    skipped, and so is everything after a string left open, which no decoder reads past);
+    no recursion, linear time."""
     opened = line.count(b"[") + line.count(b"{")
     if opened <= MAX_DEPTH:
         return opened
@@ -313,7 +319,7 @@ def _refused(line: bytes, reason: str, code: int = INVALID_REQUEST) -> Refused:
     return Refused(reason, kind=kind, msg_id=msg_id, code=code, method=method)
 
 
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}:,]|[^\s\[\]{}:,"]+', re.DOTALL)
+_TOKEN = re.compile(_STRING_BODY + rb'|[\[\]{}:,]|[^\s\[\]{}:,"]+', re.DOTALL)
 _INTEGER = re.compile(rb"-?(?:0|[1-9][0-9]{0,15})")
 
 

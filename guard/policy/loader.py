@@ -15,7 +15,6 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -85,16 +84,20 @@ class LoadedPolicy:
         return Source(f, line, key, idx if isinstance(idx, int) else 0)
 
 
+#: The shipped policies, in the package (a plain path: ``importlib.resources`` would import
+#: zipfile on every ``guard run`` start for a package that is never zipped).
+BUILTINS = Path(__file__).parent.parent / "policies"
+
+
 def builtin_names() -> list[str]:
-    root = resources.files("guard") / "policies"
-    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
+    return sorted(p.name[:-5] for p in BUILTINS.iterdir() if p.name.endswith(".toml"))
 
 
 def _read(spec: str, base: Path | None, where: str) -> tuple[str, str, Path | None]:
     """(display name, text, real path or None for built-ins)."""
     if spec.startswith(BUILTIN_PREFIX):
         name = spec[len(BUILTIN_PREFIX) :]
-        res = resources.files("guard") / "policies" / f"{name}.toml"
+        res = BUILTINS / f"{name}.toml"
         if not re.fullmatch(r"[A-Za-z0-9_-]+", name) or not res.is_file():
             hint = did_you_mean(name, builtin_names())
             raise PolicyError(

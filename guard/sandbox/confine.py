@@ -114,12 +114,50 @@ def walls_off() -> str:
     return ""
 
 
+def single_threaded() -> bool:
+    """Whether this process runs one thread only, so that it may fork and go on in Python
+    in the child (a lock another thread held at the fork would stay held there)."""
+    threading = sys.modules.get("threading")
+    return threading is None or threading.active_count() == 1
+
+
+_EARLY: namespaces.Probe | None = None
+
+
+def probe_early() -> None:
+    """Start this process's namespace probe now, in a child forked at once, to be read by
+    :func:`namespaces_unavailable` later (``guard run`` loads its policy meanwhile).
+    Nothing happens in a process with threads, or once the probe has run."""
+    global _EARLY
+    if (_EARLY is None and _NAMESPACES is None and NO_NAMESPACES not in _switches
+            and single_threaded()):
+        try:
+            _EARLY = namespaces.Probe()
+        except OSError:
+            _EARLY = None  # probed again, and said, when it is asked for
+
+
+def reap_early() -> None:
+    """Read (and reap) an early probe nobody asked for (a build-mode run)."""
+    if _EARLY is not None:
+        namespaces_unavailable()
+
+
 def namespaces_unavailable() -> str:
     """Why confined commands cannot run in namespaces here ("" when they can): the helper's
-    own probe (``--probe``: the same calls, in a throwaway process), run once per process."""
+    own probe (the same calls, in a throwaway child), run once per process. A
+    single-threaded process forks the child itself (``guard run``: no interpreter to
+    start); any other runs the helper's ``--probe``."""
     global _NAMESPACES
     if NO_NAMESPACES in _switches:
         return "namespaces are treated as unavailable (a test entry point switched them off)"
+    global _EARLY
+    early, _EARLY = _EARLY, None
+    if _NAMESPACES is None and (early is not None or single_threaded()):
+        try:
+            _NAMESPACES = (early or namespaces.Probe()).result()
+        except OSError as exc:
+            _NAMESPACES = f"the namespace probe could not run: {exc}"
     if _NAMESPACES is None:
         import subprocess
 

@@ -10,6 +10,11 @@ plan-mode agent whose policy sets ``[agents.NAME.sandbox] confine = true``
 * a command whose only objections are programs the analyser cannot prove
   read-only (``exec`` effects the policy *asks* about: tests, linters, builds,
   interpreters, code it cannot follow) runs confined instead of asking;
+* a command whose only write is a cache the program updates only when it can
+  (``git status`` and ``git diff`` refresh the stat cache in ``.git/index``) runs
+  confined: the kernel refuses the write, git skips it and answers the same. Hosts
+  that cannot rewrite a call (Codex, Cursor) have no confiner: there the write is
+  refused, and the reason names the spelling that only reads;
 * anything else stands as the policy decided: a write or delete the analysis
   can see outside what the policy allows (``echo > src/app.py``), an explicit
   ``deny``, a network or read question, a refused tool.
@@ -121,9 +126,17 @@ class ShellConfiner:
         from guard.sandbox.confine import FALLBACK
 
         wrapped = self._wrap(command, guard, agent, cwd, spaces) if self.build else command
-        if objections:
-            programs = ", ".join(sorted({str(e.target or "unknown code") for e in objections}))
-            why = f"runs programs guard cannot prove read-only ({programs})"
+        caches = [e for e in objections if e.cache and e.target is not None]
+        programs = sorted({str(e.target or "unknown code") for e in objections
+                           if e not in caches})
+        if programs:
+            why = f"runs programs guard cannot prove read-only ({', '.join(programs)})"
+        elif caches:
+            why = (
+                f"read-only by analysis but for a cache it updates when it can"
+                f" ({', '.join(sorted({str(e.target) for e in caches}))}), which the kernel"
+                " refuses here"
+            )
         else:
             why = "read-only by analysis"
         plans = guard.roots.describe(str(guard.roots.plans))
@@ -168,9 +181,15 @@ class ShellConfiner:
 
     @staticmethod
     def _confinable(guard: Guard, agent: str, effect: Effect, cwd: str) -> bool:
-        """An objection confinement answers: a program the policy asks about, or a write
-        whose target the analysis cannot name (the kernel decides where it lands)."""
+        """An objection confinement answers: a program the policy asks about, a write
+        whose target the analysis cannot name (the kernel decides where it lands), or a
+        cache the program updates only when it can, outside the plan directory (the kernel
+        refuses it there; the program answers the same: ``git status``'s index refresh)."""
         action = guard.decide(agent, [effect], cwd=cwd).action
         if effect.kind is EffectKind.EXEC:
             return action is Action.ASK
+        if effect.kind is EffectKind.WRITE and effect.cache and effect.target is not None:
+            target = os.path.realpath(os.path.join(cwd, os.path.expanduser(effect.target)))
+            plans = os.path.realpath(str(guard.roots.plans))
+            return os.path.commonpath([target, plans]) != plans
         return effect.kind in (EffectKind.WRITE, EffectKind.DELETE) and effect.target is None

@@ -25,10 +25,12 @@ process outside (they are not in the PID namespace). Every process left in the
 namespace dies with its pid 1.
 
 Stdlib only, nothing slow to import (it runs before every confined command);
-no policy logic. :func:`unavailable` is the probe, run in a throwaway child.
+no policy logic. :func:`unavailable` is the probe, run in a throwaway child
+(:class:`Probe`: started early, read later).
 """
 
-# Lazy imports: _socket only to receive a descriptor: `guard run` start-up speed.
+# Lazy imports: _socket only to receive a descriptor, select and time only to bound the probe's wait:
+# `guard run` start-up speed.
 
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ else:  # run by the helper as a sibling module, without the package
     import terminals as terminals_mod
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
+    from typing import NoReturn
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -460,41 +463,83 @@ def unavailable(writable: Sequence[str] = ()) -> str:
     """Why namespaces cannot be made here ("" when they can): tried for real in a
     throwaway child and grandchild (the same calls the helper makes). Forks: call it
     from a single-threaded process (the helper's ``--probe``)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        os.close(r)
-        why = ""
-        try:
-            enter_outer()
-            inner = os.fork()
-            if inner == 0:
-                try:
-                    enter_inner(writable)
-                    os._exit(0)
-                except OSError as exc:
-                    os.write(w, str(exc).encode(errors="replace"))
-                    os._exit(1)
-                except BaseException:
-                    os._exit(2)
-            _, status = os.waitpid(inner, 0)
-            if os.waitstatus_to_exitcode(status) == 2:
-                why = "the probe failed inside the PID namespace"
-        except OSError as exc:
-            why = str(exc)
-        except BaseException as exc:  # the reason is all that matters
-            why = f"{type(exc).__name__}: {exc}"
-        if why:
-            os.write(w, why.encode(errors="replace"))
-        os._exit(0)
-    os.close(w)
-    chunks = []
-    while data := os.read(r, 4096):
-        chunks.append(data)
-    os.close(r)
-    os.waitpid(pid, 0)
-    why = b"".join(chunks).decode(errors="replace").strip()
-    return explain(why) if why else ""
+    return Probe(writable).result()
+
+
+class Probe:
+    """:func:`unavailable`, started now (the child forked at once) and read later with
+    :meth:`result`, so that the caller's own start-up runs meanwhile (``guard run``).
+    Forks: make it while single-threaded."""
+
+    def __init__(self, writable: Sequence[str] = ()) -> None:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            os.close(r)
+            _probe_child(w, writable)
+        os.close(w)
+        self._pid, self._r = pid, r
+        self._why: str | None = None
+
+    def result(self, timeout: float = 8.0) -> str:
+        """Why namespaces cannot be made ("" when they can); waits for the child once, for
+        at most ``timeout`` seconds (it runs on the hook path: past that the child is
+        killed and namespaces count as unavailable, said as such)."""
+        if self._why is None:
+            import select
+            import time
+
+            chunks = []
+            end = time.monotonic() + timeout
+            while True:
+                left = end - time.monotonic()
+                if left <= 0 or not select.select([self._r], [], [], left)[0]:
+                    os.close(self._r)
+                    try:  # noqa: SIM105
+                        os.kill(self._pid, 9)
+                        os.waitpid(self._pid, 0)
+                    except (ChildProcessError, ProcessLookupError):
+                        pass
+                    self._why = f"the namespace probe did not answer within {timeout:g} s"
+                    return self._why
+                data = os.read(self._r, 4096)
+                if not data:
+                    break
+                chunks.append(data)
+            os.close(self._r)
+            try:  # noqa: SIM105 (contextlib would cost the helper's start-up)
+                os.waitpid(self._pid, 0)
+            except ChildProcessError:  # reaped by someone else: its answer is read already
+                pass
+            why = b"".join(chunks).decode(errors="replace").strip()
+            self._why = explain(why) if why else ""
+        return self._why
+
+
+def _probe_child(w: int, writable: Sequence[str]) -> NoReturn:  # pragma: no cover - child
+    why = ""
+    try:
+        enter_outer()
+        inner = os.fork()
+        if inner == 0:
+            try:
+                enter_inner(writable)
+                os._exit(0)
+            except OSError as exc:
+                os.write(w, str(exc).encode(errors="replace"))
+                os._exit(1)
+            except BaseException:
+                os._exit(2)
+        _, status = os.waitpid(inner, 0)
+        if os.waitstatus_to_exitcode(status) == 2:
+            why = "the probe failed inside the PID namespace"
+    except OSError as exc:
+        why = str(exc)
+    except BaseException as exc:  # the reason is all that matters
+        why = f"{type(exc).__name__}: {exc}"
+    if why:
+        os.write(w, why.encode(errors="replace"))
+    os._exit(0)
 
 
 def explain(why: str) -> str:

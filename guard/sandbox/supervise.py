@@ -16,6 +16,7 @@ the command.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import signal
@@ -169,7 +170,86 @@ def _blocked(signals: Sequence[int]) -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _wait_forwarding(proc: subprocess.Popen[bytes], watched: Sequence[int]) -> int:
+class _Child(Protocol):
+    """The helper's process as :func:`run` waits for it: a :class:`subprocess.Popen`, or a
+    :class:`_Forked` child."""
+
+    pid: int
+    returncode: int | Any
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+class _Forked:
+    """A child forked from this process (no new interpreter), waited for like a Popen."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def _reaped(self, flags: int) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, flags)
+            except ChildProcessError:
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self._reaped(os.WNOHANG)
+
+    def wait(self) -> int:
+        code = self._reaped(0)
+        return 0 if code is None else code
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _fork_helper(argv: Sequence[str], env: dict[str, str], passed: Sequence[int]) -> _Forked:
+    """Run the helper of ``argv`` (``python -E -s -S HELPER ARGS``) in a child forked from
+    this single-threaded process: what :class:`subprocess.Popen` would start, the same
+    file descriptors (0-2 and ``passed``), environment and signal mask, without starting
+    and importing a second interpreter before every command (the confined command's
+    start-up). The child never returns into guard: it ends with ``os._exit``."""
+    args = list(argv[list(argv).index(confine.HELPER) + 1 :])
+    keep = sorted({0, 1, 2, *passed})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return _Forked(pid)
+    code = 126  # pragma: no cover - the child; the helper's own "not started"
+    try:  # pragma: no cover
+        gc.disable()  # no finalizer of this process's objects may close a descriptor reused
+        for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
+            if high > low + 1:  # never empty: closerange(0, 0) closes every descriptor
+                os.closerange(low + 1, high)
+        for fd in passed:
+            os.set_inheritable(fd, True)
+        os.environ.clear()
+        os.environ.update(env)
+        from guard.sandbox import helper
+
+        code = helper.main(args)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException as exc:  # pragma: no cover - said as the helper says a failure
+        with contextlib.suppress(OSError):
+            os.write(2, f"guard confine: {exc!r}; the command was NOT started\n".encode())
+    finally:  # pragma: no cover
+        os._exit(code)
+
+
+def _wait_forwarding(proc: _Child, watched: Sequence[int]) -> int:
     """Wait for ``proc``, forwarding every signal sent to guard by another process.
 
     Signals go through a pidfd taken while the command is known to be alive (it
@@ -192,14 +272,14 @@ def _wait_forwarding(proc: subprocess.Popen[bytes], watched: Sequence[int]) -> i
             os.close(pidfd)
 
 
-def _pidfd(proc: subprocess.Popen[bytes]) -> int | None:
+def _pidfd(proc: _Child) -> int | None:
     try:
         return os.pidfd_open(proc.pid)
     except (AttributeError, OSError):  # before Linux 5.3: plain kill() below
         return None
 
 
-def _forward(proc: subprocess.Popen[bytes], pidfd: int | None, signo: int) -> None:
+def _forward(proc: _Child, pidfd: int | None, signo: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         if pidfd is not None:
             signal.pidfd_send_signal(pidfd, signo)
@@ -376,15 +456,14 @@ class _Helper:
             self._channel, child = socket.socketpair()
             passed.append(child.fileno())
             listen = (egress.port, child.fileno())
+        argv = helper_command(plan, command, status_fd=status_w, abi=abi if confined else 0,
+                              announce=announce, go_fd=go_r, isolate=isolate,
+                              walls=plan.mode == "plan", listen=listen)  # fmt: skip
         try:
-            self.proc = subprocess.Popen(
-                helper_command(plan, command, status_fd=status_w, abi=abi if confined else 0,
-                               announce=announce, go_fd=go_r, isolate=isolate,
-                               walls=plan.mode == "plan", listen=listen),
-                env=env,
-                close_fds=True,
-                pass_fds=tuple(passed),
-            )  # fmt: skip
+            self.proc: _Child = (
+                _fork_helper(argv, env, passed) if confine.single_threaded()
+                else subprocess.Popen(argv, env=env, close_fds=True, pass_fds=tuple(passed))
+            )
         except OSError as exc:
             os.close(self._status_r)
             os.close(self._go_w)

@@ -25,13 +25,24 @@ from typing import Any
 from stdio_server import open_log, send, serve, tools
 
 TOOLS = tools(
-    "scripted", ("run_shell", "plan_exit", "crash", "noisy", "echo", "ask_client", "split_answer")
+    "scripted", (
+        "run_shell", "plan_exit", "crash", "noisy", "echo", "ask_client", "split_answer",
+        "adversarial",
+    )
 )
 
 
 def read_resource(params: dict[str, Any]) -> dict[str, object]:
     uri = params["uri"]
     return {"contents": [{"uri": uri, "text": f"resource body of {uri}"}]}
+
+
+def adversarial_line(size: int, head: bytes = b'"method":"notifications/message"') -> bytes:
+    """A line of about ``size`` bytes: ``head``'s members, 200 nested arrays and a string
+    of escaped quotes never closed (the shape a backtracking string pattern retries from
+    each quote, in quadratic time)."""
+    start = b'{"jsonrpc":"2.0",' + head + b',"params":{"data":' + b"[" * 200 + b'"'
+    return start + b'\\"' * max(0, (size - len(start)) // 2)
 
 
 def call(params: dict[str, Any]) -> dict[str, object]:
@@ -54,6 +65,8 @@ def call(params: dict[str, Any]) -> dict[str, object]:
         forged = json.dumps({"jsonrpc": "2.0", "id": "forged", "result": {"content": []}})
         first = {"jsonrpc": "2.0", "id": params["arguments"]["answer_id"], "result": {}}
         sys.stdout.write(json.dumps(first)[:-1] + f',"x":[\r{forged}\r]}}\n')
+    if name == "adversarial":
+        sys.stdout.write(adversarial_line(params["arguments"]["size"]).decode() + "\n")
     text = f"scripted {name} ran with {json.dumps(params.get('arguments'))}"
     return {"content": [{"type": "text", "text": text}], "isError": False}
 

@@ -194,6 +194,11 @@ class Ctx:
             return
         self.path(EffectKind.WRITE, arg, detail)
 
+    def cache_write(self, arg: str | None, detail: str) -> None:
+        """A write of a cache the program skips when it cannot write it (``Effect.cache``)."""
+        for target in self.targets(arg):
+            self.add(Effect(EffectKind.WRITE, target, detail, cache=True))
+
     def input_redirect(self, arg: Arg) -> None:
         """A file opened for reading on a descriptor (``N< file``)."""
         text = arg.literal

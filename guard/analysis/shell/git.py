@@ -56,9 +56,9 @@ def _read_only(ctx: Ctx, sub: str, rest: list[Arg], repo_read: Callable[[], None
                 for a in p.pos:
                     ctx.read(a, f"git {sub} --no-index reads it")
             elif sub == "diff" and not no_refresh and not p.has("--cached", "--staged"):
-                ctx.write(index_path(), "git diff against the working tree rewrites the index"
-                          " (its stat cache); `git -c diff.autoRefreshIndex=false diff` or"
-                          " `git diff-files -p` only read")
+                ctx.cache_write(index_path(), "git diff against the working tree rewrites the"
+                                " index (its stat cache); `git -c diff.autoRefreshIndex=false"
+                                " diff` or `git diff-files -p` only read")
         return True
     if sub == "status":
         # the stat cache in .git/index is rewritten unless optional locks are off
@@ -66,8 +66,8 @@ def _read_only(ctx: Ctx, sub: str, rest: list[Arg], repo_read: Callable[[], None
         if p is not None:
             repo_read()
             if not no_locks:
-                ctx.write(index_path(), "git status rewrites the index (its stat cache);"
-                          " `git --no-optional-locks status` only reads")
+                ctx.cache_write(index_path(), "git status rewrites the index (its stat cache);"
+                                " `git --no-optional-locks status` only reads")
         return True
     if sub == "rev-parse":  # prints names and paths; no option writes or runs anything
         repo_read()
