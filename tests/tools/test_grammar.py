@@ -118,7 +118,7 @@ def test_generated_sentences_are_read_alike_by_bash_dash_and_guard(
 
 # ------------------------------------------------------------------ the fuzzers
 
-ALPHABET = list(" \t\n\\'\"$`(){}[]|&;<>*?~#!=-/.:,%@+^ab12") + ["\u00a0", "\u2028", "é"]
+ALPHABET = [*" \t\n\\'\"$`(){}[]|&;<>*?~#!=-/.:,%@+^ab12", "\u00a0", "\u2028", "é"]
 
 
 def _fuzz_case(rng: random.Random) -> str:
