@@ -17,7 +17,9 @@ connects the two.
 An ``allow_confined`` verdict (run the call confined instead) needs a host that
 can rewrite a tool call: Claude Code (``updatedInput``) and Gemini CLI
 (``hookSpecificOutput.tool_input``) can; the others answer it as a deny whose
-reason says why (:func:`cannot_confine`).
+reason says why (:func:`cannot_confine`), unless the call already runs confined as
+given (the confined form ``guard confine -- …``: :func:`runs_as_given`), which they
+allow.
 
 This module must stay cheap to import: the hook runs on every tool call.
 """
@@ -258,8 +260,8 @@ def cannot_confine(title: str) -> str:
     """Why an allow_confined verdict is a deny on a host that cannot rewrite a call."""
     return (
         f" (guard would run this command confined, but {title} hooks cannot rewrite a"
-        f" tool call: here guard's shell analysis decides alone and refuses it; run"
-        f" {title} under `guard run` to have such commands run confined)"
+        f" tool call: run it as `guard confine -- bash -c '…'`, or {title} under"
+        f" `guard run`, to have it run confined)"
     )
 
 
