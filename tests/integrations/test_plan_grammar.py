@@ -188,3 +188,24 @@ def test_everyday_read_only_commands_run_directly_or_confined(
               f" form; refused directly: {json.dumps(refused)}")
     assert confined == len(CORPUS)
     assert share >= 0.9, refused
+
+
+@pytest.mark.parametrize("dialect", ["codex", "claude-code"])
+def test_guard_check_refuses_every_escape_with_the_confined_form(
+    dialect: str, repo: Path, env: dict[str, str]
+) -> None:
+    """`guard check` decides a plan-mode shell call as a hook that can only allow or refuse."""
+    import sys
+
+    for attack, command in ATTACKS.items():
+        proc = subprocess.run(
+            [sys.executable, "-m", "guard", "check", "--agent", "plan", "--dialect", dialect,
+             "--tool", "Bash", "--input", json.dumps({"command": command})],
+            cwd=repo, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 1, (attack, proc.stdout, proc.stderr)
+        assert "confine --" in proc.stdout, (attack, proc.stdout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "guard", "check", "--agent", "plan", "--dialect", dialect,
+         "--tool", "Bash", "--input", json.dumps({"command": "grep -rn hello src | head -3"})],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout
