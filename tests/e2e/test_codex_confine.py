@@ -93,3 +93,34 @@ def _codex_in_sandbox(
                      "-c", f'model_providers.fake.base_url="{api.url}/v1"',
                      "-c", f'sandbox_mode="{sandbox}"', "Plan it."], repo, env)
     ran_whole_script(script, "Codex", proc)
+
+
+def test_guard_confine_stacks_inside_codex_read_only_sandbox(
+    codex: str, project: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """``codex sandbox`` with the read-only profile and the plan directory writable: Codex
+    mounts a read-only ``.git`` inside that writable root and its seccomp refuses new
+    namespaces. guard confine recognises the mount, says which walls could not stack,
+    runs on Landlock: the write to src/ fails, the plan file is written."""
+    import subprocess
+
+    repo, env = project
+    plans = repo / ".openoxide/plans"
+    plans.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**env, "TMPDIR": str(tmp)}  # Codex makes its helper only outside the temp dir
+    src_before = snapshot(repo / "src")
+    from guard.sandbox.direct import guard_program
+
+    proc = subprocess.run(
+        [codex, "sandbox", "-P", "plan", "-c", 'permissions.plan.extends=":read-only"',
+         "-c", f'permissions.plan.filesystem={{"{plans}"="write", "{tmp}"="write"}}', "--",
+         *guard_program(), "confine", "--", "bash", "-c",
+         f"echo owned > src/app.py; echo '# Plan' > {plans}/z.md; exit 5"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 5, proc.stderr
+    assert "Landlock-only fallback" in proc.stderr, proc.stderr
+    assert re.search(r"Read-only file system|Permission denied", proc.stderr)
+    assert snapshot(repo / "src") == src_before
+    assert (plans / "z.md").read_text() == "# Plan\n"
