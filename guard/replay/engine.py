@@ -6,7 +6,8 @@ is read or written), against the cwd the call had, and with the confiner the liv
 hook has for the call's host (:class:`guard.sandbox.confiner.ShellConfiner` for a
 host that can rewrite a call: a shell command the hook ran confined replays as
 ``allow_confined``; :class:`guard.sandbox.direct.GrammarConfiner` for one that can only
-allow or refuse: guard's grammar, else the confined form). A cwd that no longer exists is still used as the call's cwd
+allow or refuse: guard's grammar, else the confined form). A cwd that no longer
+exists is still used as the call's cwd
 (paths resolve through its nearest existing ancestor, as guard canonicalises any
 path) and the result says so in ``resolved``; with ``cwd=DIR`` every call is
 re-rooted instead: its cwd becomes DIR, and paths in its input under the old cwd
