@@ -209,3 +209,33 @@ def test_guard_check_refuses_every_escape_with_the_confined_form(
          "--tool", "Bash", "--input", json.dumps({"command": "grep -rn hello src | head -3"})],
         cwd=repo, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_cursor_plan_mode_as_cursor_runs_it(
+    repo: Path, env: dict[str, str], run_hook: HookRunner
+) -> None:
+    """Cursor's flow with the real hook process: each beforeShellExecution answer decides
+    whether bash runs the command, as Cursor does. A write is refused with its confined
+    form; the form runs, the kernel keeps src/, the plan file is written; a read-only
+    command in the grammar runs directly."""
+    ran: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def cursor(command: str) -> dict[str, Any]:
+        payload = cursor_payload("beforeShellExecution", repo, command=command, cwd=str(repo))
+        answer: dict[str, Any] = answer_of(run_hook("cursor", payload, "--agent", "plan"))
+        if answer["permission"] == "allow":
+            ran[command] = bash(command, repo, env)
+        return answer
+
+    before = tree(repo)
+    write = ("echo owned > src/app.py; mkdir -p .openoxide/plans;"
+             " echo '# Plan' > .openoxide/plans/c.md")
+    refused = cursor(write)
+    assert refused["permission"] == "deny" and write not in ran
+    m = FORM.search(refused["agent_message"])
+    assert m, refused
+    assert cursor(m.group(1))["permission"] == "allow"
+    assert tree(repo) == before, ran[m.group(1)].stderr
+    assert (repo / ".openoxide/plans/c.md").read_text() == "# Plan\n"
+    assert cursor("grep -rn hello src | head -3")["permission"] == "allow"
+    assert "print('hello')" in ran["grep -rn hello src | head -3"].stdout
