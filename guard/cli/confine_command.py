@@ -50,9 +50,9 @@ _HELP = "\n\n".join([
 def execute(argv: list[str], cwd: str | None = None) -> int:
     """Record and run ``argv`` confined (never returns when it runs: the helper replaces
     this process); the exit status when it cannot."""
+    from guard.audit.sinks import AuditLog
     from guard.effects import ToolCall
-    from guard.gate import Verdict, VerdictAction, agent_for_mode
-    from guard.hooks.front_door import hook_gate
+    from guard.gate import Gate, Verdict, VerdictAction, agent_for_mode
     from guard.sandbox.confiner import confined_run
 
     if not argv:
@@ -60,8 +60,8 @@ def execute(argv: list[str], cwd: str | None = None) -> int:
     if any("\0" in a for a in argv):
         raise GuardError("the command contains a NUL character; no program can receive it")
     here = os.path.abspath(cwd or os.getcwd())
-    call = ToolCall("claude_code", "Bash", {"command": " ".join(argv), "argv": argv}, here)
-    gate = hook_gate()
+    call = ToolCall("guard", "confine", {"argv": list(argv)}, here)
+    gate = Gate(env=os.environ, sink=AuditLog(), source="confine")
     chosen = gate.resolve(call)
     guard = chosen.guard
     agent = agent_for_mode(guard, "plan")
@@ -71,7 +71,7 @@ def execute(argv: list[str], cwd: str | None = None) -> int:
         action, f"guard confine: {how}", "guard.confine", call, agent, "guard confine",
         guard=guard,
     )  # fmt: skip
-    recorded = gate.record(verdict, {"source_command": "confine", "argv": list(argv)})
+    recorded = gate.record(verdict, {"argv": list(argv)})
     if recorded.failed and helper is not None:
         # inside a host's sandbox guard's data directory may be read-only: the kernel's
         # confinement does not depend on the record, so ARGV runs, and this is said

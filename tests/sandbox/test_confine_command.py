@@ -54,7 +54,7 @@ def test_it_writes_one_audit_record(tree: Tree) -> None:
     assert proc.returncode == 0, proc.stderr
     data = Path(os.environ["XDG_DATA_HOME"])
     records = [r for log in sorted(data.rglob("audit/*.jsonl")) for r in read(log)
-               if r.get("source_command") == "confine"]
+               if r.get("source") == "confine"]
     assert records and records[-1]["argv"] == ["true"], records
     assert records[-1]["decision"] == "allow_confined" and records[-1]["agent"] == "plan"
 

@@ -208,3 +208,22 @@ def test_the_comparison_sees_a_reading_that_differs(recorder: tuple[Path, Path])
         assert got != predicted
         same = group_like(shell_reading(shell, "ls a b", bin_dir, cwd, 0), predicted)
         assert same == predicted
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(alphabet=st.characters(blacklist_characters="\0",
+                                      blacklist_categories=["Cs"]), max_size=40))
+def test_the_confined_form_hands_bash_the_very_command(command: str) -> None:
+    """The refusal's confined form round-trips: guard reads it as the confined form, and
+    bash (as Codex runs it) passes the exact command text on as the script."""
+    import subprocess
+
+    from guard.sandbox.direct import confined_form, is_confined_form
+
+    program = ["/usr/bin/printf"]  # stands in for guard: prints the argv it gets
+    form = confined_form(command, program)
+    assert is_confined_form(form, program)
+    out = subprocess.run(["bash", "-c", form.replace(" confine ", " '%s\\0' confine ", 1)],
+                         capture_output=True, timeout=30, check=True).stdout
+    assert out.split(b"\0")[:-1] == [b"confine", b"--", b"bash", b"-c",
+                                     command.encode("utf-8", "surrogateescape")]
