@@ -105,7 +105,7 @@ class GrammarConfiner:
         from guard.gate import Confinement
         from guard.sandbox.confiner import shell_command
 
-        command = shell_command(verdict)
+        command = shell_command(verdict) or _argv_text(verdict)
         call, agent = verdict.call, verdict.agent
         if command is None or call is None or agent is None:
             return None
@@ -156,6 +156,20 @@ class GrammarConfiner:
         if decision.action is not Action.ALLOW:
             return decision.reason
         return None
+
+
+def _argv_text(verdict: Verdict) -> str | None:
+    """A shell tool's argv form (older Codex ``shell``: ``["bash", "-lc", "…"]``) as the
+    shell text that runs the same argv, each word quoted: decided like a string command."""
+    call = verdict.call
+    if call is None or not any(e.kind is EffectKind.TOOL and e.target == "bash"
+                               for e in verdict.effects):
+        return None
+    for key in ("command", "cmd"):
+        value = call.input.get(key)
+        if isinstance(value, list) and value and all(isinstance(a, str) for a in value):
+            return " ".join(quote(a) for a in value)
+    return None
 
 
 def _under(found: list[Effect], given: tuple[Effect, ...]) -> list[Effect]:

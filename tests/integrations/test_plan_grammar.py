@@ -239,3 +239,19 @@ def test_cursor_plan_mode_as_cursor_runs_it(
     assert (repo / ".openoxide/plans/c.md").read_text() == "# Plan\n"
     assert cursor("grep -rn hello src | head -3")["permission"] == "allow"
     assert "print('hello')" in ran["grep -rn hello src | head -3"].stdout
+
+
+def test_an_argv_shell_call_is_read_by_the_grammar_too(
+    repo: Path, decide_hook: HookRunner
+) -> None:
+    """Attack: the older argv form of Codex's shell tool, ``["bash", "-lc", SCRIPT]``, whose
+    script the analyser would parse with its own grammar; a plain argv still runs."""
+    for argv in (["bash", "-lc", "x=(a)true rm -f README.md"], ["sh", "-c", "touch src/x"]):
+        proc = decide_hook("codex", codex_payload("shell", {"command": argv}, repo),
+                           "--agent", "plan")
+        out = answer_of(proc)["hookSpecificOutput"]
+        assert out["permissionDecision"] == "deny" and "confine --" in \
+            out["permissionDecisionReason"], out
+    proc = decide_hook("codex", codex_payload("shell", {"command": ["ls", "-la", "src"]}, repo),
+                       "--agent", "plan")
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout
