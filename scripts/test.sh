@@ -33,6 +33,10 @@ ls /usr/lib/*/rsyslog/omrelp.so >/dev/null 2>&1 || missing+=(rsyslog-relp)
 # golang-go: tests/e2e/test_mcp_parsers.py builds an MCP server on Go's standard library
 # (encoding/json matches keys without regard to case) with `go build`, offline
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
+# dash and a C compiler: tests/tools/test_grammar.py runs every sentence of guard's shell
+# grammar under bash and dash with an argv recorder it compiles
+command -v dash >/dev/null 2>&1 || missing+=(dash)
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from guard.cli import audit_command as audit
+from guard.cli import confine_command as confine
 from guard.cli import (
     core,
     demo,
@@ -102,8 +103,8 @@ def _root(
 FAMILIES: tuple[typer.Typer, ...] = tuple(
     family.commands
     for family in (
-        audit, core, demo, effects, hooks, lint, import_command, mcp, monitor, planning,
-        replay, run, ui,
+        audit, confine, core, demo, effects, hooks, lint, import_command, mcp, monitor,
+        planning, replay, run, ui,
     )
 )
 for _family in FAMILIES:

@@ -143,18 +143,19 @@ def fail(message: str, *, as_json: bool, code: int = 2, **extra: Any) -> NoRetur
     raise SystemExit(code)
 
 
-def fail_for(exc: Exception, *, as_json: bool) -> NoReturn:
-    """Report an error raised by a command (not a usage error) the conventional way."""
+def fail_for(exc: Exception, *, as_json: bool, code: int = 2) -> NoReturn:
+    """Report an error raised by a command (not a usage error) the conventional way;
+    leave with ``code``."""
     from guard.effects import GuardError
     from guard.policy import PolicyError
 
     if isinstance(exc, PolicyError):
-        fail(str(exc), as_json=as_json, problems=exc.problems)
+        fail(str(exc), as_json=as_json, code=code, problems=exc.problems)
     if isinstance(exc, GuardError):
-        fail(str(exc), as_json=as_json)
+        fail(str(exc), as_json=as_json, code=code)
     if isinstance(exc, OSError):  # a full disk, a read-only file system, a permission
         where = f"{exc.filename}: " if exc.filename else ""
-        fail(f"{where}{exc.strerror or exc}", as_json=as_json)
+        fail(f"{where}{exc.strerror or exc}", as_json=as_json, code=code)
     # a bug: still one line, never a traceback (GUARD_DEBUG=1 shows it)
     if os.environ.get("GUARD_DEBUG"):
         raise exc
@@ -162,6 +163,7 @@ def fail_for(exc: Exception, *, as_json: bool) -> NoReturn:
         f"internal error: {type(exc).__name__}: {exc} (run again with GUARD_DEBUG=1 for"
         " the traceback, and please report it)",
         as_json=as_json,
+        code=code,
     )
 
 

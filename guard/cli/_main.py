@@ -43,6 +43,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(0)
     if args[:1] in (["check"], ["lint"]):  # called once per file by hooks and editors
         _quick(args, as_json=as_json)
+    if args[:2] == ["confine", "--"] and len(args) > 2:  # the model's confined form
+        from guard.cli import confine_command
+
+        try:
+            code = confine_command.execute(args[2:])
+        except Exception as exc:
+            fail_for(exc, as_json=as_json, code=confine_command.NOT_STARTED)
+        raise SystemExit(code)
     if args[:1] == ["run"]:  # the start-up cost of every confined command
         from guard.cli import run_plain
 

@@ -44,7 +44,11 @@ def _out() -> Console:
         "  guard check --agent plan --json read .env             # exit 3: ask\n\n"
         "  guard check --agent plan --dialect claude-code --tool Bash"
         ' --input \'{"command": "echo hi > src/x"}\'  # exit 1\n\n'
-        "Exit codes: 0 allow, 1 deny, 3 ask, 2 bad input or usage. With --audit-log the"
+        "A plan-mode shell call is decided as on a host whose hook can only allow or"
+        " refuse (Codex, Cursor): guard's grammar runs directly, anything else is refused"
+        " with its confined form; --host HOST decides as that host's hook does.\n\n"
+        "Exit codes: 0 allow, 1 deny, 3 ask, 4 allowed confined (--host of a host that"
+        " rewrites calls), 2 bad input or usage. With --audit-log the"
         " verdict is also appended to that file, as the hook records it."
     )
 )
@@ -78,6 +82,10 @@ def check(
         Path | None,
         typer.Option(help="Also append the verdict to this audit log (JSONL), as the hook does."),
     ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(help="Decide as this host's hook does (e.g. codex, claude-code)."),
+    ] = None,
 ) -> None:
     """Decide whether AGENT may do KIND to PATH (or make a whole tool call).
 
@@ -96,6 +104,7 @@ def check(
         tool_input=tool_input,
         as_json=as_json,
         audit_log=audit_log,
+        host=host,
     )
     raise typer.Exit(run_check(options))
 

@@ -30,8 +30,9 @@ from guard.effects import Effect, EffectKind, GuardError, ToolCall
 if TYPE_CHECKING:
     from guard.decide import Guard
     from guard.effects import EffectKind, ToolCall
+    from guard.gate import Confiner
 
-#: Exit status per verdict; allow_confined (only with a confiner, which check has not) is 4.
+#: Exit status per verdict; allow_confined (``--host`` naming a host that rewrites calls) is 4.
 EXIT_CODES = {"allow": 0, "deny": 1, "ask": 3, "allow_confined": 4}
 KINDS = ("read", "write", "delete", "exec", "network")
 
@@ -102,6 +103,8 @@ class CheckOptions:
     tool_input: str | None = None
     as_json: bool = False
     audit_log: Path | None = None
+    #: decide as this host's hook does (None: as a host that can only allow or refuse)
+    host: str | None = None
 
 
 _CHECK_VALUED = {
@@ -178,6 +181,18 @@ def _tool_call(o: CheckOptions) -> ToolCall:
     return ToolCall(o.dialect, o.tool, args, where)
 
 
+def _confiner(host: str | None) -> Confiner:
+    """How check decides a plan-mode shell call: as ``host``'s hook does; without a host,
+    as a hook that can only allow or refuse (guard's grammar, else the confined form)."""
+    from guard.hooks import adapter_for
+    from guard.sandbox.confiner import ShellConfiner
+    from guard.sandbox.direct import GrammarConfiner
+
+    if host is not None and adapter_for(host).can_rewrite:
+        return ShellConfiner(build=False)
+    return GrammarConfiner()
+
+
 def run_check(o: CheckOptions) -> int:
     """Decide one effect (or a whole tool call) as the gate does; print it; the exit code."""
     from guard.gate import Gate
@@ -189,7 +204,7 @@ def run_check(o: CheckOptions) -> int:
         from guard.audit.sinks import AuditLog
 
         sink = AuditLog(o.audit_log)
-    gate = Gate(guard=g, agent=o.agent, sink=sink, source="check")
+    gate = Gate(guard=g, agent=o.agent, sink=sink, source="check", confiner=_confiner(o.host))
     if o.dialect is not None:
         if o.kind is not None or o.path is not None:
             raise GuardError("give either KIND PATH or --dialect/--tool/--input, not both")

@@ -17,7 +17,9 @@ connects the two.
 An ``allow_confined`` verdict (run the call confined instead) needs a host that
 can rewrite a tool call: Claude Code (``updatedInput``) and Gemini CLI
 (``hookSpecificOutput.tool_input``) can; the others answer it as a deny whose
-reason says why (:func:`cannot_confine`).
+reason says why (:func:`cannot_confine`), unless the call already runs confined as
+given (the confined form ``guard confine -- …``: :func:`runs_as_given`), which they
+allow.
 
 This module must stay cheap to import: the hook runs on every tool call.
 """
@@ -216,14 +218,14 @@ class HostAdapter(ABC):
         if action == "ask" and not self.honours_ask:
             return "deny"
         if action == "allow_confined" and not self.can_rewrite:
-            return "deny"
+            return "allow" if runs_as_given(verdict) else "deny"
         return action
 
     def reason(self, verdict: Verdict, hook: HookCall | None = None) -> str:
         """The reason shown to the agent, saying why when the host is told less than guard."""
         text = f"guard: {verdict.reason} [{verdict.rule}]"
         action, told = verdict.action.value, self.answered(verdict, hook)
-        if action == told:
+        if action == told or told == "allow":
             return text
         if action == "allow_confined":
             return text + cannot_confine(self.title)
@@ -264,8 +266,20 @@ def cannot_confine(title: str) -> str:
     """Why an allow_confined verdict is a deny on a host that cannot rewrite a call."""
     return (
         f" (guard would run this command confined, but {title} hooks cannot rewrite a"
-        f" tool call: here guard's shell analysis decides alone and refuses it; run"
-        f" {title} under `guard run` to have such commands run confined)"
+        f" tool call: run it as `guard confine -- bash -c '…'`, or {title} under"
+        f" `guard run`, to have it run confined)"
+    )
+
+
+def runs_as_given(verdict: Verdict) -> bool:
+    """An allow_confined verdict whose call already runs confined as given (the confined
+    form ``guard confine -- …``): nothing to rewrite, so every host may allow it."""
+    call = verdict.call
+    return (
+        verdict.action.value == "allow_confined"
+        and call is not None
+        and verdict.updated_input is not None
+        and dict(verdict.updated_input) == dict(call.input)
     )
 
 

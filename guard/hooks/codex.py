@@ -14,8 +14,9 @@ writes that trust (see :mod:`guard.setup.codex_trust`).
 Codex honours only a deny (``hookSpecificOutput.permissionDecision: "deny"``
 or exit 2); an allow or an ask answer is ignored and the call runs. So guard
 answers **ask as deny** here (the reason says so), and allow as silence. Codex
-hooks cannot rewrite a call either: an allow_confined verdict is a deny whose
-reason says to run Codex under ``guard run``.
+hooks cannot rewrite a call either: in plan mode a shell command runs directly only
+in guard's grammar, else the refusal hands the model its confined form
+``guard confine -- …`` (:mod:`guard.sandbox.direct`), which is allowed as given.
 """
 
 # Lazy imports: planning.host, codex_trust (tomlkit) at install only: hook start-up speed.

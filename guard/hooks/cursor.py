@@ -9,9 +9,10 @@ One command serves three events, told apart by ``hook_event_name``:
 Every payload also carries ``conversation_id``, ``generation_id`` and
 ``workspace_roots``. Answer: ``{"permission": "allow"|"deny"|"ask",
 "user_message", "agent_message"}``; beforeReadFile knows only allow/deny, so
-ask is answered as deny there. Cursor's hooks cannot rewrite a command: an
-allow_confined verdict is a deny whose reason says to run Cursor's agent under
-``guard run``.
+ask is answered as deny there. Cursor's hooks cannot rewrite a command: in plan
+mode a shell command runs directly only in guard's grammar, else the refusal hands
+the model its confined form ``guard confine -- …`` (:mod:`guard.sandbox.direct`),
+which is allowed as given.
 """
 
 from __future__ import annotations

@@ -59,10 +59,15 @@ def hook_gate(
 
 
 def _confiner(adapter: HostAdapter | None) -> Confiner | None:
-    """Plan-mode shell commands may run confined (guard.sandbox.confiner); a host that
-    cannot rewrite a call keeps the analysis-only decisions."""
-    if adapter is None or not adapter.can_rewrite:
+    """Plan-mode shell commands may run confined (guard.sandbox.confiner); on a host that
+    cannot rewrite a call they run directly only in guard's grammar, else in the confined
+    form ``guard confine -- …`` the refusal hands the model (guard.sandbox.direct)."""
+    if adapter is None:
         return None
+    if not adapter.can_rewrite:
+        from guard.sandbox.direct import GrammarConfiner
+
+        return GrammarConfiner()
     from guard.sandbox.confiner import ShellConfiner
 
     return ShellConfiner()

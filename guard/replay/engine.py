@@ -5,7 +5,9 @@ sink (the user's audit log is never written) and no mode lookup (no session stat
 is read or written), against the cwd the call had, and with the confiner the live
 hook has for the call's host (:class:`guard.sandbox.confiner.ShellConfiner` for a
 host that can rewrite a call: a shell command the hook ran confined replays as
-``allow_confined``). A cwd that no longer exists is still used as the call's cwd
+``allow_confined``; :class:`guard.sandbox.direct.GrammarConfiner` for one that can only
+allow or refuse: guard's grammar, else the confined form). A cwd that no longer
+exists is still used as the call's cwd
 (paths resolve through its nearest existing ancestor, as guard canonicalises any
 path) and the result says so in ``resolved``; with ``cwd=DIR`` every call is
 re-rooted instead: its cwd becomes DIR, and paths in its input under the old cwd
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from guard.decide import Guard
 from guard.effects import GuardError, ToolCall
-from guard.gate import Gate
+from guard.gate import Confiner, Gate
 from guard.hooks import adapter_for
 from guard.planning.runtime import plan_refusal
 from guard.replay.model import (
@@ -37,6 +39,7 @@ from guard.replay.model import (
 )
 from guard.replay.readers import HOSTS, READERS
 from guard.sandbox.confiner import ShellConfiner
+from guard.sandbox.direct import GrammarConfiner
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -115,10 +118,17 @@ def nearest_existing(path: str) -> str:
 
 def can_rewrite(host: str) -> bool:
     """Whether the live hook of ``host`` can run a call confined (the hook's confiner)."""
+    return hook_confiner(host) == "rewrite"
+
+
+def hook_confiner(host: str) -> str:
+    """The live hook's confiner for ``host``: ``rewrite`` (it runs plan-mode shell calls
+    confined), ``grammar`` (it can only allow or refuse: guard's grammar, else the confined
+    form), ``none`` (a transcript kind with no hook: guard's audit log)."""
     try:
-        return adapter_for(host).can_rewrite
-    except GuardError:  # a transcript kind with no hook (guard's audit log)
-        return False
+        return "rewrite" if adapter_for(host).can_rewrite else "grammar"
+    except GuardError:
+        return "none"
 
 
 def reroot(value: object, old: str, new: str) -> object:
@@ -175,7 +185,7 @@ class Replayer:
     cache_size: int = 4096
     #: replay every call against this directory (its cwd re-rooted here), not its own
     cwd: str | None = None
-    _gates: dict[tuple[str | None, bool], tuple[Gate, str | None]] = field(default_factory=dict)
+    _gates: dict[tuple[str | None, str], tuple[Gate, str | None]] = field(default_factory=dict)
     _told: dict[str | None, str] = field(default_factory=dict)
     _seen: OrderedDict[tuple[str, str, str, str | None, str], ReplayResult] = field(
         default_factory=OrderedDict
@@ -183,7 +193,7 @@ class Replayer:
     #: cwds of the transcripts that do not exist here (their paths were re-rooted)
     missing: set[str] = field(default_factory=set)
 
-    def _gate(self, cwd: str | None, confine: bool) -> tuple[Gate, str | None]:
+    def _gate(self, cwd: str | None, confine: str) -> tuple[Gate, str | None]:
         found = self._gates.get((cwd, confine))
         if found is None:
             resolved = None
@@ -192,10 +202,11 @@ class Replayer:
                             f" {nearest_existing(cwd)}, its nearest existing ancestor")
             g: Guard = Guard.load(self.policy, cwd=cwd)
             g.agent(self.agent)  # an unknown agent: bad input, before any call
-            confiner = None
-            if confine:  # as the live hook of a host that can rewrite a call
-
+            confiner: Confiner | None = None
+            if confine == "rewrite":  # as the live hook of a host that can rewrite a call
                 confiner = ShellConfiner(build=False)  # the decision; nothing made
+            elif confine == "grammar":  # as the live hook of a host that can only refuse
+                confiner = GrammarConfiner()
             gate = Gate(guard=g, agent=self.agent, env={}, mode=None, sink=None,
                         confiner=confiner, source="replay", refusal=self._refusal)
             found = (gate, resolved)
@@ -235,7 +246,7 @@ class Replayer:
                 tool_input = moved if isinstance(moved, dict) else call.input
                 note = f"re-rooted: {cwd} -> {self.cwd} (--cwd)"
             cwd = self.cwd
-        gate, resolved = self._gate(cwd, can_rewrite(call.host))
+        gate, resolved = self._gate(cwd, hook_confiner(call.host))
         if resolved is not None and cwd is not None:
             self.missing.add(cwd)
         verdict = gate.decide(ToolCall(call.dialect, call.tool, tool_input, cwd))

@@ -9,6 +9,10 @@
   :func:`~guard.sandbox.confine.wrap_command` for hosts.
 * :mod:`guard.sandbox.roots`: a policy's agent -> writable roots.
 * :mod:`guard.sandbox.supervise`: ``guard run``'s process supervision (spawn, signals, wait).
+* :mod:`guard.sandbox.confiner`: the gate's confiner of plan-mode shell calls on hosts that
+  rewrite a call, and :func:`~guard.sandbox.confiner.confined_run` (``guard confine``);
+  :mod:`guard.sandbox.direct`: on hosts that can only allow or refuse, guard's grammar or
+  the confined form.
 
 See docs/sandbox.md.
 """

@@ -306,14 +306,35 @@ def wrap_command(
 
     if "\0" in command:
         raise ValueError("the command contains a NUL character; no program can receive it")
-    roots_plans = [os.path.join(cwd, p) for p in plans]
-    roots = [os.path.join(cwd, w) for w in writable]
     if not shell:
         shell = (shutil.which("bash") or "/bin/bash", "-c")
-    argv = helper_argv(
-        [*shell, command], plans=roots_plans, writable=roots, tmpdir=tmpdir,
+    argv = confine_argv(
+        [*shell, command], writable=writable, cwd=cwd, plans=plans, tmpdir=tmpdir,
+        python=python, isolate=isolate, sockets=sockets, egress=egress, worktree=worktree,
+    )  # fmt: skip
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def confine_argv(
+    command: Sequence[str],
+    *,
+    writable: Sequence[str] = (),
+    cwd: str,
+    plans: Sequence[str] = (),
+    tmpdir: str | None = None,
+    python: str | None = None,
+    isolate: bool = True,
+    sockets: Sequence[str] = (),
+    egress: Sequence[str] = (),
+    worktree: str | None = None,
+) -> list[str]:
+    """The helper argv that runs ``command`` (an argv) as :func:`wrap_command` runs a
+    shell text: the confinement of the hooks' ``allow_confined`` rewrite, and of
+    ``guard confine`` (guard's data directory and ``worktree``'s sessions hidden)."""
+    return helper_argv(
+        list(command), plans=[os.path.join(cwd, p) for p in plans],
+        writable=[os.path.join(cwd, w) for w in writable], tmpdir=tmpdir,
         private_tmp=tmpdir is None, isolate=isolate, walls=not walls_off(),
         sockets=sockets, python=python, hide=hidden_state(worktree),
         extra=egress if isolate else (),
     )  # fmt: skip
-    return " ".join(shlex.quote(a) for a in argv)

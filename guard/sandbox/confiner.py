@@ -61,6 +61,56 @@ def shell_command(verdict: Verdict) -> str | None:
     return command if isinstance(command, str) else None
 
 
+def confined_run(
+    guard: Guard, agent: str, argv: list[str], cwd: str, source: str = "hook"
+) -> tuple[list[str] | None, str]:
+    """(the helper argv that runs ``argv`` exactly as a plan-mode shell command the hooks
+    rewrite runs, why it is safe) — or (None, why not): no Landlock here, or a wall the
+    policy requires (``[agents.NAME.sandbox] require``) cannot stack here. What
+    ``guard confine`` runs."""
+    from guard.sandbox.confine import (
+        FALLBACK,
+        available,
+        confine_argv,
+        namespaces_unavailable,
+        walls_off,
+    )
+
+    required = guard.agent(agent).sandbox.require
+    kernel = available()
+    if kernel:
+        return None, f"the kernel cannot confine commands here: {kernel}"
+    spaces = namespaces_unavailable()
+    off = walls_off()
+    if required and (spaces or off):
+        return None, (
+            f"the policy requires the {', '.join(required)} wall(s) ([agents.{agent}.sandbox]"
+            f" require), and they cannot stack here: {spaces or off}"
+        )
+    from guard.sandbox.roots import policy_of, socket_paths
+
+    egress: list[str] = []
+    if not spaces:
+        from guard.sandbox.egress_proxy import EgressSpec
+
+        egress = EgressSpec(agent, os.path.abspath(cwd), policy_of(guard), source).to_argv()
+    worktree = guard.roots.worktree
+    helper = confine_argv(
+        argv, plans=[str(guard.roots.plans)], cwd=cwd, isolate=not spaces,
+        sockets=socket_paths(guard, agent), egress=egress,
+        worktree=str(worktree) if worktree else None,
+    )  # fmt: skip
+    plans = guard.roots.describe(str(guard.roots.plans))
+    how = f"writes only to {plans}, a private TMPDIR and the terminal"
+    if spaces:
+        how = f"{how}; {FALLBACK.format(why=spaces)}"
+    else:
+        how = f"{how}; namespaces, Landlock, seccomp and guard's egress proxy"
+    if off:
+        how = f"{how}; {off}"
+    return helper, how
+
+
 class ShellConfiner:
     """Turns plan-mode shell calls into ``allow_confined`` (see the module docstring)."""
 

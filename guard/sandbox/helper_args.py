@@ -106,7 +106,9 @@ def parse(argv: Sequence[str]) -> Args:
         elif arg == "--devices":
             args.writable += SINK_DEVICES
             for dev in TERMINAL_DEVICES:
-                if os.path.exists(dev):
+                # a symlinked device (bwrap's /dev/ptmx -> pts/ptmx inside a host's sandbox)
+                # gets no rule of its own: what it points to has one, or none
+                if os.path.exists(dev) and not os.path.islink(dev):
                     args.writable.append(dev)
                     args.ioctl.append(dev)
         elif arg in _VALUED and i + 1 < len(argv):

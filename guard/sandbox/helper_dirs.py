@@ -226,10 +226,45 @@ _KINDS = {
 }  # fmt: skip
 
 
+def _unescape_mountinfo(field: str) -> str:
+    """A mountinfo path field with its octal escapes (``\\040`` for a space) undone."""
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def host_read_only_mount(path: str) -> bool:
+    """Whether the directory ``path`` is a mount point of its own, mounted read-only: what a
+    host's sandbox puts inside a writable root it grants (Codex mounts the root's ``.git``
+    read-only inside each one, the plan directory included). Nothing can be written,
+    renamed or removed through it, so it cannot lead a confined command out of the plan
+    directory. False whenever that cannot be read."""
+    try:
+        if not os.statvfs(path).f_flag & os.ST_RDONLY:
+            return False
+        real = os.path.realpath(path)
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split(" ")
+                if len(fields) > 5 and _unescape_mountinfo(fields[4]) == real:
+                    options = fields[5].split(",")
+                    return "ro" in options
+    except OSError:
+        return False
+    return False
+
+
 def check_plan_directory(path: str) -> None:
     """Refuse (OSError naming the file) anything in the plan directory that could lead a
     confined command out of it: any entry but a regular file (a symlink, a FIFO a process
-    outside reads, a socket, a device, a directory), and a regular file with a hard link
+    outside reads, a socket, a device, a directory; a host sandbox's own read-only mount
+    aside, :func:`host_read_only_mount`), and a regular file with a hard link
     outside the plan directory (planted while building: writing it would write the other
     name, ``src/app.py``). Links between two names inside it are fine."""
     links: dict[tuple[int, int], list[str]] = {}
@@ -237,6 +272,8 @@ def check_plan_directory(path: str) -> None:
     with os.scandir(path) as entries:
         for entry in entries:
             st = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode) and host_read_only_mount(entry.path):
+                continue  # a host sandbox's own read-only mount (Codex's .git): no way out
             if not stat.S_ISREG(st.st_mode):
                 kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
                 raise OSError(

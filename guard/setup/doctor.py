@@ -90,7 +90,11 @@ def client_of(command: str) -> str | None:
     return files[0] if files else None
 
 
-ANALYSIS_ONLY = "shell: analysis only; run the host under `guard run` for kernel confinement"
+ANALYSIS_ONLY = (
+    "shell: guard's grammar or `guard confine` in plan mode (the hook cannot rewrite a"
+    " command: a read-only sentence of guard's grammar runs directly, anything else is"
+    " refused with its confined form)"
+)
 
 
 def shell_line(host: str, unavailable: str, no_namespaces: str = "") -> tuple[bool, str]:
@@ -100,7 +104,8 @@ def shell_line(host: str, unavailable: str, no_namespaces: str = "") -> tuple[bo
     plan-mode shell commands under the kernel (``allow_confined``) when Landlock
     and guard's seccomp table are available, in namespaces where the kernel can
     make them (else the Landlock-only fallback, said here); hosts that can only
-    deny (Codex, Cursor) keep the static analysis alone.
+    deny (Codex, Cursor) run guard's grammar directly and hand the model the
+    confined form ``guard confine -- …`` for anything else (guard.sandbox.direct).
     """
     if not adapter_for(host).can_rewrite:
         return False, ANALYSIS_ONLY

@@ -1,6 +1,6 @@
 """`guard doctor` and `guard review` say, per wired host, what happens to plan-mode shell calls:
 kernel-confined (allow_confined) where the hook can rewrite the call and Landlock is here,
-analysis only for hosts that can only deny (Codex, Cursor)."""
+guard's grammar or the confined form for hosts that can only deny (Codex, Cursor)."""
 
 from __future__ import annotations
 
@@ -42,10 +42,10 @@ def test_doctor_says_which_hosts_shell_is_confined(repo: Path, env: dict[str, st
         assert check["status"] == "ok", check
         assert check["shell_confined"] is confined, check
         assert check["shell"].startswith(text) and text in check["detail"], check
-    assert by_host["codex"]["shell"] == (
-        "shell: analysis only; run the host under `guard run` for kernel confinement")
+    assert by_host["codex"]["shell"] == ANALYSIS_ONLY
+    assert by_host["codex"]["shell"].startswith("shell: guard's grammar or `guard confine`")
     human = guard("doctor", cwd=repo, env={**env, "COLUMNS": "300"}).stdout
-    assert human.count("analysis only; run the host under `guard run`") == 2, human
+    assert human.count("guard's grammar or `guard confine` in plan mode") == 2, human
     if not available():
         assert human.count("kernel-confined in plan mode") == 3, human
 

@@ -30,6 +30,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -414,15 +415,34 @@ class Result:
     timeouts: int = 0
 
 
+def direct_on_codex(guard: Guard, repo: Path) -> Callable[[str], bool]:
+    """Whether the Codex hook lets a plan-mode command run directly (the grammar and the
+    confined form of guard.sandbox.direct): its gate, as the hook builds it."""
+    from guard.gate import Gate, ToolCall, VerdictAction
+    from guard.sandbox.direct import GrammarConfiner
+
+    gate = Gate(guard=guard, agent="plan", env={}, mode=None, confiner=GrammarConfiner())
+
+    def allowed(cmd: str) -> bool:
+        verdict = gate.decide(ToolCall("codex", "Bash", {"command": cmd}, str(repo)))
+        return verdict.action is VerdictAction.ALLOW
+
+    return allowed
+
+
 def run(cases: int, seed: int, base: Path, budget_s: float | None = None,
-        mode: str = "grammar") -> Result:
+        mode: str = "grammar", host: str = "claude-code") -> Result:
     """Generate and check ``cases`` commands (fewer when ``budget_s`` seconds run out:
     the seeded sequence is the same, a slow machine checks a shorter prefix of it).
 
     ``mode``: "grammar" (programs and options from the tables), "bytes" (byte classes,
     backslash combinations, heredoc forms, PS4/set -x and other run-time code), "fuzz"
     (the red-team corpus mutated byte by byte), "mini" (sed scripts and the other
-    mini-languages; a sed script guard accepts must also pass GNU sed's --sandbox)."""
+    mini-languages; a sed script guard accepts must also pass GNU sed's --sandbox).
+
+    ``host``: "claude-code" (what the analysis allows; run with bash) or "codex" (what
+    the Codex hook lets run directly in plan mode, guard's grammar; run with bash and
+    with dash, which read it alike)."""
     import time
 
     deadline = None if budget_s is None else time.monotonic() + budget_s
@@ -433,6 +453,8 @@ def run(cases: int, seed: int, base: Path, budget_s: float | None = None,
     guard = Guard.load("builtin:default", worktree=repo)
     result = Result()
     timeouts = 0
+    direct = direct_on_codex(guard, repo) if host == "codex" else None
+    shells = ["bash", "dash"] if host == "codex" else ["bash"]
     before = snapshot(base, plans)
     every, roles = pairs(programs, seed)
     for k in range(cases):
@@ -444,8 +466,12 @@ def run(cases: int, seed: int, base: Path, budget_s: float | None = None,
         else:
             cmd = GENERATORS[mode](rnd)
         result.cases += 1
-        effects = effects_for("claude-code", "Bash", {"command": cmd}, str(repo))
-        if not guard.decide("plan", effects, repo).allowed:
+        if direct is not None:
+            if not direct(cmd):
+                continue
+        elif not guard.decide(
+                "plan", effects_for("claude-code", "Bash", {"command": cmd}, str(repo)), repo
+        ).allowed:
             continue
         result.allowed += 1
         if mode == "mini" and cmd.startswith("sed "):
@@ -457,15 +483,18 @@ def run(cases: int, seed: int, base: Path, budget_s: float | None = None,
                 result.escapes.append(f"case {k}: {cmd!r} allowed, but GNU sed --sandbox"
                                       f" refuses it: {sandboxed.stderr.strip()}")
                 print("  ESCAPE", result.escapes[-1], flush=True)
-        proc = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", cmd], cwd=repo, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            timeouts += 1
+        for shell in shells:
+            argv = [shell, "--norc", "--noprofile", "-c", cmd] if shell == "bash" else [
+                shell, "-c", cmd]
+            proc = subprocess.Popen(argv, cwd=repo, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True)
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                timeouts += 1
         after = snapshot(base, plans)
         if after != before:
             changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
@@ -486,9 +515,10 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--mode", choices=["grammar", *GENERATORS], default="grammar")
+    ap.add_argument("--host", choices=["claude-code", "codex"], default="claude-code")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="guard-diff-") as tmp:
-        res = run(args.cases, args.seed, Path(tmp) / "scratch", mode=args.mode)
+        res = run(args.cases, args.seed, Path(tmp) / "scratch", mode=args.mode, host=args.host)
     print(f"{res.cases} commands generated, {res.allowed} allowed and executed,"
           f" ({res.timeouts} stopped after 2 s), {len(res.escapes)} changed something outside"
           " the plan directory")

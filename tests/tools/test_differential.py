@@ -53,3 +53,26 @@ def test_what_bash_and_sed_read_differently_never_runs(mode: str, cases: int, le
                            mode=mode)
     assert not res.escapes, "\n".join(res.escapes)
     assert res.cases >= 50 and res.allowed >= least, (res.allowed, res.cases)
+
+
+@pytest.mark.parametrize(("mode", "cases", "least"), [
+    ("grammar", 1500, 100), ("fuzz", 400, 3), ("mini", 300, 10),
+])
+def test_what_codex_runs_directly_in_plan_mode_changes_nothing(
+        mode: str, cases: int, least: int, tmp_path: Path) -> None:
+    """Attack, by mode (as above): on Codex (and Cursor) the hook's allow is the last word,
+    so every command its plan mode lets run directly (guard's grammar, read-only by the
+    tables) runs for real, with bash and with dash, and must change nothing."""
+    res = differential.run(cases, seed=20261207, base=tmp_path / "scratch", budget_s=60,
+                           mode=mode, host="codex")
+    assert not res.escapes, "\n".join(res.escapes)
+    assert res.cases >= 50 and res.allowed >= least, (res.allowed, res.cases)
+
+
+def test_codex_plan_mode_runs_no_byte_trick_directly(tmp_path: Path) -> None:
+    """Attack: the "bytes" commands (control characters, backslash combinations, Unicode
+    spaces, stray ``$``, heredocs, PS4/PROMPT_COMMAND/BASH_ENV) are all outside guard's
+    grammar: on Codex none runs directly, each would have to take the confined form."""
+    res = differential.run(400, seed=20261207, base=tmp_path / "scratch", budget_s=60,
+                           mode="bytes", host="codex")
+    assert res.cases >= 50 and res.allowed == 0 and not res.escapes, res

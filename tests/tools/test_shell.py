@@ -249,7 +249,7 @@ def test_package_managers_and_builders_are_unknown_writes() -> None:
 
 def test_apply_patch_headers() -> None:
     body = (
-        "*** Begin Patch\n*** Add File: a\n+x\n*** Update File: b\n*** Move to: c\n"
+        "*** Begin Patch\n*** Add File: a\n+x\n*** Update File: b\n*** Move to: c\n@@\n-x\n+y\n"
         "*** Delete File: d\n*** End Patch\n"
     )
     got = {(e.kind.value, e.target) for e in parse_patch(body)}

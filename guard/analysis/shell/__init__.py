@@ -19,7 +19,9 @@ Layout: :mod:`.words` (words -> :class:`Arg`), :mod:`.context` (:class:`Ctx`, th
 seam between the walker and program handlers), :mod:`.walker` (bash constructs),
 :mod:`.options` (option parsing), :mod:`.registry` (program name -> handler), and
 one module per family of programs (:mod:`.files`, :mod:`.git`, :mod:`.network`,
-:mod:`.wrappers`, :mod:`.builtins`, :mod:`.patch`).
+:mod:`.wrappers`, :mod:`.builtins`, :mod:`.patch`). :mod:`.grammar` is guard's own shell
+grammar (bash, dash and guard read its sentences alike), which hosts that can only allow
+or refuse a command require in plan mode.
 """
 
 from __future__ import annotations

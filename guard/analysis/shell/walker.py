@@ -76,6 +76,29 @@ def analyse_argv(argv: list[str], cwd: str | None = None) -> list[Effect]:
     return ctx.effects
 
 
+def analyse_flat(command: str, cwd: str | None = None) -> tuple[list[Effect], str | None]:
+    """:func:`analyse` for a command whose every word guard read itself (guard's grammar):
+    (its effects, None), or (effects so far, what it found) when some program would run
+    a shell script the analysis would have to parse again (``sh -c``, ``xargs sh``...)."""
+    nested: list[str] = []
+
+    def source(text: str, ctx: Ctx) -> None:
+        if ctx.depth > 0:
+            nested.append(f"a nested shell script {clip(text)!r}")
+            ctx.unknown_write("a nested shell script")
+            return
+        _analyse_source(text, ctx)
+
+    ctx = Ctx(cwd=cwd, walker=Walker(command=_command, source=source))
+    try:
+        source(command, ctx)
+        for e in ctx.fds.effects():
+            ctx.add(e)
+    except Exception as exc:  # fail closed
+        nested.append(f"the analysis failed ({type(exc).__name__}: {exc})")
+    return ctx.effects, (nested[0] if nested else None)
+
+
 def _analyse_source(command: str, ctx: Ctx) -> None:
     if ctx.depth > MAX_NESTING:
         ctx.unknown_write(f"unparseable shell: more than {MAX_NESTING} nested shells")

@@ -1,0 +1,113 @@
+"""`guard confine -- ARGV`: the confined form Codex's and Cursor's plan-mode refusals hand out.
+
+ARGV runs as a plan-mode shell command the Claude Code hook rewrites runs (namespaces,
+Landlock, seccomp, the egress proxy; the plan directory, a private TMPDIR and the
+terminal writable), with its own exit status, and one audit record. Where a wall
+cannot stack, guard says which and the policy's ``require`` decides. A host sandbox's
+own read-only mount inside the plan directory (Codex's ``.git``) is recognised.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sandbox_support import Tree, needs_landlock
+
+from guard.sandbox.helper_dirs import check_plan_directory, host_read_only_mount
+
+pytestmark = needs_landlock
+
+
+def confine(tree: Tree, *argv: str, env: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "guard", "confine", "--", *argv],
+                          cwd=tree.worktree,
+                          env={**os.environ, **(env or {})},  # HOME: the tests' own
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_write_to_src_is_refused_the_plan_is_written_the_status_is_argvs(
+    tree: Tree, tmp_path: Path
+) -> None:
+    """Attack: the confined form of a command that writes src/ and the plan file."""
+    before = tree.victim.read_bytes()
+    proc = confine(tree, "bash", "-c",
+                   f"echo owned > {tree.victim}; echo '# Plan' > {tree.plans}/c.md; exit 7")
+    assert proc.returncode == 7, proc.stderr
+    assert tree.victim.read_bytes() == before
+    assert re_kernel(proc.stderr)
+    assert (tree.plans / "c.md").read_text() == "# Plan\n"
+
+
+def re_kernel(text: str) -> bool:
+    return "Read-only file system" in text or "Permission denied" in text
+
+
+def test_it_writes_one_audit_record(tree: Tree) -> None:
+    from guard.audit.logfile import read
+
+    proc = confine(tree, "true")
+    assert proc.returncode == 0, proc.stderr
+    data = Path(os.environ["XDG_DATA_HOME"])
+    records = [r for log in sorted(data.rglob("audit/*.jsonl")) for r in read(log)
+               if r.get("source") == "confine"]
+    assert records and records[-1]["argv"] == ["true"], records
+    assert records[-1]["decision"] == "allow_confined" and records[-1]["agent"] == "plan"
+
+
+def test_a_required_wall_that_cannot_stack_refuses_to_run(tree: Tree, tmp_path: Path) -> None:
+    """Inside another sandbox namespaces may be refused: with ``require`` guard says which
+    wall is missing and does not run ARGV (exit 126); without it, it says the fallback."""
+    marker = tree.plans / "ran.md"
+    no_ns = {"GUARD_TEST_NO_NAMESPACES": "1"}
+    weaker = confine(tree, "bash", "-c", f"echo x > {marker}", env=no_ns)
+    assert weaker.returncode == 0 and marker.exists(), weaker.stderr
+    assert "Landlock-only fallback" in weaker.stderr
+    marker.unlink()
+    required = tmp_path / "require.toml"
+    required.write_text('version = 1\nextends = ["builtin:default"]\n'
+                        '[agents.plan.sandbox]\nrequire = ["network"]\n')
+    proc = confine(tree, "bash", "-c", f"echo x > {marker}",
+                   env={**no_ns, "GUARD_POLICY": str(required)})
+    assert proc.returncode == 126, proc.stderr
+    assert "network" in proc.stderr and "NOT started" in proc.stderr
+    assert not marker.exists()
+
+
+def test_usage_errors_are_one_line(tree: Tree) -> None:
+    proc = subprocess.run([sys.executable, "-m", "guard", "confine", "--"], cwd=tree.worktree,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    help_text = subprocess.run([sys.executable, "-m", "guard", "confine", "--help"],
+                               capture_output=True, text=True, timeout=60, check=False).stdout
+    assert "confined form" in help_text
+
+
+def test_a_plain_directory_in_the_plan_directory_is_still_refused(tree: Tree) -> None:
+    """Only a read-only mount point is the host sandbox's; a directory the agent made is not."""
+    (tree.plans / "sub").mkdir()
+    assert not host_read_only_mount(str(tree.plans / "sub"))
+    with pytest.raises(OSError, match="is a directory"):
+        check_plan_directory(str(tree.plans))
+
+
+def test_a_read_only_mount_point_in_the_plan_directory_is_recognised(tree: Tree) -> None:
+    """As Codex mounts ``.git`` read-only inside a writable root: a private mount namespace
+    (unshare as root, or a user namespace) makes one, and the check lets it be."""
+    target = tree.plans / ".git"
+    target.mkdir()
+    script = (
+        f"mount --bind {tree.worktree / 'src'} {target} && mount -o remount,bind,ro {target}"
+        f" && {sys.executable} -c 'import sys; from guard.sandbox.helper_dirs import"
+        " check_plan_directory, host_read_only_mount; p = sys.argv[1];"
+        " print(host_read_only_mount(p + \"/.git\")); check_plan_directory(p)'"
+        f" {tree.plans}"
+    )
+    proc = subprocess.run(["unshare", "-rm", "bash", "-c", script], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
