@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_support import Tree, needs_landlock
+from sandbox_support import Tree, guard_argv, needs_landlock
 
 from guard.sandbox.helper_dirs import check_plan_directory, host_read_only_mount
 
@@ -23,8 +23,8 @@ pytestmark = needs_landlock
 
 
 def confine(tree: Tree, *argv: str, env: dict[str, str] | None = None,
-            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "guard", "confine", "--", *argv],
+            switches: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(guard_argv("confine", "--", *argv, switches=switches),
                           cwd=tree.worktree,
                           env={**os.environ, **(env or {})},  # HOME: the tests' own
                           capture_output=True, text=True, timeout=120, check=False)
@@ -63,8 +63,8 @@ def test_a_required_wall_that_cannot_stack_refuses_to_run(tree: Tree, tmp_path: 
     """Inside another sandbox namespaces may be refused: with ``require`` guard says which
     wall is missing and does not run ARGV (exit 126); without it, it says the fallback."""
     marker = tree.plans / "ran.md"
-    no_ns = {"GUARD_TEST_NO_NAMESPACES": "1"}
-    weaker = confine(tree, "bash", "-c", f"echo x > {marker}", env=no_ns)
+    no_ns = ("no-namespaces",)  # through the test-only entry point (see tests/switched.py)
+    weaker = confine(tree, "bash", "-c", f"echo x > {marker}", switches=no_ns)
     assert weaker.returncode == 0 and marker.exists(), weaker.stderr
     assert "Landlock-only fallback" in weaker.stderr
     marker.unlink()
@@ -72,7 +72,7 @@ def test_a_required_wall_that_cannot_stack_refuses_to_run(tree: Tree, tmp_path: 
     required.write_text('version = 1\nextends = ["builtin:default"]\n'
                         '[agents.plan.sandbox]\nrequire = ["network"]\n')
     proc = confine(tree, "bash", "-c", f"echo x > {marker}",
-                   env={**no_ns, "GUARD_POLICY": str(required)})
+                   env={"GUARD_POLICY": str(required)}, switches=no_ns)
     assert proc.returncode == 126, proc.stderr
     assert "network" in proc.stderr and "NOT started" in proc.stderr
     assert not marker.exists()
