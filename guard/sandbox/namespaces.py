@@ -29,8 +29,8 @@ no policy logic. :func:`unavailable` is the probe, run in a throwaway child
 (:class:`Probe`: started early, read later).
 """
 
-# Lazy imports: _socket only to receive a descriptor, select and time only to bound the probe's wait:
-# `guard run` start-up speed.
+# Lazy imports: _socket only to receive a descriptor, select and time only to bound the
+# probe's wait: `guard run` start-up speed.
 
 from __future__ import annotations
 
@@ -495,7 +495,7 @@ class Probe:
                 left = end - time.monotonic()
                 if left <= 0 or not select.select([self._r], [], [], left)[0]:
                     os.close(self._r)
-                    try:  # noqa: SIM105
+                    try:
                         os.kill(self._pid, 9)
                         os.waitpid(self._pid, 0)
                     except (ChildProcessError, ProcessLookupError):
