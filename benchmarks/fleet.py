@@ -126,9 +126,10 @@ def sample_record(repo: Path) -> dict[str, object]:
             out.append(dict(record))
 
     g = Guard.load("builtin:default", worktree=repo)
-    Gate(guard=g, sink=Keep(), source="hook", agent="plan").decide(  # type: ignore[arg-type]
-        ToolCall("claude-code", "Write", {}, str(repo), session="bench"),
-        effects=[Effect.write("src/app.py")], context={"host": "claude-code"})
+    gate = Gate(guard=g, sink=Keep(), source="hook", agent="plan")  # type: ignore[arg-type]
+    verdict = gate.decide(ToolCall("claude-code", "Write", {}, str(repo), session="bench"),
+                          effects=[Effect.write("src/app.py")])
+    gate.record(verdict, context={"host": "claude-code"})
     # the chain keys the audit writer gives every shipped record (values of their real size;
     # the key that would make them verify is not needed to measure shipping)
     return {**out[0], "chain_seq": 41, "chain": "ab" * 32, "chain_prev": "cd" * 32,
