@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from guard.effects import GuardError
+from guard.plaintext import visible
 
 try:  # a faster parser when installed (the ``fleet`` extra); the same values
     import orjson
@@ -423,7 +424,7 @@ def to_table(rep: FleetReport) -> str:
     lines += ["", f"stale policy: {', '.join(rep.stale()) or 'none'}",
               f"hooks skipped (monitor violations): {', '.join(rep.skipped()) or 'none'}",
               f"confinement unavailable: {', '.join(rep.unconfined_hosts()) or 'none'}"]
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines)) + "\n"  # machine and agent names come from the logs
 
 
 _CSS = """

@@ -149,6 +149,9 @@ def test_approve_key_switches_the_hooks_to_build_and_the_write_lands(repo: Path)
     async def steps(pilot: Pilot[None], app: CockpitApp) -> None:
         await shows(pilot, app, " PLAN ")
         await pilot.press("a")
+        await shows(pilot, app, "Approve plan")  # asks first: title, lines, digest
+        assert "lines, digest " in screen_text(app)
+        await pilot.press("y")
         await shows(pilot, app, " BUILD ")
 
     drive(cockpit(repo), steps)
@@ -159,13 +162,16 @@ def test_approve_key_switches_the_hooks_to_build_and_the_write_lands(repo: Path)
     assert (last.decision, last.by) == ("approve", "user")
 
 
-def test_approving_without_a_plan_is_refused_and_plan_mode_holds(repo: Path) -> None:
+def test_approve_is_not_offered_without_a_plan_file_and_plan_mode_holds(repo: Path) -> None:
     session = plan_session(repo, written=False)
 
     async def steps(pilot: Pilot[None], app: CockpitApp) -> None:
         await shows(pilot, app, " PLAN ")
+        await shows(pilot, app, "not written yet")
+        assert app.check_action("approve", ()) is False  # not in the footer, not run
         await pilot.press("a")
-        await notified(pilot, app, "does not exist")  # the error, as a notification
+        await pilot.pause(0.3)
+        assert len(app.screen_stack) == 1  # no question: nothing to approve
 
     drive(cockpit(repo), steps)
     assert Session.load(session.id, repo).mode is Mode.PLAN

@@ -9,6 +9,7 @@ Update after a deliberate change: pytest tests/ui/test_snapshots.py --snapshot-u
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections import deque
 from typing import Any
@@ -54,8 +55,8 @@ class FixedSource:
         self.calls.append((name, args))
         return f"{name} {args}"
 
-    def answer_exit(self, choice: str, text: str = "") -> str:
-        return self._said("answer_exit", choice, text)
+    def answer_exit(self, choice: str, text: str = "", digest: str | None = None) -> str:
+        return self._said("answer_exit", choice, text, digest)
 
     def answer_questions(self, answers: list[str]) -> str:
         return self._said("answer_questions", answers)
@@ -108,6 +109,8 @@ def planning_view() -> View:
         checklist_from="claude-code TodoWrite",
         plan_path="/home/dev/src/shop/.openoxide/plans/20261205T091200Z-add-caching.md",
         plan_text=PLAN,
+        plan_digest=hashlib.sha256(PLAN.encode()).hexdigest(),
+        plan_lines=PLAN.count("\n"),
         activity=activity,
         appended=len(activity),
         pending=[
