@@ -17,13 +17,17 @@ polled (a ``stat`` per file) every :data:`POLL` seconds; no network port is open
 from __future__ import annotations
 
 import difflib
+import os
+import shlex
+import subprocess
+import tempfile
 from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
@@ -32,9 +36,9 @@ from guard.effects import GuardError
 from guard.plaintext import visible
 from guard.planning.answer import PlanChanged
 from guard.planning.checklist import StepStatus
-from guard.planning.render import plan_markdown
 from guard.ui.activity import Activity
 from guard.ui.dialogs import Confirm, Help, Prompt, Questions, Sessions
+from guard.ui.plan_lane import PlanLane
 from guard.ui.state import HostLine, Source
 
 #: Lines the activity table holds at most (the newest; the lane keeps more for filtering).
@@ -116,6 +120,7 @@ class CockpitApp(App[None]):
         Binding("p", "plan", "plan"),
         Binding("e", "end", "end"),
         Binding("s", "switch", "session"),
+        Binding("o", "pager", "pager", show=False),
         Binding("d", "filter_decision", "decision", show=False),
         Binding("h", "filter_host", "host", show=False),
         Binding("question_mark", "help", "help"),
@@ -139,6 +144,7 @@ class CockpitApp(App[None]):
         self._plan_text_drawn: str | None = None
         self._plan_before: str | None = None
         self._plan_refused_text: str | None = None
+        self._paged_through: str | None = None  # the digest of the plan read in $PAGER
         self.renders = 0  # how many times the state was drawn (benchmarks read it)
         self._observer: Any = None
         self._handler: Any = None
@@ -151,8 +157,7 @@ class CockpitApp(App[None]):
             with Vertical(id="left"):
                 yield Static(id="checklist")
                 yield Static(id="pending")
-            with VerticalScroll(id="plan"):
-                yield Static(id="plan-text")
+            yield PlanLane(id="plan")
         table: DataTable[Text] = DataTable(id="activity", cursor_type="row", zebra_stripes=False)
         yield table
         yield Static(id="detail")
@@ -331,17 +336,18 @@ class CockpitApp(App[None]):
         self._plan_digest_drawn = digest
         self._plan_text_drawn = v.plan_text if from_file else None
         self.refresh_bindings()
-        lane = self.query_one("#plan", VerticalScroll)
-        body = self.query_one("#plan-text", Static)
+        lane = self.query_one("#plan", PlanLane)
         if text:
-            body.update(plan_markdown(text))
+            lane.show_plan(text)
         elif v.plan_path:
-            body.update(Text("the plan file is not written yet", style="dim"))
+            lane.show_message(Text("the plan file is not written yet", style="dim"))
         else:
-            body.update(Text("no plan: the session is not in plan mode", style="dim"))
+            lane.show_message(Text("no plan: the session is not in plan mode", style="dim"))
         where = v.plan_path.rsplit("/", 1)[-1] if v.plan_path else ""
         if v.plan_streaming:
             where = "streaming <proposed_plan>"
+        if lane.paged:
+            where = f"{v.plan_lines} lines, read to the end to approve · {where}"
         lane.border_subtitle = Text(_cut(_one(where), 44))
 
     def _visible(self, a: Activity) -> bool:
@@ -450,6 +456,15 @@ class CockpitApp(App[None]):
         if not digest or not text or not text.strip():
             self.say("no plan to approve yet: the plan file is missing or empty", "warning")
             return
+        lane = self.query_one("#plan", PlanLane)
+        if not v.plan_whole:
+            self.say("the plan is too large to show whole here: read it and approve it with"
+                     f" `guard plan exit --approve --digest {digest}`", "warning")  # fmt: skip
+            return
+        if lane.paged and not lane.seen_end and self._paged_through != digest:
+            self.say(f"the plan is {v.plan_lines} lines: scroll the plan lane to its end, or"
+                     " press o to read it in $PAGER, before approving it", "warning")  # fmt: skip
+            return
         title = v.title or (v.plan_path or "plan").rsplit("/", 1)[-1]
         question = f"Approve plan {_one(title)} ({v.plan_lines} lines, digest {digest[:12]})?"
         before, self._plan_before = self._plan_before, None
@@ -464,6 +479,26 @@ class CockpitApp(App[None]):
                 self._do("answer_exit", "approve", "", digest)
 
         self.push_screen(Confirm(question, detail), done)
+
+    def action_pager(self) -> None:
+        """The whole plan, control characters made visible, in ``$PAGER`` (default less)."""
+        digest, text = self._plan_digest_drawn, self._plan_text_drawn
+        if not digest or text is None:
+            self.say("no plan file to show yet", "warning")
+            return
+        with tempfile.TemporaryDirectory(prefix="guard-plan-") as where:
+            path = os.path.join(where, "plan.md")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(visible(text))
+            command = [*shlex.split(os.environ.get("PAGER") or "less"), path]
+            try:
+                with self.suspend():
+                    done = subprocess.run(command, check=False).returncode == 0
+            except Exception as exc:  # no terminal to hand over (headless), no such pager
+                self.say(f"could not open the pager ({' '.join(command)}): {exc}", "error")
+                return
+        if done and self.source.view.plan_whole:
+            self._paged_through = digest  # read whole: `a` may approve this text
 
     def _show_change(self) -> None:
         """After a refused approval: the diff between the plan shown and the plan now."""

@@ -194,7 +194,7 @@ def test_refine_in_the_cockpit_reaches_claude_codes_next_turn(
         time.sleep(0.2)
     nxt = Script([ToolUse("toolu_read", "Read", {"file_path": str(repo / "README.md")})])
     run_claude(claude, repo, env, nxt, "acceptEdits", None)
-    first_turn = [b for b in nxt.requests if b.get("tools")][0]
+    first_turn = next(b for b in nxt.requests if b.get("tools"))
     assert note in conversation_text(first_turn), "the model's next turn lacks the note"
     assert "refine the plan" in conversation_text(first_turn)
     assert session.refresh().mode is Mode.PLAN and not session.inbox
