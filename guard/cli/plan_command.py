@@ -38,6 +38,7 @@ from guard.planning.current import describe_current_agent
 from guard.planning.render import plan_panel
 from guard.planning.runtime import list_plans
 from guard.planning.session import Mode, Session, sessions_dir
+from guard.planning.todos import shown_checklist
 
 Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason
 
@@ -155,6 +156,7 @@ def plan_status(
         except GuardError as exc:
             plan = f"(unreadable: {exc})"
     recent = _recent_decisions(session, cwd)
+    items, explanation, source = shown_checklist(session)
     if as_json:
         print_data(
             {
@@ -164,7 +166,9 @@ def plan_status(
                 "plan_exists": plan is not None,
                 "plan_sha256": shown.digest if shown else None,
                 "plan_lines": shown.lines if shown else None,
-                "checklist": [i.model_dump(mode="json") for i in session.checklist],
+                "checklist": [i.model_dump(mode="json") for i in items],
+                "checklist_explanation": explanation,
+                "checklist_from": source,
                 "exits": [d.model_dump(mode="json") for d in session.decisions[-5:]],
                 "decisions": [
                     {"at": at, "action": action, "agent": agent, "tool": tool, "reason": why}
@@ -187,9 +191,9 @@ def plan_status(
     else:
         lines.append("plan file none (the session never entered plan mode)")
     lines += [f"waiting   {p.kind} since {p.at}" for p in session.pending]
-    if session.checklist:
-        lines.append("checklist")
-        lines += [f"  [{item.status.value}] {item.step}" for item in session.checklist]
+    if items:
+        lines.append(f"checklist ({source})" + (f": {explanation}" if explanation else ""))
+        lines += [f"  [{item.status.value}] {item.step}" for item in items]
     lines += [
         f"exit      {d.at} {d.decision} by {d.by}: {d.text or '-'}"
         for d in session.decisions[-3:]

@@ -23,6 +23,7 @@ from guard.planning._vocabulary import Mode
 from guard.planning.artifact import read_plan
 from guard.planning.checklist import PlanItem, StepStatus
 from guard.planning.session import Session
+from guard.planning.todos import shown_checklist
 
 MARKS = {
     StepStatus.COMPLETED: ("✓", "green"),
@@ -75,7 +76,9 @@ def checklist_lines(items: list[PlanItem]) -> Text:
     return text
 
 
-def checklist_panel(items: list[PlanItem], explanation: str | None = None) -> Panel:
+def checklist_panel(
+    items: list[PlanItem], explanation: str | None = None, source: str = "update_plan"
+) -> Panel:
     body: RenderableType
     if items:
         done = sum(1 for i in items if i.status is StepStatus.COMPLETED)
@@ -89,7 +92,7 @@ def checklist_panel(items: list[PlanItem], explanation: str | None = None) -> Pa
         subtitle = None
     return Panel(
         body,
-        title="[bold green]Checklist[/] (update_plan)",
+        title=Text.assemble(("Checklist", "bold green"), f" ({visible(source, lines=False)})"),
         subtitle=subtitle,
         border_style="green",
         title_align="left",
@@ -158,7 +161,7 @@ def session_view(session: Session) -> Group:
     return Group(
         session_header(session),
         Lanes(
-            checklist_panel(session.checklist, session.explanation),
+            checklist_panel(*shown_checklist(session)),
             plan_panel(read_plan(session), session.plan_path),
         ),
     )

@@ -16,7 +16,6 @@ polled (a ``stat`` per file) every :data:`POLL` seconds; no network port is open
 
 from __future__ import annotations
 
-import difflib
 import os
 import shlex
 import subprocess
@@ -28,7 +27,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
@@ -37,6 +36,7 @@ from guard.plaintext import visible
 from guard.planning.answer import PlanChanged
 from guard.planning.checklist import StepStatus
 from guard.ui.activity import Activity
+from guard.ui.cells import at_time, cut, keep_name, one_line, plan_diff
 from guard.ui.dialogs import Confirm, Help, Prompt, Questions, Sessions
 from guard.ui.plan_lane import PlanLane
 from guard.ui.state import HostLine, Source
@@ -60,34 +60,8 @@ ACTION_STYLE = {
     "violation": "bold red",
     "notice": "magenta",
 }
-DECISION_FILTERS = ("all", "allow", "ask", "deny", "allow_confined", "violation", "plan")
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _one(text: str | None) -> str:
-    """Agent text for one line of the screen: every control character made visible."""
-    return visible(text or "", lines=False)
-
-
-def plan_diff(before: str, after: str, limit: int = 400) -> Text:
-    """What changed in the plan, as a unified diff (agent text made visible, no markup)."""
-    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), "shown",
-                                      "now", lineterm="", n=1))  # fmt: skip
-    t = Text()
-    for n, line in enumerate(lines[:limit]):
-        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
-        t.append(("\n" if n else "") + visible(line, lines=False), style=style)
-    if len(lines) > limit:
-        t.append(f"\n... {len(lines) - limit} more lines of diff", style="dim")
-    return t or Text("(no line changed: only bytes that do not show, e.g. line ends)")
-
-
-def _at(at: str) -> str:
-    """HH:MM:SS of an ISO timestamp."""
-    return at[11:19] if len(at) >= 19 else at
-
+#: What `d` shows, in turn: refusals first, the lines a user looks for.
+DECISION_FILTERS = ("all", "deny", "ask", "allow", "allow_confined", "violation", "plan")
 
 class CockpitApp(App[None]):
     """``guard ui``."""
@@ -97,12 +71,12 @@ class CockpitApp(App[None]):
     Screen { layout: vertical; }
     #header { height: 4; padding: 0 1; background: $boost; text-wrap: nowrap;
               text-overflow: ellipsis; }
-    #lanes { height: 1fr; min-height: 8; }
+    #lanes { height: 1fr; min-height: 6; }
     #left { width: 2fr; }
     #checklist { height: 1fr; border: round $success; padding: 0 1; }
-    #pending { height: auto; max-height: 7; border: round $warning; padding: 0 1; }
+    #pending { height: auto; max-height: 7; border-top: round $warning; padding: 0 1; }
     #plan { width: 3fr; border: round $primary; padding: 0 1; }
-    #activity { height: 6; border: round $secondary; overflow-x: hidden; }
+    #activity { height: 34%; min-height: 8; border: round $secondary; overflow-x: hidden; }
     #detail { height: 3; padding: 0 1; background: $boost; text-wrap: nowrap;
               text-overflow: ellipsis; }
     .dialog { width: 70; height: auto; max-height: 20; border: thick $accent;
@@ -110,6 +84,8 @@ class CockpitApp(App[None]):
     #help { width: 80; max-height: 24; }
     .dialog .detail { height: auto; max-height: 12; }
     .hint { color: $text-muted; }
+    #keys { height: 2; padding: 0 1; background: $panel; text-wrap: nowrap;
+            text-overflow: ellipsis; }
     Prompt, Questions, Confirm, Sessions, Help { align: center middle; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -161,7 +137,7 @@ class CockpitApp(App[None]):
         table: DataTable[Text] = DataTable(id="activity", cursor_type="row", zebra_stripes=False)
         yield table
         yield Static(id="detail")
-        yield Footer()
+        yield Static(id="keys")
 
     def on_mount(self) -> None:
         table: DataTable[Text] = self.query_one("#activity", DataTable)
@@ -251,30 +227,48 @@ class CockpitApp(App[None]):
         self.draw_pending()
         self.draw_plan()
         self.draw_activity(full=full)
+        self.draw_keys()
+
+    def draw_keys(self) -> None:
+        """The keys, always on screen: two lines that fit 80 columns."""
+        first = [("a", "approve"), ("r", "reject"), ("f", "refine"), ("i", "answer"),
+                 ("o", "pager"), ("enter", "full line")]  # fmt: skip
+        if not self.check_action("approve", ()):
+            first = first[1:]
+        second = [("p", "plan"), ("e", "end"), ("s", "session"), ("d", "filter"),
+                  ("h", "host"), ("?", "help"), ("q", "quit")]  # fmt: skip
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for n, keys in enumerate((first, second)):
+            if n:
+                t.append("\n")
+            for key, what in keys:
+                t.append(key, style="bold reverse")
+                t.append(f" {what}  ")
+        self.query_one("#keys", Static).update(t)
 
     def draw_header(self) -> None:
         v = self.source.view
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append("worktree ", style="bold")
-        t.append(_one(v.worktree))
+        t.append(one_line(v.worktree))
         t.append("\nsession ", style="bold")
         if v.session_id:
-            t.append(f"{_one(v.session_id)} ({_one(v.session_status)})  ")
-            t.append(f" {_one(v.mode or '?').upper()} ", style="bold reverse")
+            t.append(f"{one_line(v.session_id)} ({one_line(v.session_status)})  ")
+            t.append(f" {one_line(v.mode or '?').upper()} ", style="bold reverse")
             if v.title:
-                t.append(f"  {_one(v.title)}")
+                t.append(f"  {one_line(v.title)}")
         else:
             t.append("none open (p: start plan mode)")
         t.append("\nhooks ", style="bold")
-        t.append(_one(f"{v.agent or '(host decides)'}: {v.agent_why}"))
+        t.append(one_line(f"{v.agent or '(host decides)'}: {v.agent_why}"))
         if v.problem:  # instead of the hosts: what cannot be read matters more
-            t.append(f"\nproblem: {_one(v.problem)}", style="bold red")
+            t.append(f"\nproblem: {one_line(v.problem)}", style="bold red")
         else:
             t.append("\nhosts ", style="bold")
             if v.hosts is not None:
                 wired = [f"{h.host} {h.status}" for h in v.hosts if h.status != "off"]
-                t.append(_one(", ".join(wired) or "none wired here (guard install HOST)"))
-            t.append(("  | " if v.hosts else "") + _one(v.shell))
+                t.append(one_line(", ".join(wired) or "none wired here (guard install HOST)"))
+            t.append(("  | " if v.hosts else "") + one_line(v.shell))
         self.query_one("#header", Static).update(t)
 
     def draw_checklist(self) -> None:
@@ -283,20 +277,24 @@ class CockpitApp(App[None]):
         if not v.checklist:
             widget.update(Text("no checklist yet (update_plan, TodoWrite, ...)", style="dim"))
             widget.border_subtitle = ""
+            widget.border_title = "Checklist"
             return
         t = Text()
-        if v.explanation:
-            t.append(visible(v.explanation) + "\n", style="italic")
+        title = Text("Checklist")
+        if v.explanation:  # in the title: the lane's rows are for the steps
+            title.append(": " + one_line(v.explanation), style="italic")
+        widget.border_title = title
         for n, item in enumerate(v.checklist):
             mark, style = MARKS[item.status]
             if n:
                 t.append("\n")
             t.append(f"{mark} ", style=style)
             finished = item.status is StepStatus.COMPLETED
-            t.append(_one(item.step), style="strike" if finished else style)
+            t.append(one_line(item.step), style="strike" if finished else style)
         widget.update(t)
         done = sum(1 for i in v.checklist if i.status is StepStatus.COMPLETED)
-        widget.border_subtitle = Text(f"{done}/{len(v.checklist)} done · {_one(v.checklist_from)}")
+        source = one_line(v.checklist_from)
+        widget.border_subtitle = Text(f"{done}/{len(v.checklist)} done · {source}")
 
     def draw_pending(self) -> None:
         v = self.source.view
@@ -306,7 +304,7 @@ class CockpitApp(App[None]):
         for n, p in enumerate(v.pending):
             if n:
                 t.append("\n")
-            t.append(_one(p.text), style="bold yellow")
+            t.append(one_line(p.text), style="bold yellow")
             keys = {
                 "plan_exit": "a approve r reject f refine",
                 "request_user_input": "i answer",
@@ -314,7 +312,7 @@ class CockpitApp(App[None]):
             }
             t.append("\n" + keys.get(p.kind, ""), style="bold")
             for q in p.questions:
-                t.append(f"\n  ? {_one(q)}")
+                t.append(f"\n  ? {one_line(q)}")
         if v.mode == "plan" and not any(p.kind == "plan_exit" for p in v.pending):
             t.append("\nplan mode: a approves the plan file when it is ready", style="dim")
         self.query_one("#pending", Static).update(t)
@@ -336,6 +334,7 @@ class CockpitApp(App[None]):
         self._plan_digest_drawn = digest
         self._plan_text_drawn = v.plan_text if from_file else None
         self.refresh_bindings()
+        self.draw_keys()
         lane = self.query_one("#plan", PlanLane)
         if text:
             lane.show_plan(text)
@@ -348,7 +347,7 @@ class CockpitApp(App[None]):
             where = "streaming <proposed_plan>"
         if lane.paged:
             where = f"{v.plan_lines} lines, read to the end to approve · {where}"
-        lane.border_subtitle = Text(_cut(_one(where), 44))
+        lane.border_subtitle = Text(cut(one_line(where), 44))
 
     def _visible(self, a: Activity) -> bool:
         if self.host_filter != "all" and a.host != self.host_filter:
@@ -377,19 +376,33 @@ class CockpitApp(App[None]):
         for a in new:
             style = ACTION_STYLE.get(a.action, "")
             label = "confined" if a.action == "allow_confined" else a.action
+            wide = max(34, self.size.width // 3)
             table.add_row(
-                Text(_one(_at(a.at))),
-                Text(_one(label), style=style),
-                Text(_one(a.host)),
-                Text(_cut(_one(a.summary), 34)),
-                Text(_cut(_one(a.reason), 80)),
+                Text(one_line(at_time(a.at))),
+                Text(one_line(label), style=style),
+                Text(one_line(a.host)),
+                Text(keep_name(self._here(a.summary), wide)),
+                Text(cut(self._here(a.reason), 2 * wide)),
             )
             self._shown.append(a)
         filters = f"decision: {self.decision_filter} · host: {self.host_filter}"
-        table.border_subtitle = Text(_one(f"last {len(self._shown)} · {filters}"))
+        table.border_subtitle = Text(one_line(f"last {len(self._shown)} · {filters}"))
         if following and table.row_count:
             table.move_cursor(row=table.row_count - 1)
         self.draw_detail()
+
+    def _here(self, text: str) -> str:
+        """``text`` on one line, made visible, with the worktree's paths relative to it."""
+        root = self.source.view.worktree.rstrip("/") + "/"
+        return one_line(text.replace(root, ""))
+
+    @on(DataTable.RowSelected)
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        """enter on a line: all of it (the whole reason, rule and effects) in a dialog."""
+        row = event.cursor_row
+        if 0 <= row < len(self._shown):
+            whole = Text(visible(self._shown[row].explain()))
+            self.push_screen(Confirm("The whole line (y or n closes):", whole))
 
     def draw_detail(self) -> None:
         table: DataTable[Text] = self.query_one("#activity", DataTable)
@@ -413,6 +426,7 @@ class CockpitApp(App[None]):
             said = getattr(self.source, action)(*args)
         except PlanChanged as exc:
             self.say(str(exc), severity="error")
+            self.source.refresh()  # the plan as it is now, for the diff
             self.draw(full=True)
             self._show_change()
             return
@@ -466,7 +480,7 @@ class CockpitApp(App[None]):
                      " press o to read it in $PAGER, before approving it", "warning")  # fmt: skip
             return
         title = v.title or (v.plan_path or "plan").rsplit("/", 1)[-1]
-        question = f"Approve plan {_one(title)} ({v.plan_lines} lines, digest {digest[:12]})?"
+        question = f"Approve plan {one_line(title)} ({v.plan_lines} lines, digest {digest[:12]})?"
         before, self._plan_before = self._plan_before, None
         detail = None
         if before is not None:
@@ -532,7 +546,7 @@ class CockpitApp(App[None]):
             if answers is not None:
                 self._do("answer_questions", answers)
 
-        self.push_screen(Questions(asked[-1].questions), done)
+        self.push_screen(Questions(asked[-1].questions, asked[-1].options), done)
 
     def action_plan(self) -> None:
         def done(title: str | None) -> None:
@@ -556,8 +570,8 @@ class CockpitApp(App[None]):
         elif v.plan_approved:
             state = "its plan was approved; it is in build mode"
         else:
-            state = f"{_one(v.mode)} mode"
-        self.push_screen(Confirm(f"End session {_one(v.session_id)}? ({state})"), done)
+            state = f"{one_line(v.mode)} mode"
+        self.push_screen(Confirm(f"End session {one_line(v.session_id)}? ({state})"), done)
 
     def action_switch(self) -> None:
         def done(sid: str | None) -> None:

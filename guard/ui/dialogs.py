@@ -68,21 +68,43 @@ class Prompt(ModalScreen[str | None]):
 
 
 class Questions(ModalScreen[list[str] | None]):
-    """One answer per question of the model's request_user_input."""
+    """One answer per question of the model's request_user_input: the model's options are
+    listed, numbered; a number picks that option, any other text is the answer as typed."""
 
     AUTO_FOCUS = "Input"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, questions: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        questions: tuple[str, ...],
+        options: tuple[tuple[tuple[str, str], ...], ...] = (),
+    ) -> None:
         super().__init__()
         self.questions = questions
+        self.options = options
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog"):
             for n, q in enumerate(self.questions):
-                yield Label(Text(f"{n + 1}. {visible(q)}"))
-                yield Input(id=f"answer-{n}")
+                yield Label(Text(f"{n + 1}. {visible(q)}", style="bold"))
+                for k, (label, about) in enumerate(self._options(n)):
+                    shown = f"   {k + 1}) {visible(label, lines=False)}"
+                    if about:
+                        shown += f" — {visible(about, lines=False)}"
+                    yield Label(Text(shown))
+                yield Input(id=f"answer-{n}", placeholder="an option's number, or your answer")
             yield Label("enter: next / send   escape: cancel", classes="hint")
+
+    def _options(self, n: int) -> tuple[tuple[str, str], ...]:
+        return self.options[n] if n < len(self.options) else ()
+
+    def answer(self, n: int, typed: str) -> str:
+        """The option ``typed`` names by number, else ``typed`` itself."""
+        options = self._options(n)
+        words = typed.strip()
+        if words.isdigit() and 1 <= int(words) <= len(options):
+            return options[int(words) - 1][0]
+        return typed
 
     @on(Input.Submitted)
     def _next(self, event: Input.Submitted) -> None:
@@ -91,7 +113,7 @@ class Questions(ModalScreen[list[str] | None]):
         if at + 1 < len(inputs):
             inputs[at + 1].focus()
             return
-        self.dismiss([i.value for i in inputs])
+        self.dismiss([self.answer(n, i.value) for n, i in enumerate(inputs)])
 
     def action_cancel(self) -> None:
         self.dismiss(None)

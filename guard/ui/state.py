@@ -21,6 +21,7 @@ import stat
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -67,6 +68,8 @@ class Pending:
     at: str
     text: str
     questions: tuple[str, ...] = ()
+    #: per question, the model's options (label, description), numbered from 1 on screen
+    options: tuple[tuple[tuple[str, str], ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +200,15 @@ class Tail:
                 for raw in data[:cut].split(b"\n"):
                     if raw.strip():
                         yield raw
+
+
+def _option(option: dict[str, Any]) -> tuple[str, str]:
+    """One of the model's options: its label (the answer) and description."""
+    return str(option.get("label", "?")), str(option.get("description") or "")
+
+
+def _hour_ago() -> str:
+    return (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _read_bounded(path: str) -> tuple[str, bytes | None, int, bool]:
@@ -356,7 +368,9 @@ class Cockpit:
             self._stream = []
             v.plan_streaming = False
             v.checklist, v.explanation, v.checklist_from = [], None, ""
-            self._since = chosen.created_at if chosen else "9999"
+            # no session: the hooks may still be refusing calls in a host's own plan mode;
+            # the last hour of the project's audit log shows them
+            self._since = chosen.created_at if chosen else _hour_ago()
             self._plan_stamp = None
         self.session = chosen
         self._describe_agent()
@@ -377,8 +391,13 @@ class Cockpit:
     @staticmethod
     def _pending(kind: str, at: str, detail: dict[str, Any]) -> Pending:
         if kind == "request_user_input":
-            qs = tuple(str(q.get("question", "?")) for q in detail.get("questions", []))
-            return Pending(kind, at, f"{len(qs)} question(s) from the model", qs)
+            asked = [q for q in detail.get("questions", []) if isinstance(q, dict)]
+            qs = tuple(str(q.get("question", "?")) for q in asked)
+            options = tuple(
+                tuple(_option(o) for o in q.get("options") or () if isinstance(o, dict))
+                for q in asked
+            )
+            return Pending(kind, at, f"{len(qs)} question(s) from the model", qs, options)
         if kind == "plan_exit":
             via = detail.get("via") or "plan_exit"
             return Pending(kind, at, f"plan exit ({via})")

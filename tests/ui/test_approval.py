@@ -68,8 +68,8 @@ def test_approval_given_to_the_plan_shown_is_refused_after_a_swap(repo: Path) ->
         _swap_keeping_size_and_mtime(path, PLAN_B)
         await pilot.press("y")
         await notified(pilot, app, "changed while the user was reviewing it")
-        diff = await shows(pilot, app, "was NOT approved")
-        assert "+1. delete tests/ and force-push" in diff
+        await shows(pilot, app, "was NOT approved")
+        diff = await shows(pilot, app, "+1. delete tests/ and force-push")
         assert "-1. add a cache to `load_config`" in diff
         assert Session.load(session.id, repo).mode is Mode.PLAN
         await pilot.press("n")
@@ -95,8 +95,8 @@ def test_a_plan_changed_while_on_screen_is_diffed_in_the_approve_question(repo: 
         _swap_keeping_size_and_mtime(Path(session.plan_path or ""), PLAN_B)
         await shows(pilot, app, "delete tests/ and force-push")
         await pilot.press("a")
-        screen = await shows(pilot, app, "changed since it was first shown")
-        assert "+1. delete tests/ and force-push" in screen
+        await shows(pilot, app, "changed since it was first shown")
+        await shows(pilot, app, "+1. delete tests/ and force-push")
         await pilot.press("n")
 
     drive(cockpit(repo), steps)

@@ -129,12 +129,14 @@ def test_activity_filters_by_decision_and_host(repo: Path) -> None:
     async def steps(pilot: Pilot[None], app: CockpitApp) -> None:
         hook(repo, claude_write(repo, "src/app.py"))
         await shows(pilot, app, "deny")
-        await pilot.press("d")  # allow
-        await until(pilot, lambda: "decision: allow" in screen_text(app), "the allow filter")
-        assert " deny " not in screen_text(app).split("Activity", 1)[1]
-        await pilot.press("d", "d")  # ask, deny
+        await pilot.press("d")  # deny first: the refusals are what a user looks for
         await until(pilot, lambda: "decision: deny" in screen_text(app), "the deny filter")
         assert "last 1 ·" in screen_text(app)
+        await pilot.press("d", "d")  # ask, allow
+        await until(pilot, lambda: "decision: allow" in screen_text(app), "the allow filter")
+        assert " deny " not in screen_text(app).split("Activity", 1)[1]
+        await pilot.press("d", "d", "d", "d", "d")  # confined, violation, plan, all, deny
+        await until(pilot, lambda: "decision: deny" in screen_text(app), "the deny filter")
         await pilot.press("h")
         await until(pilot, lambda: "host: claude-code" in screen_text(app), "the host filter")
         assert "last 1 ·" in screen_text(app)

@@ -1,4 +1,4 @@
-"""SVG snapshots of the cockpit's main screens at 80x24, and NO_COLOR.
+"""SVG snapshots of the cockpit's main screens at 80x24 and 180x45, and NO_COLOR.
 
 The state is fixed here (a View built by hand) so that the pictures do not change with
 paths, ids or clocks; tests/ui/test_cockpit.py drives the same app over real state.
@@ -129,6 +129,15 @@ def app_for(view: View) -> CockpitApp:
 
 def test_plan_waits_for_approval(snap_compare: Any) -> None:
     assert snap_compare(app_for(planning_view()), terminal_size=(80, 24))
+
+
+def test_plan_waits_for_approval_wide(snap_compare: Any) -> None:
+    """At 180x45 the activity lane gets a third of the screen, the plan lane the rest."""
+    assert snap_compare(app_for(planning_view()), terminal_size=(180, 45))
+
+
+def test_approve_asks_with_title_lines_and_digest(snap_compare: Any) -> None:
+    assert snap_compare(app_for(planning_view()), press=["a"], terminal_size=(80, 24))
 
 
 def test_help_screen(snap_compare: Any) -> None:
