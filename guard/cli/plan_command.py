@@ -409,7 +409,7 @@ def plan_answer(
 ) -> None:
     """Answer the model's pending request_user_input questions.
 
-    The answers reach the model on its next planning tool call.
+    The answers reach the model on its next tool call or prompt.
 
     Example: guard plan answer "SQLite" "keep the old API"
     """

@@ -1,17 +1,19 @@
 """The cockpit's screens, drawn with Textual from a :class:`guard.ui.state.Source`.
 
-Layout (fits 80x24)::
+Layout (fits 80x24; the activity lane takes a third of the screen)::
 
     header     worktree, session, mode, the hooks' agent and why, hosts, shell
-    checklist  | plan document (markdown; the file, or the streamed <proposed_plan>)
-    pending    |
+    checklist  | plan document (markdown a page at a time; the file, or the streamed
+    pending    | <proposed_plan>)
     activity   decisions, violations, plan events (filter: d decision, h host)
-    detail     the selected line: reason, rule, effects
-    footer     keys
+    detail     the selected line: reason, rule, effects (enter: all of it)
+    keys       two lines, always on screen
 
-Keys: a approve, r reject, f refine, i answer questions, p start plan mode,
-e end the session, s switch session, d/h filters, ? help, q quit. The state is
-polled (a ``stat`` per file) every :data:`POLL` seconds; no network port is opened.
+Keys: a approve (asks, binds to the digest of the plan on screen), r reject, f refine,
+i answer questions, o the plan in $PAGER, p start plan mode, e end the session, s switch
+session, d/h filters, ? help, q quit. The state is polled (the plan file re-read by
+content) every :data:`POLL` seconds; no network port is opened. Agent text is drawn as
+text (:func:`guard.plaintext.visible`), never as markup.
 """
 
 from __future__ import annotations

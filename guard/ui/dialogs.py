@@ -23,7 +23,9 @@ HELP = """\
 guard ui: the plan-mode cockpit (the same state as the guard CLI)
 
 Pending
-  a   approve the plan (guard plan exit --approve), or accept plan mode
+  a   approve the plan on screen (asks; guard plan exit --approve --digest), or
+      accept plan mode; a long plan is approved once scrolled to its end
+  o   read the whole plan in $PAGER
   r   reject the plan, with a reason (guard plan exit --reject REASON)
   f   ask for a refinement, with a note (guard plan exit --refine NOTE)
   i   answer the model's questions (guard plan answer ...)
@@ -34,9 +36,10 @@ Session
   s   switch to another session of this worktree
 
 Activity
-  d   filter by decision: all allow ask deny confined violation plan
+  d   filter by decision: all deny ask allow confined violation plan
   h   filter by host
   up/down  select a line: its reason, rule and effects show below it
+  enter    the whole line in a dialog
 
   ?   this help      q   quit      escape  close a dialog
 """
