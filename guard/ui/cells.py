@@ -9,6 +9,9 @@ from rich.text import Text
 
 from guard.plaintext import visible
 
+#: Characters of two plans above which the cockpit does not diff them (difflib is slow).
+MAX_DIFF = 512 * 1024
+
 
 def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -29,6 +32,8 @@ def one_line(text: str | None) -> str:
 
 def plan_diff(before: str, after: str, limit: int = 400) -> Text:
     """What changed in the plan, as a unified diff (agent text made visible, no markup)."""
+    if len(before) + len(after) > MAX_DIFF:
+        return Text("(too large to diff here: o shows the plan as it is now in $PAGER)")
     lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), "shown",
                                       "now", lineterm="", n=1))  # fmt: skip
     t = Text()
