@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.effects import GuardError
+from guard.plaintext import visible
 
 
 def read_json_input(text: str, option: str = "--input") -> Any:
@@ -40,19 +41,10 @@ def read_json_input(text: str, option: str = "--input") -> Any:
         ) from None
 
 
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
 def printable(text: str) -> str:
-    """``text`` with control characters escaped, so one value never spans two lines."""
-    if text.isprintable():
-        return text
-    return "".join(
-        _ESCAPES.get(c, f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-        if not c.isprintable() and c != " "
-        else c
-        for c in text
-    )
+    """``text`` with control and invisible characters escaped, so one value never spans two
+    lines (:func:`guard.plaintext.visible`, line feeds included)."""
+    return visible(text, lines=False)
 
 
 def control_chars(text: str) -> str | None:

@@ -30,13 +30,15 @@ from guard.cli.planning import (
 )
 from guard.effects import GuardError
 from guard.paths import Roots
+from guard.plaintext import visible
 from guard.planning import event_bus as ev
-from guard.planning.answer import Choice, answer_exit, answer_questions
-from guard.planning.artifact import read_plan
+from guard.planning.answer import Choice, answer_exit, answer_questions, current_plan
+from guard.planning.artifact import plan_digest, plan_text, read_plan, read_plan_bytes
 from guard.planning.current import describe_current_agent
 from guard.planning.render import plan_panel
 from guard.planning.runtime import list_plans
 from guard.planning.session import Mode, Session, sessions_dir
+from guard.planning.todos import shown_checklist
 
 Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason
 
@@ -145,13 +147,16 @@ def plan_status(
         return
     session = resolve_session(cwd, session_id)
     current = describe_current_agent(cwd)
-    plan = None
+    plan: str | None = None
+    shown = None
     if session.plan_path:
         try:
             plan = read_plan(session)
+            shown = current_plan(session)
         except GuardError as exc:
             plan = f"(unreadable: {exc})"
     recent = _recent_decisions(session, cwd)
+    items, explanation, source = shown_checklist(session)
     if as_json:
         print_data(
             {
@@ -159,7 +164,11 @@ def plan_status(
                 "agent": current.agent,
                 "why": current.reason,
                 "plan_exists": plan is not None,
-                "checklist": [i.model_dump(mode="json") for i in session.checklist],
+                "plan_sha256": shown.digest if shown else None,
+                "plan_lines": shown.lines if shown else None,
+                "checklist": [i.model_dump(mode="json") for i in items],
+                "checklist_explanation": explanation,
+                "checklist_from": source,
                 "exits": [d.model_dump(mode="json") for d in session.decisions[-5:]],
                 "decisions": [
                     {"at": at, "action": action, "agent": agent, "tool": tool, "reason": why}
@@ -168,30 +177,36 @@ def plan_status(
             }
         )
         return
-    out = sys.stdout
-    out.write(f"session   {session.id} ({session.status}, owner ")
-    out.write(f"{session.owner.describe() if session.owner else 'user'})\n")
-    out.write(f"mode      {session.mode.value}\n")
-    out.write(f"hooks     {current.line()}\n")
+    lines: list[str] = [
+        f"session   {session.id} ({session.status}, owner"
+        f" {session.owner.describe() if session.owner else 'user'})",
+        f"mode      {session.mode.value}",
+        f"hooks     {current.line()}",
+    ]
     if session.plan_path:
         state = "missing: not written yet" if plan is None else f"{len(plan)} characters"
-        out.write(f"plan file {session.plan_path} ({state})\n")
+        if shown is not None:
+            state = f"{shown.lines} lines, digest {shown.digest}"
+        lines.append(f"plan file {session.plan_path} ({state})")
     else:
-        out.write("plan file none (the session never entered plan mode)\n")
-    for p in session.pending:
-        out.write(f"waiting   {p.kind} since {p.at}\n")
-    if session.checklist:
-        out.write("checklist\n")
-        for item in session.checklist:
-            out.write(f"  [{item.status.value}] {item.step}\n")
-    for d in session.decisions[-3:]:
-        out.write(f"exit      {d.at} {d.decision} by {d.by}: {d.text or '-'}\n")
+        lines.append("plan file none (the session never entered plan mode)")
+    lines += [f"waiting   {p.kind} since {p.at}" for p in session.pending]
+    if items:
+        lines.append(f"checklist ({source})" + (f": {explanation}" if explanation else ""))
+        lines += [f"  [{item.status.value}] {item.step}" for item in items]
+    lines += [
+        f"exit      {d.at} {d.decision} by {d.by}: {d.text or '-'}"
+        for d in session.decisions[-3:]
+    ]
     if recent:
-        out.write("last decisions\n")
-        for at, action, agent, tool, why in recent:
-            out.write(f"  {at} {action.upper():5} {agent} {tool}: {why}\n")
+        lines.append("last decisions")
+        lines += [
+            f"  {at} {action.upper():5} {agent} {tool}: {why}"
+            for at, action, agent, tool, why in recent
+        ]
     if session.mode is Mode.PLAN:
-        out.write(f"approve:  guard plan exit --approve --session {session.id}\n")
+        lines.append(f"approve:  guard plan exit --approve --session {session.id}")
+    sys.stdout.write("".join(visible(line, lines=False) + "\n" for line in lines))
 
 
 @plan_app.command("path")
@@ -213,14 +228,29 @@ def plan_show(
     ] = None,
     session_id: SessionOpt = None,
     cwd: CwdOpt = Path("."),
-    raw: Annotated[bool, typer.Option("--raw", help="Print the markdown as is.")] = False,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw",
+            help="Print the markdown as is (on a terminal, control characters made visible).",
+        ),
+    ] = False,
 ) -> None:
-    """Render a plan document (the session's, or FILE)."""
+    """Render a plan document (the session's, or FILE), with its digest.
+
+    Everything markdown would hide is shown and marked: HTML blocks and comments,
+    link reference definitions, link targets; control, zero-width and bidi
+    characters appear as escapes (\\x1b, \\u202e). The digest is what
+    `guard plan exit --approve --digest` approves.
+    """
+    digest: str | None = None
     if file is not None:
         try:
-            text: str | None = file.read_text(encoding="utf-8")
+            data = file.read_bytes()
         except OSError as exc:
             raise GuardError(f"cannot read {file}: {exc.strerror}") from None
+        text: str | None = plan_text(data)
+        digest = plan_digest(data)
         where: str | None = str(file)
     else:
         if session_id is None and cwd.is_dir() and no_session(cwd):
@@ -230,16 +260,24 @@ def plan_show(
             )
             return
         session = resolve_session(cwd, session_id)
-        text, where = read_plan(session), session.plan_path
+        data_or_none = read_plan_bytes(session)
+        where = session.plan_path
+        text = None if data_or_none is None else plan_text(data_or_none)
+        digest = None if data_or_none is None else plan_digest(data_or_none)
         if text is None:
             raise GuardError(
                 f"the plan file of session {session.id} does not exist yet"
                 + (f": {where}" if where else " (the session never entered plan mode)")
             )
     if raw:
-        sys.stdout.write(text or "")
+        sys.stdout.write(visible(text or "") if sys.stdout.isatty() else text or "")
         return
     session_console().print(plan_panel(text, where))
+    if digest is not None and text is not None:
+        lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        sys.stdout.write(
+            f"digest {digest} ({lines} lines): what `guard plan exit --approve --digest` takes\n"
+        )
 
 
 @plan_app.command("list")
@@ -267,35 +305,71 @@ def plan_exit_command(
     refine: Annotated[
         str | None, typer.Option("--refine", metavar="NOTE", help="Ask for changes; stay in plan.")
     ] = None,
+    digest: Annotated[
+        str | None,
+        typer.Option(
+            "--digest",
+            metavar="SHA256",
+            help="With --approve: approve only the plan whose bytes have this SHA-256 (the"
+            " digest `guard plan status` and `guard plan show` print).",
+        ),
+    ] = None,
     session_id: SessionOpt = None,
     cwd: CwdOpt = Path("."),
 ) -> None:
     """Answer a plan exit: --approve, --reject REASON or --refine NOTE (exactly one).
 
-    Approval is refused while the plan file is missing or empty. The answer is
-    recorded and handed to the model on its next planning tool call.
+    Approval is refused while the plan file is missing or empty, and binds to the
+    plan's digest (SHA-256 of its bytes): --digest approves that text only (a plan
+    changed since is refused); without it a terminal asks "Approve plan TITLE
+    (N lines, digest ...)? y/n" first, and a script approves the plan as it is now
+    and is told its digest. The answer is recorded and reaches the model on its
+    next tool call or prompt.
 
     Examples:
 
       guard plan exit --approve
+
+      guard plan exit --approve --digest "$(guard plan status --json | jq -r .plan_sha256)"
 
       guard plan exit --refine "also cover the migration" --session ID
     """
     chosen = [x for x in (approve or None, reject, refine) if x is not None]
     if len(chosen) != 1:
         raise GuardError("give exactly one of --approve, --reject REASON, --refine NOTE")
+    if digest is not None and not approve:
+        raise GuardError("--digest goes with --approve: it names the plan text you approve")
     if reject is not None and not reject.strip():
         raise GuardError("--reject needs a reason the model can act on")
     if refine is not None and not refine.strip():
         raise GuardError("--refine needs a note saying what to change")
     session = resolve_session(cwd, session_id)
     choice: Choice = "approve" if approve else "reject" if reject is not None else "refine"
-    answered = answer_exit(session, choice, reject or refine or "")
+    if approve and digest is None:
+        digest = _ask_approval(session)
+    answered = answer_exit(session, choice, reject or refine or "", digest=digest)
     outcome, said = answered.outcome, answered.said
-    sys.stdout.write(f"{session.id}: {outcome.mode.value}: {said}\n")
-    sys.stdout.write("  the model is told on its next planning tool call\n")
+    sys.stdout.write(f"{session.id}: {outcome.mode.value}: {visible(said)}\n")
+    sys.stdout.write("  the model is told on its next tool call or prompt\n")
     if outcome.ok:
         say_hooks_now(cwd)
+
+
+def _ask_approval(session: Session) -> str | None:
+    """The digest of the plan as it is now; on a terminal, only once the user said yes."""
+    shown = current_plan(session)
+    if shown is None:
+        return None  # answer_exit refuses, naming the missing or empty file
+    question = visible(shown.question(), lines=False)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        sys.stdout.write(f"approving plan {visible(shown.title, lines=False)}"
+                         f" ({shown.lines} lines, digest {shown.digest})\n")  # fmt: skip
+        return shown.digest
+    sys.stdout.write(f"{question} [y/N] ")
+    sys.stdout.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise GuardError("not approved (answer y to approve); the session stays in plan mode")
+    return shown.digest
 
 
 def _resume(session_id: str | None, cwd: Path) -> None:
@@ -335,7 +409,7 @@ def plan_answer(
 ) -> None:
     """Answer the model's pending request_user_input questions.
 
-    The answers reach the model on its next planning tool call.
+    The answers reach the model on its next tool call or prompt.
 
     Example: guard plan answer "SQLite" "keep the old API"
     """

@@ -18,12 +18,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from guard.audit.logfile import default_log_path
 from guard.cli._base import with_schema
 from guard.cli._typer import console
 from guard.effects import GuardError
 from guard.paths import Roots
+from guard.plaintext import visible
 from guard.planning import event_bus as ev
 from guard.planning.artifact import read_plan
 from guard.planning.binding import worktrees_of
@@ -252,10 +254,10 @@ def session_list(cwd: CwdOpt = Path("."), as_json: JsonOpt = False) -> None:
         style = "bold magenta" if s.mode is Mode.PLAN else "bold cyan"
         mark = "*" if s.id == deciding else " "
         owner = s.owner.describe() if s.owner else "user"
+        tail = visible(f"{s.status:8}  owner {owner}  started {s.created_at}  {s.plan_path or ''}",
+                       lines=False)  # fmt: skip
         console.print(
-            f"{mark} {s.id}  [{style}]{s.mode.value:5}[/]  {s.status:8}  owner {owner}"
-            f"  started {s.created_at}  {s.plan_path or ''}",
-            markup=True,
+            f"{mark} {escape(s.id)}  [{style}]{s.mode.value:5}[/]  {escape(tail)}", markup=True
         )
 
 
@@ -394,9 +396,8 @@ def events_command(
                     at = item.get("ts") or item.get("timestamp", "")
                     tool = item.get("tool_name") or item.get("path") or "-"
                     who = item.get("host", item.get("source", "-"))
-                    sys.stdout.write(
-                        f"{at} audit {str(what).upper()} {who} {tool}: {item.get('reason', '')}\n"
-                    )
+                    line = f"{at} audit {str(what).upper()} {who} {tool}: {item.get('reason', '')}"
+                    sys.stdout.write(visible(line, lines=False) + "\n")
                 sys.stdout.flush()
             elif as_json:
                 sys.stdout.write(json.dumps(with_schema(item.model_dump(mode="json"))) + "\n")

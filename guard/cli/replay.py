@@ -21,6 +21,7 @@ from guard.cli._io import printable
 from guard.cli._typer import console
 from guard.cli.options import AgentOpt, PolicyOpt
 from guard.effects import GuardError
+from guard.plaintext import visible
 from guard.replay.engine import check_host, transcripts
 from guard.replay.engine import replay as run
 from guard.replay.output import Summary, sarif, short, write_html, write_json
@@ -184,9 +185,9 @@ def _table(results: Iterable[ReplayResult], out: IO[str]) -> Summary:
     note = s.missing_note()
     if con is not None:
         if note is not None:
-            con.print("\n[bold yellow]" + escape(lines[0]) + "[/]")
+            con.print("\n[bold yellow]" + escape(visible(lines[0])) + "[/]")
             lines = lines[1:]
-        con.print("\n" + escape("\n".join(lines)))
+        con.print("\n" + escape(visible("\n".join(lines))))
     else:
-        out.write("\n" + "\n".join(lines) + "\n")
+        out.write("\n" + visible("\n".join(lines)) + "\n")
     return s

@@ -9,6 +9,7 @@ import html
 from typing import IO, Any
 
 from guard.fleet.report import DECISIONS, FleetReport, _nest
+from guard.plaintext import visible
 
 
 def _short(digest: str | None) -> str:
@@ -43,7 +44,7 @@ def to_table(rep: FleetReport) -> str:
               f"hooks skipped (monitor violations): {', '.join(rep.skipped()) or 'none'}",
               f"confinement unavailable: {', '.join(rep.unconfined_hosts()) or 'none'}"]
     lines += _verification_lines(rep)
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines)) + "\n"  # machine and agent names come from the logs
 
 
 def _verification_lines(rep: FleetReport) -> list[str]:

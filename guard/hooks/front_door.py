@@ -140,7 +140,8 @@ def _decide(
 
         if post:
             _capture_checklist(host, call.name, call.input, call.cwd or here)
-            return adapter.post_answer(missed.after_tool(gate, adapter, hook, payload))
+            told = missed.after_tool(gate, adapter, hook, payload)
+            return adapter.post_answer(_with_notes(told, call))
         context["input_sha256"] = decided.input_digest(call.input)
         held, notice = missed.before_tool(gate, adapter, hook, payload, context)
         if held is not None:
@@ -154,9 +155,19 @@ def _decide(
             return HookAnswer.block(PREFIX + verdict.reason)
         if notice:
             verdict = dataclasses.replace(verdict, reason=f"{notice} {verdict.reason}")
+        if adapter.answered(verdict, hook) == "deny":  # the refusal reaches the model
+            verdict = dataclasses.replace(verdict, reason=_with_notes(verdict.reason, call) or "")
         return adapter.answer(verdict, hook)
     except BaseException as exc:
         return _refuse(exc, gate, context, cwd)
+
+
+def _with_notes(text: str | None, call: Any) -> str | None:
+    """``text`` and the user's words waiting for the model (a reject reason, a refine note:
+    guard.planning.notes), taken once."""
+    from guard.planning.notes import take_notes, with_notes
+
+    return with_notes(text, take_notes(call))
 
 
 def _capture_checklist(host: str, tool: str, tool_input: Any, cwd: str) -> None:

@@ -29,6 +29,7 @@ from guard.effects import Action, Decision, Effect, EffectKind, GuardError, Tool
 from guard.gate import Gate
 from guard.hooks.adapter import OUR_COMMAND
 from guard.lint.corpus import CORPUS, Operation
+from guard.plaintext import visible
 from guard.replay.engine import replay, transcripts
 from guard.replay.output import Summary
 from guard.setup.doctor import host_checks, namespaces_check
@@ -454,7 +455,7 @@ def to_markdown(review: Review) -> str:
     ]
     if review.replayed is not None:
         lines += _replay_lines(review.replayed)
-    return "\n".join([*lines, ""])
+    return visible("\n".join([*lines, ""]))  # transcripts and paths are shown, never acted on
 
 
 def _cell(text: str) -> str:

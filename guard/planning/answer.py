@@ -8,15 +8,52 @@ message saying what to do when the answer cannot be taken.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
 from guard.effects import GuardError
 from guard.planning._vocabulary import Mode
+from guard.planning.artifact import plan_digest, plan_text, read_plan_bytes
 from guard.planning.handshake import Outcome, UserDecision, plan_exit
 from guard.planning.session import Session
 
 Choice = Literal["approve", "reject", "refine"]
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class PlanChanged(GuardError):
+    """An approval refused because the plan file is no longer the text the user was shown."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShownPlan:
+    """The plan as it is now, in the words of the approval question."""
+
+    title: str
+    lines: int
+    digest: str
+    path: str
+
+    def question(self) -> str:
+        """``Approve plan TITLE (N lines, digest …)?``: what the user says yes to."""
+        return f"Approve plan {self.title} ({self.lines} lines, digest {self.digest[:12]})?"
+
+
+def current_plan(session: Session) -> ShownPlan | None:
+    """The session's plan file now (None when it is missing or empty): what an approval covers."""
+    data = read_plan_bytes(session)
+    if data is None or not plan_text(data).strip():
+        return None
+    title = session.title or (session.plan_path or "plan").rsplit("/", 1)[-1]
+    return ShownPlan(title, count_lines(data), plan_digest(data), session.plan_path or "")
+
+
+def count_lines(data: bytes) -> int:
+    """Lines of a plan as an editor counts them (a last line without a newline counts)."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +64,21 @@ class ExitAnswered:
     said: str
 
 
-def answer_exit(session: Session, choice: Choice, text: str = "") -> ExitAnswered:
+def answer_exit(
+    session: Session, choice: Choice, text: str = "", *, digest: str | None = None
+) -> ExitAnswered:
     """Approve, reject (``text`` is the reason) or refine (``text`` is the note) the plan.
 
-    Approval is refused while the plan file is missing or empty; the answer is
-    recorded and handed to the model on its next planning tool call.
+    Approval is refused while the plan file is missing or empty, and, with ``digest`` (the
+    :func:`~guard.planning.artifact.plan_digest` of the plan the user was shown), when the
+    file's bytes are not that plan any more (:class:`PlanChanged`). The answer is recorded
+    and handed to the model on its next tool call or prompt, whichever host it runs in.
     """
+    if digest is not None and not _HEX64.fullmatch(digest):
+        raise GuardError(
+            f"--digest {digest!r}: give the whole SHA-256 (64 lowercase hex digits) that"
+            " `guard plan exit --approve` or `guard plan status` printed"
+        )
     words = text.strip()
     if choice == "reject" and not words:
         raise GuardError("a rejection needs a reason the model can act on")
@@ -42,7 +88,7 @@ def answer_exit(session: Session, choice: Choice, text: str = "") -> ExitAnswere
     if session.mode is not Mode.PLAN:
         raise GuardError(f"session {session.id} is not in plan mode; there is no plan to exit")
     decision = (
-        UserDecision.approve()
+        UserDecision.approve(digest=digest)
         if choice == "approve"
         else UserDecision.reject(words)
         if choice == "reject"
@@ -50,10 +96,11 @@ def answer_exit(session: Session, choice: Choice, text: str = "") -> ExitAnswere
     )
     outcome = plan_exit(session, decision, notify_model=True)
     if not outcome.ok and choice == "approve":
-        raise GuardError(outcome.text)
+        raise (PlanChanged if outcome.stale else GuardError)(outcome.text)
     plan = session.plan_path or "the plan file"
     if choice == "approve":
-        said = f"plan approved ({plan}); the session is in build mode now"
+        approved = session.refresh().decisions[-1].plan_sha256 or "?"
+        said = f"plan approved ({plan}, digest {approved}); the session is in build mode now"
     elif choice == "reject":
         said = f"plan rejected ({words}); still in plan mode, the model reworks {plan}"
     else:

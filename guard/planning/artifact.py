@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import stat
@@ -110,14 +111,48 @@ def read_plan(session: PlanHolder) -> str | None:
     try:
         return read_nofollow(Path(session.plan_path))
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        raise _unreadable(session, exc) from None
+
+
+def plan_digest(data: bytes) -> str:
+    """The digest an approval binds to: SHA-256 (hex) of the plan file's exact bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def plan_text(data: bytes) -> str:
+    """How the plan's bytes are shown: UTF-8 (undecodable bytes as U+FFFD), line ends kept, so
+    a carriage return is seen (and made visible) rather than folded away."""
+    return data.decode("utf-8", errors="replace")
+
+
+def read_plan_bytes(session: PlanHolder) -> bytes | None:
+    """The plan file's exact bytes (None when it does not exist yet). Never follows a link."""
+    if not session.plan_path:
+        return None
+    try:
+        fd = os.open(
+            session.plan_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        )
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _unreadable(session, exc) from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ArtifactError(
-                f"the plan file {session.plan_path} is a symlink; plan files must be regular"
-                " files (remove the link and write the plan there)"
-            ) from None
-        raise ArtifactError(
-            f"cannot read the plan file {session.plan_path}: {exc.strerror}"
-        ) from None
+                f"the plan file {session.plan_path} is not a regular file; remove it and write"
+                " the plan there"
+            )
+        return handle.read()
+
+
+def _unreadable(session: PlanHolder, exc: OSError) -> ArtifactError:
+    if exc.errno == errno.ELOOP:
+        return ArtifactError(
+            f"the plan file {session.plan_path} is a symlink; plan files must be regular"
+            " files (remove the link and write the plan there)"
+        )
+    return ArtifactError(f"cannot read the plan file {session.plan_path}: {exc.strerror}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,14 +15,18 @@ Each returns an :class:`Outcome` whose ``text`` is meant for the model.
 from __future__ import annotations
 
 import enum
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import guard.planning.event_bus as events
 from guard.planning._vocabulary import Mode, utc_now
-from guard.planning.artifact import ArtifactError, read_plan
+from guard.planning.artifact import (
+    ArtifactError,
+    plan_digest,
+    plan_text,
+    read_plan_bytes,
+)
 from guard.planning.checklist import (
     RequestUserInputArgs,
     UpdatePlanArgs,
@@ -50,10 +54,13 @@ class UserDecision:
 
     choice: ExitChoice
     text: str = ""
+    #: For approve: the digest (:func:`guard.planning.artifact.plan_digest`) of the plan
+    #: the user was shown; a plan file whose bytes differ now is not approved.
+    digest: str | None = None
 
     @classmethod
-    def approve(cls, text: str = "") -> UserDecision:
-        return cls(ExitChoice.APPROVE, text)
+    def approve(cls, text: str = "", digest: str | None = None) -> UserDecision:
+        return cls(ExitChoice.APPROVE, text, digest)
 
     @classmethod
     def reject(cls, reason: str) -> UserDecision:
@@ -88,6 +95,8 @@ class Outcome:
     mode: Mode
     pending: bool = False
     answers: list[str] = field(default_factory=list)
+    #: The approval was refused because the plan file is not the one the user was shown.
+    stale: bool = False
 
 
 AskEnter = Callable[[EnterRequest], bool]
@@ -176,9 +185,10 @@ def plan_exit(
     plan_path = session.plan_path or ""
     problem: str | None = None
     try:
-        plan = read_plan(session)
+        data = read_plan_bytes(session)
     except ArtifactError as exc:
-        plan, problem = None, str(exc)
+        data, problem = None, str(exc)
+    plan = None if data is None else plan_text(data)
     users_words = isinstance(decision, UserDecision) and decision.choice is not ExitChoice.APPROVE
     if not users_words and (plan is None or not plan.strip()):
         what = "does not exist" if plan is None else "is empty"
@@ -223,8 +233,9 @@ def plan_exit(
                 f"The plan exit got no valid decision ({decision!r}); you are still in plan mode."
             )
             return Outcome(text, False, Mode.PLAN)
-    seen = request.plan if asked else None
-    return _apply(session, decision, plan_path, notify_model, seen)
+    if asked and decision.choice is ExitChoice.APPROVE and decision.digest is None:
+        decision = UserDecision.approve(decision.text, plan_digest(data or b""))
+    return _apply(session, decision, plan_path, notify_model)
 
 
 def _apply(
@@ -232,30 +243,31 @@ def _apply(
     decision: UserDecision,
     plan_path: str,
     notify: bool,
-    seen_plan: str | None,
 ) -> Outcome:
     """Record the user's decision and, for approve, switch to build in the same transaction."""
     words = decision.text.strip()
     if decision.choice is ExitChoice.APPROVE:
         try:
-            current = read_plan(session)
+            data = read_plan_bytes(session)
         except ArtifactError as exc:
-            current, problem = None, str(exc)
+            data, problem = None, str(exc)
         else:
             problem = f"the plan file {plan_path} is missing or empty"
-        if current is None or not current.strip():
+        current = None if data is None else plan_text(data)
+        if data is None or current is None or not current.strip():
             text = f"plan_exit refused: {problem}. You are still in plan mode."
             _record(session, "refused", text, plan_path, by="guard")
             return Outcome(text, False, Mode.PLAN)
-        if seen_plan is not None and current != seen_plan:
+        digest = plan_digest(data)
+        if decision.digest is not None and decision.digest != digest:
             text = (
-                "plan_exit refused: the plan file changed while the user was reviewing it;"
-                " the approval does not cover the new text. Call plan_exit again."
-                " You are still in plan mode."
+                "plan_exit refused: the plan file changed while the user was reviewing it"
+                f" (shown {decision.digest[:12]}, now {digest[:12]}); the approval does not"
+                " cover the new text, which must be shown and approved again. You are still in"
+                " plan mode."
             )
             _record(session, "refused", text, plan_path, by="guard")
-            return Outcome(text, False, Mode.PLAN)
-        digest = hashlib.sha256(current.encode("utf-8")).hexdigest()
+            return Outcome(text, False, Mode.PLAN, stale=True)
         with session.transaction() as s:
             if s.mode is not Mode.PLAN:
                 return Outcome(f"Session {s.id} already left plan mode.", False, s.mode)

@@ -59,6 +59,7 @@ from guard.planning.artifact import read_plan, write_plan
 from guard.planning.current import describe_current_agent
 from guard.planning.event_bus import PlanExit
 from guard.planning.handshake import UserDecision, plan_exit
+from guard.planning.notes import notes_text, take_notes_at, with_notes
 from guard.planning.runtime import plan_file_instruction
 from guard.planning.session import PendingRequest, Session
 
@@ -225,6 +226,10 @@ def exit_requested(cwd: str, tool_input: Mapping[str, Any], tool_use_id: str | N
     session = _plan_session(cwd)
     if session is None:
         return Answer(0)  # no guard plan session here: the policy hook decides alone
+    notes = notes_text(session.take_inbox())
+    if notes:  # the user answered an earlier exit: the model reads that before asking again
+        again = f"Update the plan in {session.plan_path}, then call {EXIT_TOOL} again."
+        return _json(_pre_answer("deny", f"guard: plan mode holds. {notes}\n{again}"))
     session.adopt_written_plan()
     plan = read_plan(session)
     given = tool_input.get("plan")
@@ -383,11 +388,17 @@ def gemini_exit(cwd: str, tool_input: Mapping[str, Any], env: Mapping[str, str])
         reason = f"guard: there is no plan to approve yet. {plan_file_instruction(cwd, session)}"
     else:
         reason = _waits(session, plan_path) + " End your turn."
+    reason = with_notes(reason, notes_text(session.take_inbox())) or reason
     return _json({"decision": "deny", "reason": reason})
 
 
-def codex_stop(cwd: str, message: object) -> Answer:
-    """Stop: a final answer with ``<proposed_plan>`` is Codex's plan hand-over."""
+def codex_stop(cwd: str, message: object, host_session: str | None = None) -> Answer:
+    """Stop: a final answer with ``<proposed_plan>`` is Codex's plan hand-over. The user's
+    words waiting for the model (a refine note, a reject reason) keep the turn going, as
+    its next prompt."""
+    notes = take_notes_at(cwd, host_session)
+    if notes:
+        return _json({"decision": "block", "reason": notes})
     found = CODEX_PLAN_TAG.findall(message) if isinstance(message, str) else []
     if not found:
         return Answer(0)
@@ -455,12 +466,14 @@ def answer(
         mode = mode if isinstance(mode, str) else None
         if event in CONTEXT_EVENTS[host]:
             session_id = payload.get("session_id")
+            bound = session_id if isinstance(session_id, str) else None
             told = _bound_worktree(here, session_id) if not agent else None
             text = context_text(
                 told or here, env, agent=agent, policy=policy, permission_mode=mode, host=host
             )
-            held = held_text(host, session_id if isinstance(session_id, str) else None, here)
+            held = held_text(host, bound, here)
             text = f"{held} {text}".strip() if held else text
+            text = with_notes(text, take_notes_at(told or here, bound)) or ""
             return _context_answer_for(host, event, text)
         if agent and agent != "plan":
             return Answer(0)
@@ -473,7 +486,9 @@ def answer(
             return _json({})
         if host == hosts.CODEX.name:
             if event == "Stop":
-                return codex_stop(here, payload.get("last_assistant_message"))
+                sid = payload.get("session_id")
+                return codex_stop(here, payload.get("last_assistant_message"),
+                                  sid if isinstance(sid, str) else None)  # fmt: skip
             return Answer(0)
         use_id = payload.get("tool_use_id") if isinstance(payload.get("tool_use_id"), str) else None
         if tool != EXIT_TOOL:

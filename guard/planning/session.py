@@ -498,7 +498,8 @@ class Session(BaseModel):
         self.publish(ModeChanged(old=old, new=new, reason=reason))
 
     def deliver(self, message: str) -> None:
-        """Queue the user's words for the model's next planning tool call."""
+        """Queue the user's words for the model: the next hook answer or planning tool result
+        that reaches it takes them (:mod:`guard.planning.notes`)."""
         with self.transaction() as s:
             s.inbox.append(message)
 

@@ -25,7 +25,8 @@ from typing import Any
 from guard import hosts
 from guard.planning.checklist import PlanItem, StepStatus
 from guard.planning.deciding import deciding_session
-from guard.planning.event_bus import PlanUpdate
+from guard.planning.event_bus import PlanUpdate, read_events
+from guard.planning.session import Session
 
 #: (host, tool name) -> the key of the list in the tool input and of each step's text.
 CHECKLIST_TOOLS: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
@@ -86,3 +87,20 @@ def capture(host: str, tool: str, tool_input: Mapping[str, Any], cwd: str) -> bo
         )
     )
     return True
+
+
+def shown_checklist(session: Session) -> tuple[list[PlanItem], str | None, str]:
+    """The checklist the cockpit shows for ``session``: the latest ``PlanUpdate`` of its
+    events (update_plan, or a host's own tool captured above), else the session's own; with
+    its explanation and where it came from. ``guard session show`` and ``guard plan
+    status`` print this, so the three never disagree."""
+    latest: PlanUpdate | None = None
+    try:
+        for event in read_events(session):
+            if isinstance(event, PlanUpdate):
+                latest = event
+    except Exception:  # a damaged log: the session's own list, as the cockpit falls back
+        latest = None
+    if latest is not None:
+        return list(latest.plan), latest.explanation, latest.source or "update_plan"
+    return list(session.checklist), session.explanation, "update_plan"

@@ -1,38 +1,46 @@
 """The cockpit's screens, drawn with Textual from a :class:`guard.ui.state.Source`.
 
-Layout (fits 80x24)::
+Layout (fits 80x24; the activity lane takes a third of the screen)::
 
     header     worktree, session, mode, the hooks' agent and why, hosts, shell
-    checklist  | plan document (markdown; the file, or the streamed <proposed_plan>)
-    pending    |
+    checklist  | plan document (markdown a page at a time; the file, or the streamed
+    pending    | <proposed_plan>)
     activity   decisions, violations, plan events (filter: d decision, h host)
-    detail     the selected line: reason, rule, effects
-    footer     keys
+    detail     the selected line: reason, rule, effects (enter: all of it)
+    keys       two lines, always on screen
 
-Keys: a approve, r reject, f refine, i answer questions, p start plan mode,
-e end the session, s switch session, d/h filters, ? help, q quit. The state is
-polled (a ``stat`` per file) every :data:`POLL` seconds; no network port is opened.
+Keys: a approve (asks, binds to the digest of the plan on screen), r reject, f refine,
+i answer questions, o the plan in $PAGER, p start plan mode, e end the session, s switch
+session, d/h filters, ? help, q quit. The state is polled (the plan file re-read by
+content) every :data:`POLL` seconds; no network port is opened. Agent text is drawn as
+text (:func:`guard.plaintext.visible`), never as markup.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import tempfile
 from typing import Any, ClassVar
 
-from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Static
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from guard.effects import GuardError
+from guard.plaintext import visible
+from guard.planning.answer import PlanChanged
 from guard.planning.checklist import StepStatus
 from guard.ui.activity import Activity
+from guard.ui.cells import at_time, cut, keep_name, one_line, plan_diff
+from guard.ui.dialogs import Confirm, Help, Prompt, Questions, Sessions
+from guard.ui.plan_lane import PlanLane
 from guard.ui.state import HostLine, Source
 
 #: Lines the activity table holds at most (the newest; the lane keeps more for filtering).
@@ -54,156 +62,8 @@ ACTION_STYLE = {
     "violation": "bold red",
     "notice": "magenta",
 }
-DECISION_FILTERS = ("all", "allow", "ask", "deny", "allow_confined", "violation", "plan")
-
-HELP = """\
-guard ui: the plan-mode cockpit (the same state as the guard CLI)
-
-Pending
-  a   approve the plan (guard plan exit --approve), or accept plan mode
-  r   reject the plan, with a reason (guard plan exit --reject REASON)
-  f   ask for a refinement, with a note (guard plan exit --refine NOTE)
-  i   answer the model's questions (guard plan answer ...)
-
-Session
-  p   start plan mode with a title (guard plan start TITLE)
-  e   end the session (guard session end)
-  s   switch to another session of this worktree
-
-Activity
-  d   filter by decision: all allow ask deny confined violation plan
-  h   filter by host
-  up/down  select a line: its reason, rule and effects show below it
-
-  ?   this help      q   quit      escape  close a dialog
-"""
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _at(at: str) -> str:
-    """HH:MM:SS of an ISO timestamp."""
-    return at[11:19] if len(at) >= 19 else at
-
-
-class Prompt(ModalScreen[str | None]):
-    """One line of text (a title, a reason, a note); escape cancels."""
-
-    AUTO_FOCUS = "Input"
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
-
-    def __init__(self, question: str, placeholder: str = "") -> None:
-        super().__init__()
-        self.question = question
-        self.placeholder = placeholder
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Label(self.question)
-            yield Input(placeholder=self.placeholder, id="prompt")
-            yield Label("enter: send   escape: cancel", classes="hint")
-
-    @on(Input.Submitted)
-    def _submit(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class Questions(ModalScreen[list[str] | None]):
-    """One answer per question of the model's request_user_input."""
-
-    AUTO_FOCUS = "Input"
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
-
-    def __init__(self, questions: tuple[str, ...]) -> None:
-        super().__init__()
-        self.questions = questions
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(classes="dialog"):
-            for n, q in enumerate(self.questions):
-                yield Label(f"{n + 1}. {q}")
-                yield Input(id=f"answer-{n}")
-            yield Label("enter: next / send   escape: cancel", classes="hint")
-
-    @on(Input.Submitted)
-    def _next(self, event: Input.Submitted) -> None:
-        inputs = list(self.query(Input))
-        at = inputs.index(event.input)
-        if at + 1 < len(inputs):
-            inputs[at + 1].focus()
-            return
-        self.dismiss([i.value for i in inputs])
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class Confirm(ModalScreen[bool]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "yes", "yes"),
-        Binding("n,escape", "no", "no"),
-    ]
-
-    def __init__(self, question: str) -> None:
-        super().__init__()
-        self.question = question
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Label(self.question)
-            yield Label("y: yes   n/escape: no", classes="hint")
-
-    def action_yes(self) -> None:
-        self.dismiss(True)
-
-    def action_no(self) -> None:
-        self.dismiss(False)
-
-
-class Sessions(ModalScreen[str | None]):
-    """Pick a session of the worktree; the first entry follows the deciding one."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
-    FOLLOW = "(follow the deciding session)"
-
-    def __init__(self, sessions: list[tuple[str, str, str, str]]) -> None:
-        super().__init__()
-        self.sessions = sessions
-
-    def compose(self) -> ComposeResult:
-        options = [Option(self.FOLLOW, id="")]
-        for sid, mode, state, title in self.sessions:
-            options.append(Option(f"{sid}  {mode:5}  {state:8}  {title}", id=sid))
-        with Vertical(classes="dialog"):
-            yield Label("Sessions of this worktree (newest first)")
-            yield OptionList(*options, id="sessions")
-            yield Label("enter: show   escape: cancel", classes="hint")
-
-    @on(OptionList.OptionSelected)
-    def _chosen(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id or "")
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class Help(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,question_mark,q", "close", "close")
-    ]
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(classes="dialog", id="help"):
-            yield Static(HELP)
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
+#: What `d` shows, in turn: refusals first, the lines a user looks for.
+DECISION_FILTERS = ("all", "deny", "ask", "allow", "allow_confined", "violation", "plan")
 
 class CockpitApp(App[None]):
     """``guard ui``."""
@@ -213,18 +73,21 @@ class CockpitApp(App[None]):
     Screen { layout: vertical; }
     #header { height: 4; padding: 0 1; background: $boost; text-wrap: nowrap;
               text-overflow: ellipsis; }
-    #lanes { height: 1fr; min-height: 8; }
+    #lanes { height: 1fr; min-height: 6; }
     #left { width: 2fr; }
     #checklist { height: 1fr; border: round $success; padding: 0 1; }
-    #pending { height: auto; max-height: 7; border: round $warning; padding: 0 1; }
+    #pending { height: auto; max-height: 7; border-top: round $warning; padding: 0 1; }
     #plan { width: 3fr; border: round $primary; padding: 0 1; }
-    #activity { height: 6; border: round $secondary; overflow-x: hidden; }
+    #activity { height: 34%; min-height: 8; border: round $secondary; overflow-x: hidden; }
     #detail { height: 3; padding: 0 1; background: $boost; text-wrap: nowrap;
               text-overflow: ellipsis; }
     .dialog { width: 70; height: auto; max-height: 20; border: thick $accent;
               background: $surface; padding: 1 2; }
     #help { width: 80; max-height: 24; }
+    .dialog .detail { height: auto; max-height: 12; }
     .hint { color: $text-muted; }
+    #keys { height: 2; padding: 0 1; background: $panel; text-wrap: nowrap;
+            text-overflow: ellipsis; }
     Prompt, Questions, Confirm, Sessions, Help { align: center middle; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -235,6 +98,7 @@ class CockpitApp(App[None]):
         Binding("p", "plan", "plan"),
         Binding("e", "end", "end"),
         Binding("s", "switch", "session"),
+        Binding("o", "pager", "pager", show=False),
         Binding("d", "filter_decision", "decision", show=False),
         Binding("h", "filter_host", "host", show=False),
         Binding("question_mark", "help", "help"),
@@ -252,6 +116,13 @@ class CockpitApp(App[None]):
         self._count = 0  # activity lines drawn, to add only the new ones
         self._generation = -1
         self._plan_shown: tuple[str | None, str | None, bool] | None = None
+        #: the plan file on screen: its digest and text (what `a` approves), the text shown
+        #: before its last change (diffed in the approve dialog), the text of a refused approval
+        self._plan_digest_drawn: str | None = None
+        self._plan_text_drawn: str | None = None
+        self._plan_before: str | None = None
+        self._plan_refused_text: str | None = None
+        self._paged_through: str | None = None  # the digest of the plan read in $PAGER
         self.renders = 0  # how many times the state was drawn (benchmarks read it)
         self._observer: Any = None
         self._handler: Any = None
@@ -264,12 +135,11 @@ class CockpitApp(App[None]):
             with Vertical(id="left"):
                 yield Static(id="checklist")
                 yield Static(id="pending")
-            with VerticalScroll(id="plan"):
-                yield Static(id="plan-text")
+            yield PlanLane(id="plan")
         table: DataTable[Text] = DataTable(id="activity", cursor_type="row", zebra_stripes=False)
         yield table
         yield Static(id="detail")
-        yield Footer()
+        yield Static(id="keys")
 
     def on_mount(self) -> None:
         table: DataTable[Text] = self.query_one("#activity", DataTable)
@@ -359,30 +229,48 @@ class CockpitApp(App[None]):
         self.draw_pending()
         self.draw_plan()
         self.draw_activity(full=full)
+        self.draw_keys()
+
+    def draw_keys(self) -> None:
+        """The keys, always on screen: two lines that fit 80 columns."""
+        first = [("a", "approve"), ("r", "reject"), ("f", "refine"), ("i", "answer"),
+                 ("o", "pager"), ("enter", "full line")]  # fmt: skip
+        if not self.check_action("approve", ()):
+            first = first[1:]
+        second = [("p", "plan"), ("e", "end"), ("s", "session"), ("d", "filter"),
+                  ("h", "host"), ("?", "help"), ("q", "quit")]  # fmt: skip
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for n, keys in enumerate((first, second)):
+            if n:
+                t.append("\n")
+            for key, what in keys:
+                t.append(key, style="bold reverse")
+                t.append(f" {what}  ")
+        self.query_one("#keys", Static).update(t)
 
     def draw_header(self) -> None:
         v = self.source.view
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append("worktree ", style="bold")
-        t.append(v.worktree)
+        t.append(one_line(v.worktree))
         t.append("\nsession ", style="bold")
         if v.session_id:
-            t.append(f"{v.session_id} ({v.session_status})  ")
-            t.append(f" {(v.mode or '?').upper()} ", style="bold reverse")
+            t.append(f"{one_line(v.session_id)} ({one_line(v.session_status)})  ")
+            t.append(f" {one_line(v.mode or '?').upper()} ", style="bold reverse")
             if v.title:
-                t.append(f"  {v.title}")
+                t.append(f"  {one_line(v.title)}")
         else:
             t.append("none open (p: start plan mode)")
         t.append("\nhooks ", style="bold")
-        t.append(f"{v.agent or '(host decides)'}: {v.agent_why}")
+        t.append(one_line(f"{v.agent or '(host decides)'}: {v.agent_why}"))
         if v.problem:  # instead of the hosts: what cannot be read matters more
-            t.append(f"\nproblem: {v.problem}", style="bold red")
+            t.append(f"\nproblem: {one_line(v.problem)}", style="bold red")
         else:
             t.append("\nhosts ", style="bold")
             if v.hosts is not None:
                 wired = [f"{h.host} {h.status}" for h in v.hosts if h.status != "off"]
-                t.append(", ".join(wired) or "none wired here (guard install HOST)")
-            t.append(("  | " if v.hosts else "") + v.shell)
+                t.append(one_line(", ".join(wired) or "none wired here (guard install HOST)"))
+            t.append(("  | " if v.hosts else "") + one_line(v.shell))
         self.query_one("#header", Static).update(t)
 
     def draw_checklist(self) -> None:
@@ -391,20 +279,24 @@ class CockpitApp(App[None]):
         if not v.checklist:
             widget.update(Text("no checklist yet (update_plan, TodoWrite, ...)", style="dim"))
             widget.border_subtitle = ""
+            widget.border_title = "Checklist"
             return
         t = Text()
-        if v.explanation:
-            t.append(v.explanation + "\n", style="italic")
+        title = Text("Checklist")
+        if v.explanation:  # in the title: the lane's rows are for the steps
+            title.append(": " + one_line(v.explanation), style="italic")
+        widget.border_title = title
         for n, item in enumerate(v.checklist):
             mark, style = MARKS[item.status]
             if n:
                 t.append("\n")
             t.append(f"{mark} ", style=style)
             finished = item.status is StepStatus.COMPLETED
-            t.append(item.step, style="strike" if finished else style)
+            t.append(one_line(item.step), style="strike" if finished else style)
         widget.update(t)
         done = sum(1 for i in v.checklist if i.status is StepStatus.COMPLETED)
-        widget.border_subtitle = f"{done}/{len(v.checklist)} done · {v.checklist_from}"
+        source = one_line(v.checklist_from)
+        widget.border_subtitle = Text(f"{done}/{len(v.checklist)} done · {source}")
 
     def draw_pending(self) -> None:
         v = self.source.view
@@ -414,7 +306,7 @@ class CockpitApp(App[None]):
         for n, p in enumerate(v.pending):
             if n:
                 t.append("\n")
-            t.append(p.text, style="bold yellow")
+            t.append(one_line(p.text), style="bold yellow")
             keys = {
                 "plan_exit": "a approve r reject f refine",
                 "request_user_input": "i answer",
@@ -422,7 +314,7 @@ class CockpitApp(App[None]):
             }
             t.append("\n" + keys.get(p.kind, ""), style="bold")
             for q in p.questions:
-                t.append(f"\n  ? {q}")
+                t.append(f"\n  ? {one_line(q)}")
         if v.mode == "plan" and not any(p.kind == "plan_exit" for p in v.pending):
             t.append("\nplan mode: a approves the plan file when it is ready", style="dim")
         self.query_one("#pending", Static).update(t)
@@ -432,21 +324,32 @@ class CockpitApp(App[None]):
         streamed = getattr(self.source, "streamed_plan", "")
         text = v.plan_text if v.plan_text and v.plan_text.strip() else streamed or None
         key = (text, v.plan_path, v.plan_streaming)
-        if key == self._plan_shown:
+        from_file = bool(v.plan_text and v.plan_text.strip())
+        digest = v.plan_digest if from_file else None
+        if key == self._plan_shown and digest == self._plan_digest_drawn:
             return
+        if (from_file and self._plan_text_drawn and self._plan_before is None
+                and self._plan_shown is not None and self._plan_shown[1] == v.plan_path
+                and self._plan_text_drawn != v.plan_text):  # fmt: skip
+            self._plan_before = self._plan_text_drawn
         self._plan_shown = key
-        lane = self.query_one("#plan", VerticalScroll)
-        body = self.query_one("#plan-text", Static)
+        self._plan_digest_drawn = digest
+        self._plan_text_drawn = v.plan_text if from_file else None
+        self.refresh_bindings()
+        self.draw_keys()
+        lane = self.query_one("#plan", PlanLane)
         if text:
-            body.update(RichMarkdown(text))
+            lane.show_plan(text)
         elif v.plan_path:
-            body.update(Text("the plan file is not written yet", style="dim"))
+            lane.show_message(Text("the plan file is not written yet", style="dim"))
         else:
-            body.update(Text("no plan: the session is not in plan mode", style="dim"))
+            lane.show_message(Text("no plan: the session is not in plan mode", style="dim"))
         where = v.plan_path.rsplit("/", 1)[-1] if v.plan_path else ""
         if v.plan_streaming:
             where = "streaming <proposed_plan>"
-        lane.border_subtitle = where if len(where) <= 44 else where[:43] + "…"
+        if lane.paged:
+            where = f"{v.plan_lines} lines, read to the end to approve · {where}"
+        lane.border_subtitle = Text(cut(one_line(where), 44))
 
     def _visible(self, a: Activity) -> bool:
         if self.host_filter != "all" and a.host != self.host_filter:
@@ -475,26 +378,41 @@ class CockpitApp(App[None]):
         for a in new:
             style = ACTION_STYLE.get(a.action, "")
             label = "confined" if a.action == "allow_confined" else a.action
+            wide = max(34, self.size.width // 3)
             table.add_row(
-                Text(_at(a.at)),
-                Text(label, style=style),
-                Text(a.host),
-                Text(_cut(a.summary, 34)),
-                Text(_cut(a.reason, 80)),
+                Text(one_line(at_time(a.at))),
+                Text(one_line(label), style=style),
+                Text(one_line(a.host)),
+                Text(keep_name(self._here(a.summary), wide)),
+                Text(cut(self._here(a.reason), 2 * wide)),
             )
             self._shown.append(a)
         filters = f"decision: {self.decision_filter} · host: {self.host_filter}"
-        table.border_subtitle = f"last {len(self._shown)} · {filters}"
+        table.border_subtitle = Text(one_line(f"last {len(self._shown)} · {filters}"))
         if following and table.row_count:
             table.move_cursor(row=table.row_count - 1)
         self.draw_detail()
+
+    def _here(self, text: str) -> str:
+        """``text`` on one line, made visible, with the worktree's paths relative to it."""
+        root = self.source.view.worktree.rstrip("/") + "/"
+        return one_line(text.replace(root, ""))
+
+    @on(DataTable.RowSelected)
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        """enter on a line: all of it (the whole reason, rule and effects) in a dialog."""
+        row = event.cursor_row
+        if 0 <= row < len(self._shown):
+            whole = Text(visible(self._shown[row].explain()))
+            self.push_screen(Confirm("The whole line (y or n closes):", whole))
 
     def draw_detail(self) -> None:
         table: DataTable[Text] = self.query_one("#activity", DataTable)
         detail = self.query_one("#detail", Static)
         row = table.cursor_row
         if 0 <= row < len(self._shown):
-            detail.update(Text(self._shown[row].explain(), no_wrap=True, overflow="ellipsis"))
+            shown = self._shown[row].explain()
+            detail.update(Text(visible(shown), no_wrap=True, overflow="ellipsis"))
         else:
             detail.update(Text("no activity yet", style="dim"))
 
@@ -508,23 +426,103 @@ class CockpitApp(App[None]):
         """Run a source action; its summary or its error is shown, never a traceback."""
         try:
             said = getattr(self.source, action)(*args)
+        except PlanChanged as exc:
+            self.say(str(exc), severity="error")
+            self.source.refresh()  # the plan as it is now, for the diff
+            self.draw(full=True)
+            self._show_change()
+            return
         except GuardError as exc:
-            self.notify(str(exc), severity="error", timeout=10)
+            self.say(str(exc), severity="error")
         except Exception as exc:
-            self.notify(f"{type(exc).__name__}: {exc}", severity="error", timeout=10)
+            self.say(f"{type(exc).__name__}: {exc}", severity="error")
         else:
-            self.notify(str(said), timeout=6)
+            self.say(str(said))
         self.draw(full=True)
+
+    def say(self, text: str, severity: Any = "information") -> None:
+        """A notification whose text (it quotes the agent: notes, paths) is never markup."""
+        self.notify(visible(text), severity=severity, timeout=10 if severity == "error" else 6,
+                    markup=False)  # fmt: skip
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`a` is offered only when there is something to approve: a plan file on screen in
+        plan mode, or the model's request to enter plan mode."""
+        if action == "approve":
+            v = self.source.view
+            if v.mode != "plan":
+                return self._pending("plan_enter")
+            return bool(self._plan_digest_drawn)
+        return True
 
     def _pending(self, kind: str) -> bool:
         return any(p.kind == kind for p in self.source.view.pending)
 
     def action_approve(self) -> None:
+        """Ask "Approve plan TITLE (N lines, digest …)?" about the plan on screen; yes
+        approves that text only (its digest), so a plan changed since is refused."""
         v = self.source.view
         if v.mode != "plan" and self._pending("plan_enter"):
             self._do("accept_plan_mode")
             return
-        self._do("answer_exit", "approve", "")
+        if v.mode != "plan":
+            self.say("no plan to approve: the session is not in plan mode", "warning")
+            return
+        digest, text = self._plan_digest_drawn, self._plan_text_drawn
+        if not digest or not text or not text.strip():
+            self.say("no plan to approve yet: the plan file is missing or empty", "warning")
+            return
+        lane = self.query_one("#plan", PlanLane)
+        if not v.plan_whole:
+            self.say("the plan is too large to show whole here: read it and approve it with"
+                     f" `guard plan exit --approve --digest {digest}`", "warning")  # fmt: skip
+            return
+        if lane.paged and not lane.seen_end and self._paged_through != digest:
+            self.say(f"the plan is {v.plan_lines} lines: scroll the plan lane to its end, or"
+                     " press o to read it in $PAGER, before approving it", "warning")  # fmt: skip
+            return
+        title = v.title or (v.plan_path or "plan").rsplit("/", 1)[-1]
+        question = f"Approve plan {one_line(title)} ({v.plan_lines} lines, digest {digest[:12]})?"
+        before, self._plan_before = self._plan_before, None
+        detail = None
+        if before is not None:
+            question += "\nThe plan changed since it was first shown; the change:"
+            detail = plan_diff(before, text)
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self._plan_refused_text = text
+                self._do("answer_exit", "approve", "", digest)
+
+        self.push_screen(Confirm(question, detail), done)
+
+    def action_pager(self) -> None:
+        """The whole plan, control characters made visible, in ``$PAGER`` (default less)."""
+        digest, text = self._plan_digest_drawn, self._plan_text_drawn
+        if not digest or text is None:
+            self.say("no plan file to show yet", "warning")
+            return
+        with tempfile.TemporaryDirectory(prefix="guard-plan-") as where:
+            path = os.path.join(where, "plan.md")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(visible(text))
+            command = [*shlex.split(os.environ.get("PAGER") or "less"), path]
+            try:
+                with self.suspend():
+                    done = subprocess.run(command, check=False).returncode == 0
+            except Exception as exc:  # no terminal to hand over (headless), no such pager
+                self.say(f"could not open the pager ({' '.join(command)}): {exc}", "error")
+                return
+        if done and self.source.view.plan_whole:
+            self._paged_through = digest  # read whole: `a` may approve this text
+
+    def _show_change(self) -> None:
+        """After a refused approval: the diff between the plan shown and the plan now."""
+        shown, now = self._plan_refused_text, self.source.view.plan_text or ""
+        self._plan_before = None
+        question = ("The plan changed since it was shown and was NOT approved. The change"
+                    " (y or n closes; a approves the new text after you read it):")  # fmt: skip
+        self.push_screen(Confirm(question, plan_diff(shown or "", now)))
 
     def action_reject(self) -> None:
         def done(reason: str | None) -> None:
@@ -550,7 +548,7 @@ class CockpitApp(App[None]):
             if answers is not None:
                 self._do("answer_questions", answers)
 
-        self.push_screen(Questions(asked[-1].questions), done)
+        self.push_screen(Questions(asked[-1].questions, asked[-1].options), done)
 
     def action_plan(self) -> None:
         def done(title: str | None) -> None:
@@ -569,7 +567,13 @@ class CockpitApp(App[None]):
             if yes:
                 self._do("end_session")
 
-        self.push_screen(Confirm(f"End session {v.session_id}? (its plan is not approved)"), done)
+        if v.mode == "plan":
+            state = "it is in plan mode and its plan is not approved"
+        elif v.plan_approved:
+            state = "its plan was approved; it is in build mode"
+        else:
+            state = f"{one_line(v.mode)} mode"
+        self.push_screen(Confirm(f"End session {one_line(v.session_id)}? ({state})"), done)
 
     def action_switch(self) -> None:
         def done(sid: str | None) -> None:

@@ -14,11 +14,14 @@ of the logs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,6 +31,7 @@ from guard.paths import Roots
 from guard.planning import event_bus as ev
 from guard.planning._vocabulary import Mode
 from guard.planning.answer import Choice, answer_exit, answer_questions
+from guard.planning.artifact import plan_text
 from guard.planning.checklist import PlanItem
 from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_session
@@ -51,8 +55,9 @@ MAX_STREAM = 256 * 1024
 DIR_EVERY = 10
 #: Bytes of a log read at a time.
 CHUNK = 1 << 20
-#: A plan file larger than this is shown truncated.
-MAX_PLAN_BYTES = 1 << 20
+#: Bytes of a plan file the cockpit holds to show; a larger plan is shown up to here, and
+#: approving it from the cockpit needs the whole file in $PAGER first.
+MAX_PLAN_BYTES = 16 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,8 @@ class Pending:
     at: str
     text: str
     questions: tuple[str, ...] = ()
+    #: per question, the model's options (label, description), numbered from 1 on screen
+    options: tuple[tuple[tuple[str, str], ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +96,13 @@ class View:
     checklist_from: str = ""
     plan_path: str | None = None
     plan_text: str | None = None
+    #: SHA-256 of the plan file's bytes (what an approval binds to), its lines, whether
+    #: plan_text holds all of it
+    plan_digest: str | None = None
+    plan_lines: int = 0
+    plan_whole: bool = True
     plan_streaming: bool = False
+    plan_approved: bool = False  # the session's plan was approved (it left plan mode so)
     activity: deque[Activity] = field(default_factory=lambda: deque(maxlen=MAX_ACTIVITY))
     pending: list[Pending] = field(default_factory=list)
     #: id, mode, state, title of each session of the worktree, newest first
@@ -134,7 +147,7 @@ class Source(Protocol):
     def refresh(self) -> bool: ...
     def watched(self) -> set[str]: ...
     def hosts(self) -> list[HostLine]: ...
-    def answer_exit(self, choice: Choice, text: str = "") -> str: ...
+    def answer_exit(self, choice: Choice, text: str = "", digest: str | None = None) -> str: ...
     def answer_questions(self, answers: list[str]) -> str: ...
     def accept_plan_mode(self) -> str: ...
     def start_plan(self, title: str) -> str: ...
@@ -189,6 +202,41 @@ class Tail:
                         yield raw
 
 
+def _option(option: dict[str, Any]) -> tuple[str, str]:
+    """One of the model's options: its label (the answer) and description."""
+    return str(option.get("label", "?")), str(option.get("description") or "")
+
+
+def _hour_ago() -> str:
+    return (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _read_bounded(path: str) -> tuple[str, bytes | None, int, bool]:
+    """The plan file's digest (over all its bytes), its first :data:`MAX_PLAN_BYTES`, its
+    lines and whether those are all of it. ``("missing"|"unreadable: …", None, 0, True)``
+    when there is no file to show. Never follows a link, never blocks on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return "missing", None, 0, True
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}", None, 0, True
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file", None, 0, True
+        digest = hashlib.sha256()
+        head = bytearray()
+        lines, last = 0, b""
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+            if len(head) < MAX_PLAN_BYTES:
+                head += chunk[: MAX_PLAN_BYTES - len(head)]
+        total = lines + (1 if last and last != b"\n" else 0)
+        return digest.hexdigest(), bytes(head), total, len(head) == os.fstat(fd).st_size
+
+
 def _hosts(cwd: str) -> list[HostLine]:
     """Each host's wiring here in ``guard doctor``'s words (best scope first)."""
     order = {"ok": 0, "skipped": 1, "broken": 2, "off": 3}
@@ -227,7 +275,8 @@ class Cockpit:
         self.session: Session | None = None
         self._events = Tail(None)
         self._audit = Tail(self._audit_path())
-        self._plan_stamp: tuple[int, int] | None = None
+        self._plan_stamp: str | None = None  # the digest of the plan read last
+        self._plan_read: tuple[str, bytes | None, int, bool] | None = None
         self._since = ""
         self._stream: list[str] = []
         self._streamed = 0
@@ -319,7 +368,9 @@ class Cockpit:
             self._stream = []
             v.plan_streaming = False
             v.checklist, v.explanation, v.checklist_from = [], None, ""
-            self._since = chosen.created_at if chosen else "9999"
+            # no session: the hooks may still be refusing calls in a host's own plan mode;
+            # the last hour of the project's audit log shows them
+            self._since = chosen.created_at if chosen else _hour_ago()
             self._plan_stamp = None
         self.session = chosen
         self._describe_agent()
@@ -330,6 +381,7 @@ class Cockpit:
             return
         v.session_id, v.session_status, v.title = chosen.id, chosen.status, chosen.title
         v.mode = chosen.mode.value
+        v.plan_approved = any(d.decision == "approve" for d in chosen.decisions)
         v.plan_path = chosen.plan_path
         if chosen.checklist and not v.checklist_from:
             v.checklist, v.explanation = list(chosen.checklist), chosen.explanation
@@ -339,8 +391,13 @@ class Cockpit:
     @staticmethod
     def _pending(kind: str, at: str, detail: dict[str, Any]) -> Pending:
         if kind == "request_user_input":
-            qs = tuple(str(q.get("question", "?")) for q in detail.get("questions", []))
-            return Pending(kind, at, f"{len(qs)} question(s) from the model", qs)
+            asked = [q for q in detail.get("questions", []) if isinstance(q, dict)]
+            qs = tuple(str(q.get("question", "?")) for q in asked)
+            options = tuple(
+                tuple(_option(o) for o in q.get("options") or () if isinstance(o, dict))
+                for q in asked
+            )
+            return Pending(kind, at, f"{len(qs)} question(s) from the model", qs, options)
         if kind == "plan_exit":
             via = detail.get("via") or "plan_exit"
             return Pending(kind, at, f"plan exit ({via})")
@@ -418,36 +475,25 @@ class Cockpit:
                 v.add(line)
 
     def _plan_changed(self) -> bool:
+        """Whether the plan file's content changed: read and hashed each time, since its size
+        and times say nothing (the agent can keep the size and put the old mtime back)."""
         path = self.view.plan_path
         if not path:
             return self._plan_stamp is not None
-        try:
-            st = os.stat(path)
-            stamp = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            stamp = (-1, -1)
-        return stamp != self._plan_stamp
+        self._plan_read = _read_bounded(path)
+        return self._plan_read[0] != self._plan_stamp
 
     def _read_plan(self) -> None:
         v = self.view
         if not v.plan_path:
-            self._plan_stamp, v.plan_text = None, None
+            self._plan_stamp, v.plan_text, v.plan_digest = None, None, None
             return
-        try:
-            with open(v.plan_path, "rb") as handle:
-                st = os.fstat(handle.fileno())
-                data = handle.read(MAX_PLAN_BYTES + 1)
-            self._plan_stamp = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            self._plan_stamp = (-1, -1)
-            data = None
-        if data is None:
-            v.plan_text = None
-        else:
-            text = data[:MAX_PLAN_BYTES].decode("utf-8", errors="replace")
-            if len(data) > MAX_PLAN_BYTES:
-                text += "\n\n*(truncated: the file is larger than 1 MiB)*\n"
-            v.plan_text = text
+        digest, head, lines, whole = self._plan_read or _read_bounded(v.plan_path)
+        self._plan_read = None
+        self._plan_stamp = digest
+        v.plan_digest = digest if head is not None else None
+        v.plan_lines, v.plan_whole = lines, whole
+        v.plan_text = None if head is None else plan_text(head)
 
     def watched(self) -> set[str]:
         """The directories whose changes may change the view (for an inotify watch)."""
@@ -473,10 +519,11 @@ class Cockpit:
             raise GuardError("no open session here: start plan mode with `p`")
         return self.session
 
-    def answer_exit(self, choice: Choice, text: str = "") -> str:
-        """`guard plan exit --approve | --reject REASON | --refine NOTE`."""
+    def answer_exit(self, choice: Choice, text: str = "", digest: str | None = None) -> str:
+        """`guard plan exit --approve --digest SHA256 | --reject REASON | --refine NOTE`:
+        an approval covers the plan with ``digest`` only (:class:`PlanChanged` otherwise)."""
         session = self._need_session()
-        said = answer_exit(session, choice, text).said
+        said = answer_exit(session, choice, text, digest=digest).said
         self.refresh(force=True)
         return f"{session.id}: {said}"
 

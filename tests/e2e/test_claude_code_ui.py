@@ -28,7 +28,7 @@ from components import require_component
 
 from guard.planning import Mode, Session
 
-from .fake_anthropic import Script, ToolUse
+from .fake_anthropic import Script, ToolUse, conversation_text
 from .test_claude_code_cli import (  # noqa: F401  (fixtures)
     claude,
     denied_ids,
@@ -140,6 +140,8 @@ def test_cockpit_beside_claude_code_plan_approve_build(
     assert hook.returncode == 0, hook.stderr
     pane.shows("claude-code ExitPlanMode")
     pane.press("a")
+    pane.shows("Approve plan Add caching (4 lines, digest ")  # asks first
+    pane.press("y")
     pane.shows(" BUILD ")
     assert session.refresh().mode is Mode.BUILD
     assert session.decisions[-1].decision == "approve"
@@ -166,6 +168,36 @@ def test_cockpit_beside_claude_code_plan_approve_build(
     screen = pane.shows("[>] Add the cache")
     assert "[ ] Test the cache" in screen
     pane.shows("claude-code TodoWrite")
+
+
+def test_refine_in_the_cockpit_reaches_claude_codes_next_turn(
+    claude: str, project: tuple[Path, dict[str, str]], pane: Pane
+) -> None:
+    """`f` in the cockpit stores the note; the model's next turn carries it (Claude Code's
+    UserPromptSubmit context), and plan mode holds."""
+    repo, env = project
+    (session,) = Session.list_all(repo)
+    plan = Script([ToolUse("toolu_plan", "Write",
+                           lambda b: {"file_path": told_path(b), "content": PLAN})])  # fmt: skip
+    run_claude(claude, repo, env, plan, "acceptEdits", None)
+    pane.shows("Add an LRU cache to src/app.py")
+    note = "also-cover-the-config-migration"
+    pane.press("f")
+    pane.shows("Refine the plan")
+    pane.tmux("send-keys", "-t", "ui", "-l", note)
+    pane.press("Enter")
+    pane.wait(lambda s: "refinement asked" in s or "refine" in s.split("Activity", 1)[-1],
+              "the refinement recorded")  # fmt: skip
+    end = time.monotonic() + DEADLINE
+    while note not in "".join(session.refresh().inbox):
+        assert time.monotonic() < end, "the note was not stored"
+        time.sleep(0.2)
+    nxt = Script([ToolUse("toolu_read", "Read", {"file_path": str(repo / "README.md")})])
+    run_claude(claude, repo, env, nxt, "acceptEdits", None)
+    first_turn = next(b for b in nxt.requests if b.get("tools"))
+    assert note in conversation_text(first_turn), "the model's next turn lacks the note"
+    assert "refine the plan" in conversation_text(first_turn)
+    assert session.refresh().mode is Mode.PLAN and not session.inbox
 
 
 def installed_post_tool_hook(repo: Path) -> str:

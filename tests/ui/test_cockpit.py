@@ -129,12 +129,14 @@ def test_activity_filters_by_decision_and_host(repo: Path) -> None:
     async def steps(pilot: Pilot[None], app: CockpitApp) -> None:
         hook(repo, claude_write(repo, "src/app.py"))
         await shows(pilot, app, "deny")
-        await pilot.press("d")  # allow
-        await until(pilot, lambda: "decision: allow" in screen_text(app), "the allow filter")
-        assert " deny " not in screen_text(app).split("Activity", 1)[1]
-        await pilot.press("d", "d")  # ask, deny
+        await pilot.press("d")  # deny first: the refusals are what a user looks for
         await until(pilot, lambda: "decision: deny" in screen_text(app), "the deny filter")
         assert "last 1 ·" in screen_text(app)
+        await pilot.press("d", "d")  # ask, allow
+        await until(pilot, lambda: "decision: allow" in screen_text(app), "the allow filter")
+        assert " deny " not in screen_text(app).split("Activity", 1)[1]
+        await pilot.press("d", "d", "d", "d", "d")  # confined, violation, plan, all, deny
+        await until(pilot, lambda: "decision: deny" in screen_text(app), "the deny filter")
         await pilot.press("h")
         await until(pilot, lambda: "host: claude-code" in screen_text(app), "the host filter")
         assert "last 1 ·" in screen_text(app)
@@ -149,6 +151,9 @@ def test_approve_key_switches_the_hooks_to_build_and_the_write_lands(repo: Path)
     async def steps(pilot: Pilot[None], app: CockpitApp) -> None:
         await shows(pilot, app, " PLAN ")
         await pilot.press("a")
+        await shows(pilot, app, "Approve plan")  # asks first: title, lines, digest
+        assert "lines, digest " in screen_text(app)
+        await pilot.press("y")
         await shows(pilot, app, " BUILD ")
 
     drive(cockpit(repo), steps)
@@ -159,13 +164,16 @@ def test_approve_key_switches_the_hooks_to_build_and_the_write_lands(repo: Path)
     assert (last.decision, last.by) == ("approve", "user")
 
 
-def test_approving_without_a_plan_is_refused_and_plan_mode_holds(repo: Path) -> None:
+def test_approve_is_not_offered_without_a_plan_file_and_plan_mode_holds(repo: Path) -> None:
     session = plan_session(repo, written=False)
 
     async def steps(pilot: Pilot[None], app: CockpitApp) -> None:
         await shows(pilot, app, " PLAN ")
+        await shows(pilot, app, "not written yet")
+        assert app.check_action("approve", ()) is False  # not in the footer, not run
         await pilot.press("a")
-        await notified(pilot, app, "does not exist")  # the error, as a notification
+        await pilot.pause(0.3)
+        assert len(app.screen_stack) == 1  # no question: nothing to approve
 
     drive(cockpit(repo), steps)
     assert Session.load(session.id, repo).mode is Mode.PLAN

@@ -1,4 +1,4 @@
-"""SVG snapshots of the cockpit's main screens at 80x24, and NO_COLOR.
+"""SVG snapshots of the cockpit's main screens at 80x24 and 180x45, and NO_COLOR.
 
 The state is fixed here (a View built by hand) so that the pictures do not change with
 paths, ids or clocks; tests/ui/test_cockpit.py drives the same app over real state.
@@ -9,6 +9,7 @@ Update after a deliberate change: pytest tests/ui/test_snapshots.py --snapshot-u
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections import deque
 from typing import Any
@@ -54,8 +55,8 @@ class FixedSource:
         self.calls.append((name, args))
         return f"{name} {args}"
 
-    def answer_exit(self, choice: str, text: str = "") -> str:
-        return self._said("answer_exit", choice, text)
+    def answer_exit(self, choice: str, text: str = "", digest: str | None = None) -> str:
+        return self._said("answer_exit", choice, text, digest)
 
     def answer_questions(self, answers: list[str]) -> str:
         return self._said("answer_questions", answers)
@@ -108,6 +109,8 @@ def planning_view() -> View:
         checklist_from="claude-code TodoWrite",
         plan_path="/home/dev/src/shop/.openoxide/plans/20261205T091200Z-add-caching.md",
         plan_text=PLAN,
+        plan_digest=hashlib.sha256(PLAN.encode()).hexdigest(),
+        plan_lines=PLAN.count("\n"),
         activity=activity,
         appended=len(activity),
         pending=[
@@ -126,6 +129,15 @@ def app_for(view: View) -> CockpitApp:
 
 def test_plan_waits_for_approval(snap_compare: Any) -> None:
     assert snap_compare(app_for(planning_view()), terminal_size=(80, 24))
+
+
+def test_plan_waits_for_approval_wide(snap_compare: Any) -> None:
+    """At 180x45 the activity lane gets a third of the screen, the plan lane the rest."""
+    assert snap_compare(app_for(planning_view()), terminal_size=(180, 45))
+
+
+def test_approve_asks_with_title_lines_and_digest(snap_compare: Any) -> None:
+    assert snap_compare(app_for(planning_view()), press=["a"], terminal_size=(80, 24))
 
 
 def test_help_screen(snap_compare: Any) -> None:
