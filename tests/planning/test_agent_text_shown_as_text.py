@@ -20,7 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from guard.cli import app
-from guard.fleet.report import FleetReport, to_table
+from guard.fleet.pages import to_table
+from guard.fleet.report import FleetReport
 from guard.plaintext import HIDDEN, HIDDEN_BUT_LINES, has_hidden, visible
 from guard.planning import Session, event_bus, publish
 from guard.planning.answer import answer_exit
