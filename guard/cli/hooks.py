@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from guard.cli import completion
 from guard.cli._base import print_json, warn
 from guard.cli._typer import console
 from guard.effects import GuardError, did_you_mean
@@ -49,7 +50,8 @@ def _known_host(host: str) -> str:
 )
 def hook_cmd(
     host: str = typer.Argument(
-        ..., help=f"One of: {HOST_LIST}.", metavar="HOST", callback=_known_host
+        ..., help=f"One of: {HOST_LIST}.", metavar="HOST", callback=_known_host,
+        autocompletion=completion.hosts
     ),
     agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
     policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
@@ -98,7 +100,8 @@ def _scope(project: bool, user: bool, local: bool = False) -> Any:
 )
 def install_cmd(
     host: str = typer.Argument(
-        ..., help=f"The host agent to wire: {HOST_LIST}.", metavar="HOST", callback=_known_host
+        ..., help=f"The host agent to wire: {HOST_LIST}.", metavar="HOST", callback=_known_host,
+        autocompletion=completion.hosts
     ),
     project: bool = typer.Option(False, "--project", help="this worktree's shared settings"),
     local: bool = typer.Option(False, "--local", help="a settings file only you have"),
@@ -182,18 +185,19 @@ def _no_worktree_note() -> str | None:
 @commands.command(
     "uninstall",
     help=(
-        "Take out what guard install wrote: guard's hook entries (and only them; a settings"
+        "Take out what guard install wrote, and say what was left and why.\n\n"
+        "That is guard's hook entries (and only them; a settings"
         " file guard created goes, a file it found gets its bytes back when nothing else"
         " changed), the Codex trust it recorded (the hook's and the project's), the line that"
-        " kept a local file out of git, and the folders it created when they are empty. It"
-        " says what it left and why. Without --project, --local or --user: where guard"
-        " installed for this worktree.\n\n"
+        " kept a local file out of git, and the folders it created when they are empty."
+        " Without --project, --local or --user: where guard installed for this worktree.\n\n"
         "Example:\n\n  guard uninstall claude-code"
     ),
 )
 def uninstall_cmd(
     host: str = typer.Argument(
-        ..., help=f"The host agent to unwire: {HOST_LIST}.", metavar="HOST", callback=_known_host
+        ..., help=f"The host agent to unwire: {HOST_LIST}.", metavar="HOST", callback=_known_host,
+        autocompletion=completion.hosts
     ),
     project: bool = typer.Option(False, "--project", help="this worktree's shared settings"),
     local: bool = typer.Option(False, "--local", help="the settings file only you have"),

@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from guard.cli import completion
 from guard.cli._base import with_schema
 from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
@@ -71,7 +72,8 @@ def lint_command(
     ),
     list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule catalog."),
     explain: str | None = typer.Option(
-        None, "--explain", metavar="CODE", help="Print one rule's documentation."
+        None, "--explain", metavar="CODE", help="Print one rule's documentation.",
+        autocompletion=completion.rule_codes,
     ),
 ) -> None:
     """Check policy files for mistakes that weaken plan mode: the rule catalog GLxxx."""

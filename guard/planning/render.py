@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports: rich's markdown renderer only when a plan is shown (CLI start-up).
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -56,6 +56,8 @@ def checklist_panel(items: list[PlanItem], explanation: str | None = None) -> Pa
 def plan_panel(markdown: str | None, path: str | None) -> Panel:
     body: RenderableType
     if markdown and markdown.strip():
+        from rich.markdown import Markdown
+
         body = Markdown(markdown)
     elif path:
         body = Text("the plan file is empty or not written yet", style="dim")
