@@ -150,8 +150,9 @@ def fail_for(exc: Exception, *, as_json: bool) -> NoReturn:
 
     if isinstance(exc, PolicyError):
         fail(str(exc), as_json=as_json, problems=exc.problems)
-    if isinstance(exc, GuardError):
-        fail(str(exc), as_json=as_json)
+    if isinstance(exc, GuardError):  # a command that cannot start: 127/126, as shells say
+        code = getattr(exc, "exit_code", 2)
+        fail(str(exc), as_json=as_json, code=code if isinstance(code, int) else 2)
     if isinstance(exc, OSError):  # a full disk, a read-only file system, a permission
         where = f"{exc.filename}: " if exc.filename else ""
         fail(f"{where}{exc.strerror or exc}", as_json=as_json)

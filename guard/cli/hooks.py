@@ -229,6 +229,8 @@ def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
     style = {"ok": "green", "off": "dim", "broken": "bold red", "skipped": "bold red"}
     tables = []
     for title, checks in (("Hosts", hosts), ("Layers", layers)):
+        if not checks:
+            continue
         table = Table(title=title, show_lines=False)
         table.add_column("what")
         table.add_column("status")
@@ -261,17 +263,36 @@ def doctor_cmd(
 
     hosts = host_checks()
     layers = layer_checks()
+    verdict = doctor_verdict(hosts, layers)
     if as_json:
         print_json(
-            {"hosts": [c.to_json() for c in hosts], "layers": [c.to_json() for c in layers]},
+            {"verdict": verdict, "hosts": [c.to_json() for c in hosts],
+             "layers": [c.to_json() for c in layers]},
             indent=2,
         )
     else:
         out = console()
-        for table in doctor_tables(hosts, layers):
+        out.print(f"guard doctor: {verdict}", markup=False, soft_wrap=True)
+        shown = [c for c in hosts if c.status != "off"]
+        for table in doctor_tables(shown, layers):
             out.print(table)
+        off = sorted({c.name for c in hosts if c.status == "off"})
+        if off:
+            out.print(f"not wired here (off): {', '.join(off)}; `guard doctor --json` lists"
+                      " every scope", markup=False, soft_wrap=True)
         for c in layers:
             if c.name == "audit log" and c.extra.get("path"):
                 out.print(f"audit log: {c.extra['path']}", markup=False, soft_wrap=True)
     if any(c.status in ("broken", "skipped") for c in [*hosts, *layers]):
         raise typer.Exit(1)
+
+
+def doctor_verdict(hosts: list[Any], layers: list[Any]) -> str:
+    """The doctor's first line: whether anything will block or skip, and what is wired."""
+    bad = [c for c in [*hosts, *layers] if c.status in ("broken", "skipped")]
+    wired = [c.name for c in hosts if c.status == "ok"]
+    hooks = f"guard's hook runs for {', '.join(wired)}" if wired else "no host is wired here"
+    if bad:
+        names = ", ".join(f"{c.name} {c.status}" for c in bad)
+        return f"{len(bad)} problem{'s' if len(bad) != 1 else ''}: {names}; {hooks}"
+    return f"ok: {hooks}"
