@@ -55,11 +55,11 @@ class ArtifactError(GuardError):
 
 
 def slugify(title: str | None) -> str:
-    """Letters and digits of any script (NFKC, case-folded), hyphen-separated, at most 48
+    """Letters and digits of any script (NFKC, lower case), hyphen-separated, at most 48
     characters, never empty or path-like: anything else (punctuation, separators, marks,
     controls, bidi and zero-width characters) becomes one hyphen."""
     text = unicodedata.normalize("NFKC", title or "")
-    text = unicodedata.normalize("NFKC", text.casefold())
+    text = unicodedata.normalize("NFKC", text.lower())
     slug = re.sub(r"[\W_]+", "-", text).strip("-")
     slug = slug[:SLUG_MAX].rstrip("-")
     return slug or "plan"
