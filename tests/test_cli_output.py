@@ -71,3 +71,18 @@ def test_cwd_is_dash_c_on_every_command_that_takes_it(repo: Path) -> None:
     for command in ("check", "explain", "effects", "replay", "mode", "ui", "mcp"):
         text = guard(command, "--help", cwd=repo).stdout
         assert "-C" in text and "--cwd" in text, command
+
+
+def test_policy_show_prints_the_line_explain_cites(repo: Path) -> None:
+    explained = guard("explain", "--agent", "build", "delete", "src/app.py", cwd=repo).stdout
+    cited = next(w for w in explained.split() if w.startswith("builtin:default:"))
+    line = int(cited.split(":")[2].rstrip(":"))
+    shown = guard("policy", "show", "default", cwd=repo)
+    assert shown.returncode == 0, shown.stderr
+    numbered = dict(row.strip().split("  ", 1) for row in shown.stdout.splitlines()
+                    if row.strip() and "  " in row.strip())
+    assert str(line) in numbered
+    plain = guard("policy", "show", "builtin:default", "--plain", cwd=repo).stdout
+    assert plain.splitlines()[line - 1] == numbered[str(line)]
+    bad = guard("policy", "show", "defualt", cwd=repo)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "default" in bad.stderr

@@ -28,6 +28,7 @@ from guard.cli import (
 )
 from guard.cli import effects_command as effects
 from guard.cli import mcp_command as mcp
+from guard.cli import policy_command as policy
 from guard.cli._families import root
 
 __all__ = ["FAMILIES", "app"]
@@ -40,7 +41,7 @@ FAMILIES: tuple[typer.Typer, ...] = tuple(
     family.commands
     for family in (
         audit, core, demo, effects, hooks, lint, import_command, mcp, monitor, planning,
-        replay, run, ui,
+        replay, run, ui, policy,
     )
 )
 for _family in FAMILIES:

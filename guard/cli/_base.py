@@ -2,7 +2,8 @@
 
 Conventions every command follows (kept here so that no command re-implements them):
 
-- ``-h``/``--help``, ``-V``/``--version``, shell completion (``--install-completion``).
+- ``-h``/``--help`` everywhere; ``guard -V``/``--version`` and shell completion
+  (``guard --install-completion``) on guard itself.
 - Colour: ``--color auto|always|never`` (accepted anywhere before ``--``) and ``NO_COLOR``;
   with colour off no escape sequence is written at all (bold and dim included).
 - Errors: one line on stderr, ``guard: error: ...``; usage errors name the command's

@@ -148,6 +148,12 @@ def _planning() -> list[typer.Typer]:
     return [planning.commands]
 
 
+def _policy() -> list[typer.Typer]:
+    from guard.cli import policy_command
+
+    return [policy_command.commands]
+
+
 def _replay() -> list[typer.Typer]:
     from guard.cli import replay
 
@@ -179,6 +185,7 @@ FAMILY_OF: dict[str, Callable[[], list[typer.Typer]]] = {
     "watch": _monitor, "quarantine": _monitor,
     "mode": _planning, "events": _planning, "session": _planning, "plan": _planning,
     "replay": _replay,
+    "policy": _policy,
     "run": _run,
     "ui": _ui,
 }  # fmt: skip
@@ -223,6 +230,7 @@ SUMMARIES: tuple[tuple[str, str], ...] = (
     ("quarantine", "Inspect and restore what `guard watch --restore` moved aside."),
     ("session", "Agent sessions: their mode (build or plan), plan artifact and checklist."),
     ("plan", "Plan mode for the worktree: start it, follow it, approve the plan."),
+    ("policy", "Built-in policies: print one with line numbers (the lines explain cites)."),
 )
 
 
