@@ -86,3 +86,19 @@ def test_policy_show_prints_the_line_explain_cites(repo: Path) -> None:
     assert plain.splitlines()[line - 1] == numbered[str(line)]
     bad = guard("policy", "show", "defualt", cwd=repo)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "default" in bad.stderr
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_review_transcripts_agree_with_replay_at_the_same_cwd(tmp_path: Path) -> None:
+    """`guard review --transcripts T --cwd DIR` counts what `guard replay T --cwd DIR` does."""
+    examples = str(REPO / "examples/replay")
+    replay = guard("replay", examples, "--cwd", str(REPO), "--json", cwd=tmp_path)
+    summary = json.loads(replay.stdout)["summary"]
+    review = guard("review", "--transcripts", examples, "-C", str(REPO), "--format", "json",
+                   cwd=tmp_path)
+    assert review.stdout, review.stderr
+    replayed = json.loads(review.stdout)["transcripts"]
+    for key in ("calls", "denied", "asked", "allowed"):
+        assert replayed[key] == summary[key], (key, replayed, summary)

@@ -146,6 +146,11 @@ def review_command(
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Write the report here (default: stdout)."
     ),
+    cwd: Path | None = typer.Option(
+        None, "--cwd", "-C", file_okay=False,
+        help="Review the repository at DIR, and replay --transcripts against it (as guard"
+        " replay --cwd DIR does). Default: the current directory.",
+    ),
 ) -> None:
     """Security review of plan-mode isolation here: active layers and a red-team matrix.
 
@@ -168,7 +173,10 @@ def review_command(
             sys.stderr.write(f"\rguard review: {op_id:<30}")
             sys.stderr.flush()
 
-    review = run_review(policy, agent, progress=progress, transcripts=transcripts)
+    if cwd is not None and not cwd.is_dir():
+        raise GuardError(f"--cwd {cwd}: not a directory")
+    review = run_review(policy, agent, cwd=os.fspath(cwd) if cwd is not None else None,
+                        progress=progress, transcripts=transcripts)
     if sys.stderr.isatty():
         sys.stderr.write("\r" + " " * 45 + "\r")
     text = json_text(review) if output_format is ReviewFormat.json else to_markdown(review)
