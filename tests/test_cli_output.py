@@ -36,7 +36,11 @@ def test_quiet_run_prints_nothing_when_nothing_is_wrong(repo: Path) -> None:
     (repo / "build/out.txt").write_text("x\n")  # ignored by git: not restorable, not a warning
     proc = guard("run", "-q", "--agent", "plan", "--", "true", cwd=repo)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == "" and proc.stdout == ""
+    assert proc.stdout == ""
+    # no information: what was set up, scanned, or cannot be undone without --restore (a
+    # warning the busy machine may cause, e.g. a directory removed mid-walk, may remain)
+    for info in ("(final) scanned", "never copied", "baseline hashing"):
+        assert info not in proc.stderr, proc.stderr
 
 
 def test_doctor_starts_with_one_verdict_line_and_folds_hosts_that_are_off(repo: Path) -> None:
