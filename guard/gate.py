@@ -58,7 +58,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from guard.effects import Action, Decision, Effect, GuardError, ToolCall
+from guard.effects import Action, Decision, Effect, EffectKind, GuardError, ToolCall
 from guard.planning.found import ModeFound
 
 if TYPE_CHECKING:
@@ -412,7 +412,11 @@ class Gate:
         if detail and decision.action is not Action.ALLOW and detail not in reason:
             reason = f"{reason} ({detail})"  # what the analysis saw, e.g. the read-only form
         planning = g.agent(name).mode == "plan"
-        if decision.action is not Action.ALLOW and planning:
+        # the plan-mode paragraph (where the plan goes) only where the refusal is of a change
+        # (a write, a delete, a tool plan mode does not offer), not of a read or a connection
+        changes = decision.effect is None or decision.effect.kind in (
+            EffectKind.WRITE, EffectKind.DELETE, EffectKind.TOOL)
+        if decision.action is not Action.ALLOW and planning and changes:
             if self.refusal is not None:
                 told = self.refusal(call)
             else:

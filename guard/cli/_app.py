@@ -9,8 +9,6 @@ How a command line reaches :data:`app` is :func:`guard.cli._main.dispatch`.
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from guard.cli import audit_command as audit
@@ -31,72 +29,12 @@ from guard.cli import (
 )
 from guard.cli import effects_command as effects
 from guard.cli import mcp_command as mcp
-from guard.cli._base import ColorMode, version_text
-from guard.cli._typer import set_color
+from guard.cli import policy_command as policy
+from guard.cli._families import root
 
 __all__ = ["FAMILIES", "app"]
 
-app = typer.Typer(
-    name="guard",
-    help=(
-        "OpenOxide Guard: permission policies and a sandbox that make plan mode a runtime"
-        " fact for coding agents.\n\n"
-        "An agent in plan mode may explore and ask, but change nothing except its plan"
-        " file. Start with:\n\n"
-        "  guard demo                              # watch the default policy decide\n\n"
-        "  guard check write src/x.py              # may the plan agent write? exit 1: no\n\n"
-        "  guard explain --agent plan write .openoxide/plans/p.md\n\n"
-        "  guard install claude-code               # wire guard into Claude Code's hooks\n\n"
-        "  guard run --agent plan -- aider         # confine any agent with Landlock\n\n"
-        "  guard watch --agent plan --restore      # report and undo violations\n\n"
-        "  guard mcp -- SERVER_CMD...              # guard any MCP server's tool calls\n\n"
-        "  guard lint && guard review              # check the policy itself\n\n"
-        "  guard plan-dir                          # where plan files live here\n\n"
-        "Exit codes: 0 success/allow, 1 deny/violation, 3 ask/findings, 2 bad input or"
-        " usage. NO_COLOR or --color never turns colour off; --json output is described in"
-        " docs/json.md."
-    ),
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(version_text(), nl=False)
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version",
-            "-V",
-            help="Print guard's version and exit.",
-            callback=_version,
-            is_eager=True,
-        ),
-    ] = False,
-    color: Annotated[
-        ColorMode,
-        typer.Option(
-            "--color",
-            help="Colour and styles: auto (a terminal, unless NO_COLOR is set), always, never."
-            " Accepted after any command too.",
-        ),
-    ] = ColorMode.auto,
-) -> None:
-    """OpenOxide Guard."""
-    # main() already applied --color wherever it was written; this applies it for
-    # callers that run `app` directly (tests through typer's runner).
-    if color is not ColorMode.auto:
-        set_color(color)
-
+app = root()
 
 # plan and resume define no family of their own: they add their commands to the
 # `plan` and `session` groups of guard.cli.planning (imported above for that).
@@ -104,7 +42,7 @@ FAMILIES: tuple[typer.Typer, ...] = tuple(
     family.commands
     for family in (
         audit, confine, core, demo, effects, hooks, lint, import_command, mcp, monitor,
-        planning, replay, run, ui,
+        planning, replay, run, ui, policy,
     )
 )
 for _family in FAMILIES:

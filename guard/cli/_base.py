@@ -2,7 +2,8 @@
 
 Conventions every command follows (kept here so that no command re-implements them):
 
-- ``-h``/``--help``, ``-V``/``--version``, shell completion (``--install-completion``).
+- ``-h``/``--help`` everywhere; ``guard -V``/``--version`` and shell completion
+  (``guard --install-completion``) on guard itself.
 - Colour: ``--color auto|always|never`` (accepted anywhere before ``--``) and ``NO_COLOR``;
   with colour off no escape sequence is written at all (bold and dim included).
 - Errors: one line on stderr, ``guard: error: ...``; usage errors name the command's
@@ -151,8 +152,9 @@ def fail_for(exc: Exception, *, as_json: bool, code: int = 2) -> NoReturn:
 
     if isinstance(exc, PolicyError):
         fail(str(exc), as_json=as_json, code=code, problems=exc.problems)
-    if isinstance(exc, GuardError):
-        fail(str(exc), as_json=as_json, code=code)
+    if isinstance(exc, GuardError):  # a command that cannot start: 127/126, as shells say
+        own = getattr(exc, "exit_code", None)
+        fail(str(exc), as_json=as_json, code=own if isinstance(own, int) else code)
     if isinstance(exc, OSError):  # a full disk, a read-only file system, a permission
         where = f"{exc.filename}: " if exc.filename else ""
         fail(f"{where}{exc.strerror or exc}", as_json=as_json, code=code)

@@ -12,6 +12,7 @@ other command line goes through the typer application (:func:`dispatch`,
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -91,6 +92,17 @@ def _quick(args: list[str], *, as_json: bool) -> None:
     raise SystemExit(code)
 
 
+def _completed_words() -> list[str]:
+    """The words before the one being completed (typer's scripts pass COMP_WORDS and
+    COMP_CWORD), the program name dropped: the command they name decides the family."""
+    words = os.environ.get("COMP_WORDS", "").split()
+    try:
+        cword = int(os.environ.get("COMP_CWORD", "0"))
+    except ValueError:
+        cword = 0
+    return words[1:cword]
+
+
 def dispatch(args: list[str], *, as_json: bool) -> NoReturn:
     """Run the command line ``args`` (``--color`` already taken) through typer; exit."""
     from guard.cli._typer import run_typer, set_color
@@ -100,6 +112,15 @@ def dispatch(args: list[str], *, as_json: bool) -> NoReturn:
         from guard.cli.run import run_app
 
         run_typer(run_app, args[1:], prog="guard run", as_json=as_json)
+    from guard.cli._families import app_for, help_app
+
+    completing = "_GUARD_COMPLETE" in os.environ  # a TAB: the words are in the environment
+    if args in ([], ["--help"], ["-h"]) and not completing:  # the command list: no family
+        run_typer(help_app(), args, prog="guard", as_json=as_json)
+    # the family of the command named: its imports alone
+    only = app_for(_completed_words() if completing else args)
+    if only is not None:
+        run_typer(only, args, prog="guard", as_json=as_json)
     from guard.cli._app import app  # every command family, registered on it
 
     run_typer(app, args, prog="guard", as_json=as_json)

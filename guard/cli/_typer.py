@@ -10,12 +10,12 @@ No command and no application is defined here: the application is
 
 from __future__ import annotations
 
+# Lazy imports: typer's rich help module only when help is rendered (CLI start-up).
 import sys
 from typing import Any, NoReturn
 
 import typer
 import typer.core
-import typer.rich_utils
 from rich.console import Console
 
 from guard.cli._base import (
@@ -36,14 +36,42 @@ _UsageError: type[Exception] = typer.BadParameter.__bases__[0]
 _ClickException: type[Exception] = _UsageError.__bases__[0]
 
 
+#: typer's help settings for the colour mode, applied when help is rendered: typer's rich
+#: help module (rich's markdown, traceback…) loads only then, not for every command.
+_HELP_SETTINGS: dict[str, Any] = {}
+
+
+def _apply_help_settings() -> None:
+    import typer.rich_utils
+
+    for key, value in _HELP_SETTINGS.items():
+        setattr(typer.rich_utils, key, value)
+
+
 def set_color(mode: ColorMode) -> None:
     """Set the colour mode for this process (and for typer's own help and errors)."""
     set_color_mode(mode)
+    _HELP_SETTINGS.clear()
     if not color_enabled(sys.stdout):
-        typer.rich_utils.COLOR_SYSTEM = None
-        typer.rich_utils.FORCE_TERMINAL = False
+        _HELP_SETTINGS.update(COLOR_SYSTEM=None, FORCE_TERMINAL=False)
     elif mode is ColorMode.always:
-        typer.rich_utils.FORCE_TERMINAL = True
+        _HELP_SETTINGS.update(FORCE_TERMINAL=True)
+    if "typer.rich_utils" in sys.modules:
+        _apply_help_settings()
+
+
+def _with_help_settings(cls: Any) -> None:
+    original = cls.format_help
+
+    def format_help(self: Any, ctx: Any, formatter: Any) -> Any:
+        _apply_help_settings()
+        return original(self, ctx, formatter)
+
+    cls.format_help = format_help
+
+
+_with_help_settings(typer.core.TyperCommand)
+_with_help_settings(typer.core.TyperGroup)
 
 
 def console(*, stderr: bool = False, soft_wrap: bool = True) -> Console:

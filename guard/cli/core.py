@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Lazy imports: the policy schema (pydantic) only for `guard schema` (CLI start-up).
 import json
 import sys
 from pathlib import Path
@@ -27,7 +28,6 @@ from guard.cli.quick import (
 from guard.effects import Effect, GuardError
 from guard.network import path_target
 from guard.paths import plan_dir
-from guard.policy import json_schema
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
 
@@ -179,6 +179,8 @@ def schema() -> None:
 
     Example: guard schema > .openoxide/policy.schema.json
     """
+    from guard.policy import json_schema
+
     print(json.dumps(json_schema(), indent=2))
 
 

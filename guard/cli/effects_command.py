@@ -56,7 +56,9 @@ def effects(
     ] = "{}",
     cwd: Annotated[
         Path | None,
-        typer.Option("--cwd", help="Working directory of the call (relative paths stay relative)."),
+        typer.Option(
+            "--cwd", "-C", help="Working directory of the call (relative paths stay relative)."
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from guard import hosts
+from guard.cli import completion
 from guard.cli._base import print_json, warn
 from guard.cli._typer import console
 from guard.effects import GuardError, did_you_mean
@@ -50,7 +50,8 @@ def _known_host(host: str) -> str:
 )
 def hook_cmd(
     host: str = typer.Argument(
-        ..., help=f"One of: {HOST_LIST}.", metavar="HOST", callback=_known_host
+        ..., help=f"One of: {HOST_LIST}.", metavar="HOST", callback=_known_host,
+        autocompletion=completion.hosts
     ),
     agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
     policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
@@ -63,12 +64,12 @@ def hook_cmd(
     raise typer.Exit(answer.exit_code)
 
 
-def _scope(project: bool, user: bool, host: str = "") -> str:
-    if project and user:
-        raise GuardError("choose one of --project and --user")
-    if not project and not user and host == hosts.GEMINI.name:
-        return "user"  # Gemini skips project hooks in an untrusted workspace
-    return "user" if user else "project"
+def _scope(project: bool, user: bool, local: bool = False) -> Any:
+    """The scope asked for on the command line; None: let install choose."""
+    asked = [name for name, on in (("project", project), ("local", local), ("user", user)) if on]
+    if len(asked) > 1:
+        raise GuardError("choose one of --project, --local and --user")
+    return asked[0] if asked else None
 
 
 @commands.command(
@@ -76,14 +77,21 @@ def _scope(project: bool, user: bool, host: str = "") -> str:
     help=(
         "Wire guard's hook into a host agent's settings file.\n\n"
         "Idempotent; keeps every other key and hook; writes atomically and keeps the"
-        " previous file as <file>.guard-backup. --project (default; for gemini --user)"
-        " writes the file of the current worktree, --user the one in your home directory."
-        " For Codex it also records the hook (and a project install's project) as trusted"
-        " in ~/.codex/config.toml, which Codex requires before it runs any hook; for"
-        " OpenCode it writes a plugin. It ends by checking that the host will run the hook"
-        " and exits 1, naming the reason, when it will not.\n\n"
+        " previous file as <file>.guard-backup. --local writes a file only you have: Claude"
+        " Code's .claude/settings.local.json, for the other hosts their project file kept out"
+        " of git (a line in .git/info/exclude), or your user-wide file when your team tracks"
+        " that one (Gemini: always the user-wide file). --project writes the worktree's shared"
+        " file, which teams commit; --user the one in your home directory. Without any of"
+        " them: --local where the shared file is tracked by git, else --project with a"
+        " one-line warning (for gemini: --user). On a machine without guard the hook still"
+        " blocks, with a message naming guard and how to install it or take the hook out."
+        " For Codex it also records the hook (and a project's trust) in"
+        " ~/.codex/config.toml, which Codex requires before it runs any hook; for OpenCode it"
+        " writes a plugin. It ends by checking that the host will run the hook and exits 1,"
+        " naming the reason, when it will not.\n\n"
         "Examples:\n\n"
-        "  guard install claude-code            # .claude/settings.json of this repo\n\n"
+        "  guard install claude-code --local    # .claude/settings.local.json, only yours\n\n"
+        "  guard install claude-code            # the same if .claude/settings.json is tracked\n\n"
         "  guard install codex --user           # ~/.codex/hooks.json, trusted\n\n"
         "  guard install gemini                 # ~/.gemini/settings.json\n\n"
         "  guard install opencode               # .opencode/plugin/guard.js\n\n"
@@ -92,9 +100,11 @@ def _scope(project: bool, user: bool, host: str = "") -> str:
 )
 def install_cmd(
     host: str = typer.Argument(
-        ..., help=f"The host agent to wire: {HOST_LIST}.", metavar="HOST", callback=_known_host
+        ..., help=f"The host agent to wire: {HOST_LIST}.", metavar="HOST", callback=_known_host,
+        autocompletion=completion.hosts
     ),
-    project: bool = typer.Option(False, "--project", help="this worktree's settings (default)"),
+    project: bool = typer.Option(False, "--project", help="this worktree's shared settings"),
+    local: bool = typer.Option(False, "--local", help="a settings file only you have"),
     user: bool = typer.Option(False, "--user", help="your user-wide settings"),
     agent: str | None = typer.Option(None, "--agent", help="pin the policy agent in the hook"),
     policy: str | None = typer.Option(None, "--policy", help="pin a policy file or builtin:NAME"),
@@ -102,17 +112,18 @@ def install_cmd(
 ) -> None:
     from guard.setup.install import install
 
-    scope = _scope(project, user, host)
-    change = install(
-        host, "user" if scope == "user" else "project", agent=agent, policy=policy
-    )
-    no_worktree = _no_worktree_note() if scope == "project" else None
+    change = install(host, _scope(project, user, local), agent=agent, policy=policy)
+    # the file is written where the command runs when there is no worktree: say so
+    here = change.path.is_relative_to(os.path.realpath(os.getcwd()))
+    no_worktree = _no_worktree_note() if here else None
     _warn_if_editable()
     if as_json:
         print_json({**change.to_json(), "worktree": _worktree_or_none()})
         if change.problems:
             raise typer.Exit(1)
         return
+    if change.warning:
+        warn(change.warning.removeprefix("warning: "))
     _report_install(host, change, no_worktree)
 
 
@@ -174,22 +185,28 @@ def _no_worktree_note() -> str | None:
 @commands.command(
     "uninstall",
     help=(
-        "Remove guard's hook entry (and only it) from a host agent's settings file.\n\n"
-        "Example:\n\n  guard uninstall claude-code --project"
+        "Take out what guard install wrote, and say what was left and why.\n\n"
+        "That is guard's hook entries (and only them; a settings"
+        " file guard created goes, a file it found gets its bytes back when nothing else"
+        " changed), the Codex trust it recorded (the hook's and the project's), the line that"
+        " kept a local file out of git, and the folders it created when they are empty."
+        " Without --project, --local or --user: where guard installed for this worktree.\n\n"
+        "Example:\n\n  guard uninstall claude-code"
     ),
 )
 def uninstall_cmd(
     host: str = typer.Argument(
-        ..., help=f"The host agent to unwire: {HOST_LIST}.", metavar="HOST", callback=_known_host
+        ..., help=f"The host agent to unwire: {HOST_LIST}.", metavar="HOST", callback=_known_host,
+        autocompletion=completion.hosts
     ),
-    project: bool = typer.Option(False, "--project", help="this worktree's settings (default)"),
+    project: bool = typer.Option(False, "--project", help="this worktree's shared settings"),
+    local: bool = typer.Option(False, "--local", help="the settings file only you have"),
     user: bool = typer.Option(False, "--user", help="your user-wide settings"),
     as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
 ) -> None:
     from guard.setup.install import uninstall
 
-    scope = _scope(project, user, host)
-    change = uninstall(host, "user" if scope == "user" else "project")
+    change = uninstall(host, _scope(project, user, local))
     if as_json:
         print_json(change.to_json())
         return
@@ -212,6 +229,8 @@ def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
     style = {"ok": "green", "off": "dim", "broken": "bold red", "skipped": "bold red"}
     tables = []
     for title, checks in (("Hosts", hosts), ("Layers", layers)):
+        if not checks:
+            continue
         table = Table(title=title, show_lines=False)
         table.add_column("what")
         table.add_column("status")
@@ -244,17 +263,36 @@ def doctor_cmd(
 
     hosts = host_checks()
     layers = layer_checks()
+    verdict = doctor_verdict(hosts, layers)
     if as_json:
         print_json(
-            {"hosts": [c.to_json() for c in hosts], "layers": [c.to_json() for c in layers]},
+            {"verdict": verdict, "hosts": [c.to_json() for c in hosts],
+             "layers": [c.to_json() for c in layers]},
             indent=2,
         )
     else:
         out = console()
-        for table in doctor_tables(hosts, layers):
+        out.print(f"guard doctor: {verdict}", markup=False, soft_wrap=True)
+        shown = [c for c in hosts if c.status != "off"]
+        for table in doctor_tables(shown, layers):
             out.print(table)
+        off = sorted({c.name for c in hosts if c.status == "off"})
+        if off:
+            out.print(f"not wired here (off): {', '.join(off)}; `guard doctor --json` lists"
+                      " every scope", markup=False, soft_wrap=True)
         for c in layers:
             if c.name == "audit log" and c.extra.get("path"):
                 out.print(f"audit log: {c.extra['path']}", markup=False, soft_wrap=True)
     if any(c.status in ("broken", "skipped") for c in [*hosts, *layers]):
         raise typer.Exit(1)
+
+
+def doctor_verdict(hosts: list[Any], layers: list[Any]) -> str:
+    """The doctor's first line: whether anything will block or skip, and what is wired."""
+    bad = [c for c in [*hosts, *layers] if c.status in ("broken", "skipped")]
+    wired = [c.name for c in hosts if c.status == "ok"]
+    hooks = f"guard's hook runs for {', '.join(wired)}" if wired else "no host is wired here"
+    if bad:
+        names = ", ".join(f"{c.name} {c.status}" for c in bad)
+        return f"{len(bad)} problem{'s' if len(bad) != 1 else ''}: {names}; {hooks}"
+    return f"ok: {hooks}"

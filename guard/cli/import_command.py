@@ -7,6 +7,8 @@ guard.cli.lint's.
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -14,6 +16,9 @@ import typer
 
 from guard import hosts
 from guard.importers import IMPORTERS, read_json, validate, write_atomically
+from guard.paths import find_worktree
+
+PROJECT_POLICY = ".openoxide/policy.toml"
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
 
@@ -25,26 +30,50 @@ import_app = typer.Typer(
 commands.add_typer(import_app, name="import")
 
 
-def _import(kind: str, source: Path, output: Path | None, force: bool) -> None:
+def _import(kind: str, source: Path, output: Path | None, force: bool,
+            agent: str | None = None) -> None:
     data = read_json(str(source), f"{kind} settings file")
     draft = IMPORTERS[kind](data, str(source))
+    name = draft.retarget(agent)
     text = draft.to_toml()
     validate(text)
     for note in draft.notes.items:
         typer.echo(f"guard import: note: {note}", err=True)
     if output is None:
         sys.stdout.write(text)
-        return
-    write_atomically(output, text, force)
-    typer.echo(
-        f"guard import: wrote {output} ({len(draft.notes.items)} note(s));"
-        f" check it with: guard lint {output}",
-        err=True,
-    )
+    else:
+        write_atomically(output, text, force)
+        typer.echo(
+            f"guard import: wrote {output} ({len(draft.notes.items)} note(s));"
+            f" check it with: guard lint {output}",
+            err=True,
+        )
+    typer.echo(f"guard import: {_take_effect(kind, output, name if agent else None)}", err=True)
+
+
+def _take_effect(host: str, output: Path | None, agent: str | None) -> str:
+    """The one command that makes the imported policy decide this host's hook calls."""
+    pin = f" --agent {agent}" if agent else ""
+    if output is None:
+        return (f"to make it take effect, write it with -o {PROJECT_POLICY}, then run:"
+                f" guard install {host}{pin}")
+    wt = find_worktree(os.getcwd())
+    out = Path(os.path.abspath(output))
+    if wt is not None and out == Path(os.path.realpath(wt)) / PROJECT_POLICY:
+        where = "the hooks read it from this worktree"
+        return f"to make it take effect ({where}), run: guard install {host}{pin}"
+    return (f"to make it take effect, run: guard install {host}{pin}"
+            f" --policy {shlex.quote(str(out))}")
 
 
 _OUT = typer.Option(None, "--output", "-o", help="Write the policy here (default: stdout).")
 _FORCE = typer.Option(False, "--force", help="Replace --output if it exists.")
+_AGENT = typer.Option(
+    None, "--agent",
+    help="Name the imported agent (default: build, the agent the hooks decide as outside"
+    " plan mode; the host's denials are added to plan too). With a name, install the hooks"
+    " pinned to it: guard install HOST --agent NAME.",
+)
 
 
 @import_app.command(
@@ -60,9 +89,10 @@ def import_claude_code(
     settings: Path = typer.Argument(..., help="A Claude Code settings.json."),
     output: Path | None = _OUT,
     force: bool = _FORCE,
+    agent: str | None = _AGENT,
 ) -> None:
     """Convert Claude Code's permissions.allow/ask/deny rules into a guard policy."""
-    _import(hosts.CLAUDE_CODE.name, settings, output, force)
+    _import(hosts.CLAUDE_CODE.name, settings, output, force, agent)
 
 
 @import_app.command(
@@ -77,6 +107,7 @@ def import_opencode(
     config: Path = typer.Argument(..., help="An opencode.json."),
     output: Path | None = _OUT,
     force: bool = _FORCE,
+    agent: str | None = _AGENT,
 ) -> None:
     """Convert OpenCode's permission settings (and per-agent ones) into a guard policy."""
-    _import(hosts.OPENCODE.name, config, output, force)
+    _import(hosts.OPENCODE.name, config, output, force, agent)

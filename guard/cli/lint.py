@@ -14,6 +14,7 @@ import typer
 
 from guard.audit import AuditError
 from guard.audit.chain import load_key
+from guard.cli import completion
 from guard.cli._base import with_schema
 from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
@@ -74,7 +75,8 @@ def lint_command(
     ),
     list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule catalog."),
     explain: str | None = typer.Option(
-        None, "--explain", metavar="CODE", help="Print one rule's documentation."
+        None, "--explain", metavar="CODE", help="Print one rule's documentation.",
+        autocompletion=completion.rule_codes,
     ),
 ) -> None:
     """Check policy files for mistakes that weaken plan mode: the rule catalog GLxxx."""
@@ -156,6 +158,11 @@ def review_command(
         " user that wrote the records), repeated for several; each record's MAC is then"
         " checked. Without it only the form of the chain keys is.",
     ),
+    cwd: Path | None = typer.Option(
+        None, "--cwd", "-C", file_okay=False,
+        help="Review the repository at DIR, and replay --transcripts against it (as guard"
+        " replay --cwd DIR does). Default: the current directory.",
+    ),
 ) -> None:
     """Security review of plan-mode isolation here: active layers and a red-team matrix.
 
@@ -180,7 +187,10 @@ def review_command(
             sys.stderr.write(f"\rguard review: {op_id:<30}")
             sys.stderr.flush()
 
-    review = run_review(policy, agent, progress=progress, transcripts=transcripts)
+    if cwd is not None and not cwd.is_dir():
+        raise GuardError(f"--cwd {cwd}: not a directory")
+    review = run_review(policy, agent, cwd=os.fspath(cwd) if cwd is not None else None,
+                        progress=progress, transcripts=transcripts)
     if sys.stderr.isatty():
         sys.stderr.write("\r" + " " * 45 + "\r")
     text = json_text(review) if output_format is ReviewFormat.json else to_markdown(review)

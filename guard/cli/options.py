@@ -11,10 +11,15 @@ from typing import Annotated
 
 import typer
 
+from guard.cli import completion
+
 AgentOpt = Annotated[
     str,
     typer.Option(
-        "--agent", "-a", help="Agent of the policy to decide for (e.g. plan, build). Default: plan."
+        "--agent",
+        "-a",
+        help="Agent of the policy to decide for (e.g. plan, build). Default: plan.",
+        autocompletion=completion.agents,
     ),
 ]
 PolicyOpt = Annotated[
@@ -38,7 +43,8 @@ WorktreeOpt = Annotated[
 CwdOpt = Annotated[
     Path | None,
     typer.Option(
-        "--cwd", help="Directory relative paths are resolved from. Default: the current one."
+        "--cwd", "-C",
+        help="Directory relative paths are resolved from. Default: the current one.",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]

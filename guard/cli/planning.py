@@ -8,6 +8,7 @@ planning runtime's commands share, and decides which session a command acts on
 
 from __future__ import annotations
 
+# Lazy imports: the cockpit's tail reader only for `guard events --follow` (CLI start-up).
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from guard.audit.logfile import default_log_path
+from guard.cli import completion
 from guard.cli._base import with_schema
 from guard.cli._typer import console
 from guard.effects import GuardError
@@ -33,7 +35,6 @@ from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_session
 from guard.planning.render import event_line, session_view
 from guard.planning.session import Mode, Session, pin, sessions_dir
-from guard.ui.state import Tail
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
 
@@ -87,6 +88,7 @@ SessionOpt = Annotated[
         "--session",
         "-s",
         help="Session id (default: the one deciding here: pinned, else the newest open one).",
+        autocompletion=completion.sessions,
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
@@ -210,7 +212,10 @@ def session_start(
 
 @session_app.command("show")
 def session_show(
-    session_id: Annotated[str | None, typer.Argument(help="Session id (default: current).")] = None,
+    session_id: Annotated[
+        str | None,
+        typer.Argument(help="Session id (default: current).", autocompletion=completion.sessions),
+    ] = None,
     cwd: CwdOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
@@ -415,6 +420,8 @@ def _with_audit(
     session: Session, cwd: Path, follow: bool
 ) -> Iterator[ev.Event | dict[str, Any]]:
     """The session's events and the project's audit records since it began, as they come."""
+    from guard.ui.state import Tail
+
     events, records = Tail(session.events_path), Tail(default_log_path(Roots.discover(cwd)))
     lineno = 0
     while True:

@@ -111,7 +111,7 @@ _CHECK_VALUED = {
     "--agent": "agent", "-a": "agent",
     "--policy": "policy", "-p": "policy",
     "--worktree": "worktree", "-w": "worktree",
-    "--cwd": "cwd",
+    "--cwd": "cwd", "-C": "cwd",
     "--audit-log": "audit_log",
 }  # fmt: skip
 _CHECK_PATHS = ("worktree", "cwd", "audit_log")

@@ -148,7 +148,11 @@ class _MonitorHandle:
         print_violation(self._err, v, self.guard.roots, prefix="guard monitor: ")
 
     def _notice(self, n: Any) -> None:
-        if self.quiet and n.event in ("backend", "start", "stop"):
+        # -q: warnings and errors only; what was set up and scanned is information, and so
+        # is what could not be undone when nothing is undone (no --restore)
+        info = n.event in ("backend", "start", "stop", "reconcile") or (
+            n.event == "not-restorable" and not self.restore)
+        if self.quiet and info:
             return
         print(f"guard monitor: {n.message}", file=sys.stderr, flush=True)
 

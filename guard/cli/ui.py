@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -61,4 +62,9 @@ def ui_command(
     if color_mode() is ColorMode.never:
         os.environ["NO_COLOR"] = "1"  # Textual reads it when the app starts
     source = Cockpit(cwd, session_id)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise GuardError(
+            "guard ui needs a terminal (its input or output is not one); without one, use"
+            " guard session show, guard plan status or guard events --follow"
+        )
     CockpitApp(source).run()

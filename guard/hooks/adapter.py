@@ -40,7 +40,10 @@ from guard.gate import ModeHint
 if TYPE_CHECKING:
     from guard.gate import ModeHint, Verdict
 
-Scope = Literal["project", "user"]
+#: Where a hook is wired: the worktree's shared settings file (``project``), a file in the
+#: worktree that only this user has (``local``: the host's own untracked file, else the
+#: project file kept out of git by ``guard install``), or the user-wide file (``user``).
+Scope = Literal["project", "local", "user"]
 
 #: How an entry written by ``guard install`` is recognised again: the hook
 #: command runs guard's hook client, ``-m guard.hooks`` or ``guard hook``.
@@ -241,7 +244,13 @@ class HostAdapter(ABC):
 
     @abstractmethod
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
-        """The settings file that holds hooks for this scope."""
+        """The settings file that holds hooks for this scope (``local``: see
+        :attr:`local_file`)."""
+
+    #: Whether the host reads a per-user file inside the worktree beside the shared one
+    #: (Claude Code's ``settings.local.json``); without one, ``local`` is the shared
+    #: file kept out of git, or the user-wide file when the shared one is tracked.
+    local_file: bool = False
 
     @abstractmethod
     def add_entry(self, settings: dict[str, Any], command: str) -> None:

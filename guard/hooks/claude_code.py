@@ -81,7 +81,11 @@ class ClaudeCode(HostAdapter):
             "hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": message},
         })
 
+    local_file = True
+
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
+        if scope == "local":  # Claude Code's own per-user file in the project
+            return project / ".claude" / "settings.local.json"
         base = project if scope == "project" else home
         return base / ".claude" / "settings.json"
 

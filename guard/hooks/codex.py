@@ -77,7 +77,7 @@ class Codex(HostAdapter):
         )
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
-        if scope == "project":
+        if scope != "user":
             return project / ".codex" / "hooks.json"
         from guard.setup.codex_trust import codex_home
 

@@ -107,7 +107,7 @@ class Cursor(HostAdapter):
         return HookAnswer.json(out)
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
-        base = project if scope == "project" else home
+        base = project if scope != "user" else home
         return base / ".cursor" / "hooks.json"
 
     def _events(self, settings: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -79,6 +79,8 @@ class Gemini(HostAdapter):
         return super().post_answer(message)
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
+        # local is the user-wide file: Gemini has no per-user project file, and skips
+        # project hooks in an untrusted workspace
         base = project if scope == "project" else gemini_home(home)
         return base / ".gemini" / "settings.json"
 

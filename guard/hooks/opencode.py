@@ -99,7 +99,7 @@ class OpenCode(HostAdapter):
         return HookAnswer.json({} if message is None else {"message": message})
 
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
-        if scope == "project":
+        if scope != "user":
             return project / ".opencode" / "plugin" / PLUGIN_NAME
         return config_home() / "plugin" / PLUGIN_NAME
 

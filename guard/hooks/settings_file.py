@@ -37,6 +37,8 @@ class Change:
     notes: list[str] = field(default_factory=list)
     #: Why the host will NOT run the hook as installed; empty when it will.
     problems: list[str] = field(default_factory=list)
+    #: One line said before the report (a hook written into a file teams commit).
+    warning: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,7 @@ class Change:
             "command": self.command,
             "notes": self.notes,
             "problems": self.problems,
+            "warning": self.warning,
         }
 
 

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from guard.effects import GuardError
-from guard.importers.common import ACTIONS, AgentDraft, Draft
+from guard.importers.common import ACTIONS, AgentDraft, Draft, program_rule
 
 RULE = re.compile(r"^(?P<tool>[A-Za-z_][\w.-]*)(?:\((?P<spec>.*)\))?$", re.DOTALL)
 TOOLS: dict[str, tuple[str, ...]] = {
@@ -208,12 +208,7 @@ def _rule(draft: Draft, agent: AgentDraft, action: str, text: Any, where: str) -
     if tool == "Bash":
         prog = _PROGRAM.match(spec.strip())
         if prog is not None and action in ("deny", "ask"):
-            agent.add("exec", action, "//**/" + prog.group(1))
-            notes.add(
-                where,
-                f"{text!r}: converted to exec {action} of program {prog.group(1)!r}: it"
-                " covers every way of running it, not only this command prefix",
-            )
+            program_rule(agent, action, prog.group(1), text, where, notes)
         else:
             notes.add(
                 where,

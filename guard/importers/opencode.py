@@ -13,7 +13,7 @@ from typing import Any
 
 from guard.effects import GuardError
 from guard.importers.claude_code import _PROGRAM
-from guard.importers.common import ACTIONS, AgentDraft, Draft, Notes, read_json
+from guard.importers.common import ACTIONS, AgentDraft, Draft, Notes, program_rule, read_json
 from guard.lint.rule_context import FAKE_ROOTS, pattern_samples
 from guard.match import CompiledList, parse_pattern
 
@@ -206,7 +206,7 @@ def _agent(
                     )
                 for kind in kinds:
                     default = a.kinds[kind]["default"]
-                    a.kinds[kind] = {k: v for k, v in lists.items() if v}
+                    a.kinds[kind] = {k: list(v) for k, v in lists.items() if v}
                     a.kinds[kind]["default"] = default
                 for c in canon:
                     a.tools[c] = "allow"
@@ -278,9 +278,7 @@ def _bash(a: AgentDraft, value: Any, where: str, notes: Notes) -> None:
         action = _action(v, f"{where}.{command}")
         prog = _PROGRAM.match(command.strip())
         if prog is not None and action in ("deny", "ask"):
-            a.add("exec", action, "//**/" + prog.group(1))
-            notes.add(where, f"{command!r}: {action} converted to an exec rule for program"
-                      f" {prog.group(1)!r} (every way of running it)")
+            program_rule(a, action, prog.group(1), command, f"{where}.{command}", notes)
         else:
             notes.add(where, f"{command!r} = {action!r}: command patterns do not convert;"
                       " guard decides shell commands by their effects")

@@ -327,7 +327,7 @@ def run_review(
         layers,
     )
     if transcripts:
-        review.replayed = replayed(transcripts, name, policy)
+        review.replayed = replayed(transcripts, name, policy, cwd)
     scratch = tempfile.mkdtemp(prefix="guard-review-", dir=_scratch_base(here))
     try:
         wt = Path(scratch) / "repo"
@@ -397,11 +397,14 @@ def _show(g: Guard, e: Effect, cwd: str) -> str:
 # -- output ------------------------------------------------------------------------
 
 
-def replayed(paths: list[str], agent: str, policy: str | None) -> dict[str, Any]:
-    """The summary of replaying ``paths`` for ``agent`` (guard replay, no audit log)."""
+def replayed(paths: list[str], agent: str, policy: str | None,
+             cwd: str | None = None) -> dict[str, Any]:
+    """The summary of replaying ``paths`` for ``agent``, as ``guard replay --cwd CWD`` gives
+    it (no audit log): ``cwd`` the checkout the calls are moved to (None: each call's own)."""
 
     s = Summary()
-    for r in replay(transcripts(paths), agent=agent, policy=policy):
+    for r in replay(transcripts(paths), agent=agent, policy=policy,
+                    cwd=os.path.realpath(cwd) if cwd is not None else None):
         s.add(r)
     return {**s.to_json(), "blocked": s.blocked, "agent": agent,
             "top_rules": [{"rule": k, "calls": n} for k, n in s.by_rule.most_common(5)]}
@@ -411,6 +414,10 @@ def _replay_lines(r: dict[str, Any]) -> list[str]:
     lines = ["", "## Past sessions", "",
              f"In these {r['sessions']} sessions the {r['agent']} agent would have blocked"
              f" {r['blocked']} calls (of {r['calls']}: {r['denied']} denied, {r['asked']} asked)."]
+    if r.get("missing_cwds"):
+        lines += ["", f"Their folders do not exist here ({', '.join(r['missing_cwds'])}): each"
+                  " call was re-rooted through its nearest existing folder; pass `--cwd` with"
+                  " a checkout of the project to replay them there."]
     if r["top_rules"]:
         lines += ["", "| calls | rule |", "|---|---|"]
         lines += [f"| {t['calls']} | {_cell(t['rule'])} |" for t in r["top_rules"]]

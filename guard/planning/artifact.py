@@ -42,11 +42,13 @@ class PlanHolder(Protocol):
 
 SLUG_MAX = 48
 ARTIFACT_RE = re.compile(
-    r"^(?P<ts>\d{8}T\d{6}Z)-(?P<session>[A-Za-z0-9][A-Za-z0-9_-]*)-(?P<slug>[a-z0-9-]+)\.md$"
+    r"^(?P<ts>\d{8}T\d{6}Z)-(?P<session>[A-Za-z0-9][A-Za-z0-9_-]*)-(?P<slug>[\w-]+)\.md$"
 )
 
 
-PLAN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]*\.md$")
+#: a plan file's name: letters and digits of any script, then also ``._ -``; never a
+#: separator, a control or format character (bidi overrides, zero-width joiners)
+PLAN_NAME_RE = re.compile(r"^[^\W_][\w. -]*\.md$")
 
 
 class ArtifactError(GuardError):
@@ -54,9 +56,12 @@ class ArtifactError(GuardError):
 
 
 def slugify(title: str | None) -> str:
-    """ASCII, lowercase, hyphen-separated, at most 48 characters, never empty or path-like."""
-    text = unicodedata.normalize("NFKD", title or "").encode("ascii", "ignore").decode("ascii")
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    """Letters and digits of any script (NFKC, lower case), hyphen-separated, at most 48
+    characters, never empty or path-like: anything else (punctuation, separators, marks,
+    controls, bidi and zero-width characters) becomes one hyphen."""
+    text = unicodedata.normalize("NFKC", title or "")
+    text = unicodedata.normalize("NFKC", text.lower())
+    slug = re.sub(r"[\W_]+", "-", text).strip("-")
     slug = slug[:SLUG_MAX].rstrip("-")
     return slug or "plan"
 

@@ -134,7 +134,9 @@ def planning_command(hook_command: str, host: str = hosts.CLAUDE_CODE.name) -> s
         elif word.startswith(("--agent=", "--policy=")):
             options.append(word)
     parts = [words[0], "-I", "-m", MODULE, host, *options]
-    return " ".join(shlex.quote(p) for p in parts) + " || exit 2"
+    # the hook command's own failure tail (a block, said plainly when guard is absent)
+    tail = hook_command.split("||", 1)[1].strip() if "||" in hook_command else "exit 2"
+    return " ".join(shlex.quote(p) for p in parts) + " || " + tail
 
 
 def _parse_args(argv: list[str]) -> tuple[str, str | None, str | None]:

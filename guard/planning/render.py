@@ -5,14 +5,15 @@ Everything the agent wrote is drawn as plain text made visible
 rendered with what markdown hides shown and marked (:func:`plan_markdown`).
 """
 
+# Lazy imports: rich's markdown renderer and markdown-it's tokens only when a plan is shown
+# (CLI start-up).
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from markdown_it.token import Token
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -24,6 +25,10 @@ from guard.planning.artifact import read_plan
 from guard.planning.checklist import PlanItem, StepStatus
 from guard.planning.session import Session
 from guard.planning.todos import shown_checklist
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
+    from rich.markdown import Markdown
 
 MARKS = {
     StepStatus.COMPLETED: ("✓", "green"),
@@ -40,6 +45,8 @@ HIDDEN_STYLE = "bold magenta"
 def _revealed(tokens: list[Token]) -> Iterator[Token]:
     """The tokens with markdown's hidden parts (HTML blocks, inline HTML and comments) turned
     into code that shows them, labelled as hidden."""
+    from markdown_it.token import Token
+
     for token in tokens:
         if token.type == "html_block":
             yield Token("fence", "code", 0, content="(hidden in rendering: HTML)\n"
@@ -58,6 +65,8 @@ def plan_markdown(text: str) -> Markdown:
     """The plan rendered as markdown, with every part markdown would hide shown and marked:
     control, zero-width and bidi characters as escapes, HTML blocks and comments as code
     labelled hidden, link reference definitions as text, link targets after their text."""
+    from rich.markdown import Markdown
+
     shown = REFERENCE_LINE.sub(r"\1(hidden link definition) \\\2", visible(text))
     markdown = Markdown(shown, hyperlinks=False)
     markdown.parsed = list(_revealed(markdown.parsed))

@@ -86,14 +86,20 @@ def short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+#: ``schema_version`` of guard's JSON outputs (docs/json.md)
+SCHEMA_VERSION = 1
+
+
 def write_json(results: Iterable[ReplayResult], out: IO[str]) -> Summary:
-    """A JSON array of records, written as the results stream in."""
+    """One JSON object, as every guard JSON output: ``schema_version``, ``calls`` (one
+    record per call, written as the results stream in) and the ``summary``."""
     s = Summary()
-    out.write("[")
+    out.write(f'{{"schema_version": {SCHEMA_VERSION}, "calls": [')
     for i, r in enumerate(results):
         s.add(r)
         out.write(("," if i else "") + "\n  " + json.dumps(r.to_json(), ensure_ascii=False))
-    out.write("\n]\n" if s.calls else "]\n")
+    out.write("\n]" if s.calls else "]")
+    out.write(', "summary": ' + json.dumps(s.to_json(), ensure_ascii=False) + "}\n")
     return s
 
 

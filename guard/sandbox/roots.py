@@ -33,6 +33,15 @@ class SandboxError(GuardError):
     """The sandbox cannot be set up as asked; the command was not started."""
 
 
+class CommandNotStarted(SandboxError):
+    """The command itself cannot be started; ``exit_code`` as shells say it: 127 when it is
+    not found, 126 when it is found but cannot be run."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 @dataclass(frozen=True, slots=True)
 class WritableRoot:
     path: str

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from guard.sandbox import confine, landlock
-from guard.sandbox.roots import SandboxError, SandboxPlan
+from guard.sandbox.roots import CommandNotStarted, SandboxError, SandboxPlan
 
 if TYPE_CHECKING:
     import socket
@@ -354,7 +354,11 @@ def _run(
         shutil.which(command[0], path=_child_env(plan).get("PATH")) is None
         and "/" not in command[0]
     ):
-        raise SandboxError(f"command not found: {command[0]!r} (not on PATH)")
+        raise CommandNotStarted(f"command not found: {command[0]!r} (not on PATH)", 127)
+    if "/" in command[0] and not os.path.exists(command[0]):
+        raise CommandNotStarted(f"command not found: {command[0]!r} (no such file)", 127)
+    if "/" in command[0] and (os.path.isdir(command[0]) or not os.access(command[0], os.X_OK)):
+        raise CommandNotStarted(f"cannot run {command[0]!r}: not an executable file", 126)
     isolate = isolation(plan, say)
     if isolate and egress is not None:
         plan.env.update(egress.env)
@@ -493,7 +497,8 @@ class _Helper:
         if failure is not None:
             self.proc.wait()
             if failure.get("stage") == "exec":
-                raise SandboxError(str(failure.get("error")))
+                error = str(failure.get("error"))
+                raise CommandNotStarted(error, 127 if "No such file" in error else 126)
             what = {"landlock": "the Landlock sandbox could not be applied",
                     "plans": "the plan directory cannot be used as it is",
                     "tmpdir": "the private TMPDIR cannot be used",

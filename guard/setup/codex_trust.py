@@ -211,9 +211,47 @@ def untrust(keys: list[str]) -> list[str]:
             if key in state:
                 del state[key]
                 notes.append(f"removed the trust of {key} from {path}")
+        if notes and not state:  # no empty [hooks.state] table left behind
+            del hooks["state"]
+            if not hooks:
+                del doc["hooks"]
         return bool(notes)
 
     if keys and config_path().exists():
+        _edit_config(change)
+    return notes
+
+
+def project_trusted(project: Path) -> bool:
+    try:
+        config = read_config()
+    except CodexConfigError:
+        return False
+    projects = config.get("projects")
+    entry = projects.get(str(project)) if isinstance(projects, Mapping) else None
+    return isinstance(entry, Mapping) and entry.get("trust_level") == "trusted"
+
+
+def untrust_project(project: Path) -> list[str]:
+    """Remove the project trust guard's install wrote (the whole table when nothing else is
+    in it). What was done."""
+    notes: list[str] = []
+
+    def change(doc: Any, path: Path) -> bool:
+        projects = doc.get("projects")
+        entry = projects.get(str(project)) if isinstance(projects, dict) else None
+        if not isinstance(entry, dict) or entry.get("trust_level") != "trusted":
+            return False
+        del entry["trust_level"]
+        if not entry:
+            del projects[str(project)]
+        if not projects:
+            del doc["projects"]
+        notes.append(f"removed the trust of the project {project} from {path} (guard's"
+                     " install had written it)")
+        return True
+
+    if config_path().exists():
         _edit_config(change)
     return notes
 

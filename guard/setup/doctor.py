@@ -120,6 +120,9 @@ def shell_line(host: str, unavailable: str, no_namespaces: str = "") -> tuple[bo
                   " only, no other process)")  # fmt: skip
 
 
+_SCOPES: tuple[Scope, ...] = ("project", "user", "local")
+
+
 def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
     project = project_dir(cwd)
     unavailable = available()
@@ -128,9 +131,13 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
         adapter = adapter_for(host)
         no_namespaces = namespaces_unavailable() if adapter.can_rewrite and not unavailable else ""
         confined, shell = shell_line(host, unavailable, no_namespaces)
-        for scope in ("project", "user"):
-            sc: Scope = "project" if scope == "project" else "user"
+        seen: set[Path] = set()
+        for sc in _SCOPES:
+            scope: str = sc
             path = settings_file(adapter, sc, cwd)
+            if path in seen:  # a host whose local file is its project or user file
+                continue
+            seen.add(path)
             name = f"{host} ({scope})"
             extra: dict[str, Any] = {"host": host, "scope": scope, "path": str(path)}
             rewritten: str | None = None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from guard import hosts
+from guard.hooks.adapter import Scope
 from guard.hooks.front_door import adapter_for
 from guard.hooks.gemini import workspace_trust
 from guard.hooks.settings_file import SettingsError, read_settings
@@ -52,19 +53,52 @@ def _save(entries: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def remember(host: str, scope: str, path: Path, command: str, *, created: bool = False) -> None:
+def remember(host: str, scope: str, path: Path, command: str, *, created: bool = False,
+             extra: Mapping[str, Any] | None = None) -> None:
     """Record what ``guard install`` wrote, so doctor can tell when someone rewrote it;
     ``created``: the file did not exist before guard's first install (kept on a re-install,
-    so that ``guard uninstall`` removes the file rather than leave ``{}``)."""
+    so that ``guard uninstall`` removes the file rather than leave ``{}``); ``extra``: what
+    else it wrote for uninstall to take out (``dirs`` it created, the ``excluded`` line
+    that keeps a local file out of git, the ``trusted_project``); the first install's
+    record of each wins, as for ``created``."""
     entries = _load()
     mine = [e for e in entries if (e.get("host"), e.get("path")) == (host, str(path))]
+    extra = dict(extra or {})
     if mine:
         created = mine[-1].get("created") is True
+        for key in ("dirs", "excluded", "trusted_project"):
+            if key in mine[-1]:
+                extra[key] = mine[-1][key]
     entries = [e for e in entries if e not in mine]
-    entries.append(
-        {"host": host, "scope": scope, "path": str(path), "command": command, "created": created}
-    )
+    entries.append({**extra, "host": host, "scope": scope, "path": str(path),
+                    "command": command, "created": created})
     _save(entries)
+
+
+def entry(host: str, path: Path) -> dict[str, Any] | None:
+    """What ``guard install`` recorded for ``host`` in ``path`` (see :func:`remember`)."""
+    for e in _load():
+        if (e.get("host"), e.get("path")) == (host, str(path)):
+            return e
+    return None
+
+
+def installed_scope(host: str, project: Path, home: Path) -> Scope | None:
+    """The scope of guard's last install for ``host`` that concerns this worktree."""
+    adapter = adapter_for(host)
+    paths: dict[str, Scope] = {
+        str(adapter.settings_path(s, project, home)): s for s in ("user", "project", "local")
+    }
+    found: Scope | None = None
+    for e in _load():
+        if e.get("host") == host and e.get("path") in paths:
+            found = paths[str(e["path"])]
+    return found
+
+
+def project_still_wired(host: str, project: str) -> bool:
+    """Whether another install recorded here still relies on the project's trust."""
+    return any(e.get("host") == host and e.get("trusted_project") == project for e in _load())
 
 
 def created(host: str, path: Path) -> bool:
@@ -96,7 +130,7 @@ def after_install(host: str, scope: str, path: Path, project: Path) -> list[str]
     if host != hosts.CODEX.name:
         return []
     hooks = codex_trust.our_hooks(path, read_settings(path))
-    return codex_trust.trust(hooks, project if scope == "project" else None)
+    return codex_trust.trust(hooks, project if scope != "user" else None)
 
 
 def before_uninstall(host: str, path: Path) -> list[str]:
@@ -123,7 +157,7 @@ def skip_reasons(host: str, scope: str, path: Path, project: Path) -> list[str]:
         if not hooks:
             return [f"no guard entry in {path}"]
         return [f"wired, but Codex will skip it: {why}" for why in
-                codex_trust.skip_reasons(hooks, project if scope == "project" else None)]
+                codex_trust.skip_reasons(hooks, project if scope != "user" else None)]
     if host == hosts.GEMINI.name and scope == "project":
         trusted, why = workspace_trust(project)
         if not trusted:

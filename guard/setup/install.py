@@ -34,7 +34,8 @@ from guard.hooks.settings_file import (
     write_settings,
 )
 from guard.paths import find_worktree
-from guard.setup import host_state
+from guard.setup import codex_trust, host_state
+from guard.setup import scope as scopes
 
 
 def hook_command(
@@ -50,8 +51,9 @@ def hook_command(
     and falls back to deciding in-process. ``-I`` keeps the project directory
     (the hook's cwd) and ``PYTHON*`` variables off ``sys.path``, so a
     repository cannot shadow guard with a ``guard/`` package of its own.
-    ``|| exit 2`` turns a crash before our own handler runs (missing
-    interpreter, broken install) into a block.
+    What follows ``||`` turns a crash before our own handler runs (missing
+    interpreter, broken install) into a block, and says why when guard is not there at
+    all (:func:`absent_tail`).
     """
     exe = os.path.abspath(python or sys.executable)
     # the client lives with the hooks (guard's hook package), not with the installer
@@ -61,7 +63,23 @@ def hook_command(
         parts += ["--agent", agent]
     if policy:
         parts += ["--policy", policy if policy.startswith("builtin:") else os.path.abspath(policy)]
-    return " ".join(shlex.quote(p) for p in parts) + " || exit 2"
+    return " ".join(shlex.quote(p) for p in parts) + absent_tail(host, exe, client)
+
+
+def absent_tail(host: str, exe: str, client: str) -> str:
+    """`` || …``: any failure blocks (exit 2); when the interpreter or guard's hook client
+    is missing (a teammate's machine without guard, a removed virtualenv) it also prints
+    one line naming guard and how to install it or take the hook out, instead of the
+    shell's bare "not found"."""
+    title = hosts.by_name(host).title
+    message = (
+        f"guard: this {title} hook runs OpenOxide Guard ({exe}), which is not installed on"
+        f" this machine, so the call is blocked; install guard (pip install openoxide-guard,"
+        f" then: guard install {host} --local) or remove guard's hook entries from the"
+        f" project's {title} settings"
+    )
+    q = shlex.quote
+    return f" || {{ [ -x {q(exe)} ] && [ -f {q(client)} ] || echo {q(message)} >&2; exit 2; }}"
 
 
 def interpreter_of(command: str) -> str | None:
@@ -153,7 +171,7 @@ def _put_back(
 
 def install(
     host: str,
-    scope: Scope = "project",
+    scope: Scope | None = "project",
     *,
     cwd: str | os.PathLike[str] | None = None,
     python: str | None = None,
@@ -162,41 +180,99 @@ def install(
 ) -> Change:
     """Wire the hook, then make sure the host will run it (trust) and check that it will.
 
-    The returned change lists in ``problems`` every reason the host would still
-    skip the hook; callers must not report success when it is not empty.
+    ``scope`` None chooses as :func:`guard.setup.scope.choose` says (local where the
+    shared settings file is tracked by git). The returned change lists in ``problems``
+    every reason the host would still skip the hook; callers must not report success
+    when it is not empty.
     """
     adapter = adapter_for(host)
+    project = project_dir(cwd)
+    choice = scopes.choose(adapter, scope, project, Path(os.path.expanduser("~")))
+    scope = choice.scope
     command = hook_command(host, python=python, agent=agent, policy=policy)
+    made = scopes.missing_dirs(choice.path)
+    trusted_before = _project_trusted(host, scope, project)
     if host == hosts.OPENCODE.name:
-        change = opencode.install_plugin(scope, project_dir(cwd), command)
+        change = opencode.install_plugin(scope, project, command)
     else:
-        path = settings_file(adapter, scope, cwd)
+        path = choice.path
         existed = path.exists()
         change = _edit(path, adapter, command)
-    notes = list(change.notes)
-    notes += host_state.after_install(host, scope, change.path, project_dir(cwd))
+    notes = [*choice.notes, *change.notes]
+    extra: dict[str, Any] = {"dirs": made}
+    if scope == "local":
+        excluded = scopes.keep_out_of_git(change.path, project)
+        if excluded is not None:
+            extra["excluded"] = [str(excluded[0]), excluded[1]]
+            notes.append(f"kept it out of git: added {excluded[1]} to {excluded[0]}")
+    notes += host_state.after_install(host, scope, change.path, project)
+    if not trusted_before and _project_trusted(host, scope, project):
+        extra["trusted_project"] = str(project)
     host_state.remember(host, scope, change.path, command,
-                        created=host != hosts.OPENCODE.name and not existed)
-    problems = host_state.skip_reasons(host, scope, change.path, project_dir(cwd))
+                        created=host != hosts.OPENCODE.name and not existed, extra=extra)
+    problems = host_state.skip_reasons(host, scope, change.path, project)
     return Change(change.path, change.changed or bool(notes), change.added, change.removed,
-                  change.backup, change.command, notes, problems)
+                  change.backup, change.command, notes, problems, choice.warning)
+
+
+def _project_trusted(host: str, scope: Scope, project: Path) -> bool:
+    """Whether Codex records ``project`` as trusted (the entry a project install writes)."""
+    if host != hosts.CODEX.name or scope == "user":
+        return True  # nothing to undo
+    return codex_trust.project_trusted(project)
 
 
 def uninstall(
-    host: str, scope: Scope = "project", *, cwd: str | os.PathLike[str] | None = None
+    host: str, scope: Scope | None = "project", *, cwd: str | os.PathLike[str] | None = None
 ) -> Change:
+    """Take out what install wrote: guard's entries (or the file it created), the trust it
+    recorded, the line that kept a local file out of git, the folders it created when
+    they are empty; the notes say what was left and why. ``scope`` None: where guard
+    installed for this worktree, else where install would."""
     adapter = adapter_for(host)
-    if host == hosts.OPENCODE.name:
-        change = opencode.uninstall_plugin(scope, project_dir(cwd))
-        host_state.forget(host, scope, change.path)
-        return change
+    project = project_dir(cwd)
+    home = Path(os.path.expanduser("~"))
+    if scope is None:
+        scope = host_state.installed_scope(host, project, home) or scopes.choose(
+            adapter, None, project, home).scope
     path = settings_file(adapter, scope, cwd)
-    if not path.exists():
-        host_state.forget(host, scope, path)
-        return Change(path, False, False, 0, None, None)
-    before = host_state.before_uninstall(host, path)
-    change = _edit(path, adapter, None, created=host_state.created(host, path))
-    notes = [*change.notes, *host_state.after_uninstall(host, before)]
+    entry = host_state.entry(host, path)
+    if host == hosts.OPENCODE.name:
+        change = opencode.uninstall_plugin(scope, project)
+        notes = list(change.notes)
+    elif not path.exists():
+        change, notes = Change(path, False, False, 0, None, None), []
+    else:
+        before = host_state.before_uninstall(host, path)
+        change = _edit(path, adapter, None, created=host_state.created(host, path))
+        notes = [*change.notes, *host_state.after_uninstall(host, before)]
     host_state.forget(host, scope, path)
+    if entry is not None:
+        notes += _undo_extras(host, entry, path)
     return Change(change.path, change.changed or bool(notes), False, change.removed,
                   change.backup, None, notes)
+
+
+def _undo_extras(host: str, entry: dict[str, Any], path: Path) -> list[str]:
+    notes: list[str] = []
+    trusted = entry.get("trusted_project")
+    if isinstance(trusted, str):
+        if host_state.project_still_wired(host, trusted):
+            notes.append(f"left the trust of the project {trusted} in Codex's config: another"
+                         " guard install there still needs it")
+        else:
+            notes += codex_trust.untrust_project(Path(trusted))
+    elif host == hosts.CODEX.name and entry.get("scope") != "user":
+        notes.append("left the project's trust in Codex's config: it was there before"
+                     " guard's install")
+    excluded = entry.get("excluded")
+    if isinstance(excluded, list) and len(excluded) == 2:
+        said = scopes.drop_exclude(str(excluded[0]), str(excluded[1]))
+        if said:
+            notes.append(said)
+    dirs = entry.get("dirs")
+    if isinstance(dirs, list):
+        if path.exists():
+            notes.append(f"left {path}: it holds settings that are not guard's")
+        notes += scopes.remove_dirs([str(d) for d in dirs])
+    return notes

@@ -14,6 +14,7 @@ of the logs.
 
 from __future__ import annotations
 
+# Lazy imports: the doctor's host checks only when the cockpit shows hosts (CLI start-up).
 import hashlib
 import json
 import os
@@ -36,7 +37,6 @@ from guard.planning.checklist import PlanItem
 from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_session
 from guard.planning.session import Session, sessions_dir
-from guard.setup.doctor import host_checks
 from guard.ui.activity import Activity, from_audit, from_event
 
 #: Event types the cockpit reads (the others are skipped before validation).
@@ -239,6 +239,8 @@ def _read_bounded(path: str) -> tuple[str, bytes | None, int, bool]:
 
 def _hosts(cwd: str) -> list[HostLine]:
     """Each host's wiring here in ``guard doctor``'s words (best scope first)."""
+    from guard.setup.doctor import host_checks
+
     order = {"ok": 0, "skipped": 1, "broken": 2, "off": 3}
     best: dict[str, HostLine] = {}
     for check in host_checks(cwd):

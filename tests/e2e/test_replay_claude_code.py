@@ -48,7 +48,7 @@ def test_replay_of_a_fresh_claude_code_transcript(claude_binary: str, tmp_path: 
          str(home / ".claude/projects")],
         capture_output=True, text=True, timeout=300, check=False)
     assert replay.returncode == 3, replay.stderr
-    got = {r["call_id"]: r for r in json.loads(replay.stdout)}
+    got = {r["call_id"]: r for r in json.loads(replay.stdout)["calls"]}
     assert set(got) == {s.id for s in steps}
     from guard.sandbox.landlock import abi_version
 

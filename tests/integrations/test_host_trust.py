@@ -259,6 +259,8 @@ def test_opencode_uninstall_and_foreign_plugin(repo: Path, env: dict[str, str]) 
     assert plugin.exists()
     guard("uninstall", "opencode", cwd=repo, env=env)
     assert not plugin.exists()
+    assert not (repo / ".opencode").exists()  # the folders install created, now empty
+    plugin.parent.mkdir(parents=True)
     plugin.write_text("export const Mine = async () => ({});\n")
     proc = guard("install", "opencode", cwd=repo, env=env, code=None)
     assert proc.returncode != 0 and "not guard's plugin" in proc.stderr

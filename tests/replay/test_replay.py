@@ -38,7 +38,9 @@ def guard(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedPro
 
 
 def records(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = json.loads(proc.stdout)
+    doc = json.loads(proc.stdout)
+    assert doc["schema_version"] == 1  # one object, as every guard JSON output
+    out: list[dict[str, Any]] = doc["calls"]
     return out
 
 
@@ -146,7 +148,7 @@ def test_output_file(sessions: tuple[Path, Path], tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     proc = guard("replay", "--json", "-o", out, folder)
     assert proc.returncode == 3 and proc.stdout == ""
-    assert len(json.loads(out.read_text())) == 20
+    assert len(json.loads(out.read_text())["calls"]) == 20
     assert "20 calls in 4 sessions" in proc.stderr
 
 

@@ -57,3 +57,11 @@ def test_an_unknown_session_is_a_clear_error(repo: Path) -> None:
     assert proc.returncode == 2
     assert "no session '20261205-00000000'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_without_a_terminal_it_is_one_line_and_exit_2(repo: Path) -> None:
+    """A new user pipes it, or runs it from a script: no escape codes, no hang."""
+    proc = run("ui", "--cwd", str(repo))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "needs a terminal" in proc.stderr, proc.stderr
+    assert proc.stdout == "" and "\x1b" not in proc.stderr

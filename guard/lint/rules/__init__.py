@@ -6,6 +6,7 @@ GL3xx composition (extends), GL4xx the managed layer.
 
 from guard.lint.rules import (
     extends_rules,
+    kind_rules,
     managed_rules,
     network_rules,
     pattern_rules,
@@ -16,6 +17,7 @@ from guard.lint.rules import (
 
 __all__ = [
     "extends_rules",
+    "kind_rules",
     "managed_rules",
     "network_rules",
     "pattern_rules",

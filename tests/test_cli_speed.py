@@ -1,0 +1,153 @@
+"""Every everyday command imports only what it uses: each runs in a new process with
+``-X importtime`` and the modules it loaded are checked against what it must not need
+(timings are benchmarks/cli.py's; nothing here is timed).
+
+A command that loads the lint catalog, the doctor, the policy schema or another
+command's family pays for them on every call; this fails as soon as one creeps back.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from guard.cli._families import FAMILY_OF, SUMMARIES
+
+# modules no everyday command needs unless it is that command's own job
+LINT = "guard.lint.review"
+DOCTOR = "guard.setup.doctor"
+SCHEMA = "guard.policy.schema"
+RICH_HELP = "typer.rich_utils"
+MARKDOWN = "rich.markdown"
+
+CASES: list[tuple[list[str], set[str]]] = [
+    (["--help"], {LINT, DOCTOR, SCHEMA, "guard.cli.core", "guard.cli.planning",
+                  "guard.planning.event_bus", "guard.analysis"}),
+    (["mode"], {LINT, DOCTOR, SCHEMA, RICH_HELP, MARKDOWN, "guard.cli.core", "guard.cli.hooks",
+                "guard.cli.lint", "guard.ui.state"}),
+    (["plan", "status"], {LINT, DOCTOR, SCHEMA, RICH_HELP, MARKDOWN, "guard.cli.core",
+                          "guard.cli.lint", "guard.ui.state"}),
+    (["check", "write", "src/a.py"], {"typer", LINT, DOCTOR, "guard.planning.event_bus"}),
+    (["explain", "write", "src/a.py"], {LINT, DOCTOR, SCHEMA, RICH_HELP, "guard.cli.planning",
+                                        "guard.cli.hooks", "guard.planning.render"}),
+    (["lint", ".openoxide/policy.toml"], {"typer", DOCTOR, "guard.planning.event_bus"}),
+    (["doctor"], {LINT, "guard.cli.lint", "guard.importers", RICH_HELP, MARKDOWN,
+                  "guard.cli.planning"}),
+]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
+    (repo / ".openoxide").mkdir()
+    (repo / ".openoxide/policy.toml").write_text(
+        'version = 1\nextends = ["builtin:default"]\n', encoding="utf-8")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GUARD_", "XDG_")) and k != "PYTHONPATH"}
+    env.update(HOME=str(home), NO_COLOR="1")
+    # as on a machine where guard runs: a check (or a hook) keeps the validated policy, so
+    # later commands on it start without pydantic
+    subprocess.run([sys.executable, "-m", "guard", "check", "write", "src/a.py"], cwd=repo,
+                   env=env, capture_output=True, timeout=120, check=False)
+    return repo, env
+
+
+def loaded(args: list[str], cwd: Path, env: dict[str, str]) -> set[str]:
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "guard", *args],
+                          capture_output=True, text=True, cwd=cwd, env=env, timeout=300,
+                          check=False)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    names = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+    assert "guard" in names, proc.stderr[-2000:]
+    return names
+
+
+@pytest.mark.parametrize(("args", "unused"), CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_a_command_imports_only_what_it_uses(
+    workdir: tuple[Path, dict[str, str]], args: list[str], unused: set[str]
+) -> None:
+    repo, env = workdir
+    loaded(args, repo, env)  # first run: the validated-policy and bytecode caches
+    names = loaded(args, repo, env)
+    extra = sorted(m for m in names if any(m == u or m.startswith(u + ".") for u in unused))
+    assert not extra, f"guard {' '.join(args)} imported modules it does not use: {extra}"
+
+
+def test_every_command_is_found_in_its_family() -> None:
+    """FAMILY_OF names each command of the whole application, with the family defining it."""
+    from typer.main import get_command_name
+
+    from guard.cli._app import app
+
+    def name_of(c: object) -> str | None:
+        given = getattr(c, "name", None)
+        callback = getattr(c, "callback", None)
+        return given or (get_command_name(callback.__name__) if callback else None)
+
+    names = [name_of(c) for c in app.registered_commands] + [
+        g.name or (g.typer_instance.info.name if g.typer_instance else None)
+        for g in app.registered_groups]
+    assert sorted(n for n in names if n) == sorted(FAMILY_OF)
+    for name, loader in FAMILY_OF.items():
+        families = loader()
+        found = [name_of(c) for f in families for c in f.registered_commands] + [
+            g.name for f in families for g in f.registered_groups]
+        assert name in found, f"{name} is not defined by the family FAMILY_OF gives"
+    assert [n for n, _ in SUMMARIES] == [n for n in names if n]
+
+
+def test_guard_help_lists_what_the_whole_application_lists(
+    workdir: tuple[Path, dict[str, str]],
+) -> None:
+    repo, env = workdir
+    env = {**env, "COLUMNS": "120"}
+    quick = subprocess.run([sys.executable, "-m", "guard", "--help"], capture_output=True,
+                           text=True, cwd=repo, env=env, timeout=120, check=True)
+    whole = subprocess.run(
+        [sys.executable, "-c", "from guard.cli._typer import run_typer\n"
+         "from guard.cli._app import app\n"
+         "run_typer(app, ['--help'], prog='guard', as_json=False)"],
+        capture_output=True, text=True, cwd=repo, env=env, timeout=120, check=False)
+    assert quick.stdout == whole.stdout
+    assert "uninstall" in quick.stdout
+
+
+@pytest.mark.parametrize(
+    ("words", "cword", "offered"),
+    [
+        ("guard install c", "2", {"claude-code", "codex", "cursor"}),
+        ("guard check --agent ", "3", {"plan", "build"}),
+        ("guard lint --explain GL10", "3", {"GL101", "GL107"}),
+        ("guard che", "1", {"check"}),
+    ],
+)
+def test_tab_offers_values(
+    workdir: tuple[Path, dict[str, str]], words: str, cword: str, offered: set[str]
+) -> None:
+    """A new user's TAB: hosts, the policy's agents, rule codes, command names."""
+    repo, env = workdir
+    env = {**env, "_GUARD_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": cword}
+    proc = subprocess.run([sys.executable, "-m", "guard"], capture_output=True, text=True,
+                          cwd=repo, env=env, timeout=120, check=False)
+    assert offered <= set(proc.stdout.split()), proc.stdout + proc.stderr
+
+
+def test_tab_offers_this_worktrees_sessions(workdir: tuple[Path, dict[str, str]]) -> None:
+    repo, env = workdir
+    subprocess.run([sys.executable, "-m", "guard", "session", "start", "--id", "s-tab"],
+                   cwd=repo, env=env, capture_output=True, timeout=120, check=True)
+    env = {**env, "_GUARD_COMPLETE": "complete_bash", "COMP_WORDS": "guard mode --session s-",
+           "COMP_CWORD": "3"}
+    proc = subprocess.run([sys.executable, "-m", "guard"], capture_output=True, text=True,
+                          cwd=repo, env=env, timeout=120, check=False)
+    assert proc.stdout.split() == ["s-tab"], proc.stdout + proc.stderr
