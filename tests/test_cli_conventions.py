@@ -142,9 +142,9 @@ def test_bare_mcp_is_one_line_of_error(repo: Path) -> None:
 
 
 def test_usage_errors_are_one_line_naming_the_help(repo: Path) -> None:
-    r = guard("check", "--bogus", cwd=repo)
+    r = guard("check", "--frobnicate", cwd=repo)  # no option of check's is close to it
     assert r.returncode == 2
-    assert r.stderr == "guard: error: No such option: --bogus (see `guard check --help`)\n"
+    assert r.stderr == "guard: error: No such option: --frobnicate (see `guard check --help`)\n"
 
 
 def test_check_and_explain_default_to_the_plan_agent(repo: Path) -> None:

@@ -41,8 +41,8 @@ app = root()
 FAMILIES: tuple[typer.Typer, ...] = tuple(
     family.commands
     for family in (
-        audit, confine, core, demo, effects, hooks, lint, import_command, mcp, monitor,
-        planning, replay, run, ui, policy,
+        audit, core, demo, effects, hooks, lint, import_command, mcp, monitor, planning,
+        replay, run, confine, ui, policy,
     )
 )
 for _family in FAMILIES:

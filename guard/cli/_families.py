@@ -181,7 +181,6 @@ def _ui() -> list[typer.Typer]:
 #: top-level command -> the loader of the family that defines it
 FAMILY_OF: dict[str, Callable[[], list[typer.Typer]]] = {
     "audit": _audit,
-    "confine": _confine,
     "check": _core, "explain": _core, "schema": _core, "plan-dir": _core,
     "demo": _demo,
     "effects": _effects,
@@ -194,6 +193,7 @@ FAMILY_OF: dict[str, Callable[[], list[typer.Typer]]] = {
     "replay": _replay,
     "policy": _policy,
     "run": _run,
+    "confine": _confine,
     "ui": _ui,
 }  # fmt: skip
 

@@ -40,7 +40,7 @@ _HELP = "\n\n".join([
     " it may write only the plan directory, a private TMPDIR and the terminal; it reaches"
     " no network but guard's egress proxy (the policy's network rules decide), no other"
     " processes and no local sockets. Inside another sandbox, where a wall cannot stack,"
-    " guard says which and the policy's [agents.NAME.sandbox] require decides.",
+    " guard says which and the policy's \\[agents.NAME.sandbox] require decides.",
     "The exit status is ARGV's; 126 when it was not started.",
     "Example:",
     "  guard confine -- bash -c 'pytest -q; echo done > .openoxide/plans/notes.md'",
