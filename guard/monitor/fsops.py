@@ -383,3 +383,29 @@ def dir_meta(fd: int) -> str:
         h.update(k.encode() + b"\0" + v + b"\0")
     h.update(b"flags %d" % flags)
     return h.hexdigest()[:16]
+
+
+def dir_meta_at(pfd: int, name: str) -> str:
+    """:func:`dir_meta` of the directory ``name`` under ``pfd`` (never following)."""
+    fd = open_dir_at(pfd, name)
+    try:
+        return dir_meta(fd)
+    finally:
+        os.close(fd)
+
+
+def reset_dir_meta(fd: int, want: dict[str, bytes], flags: int) -> None:
+    """Remove added xattrs/ACLs, put back the ``want`` ones and the user inode ``flags``."""
+    have = xattrs_of(fd)
+    for k in have:
+        if k not in want:
+            with contextlib.suppress(OSError):
+                os.removexattr(fd, k)
+    for k, v in want.items():
+        if have.get(k) != v:
+            with contextlib.suppress(OSError):
+                os.setxattr(fd, k, v)
+    cur = inode_flags(fd)
+    if cur is not None and (cur & USER_FLAGS) != flags:
+        with contextlib.suppress(OSError):
+            set_inode_flags(fd, (cur & ~USER_FLAGS) | flags)

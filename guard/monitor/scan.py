@@ -223,6 +223,10 @@ def finish_baseline(m: Monitor, t0: float) -> None:
 
 
 def _not_restorable(m: Monitor, bl: Baseline) -> None:
+    if bl.held is not None and bl.held.refused:
+        m._notice("not-held", f"{bl.held.refused} baseline copies are over the held store's"
+                              f" limit of {bl.held.limit:,} bytes: they are kept on disk only"
+                              " (checked by SHA-256; an agent of this user can destroy them)")
     over = bl.over_cap()
     if over:
         names = ", ".join(e.path for e in over[:5]) + (" ..." if len(over) > 5 else "")

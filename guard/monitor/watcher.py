@@ -56,6 +56,7 @@ from guard.monitor.events import (
 )
 from guard.monitor.fanotify import Choice, FanotifyObserver
 from guard.monitor.fsops import Anchor
+from guard.monitor.heldstore import make_undumpable
 from guard.monitor.identity import check_roots, identity
 from guard.monitor.intake import lost_event, on_fan_event, on_fs_event, trouble
 from guard.monitor.ownstate import WatchLock, state_paths
@@ -282,6 +283,10 @@ class Monitor(_Sink):
             self._watch_lock.acquire(logfile.now_iso())
 
     def _start(self, t0: float) -> None:
+        why = make_undumpable()  # the held baseline copies: this process's alone
+        if why:
+            self._notice("error", f"cannot make the monitor non-dumpable ({why}): another"
+                                  " process of this user could open its baseline copies")
         if self._barrier_dir is not None:
             try:
                 os.close(self.quarantine.session_fd())
