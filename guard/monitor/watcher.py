@@ -59,6 +59,7 @@ from guard.monitor.fsops import Anchor
 from guard.monitor.heldstore import make_undumpable
 from guard.monitor.identity import check_roots, identity
 from guard.monitor.intake import lost_event, on_fan_event, on_fs_event, trouble
+from guard.monitor.objsnap import ObjectSnapshot
 from guard.monitor.ownstate import WatchLock, state_paths
 from guard.monitor.quarantine import Quarantine, quarantine_root
 from guard.monitor.restoring import rel
@@ -164,6 +165,10 @@ class Monitor(_Sink):
         self.degraded = False
 
         self._lock = threading.RLock()
+        #: the lock every change is decided and acted on under (helpers take it too)
+        self.lock = self._lock
+        #: .git -> the snapshot of its object database (guard/monitor/objsnap.py)
+        self.objects: dict[str, ObjectSnapshot] = {}
         self._recon_lock = threading.Lock()
         self._out_lock = threading.Lock()
         self._outbox: list[Violation | Notice] = []
@@ -546,6 +551,21 @@ class Monitor(_Sink):
         return _reconcile(self, reason)
 
     # -- output ------------------------------------------------------------------
+
+    def wake(self, reason: str) -> None:
+        """Run a reconciliation now (on the reconciler's thread)."""
+        self._wake_reason = reason
+        self._wake.set()
+
+    def report(self, v: Violation) -> None:
+        """Record a violation decided outside :meth:`_change` (written out by the next
+        flush, which never runs under the lock)."""
+        with self._lock:
+            self.violations.append(v)
+            self._outbox.append(v)
+
+    def notify(self, event: str, message: str) -> None:
+        self._notice(event, message)
 
     def _notice(self, event: str, message: str) -> None:
         n = Notice(logfile.now_iso(), self.session, event, message)

@@ -87,14 +87,17 @@ def test_a_poisoned_object_with_no_clean_copy_left_is_original_unavailable(
              "the next write reported")
 
 
-def test_a_deleted_git_object_is_original_unavailable_not_silence(
+def test_attack_deleted_git_object_is_put_back_and_the_file_restored_from_it(
     wt: Path, start_monitor: Callable[..., Monitor]
 ) -> None:
-    """Attack: delete src/app.py and its loose object together (before the monitor can
-    copy it): the restore says the original is unavailable instead of nothing."""
+    """Attack: delete src/app.py's loose object while its write waits to settle (before
+    the monitor can copy the file). The object comes back from the object database
+    snapshot (verified by its id), and the file is restored from it."""
     target = wt / "src" / "app.py"
+    original = target.read_bytes()
     obj = _object(wt, "src/app.py")
     m = start_monitor(restore=True)
+    assert m.baseline_done.wait(60)
     with open(target, "w") as f:  # the file's bytes go first, under the monitor's eyes
         f.write("agent\n")
         f.flush()
@@ -103,9 +106,9 @@ def test_a_deleted_git_object_is_original_unavailable_not_silence(
     wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
     m.settle()
     fv = next(v for v in m.violations if v.path == str(target))
-    assert "original unavailable: its source was changed" in fv.action_taken, fv.action_taken
-    assert "gone from the object database" in fv.action_taken
-    assert any(v.path == str(obj) and v.event == "deleted" for v in m.violations)
+    assert "restored from git blob" in fv.action_taken, fv.action_taken
+    assert target.read_bytes() == original
+    assert obj.is_file() and git(wt, "cat-file", "-p", ":src/app.py").encode() == original
     assert _item_bytes(m, target) == b"agent\n"
 
 
