@@ -75,8 +75,8 @@ def change(
     """Decide one change and act on it. Logging and callbacks run after the lock is released."""
     if path in m._index_paths:
         return m._index_change(m._index_paths[path], event)
-    if m.objects and m._ready.is_set():
-        objects_touched(m, path)  # a snapshotted file gone or changed: repaired by a scan
+    if m.objects and m._ready.is_set() and objects_touched(m, path):
+        return None  # an object file as git wrote it (put back by the monitor)
     if path.startswith(m._objects_prefixes):
         return _object_change(m, path, kind, event)
     with m._lock:

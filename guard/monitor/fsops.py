@@ -90,15 +90,25 @@ class Anchor:
 
     def __init__(self, bases: list[str]) -> None:
         self._fds: dict[str, int] = {}
+        self._retired: list[int] = []  # replaced by rebind: closed with the others
         for b in sorted(set(bases), key=len, reverse=True):
             with contextlib.suppress(OSError):
                 self._fds[b] = os.open(b, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
     def close(self) -> None:
         fds, self._fds = self._fds, {}
-        for fd in fds.values():
+        retired, self._retired = self._retired, []
+        for fd in [*fds.values(), *retired]:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def rebind(self, base: str, fd: int) -> None:
+        """Hold ``fd`` for ``base`` from now on (a watched root recreated at its path). The
+        old descriptor stays open until :meth:`close`: another thread may be using it."""
+        old = self._fds.get(base)
+        if old is not None:
+            self._retired.append(old)
+        self._fds[base] = fd
 
     def fd_of(self, base: str) -> int | None:
         """The descriptor held for ``base`` (None when it is not one of the bases)."""

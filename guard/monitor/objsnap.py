@@ -24,7 +24,6 @@ import fcntl
 import hashlib
 import os
 import secrets
-import shutil
 import stat
 import zlib
 from dataclasses import dataclass, field
@@ -216,7 +215,7 @@ class ObjectSnapshot:
         path = os.path.join(self.objects, rel_dir) if rel_dir else self.objects
         if anchor.lstat(path) is not None:
             return
-        pfd, name = anchor.parent(path)
+        pfd, name = anchor.parent(path, create=True)  # .git itself may be gone too
         try:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(name, 0o700, dir_fd=pfd)
@@ -227,9 +226,6 @@ class ObjectSnapshot:
                 os.close(fd)
         finally:
             os.close(pfd)
-
-    def discard(self) -> None:
-        shutil.rmtree(self.saved, ignore_errors=True)
 
 
 def _dirs_of(rel: str) -> list[str]:

@@ -86,7 +86,7 @@ def act(
             restored = _restore_tree(m, path)
         except SourceChanged:
             # its blob may be gone with the object database: put that back, then again
-            if entry.blob is None or not repair(m, "restore:object-missing"):
+            if entry.blob is None or not repair(m, "restore:object-missing", retry=True):
                 raise
             restored = _restore_tree(m, path)
         done.append(restored)
@@ -148,25 +148,30 @@ def take_snapshots(m: Monitor) -> None:
 
 def touched(m: Monitor, path: str) -> bool:
     """An event at or under a snapshotted ``.git/objects``: wake the reconciler when a
-    file the snapshot holds is gone or changed there."""
+    file the snapshot holds is gone or changed there. True when ``path`` is such a file
+    and holds what git wrote (the monitor's own restore): nothing to report."""
     for g, snap in m.objects.items():
         objs = g + "/objects"
         if path == objs or path.startswith(objs + "/"):
             under = "" if path == objs else path[len(objs) + 1:]
-            if m.restore and snap.damaged(m.anchor, under):
+            bad = snap.damaged(m.anchor, under)
+            if m.restore and bad:
                 m.wake("git objects changed")
-            return True
+            return under in snap.files and not bad
     return False
 
 
-def repair(m: Monitor, event: str) -> list[Violation]:
-    """Put back every snapshotted file of ``.git/objects`` that is gone or damaged."""
+def repair(m: Monitor, event: str, *, retry: bool = False) -> list[Violation]:
+    """Put back every snapshotted file of ``.git/objects`` that is gone or damaged
+    (``retry``: those that could not be put back before too)."""
     found: list[Violation] = []
     if not m.restore:
         return found
     for g, snap in list(m.objects.items()):
         objs = g + "/objects"
         with m.lock:
+            if retry:
+                snap.refused.clear()
             bad = snap.damaged(m.anchor)
             if not bad:
                 continue

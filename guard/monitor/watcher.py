@@ -323,7 +323,7 @@ class Monitor(_Sink):
             self.sync(30)
         self.watching.set()
 
-    def _degrade(self, event: str, message: str) -> None:
+    def degrade(self, event: str, message: str) -> None:
         self.watch_errors += 1
         self.degraded = True
         if self.reconcile_interval is None or self.reconcile_interval > DEGRADED_INTERVAL:
@@ -374,11 +374,13 @@ class Monitor(_Sink):
             f"stopped: {len(self.violations)} violations, {self.overflows} overflows,"
             f" {self.reconciliations} reconciliations",
         )
-        if self.baseline is not None and self.restore_failures:
+        if self.baseline is not None and (self.restore_failures or self._root_reported):
             # what could not be put back may exist nowhere else: never deleted then
             self.baseline.close()
-            self._notice("error", f"{self.restore_failures} restores failed; the baseline"
-                                  f" store is kept at {self.store} (delete it by hand once"
+            why = (f"{self.restore_failures} restores failed" if self.restore_failures
+                   else "the watched tree is not back in place")
+            self._notice("error", f"{why}; the baseline store is kept at {self.store}"
+                                  " (guard quarantine list shows it; delete it by hand once"
                                   " what you need is back)")
         elif self.baseline is not None:
             self.baseline.discard()
@@ -558,8 +560,7 @@ class Monitor(_Sink):
         self._wake.set()
 
     def report(self, v: Violation) -> None:
-        """Record a violation decided outside :meth:`_change` (written out by the next
-        flush, which never runs under the lock)."""
+        """Record a violation decided elsewhere (the next flush writes it, never locked)."""
         with self._lock:
             self.violations.append(v)
             self._outbox.append(v)
