@@ -8,8 +8,10 @@ checks the disk afterwards (git itself reads the repository back).
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import subprocess
+import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -101,6 +103,13 @@ def test_attack_object_rewritten_through_its_inode_is_refused_not_trusted(
     if snap.counts.get("hard link"):
         assert "original unavailable" in v[-1].action_taken, v
         assert zlib.decompress(obj.read_bytes()).endswith(poison)  # left, reported
+        # something was not put back: the store stays, and guard quarantine lists it
+        assert m.store.is_dir()
+        res = subprocess.run([sys.executable, "-m", "guard", "quarantine", "list", "--worktree",
+                              str(wt), "--json"], capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        kept = json.loads(res.stdout)["kept_stores"]
+        assert {"session": m.session, "path": str(m.store)} in kept, kept
     else:  # a reflink or a copy: its own bytes
         assert git(wt, "cat-file", "blob", blob) == "# a\n"
 
