@@ -32,7 +32,6 @@ import os
 import secrets
 import shutil
 import stat
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,7 +63,7 @@ from guard.monitor.fsops import (
     xattrs_of,
 )
 from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
-from guard.monitor.gitstate import GIT_TIMEOUT, IndexEntry
+from guard.monitor.gitstate import IndexEntry
 from guard.monitor.heldstore import HeldStore
 from guard.monitor.treeread import CHUNK as _CHUNK
 from guard.monitor.treeread import blob_id, git_blob_id, hash_file, open_file, read_copy
@@ -383,22 +382,14 @@ class Baseline:
                                     f" baseline read (SHA-256 {e.sha256[:12]})")
             return data
         if e.blob is not None and self.worktree is not None:
-            try:
-                out = subprocess.run(
-                    ["git", "-C", str(self.worktree), "cat-file", "blob", e.blob],
-                    capture_output=True,
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                    timeout=GIT_TIMEOUT,  # an object swapped for a FIFO must not hang us
-                )
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise BaselineError(f"cannot read git blob {e.blob} for {e.path}: {exc}") from exc
-            if out.returncode != 0:
+            root_fd = self.anchor.fd_of(str(self.worktree)) if self.anchor else None
+            data = gitstate.cat_blob(self.worktree, e.blob, self.store, root_fd)
+            if data is None:
                 raise SourceChanged(f"git object {e.blob[:12]} is gone from the object database")
-            if blob_id(out.stdout, len(e.blob)) != e.blob:
+            if blob_id(data, len(e.blob)) != e.blob:
                 raise SourceChanged(f"git object {e.blob[:12]} no longer holds its blob"
                                     " (its bytes hash to another id)")
-            return out.stdout
+            return data
         raise BaselineError(f"{e.path}: no baseline content ({e.unrestorable})")
 
     # -- restoring ---------------------------------------------------------

@@ -146,6 +146,7 @@ def _recover(m: Monitor, root: str, ident: tuple[int, int], now: tuple[int, int]
     st = os.fstat(fd)
     m._root_ids[root] = (st.st_dev, st.st_ino)
     m._root_reported.pop(root, None)
+    m.expect_baseline(root)
     done = [f"the watched tree was removed: recreated at {root}, and every path of the"
             " baseline is restored into it (git's objects from their snapshot, other files"
             " from the copies the monitor holds)"]

@@ -53,6 +53,7 @@ from guard.monitor.events import (
     _Sink,
     default_roots,
     new_session_id,
+    plan_ancestors,
 )
 from guard.monitor.fanotify import Choice, FanotifyObserver
 from guard.monitor.fsops import Anchor
@@ -214,7 +215,7 @@ class Monitor(_Sink):
         #: blob id -> the baselined files whose restore reads it (filled once ready)
         self._baseline_blobs: dict[str, list[str]] = {}
         self._plans = str(r.plans)
-        self._plan_ancestors = self._ancestors(str(r.plans))
+        self._plan_ancestors = plan_ancestors(str(r.plans), self.roots)
         self._ignored_exact = {
             str(self.quarantine.root),
             str(self.quarantine.root / ".gitignore"),
@@ -232,15 +233,6 @@ class Monitor(_Sink):
             g + "/" for g in self._git_dirs)
         sd = str(self.quarantine.session_dir)
         self._barrier_dir = sd if any(_is_under(sd, str(root)) for root in self.roots) else None
-
-    def _ancestors(self, path: str) -> set[str]:
-        """The plan directory and its ancestors inside the watched roots (created to hold plans)."""
-        out: set[str] = set()
-        p = path
-        while any(_is_under(p, str(root)) and p != str(root) for root in self.roots):
-            out.add(p)
-            p = os.path.dirname(p)
-        return out
 
     def _ignored(self, path: str) -> bool:
         """The monitor's own files and git's object churn (see docs/monitor.md).
@@ -559,14 +551,22 @@ class Monitor(_Sink):
         self._wake_reason = reason
         self._wake.set()
 
-    def report(self, v: Violation) -> None:
-        """Record a violation decided elsewhere (the next flush writes it, never locked)."""
+    def report(self, v: Violation) -> None:  # written by the next flush (never locked)
         with self._lock:
             self.violations.append(v)
             self._outbox.append(v)
 
     def notify(self, event: str, message: str) -> None:
         self._notice(event, message)
+
+    def expect_baseline(self, root: str) -> None:
+        """``root`` was recreated: each baseline path under it is compared with it again."""
+        if self.baseline is not None:
+            with self._lock:
+                for p, e in self.baseline.entries.items():
+                    if _is_under(p, root):
+                        self._known[p] = e.sig
+                self._dirty.clear()
 
     def _notice(self, event: str, message: str) -> None:
         n = Notice(logfile.now_iso(), self.session, event, message)
