@@ -153,6 +153,12 @@ class ObjectSnapshot:
                                           now.st_mtime_ns)
         return out
 
+    def retry(self, under: str) -> None:
+        """Forget the refusals at or below ``under`` (it changed again since)."""
+        for rel in [r for r in self.refused if not under or r == under
+                    or r.startswith(under + "/")]:
+            del self.refused[rel]
+
     def refuse(self, rel: str, anchor: Anchor) -> None:
         """``rel`` cannot be put back: not reported again until it changes again."""
         st = anchor.lstat(os.path.join(self.objects, rel))

@@ -154,6 +154,7 @@ def touched(m: Monitor, path: str) -> bool:
         objs = g + "/objects"
         if path == objs or path.startswith(objs + "/"):
             under = "" if path == objs else path[len(objs) + 1:]
+            snap.retry(under)  # changed again: what could not be put back is tried again
             bad = snap.damaged(m.anchor, under)
             if m.restore and bad:
                 m.wake("git objects changed")
@@ -192,7 +193,13 @@ def repair(m: Monitor, event: str, *, retry: bool = False) -> list[Violation]:
                     if m.anchor.lstat(live) is not None:
                         quarantine_path(m, live, meta)
                         kept += 1
-                    snap.restore(rel, m.anchor)
+                    for attempt in range(5):  # outlast an `rm -rf` still running
+                        try:
+                            snap.restore(rel, m.anchor)
+                            break
+                        except FileNotFoundError:
+                            if attempt == 4:
+                                raise
                     done += 1
                 except (OSError, GuardError) as exc:
                     failed.append(f"{rel}: {exc}")

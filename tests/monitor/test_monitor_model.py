@@ -33,6 +33,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import zlib
 from dataclasses import dataclass
@@ -213,8 +214,11 @@ def apply(wt: Path, op: Op, store: Path) -> tuple[set[str], list[str]]:
         (wt / PLAN).write_bytes(op.data)
         return {PLAN}, []
     if op.kind == "objrewrite":  # poison the restore source of src/app.py
-        blob = subprocess.run(["git", "-C", str(wt), "rev-parse", "HEAD:src/app.py"],
-                              check=True, capture_output=True, text=True).stdout.strip()
+        found = subprocess.run(["git", "-C", str(wt), "rev-parse", "HEAD:src/app.py"],
+                               capture_output=True, text=True)
+        if found.returncode != 0:
+            raise OSError("git cannot read HEAD (the objects are being put back)")
+        blob = found.stdout.strip()
         obj = wt / ".git" / "objects" / blob[:2] / blob[2:]
         os.chmod(obj, 0o644)
         obj.write_bytes(zlib.compress(b"blob %d\0" % len(POISON) + POISON))
@@ -371,3 +375,31 @@ def _diff(before: Snapshot, after: Snapshot, m: Monitor) -> str:
         if before.get(k) != after.get(k):
             lines.append(f"{k}: baseline {before.get(k)!r} now {after.get(k)!r}")
     return "\n".join(lines) + f"\nviolations: {m.violations}\nnotices: {m.notices}"
+
+
+def test_the_model_holds_as_an_unprivileged_user() -> None:
+    """As root, the model runs again as uid 65534: the monitor then gets inotify (fanotify's
+    filesystem mark needs CAP_SYS_ADMIN), its own files are that user's, and the
+    non-dumpable held store is what keeps the copies from that user's other processes."""
+    from tests.sandbox.unprivileged import as_user, reachable_dir, require_unprivileged
+
+    require_unprivileged()
+    checkout = Path(__file__).resolve().parents[2]
+    work = reachable_dir("guard-model-nobody-", "nobody")
+    try:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work),
+               "TMPDIR": str(work), "PYTHONDONTWRITEBYTECODE": "1",
+               "GUARD_MODEL_EXAMPLES": os.environ.get("GUARD_MODEL_EXAMPLES", "10"),
+               **{k: v for k, v in os.environ.items() if k.startswith("GIT_")}}
+        argv = as_user("nobody", [
+            sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+            f"--rootdir={checkout}", "-c", str(checkout / "pyproject.toml"),
+            f"--basetemp={work}/pytest", "-k", "inotify",
+            f"{__file__}::test_restore_brings_back_the_baseline_and_keeps_every_violating_version",
+        ])
+        proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True,
+                              timeout=3600)
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+        assert " passed" in proc.stdout, proc.stdout
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
