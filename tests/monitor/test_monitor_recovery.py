@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zlib
@@ -131,3 +132,69 @@ def test_the_monitor_is_not_dumpable_and_its_copies_have_no_name(
     entry = m.baseline.get(str(wt / "notes.txt"))
     assert entry is not None and entry.sha256 is not None
     assert m.baseline.held.has(entry.sha256)
+
+
+_ATTACKER = r"""
+import os, subprocess, sys
+from pathlib import Path
+from guard.decide import Guard
+from guard.monitor import Monitor
+wt = Path(sys.argv[1])
+m = Monitor(Guard.load(worktree=wt), "plan", restore=True, reconcile_interval=None,
+            session="held", audit_path=wt.parent / "audit.jsonl")
+m.start()
+fd = m.baseline.held.fd
+entry = m.baseline.get(str(wt / "notes.txt"))
+# another process of the same user: opens the held copy through /proc, then rewrites
+# the copy on disk and the file itself
+probe = subprocess.run([sys.executable, "-c",
+    "import os, sys\n"
+    "try:\n"
+    "    os.open(sys.argv[1], os.O_RDWR)\n"
+    "    print('opened')\n"
+    "except OSError as exc:\n"
+    "    print('refused', exc.errno)\n",
+    f"/proc/{os.getpid()}/fd/{fd}"], capture_output=True, text=True)
+print(probe.stdout.strip())
+Path(entry.copy).write_bytes(b"attacker\n")
+(wt / "notes.txt").write_bytes(b"agent\n")
+m.settle()
+m.stop()
+print("notes:", (wt / "notes.txt").read_bytes())
+"""
+
+
+def test_attack_same_user_cannot_open_the_held_store_and_poisons_the_disk_copy(
+    tmp_path: Path,
+) -> None:
+    """As uid 65534 (root can open anything): a process of the monitor's own user tries
+    to open the held store through /proc/PID/fd (refused: the monitor is non-dumpable),
+    rewrites the copy on disk and the untracked file: the original comes back."""
+    from tests.sandbox.unprivileged import as_user, reachable_dir, require_unprivileged
+
+    require_unprivileged()
+    work = reachable_dir("guard-held-", "nobody")
+    try:
+        wt = work / "wt"
+        wt.mkdir()
+        git(wt, "init", "-q")
+        (wt / "a.txt").write_text("a\n")
+        git(wt, "add", "-A")
+        git(wt, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+        (wt / "notes.txt").write_bytes(b"only here\n")
+        (wt / ".openoxide" / "plans").mkdir(parents=True)
+        for dirpath, dirnames, filenames in os.walk(work):
+            for name in [*dirnames, *filenames]:
+                os.lchown(os.path.join(dirpath, name), 65534, 65534)
+        checkout = Path(__file__).resolve().parents[2]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work),
+               "XDG_DATA_HOME": str(work / "data"), "PYTHONPATH": str(checkout),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        proc = subprocess.run(as_user("nobody", [sys.executable, "-c", _ATTACKER, str(wt)]),
+                              cwd=work, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "refused 13" in proc.stdout, proc.stdout  # EACCES
+        assert "notes: b'only here\\n'" in proc.stdout, proc.stdout
+        assert (wt / "notes.txt").read_bytes() == b"only here\n"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
