@@ -714,7 +714,7 @@ def test_recorded_connections_replay_under_another_agent(work: Path) -> None:
          str(pol), "--json"], capture_output=True, text=True, check=False,
     )
     assert out.returncode == 3, out  # something would have been refused
-    replayed = json.loads(out.stdout)
+    replayed = json.loads(out.stdout)["calls"]
     assert [(r["host"], r["tool"], r["input"]["method"], r["decision"], r["rule"])
             for r in replayed] == [
         ("audit", "request", "GET", "allow", replayed[0]["rule"]),
