@@ -107,10 +107,14 @@ def now_iso() -> str:
     return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
+#: json.dumps(record, ensure_ascii=False, sort_keys=True, default=str), made once
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def encode(record: dict[str, Any]) -> bytes:
     """One record as one line of UTF-8 JSON (newlines inside values are escaped by JSON)."""
     try:
-        line = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
+        line = _ENCODER.encode(record)
     except (TypeError, ValueError) as exc:
         raise AuditError(f"audit record cannot be encoded as JSON: {exc}") from exc
     return line.encode("utf-8", "surrogateescape") + b"\n"
