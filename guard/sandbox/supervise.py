@@ -11,7 +11,8 @@ no go (the monitor failed to start, an early signal) exits without starting
 the command.
 """
 
-# Lazy imports: egress, socket and namespaces only when used: `guard run` start-up speed.
+# Lazy imports: egress, socket, namespaces and subprocess (a helper started from a process
+# with threads) only when used: `guard run` start-up speed.
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ import gc
 import os
 import shutil
 import signal
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -30,6 +30,7 @@ from guard.sandbox.roots import CommandNotStarted, SandboxError, SandboxPlan
 
 if TYPE_CHECKING:
     import socket
+    import subprocess
 
 # Signals forwarded to the command. Terminal-generated ones (si_code
 # SI_KERNEL) reach the command directly, as it shares guard's process group.
@@ -249,6 +250,15 @@ def _fork_helper(argv: Sequence[str], env: dict[str, str], passed: Sequence[int]
         os._exit(code)
 
 
+def _popen(
+    argv: Sequence[str], env: dict[str, str], passed: Sequence[int]
+) -> subprocess.Popen[bytes]:
+    """The helper as a new interpreter (a process with threads must not fork and go on)."""
+    import subprocess
+
+    return subprocess.Popen(argv, env=env, close_fds=True, pass_fds=tuple(passed))
+
+
 def _wait_forwarding(proc: _Child, watched: Sequence[int]) -> int:
     """Wait for ``proc``, forwarding every signal sent to guard by another process.
 
@@ -466,7 +476,7 @@ class _Helper:
         try:
             self.proc: _Child = (
                 _fork_helper(argv, env, passed) if confine.single_threaded()
-                else subprocess.Popen(argv, env=env, close_fds=True, pass_fds=tuple(passed))
+                else _popen(argv, env, passed)
             )
         except OSError as exc:
             os.close(self._status_r)
