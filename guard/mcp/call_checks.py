@@ -95,6 +95,11 @@ class CallChecks(Forwarding):
     def _policy_changed(self, fresh: Guard) -> None:
         """Decide with ``fresh`` from now on; a server started later is confined by it."""
         self.log(f"the policy changed on disk; deciding with {fresh.loaded.name} from now on")
+        if not self.sink.audit_allowed and fresh.managed is not None and (
+            "audit" in fresh.managed.pins
+        ):  # as at start-up: a managed pin on the audit overrides --audit refusals
+            self.sink.audit_allowed = True
+            self.log("the managed policy now pins the audit: every call is recorded")
         self.guard = fresh
         self.sink.shipping = fresh.audit_settings
         self.sink.data = fresh.roots.data
