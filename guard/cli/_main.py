@@ -80,7 +80,8 @@ def _leave(code: int) -> NoReturn:
     TMPDIR removed, and guard writes its files (audit records included) unbuffered."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: started without that descriptor
+                stream.flush()
         except (OSError, ValueError):
             code = code or 1
     os._exit(code)

@@ -223,8 +223,7 @@ def _fork_helper(argv: Sequence[str], env: dict[str, str], passed: Sequence[int]
     start-up). The child never returns into guard: it ends with ``os._exit``."""
     args = list(argv[list(argv).index(confine.HELPER) + 1 :])
     keep = sorted({0, 1, 2, *passed})
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _flush()
     pid = os.fork()
     if pid:
         return _Forked(pid)
@@ -241,8 +240,7 @@ def _fork_helper(argv: Sequence[str], env: dict[str, str], passed: Sequence[int]
         from guard.sandbox import helper
 
         code = helper.main(args)
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush()
     except BaseException as exc:  # pragma: no cover - said as the helper says a failure
         with contextlib.suppress(OSError):
             os.write(2, f"guard confine: {exc!r}; the command was NOT started\n".encode())
@@ -257,6 +255,14 @@ def _popen(
     import subprocess
 
     return subprocess.Popen(argv, env=env, close_fds=True, pass_fds=tuple(passed))
+
+
+def _flush() -> None:
+    """Flush guard's stdout and stderr before a fork (either may be None: guard started
+    without that descriptor)."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
 
 
 def _wait_forwarding(proc: _Child, watched: Sequence[int]) -> int:
