@@ -66,9 +66,25 @@ def main(argv: Sequence[str] | None = None) -> None:
                 fail("aborted", as_json=as_json, code=130)
             except Exception as exc:
                 fail_for(exc, as_json=as_json)
+            if argv is None and options.no_monitor:
+                _leave(code)
             raise SystemExit(code)
         # help, a usage error, --explain: the typer command says it (the same command)
     dispatch(args, as_json=as_json)
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit ``guard run --no-monitor`` once its command is done, without the interpreter's
+    teardown (every module's objects freed one by one: milliseconds the user waits for).
+    Nothing is left to do: the command was waited for, the egress proxy closed, the private
+    TMPDIR removed, and guard writes its files (audit records included) unbuffered."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:  # None: started without that descriptor
+                stream.flush()
+        except (OSError, ValueError):
+            code = code or 1
+    os._exit(code)
 
 
 def _quick(args: list[str], *, as_json: bool) -> None:

@@ -152,7 +152,13 @@ def mcp_command(
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     from guard.mcp.proxy import McpProxy, run_proxy
+    from guard.policy.freshness import PolicyWatch
 
+    watch = PolicyWatch(
+        guard,
+        lambda: Guard.load(policy, cwd=workdir),
+        discovered=policy is None and not os.environ.get("GUARD_POLICY"),
+    )
     proxy = McpProxy(
         guard,
         session,
@@ -163,6 +169,7 @@ def mcp_command(
         verbose=verbose,
         ask_timeout=ask_timeout,
         audit_allowed=audit is AuditLevel.ALL,
+        policy_watch=watch,
     )
     try:
         code = run_proxy(proxy)
