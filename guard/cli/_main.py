@@ -52,6 +52,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         except Exception as exc:
             fail_for(exc, as_json=as_json, code=confine_command.NOT_STARTED)
         raise SystemExit(code)
+    if args[:1] == ["explain"]:  # a policy author's "why?"
+        _explain(args[1:], as_json=as_json)
+    if args[:1] == ["mode"] or args[:2] == ["plan", "status"]:  # a prompt's status line
+        _view(args, as_json=as_json)
     if args[:1] == ["run"]:  # the start-up cost of every confined command
         from guard.cli import run_plain
 
@@ -90,6 +94,45 @@ def _quick(args: list[str], *, as_json: bool) -> None:
     except Exception as exc:
         fail_for(exc, as_json=as_json)
     raise SystemExit(code)
+
+
+def _explain(args: list[str], *, as_json: bool) -> None:
+    """Answer a plain ``guard explain`` without typer (:mod:`guard.cli.explain_view`)."""
+    from guard.cli import explain_view
+
+    options = explain_view.parse_explain(args)
+    if options is None:
+        return
+    try:
+        code = explain_view.run_explain(options)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as exc:
+        fail_for(exc, as_json=as_json)
+    raise SystemExit(code)
+
+
+def _view(args: list[str], *, as_json: bool) -> None:
+    """Answer ``guard mode`` (printing) or ``guard plan status`` without typer (see
+    :mod:`guard.cli.plan_view`); return for any other command line, which typer reads."""
+    from guard.cli import plan_view
+
+    try:
+        if args[0] == "mode":
+            mode = plan_view.parse_mode(args[1:])
+            if mode is None:
+                return
+            plan_view.show_mode(*mode)
+        else:
+            status = plan_view.parse_status(args[2:])
+            if status is None:
+                return
+            plan_view.show_status(*status)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as exc:
+        fail_for(exc, as_json=as_json)
+    raise SystemExit(0)
 
 
 def _completed_words() -> list[str]:

@@ -1,10 +1,10 @@
 """The typer side of the command-line conventions: colour for typer and rich, and errors.
 
 :func:`set_color` tells typer's own help and errors the colour mode, :func:`console` is
-the rich console every command prints with, and :func:`run_typer` runs a typer
-application so that its usage errors, aborts and a command's exceptions are said the
-conventional way (:mod:`guard.cli._base`). Flags show no value type in ``--help``.
-No command and no application is defined here: the application is
+the rich console every command prints with (:mod:`guard.cli._console`), and
+:func:`run_typer` runs a typer application so that its usage errors, aborts and a
+command's exceptions are said the conventional way (:mod:`guard.cli._base`). Flags show
+no value type in ``--help``. No command and no application is defined here: the application is
 :mod:`guard.cli._app`.
 """
 
@@ -16,17 +16,15 @@ from typing import Any, NoReturn
 
 import typer
 import typer.core
-from rich.console import Console
 
 from guard.cli._base import (
     ColorMode,
     color_enabled,
-    color_mode,
     fail,
     fail_for,
-    isatty,
     set_color_mode,
 )
+from guard.cli._console import console
 
 __all__ = ["console", "run_typer", "set_color"]
 
@@ -72,20 +70,6 @@ def _with_help_settings(cls: Any) -> None:
 
 _with_help_settings(typer.core.TyperCommand)
 _with_help_settings(typer.core.TyperGroup)
-
-
-def console(*, stderr: bool = False, soft_wrap: bool = True) -> Console:
-    """A rich console that follows ``--color``/``NO_COLOR``; never wraps when not a terminal."""
-    stream = sys.stderr if stderr else sys.stdout
-    on = color_enabled(stream)
-    return Console(
-        stderr=stderr,
-        highlight=False,
-        soft_wrap=soft_wrap or not isatty(stream),
-        color_system="auto" if on else None,
-        force_terminal=True if on and color_mode() is ColorMode.always else None,
-        no_color=not on,
-    )
 
 
 def _no_type_for_flags(self: typer.core.TyperOption, ctx: Any) -> str | None:
