@@ -42,6 +42,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args in (["--version"], ["-V"]):
         sys.stdout.write(version_text())
         raise SystemExit(0)
+    if args in (["--help"], ["-h"]) and "_GUARD_COMPLETE" not in os.environ:
+        from guard.cli import root_help
+
+        if root_help.render():  # typer's layout, without typer
+            raise SystemExit(0)
     if args[:1] in (["check"], ["lint"]):  # called once per file by hooks and editors
         _quick(args, as_json=as_json)
     if args[:2] == ["confine", "--"] and len(args) > 2:  # the model's confined form
