@@ -32,6 +32,10 @@ from guard.cli._base import (
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: never lets a traceback reach the user."""
+    if "_GUARD_COMPLETE" in os.environ:  # a TAB (guard.cli.main answers it before this)
+        from guard.cli import completion
+
+        completion.run()
     args = list(sys.argv[1:] if argv is None else argv)
     args, mode, problem = take_color(args)
     as_json = wants_json(args)
