@@ -25,6 +25,7 @@ from guard.cli._base import (
     set_color_mode,
 )
 from guard.cli._console import console
+from guard.cli._helptext import first_paragraph, help_text, highlighter, paragraphs
 
 __all__ = ["console", "run_typer", "set_color"]
 
@@ -44,6 +45,23 @@ def _apply_help_settings() -> None:
 
     for key, value in _HELP_SETTINGS.items():
         setattr(typer.rich_utils, key, value)
+    typer.rich_utils._get_help_text = _help_text
+    typer.rich_utils._make_command_help = _command_help
+
+
+def _help_text(*, obj: Any, markup_mode: Any) -> Any:
+    """A command's own help with its paragraphs as written (guard.cli._helptext), in place
+    of typer's, which keeps the source's line breaks inside a paragraph."""
+    from rich.console import Group
+
+    return Group(*help_text(obj.help or "", deprecated=bool(obj.deprecated)))
+
+
+def _command_help(*, help_text: str, markup_mode: Any) -> Any:
+    """A command's line in its group's list: its first paragraph, as one line of prose."""
+    from rich.text import Text
+
+    return highlighter()(Text.from_markup(first_paragraph(help_text)))
 
 
 def set_color(mode: ColorMode) -> None:
@@ -63,6 +81,8 @@ def _with_help_settings(cls: Any) -> None:
 
     def format_help(self: Any, ctx: Any, formatter: Any) -> Any:
         _apply_help_settings()
+        if self.epilog:  # typer keeps its paragraphs as they are: give them as written
+            self.epilog = "\n\n".join(paragraphs(self.epilog))
         return original(self, ctx, formatter)
 
     cls.format_help = format_help

@@ -18,21 +18,22 @@ import os
 import sys
 
 from guard.cli._base import ColorMode, color_enabled, color_mode
+from guard.cli._helptext import first_paragraph, help_text, highlighter
 
 ROOT_HELP = (
     "OpenOxide Guard: permission policies and a sandbox that make plan mode a runtime"
     " fact for coding agents.\n\n"
     "An agent in plan mode may explore and ask, but change nothing except its plan"
     " file. Start with:\n\n"
-    "  guard demo                              # watch the default policy decide\n\n"
-    "  guard check write src/x.py              # may the plan agent write? exit 1: no\n\n"
-    "  guard explain --agent plan write .openoxide/plans/p.md\n\n"
-    "  guard install claude-code               # wire guard into Claude Code's hooks\n\n"
-    "  guard run --agent plan -- aider         # confine any agent with Landlock\n\n"
-    "  guard watch --agent plan --restore      # report and undo violations\n\n"
-    "  guard mcp -- SERVER_CMD...              # guard any MCP server's tool calls\n\n"
-    "  guard lint && guard review              # check the policy itself\n\n"
-    "  guard plan-dir                          # where plan files live here\n\n"
+    "  guard demo                          # watch the default policy decide\n"
+    "  guard check write src/x.py          # may the plan agent write? exit 1: no\n"
+    "  guard explain --agent plan write .openoxide/plans/p.md\n"
+    "  guard install claude-code           # wire guard into Claude Code's hooks\n"
+    "  guard run --agent plan -- aider     # confine any agent with Landlock\n"
+    "  guard watch --agent plan --restore  # report and undo violations\n"
+    "  guard mcp -- SERVER_CMD...          # guard any MCP server's tool calls\n"
+    "  guard lint && guard review          # check the policy itself\n"
+    "  guard plan-dir                      # where plan files live here\n\n"
     "Exit codes: 0 success/allow, 1 deny/violation, 3 ask/findings, 2 bad input or"
     " usage. NO_COLOR or --color never turns colour off; --json output is described in"
     " docs/json.md.")
@@ -67,28 +68,20 @@ def render() -> bool:
     from rich.text import Text
     from rich.theme import Theme
 
-    class Options(RegexHighlighter):
-        highlights = [  # noqa: RUF012  (typer's help highlights these alike)
-            r"(^|\W)(?P<switch>\-\w+)(?![a-zA-Z0-9])",
-            r"(^|\W)(?P<option>\-\-[\w\-]+)(?![a-zA-Z0-9])",
-            r"(?P<types>\<[^\>]+\>)",
-            r"(?P<usage>Usage: )",
-        ]
-
-    class Negative(RegexHighlighter):
+    class Negative(RegexHighlighter):  # typer's, for --no-X options
         highlights = [  # noqa: RUF012
             r"(^|\W)(?P<negative_switch>\-\w+)(?![a-zA-Z0-9])",
             r"(^|\W)(?P<negative_option>\-\-[\w\-]+)(?![a-zA-Z0-9])",
         ]
 
-    class Types(RegexHighlighter):
+    class Types(RegexHighlighter):  # typer's, for an option's <value>
         highlights = [  # noqa: RUF012
             r"^(?P<types_sep>(\[|<))",
             r"(?P<types_sep>\|)",
             r"(?P<types_sep>(\]|>))(\.\.\.)?$",
         ]
 
-    options, negative, types = Options(), Negative(), Types()
+    options, negative, types = highlighter(), Negative(), Types()
     on = color_enabled(sys.stdout)
     forced = bool(os.environ.get("GITHUB_ACTIONS") or os.environ.get("FORCE_COLOR")
                   or os.environ.get("PY_COLORS"))  # fmt: skip
@@ -112,11 +105,7 @@ def render() -> bool:
         return options(Text.from_markup(inspect.cleandoc(text), style=style))
 
     con.print(Padding(options(USAGE), 1), style="bold")
-    first, *rest = inspect.cleandoc(ROOT_HELP).split("\n\n")
-    parts: list[Text] = [markup(first.replace("\n", " ").strip())]
-    if rest:
-        parts += [Text(""), markup("\n\n".join(rest), style="dim")]
-    con.print(Padding(Align(Group(*parts), pad=False), (0, 1, 1, 1)))
+    con.print(Padding(Align(Group(*help_text(ROOT_HELP)), pad=False), (0, 1, 1, 1)))
     table = Table(highlight=True, show_header=False, expand=True, box=None, show_lines=False,
                   leading=0, border_style=None, row_styles=None, pad_edge=False,
                   padding=(0, 1))  # fmt: skip
@@ -133,7 +122,7 @@ def render() -> bool:
     commands.add_column(style="bold cyan", no_wrap=True, width=max(len(n) for n, _ in SUMMARIES))
     commands.add_column("Description", justify="left", no_wrap=False, ratio=10)
     for name, summary in SUMMARIES:
-        commands.add_row(Text(name), markup(summary.split("\n\n")[0].strip()))
+        commands.add_row(Text(name), options(Text.from_markup(first_paragraph(summary))))
     con.print(Panel(commands, border_style="dim", title="Commands", title_align="left"))
     sys.stdout.write("\n")  # typer's help ends with an empty line (click echoes it)
     sys.stdout.flush()
