@@ -62,11 +62,15 @@ WIDTH = 80
 
 
 def _ragged(out: str) -> list[str]:
-    """Lines of the help's prose that break although the next word would have fitted."""
+    """Lines of the help's prose that break although the next word would have fitted, and
+    lines of a block (examples, a list) that the width broke in two."""
     text = out.split("╭")[0].splitlines()  # the description, before the first panel
     bad = []
     for line, after in itertools.pairwise(text):
         if not line.strip() or not after.strip() or line.startswith(" Usage:"):
+            continue
+        if line.startswith("   ") and not after.startswith("   "):
+            bad.append(f"a line of a block runs over: {line.rstrip()!r} / {after.strip()!r}")
             continue
         if line.startswith("  ") or after.startswith("  ") or after.lstrip()[:2] in ("- ", "* "):
             continue  # a block: examples, a list, indented lines are kept as written

@@ -41,7 +41,7 @@ CASES: list[tuple[list[str], set[str]]] = [
                                         "guard.cli.hooks", "guard.planning", *TYPER}),
     (["lint", ".openoxide/policy.toml"], {"typer", DOCTOR, "guard.planning.event_bus"}),
     (["doctor"], {LINT, "guard.cli.lint", "guard.importers", RICH_HELP, MARKDOWN,
-                  "guard.cli.planning"}),
+                  "guard.cli.planning", "typer", "click", "guard.cli._typer"}),
 ]
 
 

@@ -1,5 +1,6 @@
-"""``guard explain``, ``guard mode`` and ``guard plan status`` answer without typer
-(guard/cli/explain_view.py, guard/cli/plan_view.py), with typer's very answers.
+"""``guard explain``, ``guard mode``, ``guard plan status`` and ``guard doctor`` answer
+without typer (guard/cli/explain_view.py, guard/cli/plan_view.py,
+guard/cli/doctor_view.py), with typer's very answers.
 
 Timings are never asserted here (benchmarks/cli.py measures them); what is pinned is
 what makes them fast (the modules a run loads) and that the typer-free path says exactly
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from guard.cli import _main, explain_view, plan_view
+from guard.cli import _main, doctor_view, explain_view, plan_view
 
 PROBE = (
     "import atexit, sys\n"
@@ -74,6 +75,8 @@ def test_with_a_session_the_views_still_load_no_typer(repo: Path, policy: Path) 
 
 
 VIEW_LINES = [
+    ["doctor"],
+    ["doctor", "--json"],
     ["explain", "write", "src/app.py"],
     ["explain", "-a", "build", "write", ".openoxide/plans/p.md"],
     ["explain", "--agent=plan", "--cwd", "src", "read", "app.py"],
@@ -147,3 +150,8 @@ def test_mode_and_status_lines_left_to_typer(args: list[str]) -> None:
 )
 def test_explain_lines_left_to_typer(args: list[str]) -> None:
     assert explain_view.parse_explain(args) is None
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--json", "--json"], ["-x"], ["--jsonx"]])
+def test_doctor_lines_left_to_typer(args: list[str]) -> None:
+    assert doctor_view.parse_doctor(args) is None

@@ -2,9 +2,12 @@
 
 :func:`main` starts a confined command (``guard run``) without importing typer, rich or
 any other command's module (:mod:`guard.cli.run_plain`), and answers ``--version`` and a
-plain ``guard check`` or ``guard lint`` the same way (:mod:`guard.cli.quick`); every
-other command line goes through the typer application (:func:`dispatch`,
-:mod:`guard.cli._app`), loaded only then. The conventions it applies are in
+plain ``guard check`` or ``guard lint`` the same way (:mod:`guard.cli.quick`); ``guard
+--help`` (:mod:`guard.cli.root_help`), ``guard explain`` (:mod:`guard.cli.explain_view`),
+``guard mode`` and ``guard plan status`` (:mod:`guard.cli.plan_view`) print without typer
+what typer's commands print; TAB completion is answered before this (:func:`guard.cli.main`,
+:mod:`guard.cli.completion`). Every other command line goes through the typer application
+(:func:`dispatch`, :mod:`guard.cli._app`), loaded only then. The conventions it applies are in
 :mod:`guard.cli._base`; the commands themselves are not here.
 """
 
@@ -61,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         except Exception as exc:
             fail_for(exc, as_json=as_json, code=confine_command.NOT_STARTED)
         raise SystemExit(code)
+    if args[:1] == ["doctor"]:  # the first thing to run when something is off
+        _doctor(args[1:], as_json=as_json)
     if args[:1] == ["explain"]:  # a policy author's "why?"
         _explain(args[1:], as_json=as_json)
     if args[:1] == ["mode"] or args[:2] == ["plan", "status"]:  # a prompt's status line
@@ -98,6 +103,22 @@ def _quick(args: list[str], *, as_json: bool) -> None:
             code = quick.run_check(check)
         elif lint is not None:
             code = quick.run_lint(lint)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as exc:
+        fail_for(exc, as_json=as_json)
+    raise SystemExit(code)
+
+
+def _doctor(args: list[str], *, as_json: bool) -> None:
+    """Answer ``guard doctor [--json]`` without typer (:mod:`guard.cli.doctor_view`)."""
+    from guard.cli import doctor_view
+
+    asked = doctor_view.parse_doctor(args)
+    if asked is None:
+        return
+    try:
+        code = doctor_view.run_doctor(asked)
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     except Exception as exc:

@@ -224,9 +224,8 @@ def plan_exit_command(
     Examples:
 
       guard plan exit --approve
-
-      guard plan exit --approve --digest "$(guard plan status --json | jq -r .plan_sha256)"
-
+      guard plan exit --approve \\
+        --digest "$(guard plan status --json | jq -r .plan_sha256)"
       guard plan exit --refine "also cover the migration" --session ID
     """
     chosen = [x for x in (approve or None, reject, refine) if x is not None]

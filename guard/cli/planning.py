@@ -55,27 +55,29 @@ session_app = typer.Typer(
         " whose owning process died (orphaned) stays in plan mode until you end it,"
         " approve its plan or take it over (`guard plan resume ID`); an orphaned build"
         " session decides nothing.\n\n"
-        "  guard session start                 # new build-mode session, prints its id\n\n"
-        "  guard session start --mode plan --title 'Add caching'\n\n"
-        "  guard session list                  # newest first: state and owner\n\n"
-        "  guard session show                  # checklist and plan, side by side lanes\n\n"
-        "  guard session end                   # the deciding session stops deciding"
+        "Examples:\n\n"
+        "  guard session start                # a build-mode session; prints its id\n"
+        "  guard session start --mode plan --title 'Add caching'\n"
+        "  guard session list                 # newest first: state and owner\n"
+        "  guard session show                 # checklist and plan, side by side\n"
+        "  guard session end                  # the deciding session stops deciding"
     ),
     no_args_is_help=True,
 )
 plan_app = typer.Typer(
     help=(
         "Plan mode for the worktree: start it, follow it, approve the plan.\n\n"
-        "  guard plan start 'Add caching'      # plan mode here; prints what to do next\n\n"
-        "  guard plan status                   # mode, plan file, checklist, last decisions\n\n"
-        "  guard plan path                     # the current session's plan file\n\n"
-        "  guard plan show                     # render it\n\n"
-        "  guard plan list                     # all plan files of this worktree\n\n"
-        "  guard plan exit --approve           # leave plan mode (the only way out)\n\n"
-        "  guard plan exit --reject 'too risky'   # stay in plan mode\n\n"
-        "  guard plan exit --refine 'split step 2'\n\n"
-        "  guard plan answer 'SQLite'           # answer the model's request_user_input\n\n"
-        "  guard plan resume ID                # take over an orphaned plan session"
+        "Examples:\n\n"
+        "  guard plan start 'Add caching'        # plan mode here; what to do next\n"
+        "  guard plan status                     # mode, plan file, checklist\n"
+        "  guard plan path                       # the current session's plan file\n"
+        "  guard plan show                       # render it\n"
+        "  guard plan list                       # all plan files of this worktree\n"
+        "  guard plan exit --approve             # leave plan mode (the only way)\n"
+        "  guard plan exit --reject 'too risky'  # stay in plan mode\n"
+        "  guard plan exit --refine 'split step 2'\n"
+        "  guard plan answer 'SQLite'            # answer request_user_input\n"
+        "  guard plan resume ID                  # take over an orphaned session"
     ),
     no_args_is_help=True,
 )
