@@ -95,9 +95,16 @@ def build_table() -> dict[str, Any]:
 
 
 def table_text() -> str:
-    """The table as guard/cli/completion.json holds it: one command path a line."""
-    rows = [f"  {json.dumps(path)}: {json.dumps(entry)}" for path, entry in build_table().items()]
-    return "{\n" + ",\n".join(rows) + "\n}\n"
+    """The table as guard/cli/completion.json holds it: the hosts, the lint rule codes, and
+    the commands, one command path a line."""
+    from guard.hooks import HOSTS
+    from guard.lint import RULES
+
+    rows = [f"    {json.dumps(path)}: {json.dumps(entry)}"
+            for path, entry in build_table().items()]
+    return (f'{{\n  "hosts": {json.dumps(list(HOSTS))},\n'
+            f'  "rules": {json.dumps(sorted(RULES))},\n'
+            '  "commands": {\n' + ",\n".join(rows) + "\n  }\n}\n")
 
 
 if __name__ == "__main__":
@@ -120,8 +127,8 @@ def test_the_static_values_are_guards() -> None:
     from guard.lint import RULES
     from guard.policy.loader import builtin_names
 
-    assert tuple(HOSTS) == completion.HOSTS
-    assert tuple(sorted(RULES)) == completion.RULE_CODES
+    assert completion.hosts("") == list(HOSTS)
+    assert completion.rule_codes("") == sorted(RULES)
     assert completion.policies("") == builtin_names()
     from guard.paths import VCS_MARKERS
 
@@ -163,7 +170,7 @@ def test_agents_are_the_policys_agents(repo: Path, policy: str | None) -> None:
 
 def _probes() -> Iterator[str]:
     """Command lines (before the cursor) covering every command, option and value."""
-    table = json.loads(TABLE.read_text(encoding="utf-8"))
+    table = json.loads(TABLE.read_text(encoding="utf-8"))["commands"]
     for path, (_, subs, options, arguments) in table.items():
         head = f"guard {path} ".replace("  ", " ")
         yield head

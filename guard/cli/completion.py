@@ -3,12 +3,13 @@
 
 The scripts ``guard --install-completion`` installs (typer's, for bash, zsh, fish and
 PowerShell) run ``guard`` with ``_GUARD_COMPLETE=complete_SHELL`` and the words typed so
-far in the environment; :func:`guard.cli._main.main` hands that to :func:`answer` first
+far in the environment; :func:`guard.cli.main` hands that to :func:`answer` first
 thing, which reads the words as click's completion does, looks them up in the table
-written from typer's application (guard/cli/completion.json: each command path, ``""``
-for guard itself, as [short help, subcommands, options, arguments]; an option as [names,
-takes a value, may repeat, values, help], an argument as [nargs, values], values being a
-name of :data:`SOURCES`, a list of choices, or null for the shell's own file completion;
+written from typer's application (guard/cli/completion.json: under ``commands``, each
+command path, ``""`` for guard itself, as [short help, subcommands, options, arguments];
+an option as [names, takes a value, may repeat, values, help], an argument as [nargs,
+values], values being a name of :data:`SOURCES`, a list of choices, or null for the
+shell's own file completion; ``hosts`` and ``rules`` hold guard's hosts and lint codes;
 tests/test_cli_completion.py keeps it equal to typer's application and rewrites it) and
 prints the answer in the format that shell's script reads. The value sources below are
 also the ``autocompletion`` of the typer options, so both paths offer the same. Each
@@ -27,14 +28,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-#: The hosts guard installs hooks for (guard.hooks.HOSTS; a test keeps them equal).
-HOSTS = ("claude-code", "codex", "opencode", "gemini", "cursor")
-#: The lint rule codes (guard.lint.RULES; a test keeps them equal).
-RULE_CODES = (
-    "GL001", "GL002", "GL003", "GL101", "GL102", "GL103", "GL104", "GL105", "GL106", "GL107",
-    "GL201", "GL202", "GL203", "GL204", "GL205", "GL206", "GL207", "GL208", "GL209", "GL301",
-    "GL401",
-)  # fmt: skip
 _VCS_MARKERS = (".git", ".hg", ".jj", ".svn")  # guard.paths.VCS_MARKERS (a test checks)
 _HERE = os.path.dirname(os.path.realpath(__file__))
 _BUILTINS = os.path.join(os.path.dirname(_HERE), "policies")
@@ -45,8 +38,22 @@ def _starting(values: list[str] | tuple[str, ...], incomplete: str) -> list[str]
     return [v for v in values if v.startswith(incomplete)]
 
 
+def table() -> dict[str, Any]:
+    """guard/cli/completion.json: ``commands`` (see above), ``hosts`` (guard.hooks.HOSTS)
+    and ``rules`` (the lint rule codes), read once."""
+    if not _LOADED:
+        import json
+
+        with open(_TABLE, encoding="utf-8") as handle:
+            _LOADED.update(json.load(handle))
+    return _LOADED
+
+
+_LOADED: dict[str, Any] = {}
+
+
 def hosts(incomplete: str) -> list[str]:
-    return _starting(HOSTS, incomplete)
+    return _starting(table()["hosts"], incomplete)
 
 
 def _worktree() -> str | None:
@@ -117,7 +124,7 @@ def sessions(incomplete: str) -> list[str]:
 
 
 def rule_codes(incomplete: str) -> list[str]:
-    return _starting(RULE_CODES, incomplete.upper())
+    return _starting(table()["rules"], incomplete.upper())
 
 
 def policies(incomplete: str) -> list[str]:
@@ -243,11 +250,8 @@ def answer(environ: Mapping[str, str]) -> tuple[str, int] | None:
     if instruction != "complete":
         return None
     try:
-        import json
-
-        with open(_TABLE, encoding="utf-8") as handle:
-            COMMANDS: dict[str, Any] = json.load(handle)
-    except (OSError, ValueError):
+        COMMANDS: dict[str, Any] = table()["commands"]
+    except (OSError, ValueError, KeyError):
         return None
     if shell == "bash":
         words = _split(environ.get("COMP_WORDS", ""))
