@@ -57,15 +57,14 @@ event log (`guard events --session ID`).
 
 Examples:
 
-  guard mcp -- mcp-server-filesystem .   # npm install -g @modelcontextprotocol/server-filesystem
-
-  guard mcp --cwd ~/project -- mcp-server-filesystem ~/project   # from a host's config
-
+  # the server: npm install -g @modelcontextprotocol/server-filesystem
+  guard mcp -- mcp-server-filesystem .
+  # from a host's config, which starts servers elsewhere
+  guard mcp --cwd ~/project -- mcp-server-filesystem ~/project
   guard mcp --mode build -- mcp-server-filesystem /path/to/project
-
-  guard mcp --agent plan --policy .openoxide/policy.toml -- ./my-server --stdio
-
-  guard mcp --session 20261202-abcd1234 -- mcp-server-filesystem .   # share a session
+  guard mcp --agent plan --policy .openoxide/policy.toml -- ./server --stdio
+  # share a session with other proxies and the hooks
+  guard mcp --session 20261202-abcd1234 -- mcp-server-filesystem .
 """
 
 
