@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from guard import hosts
+from guard.hosts import claude_code, opencode
 from guard.importers import IMPORTERS, read_json, validate, write_atomically
 from guard.paths import find_worktree
 
@@ -77,11 +77,11 @@ _AGENT = typer.Option(
 
 
 @import_app.command(
-    hosts.CLAUDE_CODE.name,
+    claude_code.HOST.name,
     epilog=(
         "Examples:\n\n"
-        f"  guard import {hosts.CLAUDE_CODE.name} .claude/settings.json\n\n"
-        f"  guard import {hosts.CLAUDE_CODE.name} ~/.claude/settings.json"
+        f"  guard import {claude_code.HOST.name} .claude/settings.json\n\n"
+        f"  guard import {claude_code.HOST.name} ~/.claude/settings.json"
         " -o .openoxide/policy.toml"
     ),
 )
@@ -92,15 +92,15 @@ def import_claude_code(
     agent: str | None = _AGENT,
 ) -> None:
     """Convert Claude Code's permissions.allow/ask/deny rules into a guard policy."""
-    _import(hosts.CLAUDE_CODE.name, settings, output, force, agent)
+    _import(claude_code.HOST.name, settings, output, force, agent)
 
 
 @import_app.command(
-    hosts.OPENCODE.name,
+    opencode.HOST.name,
     epilog=(
         "Examples:\n\n"
-        f"  guard import {hosts.OPENCODE.name} opencode.json\n\n"
-        f"  guard import {hosts.OPENCODE.name} opencode.json -o .openoxide/policy.toml --force"
+        f"  guard import {opencode.HOST.name} opencode.json\n\n"
+        f"  guard import {opencode.HOST.name} opencode.json -o .openoxide/policy.toml --force"
     ),
 )
 def import_opencode(
@@ -110,4 +110,4 @@ def import_opencode(
     agent: str | None = _AGENT,
 ) -> None:
     """Convert OpenCode's permission settings (and per-agent ones) into a guard policy."""
-    _import(hosts.OPENCODE.name, config, output, force, agent)
+    _import(opencode.HOST.name, config, output, force, agent)

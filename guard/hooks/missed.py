@@ -163,7 +163,7 @@ def held_reason(data: Mapping[str, Any], report_text: str = "") -> str:
     return text + (f". {report_text}" if report_text else "")
 
 
-# -- the host's transcript (Claude Code) ------------------------------------------------
+# -- the host's transcript (Host.reads_transcript) ------------------------------------------
 
 
 def _seen_path(host: str, session: str | None, cwd: str | None) -> Path:
@@ -173,10 +173,13 @@ def _seen_path(host: str, session: str | None, cwd: str | None) -> Path:
 def transcript_results(
     host: str, session: str | None, cwd: str | None, transcript: str | None
 ) -> tuple[list[tuple[str, str, dict[str, Any]]], bool]:
-    """The changing tools' successful results added to a Claude Code transcript since
+    """The changing tools' successful results added to the transcript of a host that
+    reads one (:attr:`guard.hosts.Host.reads_transcript`: Claude Code's JSONL) since
     the last look: (tool_use_id, tool name, input) each; and whether this is the first
     look at the session (then nothing before now is reported: guard was not there)."""
-    if host != hosts.CLAUDE_CODE.name or not transcript or not os.path.isabs(transcript):
+    known = hosts.get(host)
+    if known is None or not known.reads_transcript or not transcript or \
+            not os.path.isabs(transcript):
         return [], False
     seen = _seen_path(host, session, cwd)
     seen.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from guard import hosts
+from guard.hosts import claude_code, codex, gemini, opencode
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,10 @@ class Operation:
 
 
 #: the dialects of the operations (each host's, from :mod:`guard.hosts`)
-CLAUDE_CODE = hosts.CLAUDE_CODE.dialect
-CODEX = hosts.CODEX.dialect
-GEMINI = hosts.GEMINI.dialect
-OPENCODE = hosts.OPENCODE.dialect
+CLAUDE_CODE = claude_code.HOST.dialect
+CODEX = codex.HOST.dialect
+GEMINI = gemini.HOST.dialect
+OPENCODE = opencode.HOST.dialect
 SRC = "{wt}/src/main.py"
 PLAN = "{plans}/review-plan.md"
 

@@ -32,6 +32,7 @@ from guard.lint.corpus import CORPUS, Operation
 from guard.plaintext import visible
 from guard.replay.engine import replay, transcripts
 from guard.replay.output import Summary
+from guard.setup import host_settings
 from guard.setup.doctor import host_checks, namespaces_check
 
 
@@ -224,8 +225,10 @@ def _host_runtime(worktree: Path | None) -> list[Layer]:
 
     layers: list[Layer] = []
     for check in host_checks(worktree):
-        if check.name.startswith(hosts.OPENCODE.name) and check.status != "off":
-            layers.append(Layer(f"OpenCode plugin ({check.extra.get('scope')})",
+        known = hosts.get(str(check.extra.get("host")))
+        if known is not None and not host_settings.of(known.name).in_settings_file and \
+                check.status != "off":
+            layers.append(Layer(f"{known.title} plugin ({check.extra.get('scope')})",
                                 check.status == "ok", check.detail))
         elif check.status == "skipped":
             layers.append(Layer(f"{check.name} hook runs", False, check.detail))

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guard import hosts
+from guard.hosts import claude_code, codex, gemini
 from guard.planning._vocabulary import Mode, utc_now
 from guard.planning.artifact import read_plan, write_plan
 from guard.planning.current import describe_current_agent
@@ -90,7 +91,7 @@ CONTEXT_EVENTS: dict[str, tuple[str, ...]] = {
 }
 #: Per host: how the model hands its plan over, in the words the context uses.
 EXIT_HINTS: dict[str, str] = {
-    hosts.CLAUDE_CODE.name: EXIT_HINT, hosts.GEMINI.name: "", hosts.CODEX.name: CODEX_EXIT_HINT,
+    claude_code.HOST.name: EXIT_HINT, gemini.HOST.name: "", codex.HOST.name: CODEX_EXIT_HINT,
 }
 
 
@@ -100,11 +101,11 @@ def _hook_events(host: hosts.Host) -> tuple[tuple[str, str | None], ...]:
 
 
 #: (event, matcher) pairs ``guard install`` wires to this module for Claude Code.
-CLAUDE_CODE_EVENTS = _hook_events(hosts.CLAUDE_CODE)
+CLAUDE_CODE_EVENTS = _hook_events(claude_code.HOST)
 #: (event, matcher) pairs ``guard install`` wires to this module for Gemini CLI.
-GEMINI_EVENTS = _hook_events(hosts.GEMINI)
+GEMINI_EVENTS = _hook_events(gemini.HOST)
 #: (event, matcher) pairs ``guard install`` wires to this module for Codex CLI.
-CODEX_EVENTS = _hook_events(hosts.CODEX)
+CODEX_EVENTS = _hook_events(codex.HOST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ class Answer:
     stderr: str = ""
 
 
-def planning_command(hook_command: str, host: str = hosts.CLAUDE_CODE.name) -> str | None:
+def planning_command(hook_command: str, host: str = claude_code.HOST.name) -> str | None:
     """The command for this module, built from guard's policy hook command.
 
     Same interpreter and ``--agent``/``--policy`` options; None when the hook
@@ -170,11 +171,11 @@ def context_text(
     agent: str | None = None,
     policy: str | None = None,
     permission_mode: str | None = None,
-    host: str = hosts.CLAUDE_CODE.name,
+    host: str = claude_code.HOST.name,
 ) -> str:
     """What the model is told at the start of a session and of each turn ('' for nothing)."""
     exit_hint = EXIT_HINTS.get(host, "")
-    if host == hosts.CLAUDE_CODE.name and env.get("CLAUDE_CODE_ENTRYPOINT") == HEADLESS_ENTRYPOINT:
+    if host == claude_code.HOST.name and env.get("CLAUDE_CODE_ENTRYPOINT") == HEADLESS_ENTRYPOINT:
         exit_hint = HEADLESS_EXIT_HINT
     if agent:
         env = {**env, "GUARD_AGENT": agent}
@@ -250,7 +251,7 @@ def exit_requested(cwd: str, tool_input: Mapping[str, Any], tool_use_id: str | N
                 kind="plan_exit",
                 at=utc_now(),
                 detail={
-                    "via": f"{hosts.CLAUDE_CODE.name} {EXIT_TOOL}",
+                    "via": f"{claude_code.HOST.name} {EXIT_TOOL}",
                     "tool_use_id": tool_use_id,
                     "plan_sha256": _digest(plan),
                 },
@@ -383,7 +384,7 @@ def gemini_exit(cwd: str, tool_input: Mapping[str, Any], env: Mapping[str, str])
     nobody asked, so the exit never counts as the user's approval here.
     """
     given = gemini_plan_text(tool_input.get("plan_filename"), env.get("GEMINI_PLANS_DIR"))
-    session, plan_path = _request_exit(cwd, given, f"{hosts.GEMINI.name} {GEMINI_EXIT_TOOL}")
+    session, plan_path = _request_exit(cwd, given, f"{gemini.HOST.name} {GEMINI_EXIT_TOOL}")
     if session is None:
         return _json({})  # no guard plan session here: the policy hook decides alone
     if plan_path is None:
@@ -404,7 +405,7 @@ def codex_stop(cwd: str, message: object, host_session: str | None = None) -> An
     found = CODEX_PLAN_TAG.findall(message) if isinstance(message, str) else []
     if not found:
         return Answer(0)
-    session, plan_path = _request_exit(cwd, str(found[-1]), f"{hosts.CODEX.name} <proposed_plan>")
+    session, plan_path = _request_exit(cwd, str(found[-1]), f"{codex.HOST.name} <proposed_plan>")
     if session is None:
         return Answer(0)
     if plan_path is None:
@@ -441,7 +442,7 @@ def _bound_worktree(cwd: str, host_session: object) -> str | None:
 
 
 def _context_answer_for(host: str, event: str, text: str) -> Answer:
-    if host == hosts.GEMINI.name and not text:
+    if host == gemini.HOST.name and not text:
         return _json({})
     return _context_answer(event, text)
 
@@ -482,11 +483,11 @@ def answer(
         tool = payload.get("tool_name")
         tool_input = payload.get("tool_input")
         tool_input = tool_input if isinstance(tool_input, dict) else {}
-        if host == hosts.GEMINI.name:
+        if host == gemini.HOST.name:
             if event == "BeforeTool" and tool == GEMINI_EXIT_TOOL:
                 return gemini_exit(here, tool_input, env)
             return _json({})
-        if host == hosts.CODEX.name:
+        if host == codex.HOST.name:
             if event == "Stop":
                 sid = payload.get("session_id")
                 return codex_stop(here, payload.get("last_assistant_message"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from guard.effects import GuardError
-from guard.importers.claude_code import _PROGRAM
+from guard.hosts.claude_code.importer import _PROGRAM
 from guard.importers.common import ACTIONS, AgentDraft, Draft, Notes, program_rule, read_json
 from guard.lint.rule_context import FAKE_ROOTS, pattern_samples
 from guard.match import CompiledList, parse_pattern
