@@ -2,13 +2,19 @@
 named in its own package only.
 
 A host is a package ``guard/hosts/<module>/`` (its record in ``__init__.py``, its parts
-beside it) listed in ``guard/hosts/__init__.py``'s ``PACKAGES``. The name check reads every
+beside it) listed in ``guard/hosts/__init__.py``'s ``PACKAGES``. Two checks read every
 module under ``guard/``:
 
 - :func:`test_host_names_are_spelled_in_the_registry_only`: a string literal equal to a
   host's name (``"claude-code"``, ``"codex"``, ``"gemini"``, ``"cursor"``,
   ``"opencode"``, ``"aider"``). Inside ``guard/hosts/`` the registry may spell any host
   and a host's own package its own name, not another's.
+- :func:`test_no_module_outside_the_hosts_names_one_by_its_package`: outside
+  ``guard/hosts/``, naming a host by anything but a literal: importing a host's package
+  or one of its parts (``from guard.hosts import codex``, ``guard.hosts.codex.trust``),
+  or a host's constant (``hosts.CODEX.name``, ``x.CLAUDE_CODE``). Such code compares
+  against one host and belongs in that host's package, as a method or attribute of
+  its record or a part (guard/hosts/interface.py).
 
 What the literal check does not count, and why:
 
@@ -111,6 +117,58 @@ def test_the_check_sees_a_planted_host_name(tmp_path: Path) -> None:
     assert _owner(planted) is None
     assert _owner(GUARD / "hosts/codex/trust.py") is hosts.by_name("codex")
     assert _owner(GUARD / "setup/codex_trust.py") is None
+
+
+def _host_references(path: Path) -> list[tuple[int, str]]:
+    """Where ``path`` names a host by its package or a constant (see the docstring)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    modules = {h.module for h in hosts.HOSTS}
+    constants = {m.upper() for m in modules}
+    packages = {h.package for h in hosts.HOSTS}
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in constants:
+            found.append((node.lineno, f".{node.attr}"))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, f"import {a.name}") for a in node.names
+                      if any(a.name == p or a.name.startswith(p + ".") for p in packages)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if any(node.module == p or node.module.startswith(p + ".") for p in packages):
+                found.append((node.lineno, f"from {node.module}"))
+            elif node.module == "guard.hosts":
+                found += [(node.lineno, f"from guard.hosts import {a.name}")
+                          for a in node.names if a.name in modules | constants]
+    return sorted(found)
+
+
+def test_no_module_outside_the_hosts_names_one_by_its_package() -> None:
+    found: list[str] = []
+    for path in sorted(GUARD.rglob("*.py")):
+        rel = path.relative_to(GUARD).as_posix()
+        if rel.startswith("hosts/"):
+            continue
+        found += [f"guard/{rel}:{line}: {what}" for line, what in _host_references(path)]
+    assert not found, (
+        "modules outside guard/hosts/ that name one host; make it a method or attribute of"
+        " the Host record (guard/hosts/interface.py) or a part in the host's package:\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_reference_check_sees_planted_comparisons(tmp_path: Path) -> None:
+    """Not blind: the ways a module could single out one host without a literal."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("from guard import hosts\n"
+                       "from guard.hosts import codex\n"
+                       "from guard.hosts.gemini.hook import workspace_trust\n"
+                       "import guard.hosts.cursor\n"
+                       "def f(host: str) -> bool:\n"
+                       "    return host == hosts.CLAUDE_CODE.name or host == codex.HOST.name\n",
+                       encoding="utf-8")
+    assert _host_references(planted) == [
+        (2, "from guard.hosts import codex"), (3, "from guard.hosts.gemini.hook"),
+        (4, "import guard.hosts.cursor"), (6, ".CLAUDE_CODE"),
+    ]
 
 
 def test_each_exception_is_still_needed() -> None:

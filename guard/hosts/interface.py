@@ -13,8 +13,11 @@ part                what it holds
 ``importer.py``     ``convert(settings, agent)``: ``guard import``, its settings -> a policy
 ``transcript.py``   ``READER``: ``guard replay``, its transcripts
                     (:class:`guard.replay.model.Reader`)
+``gestures.py``     ``GESTURES``: its planning gestures (:class:`guard.planning.handover.Gestures`)
 ``settings.py``     ``SETTINGS``: what ``guard install`` and ``guard doctor`` do beyond the common
                     settings file (:class:`guard.setup.host_settings.HostSettings`)
+``red_team.py``     ``OPERATIONS``: ``guard review``'s red-team operations in its dialect
+                    (:class:`guard.lint.operation.Operation`)
 ==================  =========================================================================
 
 The record lists the parts its package has (:attr:`Host.parts`), so a host list
@@ -40,11 +43,14 @@ if TYPE_CHECKING:
     from guard.analysis.dialect import Handler
     from guard.hooks.adapter import HostAdapter
     from guard.importers.common import Draft
+    from guard.planning.handover import Gestures
     from guard.replay.model import Reader
     from guard.setup.host_settings import HostSettings
 
 #: The parts a host package may hold (see the module docstring).
-PARTS = frozenset({"hook", "tool_table", "importer", "transcript", "settings"})
+PARTS = frozenset({
+    "hook", "tool_table", "importer", "transcript", "gestures", "settings", "red_team",
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,12 @@ class Host:
     checklist: Checklist | None = None
     #: the parts its package holds (:data:`PARTS`)
     parts: frozenset[str] = frozenset()
+    #: the files (relative to a worktree and to the home directory) whose ``hooks`` guard
+    #: review lists, with the commands that call guard
+    hook_files: tuple[str, ...] = ()
+    #: where its native build lives (a regular expression searched in a program's path,
+    #: the version in group 1; '' for none): guard.fleet.hostinfo
+    native_version: str = ""
     #: the hook transcript it reads at every hook call for results without a decision
     #: (``transcript_path`` in its payload: guard.hooks.missed), False for none
     reads_transcript: bool = False
@@ -158,6 +170,13 @@ class Host:
     def reader(self) -> Reader:
         """``guard replay``: the reader of its transcripts."""
         found: Reader = self.part("transcript").READER
+        return found
+
+    def gestures(self) -> Gestures | None:
+        """Its planning gestures (guard's planning hook), None when it has none of its own."""
+        if "gestures" not in self.parts:
+            return None
+        found: Gestures = self.part("gestures").GESTURES
         return found
 
     def settings(self) -> HostSettings | None:

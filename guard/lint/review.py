@@ -154,14 +154,7 @@ def _hook_files(worktree: Path | None, home: Path) -> list[tuple[str, Path]]:
     out: list[tuple[str, Path]] = []
     bases = [p for p in (worktree, home) if p is not None]
     for base in bases:
-        out += [
-            ("Claude Code", base / ".claude/settings.json"),
-            ("Claude Code", base / ".claude/settings.local.json"),
-            ("Codex CLI", base / ".codex/hooks.json"),
-            ("Codex CLI", base / ".codex/config.toml"),
-            ("Gemini CLI", base / ".gemini/settings.json"),
-            ("Cursor", base / ".cursor/hooks.json"),
-        ]
+        out += [(h.title, base / name) for h in hosts.HOSTS for name in h.hook_files]
     return out
 
 

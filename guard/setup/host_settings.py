@@ -63,6 +63,11 @@ class HostSettings:
         """Take back the project trust an install recorded. What was done."""
         return []
 
+    def trust_still_needed(self, project: str) -> str:
+        """The note on the trust of ``project`` an uninstall leaves for another install."""
+        return (f"left the trust of the project {project}: another guard install there still"
+                " needs it")
+
     def kept_trust(self, entry: Mapping[str, Any]) -> list[str]:
         """Notes on trust an uninstall leaves because it was there before the install."""
         return []

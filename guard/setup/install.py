@@ -251,14 +251,14 @@ def uninstall(
 def _undo_extras(host: str, entry: dict[str, Any], path: Path) -> list[str]:
     notes: list[str] = []
     trusted = entry.get("trusted_project")
+    own = host_settings.of(host)
     if isinstance(trusted, str):
         if host_state.project_still_wired(host, trusted):
-            notes.append(f"left the trust of the project {trusted} in Codex's config: another"
-                         " guard install there still needs it")
+            notes.append(own.trust_still_needed(trusted))
         else:
-            notes += host_settings.of(host).untrust_project(Path(trusted))
+            notes += own.untrust_project(Path(trusted))
     else:
-        notes += host_settings.of(host).kept_trust(entry)
+        notes += own.kept_trust(entry)
     excluded = entry.get("excluded")
     if isinstance(excluded, list) and len(excluded) == 2:
         said = scopes.drop_exclude(str(excluded[0]), str(excluded[1]))

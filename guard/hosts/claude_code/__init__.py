@@ -20,6 +20,8 @@ HOST = Host(
     ),
     changing_tools=frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"}),
     checklist=Checklist("TodoWrite", "todos", ("content",)),
-    parts=frozenset({"hook", "tool_table", "importer", "transcript"}),
+    hook_files=(".claude/settings.json", ".claude/settings.local.json"),
+    parts=frozenset({"hook", "red_team", "gestures", "tool_table", "importer", "transcript"}),
     reads_transcript=True,
+    native_version=r"/claude/versions/([0-9][0-9A-Za-z.+-]*)$",
 )

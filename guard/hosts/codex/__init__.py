@@ -15,5 +15,6 @@ HOST = Host(
     ),
     changing_tools=frozenset({"Bash", "apply_patch"}),
     checklist=Checklist("update_plan", "plan", ("step",)),
-    parts=frozenset({"hook", "settings", "tool_table", "transcript"}),
+    hook_files=(".codex/hooks.json", ".codex/config.toml"),
+    parts=frozenset({"hook", "red_team", "gestures", "settings", "tool_table", "transcript"}),
 )

@@ -9,7 +9,7 @@ from typing import Any
 
 from guard.hooks.adapter import Scope
 from guard.hooks.settings_file import SettingsError, read_settings
-from guard.hosts.codex import HOST, trust
+from guard.hosts.codex import trust
 from guard.setup.host_settings import HostSettings
 
 
@@ -32,7 +32,7 @@ class CodexSettings(HostSettings):
         hooks = trust.our_hooks(path, settings)
         if not hooks:
             return [f"no guard entry in {path}"]
-        return [f"wired, but {HOST.title.split()[0]} will skip it: {why}" for why in
+        return [f"wired, but Codex will skip it: {why}" for why in
                 trust.skip_reasons(hooks, project if scope != "user" else None)]
 
     def project_trusted(self, scope: Scope, project: Path) -> bool:
@@ -42,6 +42,10 @@ class CodexSettings(HostSettings):
 
     def untrust_project(self, project: Path) -> list[str]:
         return trust.untrust_project(project)
+
+    def trust_still_needed(self, project: str) -> str:
+        return (f"left the trust of the project {project} in Codex's config: another"
+                " guard install there still needs it")
 
     def kept_trust(self, entry: Mapping[str, Any]) -> list[str]:
         if entry.get("scope") == "user":

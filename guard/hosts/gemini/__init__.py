@@ -23,5 +23,6 @@ HOST = Host(
     ),
     changing_tools=frozenset({"write_file", "replace", "run_shell_command"}),
     checklist=Checklist("write_todos", "todos", ("description",)),
-    parts=frozenset({"hook", "settings", "tool_table", "transcript"}),
+    hook_files=(".gemini/settings.json",),
+    parts=frozenset({"hook", "red_team", "gestures", "settings", "tool_table", "transcript"}),
 )

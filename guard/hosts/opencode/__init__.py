@@ -11,5 +11,5 @@ HOST = Host(
     protected=("/.opencode/plugin/", "{home}/.config/opencode/plugin/"),
     changing_tools=frozenset({"write", "edit", "multiedit", "patch", "bash"}),
     checklist=Checklist("todowrite", "todos", ("content",)),
-    parts=frozenset({"hook", "settings", "tool_table", "importer", "transcript"}),
+    parts=frozenset({"hook", "red_team", "settings", "tool_table", "importer", "transcript"}),
 )

@@ -19,6 +19,13 @@ from guard.match import CompiledList, parse_pattern
 
 __all__ = ["convert", "convert_glob", "ordered", "read_json"]
 
+#: ``guard import opencode``: its argument (name, help), what it does, examples.
+ARGUMENT = ("config", "An opencode.json.")
+SUMMARY = "Convert OpenCode's permission settings (and per-agent ones) into a guard policy."
+EXAMPLES = (
+    "guard import opencode opencode.json",
+    "guard import opencode opencode.json -o .openoxide/policy.toml --force",
+)
 SIMPLE_TOOLS = {
     "webfetch": "webfetch",
     "websearch": "websearch",
