@@ -5,8 +5,9 @@ a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
 
     host payload / MCP tools/call / CLI options --front door--> ToolCall
     ToolCall --guard.analysis.effects_of--> [Effect]
-    --resolve--> (policy, agent, why): the one decision order, and the only reader of
-    $GUARD_POLICY, $GUARD_AGENT and the sessions for it:
+    --resolve--> (policy, agent, why): the one decision order, and the front doors' one
+    reader of $GUARD_POLICY, $GUARD_AGENT and the sessions for it (Guard.load reads
+    $GUARD_POLICY too, for the library's own callers):
     --agent > $GUARD_AGENT > the deciding session's mode > the host's hint --> agent
     (the session: a plan session the agent run is bound to, of any worktree the call's cwd
     or a changed path lies in, or of one the run was seen in; else the nearest worktree's;
@@ -211,7 +212,8 @@ def agent_inputs(
 def agent_from(
     g: Guard, agent: str | None, env_agent: str, found: ModeFound | None, hint: ModeHint | None
 ) -> tuple[str, str]:
-    """:func:`choose_agent` once the inputs are known: the same inputs, the same answer."""
+    """:func:`resolve`'s choice of agent once its inputs are known (:func:`agent_inputs`):
+    the same inputs, the same answer."""
     names = list(g.agent_names)
 
     def known(name: str, source: str) -> str:
@@ -294,14 +296,16 @@ def resolve(
 ) -> Resolved:
     """The one decision order: which policy and which agent decide ``call``, and why.
 
-    The only reader of ``$GUARD_AGENT``, ``$GUARD_POLICY`` (from ``env``) and the
-    planning sessions (through ``mode``) for that choice; every front door and
-    ``guard mode`` come here. The agent: ``agent`` (--agent) > ``$GUARD_AGENT`` >
-    the deciding session's mode > the host's ``hint`` > build. The policy: the
-    deciding session's worktree's when the session names one (even over ``guard``,
-    fixed for another worktree), else ``guard``, else ``policy`` > ``$GUARD_POLICY``
-    > the cwd's worktree's > the built-in default (``shared``: reuse the compiled one
-    while its files read the same). ``memo`` keeps agent choices made with ``guard``.
+    Every front door's one reader of ``$GUARD_AGENT``, ``$GUARD_POLICY`` (from ``env``) and
+    the planning sessions (through ``mode``) for that choice (outside the front doors,
+    :meth:`guard.decide.Guard.load` reads ``$GUARD_POLICY`` for the library's callers);
+    every front door and ``guard mode`` come here. The agent: ``agent`` (--agent) >
+    ``$GUARD_AGENT`` > the deciding session's mode > the host's ``hint`` > build. The
+    policy: the deciding session's worktree's when the session names one (even over
+    ``guard``, fixed for another worktree), else ``guard``, else ``policy`` >
+    ``$GUARD_POLICY`` > the cwd's worktree's > the built-in default (``shared``: reuse the
+    compiled one while its files read the same). ``memo`` keeps agent choices made with
+    ``guard``.
     Raises :class:`~guard.effects.GuardError` when no policy or agent can be chosen.
     """
     env_agent, found = agent_inputs(call, agent, env, mode, effects)
