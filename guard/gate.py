@@ -276,9 +276,11 @@ def policy_for(
         return guard
     from guard.decide import Guard
 
-    load = Guard.load_shared if shared else Guard.load
+    named = policy_named(policy, env)
     worktree = found.worktree if found is not None else None
-    return load(policy=policy_named(policy, env), cwd=call.cwd, worktree=worktree)
+    if shared:  # a long-lived front door: the compiled policy while its files read the same
+        return Guard.load_shared(policy=named, cwd=call.cwd, worktree=worktree)
+    return Guard.load(policy=named, cwd=call.cwd, worktree=worktree)
 
 
 def resolve(
@@ -343,8 +345,9 @@ class Gate:
     ``guard``: a loaded policy; without one, each call loads ``policy`` (else
     ``$GUARD_POLICY``, else the worktree's, else the default) from the call's cwd.
     ``agent``: the --agent of the front door. ``mode``: how to find the worktree's
-    guard mode (default: the planning sessions of the call's cwd). ``analyse``: how
-    a call becomes effects (default: :func:`guard.analysis.effects_of`). ``sink``:
+    guard mode (default: the planning sessions of the call's cwd). ``analyse``: a front
+    door's own reading of its calls (the MCP proxy's); None, the hook's and the CLI's:
+    :func:`guard.analysis.effects_of`. ``sink``:
     where records go (None: nowhere). ``source``: names the front door in records.
     """
 
@@ -353,7 +356,7 @@ class Gate:
     agent: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     mode: ModeSource | None = worktree_mode
-    analyse: Analyser = tool_effects
+    analyse: Analyser | None = None
     sink: AuditSink | None = None
     confiner: Confiner | None = None
     source: str = "gate"
@@ -385,6 +388,13 @@ class Gate:
             effects=effects, guard=self.guard, shared=self.shared, memo=self._agents,
         )  # fmt: skip
 
+    def effects(self, call: ToolCall) -> list[Effect]:
+        """What ``call`` does: :func:`guard.analysis.effects_of`'s reading, or the front
+        door's own (``analyse``: the MCP proxy's)."""
+        if self.analyse is not None:
+            return self.analyse(call)
+        return tool_effects(call)
+
     def decide(
         self,
         call: ToolCall,
@@ -398,7 +408,7 @@ class Gate:
         """
         g: Guard | None = None
         try:
-            found = list(effects) if effects is not None else self.analyse(call)
+            found = list(effects) if effects is not None else self.effects(call)
             if not all(isinstance(e, Effect) for e in found):
                 raise TypeError(f"the analysis of {call.name!r} returned non-effects")
             chosen = self.resolve(call, hint, found)

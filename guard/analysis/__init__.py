@@ -11,7 +11,8 @@ The table of canonical names lives in docs/tools.md.
 ['tool bash', 'write x']
 """
 
-# Lazy imports: the shell parser only for a shell tool call: hook start-up speed.
+# Lazy imports: the shell parser only for a call that may hold a command (guess_effects),
+# as in the dialects' shell and patch tools (guard.analysis._common): hook start-up speed.
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ __all__ = [
     "effects_of",
     "guess_effects",
     "is_guessed",
+    "tables",
 ]
 
 #: The dialects of host agents and MCP clients guard understands, by name.
@@ -51,6 +53,16 @@ def _table(dialect: str) -> Mapping[str, Handler] | None:
     return host.tools() if host is not None else None
 
 _MCP_PREFIXES = ("mcp__filesystem__", "filesystem.", "filesystem__", "filesystem:")
+
+
+def tables() -> dict[str, Mapping[str, Handler]]:
+    """Every dialect's table, guard's own included (each host's imported now)."""
+    found: dict[str, Mapping[str, Handler]] = {}
+    for dialect in (*DIALECTS, egress.NAME):
+        table = _table(dialect)
+        assert table is not None, dialect
+        found[dialect] = table
+    return found
 
 
 def effects_for(
