@@ -187,7 +187,7 @@ def test_names_are_unique_and_lookups_agree() -> None:
 
 
 def test_every_host_list_derives_from_the_registry() -> None:
-    from guard import analysis, hooks, importers
+    from guard import analysis, hooks
     from guard.fleet import hostinfo
     from guard.planning import host as planning
     from guard.replay import readers
@@ -195,7 +195,8 @@ def test_every_host_list_derives_from_the_registry() -> None:
     assert tuple(h.name for h in hosts.HOSTS if h.hooked) == hooks.HOSTS
     assert tuple(h.name for h in hosts.HOSTS if h.planning) == planning.HOSTS
     assert tuple(planning.CONTEXT_EVENTS) == planning.HOSTS
-    assert tuple(importers.IMPORTERS) == tuple(h.name for h in hosts.HOSTS if h.importable)
+    assert tuple(h.name for h in hosts.HOSTS if h.importable) == hosts.IMPORTABLE
+    assert all(callable(hosts.by_name(n).importer()) for n in hosts.IMPORTABLE)
     assert tuple(readers.READERS)[:-1] == tuple(h.name for h in hosts.HOSTS if h.replayable)
     assert tuple(readers.READERS)[-1] == readers.GuardAudit.host
     own = tuple(dict.fromkeys(h.dialect for h in hosts.HOSTS if h.owns_dialect))

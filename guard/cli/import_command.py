@@ -17,7 +17,7 @@ import typer
 
 from guard import hosts
 from guard.hosts import Host
-from guard.importers import IMPORTERS, read_json, validate, write_atomically
+from guard.importers import read_json, validate, write_atomically
 from guard.paths import find_worktree
 
 PROJECT_POLICY = ".openoxide/policy.toml"
@@ -35,7 +35,7 @@ commands.add_typer(import_app, name="import")
 def _import(kind: str, source: Path, output: Path | None, force: bool,
             agent: str | None = None) -> None:
     data = read_json(str(source), f"{kind} settings file")
-    draft = IMPORTERS[kind](data, str(source))
+    draft = hosts.by_name(kind).importer()(data, str(source))
     name = draft.retarget(agent)
     text = draft.to_toml()
     validate(text)
