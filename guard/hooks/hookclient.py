@@ -1,6 +1,6 @@
 """guard's hook client: asks the warm hook daemon, else decides in-process.
 
-Hosts run it through :file:`_client.py` (``python -I .../guard/integrations/_client.py
+Hosts run it through :file:`_client.py` (``python -I .../guard/hooks/_client.py
 HOST [options]``), which loads this module from its byte-code cache. It imports
 neither guard nor pydantic, and of the standard library only what the
 interpreter has loaded anyway plus C modules (``_socket``, ``_json``, the
@@ -134,7 +134,7 @@ def loads(text: str) -> "Any":
     return value
 
 
-# <site>/guard/integrations/hookclient.py -> <site>/guard
+# <site>/guard/hooks/hookclient.py -> <site>/guard
 PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 SITE = os.path.dirname(PACKAGE)
 
