@@ -25,6 +25,7 @@ Stdlib only, nothing slow to import: the helper starts it before every confined 
 
 from __future__ import annotations
 
+import _thread
 import errno
 import os
 import stat
@@ -141,8 +142,6 @@ def start(channel: int, plan_fds: list[int], *, chroot: bool, walls: bool) -> No
     directories, held open; ``chroot``: the command has a mount namespace of its own;
     ``walls`` (the fallback): the terminals in sight are the host's, only the command's
     own may change mode."""
-    import _thread
-
     plans = []
     for fd in plan_fds:
         st = os.fstat(fd)
