@@ -9,7 +9,8 @@ and no Landlock rule can stop ``chmod 0777 .openoxide/plans`` or ``touch -d 2001
 So the seccomp filter (:mod:`guard.sandbox.seccomp`, ``supervised``) hands every call
 of the chmod and utime families (``chmod``, ``fchmod``, ``fchmodat``, ``fchmodat2``,
 ``utime``, ``utimes``, ``utimensat``, ``futimesat``) to a supervisor through a seccomp
-user notification: :func:`serve`, a thread of the helper's outer process. It never
+user notification: :meth:`Supervisor.serve`, a thread of the helper's outer process
+(:func:`start`). It never
 lets the call go on in the command (its pointer arguments could change meanwhile);
 it reads the path (and the times) from the command's memory once, resolves them as
 the command would (from the command's cwd or directory descriptor, under the
@@ -19,6 +20,7 @@ in the fallback, a terminal other than the command's own), and otherwise makes t
 change itself on that descriptor with the command's rights (the thread holds no
 capability; mount flags, ownership and permissions decide as for the command) and
 answers with its result. If the supervisor is gone, every such call fails (``ENOSYS``).
+Each call costs a round trip to the thread (tens of microseconds).
 
 Stdlib only, nothing slow to import: the helper starts it before every confined command.
 """

@@ -180,3 +180,47 @@ def test_attack_the_plan_directory_metadata_in_the_fallback_as_a_user(
     source = ATTACK.format(plans=str(nobody_proj.plans), back=BACK)
     argv = guard_argv("run", "-q", "--no-monitor", "--", sys.executable, "-c", source)
     _attack(nobody_proj, as_user("nobody", argv, no_user_namespaces=True))
+
+
+ORPHAN = """
+import errno, os, sys
+path = os.path.join(os.environ["TMPDIR"], "f")
+open(path, "w").close()
+os.chmod(path, 0o600)  # answered while the supervisor is there
+print("ready", flush=True)
+sys.stdin.read(1)  # the test kills the helper meanwhile
+for name, fn in (("file", lambda: os.chmod(path, 0o777)),
+                 ("plans", lambda: os.chmod({plans!r}, 0o777))):
+    try:
+        fn()
+        print(name, "ok", flush=True)
+    except OSError as exc:
+        print(name, errno.errorcode[exc.errno], flush=True)
+print(oct(os.stat(path).st_mode & 0o777), flush=True)
+"""
+
+
+def test_without_the_supervisor_chmod_fails(root_proj: Project) -> None:
+    """Fail closed: in the fallback the command outlives a killed helper (no PID
+    namespace); its chmod calls then fail (``ENOSYS``), on any file."""
+    os.chmod(root_proj.plans, 0o755)
+    argv = helper_argv([], [sys.executable, "-c", ORPHAN.format(plans=str(root_proj.plans))],
+                       "--plans", str(root_proj.plans), "--private-tmp", "--walls")  # fmt: skip
+    tmp = root_proj.base / "tmp"
+    tmp.mkdir()
+    with subprocess.Popen(
+        argv, cwd=root_proj.root, env={**root_proj.env, "TMPDIR": str(tmp)}, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None and proc.stdin is not None
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            proc.kill()  # the helper, and its supervising thread with it
+            proc.wait(timeout=60)
+            proc.stdin.write("g")
+            proc.stdin.close()
+            lines = proc.stdout.read().split("\n")  # to its end: the orphan has ended
+        finally:
+            proc.kill()
+    assert lines[:3] == ["file ENOSYS", "plans ENOSYS", "0o600"], lines
+    assert oct(os.stat(root_proj.plans).st_mode & 0o777) == "0o755"
