@@ -62,6 +62,7 @@ AT_FDCWD = -100
 AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH = 0x100, 0x1000
 RESOLVE_NO_MAGICLINKS = 0x02
 CLONE_FS = 0x200
+POLLIN, POLLHUP = 0x1, 0x10
 PATH_MAX = 4096
 _PROC_SELF_FD = (b"/proc/self/fd/", b"/proc/thread-self/fd/")
 
@@ -227,9 +228,9 @@ class Supervisor:
                 notif = _Notif()  # zeroed, as the kernel requires
                 if ioctl(listener, ctypes.c_ulong(NOTIF_RECV), ctypes.byref(notif)) != 0:
                     err = ctypes.get_errno()
-                    if err in (errno.EINTR, errno.ENOENT):  # the caller died meanwhile
-                        continue
-                    return
+                    if err == errno.EINTR or (err == errno.ENOENT and not _orphaned(listener)):
+                        continue  # the caller died meanwhile; others may still call
+                    return  # the filter has no process left (ENOENT at once from now on)
                 if not self.entered:
                     self._enter(int(notif.pid))  # failing, it ends the service: ENOSYS
                 try:
@@ -354,6 +355,14 @@ def _int(value: int) -> int:
     """A syscall's ``int`` argument from its 64-bit register."""
     value &= 0xFFFFFFFF
     return value - (1 << 32) if value & 0x80000000 else value
+
+
+def _orphaned(listener: int) -> bool:
+    """Whether no process uses the filter any more (the listener hangs up)."""
+    pollfd = (ctypes.c_int * 2)(listener, POLLIN)  # struct pollfd: fd, events, revents
+    if int(_lib().poll(ctypes.byref(pollfd), ctypes.c_ulong(1), ctypes.c_int(0))) < 0:
+        return True
+    return bool((pollfd[1] >> 16) & POLLHUP)
 
 
 def _valid(listener: int, notif_id: int) -> bool:
