@@ -232,7 +232,11 @@ class Supervisor:
                         continue  # the caller died meanwhile; others may still call
                     return  # the filter has no process left (ENOENT at once from now on)
                 if not self.entered:
-                    self._enter(int(notif.pid))  # failing, it ends the service: ENOSYS
+                    try:
+                        self._enter(int(notif.pid))
+                    except OSError as exc:  # the service ends: every such call fails
+                        os.write(2, f"guard confine: chmod and utime refused: {exc}\n".encode())
+                        return
                 try:
                     error = self.handle(listener, notif)
                 except OSError as exc:
