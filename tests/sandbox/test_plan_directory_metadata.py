@@ -224,3 +224,23 @@ def test_without_the_supervisor_chmod_fails(root_proj: Project) -> None:
             proc.kill()
     assert lines[:3] == ["file ENOSYS", "plans ENOSYS", "0o600"], lines
     assert oct(os.stat(root_proj.plans).st_mode & 0o777) == "0o755"
+
+
+def test_attack_the_plan_directory_metadata_from_a_command_guard_confines_twice(
+    root_proj: Project,
+) -> None:
+    """guard inside a command guard already confines (the hook's command under ``guard
+    run``): a seccomp filter keeps one listener, so the inner helper installs its filter
+    unsupervised and the outer supervisor answers: the plan directory still cannot change,
+    a file in the private TMPDIR still can."""
+    os.chmod(root_proj.plans, 0o755)
+    plans = str(root_proj.plans)
+    inner = helper_argv([], ["sh", "-c", 'chmod 0777 "$1"; echo plans=$?; touch "$TMPDIR/f";'
+                             ' chmod 0700 "$TMPDIR/f"; echo tmp=$?', "sh", plans],
+                        "--plans", plans, "--private-tmp", "--walls")  # fmt: skip
+    outer = helper_argv([], inner, "--plans", plans, "--private-tmp", "--namespaces", "--walls")
+    proc = subprocess.run(outer, cwd=root_proj.root, env=root_proj.env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["plans=1", "tmp=0"], (proc.stdout, proc.stderr)
+    assert oct(os.stat(root_proj.plans).st_mode & 0o777) == "0o755"
