@@ -381,7 +381,7 @@ def test_filter_alone_refuses_even_with_capabilities(tree: Tree) -> None:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child
         try:
-            seccomp.install_filter()
+            seccomp.Filter().install()
             libc = ctypes.CDLL(None, use_errno=True)
             if libc.sethostname(name, len(name)) == 0:
                 os._exit(3)
