@@ -11,11 +11,11 @@ ownership, set-user-ID bits, extended attributes and ACLs, inode flags
   cleared, and root's special treatment on exec turned off (securebits,
   locked). A root command keeps uid 0 but no privilege beyond a file owner's.
 * :class:`Filter`: a seccomp BPF filter that makes the system-state
-  syscalls in :data:`REFUSED` (and the argument forms in the checks below)
-  fail with ``EPERM``, refuses syscalls newer than the table with ``ENOSYS``
-  (a future syscall is never allowed by omission), and kills a process that
-  enters through another syscall ABI (i386, x32), which would dodge the
-  numbers.
+  syscalls in :data:`REFUSED` (and the argument forms in the checks below) fail
+  with ``EPERM`` (xattrs, :data:`REFUSED_XATTRS`: ``EOPNOTSUPP``), refuses syscalls
+  newer than the table with ``ENOSYS`` (a future syscall is never allowed by
+  omission), and kills a process that enters through another syscall ABI (i386,
+  x32), which would dodge the numbers.
 
 The filter is assembled here from a per-architecture syscall table rather
 than through libseccomp: it needs a "newer than the table" range check that
@@ -64,8 +64,7 @@ def ret_errno(err: int) -> int:
     return RET_ERRNO | err
 
 
-EPERM = ret_errno(errno.EPERM)
-ENOSYS = ret_errno(errno.ENOSYS)
+EPERM, ENOSYS, EOPNOTSUPP = (ret_errno(e) for e in (errno.EPERM, errno.ENOSYS, errno.EOPNOTSUPP))
 
 # ioctl requests refused on any file: inode flags (append-only, immutable, ...), the
 # extended inode attributes, fs-verity (makes a file read-only for good), and terminal
@@ -217,10 +216,11 @@ REFUSED = (
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
     "swapon", "swapoff", "reboot", "acct", "quotactl", "quotactl_fd", "bpf",
     "perf_event_open", "keyctl", "add_key", "request_key", "iopl", "ioperm", "vhangup",
-    "open_by_handle_at", "setns", "chown", "fchown", "lchown", "fchownat", "setxattr",
-    "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "setxattrat",
-    "removexattrat", "file_setattr",
+    "open_by_handle_at", "setns", "chown", "fchown", "lchown", "fchownat", "file_setattr",
 )  # fmt: skip
+#: Refused with EOPNOTSUPP (no xattrs here): ``cp -p``, ``install -m`` fall back to chmod.
+REFUSED_XATTRS = ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+                  "fremovexattr", "setxattrat", "removexattrat")  # fmt: skip
 #: Refused with ENOSYS: their arguments are out of the filter's sight (a struct in
 #: memory, or a ring of operations); C libraries fall back to the plain syscalls.
 UNSUPPORTED = ("clone3", "openat2", "io_uring_setup")
@@ -455,7 +455,8 @@ def program(
     if x32:
         prog += [(_JGE_K, 0, 1, 0x40000000), (_RET_K, 0, 0, RET_KILL_PROCESS)]
     prog += [(_JGT_K, 0, 1, HIGHEST_KNOWN), (_RET_K, 0, 0, ENOSYS)]
-    refused = [*((n, EPERM) for n in REFUSED), *((n, ENOSYS) for n in UNSUPPORTED)]
+    refused = [*((n, EPERM) for n in REFUSED), *((n, EOPNOTSUPP) for n in REFUSED_XATTRS),
+               *((n, ENOSYS) for n in UNSUPPORTED)]  # fmt: skip
     if walls:
         refused += [*((n, EPERM) for n in (*REFUSED_WALLS, *REFUSED_MQUEUE)),
                     *((n, ENOSYS) for n in UNSUPPORTED_WALLS)]  # fmt: skip
