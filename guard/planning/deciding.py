@@ -93,7 +93,8 @@ def facts_of(session: Session) -> SessionFacts:
     return SessionFacts(
         id=session.id, mode=session.mode, state=session.state,
         owner=OwnerFacts(o.pid, o.started, o.boot, o.host, o.command) if o else None,
-        set_aside=session.set_aside, worktree=session.worktree, plan_path=session.plan_path,
+        set_aside=session.set_aside, worktree=session.worktree, project=session.project,
+        plan_path=session.plan_path,
         created_at=session.created_at, updated_at=session.updated_at,
         active_ns=session.active_ns, directory=session.directory,
     )  # fmt: skip

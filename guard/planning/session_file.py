@@ -99,6 +99,7 @@ class SessionFacts(SessionLifecycle):
     owner: OwnerFacts | None
     set_aside: str | None
     worktree: str | None
+    project: str
     plan_path: str | None
     created_at: str
     updated_at: str
@@ -217,7 +218,7 @@ def plain_facts(path: Path) -> SessionFacts | None:
         id=data["id"], mode=Mode(data["mode"]), state=data.get("state", "open"),
         owner=OwnerFacts(o["pid"], o["started"], o["boot"], o["host"], o.get("command", ""))
         if o else None,
-        set_aside=data.get("set_aside"), worktree=data["worktree"],
+        set_aside=data.get("set_aside"), worktree=data["worktree"], project=data["project"],
         plan_path=data.get("plan_path"), created_at=data["created_at"],
         updated_at=data["updated_at"], active_ns=data.get("active_ns", 0),
         directory=path.parent,
