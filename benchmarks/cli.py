@@ -5,9 +5,11 @@ Measured in one run, in a fresh git repository with a small policy file, each a 
 process, the commands interleaved round by round with ``python -c pass`` so that a busy
 machine slows all of them alike:
 
-- ``guard --help``, ``guard mode``, ``guard plan status``,
-  ``guard check write src/a.py`` (exit 1: denied), ``guard explain write src/a.py``,
-  ``guard lint .openoxide/policy.toml`` (one small file): goal ≤ 12x python's median;
+- ``guard --help``, ``guard mode``, ``guard plan status`` (each with no session, and
+  ``mode``/``plan status`` again in a worktree with a plan session open, the second
+  hour's state: "+plan" in the table), ``guard check write src/a.py`` (exit 1: denied),
+  ``guard explain write src/a.py``, ``guard lint .openoxide/policy.toml`` (one small
+  file): goal ≤ 12x python's median;
 - TAB completion (bash's protocol, as the script ``guard --install-completion`` installs
   runs it) of a host, an agent, a session and a rule code: goal ≤ 50 ms each;
 - ``guard doctor`` (it probes every host and layer): goal ≤ 30x.
@@ -109,6 +111,13 @@ def main() -> int:
         subprocess.run([git, "init", "-q", str(busy)], check=True)
         subprocess.run([*guard, "session", "start", "--id", "s-1"], cwd=busy, env=env,
                        capture_output=True, check=True, timeout=300)
+        # a worktree with a plan session open (and its policy): mode and status read it
+        planning = Path(d) / "planning"
+        subprocess.run([git, "init", "-q", str(planning)], check=True)
+        (planning / ".openoxide").mkdir()
+        (planning / ".openoxide/policy.toml").write_text(POLICY)
+        subprocess.run([*guard, "plan", "start", "Add caching"], cwd=planning, env=env,
+                       capture_output=True, check=True, timeout=300)
         Case = tuple[list[str], tuple[int, ...], dict[str, str]]
         cases: dict[str, Case] = {
             BASELINE: ([sys.executable, "-c", "pass"], (0,), {}),
@@ -118,6 +127,8 @@ def main() -> int:
             "guard check": ([*guard, "check", "write", "src/a.py"], (1,), {}),
             "guard explain": ([*guard, "explain", "write", "src/a.py"], (1,), {}),
             "guard lint": ([*guard, "lint", ".openoxide/policy.toml"], (0,), {}),
+            "guard mode +plan": ([*guard, "mode"], (0,), {}),
+            "guard plan status +plan": ([*guard, "plan", "status"], (0,), {}),
             "TAB install c": (guard, (0,), tab("guard install c")),
             "TAB --agent": (guard, (0,), tab("guard check --agent ")),
             "TAB --session": (guard, (0,), tab("guard mode --session ")),
@@ -125,7 +136,7 @@ def main() -> int:
             DOCTOR: ([*guard, "doctor"], (0, 1), {}),
         }
         def where(name: str) -> Path:
-            return busy if name == "TAB --session" else repo
+            return busy if name == "TAB --session" else planning if "+plan" in name else repo
 
         for name, (argv, expect, extra) in cases.items():  # warm-up: not measured
             once(argv, where(name), expect, {**env, **extra})
@@ -136,7 +147,7 @@ def main() -> int:
     print(f"{args.rounds} rounds, each command a new process; guard: {' '.join(guard)}")
     median = {name: statistics.median(t) * 1000 for name, t in times.items()}
     for name, t in times.items():
-        print(f"  {name:18} median {median[name]:7.1f} ms   best {min(t) * 1000:7.1f} ms")
+        print(f"  {name:23} median {median[name]:7.1f} ms   best {min(t) * 1000:7.1f} ms")
     base = median[BASELINE]
     # each goal as a multiple of python's median (a TAB's goal is in milliseconds)
     goal = {n: args.doctor_x if n == DOCTOR else args.tab_ms / base if n.startswith("TAB")
@@ -146,7 +157,7 @@ def main() -> int:
     print(f"goal: median <= {args.goal_x:g}x {BASELINE} ({DOCTOR}: {args.doctor_x:g}x;"
           f" each TAB: {args.tab_ms:g} ms): {verdict}")
     for name in goal:
-        print(f"ratio {name:18} / {BASELINE}: {median[name] / base:5.1f}x"
+        print(f"ratio {name:23} / {BASELINE}: {median[name] / base:5.1f}x"
               f" (goal {goal[name]:.3g}x)")
     sys.stdout.flush()
     return 1 if args.check and missed else 0

@@ -41,8 +41,11 @@ CASES: list[tuple[list[str], set[str]]] = [
                                         "guard.cli.hooks", "guard.planning", *TYPER}),
     (["lint", ".openoxide/policy.toml"], {"typer", DOCTOR, "guard.planning.event_bus"}),
     (["doctor"], {LINT, "guard.cli.lint", "guard.importers", RICH_HELP, MARKDOWN,
-                  "guard.cli.planning", "typer", "click", "guard.cli._typer"}),
+                  "guard.cli.planning", "typer", "click", "guard.cli._typer", "pydantic",
+                  *SESSION_MODEL}),
 ]
+#: with a session open (the second hour's state): what must still stay unloaded
+OPEN_SESSION = {LINT, DOCTOR, SCHEMA, "typer", "click", "pydantic", *SESSION_MODEL}
 
 
 @pytest.fixture
@@ -86,6 +89,23 @@ def test_a_command_imports_only_what_it_uses(
     names = loaded(args, repo, env)
     extra = sorted(m for m in names if any(m == u or m.startswith(u + ".") for u in unused))
     assert not extra, f"guard {' '.join(args)} imported modules it does not use: {extra}"
+
+
+@pytest.mark.parametrize("start", [["session", "start", "--id", "s-1"],
+                                   ["plan", "start", "Add caching"]], ids=["build", "plan"])
+def test_mode_with_a_session_open_loads_no_session_model(
+    workdir: tuple[Path, dict[str, str]], start: list[str]
+) -> None:
+    """``guard mode`` reads an open session's file without pydantic (the plain reader)."""
+    repo, env = workdir
+    subprocess.run([sys.executable, "-m", "guard", *start], cwd=repo, env=env,
+                   capture_output=True, timeout=120, check=True)
+    for args in (["mode"], ["mode", "-C", "."]):
+        loaded(args, repo, env)
+        names = loaded(args, repo, env)
+        extra = sorted(m for m in names if any(m == u or m.startswith(u + ".")
+                                               for u in OPEN_SESSION))
+        assert not extra, f"guard {' '.join(args)} imported modules it does not use: {extra}"
 
 
 def test_every_command_is_found_in_its_family() -> None:

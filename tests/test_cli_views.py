@@ -66,6 +66,20 @@ def test_views_load_no_typer_and_no_session_model_without_a_session(
     assert got == (code, allowed), args
 
 
+@pytest.mark.parametrize("start", [["session", "start"], ["plan", "start", "Add caching"]])
+def test_with_a_session_open_mode_loads_no_session_model(
+    repo: Path, policy: Path, start: list[str]
+) -> None:
+    """``guard mode`` reads the session file without pydantic (guard/planning/session_file.py),
+    in build mode and in plan mode, with and without --session."""
+    subprocess.run([sys.executable, "-m", "guard", *start], cwd=repo,
+                   capture_output=True, timeout=120, check=True)
+    loaded(["check", "write", "src/app.py"], repo)  # the validated-policy cache, as in use
+    sid = next((repo / ".openoxide/sessions").glob("*.json")).stem
+    for args in (["mode"], ["mode", "--session", sid]):
+        assert loaded(args, repo) == (0, ""), args
+
+
 def test_with_a_session_the_views_still_load_no_typer(repo: Path, policy: Path) -> None:
     subprocess.run([sys.executable, "-m", "guard", "plan", "start", "Add caching"], cwd=repo,
                    capture_output=True, timeout=120, check=True)
@@ -131,6 +145,41 @@ def test_the_views_answer_as_typer_does_with_sessions_open(
         ["plan", "status", "-s", "b-1"], ["explain", "write", "src/app.py"])}
     assert said["mode"].startswith("plan\n") and said["mode --session b-1"] == "build\n"
     assert "mode      plan" in said["plan status"] and "Add caching" in said["plan status --json"]
+
+
+@pytest.mark.parametrize("mode", ["build", "plan"])
+def test_the_views_answer_as_typer_does_with_one_session_open(
+    repo: Path, policy: Path, mode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    start = ["session", "start", "--mode", mode] if mode == "build" else ["plan", "start", "X"]
+    subprocess.run([sys.executable, "-m", "guard", *start], cwd=repo, capture_output=True,
+                   timeout=120, check=True)
+    said = _both(["mode"], capsys)
+    assert said.startswith(f"{mode}\n") and "the hooks use " in said
+    for args in (["mode", "-C", "src"], ["plan", "status"], ["plan", "status", "--json"]):
+        _both(args, capsys)
+
+
+BROKEN = ["{", '{"id": "s-1"}', '"a string"']
+
+
+@pytest.mark.parametrize("text", BROKEN)
+def test_a_broken_session_file_fails_closed_alike_on_both_paths(
+    repo: Path, policy: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A corrupt session file: one line naming the file, a non-zero exit, no traceback, the
+    same through the typer-free path (the plain reader) and typer."""
+    subprocess.run([sys.executable, "-m", "guard", "session", "start", "--id", "s-1"],
+                   cwd=repo, capture_output=True, timeout=120, check=True)
+    path = repo / ".openoxide/sessions/s-1.json"
+    path.write_text(text)
+    for args in (["mode"], ["mode", "--session", "s-1"], ["plan", "status"]):
+        with pytest.raises(SystemExit) as fast:
+            _main.main(args)
+        err = capsys.readouterr().err
+        assert fast.value.code == 2, args
+        assert err.count("\n") == 1 and str(path) in err and "Traceback" not in err, err
+        _both(args, capsys)
 
 
 @pytest.mark.parametrize(

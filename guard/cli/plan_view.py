@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from guard.cli._base import with_schema
 from guard.effects import GuardError
-from guard.planning._vocabulary import Mode, sessions_dir
+from guard.planning._vocabulary import Mode, check_session_id, sessions_dir
 from guard.planning.binding import worktrees_of
 from guard.planning.current import describe_current_agent
-from guard.planning.deciding import deciding_session
+from guard.planning.deciding import deciding_facts, deciding_session, list_facts, read_facts
+from guard.planning.session_file import SessionFacts
 
 if TYPE_CHECKING:
     from guard.planning.session import Session
@@ -124,18 +125,22 @@ def parse_status(args: list[str]) -> tuple[str | None, Path, bool] | None:
 
 
 def show_mode(session_id: str | None, cwd: Path) -> None:
-    """``guard mode`` without a MODE: the mode here and the agent the hooks use."""
-    if session_id:
-        sys.stdout.write(resolve_session(cwd, session_id).mode.value + "\n")
-        return
+    """``guard mode`` without a MODE: the mode here and the agent the hooks use (the
+    sessions read without their model: guard.planning.session_file)."""
     if not cwd.is_dir():
         raise GuardError(f"--cwd {cwd}: not a directory")
-    found = deciding_session(cwd)
+    if session_id:
+        check_session_id(session_id)
+        path = sessions_dir(cwd) / f"{session_id}.json"
+        sys.stdout.write(read_facts(path).mode.value + "\n")
+        return
+    found: tuple[SessionFacts, str] | None = deciding_facts(cwd)
     if found is None or found[0].mode is not Mode.PLAN:
-        around = open_plans(cwd)  # a plan of a worktree this one lies in holds here
-        found = (around[0], "") if around else found
+        places = [Path(p) for p in worktrees_of([str(cwd)])] or [cwd]
+        around = [s for p in places for s in list_facts(p) if s.decides and s.mode is Mode.PLAN]
+        found = (around[0], "") if around else found  # a plan of a worktree this one lies in
     sys.stdout.write((found[0].mode.value if found else "no open session") + "\n")
-    sys.stdout.write(f"the hooks use {describe_current_agent(cwd).line()}\n")
+    sys.stdout.write(f"the hooks use {describe_current_agent(cwd, plain=True).line()}\n")
 
 
 # ---- guard plan status ----------------------------------------------------------------------

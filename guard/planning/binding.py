@@ -42,7 +42,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,11 +57,12 @@ from guard.planning._vocabulary import (
     sessions_dir,
     utc_now,
 )
-from guard.planning.deciding import deciding_session
+from guard.planning.deciding import S, deciding_facts, deciding_session
 from guard.planning.found import ModeFound
 
 if TYPE_CHECKING:
     from guard.planning.session import Session
+    from guard.planning.session_file import SessionFacts
 
 #: Effects whose target counts for containment (a read changes nothing).
 CHANGING = (EffectKind.WRITE, EffectKind.DELETE)
@@ -165,15 +166,24 @@ def plan_session_around(
 ) -> tuple[Session, str] | None:
     """The plan session of a worktree the call's cwd (or a path it changes) lies in; for a
     cwd under no version control, the plan session of that directory's own project."""
-    return _plan_session_in(_around(_places(call, effects))[0])
+    return _plan_session_in(_around(_places(call, effects))[0], deciding_session)
 
 
-def _plan_session_in(worktrees: Iterable[Path]) -> tuple[Session, str] | None:
+def plan_facts_around(
+    call: ToolCall, effects: Sequence[Effect] = ()
+) -> tuple[SessionFacts, str] | None:
+    """:func:`plan_session_around`'s answer read without the session model (``guard mode``)."""
+    return _plan_session_in(_around(_places(call, effects))[0], deciding_facts)
+
+
+def _plan_session_in(
+    worktrees: Iterable[Path], deciding: Callable[[Path], tuple[S, str] | None]
+) -> tuple[S, str] | None:
     """The first of ``worktrees`` (or projects) whose deciding session is in plan mode."""
     for wt in worktrees:
         if not sessions_dir(wt).is_dir():
             continue
-        found = deciding_session(wt)
+        found = deciding(wt)
         if found is not None and found[0].mode is Mode.PLAN:
             return found
     return None
@@ -331,7 +341,7 @@ def ruling(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
             f" agent run (host session {host})",
             bound.worktree, bound.id, bound.orphan_note(),
         )  # fmt: skip
-    found = _plan_session_in(ask)
+    found = _plan_session_in(ask, deciding_session)
     if found is not None:
         session, why = found
         if host is not None and host not in session.host_sessions:
@@ -342,7 +352,8 @@ def ruling(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
         )  # fmt: skip
     if host is not None:
         places = seen_places(host, known=ask)  # a project outside git is its own place
-        seen = _plan_session_in(p for p in _with_siblings(places) if p not in ask)
+        around = (p for p in _with_siblings(places) if p not in ask)
+        seen = _plan_session_in(around, deciding_session)
         if seen is not None:
             session, why = seen
             if host not in session.host_sessions:

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 from guard.effects import Effect, GuardError, ToolCall
 from guard.gate import FROM_ENV, resolve
 from guard.planning._vocabulary import Mode
-from guard.planning.binding import plan_session_around
-from guard.planning.deciding import deciding_session
+from guard.planning.binding import plan_facts_around, plan_session_around
+from guard.planning.deciding import deciding_facts, deciding_session
 from guard.planning.found import ModeFound
+from guard.planning.session_file import SessionFacts
 
 if TYPE_CHECKING:
     from guard.planning.session import Session
@@ -44,6 +45,8 @@ def describe_current_agent(
     cwd: str | os.PathLike[str],
     env: Mapping[str, str] | None = None,
     policy: str | None = None,
+    *,
+    plain: bool = False,
 ) -> CurrentAgent:
     """The agent guard's hooks will use for a call in ``cwd``, and the reason.
 
@@ -52,18 +55,23 @@ def describe_current_agent(
     decides for the worktree, then the host's permission mode (only known inside a
     hook call). Errors (a corrupt session file, a policy that does not load, an agent
     the policy does not define) are reported as the reason with no agent: the hooks
-    deny every call then.
+    deny every call then. ``plain`` reads the sessions without their model
+    (:mod:`guard.planning.session_file`: what ``guard mode`` prints): the same answer,
+    with no session object in it.
     """
     env = os.environ if env is None else env
     here = os.fspath(cwd)
-    seen: list[tuple[Session, str]] = []
+    seen: list[tuple[Session | SessionFacts, str]] = []
 
     def session_mode(call: ToolCall, effects: Sequence[Effect]) -> ModeFound | None:
-        found = deciding_session(here)
+        found: tuple[Session | SessionFacts, str] | None
+        found = deciding_facts(here) if plain else deciding_session(here)
         worktree = None
         if found is None or found[0].mode is not Mode.PLAN:
             # a plan session of a worktree this directory lies in (submodule, nested repo...)
-            around = plan_session_around(call, effects)
+            around: tuple[Session | SessionFacts, str] | None
+            around = plan_facts_around(call, effects) if plain else plan_session_around(
+                call, effects)
             if around is not None:
                 found, worktree = around, around[0].worktree
         if found is None:
@@ -82,7 +90,8 @@ def describe_current_agent(
         session, why = seen[-1]
         mode = session.mode
         extra = f"; plan file {session.plan_path}" if mode is Mode.PLAN else ""
-        return CurrentAgent(chosen.agent, f"{mode.value} mode of {why}{extra}", session, mode)
+        kept = None if isinstance(session, SessionFacts) else session
+        return CurrentAgent(chosen.agent, f"{mode.value} mode of {why}{extra}", kept, mode)
     return CurrentAgent(
         g.build_agent_name,
         "no open guard session here: the host's permission mode decides"

@@ -1,7 +1,8 @@
 """The process that owns a session: who it is and whether it still runs.
 
 Holds :class:`Owner` (pid, its start time, the boot and the host of the
-process a session ends with) and the ``/proc`` readings behind it. It does not
+process a session ends with); the ``/proc`` readings behind it are
+:mod:`guard.planning._liveness`'s. It does not
 hold the session itself (:mod:`guard.planning.session`) nor what follows from a
 dead owner (orphaned sessions: :attr:`guard.planning.session.Session.decides`).
 """
@@ -13,31 +14,7 @@ import socket
 
 from pydantic import BaseModel, ConfigDict
 
-
-def _boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
-
-
-def _process_start(pid: int) -> int | None:
-    """The start time of process ``pid`` (clock ticks since boot), None when it does not run."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    except OSError:
-        return None
-    # the command name (field 2) may hold spaces and parentheses: split after the last ')'
-    fields = data[data.rfind(b")") + 2 :].split()
-    try:
-        state, start = fields[0], int(fields[19])
-    except (IndexError, ValueError):
-        return None
-    return None if state in (b"Z", b"X") else start
+from guard.planning._liveness import boot_id, describe_process, process_alive, process_start
 
 
 class Owner(BaseModel):
@@ -56,8 +33,8 @@ class Owner(BaseModel):
         pid = os.getpid()
         return cls(
             pid=pid,
-            started=_process_start(pid) or 0,
-            boot=_boot_id(),
+            started=process_start(pid) or 0,
+            boot=boot_id(),
             host=socket.gethostname(),
             command=command,
         )
@@ -67,21 +44,7 @@ class Owner(BaseModel):
 
         An owner on another host cannot be checked from here: it counts as alive.
         """
-        if self.host != socket.gethostname():
-            return True
-        if self.boot != _boot_id():
-            return False
-        if not os.path.exists("/proc/self/stat"):  # no procfs: the pid alone must do
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return False
-            except PermissionError:
-                return True
-            return True
-        return _process_start(self.pid) == self.started
+        return process_alive(self.pid, self.started, self.boot, self.host)
 
     def describe(self) -> str:
-        where = "" if self.host == socket.gethostname() else f" on {self.host}"
-        return f"{self.command or 'process'} (pid {self.pid}{where})"
-
+        return describe_process(self.command, self.pid, self.host)

@@ -54,6 +54,7 @@ from guard.planning.checklist import PlanItem
 from guard.planning.event_bus import Event, ModeChanged, TurnEnded
 from guard.planning.event_bus import publish as publish_event
 from guard.planning.owner import Owner
+from guard.planning.session_file import SessionLifecycle, misnamed, read_raw
 
 SessionState = Literal["open", "ended"]
 
@@ -101,7 +102,7 @@ def new_session_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d") + "-" + secrets.token_hex(4)
 
 
-class Session(BaseModel):
+class Session(BaseModel, SessionLifecycle):
     """One agent session: its mode, its fixed plan artifact path, its checklist.
 
     Change a session only through its methods (or :meth:`transaction`); they
@@ -260,15 +261,7 @@ class Session(BaseModel):
 
     @classmethod
     def _read(cls, path: Path) -> Session:
-        try:
-            raw = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise SessionNotFound(
-                f"no session {path.stem!r} in {path.parent}: start one with"
-                " `guard session start`, or pick one from `guard session list`"
-            ) from None
-        except OSError as exc:
-            raise SessionError(f"cannot read session file {path}: {exc.strerror}") from None
+        raw = read_raw(path)
         try:
             session = cls.model_validate_json(raw)
         except ValidationError as exc:
@@ -279,10 +272,7 @@ class Session(BaseModel):
                 " remove it or restore it from a backup"
             ) from None
         if session.id != path.stem:
-            raise SessionError(
-                f"{path}: holds session {session.id!r} but is named {path.stem!r};"
-                " rename the file to match its id or remove it"
-            )
+            raise misnamed(path, session.id)
         session._dir = path.parent
         return session
 
@@ -318,28 +308,6 @@ class Session(BaseModel):
         return publish_event(self, event)
 
     # ---- lifecycle -------------------------------------------------------------------------
-
-    @property
-    def owner_alive(self) -> bool:
-        """The owning process still runs (always true for a session the user owns)."""
-        return self.owner is None or self.owner.alive()
-
-    @property
-    def live(self) -> bool:
-        """Open, and its owner (if any) still runs."""
-        return self.state == "open" and self.owner_alive
-
-    @property
-    def decides(self) -> bool:
-        """May decide for its worktree: live, or orphaned in plan mode.
-
-        A plan session whose owner died stays in plan mode (fail closed): only the user
-        ends it (``guard session end``, ``guard plan exit --approve``) or takes it over
-        (``guard plan resume``). An orphaned build session decides nothing.
-        """
-        if self.state != "open" or self.set_aside is not None:
-            return False
-        return self.owner_alive or self.mode is Mode.PLAN
 
     def orphan_note(self) -> str:
         """What a refusal under this session says when its owner is gone ("" otherwise)."""
@@ -388,16 +356,6 @@ class Session(BaseModel):
                 o.set_aside = f"replaced by session {self.id} at {utc_now()}"
             out.append(other)
         return out
-
-    @property
-    def status(self) -> str:
-        """open, ended, orphaned (open but its owning process is gone), or set-aside
-        (open, replaced by a newer session: decides nothing until resumed)."""
-        if self.state == "ended":
-            return "ended"
-        if self.set_aside is not None:
-            return "set-aside"
-        return "open" if self.owner_alive else "orphaned"
 
     def end(self, reason: str) -> bool:
         """End the session (it no longer decides anything). False when it had ended already."""

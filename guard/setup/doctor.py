@@ -1,5 +1,8 @@
 """``guard doctor``: which hosts are wired here, and which guard layers are active."""
 
+# Lazy imports: the audit log reader only where a log exists. The sessions are read
+# without their model (guard.planning.session_file), as ``guard mode`` reads them.
+
 from __future__ import annotations
 
 import os
@@ -13,7 +16,7 @@ from guard import hosts, probe
 from guard.analysis import GUESSED, effects_for
 from guard.audit import AuditError
 from guard.audit.chain import key_path, load_key
-from guard.audit.logfile import default_log_path, read
+from guard.audit.logfile import default_log_path
 from guard.decide import Guard
 from guard.hooks import HOSTS, missed
 from guard.hooks.adapter import Scope
@@ -23,9 +26,10 @@ from guard.hooks.hookd import idle_seconds
 from guard.hooks.settings_file import read_settings
 from guard.match import engine_note
 from guard.paths import Roots, find_worktree
+from guard.planning._vocabulary import Mode
 from guard.planning.binding import worktrees_of
 from guard.planning.current import describe_current_agent
-from guard.planning.session import Mode, Session
+from guard.planning.deciding import list_facts
 from guard.sandbox.confine import FALLBACK, available, namespaces_unavailable, walls_off
 from guard.setup import host_settings, host_state
 from guard.setup.install import interpreter_of, project_dir, settings_file
@@ -197,7 +201,11 @@ def guessed_tools(cwd: str | os.PathLike[str] | None = None, limit: int = 2000) 
     try:
         log = default_log_path(Roots.discover(os.fspath(cwd) if cwd is not None else
                                               os.getcwd()))
-        records = list(read(log))[-limit:] if log.exists() else []
+        records: list[dict[str, Any]] = []
+        if log.exists():
+            from guard.audit.logfile import read
+
+            records = list(read(log))[-limit:]
     except Exception as exc:
         return Check("guessed tool names", "off", f"audit log unreadable: {exc}")
     seen: dict[str, int] = {}
@@ -316,7 +324,7 @@ def namespaces_check(lay: probe.Layers | None = None) -> Check:
 
 def agent_check(cwd: str | os.PathLike[str] | None = None) -> Check:
     """The agent the hooks use here right now, and why (planning's describe_current_agent)."""
-    current = describe_current_agent(cwd if cwd is not None else os.getcwd())
+    current = describe_current_agent(cwd if cwd is not None else os.getcwd(), plain=True)
     return Check("hooks' agent now", "ok" if current.agent else "broken", current.line())
 
 
@@ -326,7 +334,7 @@ def orphans_check(cwd: str | os.PathLike[str] | None = None) -> Check:
     here = os.fspath(cwd) if cwd is not None else os.getcwd()
     try:
         places = [Path(p) for p in worktrees_of([here])] or [Path(here)]
-        found = [s for p in places for s in Session.list_all(p) if s.status == "orphaned"]
+        found = [s for p in places for s in list_facts(p) if s.status == "orphaned"]
     except Exception as exc:
         return Check("orphaned sessions", "broken", f"cannot read the sessions here: {exc}")
     if not found:

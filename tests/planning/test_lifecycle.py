@@ -22,7 +22,7 @@ from guard.planning import (
     deciding_session,
     describe_current_agent,
 )
-from guard.planning.owner import _process_start
+from guard.planning._liveness import process_start as _process_start
 from guard.planning.session import pin, sessions_dir
 
 from .test_cli import guard, guard_proc
