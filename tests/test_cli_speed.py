@@ -108,6 +108,35 @@ def test_mode_with_a_session_open_loads_no_session_model(
         assert not extra, f"guard {' '.join(args)} imported modules it does not use: {extra}"
 
 
+def test_plan_status_with_a_plan_session_open_loads_no_model(
+    workdir: tuple[Path, dict[str, str]]
+) -> None:
+    """``guard plan status`` reads the session, its plan file and its event log (checklist
+    updates, decisions) without pydantic (guard/planning/status_view.py), and loads none of
+    the planning modules it does not print from (answers, the exit handshake)."""
+    from guard import effects
+    from guard.planning import event_bus as ev
+    from guard.planning.checklist import PlanItem, StepStatus
+    from guard.planning.session import Session
+
+    repo, env = workdir
+    subprocess.run([sys.executable, "-m", "guard", "plan", "start", "Add caching"], cwd=repo,
+                   env=env, capture_output=True, timeout=120, check=True)
+    session = Session.list_all(repo)[0]
+    Path(session.plan_path or "").write_text("# Add caching\n", encoding="utf-8")
+    session.publish(ev.PlanUpdate(plan=[PlanItem(step="cache", status=StepStatus.PENDING)]))
+    decided = effects.Decision(effects.Action.DENY, "plan mode", "builtin:default:1")
+    session.publish(ev.Decision.from_decision(decided, agent="plan", tool="Write"))
+    unused = {*OPEN_SESSION, "guard.planning.answer", "guard.planning.handshake",
+              "guard.planning.todos"}
+    for args in (["plan", "status"], ["plan", "status", "--json"]):
+        loaded(args, repo, env)
+        names = loaded(args, repo, env)
+        assert "guard.planning.status_view" in names, args  # the session was read
+        extra = sorted(m for m in names if any(m == u or m.startswith(u + ".") for u in unused))
+        assert not extra, f"guard {' '.join(args)} imported modules it does not use: {extra}"
+
+
 def test_every_command_is_found_in_its_family() -> None:
     """FAMILY_OF names each command of the whole application, with the family defining it."""
     from typer.main import get_command_name

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from guard.cli import _main, doctor_view, explain_view, plan_view
+from guard.planning._vocabulary import Mode
 
 PROBE = (
     "import atexit, sys\n"
@@ -204,3 +205,136 @@ def test_explain_lines_left_to_typer(args: list[str]) -> None:
 @pytest.mark.parametrize("args", [["--help"], ["--json", "--json"], ["-x"], ["--jsonx"]])
 def test_doctor_lines_left_to_typer(args: list[str]) -> None:
     assert doctor_view.parse_doctor(args) is None
+
+
+def _busy_plan_session(repo: Path) -> Path:
+    """A plan session with a plan file, its own checklist, exits, a pending request, and an
+    event log holding every kind of event (checklist updates and decisions among them);
+    returns the event log."""
+    from guard import effects
+    from guard.planning import event_bus as ev
+    from guard.planning.checklist import Option, PlanItem, Question, StepStatus
+    from guard.planning.session import ExitRecord, PendingRequest, Session
+
+    subprocess.run([sys.executable, "-m", "guard", "plan", "start", "Add caching"], cwd=repo,
+                   capture_output=True, timeout=120, check=True)
+    session = Session.list_all(repo)[0]
+    assert session.plan_path is not None
+    Path(session.plan_path).write_text("# Add caching\n\n1. measure\n2. cache\nno newline")
+    with session.transaction() as s:
+        s.checklist = [PlanItem(step="own step", status=StepStatus.PENDING)]
+        s.explanation = "the session's own"
+        s.decisions = [ExitRecord(at="2026-01-01T00:00:00Z", decision="refine", text="more"),
+                       ExitRecord(at="2026-01-01T00:00:01Z", decision="refused",
+                                  plan_path=s.plan_path, by="policy")]
+        s.pending = [PendingRequest(kind="plan_exit", at="2026-01-01T00:00:02Z")]
+    allow = effects.Decision(effects.Action.ALLOW, "reads are fine", "builtin:default:1")
+    deny = effects.Decision(effects.Action.DENY, "plan mode: no \u00e9dits\ttab", "r:2")
+    for event in (
+        ev.ModeChanged(old=Mode.BUILD, new=Mode.PLAN, reason="start"),
+        ev.PlanUpdate(plan=[PlanItem(step="  first ", status=StepStatus.COMPLETED)]),
+        ev.Decision.from_decision(allow, agent="plan", tool="Read", source="mcp"),
+        ev.PlanDelta(delta="1. measure"),
+        ev.PlanCompleted(text="1. measure", path=session.plan_path),
+        ev.UserInputRequested(questions=[Question(question="Which cache?", options=[
+            Option(label="lru"), Option(label="disk", description="on disk")])]),
+        ev.PlanExit(outcome="requested", text="done"),
+        ev.Decision.from_decision(deny, tool="Write"),
+        ev.Violation(path="src/app.py", kind="write", detail="changed"),
+        ev.TurnEnded(turn=1),
+        ev.PlanUpdate(turn=1, explanation="refined", source="claude-code TodoWrite",
+                      plan=[PlanItem(step="measure", status=StepStatus.COMPLETED),
+                            PlanItem(step="cache", status=StepStatus.IN_PROGRESS)]),
+    ):
+        session.publish(event)
+    return session.events_path
+
+
+def _by_the_models(
+    args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """What ARGS print through the typer-free path, the same through typer, and the same
+    again with the hand readers off (the session and event models read every file)."""
+    from guard.planning import status_view
+
+    said = _both(args, capsys)
+    with monkeypatch.context() as m:
+        m.setattr(status_view, "plain_view", lambda path: None)
+        m.setattr(status_view, "plain_events", lambda path: None)
+        with pytest.raises(SystemExit) as models:
+            _main.main(args)
+        out = capsys.readouterr()
+    with pytest.raises(SystemExit) as fast:
+        _main.main(args)
+    fast_out = capsys.readouterr()
+    assert (fast.value.code, fast_out.out, fast_out.err) == (
+        models.value.code, out.out, out.err), args
+    return said
+
+
+def test_plan_status_of_a_busy_session_reads_it_by_hand_as_typer_does(
+    repo: Path, policy: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plan file, checklist updates, exits, a pending request and decisions: the typer-free
+    path reads the session and its event log by hand (guard/planning/status_view.py) and
+    prints what typer prints through the models."""
+    from guard.planning.status_view import plain_events, plain_view
+
+    events = _busy_plan_session(repo)
+    subprocess.run([sys.executable, "-m", "guard", "check", "write", "src/app.py"], cwd=repo,
+                   capture_output=True, timeout=120, check=False)  # an audit record
+    assert plain_view(next((repo / ".openoxide/sessions").glob("*.json"))) is not None
+    assert len(plain_events(events) or []) == 12  # every line accepted by hand (with plan start's)
+    sid = next((repo / ".openoxide/sessions").glob("*.json")).stem
+    said = {" ".join(a): _by_the_models(a, capsys, monkeypatch) for a in (
+        ["plan", "status"], ["plan", "status", "--json"], ["plan", "status", "-s", sid],
+        ["plan", "status", "--cwd", "src", "--json"])}  # fmt: skip
+    text = said["plan status"]
+    assert "checklist (claude-code TodoWrite): refined" in text
+    assert "[in_progress] cache" in text and "own step" not in text
+    assert "exit      2026-01-01T00:00:01Z refused by policy: -" in text
+    assert "waiting   plan_exit since 2026-01-01T00:00:02Z" in text
+    assert "5 lines, digest" in text and "DENY  - Write: plan mode" in text
+    assert "ALLOW plan Read: reads are fine" in text
+
+
+BAD_EVENTS = [
+    b"{",
+    b'{"type": "decision"}',
+    b'{"type": "decision", "at": "t", "action": "maybe", "reason": "r", "rule": "x"}',
+    b'{"type": "decision", "at": "t", "action": "allow", "reason": "r", "rule": "x", "y": 1}',
+    b'{"type": "forged", "at": "t"}',
+    b'{"type": "plan_update", "at": "t", "plan": [{"step": " ", "status": "pending"}]}',
+    b'{"type": "turn_ended", "at": "t", "turn": "1"}',  # the model coerces it
+    b'{"type": "decision", "at": "t", "action": "deny", "reason": "\\ud800", "rule": "x"}',
+    b'{"type": "turn_ended", "at": "t", "turn": 1, "turn": 2}',
+    b'{"type": "turn_ended", "at": "t", "turn": NaN}',
+    b'\xef\xbb\xbf{"type": "turn_ended", "at": "t", "turn": 1}',
+    b'{"type": "plan_delta", "at": "t", "delta": "\xff"}',
+    b"[1]",
+    b'{"type": ["decision"]}',
+]
+
+
+@pytest.mark.parametrize("line", BAD_EVENTS, ids=range(len(BAD_EVENTS)))
+def test_a_damaged_event_line_is_read_by_the_models_on_both_paths(
+    repo: Path, policy: Path, line: bytes, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A damaged or forged event line is left to the event models: the same answer (most
+    often ``FILE:LINE: not a valid event (...)`` and exit 2) through both paths."""
+    from guard.planning.status_view import plain_events
+
+    events = _busy_plan_session(repo)
+    with events.open("ab") as handle:
+        handle.write(line + b"\n" + b'{"type": "turn_ended", "at": "t", "turn": 2}\n')
+    assert plain_events(events) is None
+    for args in (["plan", "status"], ["plan", "status", "--json"]):
+        _by_the_models(args, capsys, monkeypatch)
+    with pytest.raises(SystemExit) as fast:
+        _main.main(["plan", "status"])
+    err = capsys.readouterr().err
+    if fast.value.code:
+        assert fast.value.code == 2 and f"{events}:13: not a valid event (" in err, err
+        assert err.count("\n") == 1 and "Traceback" not in err, err

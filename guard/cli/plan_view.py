@@ -5,11 +5,13 @@ printed here from the planning library alone: :func:`guard.cli._main.main` calls
 :func:`show_mode` and :func:`show_status` for a plain command line (:func:`parse_mode`,
 :func:`parse_status`), and the typer commands (guard/cli/planning.py,
 guard/cli/plan_command.py) call the same functions for everything else, so the two
-paths print the same. The session model (pydantic) loads only where a session file
-exists. Which session a command acts on (:func:`resolve_session`) is here too.
+paths print the same. Sessions and their event logs are read by hand
+(guard.planning.session_file, guard.planning.status_view); the session and event models
+(pydantic) load only for a file or line the hand check leaves to them. Which session a
+command acts on (:func:`resolve_session`, :func:`resolve_view`) is here too.
 """
 
-# Lazy imports: session model, plan and checklist readers only where a session exists.
+# Lazy imports: session model, plan, audit log readers only where a session exists.
 
 from __future__ import annotations
 
@@ -25,11 +27,10 @@ from guard.planning.binding import worktrees_of
 from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_facts, deciding_session, list_facts, read_facts
 from guard.planning.session_file import SessionFacts
+from guard.planning.status_view import Decided, StatusView, events_of, read_view
 
 if TYPE_CHECKING:
     from guard.planning.session import Session
-
-Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason
 
 
 def print_data(data: dict[str, Any]) -> None:
@@ -50,9 +51,23 @@ def open_plans(cwd: Path) -> list[Session]:
     ]
 
 
+def plans_around(cwd: Path) -> list[SessionFacts]:
+    """:func:`open_plans`, read without the session model (the same sessions and errors)."""
+    places = [Path(p) for p in worktrees_of([str(cwd)])] or [cwd]
+    return [s for p in places for s in list_facts(p) if s.decides and s.mode is Mode.PLAN]
+
+
 def no_session(cwd: Path) -> bool:
     """No session decides for ``cwd`` (a corrupt session file raises: an error, not a state)."""
-    return deciding_session(cwd) is None and not open_plans(cwd)
+    return deciding_facts(cwd) is None and not plans_around(cwd)
+
+
+def _none_open(cwd: Path) -> GuardError:
+    return GuardError(
+        f"no open session in {sessions_dir(cwd)} (ended ones, set-aside ones and"
+        " orphaned build ones do not count): start one with `guard plan start TITLE`,"
+        " or name one with --session ID from `guard session list`"
+    )
 
 
 def resolve_session(cwd: Path, session_id: str | None) -> Session:
@@ -67,12 +82,25 @@ def resolve_session(cwd: Path, session_id: str | None) -> Session:
         around = open_plans(cwd)
         if around:
             return around[0]
-        raise GuardError(
-            f"no open session in {sessions_dir(cwd)} (ended ones, set-aside ones and"
-            " orphaned build ones do not count): start one with `guard plan start TITLE`,"
-            " or name one with --session ID from `guard session list`"
-        )
+        raise _none_open(cwd)
     return found[0]
+
+
+def resolve_view(cwd: Path, session_id: str | None) -> StatusView:
+    """:func:`resolve_session`'s session as ``guard plan status`` shows it, read without the
+    models where the files allow (guard.planning.status_view): the same session and errors."""
+    if not cwd.is_dir():
+        raise GuardError(f"--cwd {cwd}: not a directory")
+    if session_id:
+        check_session_id(session_id)
+        return read_view(sessions_dir(cwd) / f"{session_id}.json")
+    found = deciding_facts(cwd)
+    if found is None:  # a plan session of a worktree this directory lies in (a submodule...)
+        around = plans_around(cwd)
+        if not around:
+            raise _none_open(cwd)
+        found = (around[0], "")
+    return read_view(found[0].directory / f"{found[0].id}.json")
 
 
 # ---- the plain command lines main() answers itself ------------------------------------------
@@ -146,23 +174,20 @@ def show_mode(session_id: str | None, cwd: Path) -> None:
 # ---- guard plan status ----------------------------------------------------------------------
 
 
-def recent_decisions(session: Session, cwd: Path, count: int = 5) -> list[Decided]:
-    """The last decisions taken while the session existed: its own event log (the MCP
-    proxy) and the project's audit log (the hooks, guard check)."""
+def recent_decisions(
+    decided: list[Decided], since: str, cwd: Path, count: int = 5
+) -> list[Decided]:
+    """The last decisions taken while the session existed (since ``since``): ``decided``
+    (its own event log: the MCP proxy) and the project's audit log (the hooks, guard check)."""
     from guard.audit.logfile import default_log_path, read
     from guard.paths import Roots
-    from guard.planning import event_bus as ev
 
-    found: list[Decided] = [
-        (e.at, e.action.value, e.agent or "-", e.tool or "-", e.reason)
-        for e in ev.read_events(session)
-        if isinstance(e, ev.Decision)
-    ]
+    found = list(decided)
     log = default_log_path(Roots.discover(cwd))
     if log.exists():
         for r in read(log):
             at = str(r.get("ts", ""))
-            if r.get("type") != "verdict" or r.get("source") == "mcp" or at < session.created_at:
+            if r.get("type") != "verdict" or r.get("source") == "mcp" or at < since:
                 continue
             found.append(
                 (
@@ -178,7 +203,7 @@ def recent_decisions(session: Session, cwd: Path, count: int = 5) -> list[Decide
 
 def show_status(session_id: str | None, cwd: Path, as_json: bool) -> None:
     """The mode, the plan file, the checklist and the last decisions of a session."""
-    current = describe_current_agent(cwd) if cwd.is_dir() else None
+    current = describe_current_agent(cwd, plain=True) if cwd.is_dir() else None
     if session_id is None and current is not None and no_session(cwd):
         if as_json:
             print_data({"session": None, "mode": None, "agent": current.agent,
@@ -188,39 +213,49 @@ def show_status(session_id: str | None, cwd: Path, as_json: bool) -> None:
             sys.stdout.write(f"hooks     {current.line()}\n")
             sys.stdout.write("start:    guard plan start TITLE\n")
         return
-    _show_session(resolve_session(cwd, session_id), cwd, as_json)
+    _show_session(resolve_view(cwd, session_id), cwd, as_json)
 
 
-def _show_session(session: Session, cwd: Path, as_json: bool) -> None:
+def _show_session(session: StatusView, cwd: Path, as_json: bool) -> None:
     from guard.plaintext import visible
-    from guard.planning.answer import current_plan
-    from guard.planning.artifact import read_plan
-    from guard.planning.todos import shown_checklist
+    from guard.planning.artifact import (
+        count_lines,
+        plan_digest,
+        plan_text,
+        read_plan,
+        read_plan_bytes,
+    )
 
-    current = describe_current_agent(cwd)
+    current = describe_current_agent(cwd, plain=True)
     plan: str | None = None
-    shown = None
+    shown: tuple[int, str] | None = None  # lines, digest
     if session.plan_path:
         try:
             plan = read_plan(session)
-            shown = current_plan(session)
+            data = read_plan_bytes(session)  # as guard.planning.answer.current_plan
+            if data is not None and plan_text(data).strip():
+                shown = count_lines(data), plan_digest(data)
         except GuardError as exc:
             plan = f"(unreadable: {exc})"
-    recent = recent_decisions(session, cwd)
-    items, explanation, source = shown_checklist(session)
+    decided, latest = events_of(session)
+    recent = recent_decisions(decided, session.created_at, cwd)
+    # the latest checklist update of its events, else the session's own (as
+    # guard.planning.todos.shown_checklist: guard session show prints the same)
+    items, explanation, source = latest or (session.checklist, session.explanation,
+                                            "update_plan")  # fmt: skip
     if as_json:
         print_data(
             {
-                **session.summary(),
+                **session.summary,
                 "agent": current.agent,
                 "why": current.reason,
                 "plan_exists": plan is not None,
-                "plan_sha256": shown.digest if shown else None,
-                "plan_lines": shown.lines if shown else None,
-                "checklist": [i.model_dump(mode="json") for i in items],
+                "plan_sha256": shown[1] if shown else None,
+                "plan_lines": shown[0] if shown else None,
+                "checklist": items,
                 "checklist_explanation": explanation,
                 "checklist_from": source,
-                "exits": [d.model_dump(mode="json") for d in session.decisions[-5:]],
+                "exits": session.exits[-5:],
                 "decisions": [
                     {"at": at, "action": action, "agent": agent, "tool": tool, "reason": why}
                     for at, action, agent, tool, why in recent
@@ -229,25 +264,24 @@ def _show_session(session: Session, cwd: Path, as_json: bool) -> None:
         )
         return
     lines: list[str] = [
-        f"session   {session.id} ({session.status}, owner"
-        f" {session.owner.describe() if session.owner else 'user'})",
+        f"session   {session.id} ({session.status}, owner {session.owner})",
         f"mode      {session.mode.value}",
         f"hooks     {current.line()}",
     ]
     if session.plan_path:
         state = "missing: not written yet" if plan is None else f"{len(plan)} characters"
         if shown is not None:
-            state = f"{shown.lines} lines, digest {shown.digest}"
+            state = f"{shown[0]} lines, digest {shown[1]}"
         lines.append(f"plan file {session.plan_path} ({state})")
     else:
         lines.append("plan file none (the session never entered plan mode)")
-    lines += [f"waiting   {p.kind} since {p.at}" for p in session.pending]
+    lines += [f"waiting   {kind} since {at}" for kind, at in session.pending]
     if items:
         lines.append(f"checklist ({source})" + (f": {explanation}" if explanation else ""))
-        lines += [f"  [{item.status.value}] {item.step}" for item in items]
+        lines += [f"  [{item['status']}] {item['step']}" for item in items]
     lines += [
-        f"exit      {d.at} {d.decision} by {d.by}: {d.text or '-'}"
-        for d in session.decisions[-3:]
+        f"exit      {d['at']} {d['decision']} by {d['by']}: {d['text'] or '-'}"
+        for d in session.exits[-3:]
     ]
     if recent:
         lines.append("last decisions")

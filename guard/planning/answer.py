@@ -14,7 +14,7 @@ from typing import Literal
 
 from guard.effects import GuardError
 from guard.planning._vocabulary import Mode
-from guard.planning.artifact import plan_digest, plan_text, read_plan_bytes
+from guard.planning.artifact import count_lines, plan_digest, plan_text, read_plan_bytes
 from guard.planning.handshake import Outcome, UserDecision, plan_exit
 from guard.planning.session import Session
 
@@ -49,11 +49,6 @@ def current_plan(session: Session) -> ShownPlan | None:
         return None
     title = session.title or (session.plan_path or "plan").rsplit("/", 1)[-1]
     return ShownPlan(title, count_lines(data), plan_digest(data), session.plan_path or "")
-
-
-def count_lines(data: bytes) -> int:
-    """Lines of a plan as an editor counts them (a last line without a newline counts)."""
-    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 @dataclass(frozen=True, slots=True)

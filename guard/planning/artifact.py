@@ -124,6 +124,11 @@ def plan_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def count_lines(data: bytes) -> int:
+    """Lines of a plan as an editor counts them (a last line without a newline counts)."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
 def plan_text(data: bytes) -> str:
     """How the plan's bytes are shown: UTF-8 (undecodable bytes as U+FFFD), line ends kept, so
     a carriage return is seen (and made visible) rather than folded away."""

@@ -193,7 +193,7 @@ _SESSION = _record(
 )  # fmt: skip
 
 
-def _plain(raw: str) -> dict[str, Any] | None:
+def plain_data(raw: str) -> dict[str, Any] | None:
     """The file's object when the hand check accepts it, else None (the model decides)."""
     if "\\u" in raw:  # escapes (a lone surrogate...): the model's parser judges those
         return None
@@ -208,7 +208,7 @@ def plain_facts(path: Path) -> SessionFacts | None:
     """The facts of the session stored in ``path`` when the hand check accepts the file;
     None when it does not (the model then reads it: :func:`guard.planning.deciding.read_facts`).
     A file that cannot be read, or that holds another session, raises the model's error."""
-    data = _plain(read_raw(path))
+    data = plain_data(read_raw(path))
     if data is None:
         return None
     if data["id"] != path.stem:
