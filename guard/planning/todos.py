@@ -92,8 +92,9 @@ def capture(host: str, tool: str, tool_input: Mapping[str, Any], cwd: str) -> bo
 def shown_checklist(session: Session) -> tuple[list[PlanItem], str | None, str]:
     """The checklist the cockpit shows for ``session``: the latest ``PlanUpdate`` of its
     events (update_plan, or a host's own tool captured above), else the session's own; with
-    its explanation and where it came from. ``guard session show`` and ``guard plan
-    status`` print this, so the three never disagree."""
+    its explanation and where it came from. ``guard session show`` prints this, and ``guard
+    plan status`` the same list read by hand (guard.planning.status_view.events_of), so the
+    three never disagree."""
     latest: PlanUpdate | None = None
     try:
         for event in read_events(session):
