@@ -9,6 +9,7 @@ what the typer command says, with and without an open session.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -159,6 +160,24 @@ def test_the_views_answer_as_typer_does_with_one_session_open(
     assert said.startswith(f"{mode}\n") and "the hooks use " in said
     for args in (["mode", "-C", "src"], ["plan", "status"], ["plan", "status", "--json"]):
         _both(args, capsys)
+
+
+def test_plan_status_says_why_a_plan_file_cannot_be_read(
+    repo: Path, policy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan file swapped for a symlink is reported as unreadable, with the reason, the
+    same on both paths (not as the length of an error text)."""
+    subprocess.run([sys.executable, "-m", "guard", "plan", "start", "Add caching"], cwd=repo,
+                   capture_output=True, timeout=120, check=True)
+    status = subprocess.run([sys.executable, "-m", "guard", "plan", "status", "--json"],
+                            cwd=repo, capture_output=True, text=True, timeout=120, check=True)
+    plan = Path(json.loads(status.stdout)["plan_path"])
+    plan.symlink_to(repo / "README.md")  # the plan file is not written yet: a link instead
+    said = _both(["plan", "status"], capsys)
+    [line] = [x for x in said.splitlines() if x.startswith("plan file ")]
+    assert line.endswith("(unreadable: the plan file " + str(plan) + " is a symlink; plan files"
+                         " must be regular files (remove the link and write the plan there))"), line
+    assert '"plan_exists": true' in _both(["plan", "status", "--json"], capsys)
 
 
 BROKEN = ["{", '{"id": "s-1"}', '"a string"']

@@ -229,6 +229,7 @@ def _show_session(session: StatusView, cwd: Path, as_json: bool) -> None:
     current = describe_current_agent(cwd, plain=True)
     plan: str | None = None
     shown: tuple[int, str] | None = None  # lines, digest
+    unreadable: str | None = None  # why the plan file could not be read
     if session.plan_path:
         try:
             plan = read_plan(session)
@@ -236,7 +237,7 @@ def _show_session(session: StatusView, cwd: Path, as_json: bool) -> None:
             if data is not None and plan_text(data).strip():
                 shown = count_lines(data), plan_digest(data)
         except GuardError as exc:
-            plan = f"(unreadable: {exc})"
+            plan, unreadable = "", str(exc)
     decided, latest = events_of(session)
     recent = recent_decisions(decided, session.created_at, cwd)
     # the latest checklist update of its events, else the session's own (as
@@ -270,7 +271,9 @@ def _show_session(session: StatusView, cwd: Path, as_json: bool) -> None:
     ]
     if session.plan_path:
         state = "missing: not written yet" if plan is None else f"{len(plan)} characters"
-        if shown is not None:
+        if unreadable is not None:
+            state = f"unreadable: {unreadable}"
+        elif shown is not None:
             state = f"{shown[0]} lines, digest {shown[1]}"
         lines.append(f"plan file {session.plan_path} ({state})")
     else:
