@@ -192,11 +192,14 @@ def test_inotify_records_carry_null_attribution(
         "pid": None, "exe": None, "in_guarded_tree": None}
 
 
-def test_guard_run_names_the_confined_command_as_the_writer(wt: Path, tmp_path: Path) -> None:
+def test_guard_run_names_the_supervisor_that_made_the_commands_chmod(wt: Path, tmp_path: Path) -> None:
     """End to end: `guard run` (as root: fanotify) supervises a command that chmods a
-    tracked file (Landlock does not cover chmod). The violation in the audit log names the
-    command's pid and executable and says it is inside the guarded tree. The command stays
-    alive until that record exists, so /proc still describes it when the monitor looks.
+    tracked file (Landlock does not cover chmod). With the walls up the kernel hands every
+    chmod to guard's supervisor, the command's parent (guard/sandbox/attrs.py), which makes
+    it for the command: the violation in the audit log names that process (the root of
+    the guarded tree) and its executable, and says it is inside the guarded tree. The
+    command stays alive until that record exists, so /proc still describes it when the
+    monitor looks.
 
     `guard run` starts the command before phase 2 of the baseline is complete; a change
     made meanwhile is reported as `during-baseline:<event>` (docs/monitor.md). This test
@@ -225,7 +228,7 @@ def test_guard_run_names_the_confined_command_as_the_writer(wt: Path, tmp_path: 
         "wait(lambda r: r.get('type') == 'notice' and r.get('event') == 'start')\n"
         f"os.chmod({str(target)!r}, 0o600)\n"
         "wait(lambda r: r.get('type') == 'violation')\n"
-        "print(os.getpid())\n"
+        "print(os.getppid(), os.getpid())\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")}
     # without namespaces (the fallback), where chmod gets through to be attributed (in
@@ -238,11 +241,12 @@ def test_guard_run_names_the_confined_command_as_the_writer(wt: Path, tmp_path: 
         cwd=wt, env=env, capture_output=True, text=True, timeout=WAIT * 2,
     )
     assert "monitor backend: fanotify (filesystem mark)" in proc.stderr, proc.stderr
-    pid = int(proc.stdout.strip().splitlines()[-1])
+    parent, pid = map(int, proc.stdout.strip().splitlines()[-1].split())
     recs = [json.loads(x) for x in log.read_text().splitlines()]
     v = next(r for r in recs if r.get("type") == "violation" and r["path"] == str(target))
     assert v["event"] == "attrib", "\n".join(json.dumps(r) for r in recs)
-    assert (v["pid"], v["exe"], v["in_guarded_tree"]) == (pid, PYTHON, True), v
+    assert pid != parent
+    assert (v["pid"], v["exe"], v["in_guarded_tree"]) == (parent, PYTHON, True), (pid, v)
 
 
 def test_a_change_seen_by_a_scan_before_its_event_is_read_is_reported_by_its_event(
