@@ -24,6 +24,7 @@ from guard.monitor.entries import BaselineError, Sig
 from guard.monitor.events import _WRITING_EVENTS, Violation, _is_under, _Pending
 from guard.monitor.fsops import dir_meta
 from guard.monitor.restoring import act, rel
+from guard.monitor.restoring import touched as objects_touched
 
 if TYPE_CHECKING:
     from guard.monitor.watcher import Monitor
@@ -74,6 +75,8 @@ def change(
     """Decide one change and act on it. Logging and callbacks run after the lock is released."""
     if path in m._index_paths:
         return m._index_change(m._index_paths[path], event)
+    if m.objects and m._ready.is_set() and objects_touched(m, path):
+        return None  # an object file as git wrote it (put back by the monitor)
     if path.startswith(m._objects_prefixes):
         return _object_change(m, path, kind, event)
     with m._lock:

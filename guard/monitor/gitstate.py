@@ -389,3 +389,41 @@ def _attribute_sources(worktree: Path, user: bytes | None) -> bool:
     except GitStateError:
         return True
     return bool(nested.strip(b"\0"))
+
+
+def cat_blob(worktree: Path, blob: str, scratch: Path, held: int | None = None
+             ) -> bytes | None:
+    """The bytes of ``blob`` from the worktree's object database, or None.
+
+    Asked of the worktree's repository first; when git cannot read that (its ``HEAD``
+    or refs are gone while the monitor puts ``.git`` back), of a bare repository of
+    guard's own under ``scratch`` whose object directory is the worktree's. The
+    caller checks the bytes against the blob id: nothing here is trusted. ``held``: the
+    worktree's descriptor, passed to git, so that a tree renamed away is still read."""
+    where = f"/proc/self/fd/{held}" if held is not None else str(worktree)
+    objects = Path(where) / ".git" / "objects"
+    if held is not None and not os.path.isdir(f"/proc/self/fd/{held}/.git/objects"):
+        objects = worktree / ".git" / "objects"
+    attempts: list[tuple[list[str], dict[str, str] | None]] = [
+        (["git", "-C", where, "cat-file", "blob", blob], None)]
+    if objects.is_dir():
+        fmt = "sha256" if len(blob) == 64 else "sha1"
+        bare = scratch / f"objects-reader-{fmt}"
+        attempts.append((["git", "--git-dir", str(bare), "cat-file", "blob", blob],
+                         {**os.environ, "GIT_OBJECT_DIRECTORY": str(objects)}))
+    for i, (argv, env) in enumerate(attempts):
+        if i == 1 and not (scratch / f"objects-reader-{fmt}" / "HEAD").is_file():
+            try:
+                _run_git(scratch, "init", "-q", "--bare", f"--object-format={fmt}",
+                         str(scratch / f"objects-reader-{fmt}"))
+            except (GitStateError, OSError):
+                return None
+        try:
+            out = subprocess.run(argv, capture_output=True, check=False, env=env,
+                                 stdin=subprocess.DEVNULL, timeout=GIT_TIMEOUT,
+                                 pass_fds=(held,) if held is not None else ())
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.returncode == 0:
+            return out.stdout
+    return None

@@ -41,7 +41,7 @@ def trouble(m: Monitor, kind: str, message: str) -> None:
         what = "overflow" if kind == "overflow" else "lost events"
         m._wake_reason = f"after {which} {what}"
     else:
-        m._degrade(kind, message)
+        m.degrade(kind, message)
         m._wake_reason = f"after {kind}"
     m._wake.set()
     m._flush()

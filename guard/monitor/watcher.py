@@ -53,11 +53,14 @@ from guard.monitor.events import (
     _Sink,
     default_roots,
     new_session_id,
+    plan_ancestors,
 )
 from guard.monitor.fanotify import Choice, FanotifyObserver
 from guard.monitor.fsops import Anchor
+from guard.monitor.heldstore import make_undumpable
 from guard.monitor.identity import check_roots, identity
 from guard.monitor.intake import lost_event, on_fan_event, on_fs_event, trouble
+from guard.monitor.objsnap import ObjectSnapshot
 from guard.monitor.ownstate import WatchLock, state_paths
 from guard.monitor.quarantine import Quarantine, quarantine_root
 from guard.monitor.restoring import rel
@@ -163,6 +166,10 @@ class Monitor(_Sink):
         self.degraded = False
 
         self._lock = threading.RLock()
+        #: the lock every change is decided and acted on under (helpers take it too)
+        self.lock = self._lock
+        #: .git -> the snapshot of its object database (guard/monitor/objsnap.py)
+        self.objects: dict[str, ObjectSnapshot] = {}
         self._recon_lock = threading.Lock()
         self._out_lock = threading.Lock()
         self._outbox: list[Violation | Notice] = []
@@ -208,7 +215,7 @@ class Monitor(_Sink):
         #: blob id -> the baselined files whose restore reads it (filled once ready)
         self._baseline_blobs: dict[str, list[str]] = {}
         self._plans = str(r.plans)
-        self._plan_ancestors = self._ancestors(str(r.plans))
+        self._plan_ancestors = plan_ancestors(str(r.plans), self.roots)
         self._ignored_exact = {
             str(self.quarantine.root),
             str(self.quarantine.root / ".gitignore"),
@@ -226,15 +233,6 @@ class Monitor(_Sink):
             g + "/" for g in self._git_dirs)
         sd = str(self.quarantine.session_dir)
         self._barrier_dir = sd if any(_is_under(sd, str(root)) for root in self.roots) else None
-
-    def _ancestors(self, path: str) -> set[str]:
-        """The plan directory and its ancestors inside the watched roots (created to hold plans)."""
-        out: set[str] = set()
-        p = path
-        while any(_is_under(p, str(root)) and p != str(root) for root in self.roots):
-            out.add(p)
-            p = os.path.dirname(p)
-        return out
 
     def _ignored(self, path: str) -> bool:
         """The monitor's own files and git's object churn (see docs/monitor.md).
@@ -282,6 +280,10 @@ class Monitor(_Sink):
             self._watch_lock.acquire(logfile.now_iso())
 
     def _start(self, t0: float) -> None:
+        why = make_undumpable()  # the held baseline copies: this process's alone
+        if why:
+            self._notice("error", f"cannot make the monitor non-dumpable ({why}): another"
+                                  " process of this user could open its baseline copies")
         if self._barrier_dir is not None:
             try:
                 os.close(self.quarantine.session_fd())
@@ -313,7 +315,7 @@ class Monitor(_Sink):
             self.sync(30)
         self.watching.set()
 
-    def _degrade(self, event: str, message: str) -> None:
+    def degrade(self, event: str, message: str) -> None:
         self.watch_errors += 1
         self.degraded = True
         if self.reconcile_interval is None or self.reconcile_interval > DEGRADED_INTERVAL:
@@ -364,11 +366,13 @@ class Monitor(_Sink):
             f"stopped: {len(self.violations)} violations, {self.overflows} overflows,"
             f" {self.reconciliations} reconciliations",
         )
-        if self.baseline is not None and self.restore_failures:
+        if self.baseline is not None and (self.restore_failures or self._root_reported):
             # what could not be put back may exist nowhere else: never deleted then
             self.baseline.close()
-            self._notice("error", f"{self.restore_failures} restores failed; the baseline"
-                                  f" store is kept at {self.store} (delete it by hand once"
+            why = (f"{self.restore_failures} restores failed" if self.restore_failures
+                   else "the watched tree is not back in place")
+            self._notice("error", f"{why}; the baseline store is kept at {self.store}"
+                                  " (guard quarantine list shows it; delete it by hand once"
                                   " what you need is back)")
         elif self.baseline is not None:
             self.baseline.discard()
@@ -541,6 +545,28 @@ class Monitor(_Sink):
         return _reconcile(self, reason)
 
     # -- output ------------------------------------------------------------------
+
+    def wake(self, reason: str) -> None:
+        """Run a reconciliation now (on the reconciler's thread)."""
+        self._wake_reason = reason
+        self._wake.set()
+
+    def report(self, v: Violation) -> None:  # written by the next flush (never locked)
+        with self._lock:
+            self.violations.append(v)
+            self._outbox.append(v)
+
+    def notify(self, event: str, message: str) -> None:
+        self._notice(event, message)
+
+    def expect_baseline(self, root: str) -> None:
+        """``root`` was recreated: each baseline path under it is compared with it again."""
+        if self.baseline is not None:
+            with self._lock:
+                for p, e in self.baseline.entries.items():
+                    if _is_under(p, root):
+                        self._known[p] = e.sig
+                self._dirty.clear()
 
     def _notice(self, event: str, message: str) -> None:
         n = Notice(logfile.now_iso(), self.session, event, message)

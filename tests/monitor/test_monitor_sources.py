@@ -87,14 +87,17 @@ def test_a_poisoned_object_with_no_clean_copy_left_is_original_unavailable(
              "the next write reported")
 
 
-def test_a_deleted_git_object_is_original_unavailable_not_silence(
+def test_attack_deleted_git_object_is_put_back_and_the_file_restored_from_it(
     wt: Path, start_monitor: Callable[..., Monitor]
 ) -> None:
-    """Attack: delete src/app.py and its loose object together (before the monitor can
-    copy it): the restore says the original is unavailable instead of nothing."""
+    """Attack: delete src/app.py's loose object while its write waits to settle (before
+    the monitor can copy the file). The object comes back from the object database
+    snapshot (verified by its id), and the file is restored from it."""
     target = wt / "src" / "app.py"
+    original = target.read_bytes()
     obj = _object(wt, "src/app.py")
     m = start_monitor(restore=True)
+    assert m.baseline_done.wait(60)
     with open(target, "w") as f:  # the file's bytes go first, under the monitor's eyes
         f.write("agent\n")
         f.flush()
@@ -103,19 +106,21 @@ def test_a_deleted_git_object_is_original_unavailable_not_silence(
     wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
     m.settle()
     fv = next(v for v in m.violations if v.path == str(target))
-    assert "original unavailable: its source was changed" in fv.action_taken, fv.action_taken
-    assert "gone from the object database" in fv.action_taken
-    assert any(v.path == str(obj) and v.event == "deleted" for v in m.violations)
+    assert "restored from git blob" in fv.action_taken, fv.action_taken
+    assert target.read_bytes() == original
+    assert obj.is_file() and git(wt, "cat-file", "-p", ":src/app.py").encode() == original
     assert _item_bytes(m, target) == b"agent\n"
 
 
-def test_a_rewritten_baseline_copy_is_never_restored(
+def test_attack_baseline_store_poisoned_restores_the_original_from_the_held_copy(
     wt: Path, start_monitor: Callable[..., Monitor]
 ) -> None:
     """Attack (possible under `guard watch`, where the agent runs as the user): overwrite
-    guard's stored copy of the untracked notes.txt, then delete notes.txt. The copy fails
-    its SHA-256 check: nothing is written, and the monitor says why."""
+    guard's copy of the untracked notes.txt on disk, then overwrite notes.txt. The copy
+    on disk fails its SHA-256 check and is never the only source: the copy the monitor
+    holds in a file without a name puts the original back."""
     target = wt / "notes.txt"
+    original = target.read_bytes()
     m = start_monitor(restore=True)
     assert m.baseline is not None
     entry = m.baseline.get(str(target))
@@ -125,14 +130,12 @@ def test_a_rewritten_baseline_copy_is_never_restored(
     wait_for(lambda: any(v.path == str(target) for v in m.violations), "the violation")
     m.settle()
     v = next(v for v in m.violations if v.path == str(target))
-    assert "original unavailable: its source was changed" in v.action_taken, v.action_taken
-    assert "no longer holds what the baseline read" in v.action_taken
-    assert not target.exists()
+    assert "restored from the baseline copy (SHA-256 checked)" in v.action_taken, v
+    assert target.read_bytes() == original
     assert _item_bytes(m, target) == b"agent\n"
-    m.stop()  # a restore failed: the store is kept, and its path said
-    assert m.store.is_dir()
-    assert any(n.event == "error" and "store is kept at " + str(m.store) in n.message
-               for n in m.notices)
+    m.stop()  # everything was put back: the store is removed
+    assert not m.store.exists()
+    assert target.read_bytes() == original
 
 
 def _commit_filtered(wt: Path, attributes: str, name: str, content: bytes) -> None:
