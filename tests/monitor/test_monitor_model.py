@@ -307,7 +307,7 @@ def test_restore_brings_back_the_baseline_and_keeps_every_violating_version(
             touched: list[set[str]] = []
             seen: list[tuple[int, str, bytes | str]] = []
             plan: bytes | None = None
-            plan_in_copy = swapped = False
+            swapped = big_in_tree = False
             for op in sequence:
                 try:
                     t, produced = apply(wt, op, m.store)
@@ -315,11 +315,11 @@ def test_restore_brings_back_the_baseline_and_keeps_every_violating_version(
                     continue  # the path is gone (or the monitor is putting it back)
                 touched.append(t)
                 swapped = swapped or op.kind == "swap"
+                # after a swap, until the monitor puts the tree back, the agent writes
+                # into the copy standing at the path (it goes into quarantine whole)
+                big_in_tree = big_in_tree or (op.kind == "big" and not swapped)
                 if op.kind == "plan":
-                    plan = op.data
-                    # written while the swapped-in copy stood at the path: it went into
-                    # quarantine with that copy when the watched tree was put back
-                    plan_in_copy = swapped
+                    plan = op.data  # written into a swapped-in copy too: it is carried back
                 if op.kind == "vanish":
                     plan = None  # deleting its own plan is the agent's right
                 for rel in produced:
@@ -330,9 +330,13 @@ def test_restore_brings_back_the_baseline_and_keeps_every_violating_version(
             after = snapshot(wt)
             big_changed = any(op.kind == "big" for op in sequence)
             vanished = any(op.kind == "vanish" for op in sequence)
+            kept = quarantined(wt, "model")
             if big_changed and not vanished:
+                big_in_copy = any(isinstance(k, bytes) and len(k) > CAP * 2
+                                  and k.startswith(b"B" * CAP * 2) for k in kept)
                 assert any(v.path == str(wt / BIG) and "left in place" in v.action_taken
-                           for v in m.violations)
+                           for v in m.violations) or (not big_in_tree and big_in_copy), (
+                    _diff(before, after, m))
             if big_changed or vanished:
                 before.pop(BIG)
                 after.pop(BIG, None)
@@ -357,9 +361,8 @@ def test_restore_brings_back_the_baseline_and_keeps_every_violating_version(
                 fsck = subprocess.run(["git", "-C", str(wt), "fsck", "--full"],
                                       capture_output=True, text=True)
                 assert fsck.returncode == 0, fsck.stderr + _diff(before, after, m)
-            kept = quarantined(wt, "model")
-            if plan is not None and not (plan_in_copy and plan in kept):
-                assert (wt / PLAN).read_bytes() == plan
+            if plan is not None:
+                assert (wt / PLAN).read_bytes() == plan, _diff(before, after, m)
             for idx, rel, version in seen:
                 if touched_later(rel, touched[idx + 1 :]):
                     continue  # the agent itself changed it again
