@@ -102,8 +102,11 @@ def act(
         m._notice("error", f"{path}: {msg}")
         # never left dirty: a later write is reported (and acted on) again. A path
         # left absent is compared with "absent"; what appeared meanwhile (a restore
-        # refused with EEXIST) still differs from the baseline, so its event acts
-        if m._sig(path) is None:
+        # refused with EEXIST) still differs from the baseline, so its event acts.
+        # Unless a directory on its way was gone or shut (the tree was being removed
+        # around it, or a parent's mode is put back after it): the next scan finds it
+        # missing and puts it back
+        if m._sig(path) is None and not isinstance(exc, (FileNotFoundError, PermissionError)):
             m._known[path] = None
         m._dirty.discard((path, kind))
         return "; ".join([*done, msg])
@@ -142,8 +145,10 @@ def take_snapshots(m: Monitor) -> None:
                               " database cannot be restored")
             continue
         m.objects[g] = snap
-        m.notify("objects", f"{g}/objects: {snap.summary()}; restores verify each file by"
-                            " its object id or checksum")
+        # information, unless some files could not be kept (a warning, as other limits)
+        m.notify("not-restorable" if snap.skipped else "objects",
+                 f"{g}/objects: {snap.summary()}; restores verify each file by its object id"
+                 " or checksum")
 
 
 def touched(m: Monitor, path: str) -> bool:
