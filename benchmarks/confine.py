@@ -8,7 +8,8 @@ tree, from ``wait4``) and the peak resident size of its largest process:
 
 * ``guard``: :func:`guard.sandbox.confine.wrap_command` as the hook rewrites a
   plan-mode command: namespaces (user when not root, mount, network, PID, IPC), a
-  read-only view, then Landlock, the capability drop and the seccomp filter;
+  read-only view, then Landlock, the capability drop and the seccomp filter (with the
+  thread that answers the command's chmod and utime calls);
 * ``guard, Landlock-only fallback``: the same without namespaces (where the kernel
   cannot make them);
 * ``bubblewrap alone`` (the floor): Debian's ``bwrap`` with the same namespaces, a

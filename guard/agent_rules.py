@@ -18,7 +18,7 @@ from guard.policy.valid import Agent
 #: an agent's own lists of each kind, in checking order
 LISTS = ("deny", "ask", "allow")
 #: what a deciding pattern decides: (action, rule, "KIND ", the reason after "KIND WHERE")
-Verdict = tuple[Action, str, str, str]
+ListRuling = tuple[Action, str, str, str]
 #: what one walk over a path found (:meth:`RuleSet.first`): (list index, deciding pattern)
 Hit = tuple[int, Pattern]
 
@@ -76,7 +76,7 @@ class CompiledAgent:
         self.memo: dict[tuple[EffectKind, str, bool], Decision] = {}
         #: verdicts by (kind, list, id of the deciding pattern): the patterns live as long
         #: as this; one entry per pattern at most, so it is not bounded
-        self.parts: dict[tuple[EffectKind, int, int], Verdict] = {}
+        self.parts: dict[tuple[EffectKind, int, int], ListRuling] = {}
         self.tool_memo: dict[str, Decision] = {}  # by tool name (the policy never changes)
 
     @property

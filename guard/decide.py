@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guard.agent_rules import LISTS, CompiledAgent, Hit, Verdict
+from guard.agent_rules import LISTS, CompiledAgent, Hit, ListRuling
 from guard.decisions import MEMO_LIMIT, error_decision, new_decision, with_effect, with_reason
 from guard.effects import Action, Decision, Effect, EffectKind, GuardError, did_you_mean
 from guard.hosts import HOSTS
@@ -420,7 +420,7 @@ class Guard:
 
     def _rule_walk(
         self, a: CompiledAgent, kind: EffectKind, names: tuple[str, ...], hit: Hit | None
-    ) -> Verdict:
+    ) -> ListRuling:
         """The rule walk, given ``hit``: the first list in checking order (protected >
         managed deny > deny > managed ask > ask > allow [> model_api]) whose deciding
         pattern (the last one matching the deepest level any of its patterns matches) is

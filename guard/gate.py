@@ -5,8 +5,9 @@ a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
 
     host payload / MCP tools/call / CLI options --front door--> ToolCall
     ToolCall --guard.analysis.effects_of--> [Effect]
-    --resolve--> (policy, agent, why): the one decision order, and the only reader of
-    $GUARD_POLICY, $GUARD_AGENT and the sessions for it:
+    --resolve--> (policy, agent, why): the one decision order, and the front doors' one
+    reader of $GUARD_POLICY, $GUARD_AGENT and the sessions for it (Guard.load reads
+    $GUARD_POLICY too, for the library's own callers):
     --agent > $GUARD_AGENT > the deciding session's mode > the host's hint --> agent
     (the session: a plan session the agent run is bound to, of any worktree the call's cwd
     or a changed path lies in, or of one the run was seen in; else the nearest worktree's;
@@ -211,7 +212,8 @@ def agent_inputs(
 def agent_from(
     g: Guard, agent: str | None, env_agent: str, found: ModeFound | None, hint: ModeHint | None
 ) -> tuple[str, str]:
-    """:func:`choose_agent` once the inputs are known: the same inputs, the same answer."""
+    """:func:`resolve`'s choice of agent once its inputs are known (:func:`agent_inputs`):
+    the same inputs, the same answer."""
     names = list(g.agent_names)
 
     def known(name: str, source: str) -> str:
@@ -274,9 +276,11 @@ def policy_for(
         return guard
     from guard.decide import Guard
 
-    load = Guard.load_shared if shared else Guard.load
+    named = policy_named(policy, env)
     worktree = found.worktree if found is not None else None
-    return load(policy=policy_named(policy, env), cwd=call.cwd, worktree=worktree)
+    if shared:  # a long-lived front door: the compiled policy while its files read the same
+        return Guard.load_shared(policy=named, cwd=call.cwd, worktree=worktree)
+    return Guard.load(policy=named, cwd=call.cwd, worktree=worktree)
 
 
 def resolve(
@@ -294,14 +298,16 @@ def resolve(
 ) -> Resolved:
     """The one decision order: which policy and which agent decide ``call``, and why.
 
-    The only reader of ``$GUARD_AGENT``, ``$GUARD_POLICY`` (from ``env``) and the
-    planning sessions (through ``mode``) for that choice; every front door and
-    ``guard mode`` come here. The agent: ``agent`` (--agent) > ``$GUARD_AGENT`` >
-    the deciding session's mode > the host's ``hint`` > build. The policy: the
-    deciding session's worktree's when the session names one (even over ``guard``,
-    fixed for another worktree), else ``guard``, else ``policy`` > ``$GUARD_POLICY``
-    > the cwd's worktree's > the built-in default (``shared``: reuse the compiled one
-    while its files read the same). ``memo`` keeps agent choices made with ``guard``.
+    Every front door's one reader of ``$GUARD_AGENT``, ``$GUARD_POLICY`` (from ``env``) and
+    the planning sessions (through ``mode``) for that choice (outside the front doors,
+    :meth:`guard.decide.Guard.load` reads ``$GUARD_POLICY`` for the library's callers);
+    every front door and ``guard mode`` come here. The agent: ``agent`` (--agent) >
+    ``$GUARD_AGENT`` > the deciding session's mode > the host's ``hint`` > build. The
+    policy: the deciding session's worktree's when the session names one (even over
+    ``guard``, fixed for another worktree), else ``guard``, else ``policy`` >
+    ``$GUARD_POLICY`` > the cwd's worktree's > the built-in default (``shared``: reuse the
+    compiled one while its files read the same). ``memo`` keeps agent choices made with
+    ``guard``.
     Raises :class:`~guard.effects.GuardError` when no policy or agent can be chosen.
     """
     env_agent, found = agent_inputs(call, agent, env, mode, effects)
@@ -339,8 +345,9 @@ class Gate:
     ``guard``: a loaded policy; without one, each call loads ``policy`` (else
     ``$GUARD_POLICY``, else the worktree's, else the default) from the call's cwd.
     ``agent``: the --agent of the front door. ``mode``: how to find the worktree's
-    guard mode (default: the planning sessions of the call's cwd). ``analyse``: how
-    a call becomes effects (default: :func:`guard.analysis.effects_of`). ``sink``:
+    guard mode (default: the planning sessions of the call's cwd). ``analyse``: a front
+    door's own reading of its calls (the MCP proxy's); None, the hook's and the CLI's:
+    :func:`guard.analysis.effects_of`. ``sink``:
     where records go (None: nowhere). ``source``: names the front door in records.
     """
 
@@ -349,7 +356,7 @@ class Gate:
     agent: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     mode: ModeSource | None = worktree_mode
-    analyse: Analyser = tool_effects
+    analyse: Analyser | None = None
     sink: AuditSink | None = None
     confiner: Confiner | None = None
     source: str = "gate"
@@ -381,6 +388,13 @@ class Gate:
             effects=effects, guard=self.guard, shared=self.shared, memo=self._agents,
         )  # fmt: skip
 
+    def effects(self, call: ToolCall) -> list[Effect]:
+        """What ``call`` does: :func:`guard.analysis.effects_of`'s reading, or the front
+        door's own (``analyse``: the MCP proxy's)."""
+        if self.analyse is not None:
+            return self.analyse(call)
+        return tool_effects(call)
+
     def decide(
         self,
         call: ToolCall,
@@ -394,7 +408,7 @@ class Gate:
         """
         g: Guard | None = None
         try:
-            found = list(effects) if effects is not None else self.analyse(call)
+            found = list(effects) if effects is not None else self.effects(call)
             if not all(isinstance(e, Effect) for e in found):
                 raise TypeError(f"the analysis of {call.name!r} returned non-effects")
             chosen = self.resolve(call, hint, found)

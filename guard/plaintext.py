@@ -23,8 +23,8 @@ import re
 
 #: Every character of Unicode categories Cc (control), Cf (format: zero-width,
 #: bidi controls, tags, soft hyphen), Zl, Zp (line and paragraph separators) and Cs
-#: (lone surrogates, from undecodable bytes). tests/test_plaintext.py checks this
-#: class against :mod:`unicodedata`.
+#: (lone surrogates, from undecodable bytes). tests/planning/test_agent_text_shown_as_text.py
+#: checks this class against :mod:`unicodedata`.
 HIDDEN = re.compile(
     "[\x00-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
     "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"

@@ -164,8 +164,8 @@ def test_benchmark_check_exits_non_zero_on_a_miss() -> None:
     every process meets is not; the ratios are printed last either way."""
     def bench(goal: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, str(BENCH), "--rounds", "1", "--goal-x", goal,
-                               "--doctor-x", goal, "--check"], capture_output=True,
-                              text=True, timeout=600, check=False)
+                               "--doctor-x", goal, "--tab-ms", goal, "--check"],
+                              capture_output=True, text=True, timeout=600, check=False)
 
     miss = bench("0.001")
     assert miss.returncode == 1, miss.stdout + miss.stderr

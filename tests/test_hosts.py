@@ -1,23 +1,22 @@
-"""The registry of hosts (guard/hosts.py): every host list derives from it, and a host's
-name is spelled in one place.
+"""The registry of hosts (guard/hosts/): every host list derives from it, and a host is
+named in its own package only.
 
-The name check (:func:`test_host_names_are_spelled_in_the_registry_only`) reads every
-module under ``guard/`` and fails on a string literal equal to a host's name
-(``"claude-code"``, ``"codex"``, ``"gemini"``, ``"cursor"``, ``"opencode"``,
-``"aider"``) outside:
+A host is a package ``guard/hosts/<module>/`` (its record in ``__init__.py``, its parts
+beside it) listed in ``guard/hosts/__init__.py``'s ``PACKAGES``. Two checks read every
+module under ``guard/``:
 
-- ``guard/hosts.py``, the registry itself;
-- that host's own modules: a module whose file name is the host's module name
-  (``claude_code.py``, ``codex.py``, ...) or starts with it and ``_``
-  (``codex_trust.py``), in any folder. Such a module is one host's code for one
-  mechanism (its dialect, its hook adapter, its importer), and may spell its own
-  host's name; it may not spell another host's (Cursor's adapter says
-  ``hosts.CURSOR.dialect``, not ``"claude-code"``).
+- :func:`test_host_names_are_spelled_in_the_registry_only`: a string literal equal to a
+  host's name (``"claude-code"``, ``"codex"``, ``"gemini"``, ``"cursor"``,
+  ``"opencode"``, ``"aider"``). Inside ``guard/hosts/`` the registry may spell any host
+  and a host's own package its own name, not another's.
+- :func:`test_no_module_outside_the_hosts_names_one_by_its_package`: outside
+  ``guard/hosts/``, naming a host by anything but a literal: importing a host's package
+  or one of its parts (``from guard.hosts import codex``, ``guard.hosts.codex.trust``),
+  or a host's constant (``hosts.CODEX.name``, ``x.CLAUDE_CODE``). Such code compares
+  against one host and belongs in that host's package, as a method or attribute of
+  its record or a part (guard/hosts/interface.py).
 
-Everything else says ``hosts.CLAUDE_CODE.name`` (or ``.dialect``), so that renaming or
-adding a host is one entry in the registry plus its modules.
-
-What the check does not count, and why:
+What the literal check does not count, and why:
 
 - docstrings: they are prose and doctests for a reader, not keys a list selects by;
 - a longer string that mentions a host: a path such as ``"/.codex/"`` (a fact of
@@ -28,7 +27,7 @@ What the check does not count, and why:
   text that *lists* the hosts builds the list from the registry (``guard install
   --help``, ``guard replay --help``, ``guard check --help``, ``guard effects --help``);
 - :data:`NOT_HOST_NAMES` below: a literal that happens to equal a host name but is
-  a value of a host's own file format, with the reason for each.
+  a value of another kind, with the reason for each.
 """
 
 from __future__ import annotations
@@ -48,23 +47,19 @@ GUARD = ROOT / "guard"
 
 #: (file under guard/, literal): why that literal is not a host name.
 NOT_HOST_NAMES = {
-    ("replay/readers.py", "gemini"): (
-        "the value of the 'type' field of a model turn in Gemini CLI's transcripts"
-        " (type: \"gemini\"), a fact of the transcript format, not guard's host name"
+    ("hosts/cursor/__init__.py", "claude-code"): (
+        "Cursor's shell and read calls are in Claude Code's tool-call dialect: the name of"
+        " that dialect, a value of the record's dialect field, not the host it belongs to"
     ),
 }
 
 
-def _module_name(host: hosts.Host) -> str:
-    return host.name.replace("-", "_")
-
-
 def _owner(path: Path) -> hosts.Host | None:
-    """The host whose own module ``path`` is, if any (see the module docstring)."""
-    for host in hosts.HOSTS:
-        stem = _module_name(host)
-        if path.stem == stem or path.stem.startswith(stem + "_"):
-            return host
+    """The host whose package ``path`` is in, if any (see the module docstring)."""
+    parts = path.parts
+    for i in range(len(parts) - 2):
+        if parts[i:i + 2] == ("guard", "hosts"):
+            return next((h for h in hosts.HOSTS if h.module == parts[i + 2]), None)
     return None
 
 
@@ -94,7 +89,7 @@ def test_host_names_are_spelled_in_the_registry_only() -> None:
     found: list[str] = []
     for path in sorted(GUARD.rglob("*.py")):
         rel = path.relative_to(GUARD).as_posix()
-        if rel == "hosts.py":
+        if rel == "hosts/__init__.py":  # the registry
             continue
         owner = _owner(path)
         for line, literal in _host_literals(path):
@@ -104,8 +99,9 @@ def test_host_names_are_spelled_in_the_registry_only() -> None:
                 continue
             found.append(f"guard/{rel}:{line}: {literal!r}")
     assert not found, (
-        "host names spelled outside guard/hosts.py and the host's own modules; use"
-        " hosts.<HOST>.name (or .dialect) instead:\n" + "\n".join(found)
+        "host names spelled outside the registry and the host's own package; make it a"
+        " method or attribute of the Host record (guard/hosts/interface.py):\n"
+        + "\n".join(found)
     )
 
 
@@ -119,7 +115,60 @@ def test_the_check_sees_a_planted_host_name(tmp_path: Path) -> None:
                        '    return host == "gemini"\n', encoding="utf-8")
     assert _host_literals(planted) == [(4, "gemini")]
     assert _owner(planted) is None
-    assert _owner(tmp_path / "codex_trust.py") is hosts.CODEX
+    assert _owner(GUARD / "hosts/codex/trust.py") is hosts.by_name("codex")
+    assert _owner(GUARD / "setup/codex_trust.py") is None
+
+
+def _host_references(path: Path) -> list[tuple[int, str]]:
+    """Where ``path`` names a host by its package or a constant (see the docstring)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    modules = {h.module for h in hosts.HOSTS}
+    constants = {m.upper() for m in modules}
+    packages = {h.package for h in hosts.HOSTS}
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in constants:
+            found.append((node.lineno, f".{node.attr}"))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, f"import {a.name}") for a in node.names
+                      if any(a.name == p or a.name.startswith(p + ".") for p in packages)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if any(node.module == p or node.module.startswith(p + ".") for p in packages):
+                found.append((node.lineno, f"from {node.module}"))
+            elif node.module == "guard.hosts":
+                found += [(node.lineno, f"from guard.hosts import {a.name}")
+                          for a in node.names if a.name in modules | constants]
+    return sorted(found)
+
+
+def test_no_module_outside_the_hosts_names_one_by_its_package() -> None:
+    found: list[str] = []
+    for path in sorted(GUARD.rglob("*.py")):
+        rel = path.relative_to(GUARD).as_posix()
+        if rel.startswith("hosts/"):
+            continue
+        found += [f"guard/{rel}:{line}: {what}" for line, what in _host_references(path)]
+    assert not found, (
+        "modules outside guard/hosts/ that name one host; make it a method or attribute of"
+        " the Host record (guard/hosts/interface.py) or a part in the host's package:\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_reference_check_sees_planted_comparisons(tmp_path: Path) -> None:
+    """Not blind: the ways a module could single out one host without a literal."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("from guard import hosts\n"
+                       "from guard.hosts import codex\n"
+                       "from guard.hosts.gemini.hook import workspace_trust\n"
+                       "import guard.hosts.cursor\n"
+                       "def f(host: str) -> bool:\n"
+                       "    return host == hosts.CLAUDE_CODE.name or host == codex.HOST.name\n",
+                       encoding="utf-8")
+    assert _host_references(planted) == [
+        (2, "from guard.hosts import codex"), (3, "from guard.hosts.gemini.hook"),
+        (4, "import guard.hosts.cursor"), (6, ".CLAUDE_CODE"),
+    ]
 
 
 def test_each_exception_is_still_needed() -> None:
@@ -138,18 +187,19 @@ def test_names_are_unique_and_lookups_agree() -> None:
 
 
 def test_every_host_list_derives_from_the_registry() -> None:
-    from guard import analysis, hooks, importers
+    from guard import analysis, hooks
     from guard.fleet import hostinfo
     from guard.planning import host as planning
     from guard.replay import readers
 
-    assert tuple(h.name for h in hosts.HOSTS if h.adapter) == hooks.HOSTS
+    assert tuple(h.name for h in hosts.HOSTS if h.hooked) == hooks.HOSTS
     assert tuple(h.name for h in hosts.HOSTS if h.planning) == planning.HOSTS
     assert tuple(planning.CONTEXT_EVENTS) == planning.HOSTS
-    assert tuple(importers.IMPORTERS) == tuple(h.name for h in hosts.HOSTS if h.importer)
-    assert tuple(readers.READERS)[:-1] == tuple(h.name for h in hosts.HOSTS if h.reader)
+    assert tuple(h.name for h in hosts.HOSTS if h.importable) == hosts.IMPORTABLE
+    assert all(callable(hosts.by_name(n).importer()) for n in hosts.IMPORTABLE)
+    assert tuple(readers.READERS)[:-1] == tuple(h.name for h in hosts.HOSTS if h.replayable)
     assert tuple(readers.READERS)[-1] == readers.GuardAudit.host
-    own = tuple(dict.fromkeys(h.dialect for h in hosts.HOSTS if h.dialect_module))
+    own = tuple(dict.fromkeys(h.dialect for h in hosts.HOSTS if h.owns_dialect))
     assert analysis.DIALECTS[:-1] == own and analysis.DIALECTS[-1] == "mcp"
     assert set(hostinfo.PACKAGES) == {h.name for h in hosts.HOSTS if h.packages}
     from guard.hooks import missed
@@ -163,25 +213,31 @@ def test_every_host_list_derives_from_the_registry() -> None:
 
 
 def test_each_reference_names_what_the_registry_says() -> None:
-    """Every module a record names loads, and says back the host it belongs to."""
+    """Every part a record lists loads, and says back the host it belongs to; a part it
+    does not list is not there."""
     from guard import analysis
+    from guard.hosts.interface import PARTS
     from guard.replay import readers
 
     for host in hosts.HOSTS:
-        if host.adapter:
-            adapter = hosts.load(host.adapter).ADAPTER
+        folder = GUARD / "hosts" / host.module
+        for part in PARTS:
+            assert (folder / f"{part}.py").is_file() == (part in host.parts), (host.name, part)
+        if host.hooked:
+            adapter = host.adapter()
             assert (adapter.name, adapter.dialect, adapter.title) == \
                 (host.name, host.dialect, host.title)
             assert host.version in adapter.follows
         if host.dialect:
             assert host.dialect in analysis.DIALECTS
-        if host.dialect_module:
-            assert host.dialect == hosts.load(host.dialect_module).NAME
-        if host.importer:
-            assert callable(hosts.load(host.importer))
-        if host.reader:
+        if host.owns_dialect:
+            assert host.dialect == host.part("tool_table").NAME == host.name
+            assert hosts.by_dialect(host.dialect) is host
+        if host.importable:
+            assert callable(host.importer())
+        if host.replayable:
             reader = readers.READERS[host.name]
-            assert type(reader) is hosts.load(host.reader) and reader.host == host.name
+            assert reader is host.reader() and reader.host == host.name
         if host.planning:
             module = importlib.import_module("guard.planning.host")
             assert host.name in module.HOSTS
@@ -194,7 +250,7 @@ def test_protected_paths_are_in_the_builtin_protected_list() -> None:
     for host in hosts.HOSTS:
         for pattern in host.protected:
             assert pattern in PROTECTED_PATTERNS, (host.name, pattern)
-    hooked = [h for h in hosts.HOSTS if h.adapter]
+    hooked = [h for h in hosts.HOSTS if h.hooked]
     assert all(h.protected for h in hooked)
 
 
@@ -231,7 +287,7 @@ def test_scripts_test_sh_installs_the_pinned_versions() -> None:
     pins = dict(re.findall(r"^npm_host \S+ (\S+) (\S+) ", text, re.M))
     pins = {package: version for version, package in pins.items()}
     for host in hosts.HOSTS:
-        if host.packages and host is not hosts.CLAUDE_CODE:
+        if host.packages and host is not hosts.by_name("claude-code"):
             assert pins.get(host.packages[0]) == host.version, host.name
-    assert f"CLAUDE_CODE_VERSION={hosts.CLAUDE_CODE.version}\n" in text
-    assert f"AIDER_VERSION={hosts.AIDER.version}\n" in text
+    assert f"CLAUDE_CODE_VERSION={hosts.by_name('claude-code').version}\n" in text
+    assert f"AIDER_VERSION={hosts.by_name('aider').version}\n" in text

@@ -6,7 +6,9 @@ anything, so it sees what a run would import, in any order:
 - Every ``import`` statement counts, the ones inside functions too: a cycle that only
   closes at call time is still a cycle (two modules that cannot be understood or moved
   apart), it is just hidden from the interpreter until the call.
-- ``if TYPE_CHECKING:`` blocks do not count: they never run.
+- ``if TYPE_CHECKING:`` blocks do not count: they never run. Only that exact test is
+  skipped: ``if TYPE_CHECKING or __package__:`` (a branch a package import does run) and
+  any other condition that mentions it count like any import.
 - ``from pkg import name`` is an edge to ``pkg.name`` when that is a module of guard,
   otherwise to ``pkg``; relative imports are resolved against the importing module.
 - The implicit import of parent packages is not counted: importing ``guard.a.b`` runs
@@ -31,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAZY_MARK = "# Lazy imports:"
+#: The ``if`` tests whose body never runs: only these are skipped.
+TYPE_CHECKING_TESTS = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ def _module_names(root: Path) -> dict[str, Path]:
 def _type_checking_nodes(tree: ast.AST) -> set[int]:
     skipped: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in TYPE_CHECKING_TESTS:
             for stmt in node.body:
                 skipped.update(id(n) for n in ast.walk(stmt))
     return skipped
@@ -216,7 +220,8 @@ def test_the_scan_finds_a_cycle_closed_inside_a_function_and_skips_type_checking
     tmp_path: Path,
 ) -> None:
     """The scanner itself: a cycle hidden in a function is found (the hidden-cycle case
-    this test exists for); one that only TYPE_CHECKING closes is not a cycle."""
+    this test exists for), and so is one closed in an ``if TYPE_CHECKING or __package__:``
+    branch, which runs on a package import; one that only TYPE_CHECKING closes is not."""
     root = _tree(tmp_path, {
         "guard/__init__.py": "",
         "guard/a.py": "from guard import b\n",
@@ -224,11 +229,14 @@ def test_the_scan_finds_a_cycle_closed_inside_a_function_and_skips_type_checking
         "guard/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                       "    from guard.d import X\n",
         "guard/d.py": "import guard.c\n",
+        "guard/e.py": "TYPE_CHECKING = False\nif TYPE_CHECKING or __package__:\n"
+                      "    from guard.f import Z\n",
+        "guard/f.py": "import guard.e\n",
         "guard/p/__init__.py": "from guard.p.q import Y\n",
         "guard/p/q.py": "Y = 1\n",
     })  # fmt: skip
     _, edges = import_map(root)
-    assert cycles(edges) == [["guard.a", "guard.b"]]
+    assert cycles(edges) == [["guard.a", "guard.b"], ["guard.e", "guard.f"]]
     hidden = [e for e in edges["guard.b"] if e.target == "guard.a"]
     assert hidden and hidden[0].in_function
     # guard.p.q's implicit import of guard.p (its parent) is not an edge

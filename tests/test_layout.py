@@ -3,11 +3,11 @@ they implement the same interface.
 
 A file name may repeat only for:
 
-- per-host modules, one host's code for one mechanism: its tool-call dialect
-  (``guard/analysis/<host>.py``), its hook adapter (``guard/hooks/<host>.py``), its
-  importer (``guard/importers/<host>.py``). Which files these are comes from the
-  registry's module references (``dialect_module``, ``adapter``, ``importer`` in
-  guard/hosts.py), not from a list here;
+- a host's parts, one host's code for one mechanism, each implementing the part's
+  interface: its hook adapter (``guard/hosts/<host>/hook.py``), its tool table
+  (``tool_table.py``), its importer, transcript reader, install specifics. Which files
+  these are comes from the registry (each record's ``parts``, guard/hosts/), not from a
+  list here;
 - :data:`SAME_INTERFACE`: any other group, with the interface its modules implement.
 
 ``__init__.py`` and ``__main__.py`` are Python's names and do not count.
@@ -26,18 +26,17 @@ ROOT = Path(__file__).resolve().parent.parent
 SAME_INTERFACE: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
-def _file_of(ref: str) -> str:
-    """``"guard.importers.codex:convert"`` -> ``"guard/importers/codex.py"``."""
-    return ref.partition(":")[0].replace(".", "/") + ".py"
+def _file_of(host: hosts.Host, part: str) -> str:
+    """(codex, ``"trust"``) -> ``"guard/hosts/codex/trust.py"``."""
+    return f"guard/hosts/{host.module}/{part}.py"
 
 
 def per_host_modules() -> dict[str, set[str]]:
-    """file name -> the files the registry names for it (dialects, adapters, importers)."""
+    """file name -> the files the registry names for it (each host's parts)."""
     found: dict[str, set[str]] = defaultdict(set)
     for host in hosts.HOSTS:
-        for ref in (host.dialect_module, host.adapter, host.importer):
-            if ref:
-                found[Path(_file_of(ref)).name].add(_file_of(ref))
+        for part in host.parts:
+            found[f"{part}.py"].add(_file_of(host, part))
     return found
 
 
@@ -70,27 +69,27 @@ def test_no_two_modules_share_a_name_unless_they_implement_one_interface() -> No
     )
 
 
-def test_per_host_modules_are_named_after_their_host() -> None:
-    """The registry's per-host modules exist and carry the host's module name, which is
+def test_per_host_modules_are_in_their_host_s_package() -> None:
+    """The registry's parts exist in the host's package, named after the host, which is
     also what tests/test_hosts.py's "own module" rule goes by."""
     for host in hosts.HOSTS:
-        for ref in (host.dialect_module, host.adapter, host.importer):
-            if ref:
-                assert (ROOT / _file_of(ref)).is_file(), (host.name, ref)
-                assert Path(_file_of(ref)).stem == host.name.replace("-", "_"), (host.name, ref)
+        assert (ROOT / "guard/hosts" / host.module / "__init__.py").is_file(), host.name
+        assert host.module == host.name.replace("-", "_")
+        for part in host.parts:
+            assert (ROOT / _file_of(host, part)).is_file(), (host.name, part)
 
 
 def test_the_check_sees_a_planted_repeat(tmp_path: Path) -> None:
-    """Not blind: two ``runner.py`` in two folders are caught, and so is a host's module
+    """Not blind: two ``runner.py`` in two folders are caught, and so is a host's part
     name in a folder the registry does not name; the registry's own files are not."""
-    dialect = _file_of(hosts.CODEX.dialect_module or "")
-    for rel in ("guard/a/runner.py", "guard/b/runner.py", "guard/b/codex.py", dialect,
+    dialect = _file_of(hosts.by_name("codex"), "tool_table")
+    for rel in ("guard/a/runner.py", "guard/b/runner.py", "guard/b/tool_table.py", dialect,
                 "guard/a/__init__.py", "guard/b/__init__.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("")
     assert unexplained(tmp_path) == [
-        f"codex.py: {', '.join(sorted([dialect, 'guard/b/codex.py']))}",
         "runner.py: guard/a/runner.py, guard/b/runner.py",
+        f"tool_table.py: {', '.join(sorted(['guard/b/tool_table.py', dialect]))}",
     ]
 
 

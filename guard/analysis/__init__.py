@@ -1,8 +1,9 @@
 """Tool-call interception: a host agent's tool call -> the effects the policy decides on.
 
-One module per dialect (``claude_code``, ``codex``, ``gemini``, ``opencode``: the
-dialects of the hosts in :mod:`guard.hosts`; and ``mcp``), each a table
-``TOOLS: {tool name: handler}``; shell commands are analysed by :mod:`guard.analysis.shell`.
+One table ``TOOLS: {tool name: handler}`` per dialect: each host's own in its
+``tool_table`` part (``guard/hosts/<host>/tool_table.py``, loaded when a call of that
+dialect comes), MCP's in :mod:`guard.analysis.mcp`; shell commands are analysed by
+:mod:`guard.analysis.shell`.
 The table of canonical names lives in docs/tools.md.
 
 >>> from guard.analysis import effects_for
@@ -10,7 +11,8 @@ The table of canonical names lives in docs/tools.md.
 ['tool bash', 'write x']
 """
 
-# Lazy imports: the shell parser only for a shell tool call: hook start-up speed.
+# Lazy imports: the shell parser only for a call that may hold a command (guess_effects),
+# as in the dialects' shell and patch tools (guard.analysis._common): hook start-up speed.
 
 from __future__ import annotations
 
@@ -32,20 +34,35 @@ __all__ = [
     "effects_of",
     "guess_effects",
     "is_guessed",
+    "tables",
 ]
 
-_TABLES: dict[str, dict[str, Handler]] = {
-    h.dialect: hosts.load(h.dialect_module).TOOLS
-    for h in hosts.HOSTS if h.dialect and h.dialect_module
-}
-_TABLES[mcp.NAME] = mcp.TOOLS
-
 #: The dialects of host agents and MCP clients guard understands, by name.
-DIALECTS: tuple[str, ...] = tuple(_TABLES)
-#: guard's own egress proxy (:mod:`guard.analysis.egress`): its connections, not tool calls.
-_TABLES[egress.NAME] = egress.TOOLS
+DIALECTS: tuple[str, ...] = (*(h.dialect for h in hosts.HOSTS if h.owns_dialect), mcp.NAME)
+#: guard's own tables: MCP tool calls, and its egress proxy's connections
+#: (:mod:`guard.analysis.egress`, not tool calls). A host's own table is its
+#: ``tool_table`` part, imported when its dialect is first asked for.
+_OWN: dict[str, Mapping[str, Handler]] = {mcp.NAME: mcp.TOOLS, egress.NAME: egress.TOOLS}
+
+
+def _table(dialect: str) -> Mapping[str, Handler] | None:
+    own = _OWN.get(dialect)
+    if own is not None:
+        return own
+    host = hosts.by_dialect(dialect)
+    return host.tools() if host is not None else None
 
 _MCP_PREFIXES = ("mcp__filesystem__", "filesystem.", "filesystem__", "filesystem:")
+
+
+def tables() -> dict[str, Mapping[str, Handler]]:
+    """Every dialect's table, guard's own included (each host's imported now)."""
+    found: dict[str, Mapping[str, Handler]] = {}
+    for dialect in (*DIALECTS, egress.NAME):
+        table = _table(dialect)
+        assert table is not None, dialect
+        found[dialect] = table
+    return found
 
 
 def effects_for(
@@ -67,7 +84,7 @@ def effects_of(call: ToolCall) -> list[Effect]:
     ``unknown:<name as given>`` instead, so a look-alike never borrows a known tool's rule.
     """
     dialect, tool_name, tool_input = call.dialect, call.name, call.input
-    table = _TABLES.get(dialect)
+    table = _table(dialect)
     if table is None:
         raise ToolInputError(
             f"unknown dialect {dialect!r}; expected one of: {', '.join(DIALECTS)}"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+# Lazy imports: the shell parser (tree-sitter) only for a shell or patch tool call, so
+# that a hook deciding a Read or a Write does not load it (start-up speed).
 import os
 from collections.abc import Callable
 from dataclasses import replace
 
-from guard.analysis import shell
 from guard.analysis.dialect import (
     Handler,
     ToolCall,
@@ -80,6 +81,8 @@ def shell_tool(canonical: str, command_fields: tuple[str, ...],
         if workdir:
             run_in = workdir if os.path.isabs(workdir) else (
                 os.path.join(call.cwd, workdir) if call.cwd else None)
+        from guard.analysis import shell
+
         if isinstance(value, str):
             found = shell.analyse(value, run_in)
         elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
@@ -135,7 +138,9 @@ def patch_tool(canonical: str, *fields: str) -> Handler:
     def handler(call: ToolCall) -> list[Effect]:
         body = call.str_field(*fields, what="a patch body (*** Begin Patch ...)")
         assert body is not None
-        return [tool(canonical, f"{call.dialect} {call.name}"), *shell.parse_patch(body)]
+        from guard.analysis.shell import parse_patch
+
+        return [tool(canonical, f"{call.dialect} {call.name}"), *parse_patch(body)]
 
     return handler
 

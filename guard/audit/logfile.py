@@ -107,10 +107,14 @@ def now_iso() -> str:
     return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
+#: json.dumps(record, ensure_ascii=False, sort_keys=True, default=str), made once
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def encode(record: dict[str, Any]) -> bytes:
     """One record as one line of UTF-8 JSON (newlines inside values are escaped by JSON)."""
     try:
-        line = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
+        line = _ENCODER.encode(record)
     except (TypeError, ValueError) as exc:
         raise AuditError(f"audit record cannot be encoded as JSON: {exc}") from exc
     return line.encode("utf-8", "surrogateescape") + b"\n"
@@ -241,7 +245,7 @@ def append_records(appender: Appender, records: list[dict[str, Any]]) -> None:
     stamp = now_iso()
     for r in records:
         r.setdefault("ts", stamp)  # the dict as written: a shipped copy must match it
-    appender.append(encode_many(records))
+    appender.append(encode_many(records, stamp))
     if appender.audit:
         name = appender.path.name
         for r, (seq, mac, prev) in zip(records, appender.links, strict=True):
@@ -348,9 +352,10 @@ class Appender:
         raise OSError(errno.EAGAIN, "it keeps being replaced")
 
 
-def encode_many(records: list[dict[str, Any]]) -> bytes:
-    """Records as lines, each stamped with ``ts`` (the same for the batch) if it has none."""
-    stamp = now_iso()
+def encode_many(records: list[dict[str, Any]], stamp: str | None = None) -> bytes:
+    """Records as lines, each stamped with ``ts`` (``stamp``, else now: the same for the
+    batch) if it has none."""
+    stamp = stamp or now_iso()
     out = []
     for r in records:
         if "chain" in r or "chain_seq" in r or "chain_prev" in r or "chain_log" in r:

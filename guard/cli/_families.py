@@ -18,6 +18,7 @@ import typer
 
 from guard.cli._base import ColorMode, version_text
 from guard.cli._typer import set_color
+from guard.cli.root_help import COLOR_HELP, ROOT_HELP, SUMMARIES, VERSION_HELP
 
 __all__ = ["FAMILY_OF", "SUMMARIES", "app_for", "help_app", "root"]
 
@@ -32,24 +33,7 @@ def root() -> typer.Typer:
     """A new root application: guard's help text and global options, no command yet."""
     app = typer.Typer(
         name="guard",
-        help=(
-            "OpenOxide Guard: permission policies and a sandbox that make plan mode a runtime"
-            " fact for coding agents.\n\n"
-            "An agent in plan mode may explore and ask, but change nothing except its plan"
-            " file. Start with:\n\n"
-            "  guard demo                              # watch the default policy decide\n\n"
-            "  guard check write src/x.py              # may the plan agent write? exit 1: no\n\n"
-            "  guard explain --agent plan write .openoxide/plans/p.md\n\n"
-            "  guard install claude-code               # wire guard into Claude Code's hooks\n\n"
-            "  guard run --agent plan -- aider         # confine any agent with Landlock\n\n"
-            "  guard watch --agent plan --restore      # report and undo violations\n\n"
-            "  guard mcp -- SERVER_CMD...              # guard any MCP server's tool calls\n\n"
-            "  guard lint && guard review              # check the policy itself\n\n"
-            "  guard plan-dir                          # where plan files live here\n\n"
-            "Exit codes: 0 success/allow, 1 deny/violation, 3 ask/findings, 2 bad input or"
-            " usage. NO_COLOR or --color never turns colour off; --json output is described in"
-            " docs/json.md."
-        ),
+        help=ROOT_HELP,
         no_args_is_help=True,
         add_completion=True,
         pretty_exceptions_enable=False,
@@ -64,7 +48,7 @@ def root() -> typer.Typer:
             typer.Option(
                 "--version",
                 "-V",
-                help="Print guard's version and exit.",
+                help=VERSION_HELP,
                 callback=_version,
                 is_eager=True,
             ),
@@ -73,8 +57,7 @@ def root() -> typer.Typer:
             ColorMode,
             typer.Option(
                 "--color",
-                help="Colour and styles: auto (a terminal, unless NO_COLOR is set), always, never."
-                " Accepted after any command too.",
+                help=COLOR_HELP,
             ),
         ] = ColorMode.auto,
     ) -> None:
@@ -196,50 +179,6 @@ FAMILY_OF: dict[str, Callable[[], list[typer.Typer]]] = {
     "confine": _confine,
     "ui": _ui,
 }  # fmt: skip
-
-
-#: ``guard --help``'s list, in its order: each command's first help line. Printed without
-#: loading any family; tests/test_cli_speed.py checks it against the whole application.
-SUMMARIES: tuple[tuple[str, str], ...] = (
-    ("check", "Decide whether AGENT may do KIND to PATH (or make a whole tool call)."),
-    ("explain", "Show every list consulted, every pattern that matched, and which one"
-     " decided."),
-    ("schema", "Print the JSON Schema of policy files (for editor completion)."),
-    ("plan-dir", "Print where plan files live here, and which rule chose it."),
-    ("demo", "Feed scripted tool calls to the built-in default policy and show each"
-     " decision."),
-    ("effects", "Print the effects guard finds in one tool call (reads, writes, deletes,"
-     " exec, network)."),
-    ("hook", "Answer one host hook call: read the pending tool call on stdin, print the"
-     " host's answer."),
-    ("install", "Wire guard's hook into a host agent's settings file."),
-    ("uninstall", "Take out what guard install wrote, and say what was left and why."),
-    ("doctor", "Show which host agents are wired to guard here, whether their hook commands"
-     " still run, and which guard layers are active on this machine."),
-    ("lint", "Check policy files for mistakes that weaken plan mode: the rule catalog GLxxx."),
-    ("review", "Security review of plan-mode isolation here: active layers and a red-team"
-     " matrix."),
-    ("mcp", "Run an MCP server behind guard: every tools/call is checked against the"
-     " policy."),
-    ("watch", "Watch the worktree while an agent works: report (and with --restore undo)"
-     " every change its policy does not allow."),
-    ("mode", "Print or set a session's mode, and the agent guard's hooks use here, with the"
-     " reason."),
-    ("events", "Print a session's events; --follow tails them as other processes publish."),
-    ("replay", "What would the policy have decided for the tool calls of past sessions?"),
-    ("run", "Run COMMAND so that the kernel refuses every write the agent's mode forbids."),
-    ("confine", "Run ARGV under the confinement of this worktree's plan-mode shell commands."),
-    ("ui", "The plan-mode cockpit: checklist, plan, activity and pending answers in one"
-     " screen."),
-    ("audit", "The audit log's integrity: `verify` checks the HMAC chain of its records"
-     " (SECURITY.md, \"Audit trail\")."),
-    ("import", "Convert a host agent's permission settings into a guard policy (with notes"
-     " on every construct that does not convert exactly)."),
-    ("quarantine", "Inspect and restore what `guard watch --restore` moved aside."),
-    ("session", "Agent sessions: their mode (build or plan), plan artifact and checklist."),
-    ("plan", "Plan mode for the worktree: start it, follow it, approve the plan."),
-    ("policy", "Built-in policies: print one with line numbers (the lines explain cites)."),
-)
 
 
 def _listed() -> None:

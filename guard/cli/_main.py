@@ -2,9 +2,12 @@
 
 :func:`main` starts a confined command (``guard run``) without importing typer, rich or
 any other command's module (:mod:`guard.cli.run_plain`), and answers ``--version`` and a
-plain ``guard check`` or ``guard lint`` the same way (:mod:`guard.cli.quick`); every
-other command line goes through the typer application (:func:`dispatch`,
-:mod:`guard.cli._app`), loaded only then. The conventions it applies are in
+plain ``guard check`` or ``guard lint`` the same way (:mod:`guard.cli.quick`); ``guard
+--help`` (:mod:`guard.cli.root_help`), ``guard explain`` (:mod:`guard.cli.explain_view`),
+``guard mode`` and ``guard plan status`` (:mod:`guard.cli.plan_view`) print without typer
+what typer's commands print; TAB completion is answered before this (:func:`guard.cli.main`,
+:mod:`guard.cli.completion`). Every other command line goes through the typer application
+(:func:`dispatch`, :mod:`guard.cli._app`), loaded only then. The conventions it applies are in
 :mod:`guard.cli._base`; the commands themselves are not here.
 """
 
@@ -32,6 +35,10 @@ from guard.cli._base import (
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: never lets a traceback reach the user."""
+    if "_GUARD_COMPLETE" in os.environ:  # a TAB (guard.cli.main answers it before this)
+        from guard.cli import completion
+
+        completion.run()
     args = list(sys.argv[1:] if argv is None else argv)
     args, mode, problem = take_color(args)
     as_json = wants_json(args)
@@ -42,6 +49,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args in (["--version"], ["-V"]):
         sys.stdout.write(version_text())
         raise SystemExit(0)
+    if args in (["--help"], ["-h"]) and "_GUARD_COMPLETE" not in os.environ:
+        from guard.cli import root_help
+
+        if root_help.render():  # typer's layout, without typer
+            raise SystemExit(0)
     if args[:1] in (["check"], ["lint"]):  # called once per file by hooks and editors
         _quick(args, as_json=as_json)
     if args[:2] == ["confine", "--"] and len(args) > 2:  # the model's confined form
@@ -52,6 +64,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         except Exception as exc:
             fail_for(exc, as_json=as_json, code=confine_command.NOT_STARTED)
         raise SystemExit(code)
+    if args[:1] == ["doctor"]:  # the first thing to run when something is off
+        _doctor(args[1:], as_json=as_json)
+    if args[:1] == ["explain"]:  # a policy author's "why?"
+        _explain(args[1:], as_json=as_json)
+    if args[:1] == ["mode"] or args[:2] == ["plan", "status"]:  # a prompt's status line
+        _view(args, as_json=as_json)
     if args[:1] == ["run"]:  # the start-up cost of every confined command
         from guard.cli import run_plain
 
@@ -66,9 +84,25 @@ def main(argv: Sequence[str] | None = None) -> None:
                 fail("aborted", as_json=as_json, code=130)
             except Exception as exc:
                 fail_for(exc, as_json=as_json)
+            if argv is None and options.no_monitor:
+                _leave(code)
             raise SystemExit(code)
         # help, a usage error, --explain: the typer command says it (the same command)
     dispatch(args, as_json=as_json)
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit ``guard run --no-monitor`` once its command is done, without the interpreter's
+    teardown (every module's objects freed one by one: milliseconds the user waits for).
+    Nothing is left to do: the command was waited for, the egress proxy closed, the private
+    TMPDIR removed, and guard writes its files (audit records included) unbuffered."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:  # None: started without that descriptor
+                stream.flush()
+        except (OSError, ValueError):
+            code = code or 1
+    os._exit(code)
 
 
 def _quick(args: list[str], *, as_json: bool) -> None:
@@ -90,6 +124,61 @@ def _quick(args: list[str], *, as_json: bool) -> None:
     except Exception as exc:
         fail_for(exc, as_json=as_json)
     raise SystemExit(code)
+
+
+def _doctor(args: list[str], *, as_json: bool) -> None:
+    """Answer ``guard doctor [--json]`` without typer (:mod:`guard.cli.doctor_view`)."""
+    from guard.cli import doctor_view
+
+    asked = doctor_view.parse_doctor(args)
+    if asked is None:
+        return
+    try:
+        code = doctor_view.run_doctor(asked)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as exc:
+        fail_for(exc, as_json=as_json)
+    raise SystemExit(code)
+
+
+def _explain(args: list[str], *, as_json: bool) -> None:
+    """Answer a plain ``guard explain`` without typer (:mod:`guard.cli.explain_view`)."""
+    from guard.cli import explain_view
+
+    options = explain_view.parse_explain(args)
+    if options is None:
+        return
+    try:
+        code = explain_view.run_explain(options)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as exc:
+        fail_for(exc, as_json=as_json)
+    raise SystemExit(code)
+
+
+def _view(args: list[str], *, as_json: bool) -> None:
+    """Answer ``guard mode`` (printing) or ``guard plan status`` without typer (see
+    :mod:`guard.cli.plan_view`); return for any other command line, which typer reads."""
+    from guard.cli import plan_view
+
+    try:
+        if args[0] == "mode":
+            mode = plan_view.parse_mode(args[1:])
+            if mode is None:
+                return
+            plan_view.show_mode(*mode)
+        else:
+            status = plan_view.parse_status(args[2:])
+            if status is None:
+                return
+            plan_view.show_status(*status)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception as exc:
+        fail_for(exc, as_json=as_json)
+    raise SystemExit(0)
 
 
 def _completed_words() -> list[str]:

@@ -1,10 +1,10 @@
 """The typer side of the command-line conventions: colour for typer and rich, and errors.
 
 :func:`set_color` tells typer's own help and errors the colour mode, :func:`console` is
-the rich console every command prints with, and :func:`run_typer` runs a typer
-application so that its usage errors, aborts and a command's exceptions are said the
-conventional way (:mod:`guard.cli._base`). Flags show no value type in ``--help``.
-No command and no application is defined here: the application is
+the rich console every command prints with (:mod:`guard.cli._console`), and
+:func:`run_typer` runs a typer application so that its usage errors, aborts and a
+command's exceptions are said the conventional way (:mod:`guard.cli._base`). Flags show
+no value type in ``--help``. No command and no application is defined here: the application is
 :mod:`guard.cli._app`.
 """
 
@@ -16,17 +16,16 @@ from typing import Any, NoReturn
 
 import typer
 import typer.core
-from rich.console import Console
 
 from guard.cli._base import (
     ColorMode,
     color_enabled,
-    color_mode,
     fail,
     fail_for,
-    isatty,
     set_color_mode,
 )
+from guard.cli._console import console
+from guard.cli._helptext import first_paragraph, help_text, highlighter, paragraphs
 
 __all__ = ["console", "run_typer", "set_color"]
 
@@ -46,6 +45,23 @@ def _apply_help_settings() -> None:
 
     for key, value in _HELP_SETTINGS.items():
         setattr(typer.rich_utils, key, value)
+    typer.rich_utils._get_help_text = _help_text
+    typer.rich_utils._make_command_help = _command_help
+
+
+def _help_text(*, obj: Any, markup_mode: Any) -> Any:
+    """A command's own help with its paragraphs as written (guard.cli._helptext), in place
+    of typer's, which keeps the source's line breaks inside a paragraph."""
+    from rich.console import Group
+
+    return Group(*help_text(obj.help or "", deprecated=bool(obj.deprecated)))
+
+
+def _command_help(*, help_text: str, markup_mode: Any) -> Any:
+    """A command's line in its group's list: its first paragraph, as one line of prose."""
+    from rich.text import Text
+
+    return highlighter()(Text.from_markup(first_paragraph(help_text)))
 
 
 def set_color(mode: ColorMode) -> None:
@@ -65,6 +81,8 @@ def _with_help_settings(cls: Any) -> None:
 
     def format_help(self: Any, ctx: Any, formatter: Any) -> Any:
         _apply_help_settings()
+        if self.epilog:  # typer keeps its paragraphs as they are: give them as written
+            self.epilog = "\n\n".join(paragraphs(self.epilog))
         return original(self, ctx, formatter)
 
     cls.format_help = format_help
@@ -72,20 +90,6 @@ def _with_help_settings(cls: Any) -> None:
 
 _with_help_settings(typer.core.TyperCommand)
 _with_help_settings(typer.core.TyperGroup)
-
-
-def console(*, stderr: bool = False, soft_wrap: bool = True) -> Console:
-    """A rich console that follows ``--color``/``NO_COLOR``; never wraps when not a terminal."""
-    stream = sys.stderr if stderr else sys.stdout
-    on = color_enabled(stream)
-    return Console(
-        stderr=stderr,
-        highlight=False,
-        soft_wrap=soft_wrap or not isatty(stream),
-        color_system="auto" if on else None,
-        force_terminal=True if on and color_mode() is ColorMode.always else None,
-        no_color=not on,
-    )
 
 
 def _no_type_for_flags(self: typer.core.TyperOption, ctx: Any) -> str | None:

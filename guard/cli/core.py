@@ -10,23 +10,17 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from guard import hosts
 from guard.cli._base import print_json
-from guard.cli._io import printable
 from guard.cli._typer import console
+from guard.cli.explain_view import ExplainOptions, run_explain
 from guard.cli.options import AgentOpt, CwdOpt, JsonOpt, PolicyOpt, WorktreeOpt
 from guard.cli.quick import (
-    EXIT_CODES,
     CheckOptions,
-    effect_kind,
-    load_guard,
-    path_arg,
     run_check,
 )
-from guard.effects import Effect, GuardError
-from guard.network import path_target
+from guard.effects import GuardError
 from guard.paths import plan_dir
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
@@ -109,11 +103,6 @@ def check(
     raise typer.Exit(run_check(options))
 
 
-def _badge(action: str) -> str:
-    color = {"allow": "green", "ask": "yellow", "deny": "red"}.get(action, "cyan")
-    return f"[bold {color}]{action.upper():5}[/]"
-
-
 @commands.command(
     epilog=(
         "Example:\n\n"
@@ -132,45 +121,9 @@ def explain(
     cwd: CwdOpt = None,
 ) -> None:
     """Show every list consulted, every pattern that matched, and which one decided."""
-    g = load_guard(policy, worktree, cwd)
-    g.agent(agent)
-    ex = g.explain(agent, Effect(effect_kind(kind), path_arg(path)), cwd)
-    con = _out()
-    con.print(f"policy: {g.loaded.name} ({g.discovery})")
-    if g.managed is not None:
-        pins = ", ".join(sorted(g.managed.pins)) or "none"
-        con.print(f"managed: {', '.join(g.managed.files)} (pins: {pins}; consulted before"
-                  " the policy's own lists, and no other layer can weaken them)")
-    if not ex.paths:
-        con.print("no path checked (see the reason below)")
-    for p in ex.paths:
-        shown = g.roots.describe(p) if not p.startswith("//network/") else path_target(p)
-        con.print(f"\n[bold]{kind} {escape(printable(shown))}[/]  [dim]{escape(printable(p))}[/]")
-        width = max(9, *(len(h.list_name) for h in ex.lists[p]))
-        for hit in ex.lists[p]:
-            head = f"  {hit.list_name:{width}}"
-            if not hit.matches:
-                con.print(f"{head} [dim]no match[/]")
-                continue
-            # the decider is marked once: at the deepest level it matched
-            marked = max(
-                (n for n, (_, pat) in enumerate(hit.matches) if pat is hit.decided_by),
-                default=-1,
-            )
-            for n, (level, pat) in enumerate(hit.matches):
-                src = pat.source
-                where = f"{src.file}:{src.line}" if src else "builtin:protected"
-                mark = "  [bold]<- decides this list[/]" if n == marked else ""
-                shown_pat = escape(printable(pat.text))
-                con.print(f"{head} {where}:{shown_pat}\t{escape(printable(level))}{mark}")
-                head = " " * (width + 2)
-            if hit.decided_by is not None and hit.decided_by.negated:
-                con.print(" " * (width + 2) + "[dim](an exception: this list does not apply)[/]")
-    d = ex.decision
-    con.print(
-        f"\n{_badge(d.action)} {escape(printable(d.reason))}\n[dim]rule: {escape(d.rule)}[/]"
-    )
-    raise typer.Exit(EXIT_CODES[d.action.value])
+    options = ExplainOptions(kind=kind, path=path, agent=agent, policy=policy,
+                             worktree=worktree, cwd=cwd)  # fmt: skip
+    raise typer.Exit(run_explain(options))
 
 
 @commands.command()

@@ -8,12 +8,11 @@ import sys
 from typing import Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from guard.cli import completion
 from guard.cli._base import print_json, warn
-from guard.cli._typer import console
+from guard.cli.doctor_view import doctor_tables as doctor_tables
+from guard.cli.doctor_view import run_doctor
 from guard.effects import GuardError, did_you_mean
 from guard.hooks import HOSTS
 from guard.paths import find_worktree, plan_dir
@@ -43,9 +42,9 @@ def _known_host(host: str) -> str:
         " then the host's own permission mode (plan -> the policy's plan agent, else"
         " build). Any internal failure exits 2, which hosts treat as a block.\n\n"
         "Example:\n\n"
-        '  echo \'{"hook_event_name":"PreToolUse","tool_name":"Write",'
-        '"tool_input":{"file_path":"src/x.py","content":""},"cwd":"."}\''
-        " | guard hook claude-code --agent plan"
+        '  echo \'{"hook_event_name":"PreToolUse","tool_name":"Write","cwd":".",\'\\\n'
+        '  \'"tool_input":{"file_path":"src/x.py","content":""}}\' \\\n'
+        "  | guard hook claude-code --agent plan"
     ),
 )
 def hook_cmd(
@@ -90,11 +89,12 @@ def _scope(project: bool, user: bool, local: bool = False) -> Any:
         " writes a plugin. It ends by checking that the host will run the hook and exits 1,"
         " naming the reason, when it will not.\n\n"
         "Examples:\n\n"
-        "  guard install claude-code --local    # .claude/settings.local.json, only yours\n\n"
-        "  guard install claude-code            # the same if .claude/settings.json is tracked\n\n"
-        "  guard install codex --user           # ~/.codex/hooks.json, trusted\n\n"
-        "  guard install gemini                 # ~/.gemini/settings.json\n\n"
-        "  guard install opencode               # .opencode/plugin/guard.js\n\n"
+        "  guard install claude-code --local   # .claude/settings.local.json: yours\n"
+        "  guard install claude-code           # the same if .claude/settings.json is\n"
+        "                                      # tracked by git\n"
+        "  guard install codex --user          # ~/.codex/hooks.json, trusted\n"
+        "  guard install gemini                # ~/.gemini/settings.json\n"
+        "  guard install opencode              # .opencode/plugin/guard.js\n"
         "  guard install claude-code --agent plan   # always decide as the plan agent"
     ),
 )
@@ -223,24 +223,6 @@ def uninstall_cmd(
         print(f"  {note}")
 
 
-def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
-    """The doctor's two rich tables; names and details are plain text, never markup (a
-    detail such as "the [re2] extra" keeps its brackets)."""
-    style = {"ok": "green", "off": "dim", "broken": "bold red", "skipped": "bold red"}
-    tables = []
-    for title, checks in (("Hosts", hosts), ("Layers", layers)):
-        if not checks:
-            continue
-        table = Table(title=title, show_lines=False)
-        table.add_column("what")
-        table.add_column("status")
-        table.add_column("detail", overflow="fold")
-        for c in checks:
-            table.add_row(Text(c.name), Text(c.status, style=style[c.status]), Text(c.detail))
-        tables.append(table)
-    return tables
-
-
 @commands.command(
     "doctor",
     help=(
@@ -259,40 +241,6 @@ def doctor_tables(hosts: list[Any], layers: list[Any]) -> list[Any]:
 def doctor_cmd(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    from guard.setup.doctor import host_checks, layer_checks
-
-    hosts = host_checks()
-    layers = layer_checks()
-    verdict = doctor_verdict(hosts, layers)
-    if as_json:
-        print_json(
-            {"verdict": verdict, "hosts": [c.to_json() for c in hosts],
-             "layers": [c.to_json() for c in layers]},
-            indent=2,
-        )
-    else:
-        out = console()
-        out.print(f"guard doctor: {verdict}", markup=False, soft_wrap=True)
-        shown = [c for c in hosts if c.status != "off"]
-        for table in doctor_tables(shown, layers):
-            out.print(table)
-        off = sorted({c.name for c in hosts if c.status == "off"})
-        if off:
-            out.print(f"not wired here (off): {', '.join(off)}; `guard doctor --json` lists"
-                      " every scope", markup=False, soft_wrap=True)
-        for c in layers:
-            if c.name == "audit log" and c.extra.get("path"):
-                out.print(f"audit log: {c.extra['path']}", markup=False, soft_wrap=True)
-    if any(c.status in ("broken", "skipped") for c in [*hosts, *layers]):
-        raise typer.Exit(1)
-
-
-def doctor_verdict(hosts: list[Any], layers: list[Any]) -> str:
-    """The doctor's first line: whether anything will block or skip, and what is wired."""
-    bad = [c for c in [*hosts, *layers] if c.status in ("broken", "skipped")]
-    wired = [c.name for c in hosts if c.status == "ok"]
-    hooks = f"guard's hook runs for {', '.join(wired)}" if wired else "no host is wired here"
-    if bad:
-        names = ", ".join(f"{c.name} {c.status}" for c in bad)
-        return f"{len(bad)} problem{'s' if len(bad) != 1 else ''}: {names}; {hooks}"
-    return f"ok: {hooks}"
+    code = run_doctor(as_json)
+    if code:
+        raise typer.Exit(code)

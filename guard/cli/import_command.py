@@ -1,7 +1,8 @@
 """``guard import``: a host agent's permission settings converted into a guard policy draft.
 
-Holds the ``import`` group and one command per host that has an importer (the
-importers themselves are guard.importers). Linting and reviewing a policy are
+Holds the ``import`` group and one command per host that has an importer (its
+``importer`` part, guard/hosts/<host>/importer.py, which also says what the command
+takes and shows). Linting and reviewing a policy are
 guard.cli.lint's.
 """
 
@@ -15,7 +16,8 @@ from pathlib import Path
 import typer
 
 from guard import hosts
-from guard.importers import IMPORTERS, read_json, validate, write_atomically
+from guard.hosts import Host
+from guard.importers import read_json, validate, write_atomically
 from guard.paths import find_worktree
 
 PROJECT_POLICY = ".openoxide/policy.toml"
@@ -33,7 +35,7 @@ commands.add_typer(import_app, name="import")
 def _import(kind: str, source: Path, output: Path | None, force: bool,
             agent: str | None = None) -> None:
     data = read_json(str(source), f"{kind} settings file")
-    draft = IMPORTERS[kind](data, str(source))
+    draft = hosts.by_name(kind).importer()(data, str(source))
     name = draft.retarget(agent)
     text = draft.to_toml()
     validate(text)
@@ -76,38 +78,25 @@ _AGENT = typer.Option(
 )
 
 
-@import_app.command(
-    hosts.CLAUDE_CODE.name,
-    epilog=(
-        "Examples:\n\n"
-        f"  guard import {hosts.CLAUDE_CODE.name} .claude/settings.json\n\n"
-        f"  guard import {hosts.CLAUDE_CODE.name} ~/.claude/settings.json"
-        " -o .openoxide/policy.toml"
-    ),
-)
-def import_claude_code(
-    settings: Path = typer.Argument(..., help="A Claude Code settings.json."),
-    output: Path | None = _OUT,
-    force: bool = _FORCE,
-    agent: str | None = _AGENT,
-) -> None:
-    """Convert Claude Code's permissions.allow/ask/deny rules into a guard policy."""
-    _import(hosts.CLAUDE_CODE.name, settings, output, force, agent)
+def _command(host: Host) -> None:
+    """``guard import HOST``, described by the host's importer part."""
+    part = host.part("importer")
+    metavar, argument_help = part.ARGUMENT
+
+    def run(
+        settings: Path = typer.Argument(..., help=argument_help, metavar=metavar),
+        output: Path | None = _OUT,
+        force: bool = _FORCE,
+        agent: str | None = _AGENT,
+    ) -> None:
+        _import(host.name, settings, output, force, agent)
+
+    run.__doc__ = part.SUMMARY
+    run.__name__ = f"import_{host.module}"
+    epilog = "Examples:\n\n" + "\n\n".join(f"  {e}" for e in part.EXAMPLES)
+    import_app.command(host.name, epilog=epilog)(run)
 
 
-@import_app.command(
-    hosts.OPENCODE.name,
-    epilog=(
-        "Examples:\n\n"
-        f"  guard import {hosts.OPENCODE.name} opencode.json\n\n"
-        f"  guard import {hosts.OPENCODE.name} opencode.json -o .openoxide/policy.toml --force"
-    ),
-)
-def import_opencode(
-    config: Path = typer.Argument(..., help="An opencode.json."),
-    output: Path | None = _OUT,
-    force: bool = _FORCE,
-    agent: str | None = _AGENT,
-) -> None:
-    """Convert OpenCode's permission settings (and per-agent ones) into a guard policy."""
-    _import(hosts.OPENCODE.name, config, output, force, agent)
+for _host in hosts.HOSTS:
+    if _host.importable:
+        _command(_host)

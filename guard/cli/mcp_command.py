@@ -57,15 +57,14 @@ event log (`guard events --session ID`).
 
 Examples:
 
-  guard mcp -- mcp-server-filesystem .   # npm install -g @modelcontextprotocol/server-filesystem
-
-  guard mcp --cwd ~/project -- mcp-server-filesystem ~/project   # from a host's config
-
+  # the server: npm install -g @modelcontextprotocol/server-filesystem
+  guard mcp -- mcp-server-filesystem .
+  # from a host's config, which starts servers elsewhere
+  guard mcp --cwd ~/project -- mcp-server-filesystem ~/project
   guard mcp --mode build -- mcp-server-filesystem /path/to/project
-
-  guard mcp --agent plan --policy .openoxide/policy.toml -- ./my-server --stdio
-
-  guard mcp --session 20261202-abcd1234 -- mcp-server-filesystem .   # share a session
+  guard mcp --agent plan --policy .openoxide/policy.toml -- ./server --stdio
+  # share a session with other proxies and the hooks
+  guard mcp --session 20261202-abcd1234 -- mcp-server-filesystem .
 """
 
 
@@ -152,7 +151,13 @@ def mcp_command(
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     from guard.mcp.proxy import McpProxy, run_proxy
+    from guard.policy.freshness import PolicyWatch
 
+    watch = PolicyWatch(
+        guard,
+        lambda: Guard.load(policy, cwd=workdir),
+        discovered=policy is None and not os.environ.get("GUARD_POLICY"),
+    )
     proxy = McpProxy(
         guard,
         session,
@@ -163,6 +168,7 @@ def mcp_command(
         verbose=verbose,
         ask_timeout=ask_timeout,
         audit_allowed=audit is AuditLevel.ALL,
+        policy_watch=watch,
     )
     try:
         code = run_proxy(proxy)

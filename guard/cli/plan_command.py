@@ -1,8 +1,9 @@
 """``guard plan``: enter plan mode, follow it, read and approve (or reject) the plan.
 
 The subcommands of the ``guard plan`` group only. The group itself, the options it
-shares with ``guard session``, ``guard mode`` and ``guard events``, and the choice of the
-session a command acts on are in guard/cli/planning.py.
+shares with ``guard session``, ``guard mode`` and ``guard events`` are in
+guard/cli/planning.py; what ``guard plan status`` prints, and the choice of the session a
+command acts on, in guard/cli/plan_view.py.
 """
 
 from __future__ import annotations
@@ -13,61 +14,26 @@ from typing import Annotated
 
 import typer
 
-from guard.audit.logfile import default_log_path, read
+from guard.cli.plan_view import no_session, print_data, resolve_session, show_status
 from guard.cli.planning import (
     CwdOpt,
     JsonOpt,
     NewOpt,
     SessionOpt,
-    no_session,
     plan_app,
-    print_data,
     refuse_stacking,
-    resolve_session,
     say_hooks_now,
     say_set_aside,
     session_console,
 )
 from guard.effects import GuardError
-from guard.paths import Roots
 from guard.plaintext import visible
-from guard.planning import event_bus as ev
 from guard.planning.answer import Choice, answer_exit, answer_questions, current_plan
-from guard.planning.artifact import plan_digest, plan_text, read_plan, read_plan_bytes
+from guard.planning.artifact import plan_digest, plan_text, read_plan_bytes
 from guard.planning.current import describe_current_agent
 from guard.planning.render import plan_panel
 from guard.planning.runtime import list_plans
 from guard.planning.session import Mode, Session, sessions_dir
-from guard.planning.todos import shown_checklist
-
-Decided = tuple[str, str, str, str, str]  # at, action, agent, tool, reason
-
-
-def _recent_decisions(session: Session, cwd: Path, count: int = 5) -> list[Decided]:
-    """The last decisions taken while the session existed: its own event log (the MCP
-    proxy) and the project's audit log (the hooks, guard check)."""
-    found: list[Decided] = [
-        (e.at, e.action.value, e.agent or "-", e.tool or "-", e.reason)
-        for e in ev.read_events(session)
-        if isinstance(e, ev.Decision)
-    ]
-    log = default_log_path(Roots.discover(cwd))
-    if log.exists():
-        for r in read(log):
-            at = str(r.get("ts", ""))
-            if r.get("type") != "verdict" or r.get("source") == "mcp" or at < session.created_at:
-                continue
-            found.append(
-                (
-                    at,
-                    str(r.get("decision", "?")),
-                    str(r.get("agent", "-")),
-                    str(r.get("tool_name", "-")),
-                    str(r.get("reason", "")),
-                )
-            )
-    return sorted(found)[-count:]
-
 
 NEXT_STEPS = """\
 Next, in your agent (guard's hooks installed once with `guard install HOST`):
@@ -135,78 +101,7 @@ def plan_status(
 
     With no open session here it says so, and which agent the hooks use (exit 0).
     """
-    current = describe_current_agent(cwd) if cwd.is_dir() else None
-    if session_id is None and current is not None and no_session(cwd):
-        if as_json:
-            print_data({"session": None, "mode": None, "agent": current.agent,
-                         "why": current.reason})  # fmt: skip
-        else:
-            sys.stdout.write(f"session   none open here ({sessions_dir(cwd)})\n")
-            sys.stdout.write(f"hooks     {current.line()}\n")
-            sys.stdout.write("start:    guard plan start TITLE\n")
-        return
-    session = resolve_session(cwd, session_id)
-    current = describe_current_agent(cwd)
-    plan: str | None = None
-    shown = None
-    if session.plan_path:
-        try:
-            plan = read_plan(session)
-            shown = current_plan(session)
-        except GuardError as exc:
-            plan = f"(unreadable: {exc})"
-    recent = _recent_decisions(session, cwd)
-    items, explanation, source = shown_checklist(session)
-    if as_json:
-        print_data(
-            {
-                **session.summary(),
-                "agent": current.agent,
-                "why": current.reason,
-                "plan_exists": plan is not None,
-                "plan_sha256": shown.digest if shown else None,
-                "plan_lines": shown.lines if shown else None,
-                "checklist": [i.model_dump(mode="json") for i in items],
-                "checklist_explanation": explanation,
-                "checklist_from": source,
-                "exits": [d.model_dump(mode="json") for d in session.decisions[-5:]],
-                "decisions": [
-                    {"at": at, "action": action, "agent": agent, "tool": tool, "reason": why}
-                    for at, action, agent, tool, why in recent
-                ],
-            }
-        )
-        return
-    lines: list[str] = [
-        f"session   {session.id} ({session.status}, owner"
-        f" {session.owner.describe() if session.owner else 'user'})",
-        f"mode      {session.mode.value}",
-        f"hooks     {current.line()}",
-    ]
-    if session.plan_path:
-        state = "missing: not written yet" if plan is None else f"{len(plan)} characters"
-        if shown is not None:
-            state = f"{shown.lines} lines, digest {shown.digest}"
-        lines.append(f"plan file {session.plan_path} ({state})")
-    else:
-        lines.append("plan file none (the session never entered plan mode)")
-    lines += [f"waiting   {p.kind} since {p.at}" for p in session.pending]
-    if items:
-        lines.append(f"checklist ({source})" + (f": {explanation}" if explanation else ""))
-        lines += [f"  [{item.status.value}] {item.step}" for item in items]
-    lines += [
-        f"exit      {d.at} {d.decision} by {d.by}: {d.text or '-'}"
-        for d in session.decisions[-3:]
-    ]
-    if recent:
-        lines.append("last decisions")
-        lines += [
-            f"  {at} {action.upper():5} {agent} {tool}: {why}"
-            for at, action, agent, tool, why in recent
-        ]
-    if session.mode is Mode.PLAN:
-        lines.append(f"approve:  guard plan exit --approve --session {session.id}")
-    sys.stdout.write("".join(visible(line, lines=False) + "\n" for line in lines))
+    show_status(session_id, cwd, as_json)
 
 
 @plan_app.command("path")
@@ -329,9 +224,8 @@ def plan_exit_command(
     Examples:
 
       guard plan exit --approve
-
-      guard plan exit --approve --digest "$(guard plan status --json | jq -r .plan_sha256)"
-
+      guard plan exit --approve \\
+        --digest "$(guard plan status --json | jq -r .plan_sha256)"
       guard plan exit --refine "also cover the migration" --session ID
     """
     chosen = [x for x in (approve or None, reject, refine) if x is not None]

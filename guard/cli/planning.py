@@ -1,9 +1,10 @@
 """``guard session``, ``guard mode``, ``guard events``, and what ``guard plan`` shares with them.
 
-This module makes the ``guard session`` and ``guard plan`` groups, holds the options the
-planning runtime's commands share, and decides which session a command acts on
-(``resolve_session``). The ``guard plan`` subcommands are in guard/cli/plan_command.py, and
-``guard session resume`` in guard/cli/resume.py; none of them is here.
+This module makes the ``guard session`` and ``guard plan`` groups and holds the options the
+planning runtime's commands share; which session a command acts on (``resolve_session``)
+and what ``guard mode`` prints are guard/cli/plan_view.py's. The ``guard plan``
+subcommands are in guard/cli/plan_command.py, and ``guard session resume`` in
+guard/cli/resume.py; none of them is here.
 """
 
 from __future__ import annotations
@@ -25,12 +26,17 @@ from guard.audit.logfile import default_log_path
 from guard.cli import completion
 from guard.cli._base import with_schema
 from guard.cli._typer import console
+from guard.cli.plan_view import (
+    open_plans,
+    print_data,
+    resolve_session,
+    show_mode,
+)
 from guard.effects import GuardError
 from guard.paths import Roots
 from guard.plaintext import visible
 from guard.planning import event_bus as ev
 from guard.planning.artifact import read_plan
-from guard.planning.binding import worktrees_of
 from guard.planning.current import describe_current_agent
 from guard.planning.deciding import deciding_session
 from guard.planning.render import event_line, session_view
@@ -49,27 +55,29 @@ session_app = typer.Typer(
         " whose owning process died (orphaned) stays in plan mode until you end it,"
         " approve its plan or take it over (`guard plan resume ID`); an orphaned build"
         " session decides nothing.\n\n"
-        "  guard session start                 # new build-mode session, prints its id\n\n"
-        "  guard session start --mode plan --title 'Add caching'\n\n"
-        "  guard session list                  # newest first: state and owner\n\n"
-        "  guard session show                  # checklist and plan, side by side lanes\n\n"
-        "  guard session end                   # the deciding session stops deciding"
+        "Examples:\n\n"
+        "  guard session start                # a build-mode session; prints its id\n"
+        "  guard session start --mode plan --title 'Add caching'\n"
+        "  guard session list                 # newest first: state and owner\n"
+        "  guard session show                 # checklist and plan, side by side\n"
+        "  guard session end                  # the deciding session stops deciding"
     ),
     no_args_is_help=True,
 )
 plan_app = typer.Typer(
     help=(
         "Plan mode for the worktree: start it, follow it, approve the plan.\n\n"
-        "  guard plan start 'Add caching'      # plan mode here; prints what to do next\n\n"
-        "  guard plan status                   # mode, plan file, checklist, last decisions\n\n"
-        "  guard plan path                     # the current session's plan file\n\n"
-        "  guard plan show                     # render it\n\n"
-        "  guard plan list                     # all plan files of this worktree\n\n"
-        "  guard plan exit --approve           # leave plan mode (the only way out)\n\n"
-        "  guard plan exit --reject 'too risky'   # stay in plan mode\n\n"
-        "  guard plan exit --refine 'split step 2'\n\n"
-        "  guard plan answer 'SQLite'           # answer the model's request_user_input\n\n"
-        "  guard plan resume ID                # take over an orphaned plan session"
+        "Examples:\n\n"
+        "  guard plan start 'Add caching'        # plan mode here; what to do next\n"
+        "  guard plan status                     # mode, plan file, checklist\n"
+        "  guard plan path                       # the current session's plan file\n"
+        "  guard plan show                       # render it\n"
+        "  guard plan list                       # all plan files of this worktree\n"
+        "  guard plan exit --approve             # leave plan mode (the only way)\n"
+        "  guard plan exit --reject 'too risky'  # stay in plan mode\n"
+        "  guard plan exit --refine 'split step 2'\n"
+        "  guard plan answer 'SQLite'            # answer request_user_input\n"
+        "  guard plan resume ID                  # take over an orphaned session"
     ),
     no_args_is_help=True,
 )
@@ -99,36 +107,9 @@ def session_console() -> Console:
     return console(soft_wrap=False)
 
 
-def resolve_session(cwd: Path, session_id: str | None) -> Session:
-    if not cwd.is_dir():
-        raise GuardError(f"--cwd {cwd}: not a directory")
-    if session_id:
-        return Session.load(session_id, cwd)
-    found = deciding_session(cwd)
-    if found is None:  # a plan session of a worktree this directory lies in (a submodule...)
-        around = _open_plans(cwd)
-        if around:
-            return around[0]
-        raise GuardError(
-            f"no open session in {sessions_dir(cwd)} (ended ones, set-aside ones and"
-            " orphaned build ones do not count): start one with `guard plan start TITLE`,"
-            " or name one with --session ID from `guard session list`"
-        )
-    return found[0]
-
-
-def _open_plans(cwd: Path) -> list[Session]:
-    """The plan sessions that decide around ``cwd``: its worktree's, and those of every
-    worktree it lies in or beside (guard.planning.binding)."""
-    places = [Path(p) for p in worktrees_of([str(cwd)])] or [cwd]
-    return [
-        s for p in places for s in Session.list_all(p) if s.decides and s.mode is Mode.PLAN
-    ]
-
-
 def refuse_stacking(cwd: Path, new: bool) -> None:
     """One plan session per worktree unless asked: name the open one, or go on (--new)."""
-    found = _open_plans(cwd)
+    found = open_plans(cwd)
     if not found or new:
         return
     s = found[0]
@@ -160,18 +141,9 @@ NewOpt = Annotated[
 ]
 
 
-def no_session(cwd: Path) -> bool:
-    """No session decides for ``cwd`` (a corrupt session file raises: an error, not a state)."""
-    return deciding_session(cwd) is None and not _open_plans(cwd)
-
-
 def say_hooks_now(cwd: Path) -> None:
     """The line after a session's state changed: which agent the hooks decide as now."""
     sys.stdout.write(f"the hooks now use {describe_current_agent(cwd).line()}\n")
-
-
-def print_data(data: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(with_schema(data), indent=2) + "\n")
 
 
 # ---- guard session ----------------------------------------------------------------------------
@@ -318,17 +290,7 @@ def mode_command(
       guard mode plan --session ID --title "Refactor auth"
     """
     if mode is None:
-        if session_id:
-            sys.stdout.write(resolve_session(cwd, session_id).mode.value + "\n")
-            return
-        if not cwd.is_dir():
-            raise GuardError(f"--cwd {cwd}: not a directory")
-        found = deciding_session(cwd)
-        if found is None or found[0].mode is not Mode.PLAN:
-            around = _open_plans(cwd)  # a plan of a worktree this one lies in holds here
-            found = (around[0], "") if around else found
-        sys.stdout.write((found[0].mode.value if found else "no open session") + "\n")
-        sys.stdout.write(f"the hooks use {describe_current_agent(cwd).line()}\n")
+        show_mode(session_id, cwd)
         return
     session = resolve_session(cwd, session_id)
     if mode is Mode.BUILD and session.mode is Mode.PLAN:

@@ -7,7 +7,8 @@ import sys
 
 import typer
 
-from guard.policy.loader import BUILTIN_PREFIX, _read, builtin_names
+from guard.cli import completion
+from guard.policy.loader import BUILTIN_PREFIX, _read
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
 
@@ -18,15 +19,11 @@ policy_app = typer.Typer(
 commands.add_typer(policy_app, name="policy")
 
 
-def _names(incomplete: str) -> list[str]:
-    return [n for n in builtin_names() if n.startswith(incomplete)]
-
-
 @policy_app.command("show")
 def show(
     name: str = typer.Argument(
         ..., metavar="NAME", help="A built-in policy: default, readonly (or builtin:NAME).",
-        autocompletion=_names,
+        autocompletion=completion.policies,
     ),
     plain: bool = typer.Option(False, "--plain", help="The text alone, without line numbers."),
 ) -> None:

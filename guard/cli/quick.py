@@ -117,7 +117,7 @@ _CHECK_VALUED = {
 _CHECK_PATHS = ("worktree", "cwd", "audit_log")
 
 
-def _read_options(
+def read_options(
     args: list[str], valued: dict[str, str], flags: dict[str, str]
 ) -> tuple[dict[str, Any], list[str]] | None:
     """(options, positionals) of a plain command line, or None (typer says the rest).
@@ -155,7 +155,7 @@ def _read_options(
 
 def parse_check(args: list[str]) -> CheckOptions | None:
     """``guard check ARGS`` as options when it is a plain ``KIND PATH`` check, else None."""
-    read = _read_options(args, _CHECK_VALUED, {"--json": "as_json"})
+    read = read_options(args, _CHECK_VALUED, {"--json": "as_json"})
     if read is None:
         return None
     values, positionals = read
@@ -262,7 +262,7 @@ def parse_lint(args: list[str]) -> LintOptions | None:
     """``guard lint ARGS`` as options when it is a plain command line, else None."""
     valued = {"--format": "output_format", "-f": "output_format",
               "--fail-level": "fail_level", "--config": "config"}  # fmt: skip
-    read = _read_options(args, valued, {})
+    read = read_options(args, valued, {})
     if read is None:
         return None
     values, files = read

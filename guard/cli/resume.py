@@ -42,11 +42,9 @@ def session_resume(
     call of that host session. Look at what landed (this command prints it), then resume;
     `--restore` first puts the worktree back as it was at the session's start.
 
-      guard session resume                      # every held session of this worktree
-
-      guard session resume --restore            # ...undoing what landed first
-
-      guard session resume --host-session ID    # one host session
+      guard session resume                    # every held session here
+      guard session resume --restore          # ...undoing what landed first
+      guard session resume --host-session ID  # one host session
     """
     roots = Roots.discover(str(cwd))
     here = str(roots.worktree) if roots.worktree is not None else os.path.realpath(cwd)

@@ -37,7 +37,7 @@ _HELP = "\n\n".join(
         "  guard run --agent plan -- aider --chat-mode ask",
         "  guard run --agent plan --writable ~/.cache/myagent -- myagent --plan",
         "  guard run --agent plan --restore -- bash    # an interactive, confined shell",
-        "  guard run --agent plan --explain            # the writable roots as JSON; runs nothing",
+        "  guard run --agent plan --explain            # the writable roots as JSON",
     ]
 )
 

@@ -1,11 +1,12 @@
 """Which version of a host agent started a hook, where it can be told (fleet records).
 
-The hook process descends from the host (Claude Code, Codex, Gemini CLI, OpenCode),
-usually through a shell. No host passes its version to hooks, so guard looks at the
+The hook process descends from the host, usually through a shell. No host passes its
+version to hooks, so guard looks at the
 ancestors of the hook's process: the program each runs (``/proc/PID/exe``) and the
 absolute paths on its command line (a ``node .../cli.js``); the nearest
 ``package.json`` above one of them that names a known host package gives the version,
-and so does Claude Code's native layout (``.../claude/versions/<version>``). Answers are
+and so does a native build's layout (:attr:`guard.hosts.Host.native_version`: Claude
+Code's ``.../claude/versions/<version>``). Answers are
 kept per process (pid and start time), so a long-lived host is looked up once. Anything
 that cannot be read gives None: the version is informational and never decides.
 """
@@ -22,6 +23,10 @@ from guard import hosts
 
 #: npm package names of each host (the platform packages of native builds included)
 PACKAGES: dict[str, tuple[str, ...]] = {h.name: h.packages for h in hosts.HOSTS if h.packages}
+#: the path of each host's native build, its version in group 1
+NATIVE: dict[str, re.Pattern[str]] = {
+    h.name: re.compile(h.native_version) for h in hosts.HOSTS if h.native_version
+}
 DEPTH = 8  # ancestors looked at
 _cache: dict[tuple[int, str], tuple[str, bool] | None] = {}
 _lock = threading.Lock()
@@ -58,10 +63,12 @@ def _candidates(pid: int) -> list[str]:
 PLATFORM = re.compile(r"-(?:linux|darwin|win32|freebsd)-(?:x64|arm64|ia32|arm)(?:-[a-z]+)?$")
 
 
-def _package_version(path: str, names: tuple[str, ...]) -> tuple[str, bool] | None:
+def _package_version(
+    path: str, names: tuple[str, ...], native: re.Pattern[str] | None = None
+) -> tuple[str, bool] | None:
     """(version, whether the package is the host's own rather than a platform build)."""
-    m = re.search(r"/claude/versions/([0-9][0-9A-Za-z.+-]*)$", path)
-    if m and "@anthropic-ai/claude-code" in names:
+    m = native.search(path) if native is not None else None
+    if m:
         return m.group(1), True
     d = os.path.dirname(path)
     for _ in range(8):
@@ -88,14 +95,16 @@ def _package_version(path: str, names: tuple[str, ...]) -> tuple[str, bool] | No
     return None
 
 
-def _lookup(pid: int, start: str, names: tuple[str, ...]) -> tuple[str, bool] | None:
+def _lookup(
+    pid: int, start: str, names: tuple[str, ...], native: re.Pattern[str] | None
+) -> tuple[str, bool] | None:
     key = (pid, start)
     with _lock:
         if key in _cache:
             return _cache[key]
     found: tuple[str, bool] | None = None
     for path in _candidates(pid):
-        found = _package_version(path, names)
+        found = _package_version(path, names, native)
         if found is not None and found[1]:
             break
     with _lock:
@@ -116,7 +125,7 @@ def version_of(host: str, pid: int) -> str | None:
         st = _stat(pid)
         if st is None:
             break
-        found = _lookup(pid, st[1], names)
+        found = _lookup(pid, st[1], names, NATIVE.get(host))
         if found is not None:
             if found[1]:
                 return found[0]

@@ -1,9 +1,8 @@
 """Host adapters: wire guard into agents people already run, through their hooks.
 
-One module per host (``claude_code``, ``codex``, ``gemini``, ``cursor``,
-``opencode``), each
-implementing :class:`guard.hooks.adapter.HostAdapter`; :data:`HOSTS`
-is the one list of them, the hosts of :mod:`guard.hosts` that have an adapter. The
+Each host of :mod:`guard.hosts` with hooks has its adapter in its ``hook`` part
+(``guard/hosts/<host>/hook.py``), implementing
+:class:`guard.hooks.adapter.HostAdapter`; :data:`HOSTS` is the one list of them. The
 hook's entry point is ``python -I -m guard.hooks HOST``: it imports nothing
 heavy before it has to (only the named host's module), and fails closed (exit 2) on
 any error.
@@ -28,8 +27,7 @@ __all__ = ["HOSTS", "adapter_for"]
 def adapter_for(host: str) -> HostAdapter:
     """The adapter of ``host``; raises HookInputError for a host guard does not know."""
     known = hosts.get(host)
-    if known is not None and known.adapter is not None:
-        adapter: HostAdapter = hosts.load(known.adapter).ADAPTER
-        return adapter
+    if known is not None and known.hooked:
+        return known.adapter()
 
     raise HookInputError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")

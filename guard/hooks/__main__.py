@@ -12,35 +12,13 @@ import contextlib
 import sys
 
 from guard.hooks import HOSTS
+from guard.hooks.arguments import hook_arguments
 
 USAGE = "usage: python -m guard.hooks HOST [--agent NAME] [--policy PATH] < payload.json"
 
 
 def parse_args(argv: list[str]) -> tuple[str, str | None, str | None]:
-    host: str | None = None
-    agent: str | None = None
-    policy: str | None = None
-    it = iter(argv)
-    for arg in it:
-        if arg in ("--agent", "--policy"):
-            value = next(it, None)
-            if not value:
-                raise ValueError(f"{arg} needs a value")
-            if arg == "--agent":
-                agent = value
-            else:
-                policy = value
-        elif arg.startswith("--agent="):
-            agent = arg.split("=", 1)[1]
-        elif arg.startswith("--policy="):
-            policy = arg.split("=", 1)[1]
-        elif arg.startswith("-") or host is not None:
-            raise ValueError(f"unexpected argument {arg!r}")
-        else:
-            host = arg
-    if host is None:
-        raise ValueError(f"which host? ({', '.join(HOSTS)})")
-    return host, agent, policy
+    return hook_arguments(argv, HOSTS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The hook command hosts run: ``python -I .../guard/integrations/_client.py HOST [options]``.
+"""The hook command hosts run: ``python -I .../guard/hooks/_client.py HOST [options]``.
 
 A launcher only: it loads :mod:`guard.hooks.hookclient` from the file
 next to it through the byte-code cache (a script given on the command line is

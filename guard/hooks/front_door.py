@@ -143,7 +143,10 @@ def _decide(
             told = missed.after_tool(gate, adapter, hook, payload)
             return adapter.post_answer(_with_notes(told, call))
         context["input_sha256"] = decided.input_digest(call.input)
-        held, notice = missed.before_tool(gate, adapter, hook, payload, context)
+        # tools that ran without guard's decision since the last look are hook_missed:
+        # recorded now; in plan mode they hold the session, which refuses every call
+        notice = missed.report_missed(gate, adapter, hook, payload)
+        held = missed.held_refusal(gate, adapter, hook, context)
         if held is not None:
             return adapter.answer(held, hook)
         verdict = gate.record(

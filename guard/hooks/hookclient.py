@@ -1,6 +1,6 @@
 """guard's hook client: asks the warm hook daemon, else decides in-process.
 
-Hosts run it through :file:`_client.py` (``python -I .../guard/integrations/_client.py
+Hosts run it through :file:`_client.py` (``python -I .../guard/hooks/_client.py
 HOST [options]``), which loads this module from its byte-code cache. It imports
 neither guard nor pydantic, and of the standard library only what the
 interpreter has loaded anyway plus C modules (``_socket``, ``_json``, the
@@ -134,7 +134,7 @@ def loads(text: str) -> "Any":
     return value
 
 
-# <site>/guard/integrations/hookclient.py -> <site>/guard
+# <site>/guard/hooks/hookclient.py -> <site>/guard
 PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 SITE = os.path.dirname(PACKAGE)
 
@@ -304,6 +304,29 @@ def _left() -> float:
     return DEADLINE - (time.monotonic() - _START) if _START else DEADLINE
 
 
+def _exchange(dirfd: int, name: str, request: dict[str, object], timeout: float) -> "Any":
+    """Send ``request`` to the socket ``name`` in the directory ``dirfd`` and read the one
+    JSON reply, within ``timeout`` seconds per socket operation.
+
+    Connects through the checked directory descriptor: no path swap, no length limit.
+    Raises OSError (no answer in time, a refused connection) or ValueError (not one JSON
+    value)."""
+    import _socket
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(f"/proc/self/fd/{dirfd}/{name}")
+        sock.sendall(dumps(request).encode() + b"\n")
+        sock.shutdown(_socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    finally:
+        sock.close()
+    return loads(b"".join(chunks).decode("utf-8", "surrogateescape"))
+
+
 def ask_daemon(request: dict[str, object], key: str) -> dict[str, object] | None:
     """The daemon's answer, or None when no trustworthy daemon of ours answered properly.
 
@@ -322,27 +345,10 @@ def ask_daemon(request: dict[str, object], key: str) -> dict[str, object] | None
             return None
         if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
             raise Refused(f"{name} is not a socket of ours")
-        import _socket
-
         left = _left()
         if left <= 0:
             return None
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        try:
-            sock.settimeout(left)
-            # through the checked directory descriptor: no path swap, no length limit
-            sock.connect(f"/proc/self/fd/{dirfd}/{name}")
-            sock.sendall(dumps(request).encode() + b"\n")
-            sock.shutdown(_socket.SHUT_WR)
-            chunks = []
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        finally:
-            sock.close()
-        reply = loads(b"".join(chunks).decode("utf-8", "surrogateescape"))
+        reply = _exchange(dirfd, name, request, left)
     except (OSError, ValueError):
         return None
     finally:
@@ -367,20 +373,7 @@ def ask_status(name: str) -> dict[str, object] | None:
         st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
         if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
             return None
-        import _socket
-
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        try:
-            sock.settimeout(10.0)
-            sock.connect(f"/proc/self/fd/{dirfd}/{name}")
-            sock.sendall(dumps({"v": PROTOCOL, "status": True}).encode() + b"\n")
-            sock.shutdown(_socket.SHUT_WR)
-            chunks = []
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        finally:
-            sock.close()
-        reply = loads(b"".join(chunks).decode("utf-8", "surrogateescape"))
+        reply = _exchange(dirfd, name, {"v": PROTOCOL, "status": True}, 10.0)
     except (OSError, ValueError):
         return None
     finally:

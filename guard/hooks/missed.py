@@ -163,7 +163,7 @@ def held_reason(data: Mapping[str, Any], report_text: str = "") -> str:
     return text + (f". {report_text}" if report_text else "")
 
 
-# -- the host's transcript (Claude Code) ------------------------------------------------
+# -- the host's transcript (Host.reads_transcript) ------------------------------------------
 
 
 def _seen_path(host: str, session: str | None, cwd: str | None) -> Path:
@@ -173,10 +173,13 @@ def _seen_path(host: str, session: str | None, cwd: str | None) -> Path:
 def transcript_results(
     host: str, session: str | None, cwd: str | None, transcript: str | None
 ) -> tuple[list[tuple[str, str, dict[str, Any]]], bool]:
-    """The changing tools' successful results added to a Claude Code transcript since
+    """The changing tools' successful results added to the transcript of a host that
+    reads one (:attr:`guard.hosts.Host.reads_transcript`: Claude Code's JSONL) since
     the last look: (tool_use_id, tool name, input) each; and whether this is the first
     look at the session (then nothing before now is reported: guard was not there)."""
-    if host != hosts.CLAUDE_CODE.name or not transcript or not os.path.isabs(transcript):
+    known = hosts.get(host)
+    if known is None or not known.reads_transcript or not transcript or \
+            not os.path.isabs(transcript):
         return [], False
     seen = _seen_path(host, session, cwd)
     seen.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -276,7 +279,7 @@ def _deciding(gate: Gate, hook: HookCall, adapter: HostAdapter) -> tuple[Guard, 
     worktree's plan session) gives the policy, its roots, its audit log."""
     call = hook.call
     try:
-        effects = gate.analyse(call)
+        effects = gate.effects(call)
     except Exception:  # the call already ran (or is refused anyway): decide by its cwd
         effects = []
     chosen = gate.resolve(call, adapter.mode_hint(hook), effects)
@@ -370,32 +373,39 @@ def _record(gate: Gate, hook: HookCall, adapter: HostAdapter,
     )
 
 
-def before_tool(
-    gate: Gate, adapter: HostAdapter, hook: HookCall, payload: Mapping[str, Any],
-    context: Mapping[str, Any],
-) -> tuple[Verdict | None, str]:
-    """At a pre-tool call: (an audited deny while the session is held, else None; a notice
-    to add to the answer when calls were missed outside plan mode)."""
+def report_missed(
+    gate: Gate, adapter: HostAdapter, hook: HookCall, payload: Mapping[str, Any]
+) -> str:
+    """At a pre-tool call: record every tool that ran without guard's decision since the
+    last look (``hook_missed``; in plan mode that holds the session). A notice to add to
+    the answer when calls were missed outside plan mode, else ''."""
     call = hook.call
-    path = hold_path(hook.host, call.session, call.cwd)
     transcript = payload.get("transcript_path")
-    data = read_hold(path)
-    if data is None and not (isinstance(transcript, str) and transcript):
-        return None, ""
+    if read_hold(hold_path(hook.host, call.session, call.cwd)) is None and \
+            not (isinstance(transcript, str) and transcript):
+        return ""  # nothing to look at: no transcript, and no hold whose log to search
     # the cwd's policy tells where to look (its log; another project's recent log is
     # searched too); recording and refusing use the deciding session's, as the gate does
     found, forged = _found(gate.load(call), hook, payload, post=False)
-    notice = ""
-    if found or forged:
-        _, _, _, notice = _record(gate, hook, adapter, found, forged)
-        data = read_hold(path)
+    if not (found or forged):
+        return ""
+    _, _, _, notice = _record(gate, hook, adapter, found, forged)
+    return notice
+
+
+def held_refusal(
+    gate: Gate, adapter: HostAdapter, hook: HookCall, context: Mapping[str, Any]
+) -> Verdict | None:
+    """At a pre-tool call: the audited deny of every call of a held session, else None."""
+    call = hook.call
+    data = read_hold(hold_path(hook.host, call.session, call.cwd))
     if data is None:
-        return None, notice
+        return None
     g, agent, why, _ = _deciding(gate, hook, adapter)
     text = reconcile.describe(data.get("landed"))
     verdict = Verdict(VerdictAction.DENY, held_reason(data, text), RULE, call,
                       agent, why)
-    return gate.record(verdict, context, guard=g), ""
+    return gate.record(verdict, context, guard=g)
 
 
 def after_tool(gate: Gate, adapter: HostAdapter, hook: HookCall,

@@ -1,14 +1,11 @@
-"""``guard import``: host agents' permission settings -> guard policies, with notes."""
+"""``guard import``: host agents' permission settings -> guard policies, with notes.
 
-from collections.abc import Callable
-from typing import Any
+What every importer shares is here (:mod:`guard.importers.common`); each host's own
+importer is its ``importer`` part (guard/hosts/<host>/importer.py,
+:meth:`guard.hosts.Host.importer`), which imports this package: so this module
+imports none of them.
+"""
 
-from guard import hosts
 from guard.importers.common import Draft, read_json, validate, write_atomically
 
-#: ``guard import HOST``: per host of :mod:`guard.hosts` with an importer, its converter.
-IMPORTERS: dict[str, Callable[[Any, str], Draft]] = {
-    h.name: hosts.load(h.importer) for h in hosts.HOSTS if h.importer
-}
-
-__all__ = ["IMPORTERS", "Draft", "read_json", "validate", "write_atomically"]
+__all__ = ["Draft", "read_json", "validate", "write_atomically"]

@@ -32,6 +32,7 @@ from guard.lint.corpus import CORPUS, Operation
 from guard.plaintext import visible
 from guard.replay.engine import replay, transcripts
 from guard.replay.output import Summary
+from guard.setup import host_settings
 from guard.setup.doctor import host_checks, namespaces_check
 
 
@@ -153,14 +154,7 @@ def _hook_files(worktree: Path | None, home: Path) -> list[tuple[str, Path]]:
     out: list[tuple[str, Path]] = []
     bases = [p for p in (worktree, home) if p is not None]
     for base in bases:
-        out += [
-            ("Claude Code", base / ".claude/settings.json"),
-            ("Claude Code", base / ".claude/settings.local.json"),
-            ("Codex CLI", base / ".codex/hooks.json"),
-            ("Codex CLI", base / ".codex/config.toml"),
-            ("Gemini CLI", base / ".gemini/settings.json"),
-            ("Cursor", base / ".cursor/hooks.json"),
-        ]
+        out += [(h.title, base / name) for h in hosts.HOSTS for name in h.hook_files]
     return out
 
 
@@ -224,8 +218,10 @@ def _host_runtime(worktree: Path | None) -> list[Layer]:
 
     layers: list[Layer] = []
     for check in host_checks(worktree):
-        if check.name.startswith(hosts.OPENCODE.name) and check.status != "off":
-            layers.append(Layer(f"OpenCode plugin ({check.extra.get('scope')})",
+        known = hosts.get(str(check.extra.get("host")))
+        if known is not None and not host_settings.of(known.name).in_settings_file and \
+                check.status != "off":
+            layers.append(Layer(f"{known.title} plugin ({check.extra.get('scope')})",
                                 check.status == "ok", check.detail))
         elif check.status == "skipped":
             layers.append(Layer(f"{check.name} hook runs", False, check.detail))

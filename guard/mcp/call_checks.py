@@ -16,6 +16,7 @@ answers and forwarding (:mod:`guard.mcp.forwarding`).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,9 +37,15 @@ from guard.mcp.jsonrpc import (
     tool_error,
 )
 from guard.mcp.wire import Id
+from guard.planning.found import ModeFound
 from guard.planning.session import Session
+from guard.policy.freshness import PolicyWatch
 
 __all__ = ["CallChecks"]
+
+#: the session's mode as the gate reads it, one answer per mode (what the gate made of the
+#: mode's name before: :func:`guard.gate.agent_inputs`)
+_FOUND: dict[str, ModeFound] = {}
 
 
 class CallChecks(Forwarding):
@@ -53,6 +60,7 @@ class CallChecks(Forwarding):
     sink: McpSink
     gate: Gate
     client_can_elicit: bool
+    policy_watch: PolicyWatch | None
 
     def _build_gate(self, guard: Guard, agent: str | None) -> None:
         """The proxy's gate: it decides; the proxy records each verdict through it
@@ -61,15 +69,51 @@ class CallChecks(Forwarding):
         self.gate = Gate(
             guard=guard,
             agent=agent,
+            # this process's environment, read once ($GUARD_AGENT is looked up per call;
+            # nothing in the proxy changes its own environment)
+            env=dict(os.environ),
             mode=self._mode_of,
             analyse=analyse,
             sink=self.sink,
             source="mcp",
         )
 
-    def _mode_of(self, call: ToolCall, effects: Sequence[Effect] = ()) -> str:
-        """The gate's mode source: this proxy's session, re-read when its file changed."""
-        return self.bridge.sync().value
+    def _decide_call(self, call: ToolCall) -> Verdict:
+        """The gate's verdict for ``call`` under the policy as it is on disk now: a policy
+        file changed since the last call is loaded again first (:mod:`guard.policy.freshness`);
+        one that no longer loads refuses the call with the reason."""
+        watch = self.policy_watch
+        if watch is not None:
+            try:
+                fresh = watch.current()
+            except Exception as exc:
+                return self.gate.failure(call, exc)
+            if fresh is not self.guard:
+                self._policy_changed(fresh)
+        return self.gate.decide(call)
+
+    def _policy_changed(self, fresh: Guard) -> None:
+        """Decide with ``fresh`` from now on; a server started later is confined by it."""
+        self.log(f"the policy changed on disk; deciding with {fresh.loaded.name} from now on")
+        if not self.sink.audit_allowed and fresh.managed is not None and (
+            "audit" in fresh.managed.pins
+        ):  # as at start-up: a managed pin on the audit overrides --audit refusals
+            self.sink.audit_allowed = True
+            self.log("the managed policy now pins the audit: every call is recorded")
+        self.guard = fresh
+        self.sink.shipping = fresh.audit_settings
+        self.sink.data = fresh.roots.data
+        self.pipe.launcher.guard = fresh
+        self._build_gate(fresh, self.fixed_agent)
+
+    def _mode_of(self, call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound:
+        """The gate's mode source: this proxy's session, re-read when its file changed (the
+        same answer object while the mode stays, so the gate's agent memo finds it at once)."""
+        mode = self.bridge.sync().value
+        found = _FOUND.get(mode)
+        if found is None:
+            found = _FOUND[mode] = ModeFound(mode, f"guard mode {mode!r} of this worktree")
+        return found
 
     # -- the user, through the client ------------------------------------------------------
 
@@ -111,7 +155,7 @@ class CallChecks(Forwarding):
         arguments = params.get("arguments")
         call = tool_call(name, arguments, self.cwd, self.session.id)
         context = {"method": "tools/call"}
-        verdict = self.gate.decide(call)
+        verdict = self._decide_call(call)
         if (
             verdict.action is VerdictAction.ALLOW
             and self.sink.writer.broken is None  # else recorded first, refused if it cannot be
@@ -143,7 +187,7 @@ class CallChecks(Forwarding):
     def _decide(self, call: ToolCall, context: Json) -> tuple[Verdict, int]:
         """The gate's verdict and the number of its record (0: not recorded, e.g. an allow
         under ``--audit refusals``)."""
-        return self._record(self.gate.decide(call), context)
+        return self._record(self._decide_call(call), context)
 
     def _write(self, verdict: Verdict, context: Json) -> Verdict:
         """:meth:`Gate.record` with this proxy's policy and, once it said, the MCP client's

@@ -63,6 +63,7 @@ from guard.mcp.launch import Launcher
 from guard.mcp.server import ServerPipe
 from guard.mcp.wire import Id
 from guard.planning.session import Mode, Session
+from guard.policy.freshness import PolicyWatch
 
 __all__ = ["MCP_REVISION", "OFFERED", "McpProxy", "ProxyStats", "run_proxy"]
 
@@ -72,7 +73,12 @@ ProxyStats = McpStats
 
 
 class McpProxy(CallChecks):
-    """One proxy session: one client on ``client_in``/``client_out``, one server child."""
+    """One proxy session: one client on ``client_in``/``client_out``, one server child.
+
+    ``policy_watch`` (:class:`guard.policy.freshness.PolicyWatch`, as ``guard mcp`` gives
+    it): each call is decided by the policy as its files read then; without it, by
+    ``guard`` for the whole session.
+    """
 
     def __init__(
         self,
@@ -89,10 +95,13 @@ class McpProxy(CallChecks):
         verbose: bool = False,
         ask_timeout: float = 600.0,
         audit_allowed: bool = True,
+        policy_watch: PolicyWatch | None = None,
     ) -> None:
         if not server_cmd:
             raise GuardError("guard mcp: no server command given; put it after `--`")
         self.guard = guard
+        #: loads the policy again when its files change (None: ``guard`` for the session)
+        self.policy_watch = policy_watch
         self.session = session
         self.server_cmd = server_cmd
         self.cwd = cwd

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+from guard.effects import GuardError
 from guard.paths import data_dir, find_worktree, project_key
 
 SESSIONS_SUBDIR = Path(".openoxide") / "sessions"
@@ -47,3 +49,43 @@ def any_session(cwd: str | os.PathLike[str]) -> bool:
         return False
     except OSError:  # unreadable: let the loader say what is wrong
         return True
+
+
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+
+
+class SessionError(GuardError):
+    """A session that cannot be found, read or changed as asked."""
+
+
+PIN_FILE = "pinned"
+
+
+class SessionNotFound(SessionError):
+    """No session with that id."""
+
+
+def check_session_id(session_id: str) -> str:
+    if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
+        raise SessionError(
+            f"invalid session id {session_id!r}: use 1-128 characters from A-Z a-z 0-9 _ -,"
+            " starting with a letter or digit (see `guard session list`)"
+        )
+    return session_id
+
+
+def pinned_id(directory: Path) -> str | None:
+    """The pinned session id, or None. A pin file that is not an id is an error."""
+    try:
+        text = (directory / PIN_FILE).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SessionError(f"cannot read {directory / PIN_FILE}: {exc.strerror}") from None
+    try:
+        return check_session_id(text)
+    except SessionError:
+        raise SessionError(
+            f"{directory / PIN_FILE}: not a session id ({text[:40]!r}); remove the file"
+            " or pin a session again with `guard mode MODE --session ID`"
+        ) from None

@@ -37,26 +37,31 @@ Nothing here spawns a process: ``.git`` files and the common directory's
 
 from __future__ import annotations
 
+# Lazy imports: the session model (pydantic) only to load a bound session (CLI start-up).
 import hashlib
 import json
 import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from guard.effects import Effect, EffectKind, ToolCall
 from guard.paths import VCS_MARKERS, data_dir
 from guard.planning._store import atomic_write_text
-from guard.planning._vocabulary import Mode, utc_now
-from guard.planning.deciding import deciding_session
-from guard.planning.found import ModeFound
-from guard.planning.session import (
-    Session,
+from guard.planning._vocabulary import (
+    Mode,
     SessionError,
     SessionNotFound,
     check_session_id,
     sessions_dir,
+    utc_now,
 )
+from guard.planning.deciding import deciding_session
+from guard.planning.found import ModeFound
+
+if TYPE_CHECKING:
+    from guard.planning.session import Session
 
 #: Effects whose target counts for containment (a read changes nothing).
 CHANGING = (EffectKind.WRITE, EffectKind.DELETE)
@@ -208,6 +213,8 @@ def bound_session(host_session: str) -> Session | None:
             f"cannot read the host-session binding {path}: {exc}; remove the file"
             " (the next call binds the agent run again)"
         ) from None
+    from guard.planning.session import Session
+
     try:
         directory = Path(str(data["sessions_dir"]))
         session = Session.load_file(directory / f"{check_session_id(str(data['session']))}.json")

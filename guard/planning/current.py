@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from guard.effects import Effect, GuardError, ToolCall
 from guard.gate import FROM_ENV, resolve
@@ -19,7 +20,9 @@ from guard.planning._vocabulary import Mode
 from guard.planning.binding import plan_session_around
 from guard.planning.deciding import deciding_session
 from guard.planning.found import ModeFound
-from guard.planning.session import Session
+
+if TYPE_CHECKING:
+    from guard.planning.session import Session
 
 __all__ = ["CurrentAgent", "describe_current_agent"]
 

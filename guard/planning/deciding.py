@@ -8,10 +8,14 @@ their lifecycle: those are in :mod:`guard.planning.session`.
 
 from __future__ import annotations
 
+# Lazy imports: the session model (pydantic) only where a session file exists (CLI start-up).
 import os
+from typing import TYPE_CHECKING
 
-from guard.planning._vocabulary import Mode
-from guard.planning.session import Session, pinned_id
+from guard.planning._vocabulary import Mode, any_session, pinned_id
+
+if TYPE_CHECKING:
+    from guard.planning.session import Session
 
 
 def deciding_session(worktree_or_cwd: str | os.PathLike[str]) -> tuple[Session, str] | None:
@@ -23,6 +27,10 @@ def deciding_session(worktree_or_cwd: str | os.PathLike[str]) -> tuple[Session, 
     session never decides. A corrupt session or pin file raises SessionError
     (callers deciding on it fail closed).
     """
+    if not any_session(worktree_or_cwd):  # no session file: nothing to load
+        return None
+    from guard.planning.session import Session
+
     sessions = Session.list_all(worktree_or_cwd)
     if not sessions:
         return None

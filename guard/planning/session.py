@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import secrets
 import time
 from collections.abc import Iterable, Iterator
@@ -38,11 +37,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from guard.effects import GuardError
 from guard.paths import data_dir, find_worktree, plan_dir
 from guard.planning._store import atomic_write_text, locked
+from guard.planning._vocabulary import PIN_FILE as PIN_FILE
+from guard.planning._vocabulary import SESSION_ID_RE as SESSION_ID_RE
 from guard.planning._vocabulary import SESSIONS_SUBDIR as SESSIONS_SUBDIR
 from guard.planning._vocabulary import Mode as Mode
+from guard.planning._vocabulary import SessionError as SessionError
+from guard.planning._vocabulary import SessionNotFound as SessionNotFound
+from guard.planning._vocabulary import check_session_id as check_session_id
+from guard.planning._vocabulary import pinned_id as pinned_id
 from guard.planning._vocabulary import sessions_dir as sessions_dir
 from guard.planning._vocabulary import utc_now as utc_now
 from guard.planning.artifact import artifact_path, find_written_plan, snapshot_plans
@@ -51,14 +55,6 @@ from guard.planning.event_bus import Event, ModeChanged, TurnEnded
 from guard.planning.event_bus import publish as publish_event
 from guard.planning.owner import Owner
 
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-
-
-class SessionError(GuardError):
-    """A session that cannot be found, read or changed as asked."""
-
-
-PIN_FILE = "pinned"
 SessionState = Literal["open", "ended"]
 
 
@@ -98,15 +94,6 @@ def state_dirs(cwd: str | os.PathLike[str]) -> list[Path]:
                 break
             out.append(directory)
     return out
-
-
-def check_session_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not SESSION_ID_RE.match(session_id):
-        raise SessionError(
-            f"invalid session id {session_id!r}: use 1-128 characters from A-Z a-z 0-9 _ -,"
-            " starting with a letter or digit (see `guard session list`)"
-        )
-    return session_id
 
 
 def new_session_id() -> str:
@@ -534,10 +521,6 @@ class Session(BaseModel):
         }
 
 
-class SessionNotFound(SessionError):
-    """No session with that id."""
-
-
 def _ensure_dir(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     ignore = directory / ".gitignore"
@@ -561,23 +544,6 @@ def unpin(directory: Path, session_id: str | None = None) -> None:
         return
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-
-
-def pinned_id(directory: Path) -> str | None:
-    """The pinned session id, or None. A pin file that is not an id is an error."""
-    try:
-        text = (directory / PIN_FILE).read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise SessionError(f"cannot read {directory / PIN_FILE}: {exc.strerror}") from None
-    try:
-        return check_session_id(text)
-    except SessionError:
-        raise SessionError(
-            f"{directory / PIN_FILE}: not a session id ({text[:40]!r}); remove the file"
-            " or pin a session again with `guard mode MODE --session ID`"
-        ) from None
 
 
 def session_json(session: Session) -> str:

@@ -4,11 +4,11 @@ Every problem becomes one line ``FILE:LINE: key.path[i]: what is wrong and how
 to fix it`` inside a :class:`PolicyError`; nothing here prints a traceback.
 """
 
-# Lazy imports: pydantic and the schema only to validate: hooks use the cache (start-up speed).
+# Lazy imports: pydantic and the schema only to validate: hooks use the cache (start-up speed);
+# difflib only for an unknown key's hint.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -429,6 +429,8 @@ def _format_error(loaded: LoadedPolicy, err: Any) -> str:
             " entry that names it"
         )
     if etype == "extra_forbidden":
+        import difflib
+
         allowed = _allowed_keys(loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), allowed.split(", "), n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close and allowed else ""

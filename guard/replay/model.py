@@ -135,3 +135,15 @@ def first_record(path: Path) -> dict[str, Any] | None:
 def need(cond: bool, path: Path, line: int, what: str) -> None:
     if not cond:
         raise TranscriptError(f"{path}:{line}: {what}")
+
+
+def need_object(value: Any, path: Path, line: int, what: str) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else a :class:`TranscriptError` naming ``what``."""
+    need(isinstance(value, dict), path, line, f"{what} must be a JSON object")
+    assert isinstance(value, dict)
+    return value
+
+
+def text_or_none(value: Any) -> str | None:
+    """``value`` when it is a string, else None."""
+    return value if isinstance(value, str) else None

@@ -57,8 +57,6 @@ PROXY_PORT = 30128
 SOURCES = ("hook", "run", "mcp")
 #: How many client connections are served at once; more are answered 503.
 MAX_CONNECTIONS = 256
-FAIL_RULE = "guard.egress: fail closed"
-PROTOCOL_RULE = "guard.egress: protocol"
 _GUARD_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SPEC_KEYS = ("agent", "cwd", "policy", "source", "audit")
 

@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.writable.append(tmp)
         os.environ["TMPDIR"] = os.environ["TMP"] = os.environ["TEMP"] = tmp
     try:
-        code = _start(args)
+        code = _start(args, holds)
     finally:
         if made is not None and not remove_tree(made):
             print(f"guard confine: cannot remove the command's TMPDIR {made}", file=sys.stderr)
@@ -196,11 +196,20 @@ def _await_go(fd: int) -> bool:
     return byte == b"g"
 
 
-def _start(args: Args) -> int:
+def _start(args: Args, holds: Sequence[PlanDirectoryHold] = ()) -> int:
     """The outer process: start the command (in namespaces, or in the fallback a child
     that restricts itself), forward signals, wait, and return its exit status, or minus
     the signal that killed it (this process then dies of it, once it has cleaned up)."""
     _signal.pthread_sigmask(_signal.SIG_BLOCK, _WATCHED)
+    # chmod and utime go to a thread of this process (:mod:`guard.sandbox.attrs`): it
+    # refuses them on the plan directory itself and, in the fallback, on another terminal
+    supervised = args.walls and (bool(args.plans) or not args.namespaces)
+    channel_attrs: int | None = None
+    if supervised:
+        try:
+            channel_attrs, args.attrs_fd = namespaces.socket_pair()
+        except OSError as exc:
+            return _fail(args, "seccomp", exc)
     if not args.namespaces:
         # The fallback: the command's own process restricts itself and execs; this one
         # stays as it is, to remove the private TMPDIR (in a directory no root grants).
@@ -208,20 +217,24 @@ def _start(args: Args) -> int:
         if pid == 0:  # pragma: no cover - replaced by the command
             code = NOT_STARTED
             try:
-                refused = _restrict(args, [])
+                refused = _restrict(args, [], supervised=supervised)
                 code = _exec(args) if refused is None else refused
             finally:
                 os._exit(code)
-        for fd in (args.status_fd, args.egress_fd):
+        for fd in (args.status_fd, args.egress_fd, args.attrs_fd):
             if fd is not None:
                 os.close(fd)
+        if channel_attrs is not None:
+            _attrs().start(channel_attrs, [h.fd for h in holds], chroot=False, walls=args.walls)
         return _ended(_wait(pid, False), b"")
     masks: list[str] = []
     if args.sockets and args.walls:
         allowed = {os.path.realpath(s) for s in args.sockets}
         masks = [s for s in namespaces.listening_sockets() if os.path.realpath(s) not in allowed]
     try:
-        args.filter = seccomp.Filter(walls=args.walls, unix_sockets=_unix_sockets(args))
+        args.filter = seccomp.Filter(
+            walls=args.walls, unix_sockets=_unix_sockets(args), supervised=supervised
+        )
     except OSError as exc:
         return _fail(args, "seccomp", exc)
     channel: int | None = None
@@ -238,6 +251,8 @@ def _start(args: Args) -> int:
             import _thread
 
             _thread.start_new_thread(_serve_when_asked, (args.egress or "", channel))
+        if channel_attrs is not None:  # likewise started before the PID namespace
+            _attrs().start(channel_attrs, [h.fd for h in holds], chroot=True, walls=False)
         namespaces.enter_pid()
     except OSError as exc:
         return _fail(args, "namespaces", exc)
@@ -259,7 +274,7 @@ def _start(args: Args) -> int:
             os._exit(code)
     os.close(fate_w)
     os.close(life_r)
-    for fd in (args.status_fd, args.egress_fd):
+    for fd in (args.status_fd, args.egress_fd, args.attrs_fd):
         if fd is not None:
             os.close(fd)  # theirs now: a reader sees end of file when they are done
     status = _wait(pid, True)
@@ -279,6 +294,14 @@ def _ended(status: int, fate: bytes) -> int:
     if os.WIFSIGNALED(status):
         return -os.WTERMSIG(status)
     return os.waitstatus_to_exitcode(status) & 0xFF
+
+
+def _attrs() -> Any:
+    if TYPE_CHECKING or __package__:
+        from guard.sandbox import attrs
+    else:  # the helper: the sibling by its plain name
+        import attrs
+    return attrs
 
 
 def _egress_module() -> Any:
@@ -382,7 +405,8 @@ def _init(args: Args, masks: list[str], fate_w: int, life_r: int) -> int:
         os.close(args.egress_fd)
         args.egress_fd = None
     spaces = ["mount", "network", "pid", "ipc"]
-    code = _restrict(args, spaces if os.geteuid() == 0 else ["user", *spaces], skipped)
+    code = _restrict(args, spaces if os.geteuid() == 0 else ["user", *spaces], skipped,
+                     supervised=args.attrs_fd is not None)  # fmt: skip
     if code is not None:
         return code
     command = _spawn(args)
@@ -414,7 +438,9 @@ def _init(args: Args, masks: list[str], fate_w: int, life_r: int) -> int:
                 pass
 
 
-def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int | None:
+def _restrict(
+    args: Args, spaces: list[str], skipped: Sequence[str] = (), *, supervised: bool = False
+) -> int | None:
     """Landlock, the capability drop and the seccomp filter on this process; None when all
     of them hold (reported on the status fd and announced), else the exit status."""
     enforcement: landlock.Enforcement | None = None
@@ -432,8 +458,24 @@ def _restrict(args: Args, spaces: list[str], skipped: Sequence[str] = ()) -> int
     try:
         if seccomp.drop_capabilities():
             hardening.append("capabilities")
-        (args.filter or seccomp.Filter(walls=args.walls, unix_sockets=unix)).install()
+        installed = args.filter or seccomp.Filter(
+            walls=args.walls, unix_sockets=unix, supervised=supervised
+        )
+        listener = None
+        if installed.supervised:
+            listener = _attrs().install(installed)
+        else:
+            installed.install()
         hardening.append("seccomp")
+        if args.attrs_fd is not None:
+            if listener is not None:  # to the supervisor, before anything else runs here
+                try:
+                    namespaces.send_fd(args.attrs_fd, listener)
+                finally:
+                    os.close(listener)
+                hardening.append("metadata-supervised")
+            os.close(args.attrs_fd)
+            args.attrs_fd = None
         if args.walls:
             hardening.append("walls")
             if readable is not None and enforcement is not None:
@@ -488,7 +530,7 @@ def _exec(args: Args) -> int:
     status pipe too, which reports a failure), an empty signal mask, SIGPIPE and SIGXFSZ
     back to their defaults. Returns only when exec failed: 127 or 126."""
     landlock.cloexec_from(3)
-    seccomp.reset_signals()
+    landlock.reset_signals()
     command = args.command
     try:
         os.execvp(command[0], command)

@@ -39,7 +39,8 @@ USAGE = (
 
 class Args:
     __slots__ = (
-        "abi", "announce", "command", "command_missing", "egress", "egress_fd", "filter",
+        "abi", "announce", "attrs_fd", "command", "command_missing", "egress", "egress_fd",
+        "filter",
         "go_fd", "hide", "ioctl", "listen", "namespaces", "plans", "private_tmp", "scope",
         "sockets", "status_fd", "tmpdir", "walls", "writable",
     )  # fmt: skip
@@ -55,6 +56,8 @@ class Args:
         self.status_fd: int | None = None
         self.go_fd: int | None = None
         self.egress_fd: int | None = None
+        #: where the restricted process sends the seccomp listener (:mod:`guard.sandbox.attrs`)
+        self.attrs_fd: int | None = None
         self.egress: str | None = None
         self.listen: int | None = None
         self.announce: str | None = None

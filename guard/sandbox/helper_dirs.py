@@ -185,7 +185,9 @@ class PlanDirectoryHold:
     starts: the command may write plan files in it (so the directory's mount is writable,
     and chmod and utime are no Landlock rights), and :meth:`restore` undoes what it did to
     the directory itself once it ended: its mode back, and times that went back (or into
-    the future) set to now, so that the change still shows."""
+    the future) set to now, so that the change still shows. With the walls up guard's
+    supervisor refuses both while the command runs (:mod:`guard.sandbox.attrs`); this is
+    the backstop where it does not answer: build mode, a command another guard supervises."""
 
     __slots__ = ("fd", "mode", "path", "times")
 

@@ -299,6 +299,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             extra += "; Unix sockets refused (socketpair works)"
     if "own-terminal" in hardening:
         extra += "; no terminal but the command's own can be read or written"
+    if "metadata-supervised" in hardening:
+        extra += "; chmod and utime checked by guard (never the plan directory itself)"
     if "capabilities" in hardening:
         extra += "; all capabilities dropped"
     lines = [f"Landlock ABI {report.get('abi')} enforced ({rights}){extra}"]
@@ -453,6 +455,24 @@ def close_fds_from(first: int = 3, keep: Sequence[int] = ()) -> None:
 
 
 _CLOSE_RANGE, _CLOSE_RANGE_CLOEXEC = 436, 4  # the unified syscall number (Linux 5.11+)
+
+
+SIG_SETMASK, SIG_DFL, SIGPIPE, SIGXFSZ = 2, 0, 13, 25
+
+
+def reset_signals() -> None:
+    """Before exec: an empty signal mask, and SIGPIPE and SIGXFSZ back to their defaults
+    (Python ignores both; the command expects the defaults). Through libc rather than
+    the signal module, whose import costs more than the rest of the helper."""
+    _syscall()  # loads the C library
+    assert _libc is not None
+    empty = (ctypes.c_ulong * 16)()  # a zeroed sigset_t (1024 bits)
+    if _libc.pthread_sigmask(SIG_SETMASK, ctypes.byref(empty), None) != 0:
+        raise OSError(errno.EINVAL, "cannot reset the signal mask")
+    handler = _libc.signal
+    handler.restype = ctypes.c_void_p
+    for sig in (SIGPIPE, SIGXFSZ):
+        handler(sig, ctypes.c_void_p(SIG_DFL))
 
 
 def cloexec_from(first: int = 3) -> None:

@@ -29,7 +29,7 @@ no policy logic. :func:`unavailable` is the probe, run in a throwaway child
 (:class:`Probe`: started early, read later).
 """
 
-# Lazy imports: _socket only to receive a descriptor, select and time only to bound the
+# Lazy imports: select and time only to bound the
 # probe's wait: `guard run` start-up speed.
 
 from __future__ import annotations
@@ -371,6 +371,7 @@ class _MsgHdr(ctypes.Structure):
 
 
 SOCK_STREAM, SOL_SOCKET, SO_REUSEADDR, SCM_RIGHTS = 1, 1, 2, 1
+MSG_CMSG_CLOEXEC = 0x40000000
 
 
 def listen_loopback(port: int) -> int:
@@ -419,28 +420,32 @@ def send_fd(channel: int, fd: int) -> None:
 
 
 def receive_fd(channel: int) -> int | None:
-    """The descriptor sent over ``channel`` by :func:`send_fd`, or None at end of file
-    (the sender exited first)."""
-    import _socket
-
-    sock = _socket.socket(fileno=channel)
-    try:
-        data, ancillary, _flags, _addr = sock.recvmsg(1, _socket.CMSG_SPACE(4))
-    finally:
-        sock.detach()
-    fds = [
-        int.from_bytes(payload[:4], "little")
-        for level, kind, payload in ancillary
-        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS and len(payload) >= 4
-    ]
-    if not data or not fds:
-        for extra in fds:
-            os.close(extra)
+    """The descriptor sent over ``channel`` by :func:`send_fd` (close-on-exec), or None
+    at end of file (the sender exited first). Through libc: the ``_socket`` module costs
+    the helper more than the call."""
+    data = (ctypes.c_uint8 * 1)()
+    iov = _IoVec(ctypes.addressof(data), 1)
+    control = (ctypes.c_uint8 * 24)()  # room for one descriptor: a second one is dropped
+    msg = _MsgHdr(None, 0, ctypes.addressof(iov), 1, ctypes.addressof(control), 24, 0)
+    recvmsg = _lib().recvmsg
+    recvmsg.restype = ctypes.c_long
+    while True:
+        got = int(recvmsg(channel, ctypes.byref(msg), MSG_CMSG_CLOEXEC))
+        if got >= 0 or ctypes.get_errno() != errno.EINTR:
+            break
+    header = bytes(control[:16])
+    fd = int.from_bytes(bytes(control[16:20]), "little")
+    carried = (
+        msg.controllen >= 20
+        and int.from_bytes(header[:8], "little") == 20
+        and int.from_bytes(header[8:12], "little") == SOL_SOCKET
+        and int.from_bytes(header[12:16], "little") == SCM_RIGHTS
+    )
+    if got != 1 or not carried:
+        if carried:
+            os.close(fd)
         return None
-    for extra in fds[1:]:
-        os.close(extra)
-    os.set_inheritable(fds[0], False)
-    return fds[0]
+    return fd
 
 
 def listening_sockets() -> list[str]:

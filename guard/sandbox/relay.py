@@ -35,14 +35,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
     from guard.sandbox import gitwire, httpwire
     from guard.sandbox.addresses import address_class, local_addresses
-    from guard.sandbox.egress_proxy import FAIL_RULE, PROTOCOL_RULE
     from guard.sandbox.sockio import Reader, idle, transfer
 else:  # the helper: siblings by their plain names
     import gitwire
     import httpwire
     from addresses import address_class, local_addresses
-    from egress_proxy import FAIL_RULE, PROTOCOL_RULE
     from sockio import Reader, idle, transfer
+
+FAIL_RULE = "guard.egress: fail closed"
+PROTOCOL_RULE = "guard.egress: protocol"
 
 if TYPE_CHECKING:
     from typing import Any, NoReturn

@@ -10,12 +10,12 @@ ownership, set-user-ID bits, extended attributes and ACLs, inode flags
   permitted and inheritable sets cleared (``capset``), ambient capabilities
   cleared, and root's special treatment on exec turned off (securebits,
   locked). A root command keeps uid 0 but no privilege beyond a file owner's.
-* :func:`install_filter`: a seccomp BPF filter that makes the system-state
-  syscalls in :data:`REFUSED` (and the argument forms in the checks below)
-  fail with ``EPERM``, refuses syscalls newer than the table with ``ENOSYS``
-  (a future syscall is never allowed by omission), and kills a process that
-  enters through another syscall ABI (i386, x32), which would dodge the
-  numbers.
+* :class:`Filter`: a seccomp BPF filter that makes the system-state
+  syscalls in :data:`REFUSED` (and the argument forms in the checks below) fail
+  with ``EPERM`` (xattrs, :data:`REFUSED_XATTRS`: ``EOPNOTSUPP``), refuses syscalls
+  newer than the table with ``ENOSYS`` (a future syscall is never allowed by
+  omission), and kills a process that enters through another syscall ABI (i386,
+  x32), which would dodge the numbers.
 
 The filter is assembled here from a per-architecture syscall table rather
 than through libseccomp: it needs a "newer than the table" range check that
@@ -55,6 +55,7 @@ _CAP_VERSION_3 = 0x20080522
 _SECUREBITS = 0x01 | 0x02 | 0x20 | 0x40 | 0x80
 
 RET_ALLOW = 0x7FFF0000
+RET_USER_NOTIF = 0x7FC00000
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 
@@ -63,8 +64,7 @@ def ret_errno(err: int) -> int:
     return RET_ERRNO | err
 
 
-EPERM = ret_errno(errno.EPERM)
-ENOSYS = ret_errno(errno.ENOSYS)
+EPERM, ENOSYS, EOPNOTSUPP = (ret_errno(e) for e in (errno.EPERM, errno.ENOSYS, errno.EOPNOTSUPP))
 
 # ioctl requests refused on any file: inode flags (append-only, immutable, ...), the
 # extended inode attributes, fs-verity (makes a file read-only for good), and terminal
@@ -197,6 +197,12 @@ NUMBERS: dict[str, tuple[int, int | None]] = {
     "migrate_pages": (256, 238),
     "move_pages": (279, 239),
     "mq_unlink": (241, 181),
+    # handed to guard's supervisor (``supervised``, :mod:`guard.sandbox.attrs`)
+    "utime": (132, None),
+    "utimes": (235, None),
+    "utimensat": (280, 88),
+    "futimesat": (261, None),
+    "userfaultfd": (323, 282),
 }
 #: Syscalls numbered above this are newer than the table: refused with ENOSYS.
 HIGHEST_KNOWN = 469
@@ -210,10 +216,11 @@ REFUSED = (
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
     "swapon", "swapoff", "reboot", "acct", "quotactl", "quotactl_fd", "bpf",
     "perf_event_open", "keyctl", "add_key", "request_key", "iopl", "ioperm", "vhangup",
-    "open_by_handle_at", "setns", "chown", "fchown", "lchown", "fchownat", "setxattr",
-    "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "setxattrat",
-    "removexattrat", "file_setattr",
+    "open_by_handle_at", "setns", "chown", "fchown", "lchown", "fchownat", "file_setattr",
 )  # fmt: skip
+#: Refused with EOPNOTSUPP (no xattrs here): ``cp -p``, ``install -m`` fall back to chmod.
+REFUSED_XATTRS = ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+                  "fremovexattr", "setxattrat", "removexattrat")  # fmt: skip
 #: Refused with ENOSYS: their arguments are out of the filter's sight (a struct in
 #: memory, or a ring of operations); C libraries fall back to the plain syscalls.
 UNSUPPORTED = ("clone3", "openat2", "io_uring_setup")
@@ -230,6 +237,11 @@ UNSUPPORTED_WALLS = ("io_uring_enter", "io_uring_register")
 #: (``mq_open`` of another program's queue, ``mq_unlink`` of it). Creating one is refused
 #: anyway (``O_CREAT``).
 REFUSED_MQUEUE = ("mq_open", "mq_unlink")
+#: With ``supervised``, to guard's supervisor (:mod:`guard.sandbox.attrs`), as the chmod
+#: family once set-id bits are refused; userfaultfd refused (a page whose faults the
+#: command handles could hold the supervisor's read of its memory).
+SUPERVISED_TIMES = ("utime", "utimes", "utimensat", "futimesat")
+REFUSED_SUPERVISED = ("userfaultfd",)
 AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
 NETLINK_ROUTE = 0
 #: The socket families a command may make with the walls up: the Internet ones (in the
@@ -272,13 +284,14 @@ def supported() -> bool:
 Insn = tuple[int, int, int, int]
 
 
-def _refuse_if_set(arg: int, mask: int) -> list[Insn]:
-    """A block (entered on a matching syscall number): EPERM when ``arg & mask``."""
+def _refuse_if_set(arg: int, mask: int, otherwise: int = RET_ALLOW) -> list[Insn]:
+    """A block (entered on a matching syscall number): EPERM when ``arg & mask``, else
+    ``otherwise``."""
     return [
         (_LD_W_ABS, 0, 0, _arg(arg)),
         (_JSET_K, 0, 1, mask),
         (_RET_K, 0, 0, EPERM),
-        (_RET_K, 0, 0, RET_ALLOW),
+        (_RET_K, 0, 0, otherwise),
     ]
 
 
@@ -354,8 +367,11 @@ def _ipc_create_block(flag_arg: int) -> list[Insn]:
     ]
 
 
-def _checks(walls: bool = False, unix_sockets: bool = True) -> dict[str, list[Insn]]:
+def _checks(
+    walls: bool = False, unix_sockets: bool = True, supervised: bool = False
+) -> dict[str, list[Insn]]:
     """Argument checks, per syscall name: a block that returns."""
+    chmod = RET_USER_NOTIF if supervised else RET_ALLOW
     checks = {
         "unshare": _refuse_if_set(0, CLONE_NEW_NAMESPACES),
         "clone": _refuse_if_set(0, CLONE_NEW_NAMESPACES),
@@ -366,15 +382,18 @@ def _checks(walls: bool = False, unix_sockets: bool = True) -> dict[str, list[In
         "personality": _allow_values(0, ALLOWED_PERSONALITIES),
         "mknod": _mknod_block(1),
         "mknodat": _mknod_block(2),
-        "chmod": _refuse_if_set(1, SETID_BITS),
-        "fchmod": _refuse_if_set(1, SETID_BITS),
-        "fchmodat": _refuse_if_set(2, SETID_BITS),
-        "fchmodat2": _refuse_if_set(2, SETID_BITS),
+        "chmod": _refuse_if_set(1, SETID_BITS, chmod),
+        "fchmod": _refuse_if_set(1, SETID_BITS, chmod),
+        "fchmodat": _refuse_if_set(2, SETID_BITS, chmod),
+        "fchmodat2": _refuse_if_set(2, SETID_BITS, chmod),
         "open": _refuse_if_set(2, SETID_BITS),
         "creat": _refuse_if_set(1, SETID_BITS),
         "openat": _refuse_if_set(3, SETID_BITS),
         "ioctl": _refuse_values(1, REFUSED_IOCTLS),
     }
+    if supervised:  # guard's supervisor decides and performs them (:mod:`guard.sandbox.attrs`)
+        for name in SUPERVISED_TIMES:
+            checks[name] = [(_RET_K, 0, 0, RET_USER_NOTIF)]
     if walls:
         # another process's limits, priority, I/O priority or scheduling: only this one's
         # (pid 0). In guard's PID namespace no other process is visible; this holds
@@ -411,14 +430,17 @@ def _socket_block(unix_sockets: bool) -> list[Insn]:
 
 
 def program(
-    arch: str | None = None, *, walls: bool = False, unix_sockets: bool = True
+    arch: str | None = None, *, walls: bool = False, unix_sockets: bool = True,
+    supervised: bool = False,
 ) -> list[Insn]:
     """The BPF program for ``arch`` (default: this machine), as (code, jt, jf, k).
 
     ``walls``: also refuse reaching into other processes (:data:`REFUSED_WALLS`,
     io_uring, their limits, scheduling, CPU affinity and memory placement), POSIX
     message queues, sockets of any family but :data:`INET_FAMILIES` and netlink's
-    routing one and, unless ``unix_sockets``, Unix sockets."""
+    routing one and, unless ``unix_sockets``, Unix sockets. ``supervised``: the chmod and
+    utime families go to guard's supervisor (a seccomp user notification), userfaultfd is
+    refused."""
     arch = arch or machine()
     if arch not in _ARCHES:
         raise OSError(errno.ENOSYS, f"guard has no syscall table for {arch}")
@@ -433,15 +455,18 @@ def program(
     if x32:
         prog += [(_JGE_K, 0, 1, 0x40000000), (_RET_K, 0, 0, RET_KILL_PROCESS)]
     prog += [(_JGT_K, 0, 1, HIGHEST_KNOWN), (_RET_K, 0, 0, ENOSYS)]
-    refused = [*((n, EPERM) for n in REFUSED), *((n, ENOSYS) for n in UNSUPPORTED)]
+    refused = [*((n, EPERM) for n in REFUSED), *((n, EOPNOTSUPP) for n in REFUSED_XATTRS),
+               *((n, ENOSYS) for n in UNSUPPORTED)]  # fmt: skip
     if walls:
         refused += [*((n, EPERM) for n in (*REFUSED_WALLS, *REFUSED_MQUEUE)),
                     *((n, ENOSYS) for n in UNSUPPORTED_WALLS)]  # fmt: skip
+    if supervised:
+        refused += [(n, EPERM) for n in REFUSED_SUPERVISED]
     for name, action in refused:
         nr = NUMBERS[name][col]
         if nr is not None:
             prog += [(_JEQ_K, 0, 1, nr), (_RET_K, 0, 0, action)]
-    for name, block in _checks(walls, unix_sockets).items():
+    for name, block in _checks(walls, unix_sockets, supervised).items():
         nr = NUMBERS[name][col]
         if nr is not None:
             prog += [(_JEQ_K, 0, len(block), nr), *block]
@@ -505,46 +530,24 @@ class Filter:
     """The filter, assembled and ready for the kernel: built before a fork so that the
     child (the namespace's pid 1) only installs it."""
 
-    __slots__ = ("fprog", "insns")
+    __slots__ = ("fprog", "insns", "supervised", "unix_sockets", "walls")
 
-    def __init__(self, *, walls: bool = False, unix_sockets: bool = True) -> None:
-        insns = program(walls=walls, unix_sockets=unix_sockets)
+    def __init__(
+        self, *, walls: bool = False, unix_sockets: bool = True, supervised: bool = False
+    ) -> None:
+        self.walls, self.unix_sockets, self.supervised = walls, unix_sockets, supervised
+        insns = program(walls=walls, unix_sockets=unix_sockets, supervised=supervised)
         self.insns = (_SockFilter * len(insns))(*[_SockFilter(*i) for i in insns])
         self.fprog = _SockFprog(len(insns), self.insns)
 
     def install(self) -> None:
         """Install it for this process and every process it starts. Irreversible. Sets
-        no_new_privs first (required); OSError when the kernel refuses the filter."""
+        no_new_privs first (required); OSError when the kernel refuses the filter. A
+        ``supervised`` one goes through :func:`guard.sandbox.attrs.install` instead."""
         set_no_new_privs()
         if _lib().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog), 0, 0) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"cannot install the seccomp filter: {os.strerror(err)}")
-
-
-def install_filter(*, walls: bool = False, unix_sockets: bool = True) -> None:
-    """Install the filter for this process and every process it starts. Irreversible.
-
-    Sets no_new_privs first (required). Raises OSError when the machine has no
-    table here or the kernel refuses the filter; callers must then not run the command.
-    ``walls`` and ``unix_sockets``: see :func:`program`.
-    """
-    Filter(walls=walls, unix_sockets=unix_sockets).install()
-
-
-SIG_SETMASK, SIG_DFL, SIGPIPE, SIGXFSZ = 2, 0, 13, 25
-
-
-def reset_signals() -> None:
-    """Before exec: an empty signal mask, and SIGPIPE and SIGXFSZ back to their defaults
-    (Python ignores both; the command expects the defaults). Through libc rather than
-    the signal module, whose import costs more than the rest of the helper."""
-    empty = (ctypes.c_ulong * 16)()  # a zeroed sigset_t (1024 bits)
-    if _lib().pthread_sigmask(SIG_SETMASK, ctypes.byref(empty), None) != 0:
-        raise OSError(errno.EINVAL, "cannot reset the signal mask")
-    handler = _lib().signal
-    handler.restype = ctypes.c_void_p
-    for sig in (SIGPIPE, SIGXFSZ):
-        handler(sig, ctypes.c_void_p(SIG_DFL))
 
 
 def _capget() -> tuple[int, int, int]:

@@ -11,7 +11,8 @@ no go (the monitor failed to start, an early signal) exits without starting
 the command.
 """
 
-# Lazy imports: egress, socket and namespaces only when used: `guard run` start-up speed.
+# Lazy imports: egress, socket, namespaces and subprocess (a helper started from a process
+# with threads) only when used: `guard run` start-up speed.
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ import gc
 import os
 import shutil
 import signal
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -30,6 +30,7 @@ from guard.sandbox.roots import CommandNotStarted, SandboxError, SandboxPlan
 
 if TYPE_CHECKING:
     import socket
+    import subprocess
 
 # Signals forwarded to the command. Terminal-generated ones (si_code
 # SI_KERNEL) reach the command directly, as it shares guard's process group.
@@ -222,8 +223,7 @@ def _fork_helper(argv: Sequence[str], env: dict[str, str], passed: Sequence[int]
     start-up). The child never returns into guard: it ends with ``os._exit``."""
     args = list(argv[list(argv).index(confine.HELPER) + 1 :])
     keep = sorted({0, 1, 2, *passed})
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _flush()
     pid = os.fork()
     if pid:
         return _Forked(pid)
@@ -240,13 +240,29 @@ def _fork_helper(argv: Sequence[str], env: dict[str, str], passed: Sequence[int]
         from guard.sandbox import helper
 
         code = helper.main(args)
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush()
     except BaseException as exc:  # pragma: no cover - said as the helper says a failure
         with contextlib.suppress(OSError):
             os.write(2, f"guard confine: {exc!r}; the command was NOT started\n".encode())
     finally:  # pragma: no cover
         os._exit(code)
+
+
+def _popen(
+    argv: Sequence[str], env: dict[str, str], passed: Sequence[int]
+) -> subprocess.Popen[bytes]:
+    """The helper as a new interpreter (a process with threads must not fork and go on)."""
+    import subprocess
+
+    return subprocess.Popen(argv, env=env, close_fds=True, pass_fds=tuple(passed))
+
+
+def _flush() -> None:
+    """Flush guard's stdout and stderr before a fork (either may be None: guard started
+    without that descriptor)."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
 
 
 def _wait_forwarding(proc: _Child, watched: Sequence[int]) -> int:
@@ -466,7 +482,7 @@ class _Helper:
         try:
             self.proc: _Child = (
                 _fork_helper(argv, env, passed) if confine.single_threaded()
-                else subprocess.Popen(argv, env=env, close_fds=True, pass_fds=tuple(passed))
+                else _popen(argv, env, passed)
             )
         except OSError as exc:
             os.close(self._status_r)

@@ -3,7 +3,7 @@
 ``install`` writes guard's hook command into a host's settings (and removes it),
 ``doctor`` says which hosts are wired and which guard layers are active,
 ``host_state`` reads what a host decided about a project (trust, a rewritten file),
-``codex_trust`` reads Codex CLI's trust of a project's hooks.
+``host_settings`` is what a host's ``settings`` part adds (guard/hosts/<host>/settings.py).
 
 It holds no hook: the hook adapters, the hook client and the daemon answering the
 hosts' calls are in :mod:`guard.hooks`.

@@ -15,7 +15,7 @@ from guard.audit import AuditError
 from guard.audit.chain import key_path, load_key
 from guard.audit.logfile import default_log_path, read
 from guard.decide import Guard
-from guard.hooks import HOSTS, missed, opencode
+from guard.hooks import HOSTS, missed
 from guard.hooks.adapter import Scope
 from guard.hooks.front_door import adapter_for
 from guard.hooks.hookclient import ask_status, decision_env, run_dir, trusted
@@ -27,7 +27,7 @@ from guard.planning.binding import worktrees_of
 from guard.planning.current import describe_current_agent
 from guard.planning.session import Mode, Session
 from guard.sandbox.confine import FALLBACK, available, namespaces_unavailable, walls_off
-from guard.setup import host_state
+from guard.setup import host_settings, host_state
 from guard.setup.install import interpreter_of, project_dir, settings_file
 
 #: ``skipped``: wired, but the host will not run the hook (trust missing, file
@@ -143,8 +143,9 @@ def host_checks(cwd: str | os.PathLike[str] | None = None) -> list[Check]:
             rewritten: str | None = None
             lax: list[str] = []
             try:
-                if host == hosts.OPENCODE.name:
-                    command, problem = opencode.installed_command(path)
+                own = host_settings.of(host)
+                if not own.in_settings_file:
+                    command, problem = own.installed_command(path)
                     if problem is not None and command is None:
                         raise ValueError(problem)
                     rewritten = problem
@@ -378,7 +379,7 @@ def _audit_check(cwd: str | os.PathLike[str] | None) -> Check:
 def _tools_check() -> Check:
     """The tool-call analysis, tried on a shell command (it loads the bash parser)."""
     try:
-        effects_for(hosts.CLAUDE_CODE.dialect, "Bash", {"command": "echo hi > x"}, "/")
+        effects_for(hosts.DIALECTS[0], "Bash", {"command": "echo hi > x"}, "/")
     except Exception as exc:
         return Check("tool analysis", "broken", f"{type(exc).__name__}: {exc}: hooks block all")
     return Check("tool analysis", "ok", "guard.analysis analyses tool calls")

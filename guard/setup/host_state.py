@@ -1,10 +1,9 @@
 """Will the host really run guard's hook? Each host's own reasons to skip it silently.
 
-* Codex 0.171: hook trust (``[hooks.state]`` in the user's config.toml) and,
-  for a project hook, project trust (:mod:`guard.setup.codex_trust`).
-* Gemini CLI 0.61: project hooks load only in a trusted workspace
-  (:func:`guard.hooks.gemini.workspace_trust`).
-* Every host: a settings file another tool rewrote after ``guard install``
+* each host's own, from its ``settings`` part (:mod:`guard.setup.host_settings`):
+  Codex's hook and project trust (:mod:`guard.hosts.codex.trust`), Gemini's trusted
+  workspace (:func:`guard.hosts.gemini.hook.workspace_trust`);
+* every host: a settings file another tool rewrote after ``guard install``
   (guard remembers what it wrote in ``<data>/hosts.json`` and compares).
 
 ``install`` calls :func:`after_install` (write the trust the user asked for)
@@ -21,13 +20,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from guard import hosts
 from guard.hooks.adapter import Scope
 from guard.hooks.front_door import adapter_for
-from guard.hooks.gemini import workspace_trust
-from guard.hooks.settings_file import SettingsError, read_settings
 from guard.paths import data_dir
-from guard.setup import codex_trust
+from guard.setup import host_settings
 
 REGISTRY = "hosts.json"
 
@@ -125,50 +121,29 @@ def remembered(host: str, path: Path) -> str | None:
     return None
 
 
-def after_install(host: str, scope: str, path: Path, project: Path) -> list[str]:
+def after_install(host: str, scope: Scope, path: Path, project: Path) -> list[str]:
     """Make the host run the hook just written (Codex: trust). What was done."""
-    if host != hosts.CODEX.name:
-        return []
-    hooks = codex_trust.our_hooks(path, read_settings(path))
-    return codex_trust.trust(hooks, project if scope != "user" else None)
+    return host_settings.of(host).after_install(scope, path, project)
 
 
 def before_uninstall(host: str, path: Path) -> list[str]:
     """Keys of the host state guard wrote for the entries about to be removed."""
-    if host != hosts.CODEX.name:
-        return []
-    return [h.key for h in codex_trust.our_hooks(path, read_settings(path))]
+    return host_settings.of(host).before_uninstall(path)
 
 
 def after_uninstall(host: str, keys: list[str]) -> list[str]:
-    if host != hosts.CODEX.name or not keys:
-        return []
-    return codex_trust.untrust(keys)
+    return host_settings.of(host).after_uninstall(keys)
 
 
-def skip_reasons(host: str, scope: str, path: Path, project: Path) -> list[str]:
+def skip_reasons(host: str, scope: Scope, path: Path, project: Path) -> list[str]:
     """Every reason the host would not run guard's hook wired in ``path``: [] when it will."""
-    if host == hosts.CODEX.name:
-        try:
-            settings = read_settings(path)
-        except SettingsError as exc:
-            return [str(exc)]
-        hooks = codex_trust.our_hooks(path, settings)
-        if not hooks:
-            return [f"no guard entry in {path}"]
-        return [f"wired, but Codex will skip it: {why}" for why in
-                codex_trust.skip_reasons(hooks, project if scope != "user" else None)]
-    if host == hosts.GEMINI.name and scope == "project":
-        trusted, why = workspace_trust(project)
-        if not trusted:
-            return [f"wired, but Gemini will skip it: workspace not trusted ({why})"]
-    return []
+    return host_settings.of(host).skip_reasons(scope, path, project)
 
 
 def rewritten(host: str, path: Path, settings: Mapping[str, Any]) -> str | None:
     """Why the file no longer holds what ``guard install`` wrote, or None when it does."""
     command = remembered(host, path)
-    if command is None or host == hosts.OPENCODE.name:
+    if command is None or not host_settings.of(host).in_settings_file:
         return None
     expected: dict[str, Any] = {}
     adapter_for(host).add_entry(expected, command)

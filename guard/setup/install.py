@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from guard import hooks, hosts
-from guard.hooks import opencode
 from guard.hooks.adapter import HostAdapter, Scope
 from guard.hooks.front_door import adapter_for
 from guard.hooks.settings_file import (
@@ -34,7 +33,7 @@ from guard.hooks.settings_file import (
     write_settings,
 )
 from guard.paths import find_worktree
-from guard.setup import codex_trust, host_state
+from guard.setup import host_settings, host_state
 from guard.setup import scope as scopes
 
 
@@ -191,9 +190,11 @@ def install(
     scope = choice.scope
     command = hook_command(host, python=python, agent=agent, policy=policy)
     made = scopes.missing_dirs(choice.path)
-    trusted_before = _project_trusted(host, scope, project)
-    if host == hosts.OPENCODE.name:
-        change = opencode.install_plugin(scope, project, command)
+    own = host_settings.of(host)
+    trusted_before = own.project_trusted(scope, project)
+    existed = True
+    if not own.in_settings_file:
+        change = own.install_own(scope, project, command)
     else:
         path = choice.path
         existed = path.exists()
@@ -206,20 +207,13 @@ def install(
             extra["excluded"] = [str(excluded[0]), excluded[1]]
             notes.append(f"kept it out of git: added {excluded[1]} to {excluded[0]}")
     notes += host_state.after_install(host, scope, change.path, project)
-    if not trusted_before and _project_trusted(host, scope, project):
+    if not trusted_before and own.project_trusted(scope, project):
         extra["trusted_project"] = str(project)
     host_state.remember(host, scope, change.path, command,
-                        created=host != hosts.OPENCODE.name and not existed, extra=extra)
+                        created=not existed, extra=extra)
     problems = host_state.skip_reasons(host, scope, change.path, project)
     return Change(change.path, change.changed or bool(notes), change.added, change.removed,
                   change.backup, change.command, notes, problems, choice.warning)
-
-
-def _project_trusted(host: str, scope: Scope, project: Path) -> bool:
-    """Whether Codex records ``project`` as trusted (the entry a project install writes)."""
-    if host != hosts.CODEX.name or scope == "user":
-        return True  # nothing to undo
-    return codex_trust.project_trusted(project)
 
 
 def uninstall(
@@ -237,8 +231,9 @@ def uninstall(
             adapter, None, project, home).scope
     path = settings_file(adapter, scope, cwd)
     entry = host_state.entry(host, path)
-    if host == hosts.OPENCODE.name:
-        change = opencode.uninstall_plugin(scope, project)
+    own = host_settings.of(host)
+    if not own.in_settings_file:
+        change = own.uninstall_own(scope, project)
         notes = list(change.notes)
     elif not path.exists():
         change, notes = Change(path, False, False, 0, None, None), []
@@ -256,15 +251,14 @@ def uninstall(
 def _undo_extras(host: str, entry: dict[str, Any], path: Path) -> list[str]:
     notes: list[str] = []
     trusted = entry.get("trusted_project")
+    own = host_settings.of(host)
     if isinstance(trusted, str):
         if host_state.project_still_wired(host, trusted):
-            notes.append(f"left the trust of the project {trusted} in Codex's config: another"
-                         " guard install there still needs it")
+            notes.append(own.trust_still_needed(trusted))
         else:
-            notes += codex_trust.untrust_project(Path(trusted))
-    elif host == hosts.CODEX.name and entry.get("scope") != "user":
-        notes.append("left the project's trust in Codex's config: it was there before"
-                     " guard's install")
+            notes += own.untrust_project(Path(trusted))
+    else:
+        notes += own.kept_trust(entry)
     excluded = entry.get("excluded")
     if isinstance(excluded, list) and len(excluded) == 2:
         said = scopes.drop_exclude(str(excluded[0]), str(excluded[1]))

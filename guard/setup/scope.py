@@ -21,9 +21,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from guard import hosts
 from guard.hooks.adapter import HostAdapter, Scope
 from guard.hooks.settings_file import SettingsError
+from guard.setup import host_settings
 
 GIT_TIMEOUT = 30
 
@@ -86,7 +86,7 @@ def choose(adapter: HostAdapter, requested: Scope | None, project: Path, home: P
     user = adapter.settings_path("user", project, home)
     git = in_git(project)
     if requested is None:
-        if adapter.name == hosts.GEMINI.name:
+        if host_settings.of(adapter.name).default_scope == "user":
             return Choice("user", user)
         requested = "local" if git and tracked(shared, project) else "project"
         if requested == "project" and git:

@@ -261,6 +261,8 @@ def help_examples() -> list[tuple[str, Command]]:
 
     def walk(cmd: object, path: list[str]) -> None:
         text = f"{getattr(cmd, 'help', '') or ''}\n{getattr(cmd, 'epilog', '') or ''}"
+        # an example may go on over lines ending in a backslash, as in a shell
+        text = re.sub(r"\\\n\s*", "", text)
         for raw in text.splitlines():
             s = raw.strip()
             s = s[len("Example: ") :] if s.startswith("Example: ") else s

@@ -26,7 +26,7 @@ from guard.sandbox.landlock import abi_version as landlock_abi
 from .fake_models import Call, FakeChat, Script
 from .hosts_common import check_version, clean_env, make_repo, snapshot, venv_binary
 
-VERSION = hosts.AIDER.version
+VERSION = hosts.by_name("aider").version
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ from .fake_anthropic import Script, ToolUse
 from .host_runs import claude_print
 from .hosts_common import stop_hookd
 
-CLAUDE_CODE_VERSION = hosts.CLAUDE_CODE.version
+CLAUDE_CODE_VERSION = hosts.by_name("claude-code").version
 PACKAGE = f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"
 REAL_HOME = os.path.expanduser("~")
 

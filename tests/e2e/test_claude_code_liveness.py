@@ -18,25 +18,17 @@ Both times the Write does not land, and the model is told why.
 
 from __future__ import annotations
 
-import resource
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 from .claude_settings import rewrite_hooks, switched_hook
-from .fake_anthropic import Script, ToolUse, conversation_text
+from .fake_anthropic import Script, ToolUse
 from .host_runs import claude_print
+from .hosts_common import guard
+from .rlimit_attack import ATTACK, lift_then_read
 from .test_claude_code_cli import (  # noqa: F401  (fixtures)
     claude,
     project,
 )
-from .test_claude_code_missed import ATTACK, LOWERED
-
-
-def guard(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "guard", *args], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_attack_a_hook_claude_code_cannot_start_blocks_the_write(
@@ -44,24 +36,14 @@ def test_attack_a_hook_claude_code_cannot_start_blocks_the_write(
 ) -> None:
     repo, env = project
     app = repo / "src" / "app.py"
-    assert guard(repo, env, "plan", "start", "Add caching").returncode == 0
+    guard("plan", "start", "Add caching", cwd=repo, env=env)
     rewrite_hooks(repo, command=switched_hook("no-namespaces", "no-walls"))  # onFailure kept
-    lifted: list[int] = []
-
-    def lift_then_read(body: dict[str, Any]) -> dict[str, Any]:
-        found = LOWERED.search(conversation_text(body))
-        assert found, "the attack did not report lowering Claude Code's limit"
-        pid, soft = int(found.group(1)), int(found.group(2))
-        if not lifted:
-            hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)[1]
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-            lifted.append(pid)
-        return {"file_path": str(repo / "README.md")}
+    lift, lifted = lift_then_read(repo)
 
     steps = [
         ToolUse("toolu_attack", "Bash", {"command": ATTACK, "description": "look around"}),
         ToolUse("toolu_w", "Write", {"file_path": str(app), "content": "owned = True\n"}),
-        ToolUse("toolu_r1", "Read", lift_then_read),
+        ToolUse("toolu_r1", "Read", lift),
     ]
     script = Script(steps)
     proc = claude_print(claude, repo, env, script, "--permission-mode", "acceptEdits",

@@ -32,7 +32,7 @@ from .hosts_common import (
     snapshot,
 )
 
-VERSION = hosts.CODEX.version
+VERSION = hosts.by_name("codex").version
 
 
 @pytest.fixture(scope="session")

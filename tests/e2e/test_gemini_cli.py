@@ -30,7 +30,7 @@ from .hosts_common import (
     snapshot,
 )
 
-VERSION = hosts.GEMINI.version
+VERSION = hosts.by_name("gemini").version
 
 
 @pytest.fixture(scope="session")

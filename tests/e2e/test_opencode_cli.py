@@ -28,7 +28,7 @@ from .hosts_common import (
     snapshot,
 )
 
-VERSION = hosts.OPENCODE.version
+VERSION = hosts.by_name("opencode").version
 
 
 @pytest.fixture(scope="session")

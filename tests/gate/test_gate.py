@@ -177,7 +177,7 @@ def test_a_dialect_bug_blocks_the_hook_with_the_error(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Attack surface: a handler that crashes must not let the host run the call."""
-    from guard.analysis import claude_code
+    from guard.hosts.claude_code import tool_table as claude_code
 
     def broken(call: ToolCall) -> list[Effect]:
         raise KeyError("handler bug")

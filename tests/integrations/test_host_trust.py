@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from guard.setup.codex_trust import hook_hash
+from guard.hosts.codex.trust import hook_hash
 
 from .payloads import opencode_payload
 
@@ -232,7 +232,7 @@ def test_opencode_plugin_fails_closed(
     hook: str, error: str, repo: Path, env: dict[str, str]
 ) -> None:
     """Attack surface: guard unreachable or answering garbage must never let the call run."""
-    from guard.hooks.opencode import plugin_text
+    from guard.hosts.opencode.hook import plugin_text
 
     plugin = repo / ".opencode/plugin/guard.js"
     plugin.parent.mkdir(parents=True)
@@ -242,7 +242,7 @@ def test_opencode_plugin_fails_closed(
 
 
 def test_opencode_plugin_applies_rewritten_args(repo: Path, env: dict[str, str]) -> None:
-    from guard.hooks.opencode import plugin_text
+    from guard.hosts.opencode.hook import plugin_text
 
     plugin = repo / ".opencode/plugin/guard.js"
     plugin.parent.mkdir(parents=True)

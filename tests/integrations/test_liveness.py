@@ -30,13 +30,18 @@ from guard.setup.install import hook_command
 from .payloads import claude_payload, codex_payload, gemini_payload, opencode_payload
 from .test_hookd import wait_for_hookd
 
+CLAUDE_CODE = hosts.by_name("claude-code")
+CODEX = hosts.by_name("codex")
+GEMINI = hosts.by_name("gemini")
+OPENCODE = hosts.by_name("opencode")
+
 PAYLOADS = {
-    hosts.CLAUDE_CODE.name: lambda repo: claude_payload("Read", {"file_path": "src/app.py"},
+    CLAUDE_CODE.name: lambda repo: claude_payload("Read", {"file_path": "src/app.py"},
                                                         repo),
-    hosts.CODEX.name: lambda repo: codex_payload("Bash", {"command": "ls"}, repo),
-    hosts.GEMINI.name: lambda repo: gemini_payload("read_file", {"file_path": "src/app.py"},
+    CODEX.name: lambda repo: codex_payload("Bash", {"command": "ls"}, repo),
+    GEMINI.name: lambda repo: gemini_payload("read_file", {"file_path": "src/app.py"},
                                                    repo),
-    hosts.OPENCODE.name: lambda repo: opencode_payload("read", {"filePath": "src/app.py"}, repo),
+    OPENCODE.name: lambda repo: opencode_payload("read", {"filePath": "src/app.py"}, repo),
 }
 
 
@@ -96,7 +101,7 @@ def test_attack_held_audit_log_is_a_deny_at_each_front_door(
 
 
 def test_attack_held_audit_log_is_a_deny_from_hookd(repo: Path, env: dict[str, str]) -> None:
-    host = hosts.CLAUDE_CODE.name
+    host = CLAUDE_CODE.name
     payload = PAYLOADS[host](repo)
     env = {**env, "GUARD_HOOK_DAEMON": "1"}
     wait_for_hookd(repo, env, payload)
@@ -116,7 +121,7 @@ def test_attack_held_transcript_cursor_is_a_block_after_the_tool(
     hook answers a block naming it instead of waiting for the host's timeout."""
     from guard.hooks.missed import _seen_path
 
-    host = hosts.CLAUDE_CODE.name
+    host = CLAUDE_CODE.name
     transcript = repo / "transcript.jsonl"
     transcript.write_text("")
     payload = {**claude_payload("Read", {"file_path": "src/app.py"}, repo),
@@ -159,7 +164,7 @@ def test_claude_code_hooks_block_when_they_fail_and_doctor_names_one_that_does_n
     from guard.setup.doctor import host_checks
     from guard.setup.install import install
 
-    install(hosts.CLAUDE_CODE.name, "project", cwd=repo)
+    install(CLAUDE_CODE.name, "project", cwd=repo)
     path = repo / ".claude" / "settings.json"
     settings = json.loads(path.read_text())
     deciding = ("PreToolUse", "PostToolUse", "UserPromptSubmit")
@@ -168,7 +173,7 @@ def test_claude_code_hooks_block_when_they_fail_and_doctor_names_one_that_does_n
         assert handlers and all(h["onFailure"] == "block" for h in handlers), (event, handlers)
 
     def check() -> Any:
-        return next(c for c in host_checks(repo) if c.name == f"{hosts.CLAUDE_CODE.name} (project)")
+        return next(c for c in host_checks(repo) if c.name == f"{CLAUDE_CODE.name} (project)")
 
     assert check().status == "ok", check().detail
     for g in settings["hooks"]["PreToolUse"]:
@@ -205,14 +210,14 @@ def test_attack_build_command_restarting_hookd_with_the_test_switches_weakens_no
     wait_for_hookd(repo, poison, payload)  # the poisoned daemon serves its own environment
 
     wait_for_hookd(repo, env, payload)  # the user's hook gets a daemon of its own
-    proc = run(hosts.CLAUDE_CODE.name, repo, env, payload, GUARD_AGENT="plan")
+    proc = run(CLAUDE_CODE.name, repo, env, payload, GUARD_AGENT="plan")
     assert "answered by hookd" in proc.stderr, proc.stderr
     answer = json.loads(proc.stdout)["hookSpecificOutput"]
     rewritten = answer["updatedInput"]["command"]
     assert "--namespaces" in rewritten and "--walls" in rewritten, rewritten
     assert "switched them off" not in answer["permissionDecisionReason"]
     # even the poisoned daemon confines with every wall: nothing reads the variables
-    poisoned = run(hosts.CLAUDE_CODE.name, repo, poison, payload, GUARD_AGENT="plan")
+    poisoned = run(CLAUDE_CODE.name, repo, poison, payload, GUARD_AGENT="plan")
     assert "answered by hookd" in poisoned.stderr, poisoned.stderr
     rewritten = json.loads(poisoned.stdout)["hookSpecificOutput"]["updatedInput"]["command"]
     assert "--namespaces" in rewritten and "--walls" in rewritten, rewritten
@@ -236,7 +241,7 @@ def test_hookd_refuses_a_client_of_another_deciding_environment(
     from guard.hooks import hookclient
 
     env = {**env, "GUARD_HOOK_DAEMON": "1"}
-    payload = PAYLOADS[hosts.CLAUDE_CODE.name](repo)
+    payload = PAYLOADS[CLAUDE_CODE.name](repo)
     wait_for_hookd(repo, env, payload)
     [sock] = (Path(env["HOME"]) / ".local/share/openoxide/run").glob("hookd-*.sock")
     code = (

@@ -300,7 +300,7 @@ def test_cursor_unknown_event_blocks(repo: Path, decide_hook: HookRunner) -> Non
 def test_opencode_answers_allow_confined_with_the_rewritten_args(repo: Path) -> None:
     """The plugin copies `args` into output.args: OpenCode then runs the confined command."""
     from guard.gate import Verdict, VerdictAction
-    from guard.hooks.opencode import ADAPTER
+    from guard.hosts.opencode.hook import ADAPTER
 
     hook = ADAPTER.parse(opencode_payload("bash", {"command": "make", "description": "d"}, repo))
     verdict = Verdict(VerdictAction.ALLOW_CONFINED, "runs confined", "guard.confined",

@@ -175,7 +175,7 @@ def test_each_turn_in_the_submodule_says_plan_mode_and_names_the_plan_file(
     session = plan_start(env, outer)
     from guard.planning.host import context_text
 
-    text = context_text(str(outer / "sub"), {})
+    text = context_text(str(outer / "sub"), {}, host="claude-code")
     assert f"write your plan to {session['plan_path']}" in text, text
     mode = guard_cli(env, "mode", cwd=outer / "sub")
     assert mode.returncode == 0 and mode.stdout.splitlines()[0] == "plan", mode.stdout

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from guard.decide import Guard
 from guard.effects import Action, Effect
+from guard.hosts.opencode.importer import convert_glob, ordered
 from guard.importers.common import Notes
-from guard.importers.opencode import convert_glob, ordered
 
 from .helpers import guard
 

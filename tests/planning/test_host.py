@@ -133,7 +133,8 @@ def test_install_wires_the_planning_side_and_uninstall_removes_it(repo: Path) ->
 
 def test_the_installed_command_runs(repo: Path) -> None:
     s = Session.start(repo, "plan", title="x")
-    command = planning_command(f"{sys.executable} -I /x/_client.py claude-code --agent plan")
+    command = planning_command(f"{sys.executable} -I /x/_client.py claude-code --agent plan",
+                               "claude-code")
     assert command is not None and "--agent plan" in command
     payload = json.dumps({"cwd": str(repo), "hook_event_name": "SessionStart"})
     proc = subprocess.run(

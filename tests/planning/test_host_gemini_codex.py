@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from guard.hooks.settings_file import read_settings
+from guard.hosts.codex.trust import our_hooks
 from guard.planning import Mode, Session
 from guard.planning.host import answer
-from guard.setup.codex_trust import our_hooks
 from guard.setup.install import install, uninstall
 
 PLAN = "# Plan\n\n1. cache\n"

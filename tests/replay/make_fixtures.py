@@ -42,6 +42,11 @@ from e2e.host_runs import (  # noqa: E402
 )
 from e2e.hosts_common import PREFIX_ROOT, clean_env, make_repo  # noqa: E402
 
+CLAUDE_CODE = hosts.by_name("claude-code")
+CODEX = hosts.by_name("codex")
+GEMINI = hosts.by_name("gemini")
+OPENCODE = hosts.by_name("opencode")
+
 ROOT = Path("/tmp/guard-replay")
 REPO = ROOT / "repo"
 HOME = ROOT / "home"
@@ -73,7 +78,7 @@ def save(src: Path, name: str, drop: tuple[str, ...] = ()) -> None:
 def claude() -> None:
     env = fresh()
     steps = five_calls(ToolUse, "toolu_", "Read", "Write", "Bash", "file_path", REPO)
-    binary = PREFIX_ROOT / f"claude-code-{hosts.CLAUDE_CODE.version}/node_modules/.bin/claude"
+    binary = PREFIX_ROOT / f"claude-code-{CLAUDE_CODE.version}/node_modules/.bin/claude"
     claude_print(str(binary), REPO, env, AnthropicScript(steps), "--permission-mode",
                  "acceptEdits", "--allowedTools", "Bash", "--max-turns", "20")
     [found] = sorted(HOME.glob(".claude/projects/*/*.jsonl"))
@@ -93,7 +98,7 @@ def codex() -> None:
              kind="custom"),
         Call("call_ls", "exec_command", {"cmd": "ls src"}),
     ]
-    binary = PREFIX_ROOT / f"codex-{hosts.CODEX.version}/node_modules/.bin/codex"
+    binary = PREFIX_ROOT / f"codex-{CODEX.version}/node_modules/.bin/codex"
     codex_exec(str(binary), REPO, env, Script(steps))
     [found] = sorted(HOME.glob(".codex/sessions/*/*/*/rollout-*.jsonl"))
     save(found, "codex.jsonl")
@@ -104,7 +109,7 @@ def gemini() -> None:
     gemini_home(HOME, env)
     steps = five_calls(Call, "g_", "read_file", "write_file", "run_shell_command", "file_path",
                        None)
-    binary = PREFIX_ROOT / f"gemini-cli-{hosts.GEMINI.version}/node_modules/.bin/gemini"
+    binary = PREFIX_ROOT / f"gemini-cli-{GEMINI.version}/node_modules/.bin/gemini"
     gemini_run(str(binary), REPO, env, Script(steps), "-y", "--skip-trust")
     [found] = sorted(HOME.glob(".gemini/tmp/*/chats/session-*"))
     save(found, "gemini" + "".join(found.suffixes))
@@ -114,7 +119,7 @@ def opencode() -> None:
     env = fresh()
     opencode_home(HOME, env)
     steps = five_calls(Call, "call_", "read", "write", "bash", "filePath", REPO)
-    binary = str(PREFIX_ROOT / f"opencode-{hosts.OPENCODE.version}/node_modules/.bin/opencode")
+    binary = str(PREFIX_ROOT / f"opencode-{OPENCODE.version}/node_modules/.bin/opencode")
     opencode_run(binary, REPO, env, Script(steps))
     # sessions live in OpenCode's SQLite database (which also has account tables);
     # the fixture is the session as `opencode export` writes it

@@ -111,3 +111,29 @@ def test_a_read_only_mount_point_in_the_plan_directory_is_recognised(tree: Tree)
                           text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("switches", [(), ("no-namespaces",)], ids=["namespaces", "fallback"])
+def test_tools_that_keep_permissions_work_in_the_private_tmpdir(
+    tree: Tree, switches: tuple[str, ...]
+) -> None:
+    """``cp -p``, ``cp -a`` and ``install -m`` set a mode the way coreutils does, through
+    the ACL xattr first: guard refuses xattrs as a file system without them does
+    (EOPNOTSUPP), so they fall back to chmod in the private TMPDIR and succeed, while
+    the xattr itself is still refused and nothing outside changes."""
+    before = tree.victim.stat().st_mode
+    script = (
+        'cd "$TMPDIR" && echo hi > a && chmod 750 a'
+        " && cp -p a b && cp -a a c && install -m 711 a d"
+        " && stat -c '%n %a' a b c d"
+        " && python3 -c \"import os\ntry: os.setxattr('a', 'user.x', b'1')\n"
+        "except OSError as e: print('xattr', os.strerror(e.errno))\""
+        f" && (cp -p a {tree.victim} 2>/dev/null || echo victim refused)"
+    )
+    proc = confine(tree, "bash", "-c", script, switches=switches)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "a 750", "b 750", "c 750", "d 711", "xattr Operation not supported", "victim refused"
+    ], (proc.stdout, proc.stderr)
+    assert tree.victim.stat().st_mode == before
+    assert tree.victim.read_text() != "hi\n"

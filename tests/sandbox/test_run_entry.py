@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from shlex import quote as shlex_quote
 from typing import Any
 
 import pytest
@@ -215,3 +216,25 @@ def test_ctrl_c_before_the_command_starts_is_one_line_on_either_path(
         _main.main(["run", *args])
     assert info.value.code == 130
     assert capsys.readouterr().err == ""
+
+
+@needs_landlock
+@pytest.mark.parametrize(
+    ("closed", "monitor"),
+    [(">&-", ["--no-monitor"]), (">&- 2>&-", ["--no-monitor"]), (">&-", [])],
+)
+def test_a_plain_run_started_without_stdout_runs_its_command(
+    tree: Tree, closed: str, monitor: list[str]
+) -> None:
+    """guard run started with its stdout (and stderr) closed, as a host may start it: the
+    command runs and its exit status is guard's (it was an internal error: guard flushed a
+    stream Python had as None before forking the helper). The monitor-free exit skips the
+    interpreter's teardown; the usual one is checked too."""
+    marker = tree.plans / "ran.md"
+    argv = guard_argv("run", "-q", *monitor, "--", "bash", "-c", f"touch {marker}; exit 7")
+    line = " ".join([*map(shlex_quote, argv), closed])
+    proc = subprocess.run(["bash", "-c", line], capture_output=True, text=True,
+                          cwd=tree.worktree, env=clean_env(), timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 7, proc.stderr
+    assert "internal error" not in proc.stderr
+    assert marker.exists()

@@ -164,9 +164,9 @@ def test_tool_maps_to_effects(
 
 
 def test_every_known_tool_yields_a_canonical_name_first() -> None:
-    from guard.analysis import _TABLES
+    from guard.analysis import tables
 
-    for dialect, table in _TABLES.items():
+    for dialect, table in tables().items():
         for name in table:
             try:
                 effects = effects_for(dialect, name, {}, None)

@@ -17,9 +17,12 @@ exec -> ask). The analysis over-approximates on purpose:
 
 Layout: :mod:`.words` (words -> :class:`Arg`), :mod:`.context` (:class:`Ctx`, the
 seam between the walker and program handlers), :mod:`.walker` (bash constructs),
-:mod:`.options` (option parsing), :mod:`.registry` (program name -> handler), and
-one module per family of programs (:mod:`.files`, :mod:`.git`, :mod:`.network`,
-:mod:`.wrappers`, :mod:`.builtins`, :mod:`.patch`). :mod:`.grammar` is guard's own shell
+:mod:`.option_parser` (option parsing; the option tables are data in :mod:`.tables`),
+:mod:`.registry` (program name -> handler), and one module per family of programs
+(:mod:`.files`, :mod:`.git`, :mod:`.network_programs`, :mod:`.wrappers`, :mod:`.builtins`,
+:mod:`.patch`); :mod:`.evaluation` (code bash evaluates inside data: arithmetic,
+subscripts) and :mod:`.sedscript` (sed scripts in sed's own grammar) serve the walker and
+the handlers. :mod:`.grammar` is guard's own shell
 grammar (bash, dash and guard read its sentences alike), which hosts that can only allow
 or refuse a command require in plan mode.
 """

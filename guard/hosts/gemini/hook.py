@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard import hosts
 from guard.hooks.adapter import (
     HookAnswer,
     HookCall,
@@ -37,6 +36,7 @@ from guard.hooks.adapter import (
     remove_nested,
     rewritten_input,
 )
+from guard.hosts.gemini import HOST
 
 if TYPE_CHECKING:
     from guard.gate import Verdict
@@ -49,10 +49,10 @@ PLANNING_EVENTS = (EVENT, "AfterTool", "SessionStart", "BeforeAgent")
 
 
 class Gemini(HostAdapter):
-    name = hosts.GEMINI.name
-    title = hosts.GEMINI.title
-    dialect = hosts.GEMINI.dialect
-    follows = hosts.GEMINI.follows()
+    name = HOST.name
+    title = HOST.title
+    dialect = HOST.dialect
+    follows = HOST.follows()
     honours_ask = False
     can_rewrite = True
     post_event = "AfterTool"
@@ -116,14 +116,14 @@ class Gemini(HostAdapter):
                 ],
             },
         )
-        from guard.planning.host import GEMINI_EVENTS, planning_command
+        from guard.planning.host import planning_command
 
-        planning = planning_command(command, hosts.GEMINI.name)
+        planning = planning_command(command, HOST.name)
         if planning is None:
             return
         handler = {"name": "openoxide-guard-planning", "type": "command", "command": planning,
                    "timeout": 30000}
-        add_groups(settings, GEMINI_EVENTS, handler)
+        add_groups(settings, HOST.planning_hooks(), handler)
 
     def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
         return find_nested(settings, (EVENT,))

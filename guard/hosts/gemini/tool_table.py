@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 
-from guard import hosts
 from guard.analysis._common import path_tool, plain, search_tool, shell_tool
 from guard.analysis.dialect import Handler, ToolCall, ToolInputError, glob_base, tool, url_host
 from guard.effects import Effect
+from guard.hosts.gemini import HOST
 
-NAME = hosts.GEMINI.dialect
+NAME = HOST.dialect
 
 
 def _read_many(call: ToolCall) -> list[Effect]:

@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard import hosts
 from guard.hooks.adapter import (
     HookAnswer,
     HookCall,
@@ -36,6 +35,7 @@ from guard.hooks.adapter import (
     rewritten_input,
 )
 from guard.hooks.settings_file import Change, SettingsError
+from guard.hosts.opencode import HOST
 
 if TYPE_CHECKING:
     from guard.gate import Verdict
@@ -54,9 +54,9 @@ def config_home() -> Path:
 
 
 def plugin_text(command: str) -> str:
-    template = (Path(__file__).with_name("opencode_plugin.js")).read_text(encoding="utf-8")
+    template = (Path(__file__).with_name("plugin.js")).read_text(encoding="utf-8")
     if _PLACEHOLDER not in template:
-        raise RuntimeError("opencode_plugin.js has no command placeholder")
+        raise RuntimeError("plugin.js has no command placeholder")
     return template.replace(_PLACEHOLDER, json.dumps(command))
 
 
@@ -75,10 +75,10 @@ def plugin_command(text: str) -> str | None:
 
 
 class OpenCode(HostAdapter):
-    name = hosts.OPENCODE.name
-    title = hosts.OPENCODE.title
-    dialect = hosts.OPENCODE.dialect
-    follows = hosts.OPENCODE.follows("plugins")
+    name = HOST.name
+    title = HOST.title
+    dialect = HOST.dialect
+    follows = HOST.follows("plugins")
     honours_ask = False
     can_rewrite = True
     post_event = "tool.execute.after"

@@ -12,13 +12,20 @@ from __future__ import annotations
 from typing import Any
 
 from guard.effects import GuardError
-from guard.importers.claude_code import _PROGRAM
+from guard.hosts.claude_code.importer import _PROGRAM
 from guard.importers.common import ACTIONS, AgentDraft, Draft, Notes, program_rule, read_json
 from guard.lint.rule_context import FAKE_ROOTS, pattern_samples
 from guard.match import CompiledList, parse_pattern
 
 __all__ = ["convert", "convert_glob", "ordered", "read_json"]
 
+#: ``guard import opencode``: its argument (name, help), what it does, examples.
+ARGUMENT = ("config", "An opencode.json.")
+SUMMARY = "Convert OpenCode's permission settings (and per-agent ones) into a guard policy."
+EXAMPLES = (
+    "guard import opencode opencode.json",
+    "guard import opencode opencode.json -o .openoxide/policy.toml --force",
+)
 SIMPLE_TOOLS = {
     "webfetch": "webfetch",
     "websearch": "websearch",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from guard import hosts
 from guard.analysis._common import (
     edits_tool,
     fetch_tool,
@@ -14,8 +13,9 @@ from guard.analysis._common import (
 )
 from guard.analysis.dialect import Handler, ToolCall, task_effects
 from guard.effects import Effect
+from guard.hosts.opencode import HOST
 
-NAME = hosts.OPENCODE.dialect
+NAME = HOST.dialect
 
 
 def _task(call: ToolCall) -> list[Effect]:

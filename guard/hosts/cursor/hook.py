@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard import hosts
 from guard.effects import ToolCall
 from guard.hooks.adapter import (
     HookAnswer,
@@ -34,6 +33,7 @@ from guard.hooks.adapter import (
     optional_str,
     require_str,
 )
+from guard.hosts.cursor import HOST
 
 if TYPE_CHECKING:
     from guard.gate import Verdict
@@ -43,10 +43,10 @@ EVENTS = (SHELL, MCP, READ)
 
 
 class Cursor(HostAdapter):
-    name = hosts.CURSOR.name
-    title = hosts.CURSOR.title
-    dialect = hosts.CURSOR.dialect  # shell and reads; MCP calls use the mcp dialect (see parse)
-    follows = hosts.CURSOR.follows("agent hooks (hooks.json version 1)")
+    name = HOST.name
+    title = HOST.title
+    dialect = HOST.dialect  # shell and reads; MCP calls use the mcp dialect (see parse)
+    follows = HOST.follows("agent hooks (hooks.json version 1)")
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         event = require_str(payload, "hook_event_name")
@@ -57,7 +57,7 @@ class Cursor(HostAdapter):
         if event == SHELL:
             # a shell command is analysed like Claude Code's Bash tool
             call = ToolCall(
-                hosts.CURSOR.dialect,
+                HOST.dialect,
                 "Bash",
                 {"command": require_str(payload, "command")},
                 optional_str(payload, "cwd") or root,
@@ -76,7 +76,7 @@ class Cursor(HostAdapter):
         elif event == READ:
             # a file read is Claude Code's Read tool
             path = require_str(payload, "file_path")
-            call = ToolCall(hosts.CURSOR.dialect, "Read", {"file_path": path}, root, session)
+            call = ToolCall(HOST.dialect, "Read", {"file_path": path}, root, session)
         else:
             raise HookInputError(
                 f"hook_event_name {event!r} is not one guard answers ({', '.join(EVENTS)})"

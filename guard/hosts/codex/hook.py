@@ -9,7 +9,7 @@ is ``bypassPermissions`` under ``codex exec`` whatever the sandbox: only a
 ``$GUARD_AGENT`` or ``--agent`` to hold Codex to the plan.
 
 Codex runs a hook only once the user trusted it; ``guard install codex``
-writes that trust (see :mod:`guard.setup.codex_trust`).
+writes that trust (see :mod:`guard.hosts.codex.trust`).
 
 Codex honours only a deny (``hookSpecificOutput.permissionDecision: "deny"``
 or exit 2); an allow or an ask answer is ignored and the call runs. So guard
@@ -19,7 +19,7 @@ in guard's grammar, else the refusal hands the model its confined form
 ``guard confine -- …`` (:mod:`guard.sandbox.direct`), which is allowed as given.
 """
 
-# Lazy imports: planning.host, codex_trust (tomlkit) at install only: hook start-up speed.
+# Lazy imports: planning.host, codex.trust (tomlkit) at install only: hook start-up speed.
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard import hosts
 from guard.hooks.adapter import (
     HookAnswer,
     HookCall,
@@ -38,6 +37,7 @@ from guard.hooks.adapter import (
     find_nested,
     remove_nested,
 )
+from guard.hosts.codex import HOST
 
 if TYPE_CHECKING:
     from guard.gate import ModeHint, Verdict
@@ -50,10 +50,10 @@ PLANNING_EVENTS = (EVENT, "PostToolUse", "SessionStart", "UserPromptSubmit", "St
 
 
 class Codex(HostAdapter):
-    name = hosts.CODEX.name
-    title = hosts.CODEX.title
-    dialect = hosts.CODEX.dialect
-    follows = hosts.CODEX.follows("hooks")
+    name = HOST.name
+    title = HOST.title
+    dialect = HOST.dialect
+    follows = HOST.follows("hooks")
     honours_ask = False
     post_event = "PostToolUse"
 
@@ -79,7 +79,7 @@ class Codex(HostAdapter):
     def settings_path(self, scope: Scope, project: Path, home: Path) -> Path:
         if scope != "user":
             return project / ".codex" / "hooks.json"
-        from guard.setup.codex_trust import codex_home
+        from guard.hosts.codex.trust import codex_home
 
         return codex_home() / "hooks.json"
 
@@ -93,12 +93,13 @@ class Codex(HostAdapter):
             "PostToolUse",
             {"hooks": [{"type": "command", "command": command, "timeout": 30}]},
         )
-        from guard.planning.host import CODEX_EVENTS, planning_command
+        from guard.planning.host import planning_command
 
-        planning = planning_command(command, hosts.CODEX.name)
+        planning = planning_command(command, HOST.name)
         if planning is None:
             return
-        add_groups(settings, CODEX_EVENTS, {"type": "command", "command": planning, "timeout": 30})
+        add_groups(settings, HOST.planning_hooks(),
+                   {"type": "command", "command": planning, "timeout": 30})
 
     def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
         return find_nested(settings, (EVENT,))

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard import hosts
 from guard.hooks.adapter import (
     HookAnswer,
     HookCall,
@@ -31,6 +30,7 @@ from guard.hooks.adapter import (
     remove_nested,
     rewritten_input,
 )
+from guard.hosts.claude_code import HOST
 
 if TYPE_CHECKING:
     from guard.gate import ModeHint, Verdict
@@ -46,10 +46,10 @@ ON_FAILURE = {"onFailure": "block"}
 
 
 class ClaudeCode(HostAdapter):
-    name = hosts.CLAUDE_CODE.name
-    title = hosts.CLAUDE_CODE.title
-    dialect = hosts.CLAUDE_CODE.dialect
-    follows = hosts.CLAUDE_CODE.follows()
+    name = HOST.name
+    title = HOST.title
+    dialect = HOST.dialect
+    follows = HOST.follows()
     can_rewrite = True
     post_event = "PostToolUse"
 
@@ -90,7 +90,7 @@ class ClaudeCode(HostAdapter):
         return base / ".claude" / "settings.json"
 
     def add_entry(self, settings: dict[str, Any], command: str) -> None:
-        from guard.planning.host import CLAUDE_CODE_EVENTS, planning_command
+        from guard.planning.host import planning_command
 
         add_nested(
             settings,
@@ -106,12 +106,12 @@ class ClaudeCode(HostAdapter):
                                         **ON_FAILURE}]},
         )
         # the planning side: the mode and plan file told at each turn, ExitPlanMode handled
-        planning = planning_command(command)
+        planning = planning_command(command, HOST.name)
         if planning is None:
             return
         handler = {"type": "command", "command": planning, "timeout": 30}
-        for event in dict.fromkeys(e for e, _ in CLAUDE_CODE_EVENTS):
-            events = tuple(p for p in CLAUDE_CODE_EVENTS if p[0] == event)
+        for event in dict.fromkeys(e for e, _ in HOST.planning_hooks()):
+            events = tuple(p for p in HOST.planning_hooks() if p[0] == event)
             add_groups(settings, events,
                        {**handler, **ON_FAILURE} if event in DECIDING_EVENTS else handler)
 

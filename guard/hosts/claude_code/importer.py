@@ -16,6 +16,13 @@ from typing import Any
 from guard.effects import GuardError
 from guard.importers.common import ACTIONS, AgentDraft, Draft, program_rule
 
+#: ``guard import claude-code``: its argument (name, help), what it does, examples.
+ARGUMENT = ("settings", "A Claude Code settings.json.")
+SUMMARY = "Convert Claude Code's permissions.allow/ask/deny rules into a guard policy."
+EXAMPLES = (
+    "guard import claude-code .claude/settings.json",
+    "guard import claude-code ~/.claude/settings.json -o .openoxide/policy.toml",
+)
 RULE = re.compile(r"^(?P<tool>[A-Za-z_][\w.-]*)(?:\((?P<spec>.*)\))?$", re.DOTALL)
 TOOLS: dict[str, tuple[str, ...]] = {
     "Read": ("read",),

@@ -9,11 +9,11 @@ transcripts.
 
 from __future__ import annotations
 
-from guard import hosts
 from guard.analysis._common import fetch_tool, patch_tool, path_tool, plain, shell_tool
 from guard.analysis.dialect import Handler
+from guard.hosts.codex import HOST
 
-NAME = hosts.CODEX.dialect
+NAME = HOST.dialect
 
 _SHELL = shell_tool("bash", ("command", "cmd"), ("workdir", "cwd"))
 
