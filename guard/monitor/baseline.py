@@ -42,6 +42,7 @@ from guard.monitor.entries import (
     DEFAULT_SIZE_CAP,
     BaselineError,
     BaselineStats,
+    BlobUnavailable,
     Entry,
     Progress,
     Sig,
@@ -65,6 +66,7 @@ from guard.monitor.fsops import (
 from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
 from guard.monitor.gitstate import IndexEntry
 from guard.monitor.heldstore import HeldStore
+from guard.monitor.objsnap import ObjectSnapshot
 from guard.monitor.treeread import CHUNK as _CHUNK
 from guard.monitor.treeread import blob_id, git_blob_id, hash_file, open_file, read_copy
 
@@ -115,6 +117,8 @@ class Baseline:
     started: float = 0.0
     #: the copies only this process can open (see guard/monitor/heldstore.py)
     held: HeldStore | None = None
+    #: .git -> the snapshot of its object database, once taken (restoring.take_snapshots)
+    snapshots: dict[str, ObjectSnapshot] = field(default_factory=dict)
 
     @classmethod
     def take(
@@ -367,8 +371,11 @@ class Baseline:
 
         The held copy (no name, only this process can open it) comes first; the copy on
         disk must hash to its SHA-256, git's bytes to the blob id (computed here, never
-        taken from git). Anything else is :class:`SourceChanged`: the source can be
-        written by the agent (``.git/objects`` always, the store under ``guard watch``).
+        taken from git). A blob the repository no longer holds (or holds changed) is read
+        from the snapshot of its object database, verified the same way: ``rm -rf
+        .git/objects`` may still be running. Anything else is :class:`SourceChanged`:
+        the source can be written by the agent (``.git/objects`` always, the store
+        under ``guard watch``).
         """
         if e.copy is not None and e.sha256 is not None:
             held = self.held.get(e.sha256) if self.held is not None else None
@@ -384,12 +391,19 @@ class Baseline:
         if e.blob is not None and self.worktree is not None:
             root_fd = self.anchor.fd_of(str(self.worktree)) if self.anchor else None
             data = gitstate.cat_blob(self.worktree, e.blob, self.store, root_fd)
+            if data is not None and blob_id(data, len(e.blob)) == e.blob:
+                return data
+            for objects in list(self.snapshots.values()):
+                kept = objects.blob(e.blob, self.store)
+                if kept is not None:
+                    return kept
+            snap = ("; the snapshot of the object database does not hold it either"
+                    if self.snapshots else "; the object database's snapshot is not taken yet")
             if data is None:
-                raise SourceChanged(f"git object {e.blob[:12]} is gone from the object database")
-            if blob_id(data, len(e.blob)) != e.blob:
-                raise SourceChanged(f"git object {e.blob[:12]} no longer holds its blob"
-                                    " (its bytes hash to another id)")
-            return data
+                raise BlobUnavailable(f"git object {e.blob[:12]} is gone from the object"
+                                      f" database{snap}")
+            raise BlobUnavailable(f"git object {e.blob[:12]} no longer holds its blob"
+                                  f" (its bytes hash to another id){snap}")
         raise BaselineError(f"{e.path}: no baseline content ({e.unrestorable})")
 
     # -- restoring ---------------------------------------------------------

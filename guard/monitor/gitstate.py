@@ -404,26 +404,33 @@ def cat_blob(worktree: Path, blob: str, scratch: Path, held: int | None = None
     objects = Path(where) / ".git" / "objects"
     if held is not None and not os.path.isdir(f"/proc/self/fd/{held}/.git/objects"):
         objects = worktree / ".git" / "objects"
-    attempts: list[tuple[list[str], dict[str, str] | None]] = [
-        (["git", "-C", where, "cat-file", "blob", blob], None)]
-    if objects.is_dir():
-        fmt = "sha256" if len(blob) == 64 else "sha1"
-        bare = scratch / f"objects-reader-{fmt}"
-        attempts.append((["git", "--git-dir", str(bare), "cat-file", "blob", blob],
-                         {**os.environ, "GIT_OBJECT_DIRECTORY": str(objects)}))
-    for i, (argv, env) in enumerate(attempts):
-        if i == 1 and not (scratch / f"objects-reader-{fmt}" / "HEAD").is_file():
-            try:
-                _run_git(scratch, "init", "-q", "--bare", f"--object-format={fmt}",
-                         str(scratch / f"objects-reader-{fmt}"))
-            except (GitStateError, OSError):
-                return None
-        try:
-            out = subprocess.run(argv, capture_output=True, check=False, env=env,
-                                 stdin=subprocess.DEVNULL, timeout=GIT_TIMEOUT,
-                                 pass_fds=(held,) if held is not None else ())
-        except (OSError, subprocess.SubprocessError):
-            continue
+    try:
+        out = subprocess.run(["git", "-C", where, "cat-file", "blob", blob],
+                             capture_output=True, check=False, stdin=subprocess.DEVNULL,
+                             timeout=GIT_TIMEOUT, pass_fds=(held,) if held is not None else ())
         if out.returncode == 0:
             return out.stdout
-    return None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return cat_blob_in(objects, blob, scratch) if objects.is_dir() else None
+
+
+def cat_blob_in(objects: Path, blob: str, scratch: Path) -> bytes | None:
+    """The bytes of ``blob`` read by git from the object directory ``objects`` (a
+    repository's, or the monitor's snapshot of one), through a bare repository of
+    guard's own under ``scratch``; None when git cannot. Not verified here."""
+    fmt = "sha256" if len(blob) == 64 else "sha1"
+    bare = scratch / f"objects-reader-{fmt}"
+    if not (bare / "HEAD").is_file():
+        try:
+            _run_git(scratch, "init", "-q", "--bare", f"--object-format={fmt}", str(bare))
+        except (GitStateError, OSError):
+            return None
+    try:
+        out = subprocess.run(["git", "--git-dir", str(bare), "cat-file", "blob", blob],
+                             capture_output=True, check=False, stdin=subprocess.DEVNULL,
+                             env={**os.environ, "GIT_OBJECT_DIRECTORY": str(objects)},
+                             timeout=GIT_TIMEOUT)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None

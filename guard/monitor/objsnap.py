@@ -29,9 +29,10 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from guard.monitor import gitstate
 from guard.monitor.entries import SourceChanged
 from guard.monitor.fsops import Anchor, open_dir_at
-from guard.monitor.treeread import open_file
+from guard.monitor.treeread import blob_id, open_file
 
 #: bytes the snapshot may copy when neither a reflink nor a hard link is possible
 DEFAULT_OBJECTS_LIMIT = 1 << 30
@@ -92,7 +93,8 @@ class ObjectSnapshot:
                     check = _check_of(rel, src)
                 except (OSError, ValueError):
                     continue
-                dest = saved / rel.replace("/", "%")
+                dest = snap.kept(rel)
+                dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 used = ""
                 for how in list(mode_order):
                     if how == "copy" and copied + st.st_size > limit:
@@ -122,6 +124,20 @@ class ObjectSnapshot:
             out += (f"; {self.skipped:,} files ({self.skipped_bytes:,} bytes) over the copy"
                     " limit, not kept")
         return out
+
+    def kept(self, rel: str) -> Path:
+        """Where the snapshot keeps ``rel``: laid out as in ``.git/objects``, so that git
+        reads the snapshot as an object directory (:meth:`blob`)."""
+        return self.saved / rel
+
+    def blob(self, oid: str, scratch: Path) -> bytes | None:
+        """The bytes of blob ``oid`` as the snapshot holds them, verified against the id
+        (hashed here): git reads the snapshot as its object directory. None when the
+        snapshot does not hold it or what it holds is not that blob."""
+        data = gitstate.cat_blob_in(self.saved, oid, scratch)
+        if data is None or blob_id(data, len(oid)) != oid:
+            return None
+        return data
 
     def damaged(self, anchor: Anchor, under: str = "") -> list[str]:
         """Files of the snapshot at or below ``under`` (relative) that are gone, or whose
@@ -167,7 +183,7 @@ class ObjectSnapshot:
     def intact(self, rel: str) -> bool:
         """Whether the snapshot still holds what git wrote to ``rel`` (read and checked)."""
         try:
-            fd = os.open(self.saved / rel.replace("/", "%"),
+            fd = os.open(self.kept(rel),
                          os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return False
@@ -179,7 +195,7 @@ class ObjectSnapshot:
     def restore(self, rel: str, anchor: Anchor) -> None:
         """Put ``rel`` back (it must not exist): verified, copied, linked into place."""
         f = self.files[rel]
-        src = self.saved / rel.replace("/", "%")
+        src = self.kept(rel)
         path = os.path.join(self.objects, rel)
         for d in _dirs_of(rel):
             self._mkdir(d, anchor)

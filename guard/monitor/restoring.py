@@ -14,8 +14,10 @@ Git's object database is put back from its snapshot (:mod:`guard.monitor.objsnap
 taken with the baseline's second phase: a file the snapshot holds that is gone or no
 longer verifies is restored (a damaged version goes into quarantine first), one
 violation per repair. An event under ``.git/objects`` wakes the reconciler, which
-repairs in one batch (``rm -rf .git/objects`` is thousands of events); a restore from
-git that finds its blob gone repairs at once and tries again.
+repairs in one batch (``rm -rf .git/objects`` is thousands of events). A tracked
+file's blob is read from the snapshot when the repository's object is gone or changed
+(the agent may be deleting it at that moment); one in neither repairs at once and
+tries again, and is tried again by the next scans (``BLOB_ATTEMPTS`` in all).
 """
 
 from __future__ import annotations
@@ -26,13 +28,16 @@ from typing import TYPE_CHECKING, Any
 from guard.audit import logfile
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor.attribution import NO_ORIGIN
-from guard.monitor.entries import BaselineError, Sig, SourceChanged
+from guard.monitor.entries import BaselineError, BlobUnavailable, Sig, SourceChanged
 from guard.monitor.events import Violation, _is_under
 from guard.monitor.fsops import Unsafe
 from guard.monitor.objsnap import ObjectSnapshot
 
 if TYPE_CHECKING:
     from guard.monitor.watcher import Monitor
+
+#: restores of a path whose git blob is unavailable, before it is left missing
+BLOB_ATTEMPTS = 5
 
 
 def rel(m: Monitor, path: str) -> str:
@@ -84,12 +89,14 @@ def act(
             return "nothing to restore (the path did not exist when watching began)"
         try:
             restored = _restore_tree(m, path)
-        except SourceChanged:
-            # its blob may be gone with the object database: put that back, then again
-            if entry.blob is None or not repair(m, "restore:object-missing", retry=True):
+        except BlobUnavailable:
+            # gone from the object database and its snapshot: put the database back
+            # from the snapshot (the blob may be in a pack of it), then again
+            if not repair(m, "restore:object-missing", retry=True):
                 raise
             restored = _restore_tree(m, path)
         done.append(restored)
+        m._unavailable.pop(path, None)
         m._dirty.discard((path, kind))
         return "; ".join(done)
     except Unsafe as exc:
@@ -99,14 +106,23 @@ def act(
     except (OSError, BaselineError, GuardError) as exc:
         m.restore_failures += 1  # the baseline store is kept (see stop)
         msg = str(exc) if isinstance(exc, SourceChanged) else f"restore failed: {exc}"
+        again = isinstance(exc, (FileNotFoundError, PermissionError))
+        if isinstance(exc, BlobUnavailable):
+            # the object database may still be being put back (or its snapshot taken):
+            # the next scans try again, a bounded number of times
+            tries = m._unavailable[path] = m._unavailable.get(path, 0) + 1
+            again = tries < BLOB_ATTEMPTS
+            msg += (f" (attempt {tries} of {BLOB_ATTEMPTS}; "
+                    + ("tried again at the next scan)" if again else
+                       "not tried again unless the path changes)"))
         m._notice("error", f"{path}: {msg}")
         # never left dirty: a later write is reported (and acted on) again. A path
         # left absent is compared with "absent"; what appeared meanwhile (a restore
         # refused with EEXIST) still differs from the baseline, so its event acts.
         # Unless a directory on its way was gone or shut (the tree was being removed
-        # around it, or a parent's mode is put back after it): the next scan finds it
-        # missing and puts it back
-        if m._sig(path) is None and not isinstance(exc, (FileNotFoundError, PermissionError)):
+        # around it, or a parent's mode is put back after it), or its blob may come
+        # back: the next scan finds it missing and puts it back
+        if m._sig(path) is None and not again:
             m._known[path] = None
         m._dirty.discard((path, kind))
         return "; ".join([*done, msg])
@@ -145,6 +161,8 @@ def take_snapshots(m: Monitor) -> None:
                               " database cannot be restored")
             continue
         m.objects[g] = snap
+        if m.baseline is not None:  # a tracked file's blob is read from it when git's is gone
+            m.baseline.snapshots = m.objects
         # information, unless some files could not be kept (a warning, as other limits)
         m.notify("not-restorable" if snap.skipped else "objects",
                  f"{g}/objects: {snap.summary()}; restores verify each file by its object id"

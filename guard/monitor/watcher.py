@@ -180,6 +180,7 @@ class Monitor(_Sink):
         self._known: dict[str, Sig | None] = {}
         self._dirty: set[tuple[str, EffectKind]] = set()
         self._quarantined: set[str] = set()
+        self._unavailable: dict[str, int] = {}  # path -> restores its blob was missing for
         self._own_moves: set[tuple[str, str]] = set()
         self._pending: dict[str, _Pending] = {}
         self._pending_cv = threading.Condition(self._lock)

@@ -385,7 +385,7 @@ def _diff(before: Snapshot, after: Snapshot, m: Monitor) -> str:
     return "\n".join(lines) + f"\nviolations: {m.violations}\nnotices: {m.notices}"
 
 
-def test_the_model_holds_as_an_unprivileged_user() -> None:
+def test_the_model_holds_as_an_unprivileged_user(request: pytest.FixtureRequest) -> None:
     """As root, the model runs again as uid 65534: the monitor then gets inotify (fanotify's
     filesystem mark needs CAP_SYS_ADMIN), its own files are that user's, and the
     non-dumpable held store is what keeps the copies from that user's other processes."""
@@ -399,15 +399,19 @@ def test_the_model_holds_as_an_unprivileged_user() -> None:
                "TMPDIR": str(work), "PYTHONDONTWRITEBYTECODE": "1",
                "GUARD_MODEL_EXAMPLES": os.environ.get("GUARD_MODEL_EXAMPLES", "10"),
                **{k: v for k, v in os.environ.items() if k.startswith("GIT_")}}
+        # the run's seed carries over, so a failure here reproduces with it
+        given_seed = request.config.getoption("hypothesis_seed", None)
+        seed = [f"--hypothesis-seed={given_seed}"] if given_seed is not None else []
         argv = as_user("nobody", [
             sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
             f"--rootdir={checkout}", "-c", str(checkout / "pyproject.toml"),
-            f"--basetemp={work}/pytest", "-k", "inotify",
+            f"--basetemp={work}/pytest", "-k", "inotify", *seed,
             f"{__file__}::test_restore_brings_back_the_baseline_and_keeps_every_violating_version",
         ])
         proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True,
                               timeout=3600)
-        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+        # all of it: the differing paths come first, the violations and notices after
+        assert proc.returncode == 0, proc.stdout + proc.stderr
         assert " passed" in proc.stdout, proc.stdout
     finally:
         shutil.rmtree(work, ignore_errors=True)
