@@ -112,6 +112,8 @@ def act(
             # the next scans try again, a bounded number of times
             tries = m._unavailable[path] = m._unavailable.get(path, 0) + 1
             again = tries < BLOB_ATTEMPTS
+            if not again:  # a later change of the path starts again
+                del m._unavailable[path]
             msg += (f" (attempt {tries} of {BLOB_ATTEMPTS}; "
                     + ("tried again at the next scan)" if again else
                        "not tried again unless the path changes)"))
