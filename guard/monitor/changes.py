@@ -81,9 +81,24 @@ def change(
         return _object_change(m, path, kind, event)
     with m._lock:
         cur = path_sig(m, path)  # under the lock: our own restores are complete or not begun
+        if cur is None and _shut(m, path):
+            # not absent: a directory on its way is shut (the agent changed its mode, which
+            # its own event puts back). Neither decided nor marked: the next scan sees it
+            m.wake(f"{path}: a directory on its way is shut")
+            return None
         v = _change_locked(m, path, kind, event, detail, cur, force=force, adopted=adopted)
     m._flush()
     return v
+
+
+def _shut(m: Monitor, path: str) -> bool:
+    try:
+        m.anchor.lstat(path)
+    except PermissionError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def _change_locked(

@@ -53,7 +53,9 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
         m._check_roots()
         repair(m, f"reconcile:{reason}")  # git's object database first: blobs restore from it
         found: list[tuple[str, str]] = []
-        for path, st, meta, _, _ in walk(m.roots, m._ignored, m.anchor):
+        # a directory the agent shut (chmod 0600) is seen, not what is in it: its mode
+        # is put back, and the next scan sees inside
+        for path, st, meta, _, _ in walk(m.roots, m._ignored, m.anchor, shut_ok=True):
             seen.add(path)
             last = snapshot.get(path)
             if last is not None and last.matches(st, meta):
@@ -78,7 +80,7 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
             found.append((path, event))
         with m._lock:
             gone = [p for p, s in m._known.items() if s is not None and p not in seen]
-        gone = [p for p in gone if m.anchor.lstat(p) is None]
+        gone = [p for p in gone if _gone(m, p)]
         changed += len(gone)
         if found or gone:
             m.sync(SYNC_WAIT)  # each change the scan saw made its event before the marker
@@ -100,6 +102,14 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
         m._flush()
         return new
 
+
+
+def _gone(m: Monitor, path: str) -> bool:
+    """Whether ``path`` is gone; not known (False) while a directory on its way is shut."""
+    try:
+        return m.anchor.lstat(path) is None
+    except PermissionError:
+        return False
 
 
 def begin_baseline(m: Monitor, t0: float) -> None:
