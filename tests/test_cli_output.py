@@ -39,7 +39,8 @@ def test_quiet_run_prints_nothing_when_nothing_is_wrong(repo: Path) -> None:
     assert proc.stdout == ""
     # no information: what was set up, scanned, or cannot be undone without --restore (a
     # warning the busy machine may cause, e.g. a directory removed mid-walk, may remain)
-    for info in ("(final) scanned", "never copied", "baseline hashing"):
+    for info in ("(final) scanned", "never copied", "baseline hashing",
+                 "object database snapshot"):
         assert info not in proc.stderr, proc.stderr
 
 

@@ -227,15 +227,24 @@ def list_cmd(
     session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """List quarantined items, oldest first: id, what happened, the original path."""
-    from guard.monitor import list_items, quarantine_root
+    """List quarantined items, oldest first: id, what happened, the original path; then
+    the baseline stores kept on disk (copies of what a monitor could not put back)."""
+    from guard.monitor import kept_stores, list_items, quarantine_root
 
-    root = quarantine_root(_roots(worktree))
+    roots = _roots(worktree)
+    root = quarantine_root(roots)
     items = list_items(root, session)
+    stores = [p for p in kept_stores(roots) if session is None or p.name == session]
     if json_out:
-        print_json({"items": [i.to_json() for i in items]}, indent=2)
+        print_json({"items": [i.to_json() for i in items],
+                    "kept_stores": [{"session": p.name, "path": str(p)} for p in stores]},
+                   indent=2)
         return
     out = _out()
+    for p in stores:
+        out.print(f"baseline store kept: {p} (session {p.name}; a running monitor's, or"
+                  " copies of what one could not put back: delete it once you have them)",
+                  markup=False)
     if not items:
         out.print(f"no quarantined items under {root}", markup=False)
         return

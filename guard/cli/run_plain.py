@@ -150,7 +150,7 @@ class _MonitorHandle:
     def _notice(self, n: Any) -> None:
         # -q: warnings and errors only; what was set up and scanned is information, and so
         # is what could not be undone when nothing is undone (no --restore)
-        info = n.event in ("backend", "start", "stop", "reconcile") or (
+        info = n.event in ("backend", "start", "stop", "reconcile", "objects") or (
             n.event == "not-restorable" and not self.restore)
         if self.quiet and info:
             return

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         Quarantine,
         QuarantineError,
         get_item,
+        kept_stores,
         list_items,
         quarantine_root,
         restore_item,
@@ -38,8 +39,8 @@ _WHERE = {
     "Notice": "events", "Violation": "events", "default_roots": "events",
     "new_session_id": "events",
     "Item": "quarantine", "Quarantine": "quarantine", "QuarantineError": "quarantine",
-    "get_item": "quarantine", "list_items": "quarantine", "quarantine_root": "quarantine",
-    "restore_item": "quarantine",
+    "get_item": "quarantine", "kept_stores": "quarantine", "list_items": "quarantine",
+    "quarantine_root": "quarantine", "restore_item": "quarantine",
     "Monitor": "watcher",
 }  # fmt: skip
 
@@ -57,6 +58,7 @@ __all__ = [
     "Violation",
     "default_roots",
     "get_item",
+    "kept_stores",
     "list_items",
     "new_session_id",
     "quarantine_root",

@@ -48,7 +48,7 @@ def start_observer(m: Monitor) -> None:
     try:
         obs = _Observer(m._trouble)
     except OSError as exc:
-        m._degrade("watch-limit", f"cannot create an inotify instance: {exc.strerror}")
+        m.degrade("watch-limit", f"cannot create an inotify instance: {exc.strerror}")
         return
     obs.start()
     m._observer = obs
@@ -62,7 +62,7 @@ def start_observer(m: Monitor) -> None:
                 m._stop_observer()  # closing the inotify instance frees its watches
                 raise GuardError(watch_limit_message(root, exc)) from None
             except OSError as exc:
-                m._degrade(
+                m.degrade(
                     "watch-limit",
                     f"cannot watch every directory under {root}: {exc.strerror or exc}"
                     " (raise fs.inotify.max_user_watches)",

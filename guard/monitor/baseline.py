@@ -7,8 +7,10 @@ the content and a way to put the content back:
   git's object database (``git cat-file blob <id>``) — no copy, and the index
   and the working tree are never touched (only ``git ls-files`` and
   ``git cat-file`` run, both read-only);
-* any other file up to ``size_cap`` bytes is copied into a content-addressed
-  store under guard's data directory (agents may not write there);
+* any other file up to ``size_cap`` bytes is copied into a file with no name that
+  only the monitor holds (:mod:`guard.monitor.heldstore`), and into a
+  content-addressed store under guard's data directory, kept when a restore failed
+  (an agent of the same user can write there: it is verified, never the only source);
 * a larger untracked file is hashed but cannot be restored (the violation
   says so and the file is left where it is).
 
@@ -30,7 +32,6 @@ import os
 import secrets
 import shutil
 import stat
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from guard.monitor.entries import (
     DEFAULT_SIZE_CAP,
     BaselineError,
     BaselineStats,
+    BlobUnavailable,
     Entry,
     Progress,
     Sig,
@@ -51,18 +53,20 @@ from guard.monitor.fsops import (
     Anchor,
     Identity,
     NotRegular,
-    dir_meta,
+    dir_meta_at,
     hash_fd,
     inode_flags,
     open_dir_at,
     open_regular,
+    reset_dir_meta,
     sampled_fd,
-    set_inode_flags,
     write_new_file,
     xattrs_of,
 )
 from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
-from guard.monitor.gitstate import GIT_TIMEOUT, IndexEntry
+from guard.monitor.gitstate import IndexEntry
+from guard.monitor.heldstore import HeldStore
+from guard.monitor.objsnap import ObjectSnapshot
 from guard.monitor.treeread import CHUNK as _CHUNK
 from guard.monitor.treeread import blob_id, git_blob_id, hash_file, open_file, read_copy
 
@@ -111,6 +115,10 @@ class Baseline:
     ignore: Callable[[str], bool] | None = None
     progress: Progress | None = None
     started: float = 0.0
+    #: the copies only this process can open (see guard/monitor/heldstore.py)
+    held: HeldStore | None = None
+    #: .git -> the snapshot of its object database, once taken (restoring.take_snapshots)
+    snapshots: dict[str, ObjectSnapshot] = field(default_factory=dict)
 
     @classmethod
     def take(
@@ -260,8 +268,10 @@ class Baseline:
         chunks: list[bytes] = []
         tmp_fd, tmp_name = (-1, "")
         keep = size <= cap
+        region = None
         if keep and size > _IN_MEMORY:
             tmp_fd, tmp_name = tempfile.mkstemp(dir=self.store)
+            region = self.held.reserve(size) if self.held is not None else None
         n = 0
         try:
             while chunk := os.read(fd, _CHUNK):
@@ -274,6 +284,8 @@ class Baseline:
                 if tmp_fd >= 0:
                     if keep:
                         os.write(tmp_fd, chunk)
+                    if region is not None and self.held is not None and n <= size:
+                        self.held.write(region + n - len(chunk), chunk)
                 elif keep:
                     chunks.append(chunk)
             digest = sha.hexdigest()
@@ -283,6 +295,8 @@ class Baseline:
             if not keep:
                 return None, digest, gid, n
             dest = self.store / "objects" / digest
+            if region is not None and self.held is not None and n == size:
+                self.held.commit(digest, region, n)
             if tmp_fd >= 0:
                 os.close(tmp_fd)
                 tmp_fd = -1
@@ -307,6 +321,8 @@ class Baseline:
 
     def _store_bytes(self, sha: str, data: bytes) -> str:
         dest = self.store / "objects" / sha
+        if self.held is not None:
+            self.held.put(sha, data)
         # always written afresh: a file already at that name may not hold those bytes
         fd, tmp = tempfile.mkstemp(dir=self.store)
         with os.fdopen(fd, "wb") as f:
@@ -353,11 +369,18 @@ class Baseline:
     def content(self, e: Entry) -> bytes:
         """The baseline bytes of a file entry, verified against the hash the baseline took.
 
-        A copy must hash to its SHA-256, git's bytes to the blob id (computed here, never
-        taken from git). Anything else is :class:`SourceChanged`: the source can be
-        written by the agent (``.git/objects`` always, the store under ``guard watch``).
+        The held copy (no name, only this process can open it) comes first; the copy on
+        disk must hash to its SHA-256, git's bytes to the blob id (computed here, never
+        taken from git). A blob the repository no longer holds (or holds changed) is read
+        from the snapshot of its object database, verified the same way: ``rm -rf
+        .git/objects`` may still be running. Anything else is :class:`SourceChanged`:
+        the source can be written by the agent (``.git/objects`` always, the store
+        under ``guard watch``).
         """
         if e.copy is not None and e.sha256 is not None:
+            held = self.held.get(e.sha256) if self.held is not None else None
+            if held is not None:
+                return held
             data = read_copy(e.copy)
             if data is None:
                 raise SourceChanged(f"its baseline copy {e.copy} is gone")
@@ -366,22 +389,21 @@ class Baseline:
                                     f" baseline read (SHA-256 {e.sha256[:12]})")
             return data
         if e.blob is not None and self.worktree is not None:
-            try:
-                out = subprocess.run(
-                    ["git", "-C", str(self.worktree), "cat-file", "blob", e.blob],
-                    capture_output=True,
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                    timeout=GIT_TIMEOUT,  # an object swapped for a FIFO must not hang us
-                )
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise BaselineError(f"cannot read git blob {e.blob} for {e.path}: {exc}") from exc
-            if out.returncode != 0:
-                raise SourceChanged(f"git object {e.blob[:12]} is gone from the object database")
-            if blob_id(out.stdout, len(e.blob)) != e.blob:
-                raise SourceChanged(f"git object {e.blob[:12]} no longer holds its blob"
-                                    " (its bytes hash to another id)")
-            return out.stdout
+            root_fd = self.anchor.fd_of(str(self.worktree)) if self.anchor else None
+            data = gitstate.cat_blob(self.worktree, e.blob, self.store, root_fd)
+            if data is not None and blob_id(data, len(e.blob)) == e.blob:
+                return data
+            for objects in list(self.snapshots.values()):
+                kept = objects.blob(e.blob, self.store)
+                if kept is not None:
+                    return kept
+            snap = ("; the snapshot of the object database does not hold it either"
+                    if self.snapshots else "; the object database's snapshot is not taken yet")
+            if data is None:
+                raise BlobUnavailable(f"git object {e.blob[:12]} is gone from the object"
+                                      f" database{snap}")
+            raise BlobUnavailable(f"git object {e.blob[:12]} no longer holds its blob"
+                                  f" (its bytes hash to another id){snap}")
         raise BaselineError(f"{e.path}: no baseline content ({e.unrestorable})")
 
     # -- restoring ---------------------------------------------------------
@@ -452,7 +474,7 @@ class Baseline:
                 if fd >= 0:
                     os.close(fd)
             st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
-            meta = _dir_meta_at(pfd, name) if e.sig.kind == "dir" else ""
+            meta = dir_meta_at(pfd, name) if e.sig.kind == "dir" else ""
         finally:
             os.close(pfd)
         return _as_set(Sig.of(st, meta), e, owned)
@@ -488,7 +510,8 @@ class Baseline:
         """
         k = e.sig.kind
         if k == "dir":
-            _reset_dir_meta(fd, e)  # first: an append-only flag refuses chmod and chown
+            # first: an append-only flag refuses chmod and chown
+            reset_dir_meta(fd, e.xattrs or {}, e.flags or 0)
         if k != "link":
             os.chmod(fd, e.sig.mode)
         # not root: the file stays ours; the mode and content are what matter
@@ -530,7 +553,7 @@ class Baseline:
                 if fd >= 0:
                     os.close(fd)
             st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
-            meta = _dir_meta_at(pfd, name) if e.sig.kind == "dir" else ""
+            meta = dir_meta_at(pfd, name) if e.sig.kind == "dir" else ""
         finally:
             os.close(pfd)
         return _as_set(Sig.of(st, meta), e, owned)
@@ -538,37 +561,13 @@ class Baseline:
     def close(self) -> None:
         if self.anchor is not None:
             self.anchor.close()
+        if self.held is not None:
+            self.held.close()
 
     def discard(self) -> None:
         """Delete the store (guard's own copies, nothing anyone else wrote)."""
         self.close()
         shutil.rmtree(self.store, ignore_errors=True)
-
-
-def _dir_meta_at(pfd: int, name: str) -> str:
-    fd = open_dir_at(pfd, name)
-    try:
-        return dir_meta(fd)
-    finally:
-        os.close(fd)
-
-
-def _reset_dir_meta(fd: int, e: Entry) -> None:
-    """Remove added xattrs/ACLs, put back the baseline ones and the user inode flags."""
-    want = e.xattrs or {}
-    have = xattrs_of(fd)
-    for k in have:
-        if k not in want:
-            with contextlib.suppress(OSError):
-                os.removexattr(fd, k)
-    for k, v in want.items():
-        if have.get(k) != v:
-            with contextlib.suppress(OSError):
-                os.setxattr(fd, k, v)
-    cur = inode_flags(fd)
-    if cur is not None and (cur & _USER_FLAGS) != (e.flags or 0):
-        with contextlib.suppress(OSError):
-            set_inode_flags(fd, (cur & ~_USER_FLAGS) | (e.flags or 0))
 
 
 def _as_set(sig: Sig, e: Entry, owned: bool) -> Sig:

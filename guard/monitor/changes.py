@@ -24,6 +24,7 @@ from guard.monitor.entries import BaselineError, Sig
 from guard.monitor.events import _WRITING_EVENTS, Violation, _is_under, _Pending
 from guard.monitor.fsops import dir_meta
 from guard.monitor.restoring import act, rel
+from guard.monitor.restoring import touched as objects_touched
 
 if TYPE_CHECKING:
     from guard.monitor.watcher import Monitor
@@ -74,13 +75,30 @@ def change(
     """Decide one change and act on it. Logging and callbacks run after the lock is released."""
     if path in m._index_paths:
         return m._index_change(m._index_paths[path], event)
+    if m.objects and m._ready.is_set() and objects_touched(m, path):
+        return None  # an object file as git wrote it (put back by the monitor)
     if path.startswith(m._objects_prefixes):
         return _object_change(m, path, kind, event)
     with m._lock:
         cur = path_sig(m, path)  # under the lock: our own restores are complete or not begun
+        if cur is None and _shut(m, path):
+            # not absent: a directory on its way is shut (the agent changed its mode, which
+            # its own event puts back). Neither decided nor marked: the next scan sees it
+            m.wake(f"{path}: a directory on its way is shut")
+            return None
         v = _change_locked(m, path, kind, event, detail, cur, force=force, adopted=adopted)
     m._flush()
     return v
+
+
+def _shut(m: Monitor, path: str) -> bool:
+    try:
+        m.anchor.lstat(path)
+    except PermissionError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def _change_locked(

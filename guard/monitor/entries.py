@@ -3,7 +3,8 @@
 Holds :class:`Sig` (an ``lstat`` reduced to what a change alters), :class:`Entry`
 (one path of the baseline and where its content can be got back from),
 :class:`BaselineStats` (the counts a baseline prints), the default size cap, the
-progress callback type, and :class:`BaselineError` / :class:`SourceChanged`.
+progress callback type, and :class:`BaselineError` / :class:`SourceChanged` /
+:class:`BlobUnavailable`.
 
 It does not read, walk, copy or restore anything: reading the trees is
 :mod:`guard.monitor.treeread`, taking and restoring the baseline
@@ -34,6 +35,11 @@ class SourceChanged(BaselineError):
 
     def __init__(self, why: str) -> None:
         super().__init__(f"original unavailable: its source was changed ({why})")
+
+
+class BlobUnavailable(SourceChanged):
+    """A tracked file's git blob is neither in the repository's object database nor in
+    the snapshot of it: the database may be being put back, so a later try may work."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,16 @@ if TYPE_CHECKING:
     from guard.monitor.entries import Sig
 
 
+def plan_ancestors(plans: str, roots: list[Path]) -> set[str]:
+    """The plan directory and its ancestors inside the watched roots (created to hold plans)."""
+    out: set[str] = set()
+    p = plans
+    while any(_is_under(p, str(root)) and p != str(root) for root in roots):
+        out.add(p)
+        p = os.path.dirname(p)
+    return out
+
+
 class _Sink:
     """What the handler calls: the monitor's event entry point."""
 

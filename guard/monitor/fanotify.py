@@ -428,26 +428,31 @@ class FanotifyObserver:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        mount = self._mounts.get(rec.fsid)
-        if mount is None:
+        if rec.fsid not in self._mounts:
             return None
-        fh = struct.pack("=I", len(rec.handle) - 4) + rec.handle
-        fd = libc.open_by_handle_at(mount, fh, os.O_PATH | os.O_CLOEXEC)
-        if fd < 0:
+        path = self._where(key)
+        if path is None:
             self.unresolved += 1
             self._lost()
             return None
-        try:
-            path = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
         if path.endswith(" (deleted)") or not path.startswith("/"):
             self._lost()
             return None
         self._remember(key, path)
         return path
+
+    def _where(self, key: tuple[bytes, bytes]) -> str | None:
+        """Where the directory of a handle is now (``readlink``), or None (gone)."""
+        fh = struct.pack("=I", len(key[1]) - 4) + key[1]
+        fd = libc.open_by_handle_at(self._mounts[key[0]], fh, os.O_PATH | os.O_CLOEXEC)
+        if fd < 0:
+            return None
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
     def _lost(self) -> None:
         """A directory of our file systems could not be named: while the walk runs, it
@@ -482,14 +487,20 @@ class FanotifyObserver:
     def _moved_dir(self, old: str | None, new: str | None) -> None:
         """A directory moved: cached paths at or under its old name now live under the
         new one (or are forgotten, moved outside what we can name); while walking, the
-        walk also covers the new place (it may have listed the old name already)."""
+        walk also covers the new place (it may have listed the old name already). A
+        directory still there is named where it is now: an entry cached after a later
+        move (a swapped-in tree read at its new name) is not moved again by this one."""
         with self._cache_lock:
             if old is not None:
                 prefix = old + "/"
                 stale = [(k, v) for k, v in self._cache.items()
                          if v == old or v.startswith(prefix)]
                 for key, v in stale:
-                    if new is None:
+                    now = self._where(key)
+                    if now is not None and now.startswith("/") and not now.endswith(
+                            " (deleted)"):
+                        self._cache[key] = now
+                    elif new is None:
                         del self._cache[key]
                     else:
                         self._cache[key] = new + v[len(old):]

@@ -90,15 +90,25 @@ class Anchor:
 
     def __init__(self, bases: list[str]) -> None:
         self._fds: dict[str, int] = {}
+        self._retired: list[int] = []  # replaced by rebind: closed with the others
         for b in sorted(set(bases), key=len, reverse=True):
             with contextlib.suppress(OSError):
                 self._fds[b] = os.open(b, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
     def close(self) -> None:
         fds, self._fds = self._fds, {}
-        for fd in fds.values():
+        retired, self._retired = self._retired, []
+        for fd in [*fds.values(), *retired]:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def rebind(self, base: str, fd: int) -> None:
+        """Hold ``fd`` for ``base`` from now on (a watched root recreated at its path). The
+        old descriptor stays open until :meth:`close`: another thread may be using it."""
+        old = self._fds.get(base)
+        if old is not None:
+            self._retired.append(old)
+        self._fds[base] = fd
 
     def fd_of(self, base: str) -> int | None:
         """The descriptor held for ``base`` (None when it is not one of the bases)."""
@@ -383,3 +393,29 @@ def dir_meta(fd: int) -> str:
         h.update(k.encode() + b"\0" + v + b"\0")
     h.update(b"flags %d" % flags)
     return h.hexdigest()[:16]
+
+
+def dir_meta_at(pfd: int, name: str) -> str:
+    """:func:`dir_meta` of the directory ``name`` under ``pfd`` (never following)."""
+    fd = open_dir_at(pfd, name)
+    try:
+        return dir_meta(fd)
+    finally:
+        os.close(fd)
+
+
+def reset_dir_meta(fd: int, want: dict[str, bytes], flags: int) -> None:
+    """Remove added xattrs/ACLs, put back the ``want`` ones and the user inode ``flags``."""
+    have = xattrs_of(fd)
+    for k in have:
+        if k not in want:
+            with contextlib.suppress(OSError):
+                os.removexattr(fd, k)
+    for k, v in want.items():
+        if have.get(k) != v:
+            with contextlib.suppress(OSError):
+                os.setxattr(fd, k, v)
+    cur = inode_flags(fd)
+    if cur is not None and (cur & USER_FLAGS) != flags:
+        with contextlib.suppress(OSError):
+            set_inode_flags(fd, (cur & ~USER_FLAGS) | flags)

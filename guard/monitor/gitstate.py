@@ -389,3 +389,48 @@ def _attribute_sources(worktree: Path, user: bytes | None) -> bool:
     except GitStateError:
         return True
     return bool(nested.strip(b"\0"))
+
+
+def cat_blob(worktree: Path, blob: str, scratch: Path, held: int | None = None
+             ) -> bytes | None:
+    """The bytes of ``blob`` from the worktree's object database, or None.
+
+    Asked of the worktree's repository first; when git cannot read that (its ``HEAD``
+    or refs are gone while the monitor puts ``.git`` back), of a bare repository of
+    guard's own under ``scratch`` whose object directory is the worktree's. The
+    caller checks the bytes against the blob id: nothing here is trusted. ``held``: the
+    worktree's descriptor, passed to git, so that a tree renamed away is still read."""
+    where = f"/proc/self/fd/{held}" if held is not None else str(worktree)
+    objects = Path(where) / ".git" / "objects"
+    if held is not None and not os.path.isdir(f"/proc/self/fd/{held}/.git/objects"):
+        objects = worktree / ".git" / "objects"
+    try:
+        out = subprocess.run(["git", "-C", where, "cat-file", "blob", blob],
+                             capture_output=True, check=False, stdin=subprocess.DEVNULL,
+                             timeout=GIT_TIMEOUT, pass_fds=(held,) if held is not None else ())
+        if out.returncode == 0:
+            return out.stdout
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return cat_blob_in(objects, blob, scratch) if objects.is_dir() else None
+
+
+def cat_blob_in(objects: Path, blob: str, scratch: Path) -> bytes | None:
+    """The bytes of ``blob`` read by git from the object directory ``objects`` (a
+    repository's, or the monitor's snapshot of one), through a bare repository of
+    guard's own under ``scratch``; None when git cannot. Not verified here."""
+    fmt = "sha256" if len(blob) == 64 else "sha1"
+    bare = scratch / f"objects-reader-{fmt}"
+    if not (bare / "HEAD").is_file():
+        try:
+            _run_git(scratch, "init", "-q", "--bare", f"--object-format={fmt}", str(bare))
+        except (GitStateError, OSError):
+            return None
+    try:
+        out = subprocess.run(["git", "--git-dir", str(bare), "cat-file", "blob", blob],
+                             capture_output=True, check=False, stdin=subprocess.DEVNULL,
+                             env={**os.environ, "GIT_OBJECT_DIRECTORY": str(objects)},
+                             timeout=GIT_TIMEOUT)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None

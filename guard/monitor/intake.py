@@ -41,7 +41,7 @@ def trouble(m: Monitor, kind: str, message: str) -> None:
         what = "overflow" if kind == "overflow" else "lost events"
         m._wake_reason = f"after {which} {what}"
     else:
-        m._degrade(kind, message)
+        m.degrade(kind, message)
         m._wake_reason = f"after {kind}"
     m._wake.set()
     m._flush()
@@ -62,13 +62,18 @@ def on_fan_event(m: Monitor, ev: FileSystemEvent, origin: Origin) -> None:
 
 def on_fs_event(m: Monitor, ev: FileSystemEvent) -> None:
     src = os.fsdecode(ev.src_path)
-    if (m._barrier_dir is not None and ev.event_type == "created" and not ev.is_directory
-            and os.path.dirname(src) == m._barrier_dir
-            and os.path.basename(src).startswith(".sync-")):
-        with m._barrier_seen:
-            m._barrier_done = max(m._barrier_done, int(src.rsplit("-", 1)[1]))
-            m._barrier_seen.notify_all()
-        return
+    b = m.barrier
+    if ev.event_type == "created" and not ev.is_directory and b.is_marker(src):
+        return  # named wherever the watch names it: a moved root's events keep its path
+    b.active += 1  # sync's wait sees the handling go on (barrier.py)
+    try:
+        _handle(m, ev, src)
+    finally:
+        b.active -= 1
+        b.handled += 1
+
+
+def _handle(m: Monitor, ev: FileSystemEvent, src: str) -> None:
     if m._stop.is_set():
         return
     try:

@@ -41,6 +41,7 @@ from guard.monitor import gitstate
 from guard.monitor.entries import DEFAULT_SIZE_CAP, Entry, Progress, Sig
 from guard.monitor.fsops import Anchor, dir_meta
 from guard.monitor.gitstate import IndexEntry
+from guard.monitor.heldstore import HeldStore
 from guard.monitor.treeread import walk, walk_dir
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def prepare(
     (store / "objects").mkdir(exist_ok=True)
     bl = cls(store=store, worktree=worktree, anchor=Anchor([str(r) for r in roots]),
              roots=list(roots), size_cap=size_cap, ignore=ignore, progress=progress,
-             started=start)
+             started=start, held=HeldStore(str(store)))
     bl.index_mtime = index_mtime_ns(worktree)
     untrusted: set[str] = set()
     git = worktree / ".git" if worktree is not None else None

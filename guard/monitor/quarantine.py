@@ -310,6 +310,16 @@ def _write_manifest(slot: Path, manifest: dict[str, Any], anchor: Anchor | None 
         os.close(dfd)
 
 
+def kept_stores(roots: Roots) -> list[Path]:
+    """The monitor's baseline stores still on disk for this project: a monitor that is
+    running, or one that stopped while something was not put back (its copies of it)."""
+    base = roots.data / "monitor" / project_of(roots)
+    try:
+        return sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+
+
 def list_items(root: Path, session: str | None = None) -> list[Item]:
     """Every item under ``root`` (or one session), oldest first."""
     if not root.is_dir():

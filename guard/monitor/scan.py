@@ -16,6 +16,7 @@ from guard.monitor.baseline import Baseline
 from guard.monitor.entries import Sig
 from guard.monitor.events import SETTLE_MAX, SETTLE_OPEN_QUIET, SETTLE_QUIET, Violation
 from guard.monitor.gitindex import quarantine_index, read_index, staged, write_index
+from guard.monitor.restoring import repair, take_snapshots
 from guard.monitor.treeread import walk
 
 if TYPE_CHECKING:
@@ -50,8 +51,11 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
         with m._lock:
             snapshot = dict(m._known)  # compared without the lock; differences re-read under it
         m._check_roots()
+        repair(m, f"reconcile:{reason}")  # git's object database first: blobs restore from it
         found: list[tuple[str, str]] = []
-        for path, st, meta, _, _ in walk(m.roots, m._ignored, m.anchor):
+        # a directory the agent shut (chmod 0600) is seen, not what is in it: its mode
+        # is put back, and the next scan sees inside
+        for path, st, meta, _, _ in walk(m.roots, m._ignored, m.anchor, shut_ok=True):
             seen.add(path)
             last = snapshot.get(path)
             if last is not None and last.matches(st, meta):
@@ -76,7 +80,7 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
             found.append((path, event))
         with m._lock:
             gone = [p for p, s in m._known.items() if s is not None and p not in seen]
-        gone = [p for p in gone if m.anchor.lstat(p) is None]
+        gone = [p for p in gone if _gone(m, p)]
         changed += len(gone)
         if found or gone:
             m.sync(SYNC_WAIT)  # each change the scan saw made its event before the marker
@@ -98,6 +102,14 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
         m._flush()
         return new
 
+
+
+def _gone(m: Monitor, path: str) -> bool:
+    """Whether ``path`` is gone; not known (False) while a directory on its way is shut."""
+    try:
+        return m.anchor.lstat(path) is None
+    except PermissionError:
+        return False
 
 
 def begin_baseline(m: Monitor, t0: float) -> None:
@@ -186,6 +198,7 @@ def finish_baseline(m: Monitor, t0: float) -> None:
                 digest = staged(data, os.path.dirname(g), m.store)
                 m._index_base[g] = (data, digest)
                 m._index_known[g] = digest
+            take_snapshots(m)
         except Exception as exc:
             if not m.background:
                 raise
@@ -223,6 +236,10 @@ def finish_baseline(m: Monitor, t0: float) -> None:
 
 
 def _not_restorable(m: Monitor, bl: Baseline) -> None:
+    if bl.held is not None and bl.held.refused:
+        m._notice("not-held", f"{bl.held.refused} baseline copies are over the held store's"
+                              f" limit of {bl.held.limit:,} bytes: they are kept on disk only"
+                              " (checked by SHA-256; an agent of this user can destroy them)")
     over = bl.over_cap()
     if over:
         names = ", ".join(e.path for e in over[:5]) + (" ..." if len(over) > 5 else "")

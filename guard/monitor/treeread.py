@@ -84,14 +84,17 @@ WalkItem = tuple[str, os.stat_result, str, "int | None", str]
 
 
 def walk(
-    roots: list[Path], ignore: Callable[[str], bool], anchor: Anchor | None = None
+    roots: list[Path], ignore: Callable[[str], bool], anchor: Anchor | None = None,
+    *, shut_ok: bool = False,
 ) -> Iterator[WalkItem]:
     """Every path under ``roots`` (roots included) with its lstat, minus ignored subtrees.
 
     Directories are descended by descriptor (``openat`` with O_NOFOLLOW), so a
     directory swapped for a symlink while the walk runs is never followed; at most
     one descriptor per level is open. The parent fd in each item is valid only
-    until the generator resumes.
+    until the generator resumes. ``shut_ok``: an entry of a directory that is listed
+    but shut (no search permission: its mode was changed) is passed over, not an
+    error; the directory itself is yielded, so its mode change is seen.
     """
     for r in roots:
         held = anchor.fd_of(str(r)) if anchor is not None else None
@@ -103,12 +106,13 @@ def walk(
             continue
         try:
             yield str(r), os.fstat(rfd), dir_meta(rfd), None, ""
-            yield from walk_dir(str(r), rfd, ignore)
+            yield from walk_dir(str(r), rfd, ignore, shut_ok=shut_ok)
         finally:
             os.close(rfd)
 
 
-def walk_dir(top: str, top_fd: int, ignore: Callable[[str], bool]) -> Iterator[WalkItem]:
+def walk_dir(top: str, top_fd: int, ignore: Callable[[str], bool], *, shut_ok: bool = False
+             ) -> Iterator[WalkItem]:
     stack: list[tuple[str, int, Iterator[os.DirEntry[str]]]] = []
 
     def push(path: str, fd: int) -> None:
@@ -136,6 +140,10 @@ def walk_dir(top: str, top_fd: int, ignore: Callable[[str], bool]) -> Iterator[W
                 st = e.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
+            except PermissionError:
+                if shut_ok:
+                    continue
+                raise
             if not stat.S_ISDIR(st.st_mode):
                 yield p, st, "", fd, e.name
                 continue

@@ -41,6 +41,9 @@ from guard.fleet.records import stamp
 from guard.fleet.syslog import ship
 from guard.monitor.attribution import Origin, Processes
 from guard.monitor.backends import start_observer
+from guard.monitor.barrier import Barrier
+from guard.monitor.barrier import settle as barrier_settle
+from guard.monitor.barrier import sync as barrier_sync
 from guard.monitor.baseline import Baseline
 from guard.monitor.changes import change, path_sig
 from guard.monitor.entries import DEFAULT_SIZE_CAP, Progress, Sig
@@ -53,11 +56,14 @@ from guard.monitor.events import (
     _Sink,
     default_roots,
     new_session_id,
+    plan_ancestors,
 )
 from guard.monitor.fanotify import Choice, FanotifyObserver
 from guard.monitor.fsops import Anchor
+from guard.monitor.heldstore import make_undumpable
 from guard.monitor.identity import check_roots, identity
 from guard.monitor.intake import lost_event, on_fan_event, on_fs_event, trouble
+from guard.monitor.objsnap import ObjectSnapshot
 from guard.monitor.ownstate import WatchLock, state_paths
 from guard.monitor.quarantine import Quarantine, quarantine_root
 from guard.monitor.restoring import rel
@@ -163,19 +169,22 @@ class Monitor(_Sink):
         self.degraded = False
 
         self._lock = threading.RLock()
+        #: the lock every change is decided and acted on under (helpers take it too)
+        self.lock = self._lock
+        #: .git -> the snapshot of its object database (guard/monitor/objsnap.py)
+        self.objects: dict[str, ObjectSnapshot] = {}
         self._recon_lock = threading.Lock()
+        self._roots_lock = threading.Lock()  # one check of the roots at a time (identity.py)
         self._out_lock = threading.Lock()
         self._outbox: list[Violation | Notice] = []
         self._known: dict[str, Sig | None] = {}
         self._dirty: set[tuple[str, EffectKind]] = set()
         self._quarantined: set[str] = set()
+        self._unavailable: dict[str, int] = {}  # path -> restores its blob was missing for
         self._own_moves: set[tuple[str, str]] = set()
         self._pending: dict[str, _Pending] = {}
         self._pending_cv = threading.Condition(self._lock)
         self._early: dict[str, str] = {}
-        self._barrier_seq = 0
-        self._barrier_seen = threading.Condition()
-        self._barrier_done = 0
         self._ready = threading.Event()
         #: set once inotify watches every root (before the baseline is taken)
         self.watching = threading.Event()
@@ -208,7 +217,7 @@ class Monitor(_Sink):
         #: blob id -> the baselined files whose restore reads it (filled once ready)
         self._baseline_blobs: dict[str, list[str]] = {}
         self._plans = str(r.plans)
-        self._plan_ancestors = self._ancestors(str(r.plans))
+        self._plan_ancestors = plan_ancestors(str(r.plans), self.roots)
         self._ignored_exact = {
             str(self.quarantine.root),
             str(self.quarantine.root / ".gitignore"),
@@ -225,16 +234,9 @@ class Monitor(_Sink):
         self._ignored_prefixes = tuple(p.rstrip("/") + "/" for p in own) + tuple(
             g + "/" for g in self._git_dirs)
         sd = str(self.quarantine.session_dir)
-        self._barrier_dir = sd if any(_is_under(sd, str(root)) for root in self.roots) else None
-
-    def _ancestors(self, path: str) -> set[str]:
-        """The plan directory and its ancestors inside the watched roots (created to hold plans)."""
-        out: set[str] = set()
-        p = path
-        while any(_is_under(p, str(root)) and p != str(root) for root in self.roots):
-            out.add(p)
-            p = os.path.dirname(p)
-        return out
+        #: sync's marker directory (barrier.py): the session's quarantine, when watched
+        self.barrier = Barrier(sd if any(_is_under(sd, str(r)) for r in self.roots) else None,
+                               self.roots)
 
     def _ignored(self, path: str) -> bool:
         """The monitor's own files and git's object churn (see docs/monitor.md).
@@ -282,11 +284,15 @@ class Monitor(_Sink):
             self._watch_lock.acquire(logfile.now_iso())
 
     def _start(self, t0: float) -> None:
-        if self._barrier_dir is not None:
+        why = make_undumpable()  # the held baseline copies: this process's alone
+        if why:
+            self._notice("error", f"cannot make the monitor non-dumpable ({why}): another"
+                                  " process of this user could open its baseline copies")
+        if self.barrier.directory is not None:
             try:
-                os.close(self.quarantine.session_fd())
+                self.barrier.hold(self.quarantine.session_fd())
             except OSError as exc:
-                self._barrier_dir = None
+                self.barrier.directory = None
                 self._notice("error", f"cannot create {self.quarantine.session_dir}: {exc}")
         self._start_observer()
         self._await_watches()
@@ -313,7 +319,7 @@ class Monitor(_Sink):
             self.sync(30)
         self.watching.set()
 
-    def _degrade(self, event: str, message: str) -> None:
+    def degrade(self, event: str, message: str) -> None:
         self.watch_errors += 1
         self.degraded = True
         if self.reconcile_interval is None or self.reconcile_interval > DEGRADED_INTERVAL:
@@ -364,20 +370,23 @@ class Monitor(_Sink):
             f"stopped: {len(self.violations)} violations, {self.overflows} overflows,"
             f" {self.reconciliations} reconciliations",
         )
-        if self.baseline is not None and self.restore_failures:
+        if self.baseline is not None and (self.restore_failures or self._root_reported):
             # what could not be put back may exist nowhere else: never deleted then
             self.baseline.close()
-            self._notice("error", f"{self.restore_failures} restores failed; the baseline"
-                                  f" store is kept at {self.store} (delete it by hand once"
+            why = (f"{self.restore_failures} restores failed" if self.restore_failures
+                   else "the watched tree is not back in place")
+            self._notice("error", f"{why}; the baseline store is kept at {self.store}"
+                                  " (guard quarantine list shows it; delete it by hand once"
                                   " what you need is back)")
         elif self.baseline is not None:
             self.baseline.discard()
         self._flush()
         self.anchor.close()
         self._closed()
-        if self._barrier_dir is not None:
+        self.barrier.close()
+        if self.barrier.directory is not None:
             with contextlib.suppress(OSError):
-                os.rmdir(self._barrier_dir)  # only when empty: nothing was quarantined
+                os.rmdir(self.barrier.directory)  # only when empty: nothing was quarantined
         self._watch_lock.release()
 
     def __enter__(self) -> Monitor:
@@ -394,55 +403,24 @@ class Monitor(_Sink):
     # -- waiting for a consistent state -----------------------------------------
 
     def sync(self, timeout: float = 60.0) -> bool:
-        """Wait until every inotify event generated before this call has been handled.
+        """Wait until every event generated before this call has been handled.
 
-        A marker file is created and removed in this session's quarantine
-        directory (inside the watched worktree); inotify delivers events in
-        order, so once the marker's event is handled, every earlier one was.
-        Returns False when there is no such directory (quarantine outside the
-        watched trees) or no observer, or on timeout.
+        A marker file is created and removed in this session's quarantine directory
+        (inside the watched worktree; with inotify through its descriptor, held in
+        the watched tree); events keep their order, so once the marker's event is
+        handled, every earlier one was. Returns False at once when no watch can see
+        a marker (quarantine outside the watched trees, no observer, a recreated tree
+        inotify does not watch), and on a timeout: ``timeout``, or no event handled
+        for :data:`guard.monitor.barrier.IDLE` seconds (a ``sync-timeout`` notice).
         """
-        obs = self._observer
-        if self._barrier_dir is None or obs is None or self._stop.is_set():
-            return False
-        if self._root_reported:  # the marker's path is not in the tree held any more
-            return False
-        with self._barrier_seen:
-            self._barrier_seq += 1
-            seq = self._barrier_seq
-        name = os.path.join(self._barrier_dir, f".sync-{seq}")
-        try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            os.close(fd)
-            os.unlink(name)
-        except OSError:
-            return False
-        deadline = time.monotonic() + timeout
-        with self._barrier_seen:
-            while self._barrier_done < seq:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stop.is_set() or not obs.is_alive():
-                    return False
-                self._barrier_seen.wait(min(left, 0.5))
-        return True
+        return barrier_sync(self, timeout)
 
     def settle(self, timeout: float = 120.0) -> bool:
-        """Wait until the monitor has handled everything: events, settling files, a clean scan.
-
-        Returns True once a reconciliation scan, run after every earlier event was
-        handled and no file was waiting to settle, finds nothing new.
-        """
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.sync(max(0.1, deadline - time.monotonic()))
-            with self._pending_cv:
-                while self._pending and time.monotonic() < deadline:
-                    self._pending_cv.wait(0.2)
-            if self.reconcile("settle") or self._pending:
-                continue
-            self._flush()
-            return True
-        return False
+        """Wait until the monitor has handled everything: the roots, events, settling
+        files, a clean scan. Returns True once a reconciliation scan, run after the
+        roots were checked, every earlier event was handled and no file was waiting
+        to settle, finds nothing new."""
+        return barrier_settle(self, timeout)
 
     # -- what the observers hand over (intake.py) -------------------------------
 
@@ -541,6 +519,28 @@ class Monitor(_Sink):
         return _reconcile(self, reason)
 
     # -- output ------------------------------------------------------------------
+
+    def wake(self, reason: str) -> None:
+        """Run a reconciliation now (on the reconciler's thread)."""
+        self._wake_reason = reason
+        self._wake.set()
+
+    def report(self, v: Violation) -> None:  # written by the next flush (never locked)
+        with self._lock:
+            self.violations.append(v)
+            self._outbox.append(v)
+
+    def notify(self, event: str, message: str) -> None:
+        self._notice(event, message)
+
+    def expect_baseline(self, root: str) -> None:
+        """``root`` was recreated: each baseline path under it is compared with it again."""
+        if self.baseline is not None:
+            with self._lock:
+                for p, e in self.baseline.entries.items():
+                    if _is_under(p, root):
+                        self._known[p] = e.sig
+                self._dirty.clear()
 
     def _notice(self, event: str, message: str) -> None:
         n = Notice(logfile.now_iso(), self.session, event, message)

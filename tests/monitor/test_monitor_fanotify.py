@@ -192,7 +192,9 @@ def test_inotify_records_carry_null_attribution(
         "pid": None, "exe": None, "in_guarded_tree": None}
 
 
-def test_guard_run_names_the_supervisor_that_made_the_commands_chmod(wt: Path, tmp_path: Path) -> None:
+def test_guard_run_names_the_supervisor_that_made_the_commands_chmod(
+    wt: Path, tmp_path: Path
+) -> None:
     """End to end: `guard run` (as root: fanotify) supervises a command that chmods a
     tracked file (Landlock does not cover chmod). With the walls up the kernel hands every
     chmod to guard's supervisor, the command's parent (guard/sandbox/attrs.py), which makes

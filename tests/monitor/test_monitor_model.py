@@ -4,8 +4,11 @@ Hypothesis generates sequences of agent operations (create, modify, append,
 truncate, delete, rename across directories, chmod, symlink swap, directory
 rename, writing a file over the copy cap, writing the plan, rewriting the git object
 that holds the baseline of src/app.py, chmod-ing the quarantine shut, creating a
-terabyte-sized sparse file). They run for real
-against a real git worktree while the monitor (restore on) watches. Once the
+terabyte-sized sparse file, deleting git's object database, swapping the worktree for a
+modified copy, rewriting guard's baseline copies on disk, moving the worktree aside and
+deleting it). They run for real against a real git worktree while the monitor (restore
+on, with the fanotify and with the inotify backend) watches; as root, the whole model
+runs again as uid 65534 (inotify: fanotify needs CAP_SYS_ADMIN). Once the
 monitor has settled (:meth:`Monitor.settle`: every event handled, no file
 waiting, a clean reconciliation scan — a condition, never a sleep):
 
@@ -14,10 +17,13 @@ waiting, a clean reconciliation scan — a condition, never a sleep):
   written) and the file over the copy cap (announced at start as not
   restorable; a change to it is reported and left in place) and src/app.py when its
   restore said "original unavailable" (its object was rewritten after the agent had
-  changed the file): then it must not hold the object's poisoned bytes;
+  changed the file): then it must not hold the object's poisoned bytes; after the
+  worktree was deleted, the file over the copy cap (never copied) is gone;
+* git reads the same history (HEAD, and `git fsck`), unless the object was rewritten;
 * every violating version the agent left behind (observed right after the
   operation that produced it, and not changed by a later operation of the agent
-  itself) is in quarantine, byte for byte.
+  itself, nor deleted with the whole worktree and its quarantine) is in quarantine,
+  byte for byte.
 """
 
 from __future__ import annotations
@@ -27,12 +33,14 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from guard.decide import Guard
@@ -142,10 +150,15 @@ ops = st.one_of(
     st.builds(Op, st.just("objrewrite")),
     st.builds(Op, st.just("lockout")),
     st.builds(Op, st.just("sparse")),
+    st.builds(Op, st.just("objwipe")),
+    st.builds(Op, st.just("swap"), data=contents),
+    st.builds(Op, st.just("storepoison")),
+    st.builds(Op, st.just("vanish")),
 )
+VANISHED = "*"  # what `vanish` touched: the whole worktree, its quarantine included
 
 
-def apply(wt: Path, op: Op) -> tuple[set[str], list[str]]:
+def apply(wt: Path, op: Op, store: Path) -> tuple[set[str], list[str]]:
     """Run one operation as the agent would. Returns (paths it touched, paths it produced)."""
     a, b = str(wt / op.a), str(wt / op.b)
     if op.kind == "create":
@@ -201,8 +214,11 @@ def apply(wt: Path, op: Op) -> tuple[set[str], list[str]]:
         (wt / PLAN).write_bytes(op.data)
         return {PLAN}, []
     if op.kind == "objrewrite":  # poison the restore source of src/app.py
-        blob = subprocess.run(["git", "-C", str(wt), "rev-parse", "HEAD:src/app.py"],
-                              check=True, capture_output=True, text=True).stdout.strip()
+        found = subprocess.run(["git", "-C", str(wt), "rev-parse", "HEAD:src/app.py"],
+                               capture_output=True, text=True)
+        if found.returncode != 0:
+            raise OSError("git cannot read HEAD (the objects are being put back)")
+        blob = found.stdout.strip()
         obj = wt / ".git" / "objects" / blob[:2] / blob[2:]
         os.chmod(obj, 0o644)
         obj.write_bytes(zlib.compress(b"blob %d\0" % len(POISON) + POISON))
@@ -216,6 +232,33 @@ def apply(wt: Path, op: Op) -> tuple[set[str], list[str]]:
         with open(wt / HUGE, "wb") as f:
             f.truncate(1 << 40)
         return {HUGE}, []
+    if op.kind == "objwipe":  # the repository's history
+        subprocess.run(["rm", "-rf", str(wt / ".git" / "objects")], capture_output=True)
+        return set(), []
+    if op.kind == "swap":  # the worktree renamed away, a modified copy in its place
+        copy, aside = wt.parent / "copy", wt.parent / "aside"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(wt, copy, symlinks=True, ignore_dangling_symlinks=True,
+                        ignore=shutil.ignore_patterns("huge.bin"))
+        (copy / "src").mkdir(exist_ok=True)
+        (copy / "src" / "app.py").write_bytes(op.data)
+        os.chmod(copy / "src" / "app.py", 0o4755)
+        os.rename(wt, aside)
+        os.rename(copy, wt)
+        return set(), []
+    if op.kind == "storepoison":  # guard's copies on disk (the agent runs as the user)
+        # (the object database snapshot's hard links share the objects' inodes: writing
+        # through them is objrewrite, which the model already runs)
+        for dirpath, _, filenames in os.walk(store / "objects"):
+            for name in filenames:
+                with contextlib.suppress(OSError):
+                    Path(dirpath, name).write_bytes(POISON)
+        return set(), []
+    if op.kind == "vanish":  # moved aside and deleted, quarantine and all
+        aside = wt.parent / "gone"
+        subprocess.run(["sh", "-c", f'mv "{wt}" "{aside}" && rm -rf "{aside}"'],
+                       capture_output=True)
+        return {VANISHED}, []
     raise AssertionError(op.kind)
 
 
@@ -237,36 +280,52 @@ def observe(wt: Path, rel: str) -> bytes | str | None:
 
 
 def touched_later(rel: str, later: list[set[str]]) -> bool:
-    return any(t == rel or rel.startswith(t + "/") or t.startswith(rel + "/")
+    return any(t in (rel, VANISHED) or rel.startswith(t + "/") or t.startswith(rel + "/")
                for ts in later for t in ts)
 
 
+@pytest.mark.parametrize("backend", ["fanotify", "inotify"])
 @settings(max_examples=int(os.environ.get("GUARD_MODEL_EXAMPLES", "25")), deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(st.lists(ops, min_size=1, max_size=15))
+# as uid 65534 a directory shut by chmod 0600 hides what is in it (root sees through it):
+# a file created there, and the scan walking into it
+@example(sequence=[Op("sparse"), Op("chmod", "src", n=0o600)])
+@example(sequence=[Op("lockout"), Op("chmod", "src", n=0o600)])
 def test_restore_brings_back_the_baseline_and_keeps_every_violating_version(
-    sequence: list[Op],
+    backend: str, sequence: list[Op],
 ) -> None:
     base = Path(tempfile.mkdtemp(prefix="guard-model-"))
     try:
         wt = make_worktree(base)
         before = snapshot(wt)
+        head = subprocess.run(["git", "-C", str(wt), "rev-parse", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout
         m = Monitor(Guard.load(worktree=wt), "plan", restore=True, reconcile_interval=None,
-                    size_cap=CAP, session="model", audit_path=base / "audit.jsonl")
+                    size_cap=CAP, session="model", audit_path=base / "audit.jsonl",
+                    backend=backend)
         m.start()
         try:
             assert any(n.event == "not-restorable" and BIG in n.message for n in m.notices)
+            assert m.baseline_done.wait(60)
             touched: list[set[str]] = []
             seen: list[tuple[int, str, bytes | str]] = []
             plan: bytes | None = None
+            swapped = big_in_tree = False
             for op in sequence:
                 try:
-                    t, produced = apply(wt, op)
+                    t, produced = apply(wt, op, m.store)
                 except OSError:
                     continue  # the path is gone (or the monitor is putting it back)
                 touched.append(t)
+                swapped = swapped or op.kind == "swap"
+                # after a swap, until the monitor puts the tree back, the agent writes
+                # into the copy standing at the path (it goes into quarantine whole)
+                big_in_tree = big_in_tree or (op.kind == "big" and not swapped)
                 if op.kind == "plan":
-                    plan = op.data
+                    plan = op.data  # written into a swapped-in copy too: it is carried back
+                if op.kind == "vanish":
+                    plan = None  # deleting its own plan is the agent's right
                 for rel in produced:
                     v = observe(wt, rel)
                     if v is not None:
@@ -274,24 +333,40 @@ def test_restore_brings_back_the_baseline_and_keeps_every_violating_version(
             assert m.settle(), "the monitor did not settle"
             after = snapshot(wt)
             big_changed = any(op.kind == "big" for op in sequence)
-            if big_changed:
+            vanished = any(op.kind == "vanish" for op in sequence)
+            kept = quarantined(wt, "model")
+            if big_changed and not vanished:
+                big_in_copy = any(isinstance(k, bytes) and len(k) > CAP * 2
+                                  and k.startswith(b"B" * CAP * 2) for k in kept)
                 assert any(v.path == str(wt / BIG) and "left in place" in v.action_taken
-                           for v in m.violations)
+                           for v in m.violations) or (not big_in_tree and big_in_copy), (
+                    _diff(before, after, m))
+            if big_changed or vanished:
                 before.pop(BIG)
-                after.pop(BIG)
+                after.pop(BIG, None)
+            rewritten = any(op.kind == "objrewrite" for op in sequence)
             unavailable = [v for v in m.violations if v.path == str(wt / "src/app.py")
                            and "original unavailable" in v.action_taken]
             if unavailable:
-                assert any(op.kind == "objrewrite" for op in sequence), unavailable
+                assert rewritten, unavailable
                 now = after.pop("src/app.py", None)
                 before.pop("src/app.py")
                 assert now is None or now[1] != POISON, "the poisoned object was restored"
+            elif rewritten and vanished:
+                after.pop("src/app.py", None)  # its blob's object was poisoned: never written
+                before.pop("src/app.py")
             for rel, (_, data, _) in after.items():
-                assert data != POISON, f"{rel}: the poisoned object's bytes were written"
+                assert data != POISON, f"{rel}: the poisoned bytes were written"
             assert after == before, _diff(before, after, m)
+            if not rewritten:
+                git_now = subprocess.run(["git", "-C", str(wt), "rev-parse", "HEAD"],
+                                         capture_output=True, text=True)
+                assert git_now.stdout == head, _diff(before, after, m)
+                fsck = subprocess.run(["git", "-C", str(wt), "fsck", "--full"],
+                                      capture_output=True, text=True)
+                assert fsck.returncode == 0, fsck.stderr + _diff(before, after, m)
             if plan is not None:
-                assert (wt / PLAN).read_bytes() == plan
-            kept = quarantined(wt, "model")
+                assert (wt / PLAN).read_bytes() == plan, _diff(before, after, m)
             for idx, rel, version in seen:
                 if touched_later(rel, touched[idx + 1 :]):
                     continue  # the agent itself changed it again
@@ -312,3 +387,35 @@ def _diff(before: Snapshot, after: Snapshot, m: Monitor) -> str:
         if before.get(k) != after.get(k):
             lines.append(f"{k}: baseline {before.get(k)!r} now {after.get(k)!r}")
     return "\n".join(lines) + f"\nviolations: {m.violations}\nnotices: {m.notices}"
+
+
+def test_the_model_holds_as_an_unprivileged_user(request: pytest.FixtureRequest) -> None:
+    """As root, the model runs again as uid 65534: the monitor then gets inotify (fanotify's
+    filesystem mark needs CAP_SYS_ADMIN), its own files are that user's, and the
+    non-dumpable held store is what keeps the copies from that user's other processes."""
+    from tests.sandbox.unprivileged import as_user, reachable_dir, require_unprivileged
+
+    require_unprivileged()
+    checkout = Path(__file__).resolve().parents[2]
+    work = reachable_dir("guard-model-nobody-", "nobody")
+    try:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work),
+               "TMPDIR": str(work), "PYTHONDONTWRITEBYTECODE": "1",
+               "GUARD_MODEL_EXAMPLES": os.environ.get("GUARD_MODEL_EXAMPLES", "10"),
+               **{k: v for k, v in os.environ.items() if k.startswith("GIT_")}}
+        # the run's seed carries over, so a failure here reproduces with it
+        given_seed = request.config.getoption("hypothesis_seed", None)
+        seed = [f"--hypothesis-seed={given_seed}"] if given_seed is not None else []
+        argv = as_user("nobody", [
+            sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+            f"--rootdir={checkout}", "-c", str(checkout / "pyproject.toml"),
+            f"--basetemp={work}/pytest", "-k", "inotify", *seed,
+            f"{__file__}::test_restore_brings_back_the_baseline_and_keeps_every_violating_version",
+        ])
+        proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True,
+                              timeout=3600)
+        # all of it: the differing paths come first, the violations and notices after
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert " passed" in proc.stdout, proc.stdout
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -13,6 +13,8 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from guard.monitor import Monitor, get_item, quarantine_root
 from tests.monitor.conftest import git, wait_for
 
@@ -87,14 +89,17 @@ def test_a_poisoned_object_with_no_clean_copy_left_is_original_unavailable(
              "the next write reported")
 
 
-def test_a_deleted_git_object_is_original_unavailable_not_silence(
+def test_attack_deleted_git_object_is_put_back_and_the_file_restored_from_it(
     wt: Path, start_monitor: Callable[..., Monitor]
 ) -> None:
-    """Attack: delete src/app.py and its loose object together (before the monitor can
-    copy it): the restore says the original is unavailable instead of nothing."""
+    """Attack: delete src/app.py's loose object while its write waits to settle (before
+    the monitor can copy the file). The object comes back from the object database
+    snapshot (verified by its id), and the file is restored from it."""
     target = wt / "src" / "app.py"
+    original = target.read_bytes()
     obj = _object(wt, "src/app.py")
     m = start_monitor(restore=True)
+    assert m.baseline_done.wait(60)
     with open(target, "w") as f:  # the file's bytes go first, under the monitor's eyes
         f.write("agent\n")
         f.flush()
@@ -103,19 +108,21 @@ def test_a_deleted_git_object_is_original_unavailable_not_silence(
     wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
     m.settle()
     fv = next(v for v in m.violations if v.path == str(target))
-    assert "original unavailable: its source was changed" in fv.action_taken, fv.action_taken
-    assert "gone from the object database" in fv.action_taken
-    assert any(v.path == str(obj) and v.event == "deleted" for v in m.violations)
+    assert "restored from git blob" in fv.action_taken, fv.action_taken
+    assert target.read_bytes() == original
+    assert obj.is_file() and git(wt, "cat-file", "-p", ":src/app.py").encode() == original
     assert _item_bytes(m, target) == b"agent\n"
 
 
-def test_a_rewritten_baseline_copy_is_never_restored(
+def test_attack_baseline_store_poisoned_restores_the_original_from_the_held_copy(
     wt: Path, start_monitor: Callable[..., Monitor]
 ) -> None:
     """Attack (possible under `guard watch`, where the agent runs as the user): overwrite
-    guard's stored copy of the untracked notes.txt, then delete notes.txt. The copy fails
-    its SHA-256 check: nothing is written, and the monitor says why."""
+    guard's copy of the untracked notes.txt on disk, then overwrite notes.txt. The copy
+    on disk fails its SHA-256 check and is never the only source: the copy the monitor
+    holds in a file without a name puts the original back."""
     target = wt / "notes.txt"
+    original = target.read_bytes()
     m = start_monitor(restore=True)
     assert m.baseline is not None
     entry = m.baseline.get(str(target))
@@ -125,14 +132,12 @@ def test_a_rewritten_baseline_copy_is_never_restored(
     wait_for(lambda: any(v.path == str(target) for v in m.violations), "the violation")
     m.settle()
     v = next(v for v in m.violations if v.path == str(target))
-    assert "original unavailable: its source was changed" in v.action_taken, v.action_taken
-    assert "no longer holds what the baseline read" in v.action_taken
-    assert not target.exists()
+    assert "restored from the baseline copy (SHA-256 checked)" in v.action_taken, v
+    assert target.read_bytes() == original
     assert _item_bytes(m, target) == b"agent\n"
-    m.stop()  # a restore failed: the store is kept, and its path said
-    assert m.store.is_dir()
-    assert any(n.event == "error" and "store is kept at " + str(m.store) in n.message
-               for n in m.notices)
+    m.stop()  # everything was put back: the store is removed
+    assert not m.store.exists()
+    assert target.read_bytes() == original
 
 
 def _commit_filtered(wt: Path, attributes: str, name: str, content: bytes) -> None:
@@ -188,3 +193,65 @@ def test_a_clean_filtered_notebook_is_restored_with_its_outputs(
     assert target.read_bytes() == notebook
     v = next(v for v in m.violations if v.path == str(target))
     assert "the baseline copy (SHA-256 checked)" in v.action_taken, v.action_taken
+
+
+def test_attack_object_database_gone_while_the_file_is_restored_reads_the_snapshot(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """Attack: while src/app.py's write waits to settle, move `.git/objects` away and put
+    a file in its place, so that neither git nor the monitor's repair can read or put back
+    the repository's objects when the file is restored. The restore does not depend on
+    them: src/app.py's blob is read from the object database snapshot taken at baseline,
+    verified by its id, and the original is back."""
+    target = wt / "src" / "app.py"
+    original = target.read_bytes()
+    objects = wt / ".git" / "objects"
+    m = start_monitor(restore=True)
+    assert m.baseline_done.wait(60)
+    with open(target, "w") as f:
+        f.write("agent\n")
+        f.flush()
+        wait_for(lambda: str(target) in m._pending, "the write waiting to settle")
+        objects.rename(wt / ".git" / "objects.gone")  # at once: nothing to repair meanwhile
+        objects.write_text("not an object database\n")
+    wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
+    m.settle()
+    fv = next(v for v in m.violations if v.path == str(target))
+    assert "restored from git blob" in fv.action_taken, fv.action_taken
+    assert target.read_bytes() == original
+    assert _item_bytes(m, target) == b"agent\n"
+
+
+def test_a_blob_neither_git_nor_the_snapshot_holds_is_tried_a_bounded_number_of_times(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """Attack: while src/app.py's write waits to settle, poison its object through its
+    inode (the hard-linked snapshot shares it). No source holds the blob: each scan tries the
+    restore again (the database may still be being put back), BLOB_ATTEMPTS times in
+    all, each said; then it is left missing and reported so, and scans stop trying."""
+    from guard.monitor.restoring import BLOB_ATTEMPTS
+
+    target = wt / "src" / "app.py"
+    obj = _object(wt, "src/app.py")
+    m = start_monitor(restore=True)
+    assert m.baseline_done.wait(60)
+    snap = next(iter(m.objects.values()))
+    if snap.counts.get("hard link", 0) != len(snap.files):
+        pytest.skip("the snapshot holds its own copies here (reflink or copy): it stays clean")
+    with open(target, "w") as f:  # no clean copy of the file is taken meanwhile
+        f.write("agent\n")
+        f.flush()
+        wait_for(lambda: str(target) in m._pending, "the write waiting to settle")
+        _rewrite_object(obj, b"print('poisoned')\n")
+        wait_for(lambda: any(v.path == str(obj) for v in m.violations), "object violation")
+    wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
+    assert m.settle()
+    tries = [v.action_taken for v in m.violations if v.path == str(target)]
+    assert len(tries) == BLOB_ATTEMPTS, tries
+    assert all("original unavailable" in t for t in tries), tries
+    assert f"attempt 1 of {BLOB_ATTEMPTS}; tried again at the next scan" in tries[0]
+    assert f"attempt {BLOB_ATTEMPTS} of {BLOB_ATTEMPTS}; not tried again" in tries[-1]
+    assert not target.exists()
+    assert _item_bytes(m, target) == b"agent\n"
+    m.reconcile("again")
+    assert len([v for v in m.violations if v.path == str(target)]) == BLOB_ATTEMPTS
