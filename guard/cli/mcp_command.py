@@ -150,13 +150,14 @@ def mcp_command(
     # the protocol owns the real stdout; anything else printed by accident goes to stderr
     protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    from guard.gate import policy_named
     from guard.mcp.proxy import McpProxy, run_proxy
     from guard.policy.freshness import PolicyWatch
 
     watch = PolicyWatch(
         guard,
         lambda: Guard.load(policy, cwd=workdir),
-        discovered=policy is None and not os.environ.get("GUARD_POLICY"),
+        discovered=policy_named(policy, os.environ) is None,
     )
     proxy = McpProxy(
         guard,

@@ -25,6 +25,9 @@ ALLOWED = {
     # > the worktree's > builtin); guard's own front doors name the policy through
     # guard.gate.policy_named before they load it.
     "decide.py": "the policy discovery of the public Guard.load()",
+    # TAB completion answers before anything of guard loads (50 ms a TAB): it offers the
+    # agent names of the policy guard would use here and decides nothing.
+    "cli/completion.py": "the agent names TAB offers",
 }
 
 
