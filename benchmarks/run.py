@@ -217,7 +217,7 @@ def main() -> int:
             before = statistics.median(b for _, b in starts)
             print(
                 f"monitor's baseline: median {before:.3f}s before the command could start;"
-                f" all of it (phase 2 runs with the command, at idle priority) took median"
+                f" all of it (phase 2 runs with the command) took median"
                 f" {whole:.3f}s, the bare workload {bare_w:.3f}s"
             )
         ratio = statistics.median(wall[last]) / bare_w

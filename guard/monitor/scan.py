@@ -154,45 +154,19 @@ def _early_paths(m: Monitor) -> set[str]:
         return set(m._early)
 
 
-def _set_idle(tid: int, idle: bool) -> None:
-    """Best effort: thread ``tid`` to SCHED_IDLE (or back to SCHED_OTHER), Linux only.
-
-    Phase 2's walk then takes only CPU time the command leaves unused. Failure is
-    ignored: the priority is a cost matter, never a correctness one."""
-    policy = getattr(os, "SCHED_IDLE" if idle else "SCHED_OTHER", None)
-    if policy is None or not hasattr(os, "sched_setscheduler"):
-        return
-    with contextlib.suppress(OSError):
-        os.sched_setscheduler(tid, policy, os.sched_param(0))
-
-
-def hurry_baseline(m: Monitor) -> None:
-    """Phase 2 back to normal priority: something (the stop) now waits for it."""
-    with m._lock:
-        tid, m._baseline_tid = m._baseline_tid, -1  # -1: never idle again
-    if tid is not None and tid > 0:
-        _set_idle(tid, False)
-
-
 def finish_baseline(m: Monitor, t0: float) -> None:
     """Phase 2, then the changes made meanwhile, then the reconciler and settler.
 
-    On the background thread, phase 2's walk runs at idle priority so that it does
-    not compete with the command; :func:`hurry_baseline` ends that when stopping."""
+    Phase 2 runs at the process's own priority. A lower one (``SCHED_IDLE``, a nice
+    value) would hold the interpreter's lock at it: on a busy machine every other
+    thread, the stop included, then waits for a thread the scheduler seldom runs, and
+    an unprivileged process can never raise it back (``RLIMIT_NICE``)."""
     bl = m.baseline
     assert bl is not None
     try:
         try:
-            if m.background and threading.current_thread() is m._baseline_thread:
-                with m._lock:
-                    if m._baseline_tid is None:  # not already hurried by a stop
-                        m._baseline_tid = threading.get_native_id()
-                        _set_idle(m._baseline_tid, True)
-            try:
-                phases.complete(bl, lambda: _early_paths(m),
-                                lambda: m.events_lost > m._lost_at_phase1)
-            finally:
-                hurry_baseline(m)
+            phases.complete(bl, lambda: _early_paths(m),
+                            lambda: m.events_lost > m._lost_at_phase1)
             for g in m._git_dirs:
                 data = m._index_base[g][0]
                 digest = staged(data, os.path.dirname(g), m.store)

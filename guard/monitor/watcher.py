@@ -67,7 +67,7 @@ from guard.monitor.objsnap import ObjectSnapshot
 from guard.monitor.ownstate import WatchLock, state_paths
 from guard.monitor.quarantine import Quarantine, quarantine_root
 from guard.monitor.restoring import rel
-from guard.monitor.scan import begin_baseline, drain_pending, hurry_baseline, index_change
+from guard.monitor.scan import begin_baseline, drain_pending, index_change
 from guard.monitor.scan import reconcile as _reconcile
 
 if TYPE_CHECKING:
@@ -207,7 +207,6 @@ class Monitor(_Sink):
         #: set once the whole baseline is taken (and early changes handled)
         self.baseline_done = threading.Event()
         self._baseline_thread: threading.Thread | None = None
-        self._baseline_tid: int | None = None  # phase 2 at idle priority (scan.hurry_baseline)
 
         self._git_dirs = [str(root / ".git") for root in self.roots if (root / ".git").is_dir()]
         self._index_paths = {g + "/index": g for g in self._git_dirs}
@@ -348,7 +347,6 @@ class Monitor(_Sink):
         if not self._started or self._stop.is_set():
             return
         if self._baseline_thread is not None:
-            hurry_baseline(self)
             self._baseline_thread.join()  # early changes are handled before anything stops
         # events already queued are handled as events (their name, who made them), not
         # left to the final reconciliation, which sees only that something changed

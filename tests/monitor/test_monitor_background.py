@@ -213,41 +213,33 @@ def test_index_read_directly_matches_git_ls_files(wt: Path, version: str) -> Non
         assert quick == {"docs/a.md", "docs/b.md"}
 
 
-def test_phase_two_walks_at_idle_priority_and_a_stop_hurries_it(
+def test_phase_two_never_runs_below_the_monitors_priority_so_a_busy_machine_cannot_stall_it(
     wt: Path, tmp_path: Path
 ) -> None:
-    """Phase 2 runs at SCHED_IDLE (it must not compete with the command); a stop that
-    has to wait for it first puts it back to normal priority."""
-    seen: list[int] = []
-    reached, release = threading.Event(), threading.Event()
-    tid: list[int] = []
+    """The hazard: phase 2 at a lower priority (``SCHED_IDLE``, a nice value) holds the
+    interpreter's lock at it. With the machine's CPUs taken by other programs the
+    scheduler seldom runs it, so the event handler and the stop, which wait for that
+    lock, wait with it: ``guard run`` as an unprivileged user under two busy loops took
+    over 120 s to end a one-second command, and such a process cannot raise a thread's
+    priority back (``RLIMIT_NICE``). The walk's thread, and what it runs, keep the
+    monitor's own policy and nice value."""
+    seen: list[tuple[str, int, int]] = []
+    reached = threading.Event()
 
     def progress(phase: str, done: int, total: int) -> None:
-        if phase == "scanning" and done == 0 and not reached.is_set():
-            tid.append(threading.get_native_id())
-            seen.append(os.sched_getscheduler(0))
+        if phase == "scanning":
+            seen.append((threading.current_thread().name, os.sched_getscheduler(0),
+                         os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
             reached.set()
-            release.wait(WAIT)
-            seen.append(os.sched_getscheduler(0))
 
+    own = (os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
     m = Monitor(Guard.load(worktree=wt), "plan", restore=True, background=True,
                 reconcile_interval=None, audit_path=tmp_path / "a.jsonl", progress=progress)
     m.start()
-    stopper = threading.Thread(target=m.stop)
     try:
-        assert reached.wait(WAIT), "phase 2 never started"
-        assert seen[0] == os.SCHED_IDLE
-        stopper.start()
-        pause = threading.Event()
-        for _ in range(int(WAIT / 0.01)):
-            if os.sched_getscheduler(tid[0]) == os.SCHED_OTHER:
-                break
-            pause.wait(0.01)
+        assert reached.wait(WAIT), "phase 2 never reported progress"  # then stop: no hurry
     finally:
-        release.set()
-        if stopper.ident is None:
-            m.stop()
-        else:
-            stopper.join(WAIT)
-    assert seen == [os.SCHED_IDLE, os.SCHED_OTHER]
+        m.stop()
     assert m.baseline_done.is_set()
+    assert {name for name, _, _ in seen} == {"guard-baseline"}  # the background walk
+    assert {(policy, nice) for _, policy, nice in seen} == {own}
