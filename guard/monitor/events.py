@@ -5,6 +5,10 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import sys
+import threading
+import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -273,3 +277,22 @@ def early_names(ev: FileSystemEvent) -> list[tuple[str, str]]:
         return [(src, "moved-from"), (os.fsdecode(ev.dest_path), "moved-to")]
     change = CHANGES.get((ev.event_type, ev.is_directory))
     return [(src, change[2])] if change is not None else []
+
+
+def join_within(timeout: float, threads: list[threading.Thread]) -> list[str]:
+    """Join ``threads`` within ``timeout`` seconds in all; describe each still running
+    (its name and the innermost frames it stands in), so that a stop that could not
+    wait for it says what held it instead of hanging."""
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        if t.ident is not None:
+            t.join(max(0.0, deadline - time.monotonic()))
+    frames = sys._current_frames()
+    stuck = []
+    for t in threads:
+        if t.is_alive():
+            frame = frames.get(t.ident) if t.ident is not None else None
+            where = ", ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                              for f in traceback.extract_stack(frame)[-4:]) if frame else "?"
+            stuck.append(f"{t.name} (at {where})")
+    return stuck

@@ -352,7 +352,7 @@ class FanotifyObserver:
     def closed(self) -> None:
         """Wait until the fanotify descriptor is closed (its marks gone) after join()."""
         if self._closer is not None:
-            self._closer.join()
+            self._closer.join(10.0)  # bounded: the stop goes on, the release finishes alone
 
     # -- reading -----------------------------------------------------------------
 

@@ -55,6 +55,7 @@ from guard.monitor.events import (
     _Pending,
     _Sink,
     default_roots,
+    join_within,
     new_session_id,
     plan_ancestors,
 )
@@ -81,6 +82,9 @@ warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog\.")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 #: the reconciliation interval used when inotify cannot watch everything
 DEGRADED_INTERVAL = 5.0
+#: how long a stop waits for the baseline, for its last sync, for the watch and for the
+#: monitor's own threads (each): past it, it names what is stuck and goes on
+STOP_WAIT = 30.0
 
 
 class Monitor(_Sink):
@@ -138,6 +142,7 @@ class Monitor(_Sink):
         #: (device, inode) of each root when the monitor was made: the tree it watches
         self._root_ids = {str(root): identity(root) for root in self.roots}
         self._root_reported: dict[str, str] = {}
+        self._stuck: list[str] = []  # threads a stop could not wait for (stop())
         self.restore = restore
         self.on_violation = on_violation
         self.on_notice = on_notice
@@ -329,13 +334,18 @@ class Monitor(_Sink):
             f" {self.reconcile_interval:g} s",
         )
 
-    def _stop_observer(self) -> None:
+    def _stop_observer(self) -> list[str]:
+        """Stop the watch within :data:`STOP_WAIT`; the threads still running, described."""
         obs, self._observer = self._observer, None
-        if obs is not None:
-            obs.stop()
-            obs.join()
-            if isinstance(obs, FanotifyObserver):
-                self._closing = obs  # its descriptor closes while stop() goes on
+        if obs is None:
+            return []
+        obs.stop()
+        if not isinstance(obs, FanotifyObserver):
+            return join_within(STOP_WAIT, [obs])
+        obs.join(STOP_WAIT / 3)  # its reader, walker and dispatcher in turn
+        self._closing = obs  # its descriptor closes while stop() goes on
+        return [] if not obs.is_alive() else join_within(0, [
+            t for t in threading.enumerate() if t.name.startswith("guard-fanotify")])
 
     def _closed(self) -> None:
         """Wait until the watch is closed (fanotify closes its descriptor on a thread)."""
@@ -346,32 +356,45 @@ class Monitor(_Sink):
     def stop(self) -> None:
         if not self._started or self._stop.is_set():
             return
-        if self._baseline_thread is not None:
-            self._baseline_thread.join()  # early changes are handled before anything stops
+        # every wait is bounded (guard always answers): a thread that does not end in
+        # time is named with where it stands, and nothing after relies on it having ended
+        stuck: list[str] = []
+        if self._baseline_thread is not None:  # early changes are handled before anything stops
+            stuck += join_within(STOP_WAIT, [self._baseline_thread])
         # events already queued are handled as events (their name, who made them), not
         # left to the final reconciliation, which sees only that something changed
-        self.sync()
+        if not stuck:
+            self.sync(STOP_WAIT)
         self._stop.set()
         self._wake.set()
         self._ready.set()
         with self._pending_cv:
             self._pending_cv.notify_all()
-        self._stop_observer()
-        for t in self._threads:
-            t.join()
+        stuck += self._stop_observer()
+        stuck += join_within(STOP_WAIT, self._threads)
         self._stopping = True  # from here on nothing waits to settle
-        self._drain_pending(everything=True)
-        if self.final_reconcile and self.baseline is not None:
-            self.reconcile("final")
+        if stuck:
+            self._stuck = stuck
+            self._notice("error", f"the monitor's threads did not stop within"
+                                  f" {STOP_WAIT:g} s: {'; '.join(stuck)}. No final"
+                                  " reconciliation ran and files still being written were"
+                                  " not acted on: what changed after the last event handled"
+                                  " is not reported")
+        else:
+            self._drain_pending(everything=True)
+            if self.final_reconcile and self.baseline is not None:
+                self.reconcile("final")
         self._notice(
             "stop",
             f"stopped: {len(self.violations)} violations, {self.overflows} overflows,"
             f" {self.reconciliations} reconciliations",
         )
-        if self.baseline is not None and (self.restore_failures or self._root_reported):
+        if self.baseline is not None and (self.restore_failures or self._root_reported
+                                          or self._stuck):
             # what could not be put back may exist nowhere else: never deleted then
             self.baseline.close()
             why = (f"{self.restore_failures} restores failed" if self.restore_failures
+                   else "the monitor did not stop cleanly" if self._stuck
                    else "the watched tree is not back in place")
             self._notice("error", f"{why}; the baseline store is kept at {self.store}"
                                   " (guard quarantine list shows it; delete it by hand once"

@@ -243,3 +243,42 @@ def test_phase_two_never_runs_below_the_monitors_priority_so_a_busy_machine_cann
     assert m.baseline_done.is_set()
     assert {name for name, _, _ in seen} == {"guard-baseline"}  # the background walk
     assert {(policy, nice) for _, policy, nice in seen} == {own}
+
+
+def test_a_stop_never_waits_forever_for_a_stuck_thread_it_names_it_and_keeps_the_store(
+    wt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guard always answers: a monitor thread that never ends (here phase 2, held in its
+    progress callback) must not make ``stop()`` and with it ``guard run`` or ``guard
+    watch`` hang. The stop waits its bound, names the thread and where it stands,
+    skips the final reconciliation it cannot trust, and keeps the baseline store."""
+    from guard.monitor import watcher
+
+    monkeypatch.setattr(watcher, "STOP_WAIT", 0.5)
+    held, release = threading.Event(), threading.Event()
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase == "scanning" and not held.is_set():
+            held.set()
+            release.wait(WAIT)
+
+    notices: list[Notice] = []
+    m = Monitor(Guard.load(worktree=wt), "plan", restore=True, background=True,
+                reconcile_interval=None, audit_path=tmp_path / "a.jsonl", progress=progress,
+                on_notice=notices.append)
+    m.start()
+    try:
+        assert held.wait(WAIT), "phase 2 never started"
+        m.stop()  # returns although phase 2 is still held
+        stopped = [n.message for n in notices if n.event == "stop"]
+        errors = [n.message for n in notices if n.event == "error"]
+        assert stopped, [n.event for n in notices]
+        assert any("did not stop within 0.5 s" in e and "guard-baseline" in e
+                   and "progress" in e for e in errors), errors
+        assert not any(n.event == "reconcile" for n in notices)
+        assert any("baseline store is kept" in e for e in errors), errors
+        assert m.store.is_dir()
+    finally:
+        release.set()
+        assert m._baseline_thread is not None
+        m._baseline_thread.join(WAIT)
