@@ -86,3 +86,12 @@ def task_effects(dialect: str, call: ToolCall, canonical: str = "task") -> list[
             )
         effects.append(tool(f"task:{kind.strip()}", f"{dialect} {call.name} spawns {kind!r}"))
     return effects
+
+
+def task_tool(dialect: str) -> Handler:
+    """A subagent spawn tool, told as ``dialect``'s (:func:`task_effects`)."""
+
+    def handler(call: ToolCall) -> list[Effect]:
+        return task_effects(dialect, call)
+
+    return handler

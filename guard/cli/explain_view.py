@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from guard.cli._base import read_options
 from guard.cli._io import printable
-from guard.cli.quick import EXIT_CODES, effect_kind, load_guard, path_arg, read_options
+from guard.cli.quick import EXIT_CODES, effect_kind, load_guard, path_arg
 from guard.effects import Effect
 
 

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard.cli._base import with_schema
+from guard.cli._base import read_options, with_schema
 from guard.effects import GuardError
 from guard.planning._vocabulary import Mode, check_session_id, sessions_dir
 from guard.planning.binding import worktrees_of
@@ -106,30 +106,17 @@ def resolve_view(cwd: Path, session_id: str | None) -> StatusView:
 # ---- the plain command lines main() answers itself ------------------------------------------
 
 
+_VALUED = {"--session": "session", "-s": "session", "--cwd": "cwd", "-C": "cwd"}
+
+
 def _plain(args: list[str], flags: tuple[str, ...]) -> dict[str, Any] | None:
-    """``--session/-s ID``, ``--cwd/-C DIR`` and ``flags``, each at most once, as options;
-    None for anything else (typer then reads the command line and says what is wrong)."""
-    valued = {"--session": "session", "-s": "session", "--cwd": "cwd", "-C": "cwd"}
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(args):
-        a = args[i]
-        i += 1
-        if a in flags and a not in out:
-            out[a] = True
-            continue
-        name, eq, value = a.partition("=") if a.startswith("--") else (a, "", "")
-        key = valued.get(name)
-        if key is None or key in out:
-            return None
-        if not eq:
-            if i >= len(args):
-                return None
-            value = args[i]
-            i += 1
-        if not value or value.startswith("-"):
-            return None
-        out[key] = value
+    """``--session/-s ID``, ``--cwd/-C DIR`` and ``flags``, each at most once, as options
+    (read as ``guard check`` reads its own: :func:`guard.cli._base.read_options`); None
+    for anything else (typer then reads the command line and says what is wrong)."""
+    read = read_options(args, _VALUED, {flag: flag for flag in flags})
+    if read is None or read[1] or any(args.count(flag) > 1 for flag in flags):
+        return None  # a positional or a flag given twice: typer's to read
+    out = read[0]
     cwd = Path(out.get("cwd", "."))
     if cwd.exists() and not cwd.is_dir():
         return None  # typer's message for a file given as --cwd

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard.ansi import paint
-from guard.cli._base import color_enabled, print_json, warn
+from guard.cli._base import color_enabled, print_json, read_options, warn
 from guard.cli._io import control_chars, printable, read_json_input
 from guard.effects import Effect, EffectKind, GuardError, ToolCall
 
@@ -115,42 +115,6 @@ _CHECK_VALUED = {
     "--audit-log": "audit_log",
 }  # fmt: skip
 _CHECK_PATHS = ("worktree", "cwd", "audit_log")
-
-
-def read_options(
-    args: list[str], valued: dict[str, str], flags: dict[str, str]
-) -> tuple[dict[str, Any], list[str]] | None:
-    """(options, positionals) of a plain command line, or None (typer says the rest).
-
-    Plain: each option spelt out (``--name VALUE``, ``--name=VALUE``, ``-a VALUE``) with
-    a value that is not empty and does not start with ``-``; no ``--``; positionals that
-    do not start with ``-``. Options and positionals may be interleaved, as typer allows.
-    """
-    values: dict[str, Any] = {}
-    positionals: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        i += 1
-        if not a.startswith("-"):
-            positionals.append(a)
-            continue
-        if a in flags:
-            values[flags[a]] = True
-            continue
-        name, eq, value = a.partition("=") if a.startswith("--") else (a, "", "")
-        key = valued.get(name)
-        if key is None or key in values:  # unknown, `-`, `--`, or given twice
-            return None
-        if not eq:
-            if i >= len(args):
-                return None
-            value = args[i]
-            i += 1
-        if not value or value.startswith("-"):
-            return None
-        values[key] = value
-    return values, positionals
 
 
 def parse_check(args: list[str]) -> CheckOptions | None:

@@ -39,6 +39,7 @@ from guard.gate import ModeHint
 
 if TYPE_CHECKING:
     from guard.gate import ModeHint, Verdict
+    from guard.hosts.interface import Host
 
 #: Where a hook is wired: the worktree's shared settings file (``project``), a file in the
 #: worktree that only this user has (``local``: the host's own untracked file, else the
@@ -154,6 +155,16 @@ class HostAdapter(ABC):
     #: The host's post-tool event guard wires (None: the host has none guard can use),
     #: where a tool that ran without guard's decision is caught (guard.hooks.missed).
     post_event: str | None = None
+    #: Whether the payload's ``permission_mode`` (its ``plan``) picks guard's plan agent.
+    reads_permission_mode: bool = False
+
+    def __init_subclass__(cls, host: Host | None = None, follows: str = "", **kw: Any) -> None:
+        """``class X(HostAdapter, host=HOST, follows=WHAT)``: :attr:`name`, :attr:`title`,
+        :attr:`dialect` and :attr:`follows` (``WHAT`` of that version) from the host's record."""
+        super().__init_subclass__(**kw)
+        if host is not None:
+            cls.name, cls.title, cls.dialect = host.name, host.title, host.dialect
+            cls.follows = host.follows(follows)
 
     # -- the hook protocol -------------------------------------------------
 
@@ -212,8 +223,9 @@ class HostAdapter(ABC):
         return ModeHint(mode, f"{self.title} permission_mode {hook.permission_mode!r}")
 
     def mode_hint(self, hook: HookCall) -> ModeHint | None:
-        """The guard mode ("plan" or "build") the host's own state suggests, if any."""
-        return None
+        """The guard mode ("plan" or "build") the host's own state suggests, if any (with
+        :attr:`reads_permission_mode`, its ``permission_mode``)."""
+        return self.permission_mode_hint(hook) if self.reads_permission_mode else None
 
     def answered(self, verdict: Verdict, hook: HookCall | None = None) -> str:
         """What the host is told: ask and allow_confined become deny where not honoured."""
@@ -299,7 +311,29 @@ def rewritten_input(hook: HookCall, verdict: Verdict) -> dict[str, Any]:
     return {**hook.call.input, **verdict.updated_input}
 
 
-# -- helpers shared by the hosts whose files nest event -> groups -> handlers --------
+# -- the hosts whose files nest event -> groups -> handlers ---------------------------
+
+
+class NestedHooksAdapter(HostAdapter):
+    """A host whose pre-tool payload has the common shape (:meth:`HostAdapter.tool_event`)
+    and whose settings file nests event -> groups -> handlers: guard's entries are found
+    under :attr:`event` and removed from each of :attr:`wired_events`."""
+
+    #: The pre-tool event guard's policy hook answers.
+    event: str
+    #: Every event guard wires: the policy hook, and the planning side (guard.planning.host).
+    wired_events: tuple[str, ...]
+    #: The host's own payload fields kept for the audit record.
+    extra_fields: tuple[str, ...] = ()
+
+    def parse(self, payload: Mapping[str, Any]) -> HookCall:
+        return self.tool_event(payload, self.event, self.extra_fields)
+
+    def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
+        return find_nested(settings, (self.event,))
+
+    def remove_entries(self, settings: dict[str, Any]) -> int:
+        return remove_nested(settings, self.wired_events)
 
 
 def nested_groups(settings: Mapping[str, Any], event: str, where: str) -> list[Any]:

@@ -7,7 +7,11 @@ imports ``struct``); ``_ctypes`` is the C core it wraps. :mod:`landlock` and
 ctypes for type checking, so the names and behaviour here must match ctypes':
 simple types, ``Structure``, ``POINTER``, ``byref``, ``addressof``, ``get_errno`` and a
 ``CDLL(None, use_errno=True)`` whose attributes are C functions returning
-``int`` (a settable ``restype``), cached per name. Nothing else.
+``int`` (a settable ``restype``), cached per name. Nothing else of ctypes.
+
+Beside them, imported by name (not through ``ctypes``): :func:`libc`, the process's C
+library opened once for :mod:`seccomp`, :mod:`namespaces` and :mod:`attrs`, and
+:func:`syscall`, the raw ``syscall(2)`` all three make their calls through.
 """
 
 from __future__ import annotations
@@ -82,6 +86,25 @@ else:
             fn = _Function((name, self))
             setattr(self, name, fn)
             return fn
+
+
+_libc: CDLL | None = None
+
+
+def libc() -> CDLL:
+    """The process's own C library (``CDLL(None, use_errno=True)``), opened once."""
+    global _libc
+    if _libc is None:
+        _libc = CDLL(None, use_errno=True)
+    return _libc
+
+
+def syscall(nr: int, *args: object) -> int:
+    """``syscall(nr, *args)``: the kernel's answer as is (-1 on failure, the error in
+    :func:`get_errno`)."""
+    fn = libc().syscall
+    fn.restype = c_long
+    return int(fn(c_long(nr), *args))
 
 
 __all__ = [

@@ -37,14 +37,20 @@ if TYPE_CHECKING:
     import ctypes
 
     from guard.sandbox import namespaces, seccomp, terminals
+    from guard.sandbox._ffi import libc as _lib
+    from guard.sandbox._ffi import syscall
 elif __package__:  # _ctypes alone: ``import ctypes`` costs the helper ~5 ms of CPU
     from guard.sandbox import _ffi as ctypes
     from guard.sandbox import namespaces, seccomp, terminals
+    from guard.sandbox._ffi import libc as _lib
+    from guard.sandbox._ffi import syscall
 else:  # run by the helper as a sibling module, without the package
     import _ffi as ctypes
     import namespaces
     import seccomp
     import terminals
+    from _ffi import libc as _lib
+    from _ffi import syscall
 
 #: name: (x86_64 number, aarch64 number or None where the syscall does not exist)
 SYSCALLS: dict[str, tuple[int, int | None]] = {
@@ -98,20 +104,8 @@ class _OpenHow(ctypes.Structure):
     _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
 
 
-_libc: ctypes.CDLL | None = None
-
-
-def _lib() -> ctypes.CDLL:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    return _libc
-
-
-def _syscall(*args: object) -> int:
-    fn = _lib().syscall
-    fn.restype = ctypes.c_long
-    res = int(fn(*args))
+def _syscall(nr: int, *args: object) -> int:
+    res = syscall(nr, *args)
     if res < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
@@ -127,7 +121,7 @@ def install(filt: seccomp.Filter) -> int | None:
     seccomp.set_no_new_privs()
     try:
         return _syscall(
-            ctypes.c_long(_SECCOMP[seccomp.machine()]), ctypes.c_ulong(SECCOMP_SET_MODE_FILTER),
+            _SECCOMP[seccomp.machine()], ctypes.c_ulong(SECCOMP_SET_MODE_FILTER),
             ctypes.c_ulong(SECCOMP_FILTER_FLAG_NEW_LISTENER), ctypes.byref(filt.fprog),
         )  # fmt: skip
     except OSError as exc:
@@ -293,10 +287,10 @@ class Supervisor:
                 if stat.S_ISLNK(st.st_mode):
                     return errno.EOPNOTSUPP
                 mode = (a[1] if name in ("chmod", "fchmod") else a[2]) & 0o7777
-                _syscall(ctypes.c_long(self.fchmodat2), ctypes.c_int(target), b"",
+                _syscall(self.fchmodat2, ctypes.c_int(target), b"",
                          ctypes.c_uint32(mode), ctypes.c_int(AT_EMPTY_PATH))  # fmt: skip
             else:
-                _syscall(ctypes.c_long(self.utimensat), ctypes.c_int(target), b"", times,
+                _syscall(self.utimensat, ctypes.c_int(target), b"", times,
                          ctypes.c_int(AT_EMPTY_PATH))  # fmt: skip
             return 0
         finally:
@@ -329,7 +323,7 @@ class Supervisor:
             base = self._open_proc(pid, f"fd/{dirfd}", held)
         how = _OpenHow(os.O_PATH | os.O_CLOEXEC | (os.O_NOFOLLOW if flags & AT_SYMLINK_NOFOLLOW
                        else 0), 0, RESOLVE_NO_MAGICLINKS)  # fmt: skip
-        fd = _syscall(ctypes.c_long(_OPENAT2), ctypes.c_int(base), path, ctypes.byref(how),
+        fd = _syscall(_OPENAT2, ctypes.c_int(base), path, ctypes.byref(how),
                       ctypes.c_size_t(24))  # fmt: skip
         held.append(fd)
         return fd

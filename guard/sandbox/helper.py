@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     import ctypes
 
     from guard.sandbox import landlock, namespaces, seccomp, terminals
+    from guard.sandbox._ffi import libc
     from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
     from guard.sandbox.helper_dirs import (
         PlanDirectoryHold,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
 elif __package__:
     from guard.sandbox import _ffi as ctypes
     from guard.sandbox import landlock, namespaces, seccomp, terminals
+    from guard.sandbox._ffi import libc
     from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
     from guard.sandbox.helper_dirs import (
         PlanDirectoryHold,
@@ -84,6 +86,7 @@ else:  # imported by run_confined.py: the siblings alone, not the package (start
     import namespaces
     import seccomp
     import terminals
+    from _ffi import libc
     from helper_args import NOT_STARTED, USAGE, Args, parse
     from helper_dirs import (
         PlanDirectoryHold,
@@ -584,4 +587,4 @@ def _die_of(signo: int) -> int:
 
 
 def _lib() -> Any:
-    return seccomp._lib()
+    return libc()

@@ -43,12 +43,18 @@ if TYPE_CHECKING:
     import ctypes
 
     from guard.sandbox import terminals as terminals_mod
+    from guard.sandbox._ffi import libc as _lib
+    from guard.sandbox._ffi import syscall as _syscall
 elif __package__:  # _ctypes alone: ``import ctypes`` costs the helper ~5 ms of CPU
     from guard.sandbox import _ffi as ctypes
     from guard.sandbox import terminals as terminals_mod
+    from guard.sandbox._ffi import libc as _lib
+    from guard.sandbox._ffi import syscall as _syscall
 else:  # run by the helper as a sibling module, without the package
     import _ffi as ctypes
     import terminals as terminals_mod
+    from _ffi import libc as _lib
+    from _ffi import syscall as _syscall
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import NoReturn
@@ -92,27 +98,11 @@ class _MountAttr(ctypes.Structure):
     )
 
 
-_libc: ctypes.CDLL | None = None
-
-
-def _lib() -> ctypes.CDLL:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    return _libc
-
-
 def _check(res: int, what: str) -> int:
     if res < 0:
         err = ctypes.get_errno()
         raise NamespaceError(err, f"{what}: {os.strerror(err)}")
     return res
-
-
-def _syscall(nr: int, *args: object) -> int:
-    fn = _lib().syscall
-    fn.restype = ctypes.c_long
-    return int(fn(ctypes.c_long(nr), *args))
 
 
 def _path(p: str) -> bytes:

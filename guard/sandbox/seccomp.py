@@ -33,10 +33,14 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ctypes
+
+    from guard.sandbox._ffi import libc as _lib
 elif __package__:  # _ctypes alone: ``import ctypes`` costs the helper ~5 ms of CPU
     from guard.sandbox import _ffi as ctypes
+    from guard.sandbox._ffi import libc as _lib
 else:  # run by the helper as a sibling module, without the package
     import _ffi as ctypes
+    from _ffi import libc as _lib
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -497,16 +501,6 @@ class _CapData(ctypes.Structure):
         ("permitted", ctypes.c_uint32),
         ("inheritable", ctypes.c_uint32),
     )
-
-
-_libc: ctypes.CDLL | None = None
-
-
-def _lib() -> ctypes.CDLL:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    return _libc
 
 
 def _prctl(option: int, arg2: int = 0, what: str = "") -> int:

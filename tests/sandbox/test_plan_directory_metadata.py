@@ -155,17 +155,6 @@ def test_attack_the_plan_directory_cannot_be_made_0777_or_back_dated(
     _attack(proj, door_argv(proj, door, py(source)))
 
 
-@pytest.fixture
-def root_proj() -> Iterator[Project]:
-    yield from run_project("root")
-
-
-@pytest.fixture
-def nobody_proj() -> Iterator[Project]:
-    require_unprivileged()
-    yield from run_project("nobody")
-
-
 def test_attack_the_plan_directory_metadata_in_the_fallback_as_root(root_proj: Project) -> None:
     """Root through the helper without ``--namespaces``: the Landlock-only fallback."""
     source = ATTACK.format(plans=str(root_proj.plans), back=BACK)

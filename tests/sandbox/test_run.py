@@ -6,6 +6,7 @@ import fcntl
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -149,6 +150,34 @@ def test_no_writable_fd_leaks_from_guard_into_the_command(tree: Tree) -> None:
     assert "Bad file descriptor" in proc.stderr
     fds = json.loads(proc.stdout.strip())
     assert fd not in fds and fds[:3] == [0, 1, 2]
+    assert tree.victim.read_text() == "print('original')\n"
+
+
+@pytest.mark.parametrize("monitor", [True, False], ids=["monitor", "no-monitor"])
+def test_guard_run_with_stdout_and_stderr_closed_runs_the_command_and_exits_with_its_status(
+    tree: Tree, tmp_path: Path, monitor: bool
+) -> None:
+    """``guard run -- CMD >&- 2>&-`` runs CMD and exits with its status (with the monitor
+    on, it used to exit 1 silently before the command started). Attack: the command writes
+    to the stdout and stderr its caller closed, hoping they are one of guard's own pipes or
+    files (the audit log among them); they hold /dev/null, with the monitor and without."""
+    audit = tmp_path / "audit.jsonl"
+    script = (
+        "import os\n"
+        "where = {fd: os.readlink(f'/proc/self/fd/{fd}') for fd in (1, 2)}\n"
+        "open(os.path.join(os.environ['GUARD_PLANS'], 'fds.md'), 'w').write(repr(where))\n"
+        "for fd in (1, 2):\n    os.write(fd, b'FORGED\\n')\n"
+        "raise SystemExit(7)\n"
+    )
+    options = ("--audit", str(audit)) if monitor else ("--no-monitor",)
+    argv = guard_argv("run", *options, "--", sys.executable, "-c", script)
+    proc = subprocess.run(
+        ["bash", "-c", shlex.join(argv) + " >&- 2>&-"],
+        capture_output=True, cwd=tree.worktree, env=clean_env(), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 7, proc
+    assert (tree.plans / "fds.md").read_text() == repr({1: "/dev/null", 2: "/dev/null"})
+    assert audit.exists() is monitor and (not monitor or b"FORGED" not in audit.read_bytes())
     assert tree.victim.read_text() == "print('original')\n"
 
 

@@ -272,17 +272,6 @@ def _fallback_attack(proj: Project, run: object) -> None:
         pane.close()
 
 
-@pytest.fixture
-def root_proj() -> Iterator[Project]:
-    yield from run_project("root")
-
-
-@pytest.fixture
-def nobody_proj() -> Iterator[Project]:
-    require_unprivileged()
-    yield from run_project("nobody")
-
-
 def test_in_the_fallback_another_terminal_cannot_be_read_or_reconfigured_as_root(
     root_proj: Project,
 ) -> None:

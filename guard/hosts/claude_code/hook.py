@@ -20,20 +20,18 @@ from typing import TYPE_CHECKING, Any
 from guard.hooks.adapter import (
     HookAnswer,
     HookCall,
-    HostAdapter,
+    NestedHooksAdapter,
     Scope,
     add_groups,
     add_nested,
-    find_nested,
     is_ours,
     nested_groups,
-    remove_nested,
     rewritten_input,
 )
 from guard.hosts.claude_code import HOST
 
 if TYPE_CHECKING:
-    from guard.gate import ModeHint, Verdict
+    from guard.gate import Verdict
 
 EVENT = "PreToolUse"
 #: Every event guard wires: the policy hook, and the planning side (guard.planning.host).
@@ -45,19 +43,13 @@ DECIDING_EVENTS = (EVENT, "UserPromptSubmit", "PostToolUse")
 ON_FAILURE = {"onFailure": "block"}
 
 
-class ClaudeCode(HostAdapter):
-    name = HOST.name
-    title = HOST.title
-    dialect = HOST.dialect
-    follows = HOST.follows()
+class ClaudeCode(NestedHooksAdapter, host=HOST):
+    event = EVENT
+    wired_events = PLANNING_EVENTS
+    extra_fields = ("agent_id", "agent_type")
     can_rewrite = True
+    reads_permission_mode = True
     post_event = "PostToolUse"
-
-    def parse(self, payload: Mapping[str, Any]) -> HookCall:
-        return self.tool_event(payload, EVENT, ("agent_id", "agent_type"))
-
-    def mode_hint(self, hook: HookCall) -> ModeHint | None:
-        return self.permission_mode_hint(hook)
 
     def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
         out: dict[str, Any] = {
@@ -114,12 +106,6 @@ class ClaudeCode(HostAdapter):
             events = tuple(p for p in HOST.planning_hooks() if p[0] == event)
             add_groups(settings, events,
                        {**handler, **ON_FAILURE} if event in DECIDING_EVENTS else handler)
-
-    def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
-        return find_nested(settings, (EVENT,))
-
-    def remove_entries(self, settings: dict[str, Any]) -> int:
-        return remove_nested(settings, PLANNING_EVENTS)
 
     def failing_open(self, settings: Mapping[str, Any]) -> list[str]:
         return [

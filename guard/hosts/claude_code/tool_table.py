@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from guard.analysis._common import (
-    edits_tool,
-    fetch_tool,
-    path_tool,
-    plain,
-    search_tool,
-    shell_tool,
-)
-from guard.analysis.dialect import Handler, ToolCall, task_effects
-from guard.effects import Effect
+from guard.analysis._common import edits_tool, fetch_tool, path_tool, plain, search_tool, shell_tool
+from guard.analysis.dialect import Handler, task_tool
 from guard.hosts.claude_code import HOST
 
 NAME = HOST.dialect
 
-
-def _task(call: ToolCall) -> list[Effect]:
-    return task_effects(NAME, call)
+_TASK = task_tool(NAME)
 
 
 TOOLS: dict[str, Handler] = {
@@ -34,8 +24,8 @@ TOOLS: dict[str, Handler] = {
     "Bash": shell_tool("bash", ("command",)),
     "WebFetch": fetch_tool("webfetch", "url"),
     "WebSearch": plain("websearch"),
-    "Task": _task,
-    "Agent": _task,
+    "Task": _TASK,
+    "Agent": _TASK,
     "TodoWrite": plain("todowrite"),
     "TodoRead": plain("todoread"),
     "ExitPlanMode": plain("plan_exit"),

@@ -23,24 +23,21 @@ in guard's grammar, else the refusal hands the model its confined form
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard.hooks.adapter import (
     HookAnswer,
     HookCall,
-    HostAdapter,
+    NestedHooksAdapter,
     Scope,
     add_groups,
     add_nested,
-    find_nested,
-    remove_nested,
 )
 from guard.hosts.codex import HOST
 
 if TYPE_CHECKING:
-    from guard.gate import ModeHint, Verdict
+    from guard.gate import Verdict
 
 EVENT = "PreToolUse"
 #: Every event guard wires: the policy hook, and the planning side (guard.planning.host):
@@ -49,19 +46,13 @@ EVENT = "PreToolUse"
 PLANNING_EVENTS = (EVENT, "PostToolUse", "SessionStart", "UserPromptSubmit", "Stop")
 
 
-class Codex(HostAdapter):
-    name = HOST.name
-    title = HOST.title
-    dialect = HOST.dialect
-    follows = HOST.follows("hooks")
+class Codex(NestedHooksAdapter, host=HOST, follows="hooks"):
+    event = EVENT
+    wired_events = PLANNING_EVENTS
+    extra_fields = ("turn_id", "model")
     honours_ask = False
+    reads_permission_mode = True
     post_event = "PostToolUse"
-
-    def parse(self, payload: Mapping[str, Any]) -> HookCall:
-        return self.tool_event(payload, EVENT, ("turn_id", "model"))
-
-    def mode_hint(self, hook: HookCall) -> ModeHint | None:
-        return self.permission_mode_hint(hook)
 
     def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
         if self.answered(verdict, hook) == "allow":
@@ -100,12 +91,5 @@ class Codex(HostAdapter):
             return
         add_groups(settings, HOST.planning_hooks(),
                    {"type": "command", "command": planning, "timeout": 30})
-
-    def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
-        return find_nested(settings, (EVENT,))
-
-    def remove_entries(self, settings: dict[str, Any]) -> int:
-        return remove_nested(settings, PLANNING_EVENTS)
-
 
 ADAPTER = Codex()

@@ -42,11 +42,8 @@ SHELL, MCP, READ = "beforeShellExecution", "beforeMCPExecution", "beforeReadFile
 EVENTS = (SHELL, MCP, READ)
 
 
-class Cursor(HostAdapter):
-    name = HOST.name
-    title = HOST.title
-    dialect = HOST.dialect  # shell and reads; MCP calls use the mcp dialect (see parse)
-    follows = HOST.follows("agent hooks (hooks.json version 1)")
+class Cursor(HostAdapter, host=HOST, follows="agent hooks (hooks.json version 1)"):
+    """Its dialect: shell and reads; MCP calls use the mcp dialect (see :meth:`parse`)."""
 
     def parse(self, payload: Mapping[str, Any]) -> HookCall:
         event = require_str(payload, "hook_event_name")

@@ -21,19 +21,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard.hooks.adapter import (
     HookAnswer,
     HookCall,
-    HostAdapter,
+    NestedHooksAdapter,
     Scope,
     add_groups,
     add_nested,
-    find_nested,
-    remove_nested,
     rewritten_input,
 )
 from guard.hosts.gemini import HOST
@@ -48,17 +45,12 @@ EVENT = "BeforeTool"
 PLANNING_EVENTS = (EVENT, "AfterTool", "SessionStart", "BeforeAgent")
 
 
-class Gemini(HostAdapter):
-    name = HOST.name
-    title = HOST.title
-    dialect = HOST.dialect
-    follows = HOST.follows()
+class Gemini(NestedHooksAdapter, host=HOST):
+    event = EVENT
+    wired_events = PLANNING_EVENTS
     honours_ask = False
     can_rewrite = True
     post_event = "AfterTool"
-
-    def parse(self, payload: Mapping[str, Any]) -> HookCall:
-        return self.tool_event(payload, EVENT)
 
     def answer(self, verdict: Verdict, hook: HookCall) -> HookAnswer:
         told = self.answered(verdict, hook)
@@ -124,13 +116,6 @@ class Gemini(HostAdapter):
         handler = {"name": "openoxide-guard-planning", "type": "command", "command": planning,
                    "timeout": 30000}
         add_groups(settings, HOST.planning_hooks(), handler)
-
-    def find_entries(self, settings: Mapping[str, Any]) -> list[str]:
-        return find_nested(settings, (EVENT,))
-
-    def remove_entries(self, settings: dict[str, Any]) -> int:
-        return remove_nested(settings, PLANNING_EVENTS)
-
 
 ADAPTER = Gemini()
 

@@ -74,11 +74,7 @@ def plugin_command(text: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-class OpenCode(HostAdapter):
-    name = HOST.name
-    title = HOST.title
-    dialect = HOST.dialect
-    follows = HOST.follows("plugins")
+class OpenCode(HostAdapter, host=HOST, follows="plugins"):
     honours_ask = False
     can_rewrite = True
     post_event = "tool.execute.after"

@@ -11,15 +11,12 @@ from guard.analysis._common import (
     search_tool,
     shell_tool,
 )
-from guard.analysis.dialect import Handler, ToolCall, task_effects
-from guard.effects import Effect
+from guard.analysis.dialect import Handler, task_tool
 from guard.hosts.opencode import HOST
 
 NAME = HOST.dialect
 
-
-def _task(call: ToolCall) -> list[Effect]:
-    return task_effects(NAME, call)
+_TASK = task_tool(NAME)
 
 
 TOOLS: dict[str, Handler] = {
@@ -40,5 +37,5 @@ TOOLS: dict[str, Handler] = {
     "plan_enter": plain("plan_enter"),
     "plan_exit": plain("plan_exit"),
     "question": plain("question"),
-    "task": _task,
+    "task": _TASK,
 }
