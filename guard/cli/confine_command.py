@@ -26,6 +26,7 @@ import sys
 
 import typer
 
+from guard.cli._base import hold_standard_streams
 from guard.effects import GuardError
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
@@ -57,6 +58,7 @@ def execute(argv: list[str], cwd: str | None = None) -> int:
 
     if not argv:
         raise GuardError("no command given; usage: guard confine -- COMMAND [ARGS]...")
+    hold_standard_streams()  # before anything is opened: ARGV inherits 0-2
     if any("\0" in a for a in argv):
         raise GuardError("the command contains a NUL character; no program can receive it")
     here = os.path.abspath(cwd or os.getcwd())

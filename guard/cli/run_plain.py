@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard.cli._base import print_json
+from guard.cli._base import hold_standard_streams, print_json
 from guard.effects import GuardError
 
 if TYPE_CHECKING:
@@ -200,38 +200,6 @@ def execute(o: RunOptions) -> int:
         return _execute(o)
     finally:
         confine.reap_early()  # an early probe no plan-mode agent read
-
-
-_STANDARD = ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY), (2, "stderr", os.O_WRONLY))
-
-
-def hold_standard_streams() -> None:
-    """Hold each of stdin, stdout and stderr the caller closed (``guard run -- CMD >&- 2>&-``)
-    on /dev/null, before guard opens anything.
-
-    Otherwise the first pipes and files guard opens (the helper's pipes, the monitor's
-    descriptors, the audit log) take those numbers: the command would inherit them as its
-    own stdout and stderr and write into them, and guard's messages would go there too.
-    The command gets /dev/null where its caller gave it nothing; Python's stream for a
-    closed descriptor (None) becomes one on /dev/null, so guard's messages are dropped
-    rather than failing the run."""
-    for fd, name, flags in _STANDARD:
-        try:
-            os.fstat(fd)
-            continue
-        except OSError:
-            pass
-        held = os.open(os.devnull, flags)  # the lowest free number: ``fd`` itself
-        if held != fd:
-            os.dup2(held, fd)
-            os.close(held)
-        os.set_inheritable(fd, True)  # the command's, as a stream its caller gave it
-        if getattr(sys, name) is None:
-            stream = open(  # noqa: SIM115 (the process's stream, never closed)
-                fd, "r" if fd == 0 else "w", encoding="utf-8", errors="backslashreplace",
-                closefd=False,
-            )  # fmt: skip
-            setattr(sys, name, stream)
 
 
 def _execute(o: RunOptions) -> int:

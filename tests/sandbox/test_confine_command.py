@@ -10,6 +10,7 @@ own read-only mount inside the plan directory (Codex's ``.git``) is recognised.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,33 @@ def test_it_writes_one_audit_record(tree: Tree) -> None:
                if r.get("source") == "confine"]
     assert records and records[-1]["argv"] == ["true"], records
     assert records[-1]["decision"] == "allow_confined" and records[-1]["agent"] == "plan"
+
+
+def test_with_stdout_and_stderr_closed_argv_runs_and_gets_none_of_guards_descriptors(
+    tree: Tree,
+) -> None:
+    """``guard confine -- ARGV >&- 2>&-`` runs ARGV and exits with its status (it used to
+    exit 1 silently). Attack: ARGV writes to the stdout and stderr its caller closed,
+    hoping they are one of guard's own descriptors (the audit log among them): they hold
+    /dev/null, and the audit log has none of ARGV's bytes."""
+    from guard.audit.logfile import read
+
+    script = (
+        "import os, sys\n"
+        "where = {fd: os.readlink(f'/proc/self/fd/{fd}') for fd in (1, 2)}\n"
+        "open(os.path.join(sys.argv[1], 'fds.md'), 'w').write(repr(where))\n"
+        "for fd in (1, 2):\n    os.write(fd, b'FOR' + b'GED\\n')\n"  # not in the argv
+        "raise SystemExit(7)\n"
+    )
+    argv = guard_argv("confine", "--", sys.executable, "-c", script, str(tree.plans))
+    proc = subprocess.run(["bash", "-c", shlex.join(argv) + " >&- 2>&-"], cwd=tree.worktree,
+                          capture_output=True, timeout=120, check=False)
+    assert proc.returncode == 7, proc
+    assert (tree.plans / "fds.md").read_text() == repr({1: "/dev/null", 2: "/dev/null"})
+    data = Path(os.environ["XDG_DATA_HOME"])
+    logs = sorted(data.rglob("audit/*.jsonl"))
+    assert any(r.get("source") == "confine" for log in logs for r in read(log))
+    assert not any(b"FORGED" in log.read_bytes() for log in logs)
 
 
 def test_a_required_wall_that_cannot_stack_refuses_to_run(tree: Tree, tmp_path: Path) -> None:
