@@ -85,9 +85,11 @@ def make_repo(root: Path, files: int) -> None:
 
 def workload(statuses: int) -> list[str]:
     py = sys.executable
+    # -B: the workload's pytest writes no bytecode in any configuration (a confined one
+    # cannot write it into the worktree; guard's own interpreter caches its bytecode)
     script = (
         f"for i in $(seq {statuses}); do git status --porcelain >/dev/null || exit 1; done; "
-        f"{py} -m pytest -q -p no:cacheprovider tests >/dev/null || exit 1"
+        f"{py} -B -m pytest -q -p no:cacheprovider tests >/dev/null || exit 1"
     )
     return ["sh", "-c", script]
 
@@ -151,7 +153,10 @@ def main() -> int:
         make_repo(root, args.files)
         home = tmp / "home"
         home.mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GUARD_")}
+        # PYTHONDONTWRITEBYTECODE dropped: as for a user, guard's bytecode cache is written
+        # (by the warm-up) and read, not every module compiled again in every run
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("GUARD_") and k != "PYTHONDONTWRITEBYTECODE"}
         env.update(HOME=str(home), XDG_DATA_HOME=str(home / ".local/share"))
         plans = root / ".openoxide" / "plans"
         plans.mkdir(parents=True)

@@ -7,20 +7,23 @@ while the watches are first added, the monitor refuses to start (a
 :class:`~guard.effects.GuardError` naming the limit and both fixes) as soon as the
 kernel says so: it never watches part of the tree and carries on."""
 
+# Lazy imports: watchdog's observer (guard.monitor.inotify) only when inotify watches (a
+# monitor on fanotify starts without it: guard run's start-up).
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchdog.events import FileSystemEvent
-
 from guard.effects import GuardError
 from guard.monitor.attribution import ORIGINS_MAX, Origin
-from guard.monitor.events import WANTED_EVENTS, WatchLimit, _Handler, _Observer
 from guard.monitor.fanotify import Choice, FanotifyObserver, choose
 
 if TYPE_CHECKING:
+    from watchdog.events import FileSystemEvent
+
+    from guard.monitor.inotify import WatchLimit
     from guard.monitor.watcher import Monitor
 
 #: the per-user watch limit, and a user namespace's own (both apply)
@@ -45,6 +48,8 @@ def start_observer(m: Monitor) -> None:
             return
     m._notice("backend", m.backend.line())
     m._flush()
+    from guard.monitor.inotify import WANTED_EVENTS, WatchLimit, _Handler, _Observer
+
     try:
         obs = _Observer(m._trouble)
     except OSError as exc:

@@ -4,7 +4,6 @@ linux/fanotify.h, the event record's layout, and the libc calls (through ctypes)
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import struct
 
 # fanotify_init flags (linux/fanotify.h)
@@ -37,7 +36,9 @@ METADATA_VERSION = 3
 AT_FDCWD = -100
 CAP_SYS_ADMIN = 21
 
-libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# the C library this process already links (as guard/sandbox does): ctypes.util.find_library
+# would run ``ldconfig -p`` on every start of the monitor
+libc = ctypes.CDLL(None, use_errno=True)
 libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
 libc.fanotify_init.restype = ctypes.c_int
 libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int,

@@ -209,7 +209,7 @@ def _ls_files(worktree: Path) -> dict[str, IndexEntry]:
     entries: dict[str, IndexEntry] = {}
     root = str(worktree) + "/"
     consumed = 0
-    for m in _INDEX_RECORD.finditer(out):
+    for m in re.finditer(_INDEX_RECORD, out):
         if m.start() != consumed:
             break
         consumed = m.end()
@@ -229,7 +229,9 @@ def _ls_files(worktree: Path) -> dict[str, IndexEntry]:
     return entries
 
 
-_INDEX_RECORD = re.compile(
+#: one record of ``git ls-files --stage --debug -z``; compiled (and cached by :mod:`re`) on
+#: first use: most monitors read the index themselves and never ask git for it
+_INDEX_RECORD = (
     rb"(\d+) ([0-9a-f]+) (\d)\t([^\0]*)\0"
     rb"  ctime: (\d+):(\d+)\n"
     rb"  mtime: (\d+):(\d+)\n"

@@ -83,24 +83,32 @@ def prepare(
     git = worktree / ".git" if worktree is not None else None
     if worktree is not None and git is not None and git.exists():
         try:
-            proc = gitstate.status_start(worktree)  # runs while the index is read here
+            # git status runs while the index is read and the attributes are asked here
+            proc = gitstate.status_start(worktree)
             try:
+                no_index = False
                 if index_data is None and git.is_dir():
-                    with contextlib.suppress(OSError):
+                    try:
                         index_data = (git / "index").read_bytes()
+                    except FileNotFoundError:
+                        no_index = True  # nothing staged yet: git status names every file
+                    except OSError:
+                        pass
                 quick = None
                 if index_data is not None and gitstate.can_parse(worktree):
                     quick = gitstate.untrusted_names(index_data)
-                if quick is None:
+                if no_index:
+                    bl.index = {}
+                elif quick is None:
                     bl.index = gitstate.read_index_entries(worktree, index_data)
                     untrusted = {p for p, ie in bl.index.items() if not ie.trusted}
                 else:  # the whole index is parsed in phase 2
                     bl.index_data = index_data
                     untrusted = {str(worktree) + "/" + n for n in quick}
+                # filtered files (clean/smudge, eol): their bytes are not their blob's
+                bl.filtered = gitstate.converted_paths(worktree)
             finally:
                 bl.status = gitstate.status_end(worktree, proc)
-            # filtered files (clean/smudge, eol): their bytes are not their blob's
-            bl.filtered = gitstate.converted_paths(worktree)
             untrusted |= bl.filtered
         except (gitstate.GitStateError, OSError):
             bl.index, bl.status, bl.index_data = {}, None, None

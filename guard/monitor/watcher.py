@@ -17,6 +17,9 @@ are never opened unless they are regular files, by descriptor, see
 the baseline (baseline.py, phases.py), the scans (scan.py).
 """
 
+# Lazy imports: the syslog shipper, only when the policy ships audit records (guard run's
+# start-up).
+
 from __future__ import annotations
 
 import contextlib
@@ -38,7 +41,6 @@ from guard.audit import logfile
 from guard.audit.sinks import AuditLog, AuditSink
 from guard.effects import EffectKind, GuardError
 from guard.fleet.records import stamp
-from guard.fleet.syslog import ship
 from guard.monitor.attribution import Origin, Processes
 from guard.monitor.backends import start_observer
 from guard.monitor.barrier import Barrier
@@ -51,7 +53,6 @@ from guard.monitor.events import (
     Notice,
     Violation,
     _is_under,
-    _Observer,
     _Pending,
     _Sink,
     default_roots,
@@ -73,6 +74,7 @@ from guard.monitor.scan import reconcile as _reconcile
 
 if TYPE_CHECKING:
     from guard.decide import Guard
+    from guard.monitor.inotify import _Observer
 
 __all__ = ["Monitor"]
 
@@ -588,7 +590,11 @@ class Monitor(_Sink):
         stamp(record, self.guard, session=self.session)
         try:
             self.sink.write(record, self.guard.roots)
-            ship(self.guard.audit_settings, [record], self.guard.roots.data)  # never waits
+            settings = self.guard.audit_settings
+            if settings.syslog:  # the shipper (sockets, its spool) loads only when asked for
+                from guard.fleet.syslog import ship
+
+                ship(settings, [record], self.guard.roots.data)  # never waits
         except GuardError as exc:
             # never silent: the record is still in memory and on stderr
             print(f"guard: monitor: {exc}", file=sys.stderr)

@@ -114,6 +114,40 @@ def test_start_reports_baseline_cost(wt: Path) -> None:
         assert m.startup_seconds > 0
 
 
+def test_monitor_records_go_to_syslog_when_the_policy_ships_them(
+    wt: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A policy with ``[audit] syslog``: every record the monitor logs (its notices, a
+    violation) is handed to the shipper as well as written locally; without it, none is."""
+    from guard.fleet import syslog
+
+    shipped: list[dict[str, object]] = []
+
+    def ship(settings: object, records: object, data: object = None) -> None:
+        assert getattr(settings, "syslog", None) == "unix:///nonexistent/guard-test.sock"
+        shipped.extend(records)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(syslog, "ship", ship)
+    plain = Monitor(Guard.load(worktree=wt), "plan", reconcile_interval=None)
+    with plain:
+        (wt / "src" / "app.py").write_text("print('changed')\n")
+        assert plain.settle()
+    assert plain.violations and shipped == []
+    (wt / ".openoxide" / "policy.toml").write_text(
+        'version = 1\nextends = ["builtin:default"]\n\n[audit]\n'
+        'syslog = "unix:///nonexistent/guard-test.sock"\n'
+    )
+    m = Monitor(Guard.load(worktree=wt), "plan", reconcile_interval=None)
+    with m:
+        (wt / "src" / "tool.sh").write_text("#!/bin/sh\necho changed\n")
+        assert m.settle()
+    events = [r.get("event") for r in shipped]
+    assert "start" in events and "stop" in events
+    assert any(r.get("path") == str(wt / "src" / "tool.sh") for r in shipped)
+    local = list(logfile.read(m.audit_path))
+    assert {r["record_id"] for r in shipped} <= {r.get("record_id") for r in local}
+
+
 def _watch(wt: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [

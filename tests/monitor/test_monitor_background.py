@@ -96,6 +96,66 @@ def test_attack_command_changes_untracked_and_tracked_files_at_once_restore_is_e
     assert b"rm -rf" in kept[str(tracked)]
 
 
+def test_attack_in_a_repository_with_nothing_staged_untracked_file_restored_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack: in a repository where nothing was ever staged (``git init``, no
+    ``.git/index``), the command rewrites and chmods an untracked file the moment it
+    starts. Phase 1 reads the index as empty (no ``git ls-files``: git has no index to
+    list) and copies the file git status names; ``--restore`` puts it back exactly."""
+    from guard.sandbox import confine
+
+    monkeypatch.setattr(confine, "_switches", frozenset({confine.NO_NAMESPACES}))
+    wt = tmp_path / "fresh"
+    wt.mkdir()
+    git(wt, "init", "-q")
+    (wt / ".openoxide" / "plans").mkdir(parents=True)
+    notes = wt / "notes.txt"
+    notes.write_text("mine\n")
+    notes.chmod(0o640)
+    assert not (wt / ".git" / "index").exists()
+    listed: list[Path] = []
+    real_ls_files = gitstate._ls_files
+
+    def ls_files(worktree: Path) -> dict[str, gitstate.IndexEntry]:
+        listed.append(worktree)
+        return real_ls_files(worktree)
+
+    monkeypatch.setattr(gitstate, "_ls_files", ls_files)
+    marker = tmp_path / "damage-done"
+    reached = threading.Event()
+    g = Guard.load(worktree=wt)
+    plan = roots.derive(g, "plan", private_tmp=False)
+    made: list[Monitor] = []
+
+    def factory() -> Monitor:
+        m = Monitor(g, "plan", restore=True, background=True, reconcile_interval=None,
+                    audit_path=tmp_path / "a.jsonl", progress=_held_progress(marker, reached))
+        made.append(m)
+        return m
+
+    script = (
+        "import os, sys\n"
+        "u, marker = sys.argv[1:]\n"
+        "open(u, 'wb').write(b'agent was here'); os.chmod(u, 0o666)\n"
+        "open(marker, 'w').close()\n"
+    )
+    status = supervise.run(plan, [sys.executable, "-c", script, str(notes), str(marker)],
+                           abi=0, allow_unconfined=True, monitor=factory, quiet=True)
+    assert status == 0
+    m = made[0]
+    assert reached.is_set(), "phase 2 never started"
+    assert m.baseline is not None and m.baseline.status is not None
+    assert str(notes) in m.baseline.status.untracked
+    assert listed == [], "git ls-files ran for a repository without an index"
+    assert notes.read_bytes() == b"mine\n"
+    assert stat.S_IMODE(notes.stat().st_mode) == 0o640
+    assert str(notes) in {v.path for v in m.violations}
+    assert not [v for v in m.violations if "restore failed" in v.action_taken]
+    kept = {i.original: i.stored.read_bytes() for i in list_items(quarantine_root(g.roots))}
+    assert kept[str(notes)] == b"agent was here"
+
+
 def test_tracked_file_deleted_before_the_walk_comes_back_from_git(
     wt: Path, tmp_path: Path
 ) -> None:

@@ -40,6 +40,10 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
+def _sleeping(tree_now: list[list[str]]) -> bool:
+    return ["sleep", "3", ""] in tree_now or ["sleep", "3"] in tree_now
+
+
 def test_guard_run_starts_no_second_interpreter_and_the_command_stays_confined(
     tree: Tree, tmp_path: Path
 ) -> None:
@@ -58,13 +62,17 @@ def test_guard_run_starts_no_second_interpreter_and_the_command_stays_confined(
         while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert ready.exists(), proc.stderr.read() if proc.stderr else ""
+        # the shell goes on to `sleep 3` after making the file: read the tree once it has
         tree_now = [_cmdline(p) for p in _descendants(proc.pid)]
+        while not _sleeping(tree_now) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            tree_now = [_cmdline(p) for p in _descendants(proc.pid)]
     finally:
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     helpers = [c for c in tree_now if any(w.endswith("run_confined.py") for w in c)]
     assert helpers == [], tree_now  # forked, never started as a script
-    assert ["sleep", "3", ""] in tree_now or ["sleep", "3"] in tree_now, tree_now
+    assert _sleeping(tree_now), tree_now
     fds, tmpdir, said = out.split("\n")[:3]
     assert fds.split() == ["0", "1", "2", "3"]  # 3: ls's own directory handle
     assert tmpdir and not os.path.exists(tmpdir)  # its own, removed afterwards
