@@ -358,8 +358,7 @@ class Monitor(_Sink):
     def stop(self) -> None:
         if not self._started or self._stop.is_set():
             return
-        # every wait is bounded (guard always answers): a thread that does not end in
-        # time is named with where it stands, and nothing after relies on it having ended
+        # every wait is bounded; a thread still running is named, and nothing relies on it
         stuck: list[str] = []
         if self._baseline_thread is not None:  # early changes are handled before anything stops
             stuck += join_within(STOP_WAIT, [self._baseline_thread])
