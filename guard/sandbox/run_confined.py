@@ -5,11 +5,17 @@ modules it imports are not (their bytecode is cached). Everything lives in
 :mod:`guard.sandbox.helper`; its siblings are imported alone, not through the
 ``guard`` package, to keep the start-up short. The helper ends with ``os._exit``
 once its output is flushed: the interpreter's teardown would only cost time
-after the command is done.
+after the command is done. The cyclic garbage collector is off from the first line, as
+in the helper ``guard run`` forks: its passes over the modules being imported cost the
+start-up time, and what the helper makes later is made once.
 """
 
-import os
-import sys
+import gc
+
+gc.disable()
+
+import os  # noqa: E402
+import sys  # noqa: E402
 
 TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:

@@ -478,17 +478,15 @@ def program(
     return prog
 
 
-class _SockFilter(ctypes.Structure):
-    _fields_ = (
-        ("code", ctypes.c_uint16),
-        ("jt", ctypes.c_uint8),
-        ("jf", ctypes.c_uint8),
-        ("k", ctypes.c_uint32),
-    )
-
-
 class _SockFprog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter)))
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+def packed(insns: Sequence[Insn]) -> bytes:
+    """The program as the kernel reads it: each ``struct sock_filter`` (u16 code, u8 jt, u8
+    jf, u32 k) is one 64-bit little-endian word on these machines (no object per insn)."""
+    return b"".join([(c | jt << 16 | jf << 24 | k << 32).to_bytes(8, "little")
+                     for c, jt, jf, k in insns])  # fmt: skip
 
 
 class _CapHeader(ctypes.Structure):
@@ -504,12 +502,8 @@ class _CapData(ctypes.Structure):
 
 
 def _prctl(option: int, arg2: int = 0, what: str = "") -> int:
-    res = int(
-        _lib().prctl(
-            ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0),
-            ctypes.c_ulong(0),
-        )
-    )  # fmt: skip
+    zero = ctypes.c_ulong(0)
+    res = int(_lib().prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), zero, zero, zero))
     if res < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what or f'prctl({option})'} failed: {os.strerror(err)}")
@@ -530,9 +524,9 @@ class Filter:
         self, *, walls: bool = False, unix_sockets: bool = True, supervised: bool = False
     ) -> None:
         self.walls, self.unix_sockets, self.supervised = walls, unix_sockets, supervised
-        insns = program(walls=walls, unix_sockets=unix_sockets, supervised=supervised)
-        self.insns = (_SockFilter * len(insns))(*[_SockFilter(*i) for i in insns])
-        self.fprog = _SockFprog(len(insns), self.insns)
+        code = packed(program(walls=walls, unix_sockets=unix_sockets, supervised=supervised))
+        self.insns = (ctypes.c_uint64 * (len(code) // 8)).from_buffer_copy(code)
+        self.fprog = _SockFprog(len(code) // 8, ctypes.addressof(self.insns))
 
     def install(self) -> None:
         """Install it for this process and every process it starts. Irreversible. Sets

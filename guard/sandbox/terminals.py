@@ -21,6 +21,7 @@ import stat
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ctypes
+    from typing import Any
 elif __package__:  # _ctypes alone: ``import ctypes`` costs the helper ~5 ms of CPU
     from guard.sandbox import _ffi as ctypes
 else:  # run by the helper as a sibling module, without the package
@@ -172,11 +173,16 @@ def _cover_terminals(own_rdev: int) -> None:
         _mount(b"/dev/null", os.fsencode(entry.path), None, MS_BIND, f"covering {entry.path}")
 
 
+_mount_fn: Any = None
+
+
 def _mount(
     source: bytes, target: bytes, fstype: bytes | None, flags: int, what: str,
     data: bytes | None = None,
 ) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if int(libc.mount(source, target, fstype, ctypes.c_ulong(flags), data)) < 0:
+    global _mount_fn
+    if _mount_fn is None:  # one lookup for the dozens of mounts of a view
+        _mount_fn = ctypes.CDLL(None, use_errno=True).mount
+    if int(_mount_fn(source, target, fstype, ctypes.c_ulong(flags), data)) < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
