@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,20 @@ def _held_progress(marker: Path, reached: threading.Event) -> object:
     return progress
 
 
+def _held_monitors(g: Guard, tmp_path: Path, marker: Path, reached: threading.Event,
+                   made: list[Monitor]) -> Callable[[], Monitor]:
+    """``guard run``'s monitor factory: restoring monitors whose phase 2 is held at its
+    start until ``marker`` exists (each one made is appended to ``made``)."""
+
+    def factory() -> Monitor:
+        m = Monitor(g, "plan", restore=True, background=True, reconcile_interval=None,
+                    audit_path=tmp_path / "a.jsonl", progress=_held_progress(marker, reached))
+        made.append(m)
+        return m
+
+    return factory
+
+
 def test_attack_command_changes_untracked_and_tracked_files_at_once_restore_is_exact(
     wt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -62,12 +77,7 @@ def test_attack_command_changes_untracked_and_tracked_files_at_once_restore_is_e
     g = Guard.load(worktree=wt)
     plan = roots.derive(g, "plan", private_tmp=False)
     made: list[Monitor] = []
-
-    def factory() -> Monitor:
-        m = Monitor(g, "plan", restore=True, background=True, reconcile_interval=None,
-                    audit_path=tmp_path / "a.jsonl", progress=_held_progress(marker, reached))
-        made.append(m)
-        return m
+    factory = _held_monitors(g, tmp_path, marker, reached, made)
 
     script = (
         "import os, sys\n"
@@ -127,12 +137,7 @@ def test_attack_in_a_repository_with_nothing_staged_untracked_file_restored_exac
     g = Guard.load(worktree=wt)
     plan = roots.derive(g, "plan", private_tmp=False)
     made: list[Monitor] = []
-
-    def factory() -> Monitor:
-        m = Monitor(g, "plan", restore=True, background=True, reconcile_interval=None,
-                    audit_path=tmp_path / "a.jsonl", progress=_held_progress(marker, reached))
-        made.append(m)
-        return m
+    factory = _held_monitors(g, tmp_path, marker, reached, made)
 
     script = (
         "import os, sys\n"
