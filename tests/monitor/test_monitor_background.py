@@ -13,7 +13,6 @@ import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,10 +39,15 @@ def _held_progress(marker: Path, reached: threading.Event) -> object:
     return progress
 
 
-def _held_monitors(g: Guard, tmp_path: Path, marker: Path, reached: threading.Event,
-                   made: list[Monitor]) -> Callable[[], Monitor]:
-    """``guard run``'s monitor factory: restoring monitors whose phase 2 is held at its
-    start until ``marker`` exists (each one made is appended to ``made``)."""
+def _run_held(wt: Path, tmp_path: Path, script: str, *paths: Path) -> tuple[Monitor, Guard]:
+    """``guard run`` of ``python -c script PATHS... MARKER`` with a restoring monitor whose
+    phase 2 is held at its start until the command created MARKER: the command's changes
+    land before the walk could read anything. The monitor and the policy."""
+    marker = tmp_path / "damage-done"
+    reached = threading.Event()
+    g = Guard.load(worktree=wt)
+    plan = roots.derive(g, "plan", private_tmp=False)
+    made: list[Monitor] = []
 
     def factory() -> Monitor:
         m = Monitor(g, "plan", restore=True, background=True, reconcile_interval=None,
@@ -51,7 +55,12 @@ def _held_monitors(g: Guard, tmp_path: Path, marker: Path, reached: threading.Ev
         made.append(m)
         return m
 
-    return factory
+    argv = [sys.executable, "-c", script, *map(str, paths), str(marker)]
+    status = supervise.run(plan, argv, abi=0, allow_unconfined=True, monitor=factory,
+                           quiet=True)
+    assert status == 0
+    assert reached.is_set(), "phase 2 never started"
+    return made[0], g
 
 
 def test_attack_command_changes_untracked_and_tracked_files_at_once_restore_is_exact(
@@ -72,13 +81,6 @@ def test_attack_command_changes_untracked_and_tracked_files_at_once_restore_is_e
         (wt / "bulk" / f"{i}.txt").write_text(f"{i}\n")
     git(wt, "add", "bulk")
     git(wt, "commit", "-qm", "bulk")
-    marker = tmp_path / "damage-done"
-    reached = threading.Event()
-    g = Guard.load(worktree=wt)
-    plan = roots.derive(g, "plan", private_tmp=False)
-    made: list[Monitor] = []
-    factory = _held_monitors(g, tmp_path, marker, reached, made)
-
     script = (
         "import os, sys\n"
         "t, u, marker = sys.argv[1:]\n"
@@ -86,13 +88,7 @@ def test_attack_command_changes_untracked_and_tracked_files_at_once_restore_is_e
         "open(u, 'ab').write(b'agent was here'); os.chmod(u, 0o666)\n"
         "open(marker, 'w').close()\n"
     )
-    status = supervise.run(
-        plan, [sys.executable, "-c", script, str(tracked), str(untracked), str(marker)],
-        abi=0, allow_unconfined=True, monitor=factory, quiet=True,
-    )
-    assert status == 0
-    m = made[0]
-    assert reached.is_set(), "phase 2 never started"
+    m, g = _run_held(wt, tmp_path, script, tracked, untracked)
     # the command ran while phase 2 was held: the changes landed before the walk
     assert m.baseline_done.is_set()
     for p, (data, mode) in before.items():
@@ -132,24 +128,13 @@ def test_attack_in_a_repository_with_nothing_staged_untracked_file_restored_exac
         return real_ls_files(worktree)
 
     monkeypatch.setattr(gitstate, "_ls_files", ls_files)
-    marker = tmp_path / "damage-done"
-    reached = threading.Event()
-    g = Guard.load(worktree=wt)
-    plan = roots.derive(g, "plan", private_tmp=False)
-    made: list[Monitor] = []
-    factory = _held_monitors(g, tmp_path, marker, reached, made)
-
     script = (
         "import os, sys\n"
         "u, marker = sys.argv[1:]\n"
         "open(u, 'wb').write(b'agent was here'); os.chmod(u, 0o666)\n"
         "open(marker, 'w').close()\n"
     )
-    status = supervise.run(plan, [sys.executable, "-c", script, str(notes), str(marker)],
-                           abi=0, allow_unconfined=True, monitor=factory, quiet=True)
-    assert status == 0
-    m = made[0]
-    assert reached.is_set(), "phase 2 never started"
+    m, g = _run_held(wt, tmp_path, script, notes)
     assert m.baseline is not None and m.baseline.status is not None
     assert str(notes) in m.baseline.status.untracked
     assert listed == [], "git ls-files ran for a repository without an index"
