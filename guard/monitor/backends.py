@@ -33,33 +33,33 @@ def start_observer(m: Monitor) -> None:
     m.backend = choose(m.roots, m.backend_wanted)
     if m.backend.backend == "fanotify":
         try:
-            fan = FanotifyObserver(m.roots, m._on_fan_event, m._trouble, m.processes.origin,
-                                   m._lost_event)
+            fan = FanotifyObserver(m.roots, m.on_fan_event, m.trouble, m.processes.origin,
+                                   m.lost_event)
         except OSError as exc:
             m.backend = Choice("inotify", f"fanotify failed: {exc.strerror or exc}")
         else:
-            m._notice("backend", m.backend.line())
-            m._flush()
-            m._observer = fan  # before its reader runs: its first report names fanotify
+            m.notify("backend", m.backend.line())
+            m.flush()
+            m.state.observer = fan  # before its reader runs: its first report names fanotify
             fan.start()
             return
-    m._notice("backend", m.backend.line())
-    m._flush()
+    m.notify("backend", m.backend.line())
+    m.flush()
     try:
-        obs = _Observer(m._trouble)
+        obs = _Observer(m.trouble)
     except OSError as exc:
         m.degrade("watch-limit", f"cannot create an inotify instance: {exc.strerror}")
         return
     obs.start()
-    m._observer = obs
+    m.state.observer = obs
     handler = _Handler(m)
-    obs._inotify_fd.starting = True
+    obs.inotify_fd.starting = True
     try:
         for root in m.roots:
             try:
                 obs.schedule(handler, str(root), recursive=True, event_filter=WANTED_EVENTS)
             except WatchLimit as exc:
-                m._stop_observer()  # closing the inotify instance frees its watches
+                m.stop_observer()  # closing the inotify instance frees its watches
                 raise GuardError(watch_limit_message(root, exc)) from None
             except OSError as exc:
                 m.degrade(
@@ -68,7 +68,7 @@ def start_observer(m: Monitor) -> None:
                     " (raise fs.inotify.max_user_watches)",
                 )
     finally:
-        obs._inotify_fd.starting = False
+        obs.inotify_fd.starting = False
 
 
 def watch_limit_message(root: Path, exc: WatchLimit) -> str:
@@ -95,11 +95,11 @@ def watch_limit_message(root: Path, exc: WatchLimit) -> str:
 
 def remember_origin(m: Monitor, ev: FileSystemEvent, origin: Origin) -> None:
     """The last writer of each path an event names (a violation found later names it)."""
-    with m._lock:
+    with m.lock:
         for p in (ev.src_path, ev.dest_path):
             if p:
                 path = os.fsdecode(p)
-                m._origins[path] = origin
-                m._origins.move_to_end(path)
-        while len(m._origins) > ORIGINS_MAX:
-            m._origins.popitem(last=False)
+                m.state.origins[path] = origin
+                m.state.origins.move_to_end(path)
+        while len(m.state.origins) > ORIGINS_MAX:
+            m.state.origins.popitem(last=False)
