@@ -1,5 +1,6 @@
 """The monitor's scans: reconciliation against the last consistent state, changes made
-while the baseline ran, and git's staging area. Functions of a :class:`Monitor`."""
+while the baseline ran, and git's staging area. Functions of a :class:`Monitor` (its
+shared state is ``m.state``, see guard/monitor/state.py)."""
 
 from __future__ import annotations
 
@@ -204,8 +205,8 @@ def finish_baseline(m: Monitor, t0: float) -> None:
             if not m.background:
                 raise
             m.notify("error", f"the baseline could not be completed: {exc}; changes are"
-                               " still reported, restores may fail")
-        # every event generated while the baseline ran is now recorded in _early
+                              " still reported, restores may fail")
+        # every event generated while the baseline ran is now recorded in state.early
         m.sync()
         with m.lock:
             m.state.known = {p: e.sig for p, e in bl.entries.items()}
@@ -239,8 +240,8 @@ def finish_baseline(m: Monitor, t0: float) -> None:
 def _not_restorable(m: Monitor, bl: Baseline) -> None:
     if bl.held is not None and bl.held.refused:
         m.notify("not-held", f"{bl.held.refused} baseline copies are over the held store's"
-                              f" limit of {bl.held.limit:,} bytes: they are kept on disk only"
-                              " (checked by SHA-256; an agent of this user can destroy them)")
+                             f" limit of {bl.held.limit:,} bytes: they are kept on disk only"
+                             " (checked by SHA-256; an agent of this user can destroy them)")
     over = bl.over_cap()
     if over:
         names = ", ".join(e.path for e in over[:5]) + (" ..." if len(over) > 5 else "")
@@ -289,7 +290,7 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
         if ((path in bl.exact or after_walk) and path not in bl.pre_early
                 and path not in bl.changed):
             m.change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE,
-                      event.split(" ")[0])
+                     event.split(" ")[0])
             continue
         with m.lock:
             known = m.state.known.get(path, _MISSING)
@@ -299,7 +300,7 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
         detail = ("deleted before the baseline could read it" if gone
                   else "the version before this change was never read")
         m.change(path, kind, "during-baseline:" + event.split(" ")[0], detail, force=True,
-                  adopted=True)
+                 adopted=True)
         if cur != known and not gone:
             m.change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE, event)
 

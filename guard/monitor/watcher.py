@@ -1,6 +1,8 @@
 """The monitor: watch the trees with inotify, decide every change, report and restore.
 
-Holds :class:`Monitor`: its state, its life cycle (start, stop, the watch lock),
+Holds :class:`Monitor`: its configuration (the state its threads and the helpers in
+the other modules share is a :class:`~guard.monitor.state.MonitorState`,
+``Monitor.state``), its life cycle (start, stop, the watch lock),
 its threads, waiting for a consistent state (:meth:`Monitor.sync`,
 :meth:`Monitor.settle`) and its output (the audit log and the callbacks).
 
