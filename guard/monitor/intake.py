@@ -1,13 +1,15 @@
 """What the observers hand to a :class:`Monitor`: their events and their trouble.
 
-Functions of a Monitor (its shared state is ``m.state``), called on the observers'
-threads (watchdog's inotify dispatcher, or fanotify's reader). An event is the
-marker of :meth:`Monitor.sync`, a path changed while the baseline is taken
-(remembered until it is done), one of the monitor's own moves into quarantine, or a
-change passed to :meth:`Monitor.change`. Trouble (an overflow, lost events, a watch
-that could not be added) is noted and wakes the reconciler. Not here: deciding a
-change and acting on it (changes.py, restoring.py), choosing and starting the
-backend (backends.py), the scans (scan.py).
+Functions of a Monitor, called on the observers' threads (watchdog's inotify
+dispatcher, or fanotify's reader). An event is the marker of :meth:`Monitor.sync`,
+a path changed while the baseline is taken (remembered until it is done), one of
+the monitor's own moves into quarantine, or a change passed to
+:meth:`Monitor.change`. Trouble (an overflow, lost events, a watch that could not
+be added) is noted and wakes the reconciler. Not here: deciding a change and acting
+on it (changes.py, restoring.py), choosing and starting the backend (backends.py),
+the scans (scan.py).
+
+The monitor's shared state is ``m.state`` (:mod:`guard.monitor.state`).
 """
 
 from __future__ import annotations

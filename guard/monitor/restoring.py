@@ -1,15 +1,16 @@
 """What the monitor does about a violation when it restores: the violating version
 goes into quarantine and the baseline is put back. Nothing is ever deleted.
 
-Functions of a :class:`Monitor` (its shared state is ``m.state``), called under its
-lock once a change was decided a violation (changes.py). A path the baseline did not
-hold is moved into quarantine; a changed one is moved there and the baseline's
-version put back (a removed directory with the entries it held); a directory that is
-still one gets its mode, owner and attributes back. A restore that fails or is
-refused is a notice, and the path is not left dirty (a later change is acted on
-again). Not here: deciding whether a change is a violation (changes.py), the
-quarantine store itself (quarantine.py), the baseline's copies and their checks
-(baseline.py).
+Functions of a :class:`Monitor`, called under its lock once a change was decided
+a violation (changes.py). A path the baseline did not hold is moved into
+quarantine; a changed one is moved there and the baseline's version put back (a
+removed directory with the entries it held); a directory that is still one gets
+its mode, owner and attributes back. A restore that fails or is refused is a
+notice, and the path is not left dirty (a later change is acted on again). Not
+here: deciding whether a change is a violation (changes.py), the quarantine store
+itself (quarantine.py), the baseline's copies and their checks (baseline.py).
+
+The monitor's shared state is ``m.state`` (:mod:`guard.monitor.state`).
 
 Git's object database is put back from its snapshot (:mod:`guard.monitor.objsnap`),
 taken with the baseline's second phase: a file the snapshot holds that is gone or no
