@@ -1,7 +1,7 @@
 """The monitor's helpers do not reach into private fields: its state is one object.
 
 guard/monitor/ keeps the monitor's shared, mutable state in one dataclass
-(:class:`guard.monitor.state.MonitorState`, owned by the monitor as ``m.state``),
+(:class:`guard.monitor.shared.MonitorState`, owned by the monitor as ``m.state``),
 and the functions in the other modules of the package use the monitor's public
 fields and methods. A read of ``X._name`` where ``X`` is not ``self`` or ``cls``
 reaches into another object's private part: at most :data:`MAX_PRIVATE_READS` of
@@ -59,6 +59,6 @@ def test_monitor_helpers_read_few_private_fields() -> None:
     assert len(reads) <= MAX_PRIVATE_READS, (
         f"{len(reads)} reads of private attributes from outside their object in"
         f" guard/monitor/ (at most {MAX_PRIVATE_READS}): put shared state in"
-        " MonitorState (guard/monitor/state.py) and call public methods:\n  "
+        " MonitorState (guard/monitor/shared.py) and call public methods:\n  "
         + "\n  ".join(reads)
     )

@@ -1,7 +1,7 @@
 """One change decided: compared with the path's last consistent state, then with the policy.
 
 Functions of a :class:`Monitor` (its shared state is ``m.state``, see
-guard/monitor/state.py). Every change, from an event or a scan, goes
+guard/monitor/shared.py). Every change, from an event or a scan, goes
 through :func:`change`: under the monitor's lock it reads the path's signature
 (:func:`path_sig`), skips what is as it was, waits for a written file to settle,
 decides the effect with the agent's policy and records the violation; the audit

@@ -9,7 +9,7 @@ be added) is noted and wakes the reconciler. Not here: deciding a change and act
 on it (changes.py, restoring.py), choosing and starting the backend (backends.py),
 the scans (scan.py).
 
-The monitor's shared state is ``m.state`` (:mod:`guard.monitor.state`).
+The monitor's shared state is ``m.state`` (:mod:`guard.monitor.shared`).
 """
 
 from __future__ import annotations

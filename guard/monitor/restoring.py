@@ -10,7 +10,7 @@ notice, and the path is not left dirty (a later change is acted on again). Not
 here: deciding whether a change is a violation (changes.py), the quarantine store
 itself (quarantine.py), the baseline's copies and their checks (baseline.py).
 
-The monitor's shared state is ``m.state`` (:mod:`guard.monitor.state`).
+The monitor's shared state is ``m.state`` (:mod:`guard.monitor.shared`).
 
 Git's object database is put back from its snapshot (:mod:`guard.monitor.objsnap`),
 taken with the baseline's second phase: a file the snapshot holds that is gone or no

@@ -1,6 +1,6 @@
 """The monitor's scans: reconciliation against the last consistent state, changes made
 while the baseline ran, and git's staging area. Functions of a :class:`Monitor` (its
-shared state is ``m.state``, see guard/monitor/state.py)."""
+shared state is ``m.state``, see guard/monitor/shared.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The monitor: watch the trees with inotify, decide every change, report and restore.
 
 Holds :class:`Monitor`: its configuration (the state its threads and the helpers in
-the other modules share is a :class:`~guard.monitor.state.MonitorState`,
+the other modules share is a :class:`~guard.monitor.shared.MonitorState`,
 ``Monitor.state``), its life cycle (start, stop, the watch lock),
 its threads, waiting for a consistent state (:meth:`Monitor.sync`,
 :meth:`Monitor.settle`) and its output (the audit log and the callbacks).
@@ -68,7 +68,7 @@ from guard.monitor.quarantine import Quarantine, quarantine_root
 from guard.monitor.restoring import rel
 from guard.monitor.scan import begin_baseline, drain_pending, hurry_baseline, index_change
 from guard.monitor.scan import reconcile as _reconcile
-from guard.monitor.state import MonitorState
+from guard.monitor.shared import MonitorState
 
 if TYPE_CHECKING:
     from guard.decide import Guard
@@ -135,7 +135,7 @@ class Monitor(_Sink):
             if not real.is_dir():
                 raise GuardError(f"cannot watch {root}: not a directory")
             self.roots.append(real)
-        #: what the monitor's threads and helpers share (guard/monitor/state.py); the
+        #: what the monitor's threads and helpers share (guard/monitor/shared.py); the
         #: roots' (device, inode) when the monitor was made: the trees it watches
         self.state = MonitorState(
             root_ids={str(root): identity(root) for root in self.roots})
