@@ -310,6 +310,7 @@ class Monitor(_Sink):
         )
 
     def stop_observer(self) -> None:
+        """Stop the backend (no more events); fanotify's descriptor closes in the background."""
         obs, self.state.observer = self.state.observer, None
         if obs is not None:
             obs.stop()
@@ -404,20 +405,25 @@ class Monitor(_Sink):
     # -- what the observers hand over (intake.py) -------------------------------
 
     def trouble(self, kind: str, message: str) -> None:
+        """An observer's trouble (overflow, lost events, a watch error): see intake.py."""
         trouble(self, kind, message)
 
     def lost_event(self) -> None:
+        """Events were lost (an overflow, or one fanotify could not name): count it."""
         lost_event(self)
 
     def on_fan_event(self, ev: FileSystemEvent, origin: Origin) -> None:
+        """A fanotify event and its writer (intake.py)."""
         on_fan_event(self, ev, origin)
 
     def on_fs_event(self, ev: FileSystemEvent) -> None:
+        """An event from either backend: the entry point of every change it names (intake.py)."""
         on_fs_event(self, ev)
 
     # -- deciding and acting (changes.py, restoring.py) ---------------------------
 
     def sig(self, path: str) -> Sig | None:
+        """``path``'s signature now, None when absent (changes.py)."""
         return path_sig(self, path)
 
     def change(
@@ -430,17 +436,21 @@ class Monitor(_Sink):
         force: bool = False,
         adopted: bool = False,
     ) -> Violation | None:
+        """Decide one change and act on it (changes.py); records are written after."""
         return change(self, path, kind, event, detail, force=force, adopted=adopted)
 
     def rel(self, path: str) -> str:
+        """``path`` relative to the innermost root holding it (restoring.py)."""
         return rel(self, path)
 
     # -- settling ----------------------------------------------------------------
 
     def check_roots(self) -> list[Violation]:
+        """Is each root path still the tree watched? If not, a violation (identity.py)."""
         return check_roots(self)
 
     def settle_loop(self) -> None:
+        """The settler's thread: checks the roots and acts on written files once settled."""
         next_check = 0.0
         while not self.state.stop.is_set():
             if time.monotonic() >= next_check:  # two lstat calls per root and second
@@ -467,11 +477,13 @@ class Monitor(_Sink):
     # -- git's index ---------------------------------------------------------------
 
     def index_change(self, git_dir: str, event: str) -> Violation | None:
+        """``.git/index`` changed: a violation only when what it stages changed (scan.py)."""
         return index_change(self, git_dir, event)
 
     # -- reconciliation ----------------------------------------------------------
 
     def reconcile_loop(self) -> None:
+        """The reconciler's thread: a scan every interval, or when woken."""
         while not self.state.stop.is_set():
             self.state.wake.wait(timeout=self.reconcile_interval)
             if self.state.stop.is_set():
