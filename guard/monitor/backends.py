@@ -21,6 +21,7 @@ from guard.monitor.events import WANTED_EVENTS, WatchLimit, _Handler, _Observer
 from guard.monitor.fanotify import Choice, FanotifyObserver, choose
 
 if TYPE_CHECKING:
+    from guard.monitor.shared import MonitorState
     from guard.monitor.watcher import Monitor
 
 #: the per-user watch limit, and a user namespace's own (both apply)
@@ -93,13 +94,13 @@ def watch_limit_message(root: Path, exc: WatchLimit) -> str:
     )
 
 
-def remember_origin(m: Monitor, ev: FileSystemEvent, origin: Origin) -> None:
+def remember_origin(state: MonitorState, ev: FileSystemEvent, origin: Origin) -> None:
     """The last writer of each path an event names (a violation found later names it)."""
-    with m.lock:
+    with state.lock:
         for p in (ev.src_path, ev.dest_path):
             if p:
                 path = os.fsdecode(p)
-                m.state.origins[path] = origin
-                m.state.origins.move_to_end(path)
-        while len(m.state.origins) > ORIGINS_MAX:
-            m.state.origins.popitem(last=False)
+                state.origins[path] = origin
+                state.origins.move_to_end(path)
+        while len(state.origins) > ORIGINS_MAX:
+            state.origins.popitem(last=False)

@@ -28,6 +28,7 @@ from guard.monitor.restoring import act, rel
 from guard.monitor.restoring import touched as objects_touched
 
 if TYPE_CHECKING:
+    from guard.monitor.shared import MonitorState
     from guard.monitor.watcher import Monitor
 
 _MISSING = object()
@@ -54,10 +55,10 @@ def path_sig(m: Monitor, path: str) -> Sig | None:
     return Sig.of(st, meta)
 
 
-def _in_quarantined(m: Monitor, path: str) -> bool:
+def _in_quarantined(state: MonitorState, path: str) -> bool:
     p = path
     while p and p != "/":
-        if p in m.state.quarantined:
+        if p in state.quarantined:
             return True
         p = os.path.dirname(p)
     return False
@@ -123,7 +124,7 @@ def _change_locked(
         m.state.dirty.discard((path, EffectKind.WRITE))
         m.state.dirty.discard((path, EffectKind.DELETE))
         return None
-    if cur is None and known in (None, _MISSING) and _in_quarantined(m, path):
+    if cur is None and known in (None, _MISSING) and _in_quarantined(m.state, path):
         return None  # the rest of a change already quarantined
     if cur is not None:
         m.state.quarantined.discard(path)

@@ -25,6 +25,7 @@ from guard.monitor.backends import remember_origin
 from guard.monitor.events import CHANGES, early_names
 
 if TYPE_CHECKING:
+    from guard.monitor.shared import MonitorState
     from guard.monitor.watcher import Monitor
 
 
@@ -58,7 +59,7 @@ def lost_event(m: Monitor) -> None:
 
 
 def on_fan_event(m: Monitor, ev: FileSystemEvent, origin: Origin) -> None:
-    remember_origin(m, ev, origin)
+    remember_origin(m.state, ev, origin)
     m.on_fs_event(ev)
 
 
@@ -80,11 +81,11 @@ def _handle(m: Monitor, ev: FileSystemEvent, src: str) -> None:
         return
     try:
         if not m.state.ready.is_set():
-            _record_early(m, ev)
+            _record_early(m.state, ev)
             return
         if ev.event_type == "moved":
             dest = os.fsdecode(ev.dest_path)
-            if src and dest and _own_move(m, src, dest):
+            if src and dest and _own_move(m.state, src, dest):
                 return
             if src:
                 m.change(src, EffectKind.DELETE, "moved-from", f"to {dest or 'outside'}")
@@ -99,19 +100,19 @@ def _handle(m: Monitor, ev: FileSystemEvent, src: str) -> None:
     m.flush()
 
 
-def _record_early(m: Monitor, ev: FileSystemEvent) -> None:
+def _record_early(state: MonitorState, ev: FileSystemEvent) -> None:
     """While the baseline runs: remember which paths changed (first event wins)."""
     names = early_names(ev)
-    with m.lock:
+    with state.lock:
         for p, what in names:
             if p:
-                m.state.early.setdefault(p, what)
+                state.early.setdefault(p, what)
 
 
-def _own_move(m: Monitor, src: str, dest: str) -> bool:
-    with m.lock:
+def _own_move(state: MonitorState, src: str, dest: str) -> bool:
+    with state.lock:
         while src and dest and src != "/":
-            if (src, dest) in m.state.own_moves:
+            if (src, dest) in state.own_moves:
                 return True
             src, dest = os.path.dirname(src), os.path.dirname(dest)
         return False
