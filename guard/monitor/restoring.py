@@ -88,6 +88,9 @@ def act(
             item = quarantine_path(m, path, meta)
             done.append(f"moved to quarantine {item}")
         elif entry is None:
+            # absent, as when watching began: not dirty, so a version made there later
+            # is acted on (it is not the one reported here)
+            m.state.dirty.discard((path, kind))
             return "nothing to restore (the path did not exist when watching began)"
         try:
             restored = _restore_tree(m, path)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from guard.effects import EffectKind
 from guard.monitor import Monitor, get_item, list_items, quarantine_root, restore_item
 from tests.monitor.conftest import git, wait_for
 
@@ -275,3 +276,22 @@ def test_attack_chmod_landing_between_the_restore_and_its_read_back_is_undone_to
     assert m.settle()
     assert mode(src) == before
     assert sum(v.path == str(src) for v in m.violations) >= 2, m.violations
+
+
+def test_a_file_made_again_after_its_first_version_was_gone_is_quarantined(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """Attack: create a file and remove it before the monitor handles its event (on a busy
+    machine the restore then finds nothing to move), then create it again at the same path.
+    The second version is a new change like any other: moved into quarantine, never left
+    in the tree because the first one was already reported."""
+    target = wt / "src" / "again.txt"
+    m = start_monitor(restore=True)
+    # the first version's event, handled once the file is gone
+    first = m.change(str(target), EffectKind.WRITE, "created")
+    assert first is not None and first.action_taken.startswith("nothing to restore"), first
+    target.write_text("agent\n")
+    assert m.settle()
+    assert not target.exists(), "the second version was left in the tree"
+    assert any(v.path == str(target) and "moved to quarantine" in v.action_taken
+               for v in m.violations), [v.action_taken for v in m.violations]
