@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from watchdog.events import FileSystemEvent
 
     from guard.monitor.inotify import WatchLimit
+    from guard.monitor.shared import MonitorState
     from guard.monitor.watcher import Monitor
 
 #: the per-user watch limit, and a user namespace's own (both apply)
@@ -36,35 +37,35 @@ def start_observer(m: Monitor) -> None:
     m.backend = choose(m.roots, m.backend_wanted)
     if m.backend.backend == "fanotify":
         try:
-            fan = FanotifyObserver(m.roots, m._on_fan_event, m._trouble, m.processes.origin,
-                                   m._lost_event)
+            fan = FanotifyObserver(m.roots, m.on_fan_event, m.trouble, m.processes.origin,
+                                   m.lost_event)
         except OSError as exc:
             m.backend = Choice("inotify", f"fanotify failed: {exc.strerror or exc}")
         else:
-            m._notice("backend", m.backend.line())
-            m._flush()
-            m._observer = fan  # before its reader runs: its first report names fanotify
+            m.notify("backend", m.backend.line())
+            m.flush()
+            m.state.observer = fan  # before its reader runs: its first report names fanotify
             fan.start()
             return
-    m._notice("backend", m.backend.line())
-    m._flush()
+    m.notify("backend", m.backend.line())
+    m.flush()
     from guard.monitor.inotify import WANTED_EVENTS, WatchLimit, _Handler, _Observer
 
     try:
-        obs = _Observer(m._trouble)
+        obs = _Observer(m.trouble)
     except OSError as exc:
         m.degrade("watch-limit", f"cannot create an inotify instance: {exc.strerror}")
         return
     obs.start()
-    m._observer = obs
+    m.state.observer = obs
     handler = _Handler(m)
-    obs._inotify_fd.starting = True
+    obs.inotify_fd.starting = True
     try:
         for root in m.roots:
             try:
                 obs.schedule(handler, str(root), recursive=True, event_filter=WANTED_EVENTS)
             except WatchLimit as exc:
-                m._stop_observer()  # closing the inotify instance frees its watches
+                m.stop_observer()  # closing the inotify instance frees its watches
                 raise GuardError(watch_limit_message(root, exc)) from None
             except OSError as exc:
                 m.degrade(
@@ -73,7 +74,7 @@ def start_observer(m: Monitor) -> None:
                     " (raise fs.inotify.max_user_watches)",
                 )
     finally:
-        obs._inotify_fd.starting = False
+        obs.inotify_fd.starting = False
 
 
 def watch_limit_message(root: Path, exc: WatchLimit) -> str:
@@ -98,13 +99,13 @@ def watch_limit_message(root: Path, exc: WatchLimit) -> str:
     )
 
 
-def remember_origin(m: Monitor, ev: FileSystemEvent, origin: Origin) -> None:
+def remember_origin(state: MonitorState, ev: FileSystemEvent, origin: Origin) -> None:
     """The last writer of each path an event names (a violation found later names it)."""
-    with m._lock:
+    with state.lock:
         for p in (ev.src_path, ev.dest_path):
             if p:
                 path = os.fsdecode(p)
-                m._origins[path] = origin
-                m._origins.move_to_end(path)
-        while len(m._origins) > ORIGINS_MAX:
-            m._origins.popitem(last=False)
+                state.origins[path] = origin
+                state.origins.move_to_end(path)
+        while len(state.origins) > ORIGINS_MAX:
+            state.origins.popitem(last=False)

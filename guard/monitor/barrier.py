@@ -109,8 +109,8 @@ class Barrier:
 
 def sync(m: Monitor, timeout: float) -> bool:
     """See :meth:`Monitor.sync`."""
-    b, obs = m.barrier, m._observer
-    if obs is None or m._stop.is_set() or b.directory is None:
+    b, obs = m.barrier, m.state.observer
+    if obs is None or m.state.stop.is_set() or b.directory is None:
         return False
     inotify = m.backend is None or m.backend.backend != "fanotify"
     if not b.covered(inotify):
@@ -142,7 +142,7 @@ def sync(m: Monitor, timeout: float) -> bool:
             now = time.monotonic()
             if (b.handled, b.active) != progress or b.active:
                 progress, last = (b.handled, b.active), now
-            if m._stop.is_set() or not obs.is_alive():
+            if m.state.stop.is_set() or not obs.is_alive():
                 return False
             if now >= deadline or now - last >= IDLE:
                 why = (f"within {timeout:g} s" if now >= deadline else
@@ -154,7 +154,7 @@ def sync(m: Monitor, timeout: float) -> bool:
     m.notify("sync-timeout", f"the sync marker's event was not seen {why} ({now - start:.1f} s"
                              " waited): events may still be queued; a reconciliation scan"
                              " stands in")
-    m._flush()
+    m.flush()
     return False
 
 
@@ -163,15 +163,15 @@ def settle(m: Monitor, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:  # a swapped or removed worktree is dealt with before anything is compared
-            m._check_roots()
+            m.check_roots()
         except Exception as exc:
             m.notify("error", f"checking the roots failed: {exc}")
         sync(m, max(0.1, deadline - time.monotonic()))
-        with m._pending_cv:
-            while m._pending and time.monotonic() < deadline:
-                m._pending_cv.wait(0.2)
-        if m.reconcile("settle") or m._pending:
+        with m.state.pending_cv:
+            while m.state.pending and time.monotonic() < deadline:
+                m.state.pending_cv.wait(0.2)
+        if m.reconcile("settle") or m.state.pending:
             continue
-        m._flush()
+        m.flush()
         return True
     return False

@@ -1,13 +1,14 @@
 """One change decided: compared with the path's last consistent state, then with the policy.
 
-Functions of a :class:`Monitor`. Every change, from an event or a scan, goes
+Functions of a :class:`Monitor` (its shared state is ``m.state``, see
+guard/monitor/shared.py). Every change, from an event or a scan, goes
 through :func:`change`: under the monitor's lock it reads the path's signature
 (:func:`path_sig`), skips what is as it was, waits for a written file to settle,
 decides the effect with the agent's policy and records the violation; the audit
 log and callbacks are written after the lock is released. Guard's own state and
 git's loose objects that back the baseline are handled apart. Not here: what is
 done about a violation (restoring.py), where changes come from (intake.py,
-scan.py), writing the records (:meth:`Monitor._flush`).
+scan.py), writing the records (:meth:`Monitor.flush`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from guard.monitor.restoring import act, rel
 from guard.monitor.restoring import touched as objects_touched
 
 if TYPE_CHECKING:
+    from guard.monitor.shared import MonitorState
     from guard.monitor.watcher import Monitor
 
 _MISSING = object()
@@ -53,10 +55,10 @@ def path_sig(m: Monitor, path: str) -> Sig | None:
     return Sig.of(st, meta)
 
 
-def _in_quarantined(m: Monitor, path: str) -> bool:
+def _in_quarantined(state: MonitorState, path: str) -> bool:
     p = path
     while p and p != "/":
-        if p in m._quarantined:
+        if p in state.quarantined:
             return True
         p = os.path.dirname(p)
     return False
@@ -73,13 +75,13 @@ def change(
     adopted: bool = False,
 ) -> Violation | None:
     """Decide one change and act on it. Logging and callbacks run after the lock is released."""
-    if path in m._index_paths:
-        return m._index_change(m._index_paths[path], event)
-    if m.objects and m._ready.is_set() and objects_touched(m, path):
+    if path in m.index_paths:
+        return m.index_change(m.index_paths[path], event)
+    if m.objects and m.state.ready.is_set() and objects_touched(m, path):
         return None  # an object file as git wrote it (put back by the monitor)
-    if path.startswith(m._objects_prefixes):
+    if path.startswith(m.objects_prefixes):
         return _object_change(m, path, kind, event)
-    with m._lock:
+    with m.lock:
         cur = path_sig(m, path)  # under the lock: our own restores are complete or not begun
         if cur is None and _shut(m, path):
             # not absent: a directory on its way is shut (the agent changed its mode, which
@@ -87,7 +89,7 @@ def change(
             m.wake(f"{path}: a directory on its way is shut")
             return None
         v = _change_locked(m, path, kind, event, detail, cur, force=force, adopted=adopted)
-    m._flush()
+    m.flush()
     return v
 
 
@@ -105,12 +107,12 @@ def _change_locked(
     m: Monitor, path: str, kind: EffectKind, event: str, detail: str, cur: Sig | None,
     *, force: bool, adopted: bool,
 ) -> Violation | None:
-    if path.startswith(m._state_prefixes) or path in m._ignored_tops:
+    if path.startswith(m.state_prefixes) or path in m.ignored_tops:
         return _state_change(m, path, kind, event, detail)
-    if m._ignored(path):
+    if m.ignored(path):
         return None
-    known = m._known.get(path, _MISSING)
-    pend = m._pending.get(path)
+    known = m.state.known.get(path, _MISSING)
+    pend = m.state.pending.get(path)
     if pend is not None and not force:
         # a file waiting to settle: note what the writer did, act later
         pend.writing = event in _WRITING_EVENTS or (
@@ -119,28 +121,28 @@ def _change_locked(
         return None
     if cur is not None and known == cur and not adopted:
         # as it was at the last consistent point (e.g. our own restore)
-        m._dirty.discard((path, EffectKind.WRITE))
-        m._dirty.discard((path, EffectKind.DELETE))
+        m.state.dirty.discard((path, EffectKind.WRITE))
+        m.state.dirty.discard((path, EffectKind.DELETE))
         return None
-    if cur is None and known in (None, _MISSING) and _in_quarantined(m, path):
+    if cur is None and known in (None, _MISSING) and _in_quarantined(m.state, path):
         return None  # the rest of a change already quarantined
     if cur is not None:
-        m._quarantined.discard(path)
+        m.state.quarantined.discard(path)
     if (
         kind is EffectKind.WRITE
-        and path in m._plan_ancestors
+        and path in m.plan_ancestors
         and known in (None, _MISSING)
         and (cur is None or cur.kind == "dir")
     ):
         # creating the directories that hold the plan file: their new state
         # is the consistent one from now on (a later chmod is a change)
         if cur is not None:
-            m._known[path] = cur
+            m.state.known[path] = cur
         return None
     key = (path, kind)
-    if key in m._dirty and not force:
+    if key in m.state.dirty and not force:
         return None
-    if cur is not None and cur.kind == "other" and _is_under(path, m._plans):
+    if cur is not None and cur.kind == "other" and _is_under(path, m.plans):
         rule, reason = ("monitor:special-file",
                         "a FIFO, socket or device in the plan directory (plans are files)")
     else:
@@ -148,20 +150,20 @@ def _change_locked(
         if decision.allowed:
             return None
         rule, reason = decision.rule, decision.reason
-    if (m.restore and not force and not m._stopping and kind is EffectKind.WRITE
+    if (m.restore and not force and not m.state.stopping and kind is EffectKind.WRITE
             and cur is not None and cur.kind == "file" and not adopted):
         now = time.monotonic()
-        m._pending[path] = _Pending(event, detail, now, now, cur,
+        m.state.pending[path] = _Pending(event, detail, now, now, cur,
                                     writing=event in _WRITING_EVENTS)
-        m._pending_cv.notify_all()
+        m.state.pending_cv.notify_all()
         return None
     if adopted:  # reported, not acted on, and not a reason to skip the next change
         action = "reported: the baseline holds the version found when it read the path"
     elif m.restore:
-        m._dirty.add(key)
+        m.state.dirty.add(key)
         action = act(m, path, kind, cur, event, rule, reason)
     else:
-        m._dirty.add(key)
+        m.state.dirty.add(key)
         action = "reported (watching without --restore)"
     v = Violation(
         timestamp=logfile.now_iso(),
@@ -177,7 +179,7 @@ def _change_locked(
         **_origin_fields(m, path, event),
     )
     m.violations.append(v)
-    m._outbox.append(v)
+    m.state.outbox.append(v)
     return v
 
 
@@ -187,10 +189,10 @@ def _state_change(
     """A change to guard's own state: never quarantined, restored or decided by the
     agent's policy. Other guard processes write there; a writer inside the guarded
     process tree (fanotify names it) is tampering, reported once per path."""
-    origin = m._origins.get(path)
-    if origin is None or origin.in_guarded_tree is not True or path in m._tampered:
+    origin = m.state.origins.get(path)
+    if origin is None or origin.in_guarded_tree is not True or path in m.state.tampered:
         return None
-    m._tampered.add(path)
+    m.state.tampered.add(path)
     v = Violation(
         timestamp=logfile.now_iso(), session=m.session, agent=m.agent,
         event="tampering:" + event, path=path, rule="monitor:guard-state",
@@ -201,7 +203,7 @@ def _state_change(
         effect=kind.value, detail=detail, **origin.fields(),
     )
     m.violations.append(v)
-    m._outbox.append(v)
+    m.state.outbox.append(v)
     return v
 
 
@@ -212,13 +214,13 @@ def _object_change(m: Monitor, path: str, kind: EffectKind, event: str) -> Viola
     they still hold the blob), and the change is decided like any write."""
     rest = path.split("/objects/", 1)[1]
     blob = rest.replace("/", "")
-    if not m._ready.is_set() or len(rest) not in (41, 65) or rest[2:3] != "/":
+    if not m.state.ready.is_set() or len(rest) not in (41, 65) or rest[2:3] != "/":
         return None
     if event in ("attrib", "reconcile:attrib"):
         return None  # git "freshens" an object it would write again with utime(2)
-    with m._lock:
-        files = list(m._baseline_blobs.get(blob, ()))
-        if not files or (path, kind) in m._dirty:
+    with m.lock:
+        files = list(m.state.baseline_blobs.get(blob, ()))
+        if not files or (path, kind) in m.state.dirty:
             return None
     assert m.baseline is not None
     kept: list[str] = []
@@ -235,8 +237,8 @@ def _object_change(m: Monitor, path: str, kind: EffectKind, event: str) -> Viola
     action = (f"reported; the baseline of {', '.join(kept)} is now a verified copy"
               if kept else "reported; restores of these files verify the object and"
               " refuse what it no longer holds")
-    with m._lock:
-        m._dirty.add((path, kind))
+    with m.lock:
+        m.state.dirty.add((path, kind))
         v = Violation(
             timestamp=logfile.now_iso(), session=m.session, agent=m.agent,
             event=event, path=path, rule=decision.rule, reason=decision.reason,
@@ -245,12 +247,12 @@ def _object_change(m: Monitor, path: str, kind: EffectKind, event: str) -> Viola
             **_origin_fields(m, path, event),
         )
         m.violations.append(v)
-        m._outbox.append(v)
-    m._flush()
+        m.state.outbox.append(v)
+    m.flush()
     return v
 
 
 def _origin_fields(m: Monitor, path: str, event: str) -> dict[str, Any]:
     """The writer of the event behind a violation (fanotify); a scan cannot know it."""
-    origin = None if event.startswith("reconcile:") else m._origins.get(path)
+    origin = None if event.startswith("reconcile:") else m.state.origins.get(path)
     return origin.fields() if origin is not None else dict(NO_ORIGIN)

@@ -38,7 +38,7 @@ def plan_ancestors(plans: str, roots: list[Path]) -> set[str]:
 class _Sink:
     """What the handler calls: the monitor's event entry point."""
 
-    def _on_fs_event(self, ev: FileSystemEvent) -> None:  # pragma: no cover - overridden
+    def on_fs_event(self, ev: FileSystemEvent) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
 

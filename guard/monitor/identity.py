@@ -41,19 +41,19 @@ def check_roots(m: Monitor) -> list[Violation]:
     replaced (a copy put in its place) or removed is a violation of its own,
     reported once per state. Restores keep going into the tree held by descriptor;
     nothing is ever written into what now stands at the path."""
-    with m._roots_lock:  # the settle thread and settle() both check: one undoes a swap
+    with m.state.roots_lock:  # the settle thread and settle() both check: one undoes a swap
         return _check_roots(m)
 
 
 def _check_roots(m: Monitor) -> list[Violation]:
     found: list[Violation] = []
-    for root, ident in m._root_ids.items():
+    for root, ident in m.state.root_ids.items():
         try:
             now: tuple[int, int] | None = identity(Path(root))
         except OSError:
             now = None
         if now == ident:
-            m._root_reported.pop(root, None)
+            m.state.root_reported.pop(root, None)
             continue
         held = m.anchor.fd_of(root)
         where = "unknown"
@@ -69,9 +69,9 @@ def _check_roots(m: Monitor) -> list[Violation]:
         else:
             what = "replaced"
         state = f"{what}:{where}"
-        if m._root_reported.get(root) == state:
+        if m.state.root_reported.get(root) == state:
             continue
-        m._root_reported[root] = state
+        m.state.root_reported[root] = state
         detail = {
             "removed": "the watched tree was removed",
             "moved": f"the watched tree was renamed to {where}",
@@ -84,7 +84,7 @@ def _check_roots(m: Monitor) -> list[Violation]:
                 action = _recover(m, root, ident, now, where)
                 # back in place: the next swap or removal is a new state, never taken
                 # for this one (reported once) and left alone
-                m._root_reported.pop(root, None)
+                m.state.root_reported.pop(root, None)
             except (OSError, GuardError) as exc:
                 m.restore_failures += 1
                 action = (f"restore failed: {exc}; nothing is written into what stands at the"
@@ -100,7 +100,7 @@ def _check_roots(m: Monitor) -> list[Violation]:
         m.notify("error", f"{root}: {detail}; {action}")
         found.append(v)
     if found:
-        m._flush()
+        m.flush()
     return found
 
 
@@ -122,7 +122,7 @@ def carry_plans(m: Monitor, root: str, copy: str) -> list[str]:
     never lost to the swap (the copy, with them, still goes into quarantine). Only
     regular files directly in the plan directory, within the size cap, whose path the
     policy lets the agent write; reached without following symlinks on either side."""
-    if not _is_under(m._plans, root) or m._plans == root:
+    if not _is_under(m.plans, root) or m.plans == root:
         return []
     done: list[str] = []
     try:
@@ -130,18 +130,18 @@ def carry_plans(m: Monitor, root: str, copy: str) -> list[str]:
     except OSError:
         return []
     try:
-        for part in os.path.relpath(m._plans, root).split("/"):
+        for part in os.path.relpath(m.plans, root).split("/"):
             nxt = open_dir_at(src, part)
             os.close(src)
             src = nxt
         for name in sorted(os.listdir(src)):
-            dest = os.path.join(m._plans, name)
+            dest = os.path.join(m.plans, name)
             if not m.guard.decide(m.agent, [Effect(EffectKind.WRITE, dest)]).allowed:
                 continue
             data = _read_regular(src, name, m.size_cap)
             if data is None or _read_regular_path(m, dest, len(data[0]) + 1) == data[0]:
                 continue
-            dfd = m.anchor.dir(m._plans, create=True)
+            dfd = m.anchor.dir(m.plans, create=True)
             try:
                 fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
                              | os.O_CLOEXEC, data[1], dir_fd=dfd)
@@ -229,8 +229,8 @@ def _recover(m: Monitor, root: str, ident: tuple[int, int], now: tuple[int, int]
     if m.baseline is not None and m.baseline.anchor is not None:
         m.baseline.anchor.rebind(root, os.dup(fd))
     st = os.fstat(fd)
-    m._root_ids[root] = (st.st_dev, st.st_ino)
-    m._root_reported.pop(root, None)
+    m.state.root_ids[root] = (st.st_dev, st.st_ino)
+    m.state.root_reported.pop(root, None)
     m.expect_baseline(root)
     done = [f"the watched tree was removed: recreated at {root}, and every path of the"
             " baseline is restored into it (git's objects from their snapshot, other files"

@@ -134,14 +134,15 @@ class _Emitter(InotifyFullEmitter):
 
 class _Observer(BaseObserver):
     def __init__(self, trouble: Callable[[str, str], None]) -> None:
-        self._inotify_fd = _FD(trouble)
-        self._inotify_fd.start()
-        super().__init__(_Emitter, timeout=0.2, inotify_fd=self._inotify_fd)
+        #: the inotify reader every emitter shares (backends.py sets its ``starting``)
+        self.inotify_fd = _FD(trouble)
+        self.inotify_fd.start()
+        super().__init__(_Emitter, timeout=0.2, inotify_fd=self.inotify_fd)
 
     def on_thread_stop(self) -> None:
         super().on_thread_stop()
-        self._inotify_fd.stop()
-        self._inotify_fd.join()
+        self.inotify_fd.stop()
+        self.inotify_fd.join()
 
 
 class _Handler(FileSystemEventHandler):
@@ -149,4 +150,4 @@ class _Handler(FileSystemEventHandler):
         self.monitor = monitor
 
     def dispatch(self, event: FileSystemEvent) -> None:
-        self.monitor._on_fs_event(event)
+        self.monitor.on_fs_event(event)

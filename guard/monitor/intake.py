@@ -4,10 +4,12 @@ Functions of a Monitor, called on the observers' threads (watchdog's inotify
 dispatcher, or fanotify's reader). An event is the marker of :meth:`Monitor.sync`,
 a path changed while the baseline is taken (remembered until it is done), one of
 the monitor's own moves into quarantine, or a change passed to
-:meth:`Monitor._change`. Trouble (an overflow, lost events, a watch that could not
+:meth:`Monitor.change`. Trouble (an overflow, lost events, a watch that could not
 be added) is noted and wakes the reconciler. Not here: deciding a change and acting
 on it (changes.py, restoring.py), choosing and starting the backend (backends.py),
 the scans (scan.py).
+
+The monitor's shared state is ``m.state`` (:mod:`guard.monitor.shared`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from guard.monitor.backends import remember_origin
 from guard.monitor.events import CHANGES, early_names
 
 if TYPE_CHECKING:
+    from guard.monitor.shared import MonitorState
     from guard.monitor.watcher import Monitor
 
 
@@ -34,30 +37,30 @@ def trouble(m: Monitor, kind: str, message: str) -> None:
             m.overflows += 1
             lost_event(m)
         # "lost" is told once per walk; lost_event has counted each such event
-        m._notice(
+        m.notify(
             f"{which}-{kind}",
             f"{message}; running a reconciliation scan against the baseline",
         )
         what = "overflow" if kind == "overflow" else "lost events"
-        m._wake_reason = f"after {which} {what}"
+        m.state.wake_reason = f"after {which} {what}"
     else:
         m.degrade(kind, message)
-        m._wake_reason = f"after {kind}"
-    m._wake.set()
-    m._flush()
+        m.state.wake_reason = f"after {kind}"
+    m.state.wake.set()
+    m.flush()
 
 
 def lost_event(m: Monitor) -> None:
     """Events were lost (an overflow, or one event fanotify could not name): counted
     each time, on the reader thread, before any later event is handled. The
     baseline's walk trusts no event since phase 1 once this moved (phases.py)."""
-    with m._lock:
+    with m.lock:
         m.events_lost += 1
 
 
 def on_fan_event(m: Monitor, ev: FileSystemEvent, origin: Origin) -> None:
-    remember_origin(m, ev, origin)
-    m._on_fs_event(ev)
+    remember_origin(m.state, ev, origin)
+    m.on_fs_event(ev)
 
 
 def on_fs_event(m: Monitor, ev: FileSystemEvent) -> None:
@@ -74,42 +77,42 @@ def on_fs_event(m: Monitor, ev: FileSystemEvent) -> None:
 
 
 def _handle(m: Monitor, ev: FileSystemEvent, src: str) -> None:
-    if m._stop.is_set():
+    if m.state.stop.is_set():
         return
     try:
-        if not m._ready.is_set():
-            _record_early(m, ev)
+        if not m.state.ready.is_set():
+            _record_early(m.state, ev)
             return
         if ev.event_type == "moved":
             dest = os.fsdecode(ev.dest_path)
-            if src and dest and _own_move(m, src, dest):
+            if src and dest and _own_move(m.state, src, dest):
                 return
             if src:
-                m._change(src, EffectKind.DELETE, "moved-from", f"to {dest or 'outside'}")
+                m.change(src, EffectKind.DELETE, "moved-from", f"to {dest or 'outside'}")
             if dest:
-                m._change(dest, EffectKind.WRITE, "moved-to", f"from {src or 'outside'}")
+                m.change(dest, EffectKind.WRITE, "moved-to", f"from {src or 'outside'}")
         else:
             change = CHANGES.get((ev.event_type, ev.is_directory))
             if change is not None:  # see CHANGES for the events that change nothing
-                m._change(src, change[0], change[1])
+                m.change(src, change[0], change[1])
     except Exception as exc:  # keep watching whatever one event did
-        m._notice("error", f"while handling {ev!r}: {type(exc).__name__}: {exc}")
-    m._flush()
+        m.notify("error", f"while handling {ev!r}: {type(exc).__name__}: {exc}")
+    m.flush()
 
 
-def _record_early(m: Monitor, ev: FileSystemEvent) -> None:
+def _record_early(state: MonitorState, ev: FileSystemEvent) -> None:
     """While the baseline runs: remember which paths changed (first event wins)."""
     names = early_names(ev)
-    with m._lock:
+    with state.lock:
         for p, what in names:
             if p:
-                m._early.setdefault(p, what)
+                state.early.setdefault(p, what)
 
 
-def _own_move(m: Monitor, src: str, dest: str) -> bool:
-    with m._lock:
+def _own_move(state: MonitorState, src: str, dest: str) -> bool:
+    with state.lock:
         while src and dest and src != "/":
-            if (src, dest) in m._own_moves:
+            if (src, dest) in state.own_moves:
                 return True
             src, dest = os.path.dirname(src), os.path.dirname(dest)
         return False

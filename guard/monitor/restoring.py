@@ -10,6 +10,8 @@ notice, and the path is not left dirty (a later change is acted on again). Not
 here: deciding whether a change is a violation (changes.py), the quarantine store
 itself (quarantine.py), the baseline's copies and their checks (baseline.py).
 
+The monitor's shared state is ``m.state`` (:mod:`guard.monitor.shared`).
+
 Git's object database is put back from its snapshot (:mod:`guard.monitor.objsnap`),
 taken with the baseline's second phase: a file the snapshot holds that is gone or no
 longer verifies is restored (a damaged version goes into quarantine first), one
@@ -53,8 +55,8 @@ def quarantine_path(m: Monitor, path: str, meta: dict[str, Any]) -> str:
     finally:
         notes, m.quarantine.notes = m.quarantine.notes, []
         for note in notes:
-            m._notice("tampering", f"quarantine: {note}")
-    m._own_moves.add((path, str(dest)))
+            m.notify("tampering", f"quarantine: {note}")
+    m.state.own_moves.add((path, str(dest)))
     item = m.quarantine.finish(slot, dest, path, rel(m, path), meta)
     return item.id
 
@@ -72,23 +74,23 @@ def act(
         if cur is not None:
             if entry is None:
                 item = quarantine_path(m, path, meta)
-                m._quarantined.add(path)
-                m._known[path] = None
-                m._dirty.discard((path, kind))
+                m.state.quarantined.add(path)
+                m.state.known[path] = None
+                m.state.dirty.discard((path, kind))
                 return f"moved to quarantine {item}"
             if not entry.restorable:
                 return f"left in place: cannot restore it afterwards ({entry.unrestorable})"
             if entry.sig.kind == "dir" and cur.kind == "dir":
                 new = m.baseline.reset_attrs(path)
-                m._known[path] = new
-                m._dirty.discard((path, kind))
+                m.state.known[path] = new
+                m.state.dirty.discard((path, kind))
                 return "directory mode, owner and attributes restored from the baseline"
             item = quarantine_path(m, path, meta)
             done.append(f"moved to quarantine {item}")
         elif entry is None:
             # absent, as when watching began: not dirty, so a version made there later
             # is acted on (it is not the one reported here)
-            m._dirty.discard((path, kind))
+            m.state.dirty.discard((path, kind))
             return "nothing to restore (the path did not exist when watching began)"
         try:
             restored = _restore_tree(m, path)
@@ -99,12 +101,12 @@ def act(
                 raise
             restored = _restore_tree(m, path)
         done.append(restored)
-        m._unavailable.pop(path, None)
-        m._dirty.discard((path, kind))
+        m.state.unavailable.pop(path, None)
+        m.state.dirty.discard((path, kind))
         return "; ".join(done)
     except Unsafe as exc:
         msg = f"refused: {exc.strerror or exc} (left as it is; nothing outside is touched)"
-        m._notice("error", f"{path}: {msg}")
+        m.notify("error", f"{path}: {msg}")
         return "; ".join([*done, msg])
     except (OSError, BaselineError, GuardError) as exc:
         m.restore_failures += 1  # the baseline store is kept (see stop)
@@ -113,23 +115,23 @@ def act(
         if isinstance(exc, BlobUnavailable):
             # the object database may still be being put back (or its snapshot taken):
             # the next scans try again, a bounded number of times
-            tries = m._unavailable[path] = m._unavailable.get(path, 0) + 1
+            tries = m.state.unavailable[path] = m.state.unavailable.get(path, 0) + 1
             again = tries < BLOB_ATTEMPTS
             if not again:  # a later change of the path starts again
-                del m._unavailable[path]
+                del m.state.unavailable[path]
             msg += (f" (attempt {tries} of {BLOB_ATTEMPTS}; "
                     + ("tried again at the next scan)" if again else
                        "not tried again unless the path changes)"))
-        m._notice("error", f"{path}: {msg}")
+        m.notify("error", f"{path}: {msg}")
         # never left dirty: a later write is reported (and acted on) again. A path
         # left absent is compared with "absent"; what appeared meanwhile (a restore
         # refused with EEXIST) still differs from the baseline, so its event acts.
         # Unless a directory on its way was gone or shut (the tree was being removed
         # around it, or a parent's mode is put back after it), or its blob may come
         # back: the next scan finds it missing and puts it back
-        if m._sig(path) is None and not again:
-            m._known[path] = None
-        m._dirty.discard((path, kind))
+        if m.sig(path) is None and not again:
+            m.state.known[path] = None
+        m.state.dirty.discard((path, kind))
         return "; ".join([*done, msg])
 
 
@@ -137,7 +139,7 @@ def _restore_tree(m: Monitor, path: str) -> str:
     assert m.baseline is not None
     entry = m.baseline.get(path)
     assert entry is not None
-    m._known[path] = m.baseline.restore(path)
+    m.state.known[path] = m.baseline.restore(path)
     source = (
         "the baseline copy (SHA-256 checked)" if entry.copy
         else f"git blob {entry.blob[:12]} (its id checked)" if entry.blob
@@ -148,7 +150,7 @@ def _restore_tree(m: Monitor, path: str) -> str:
     count = 0
     for child in m.baseline.under(path):
         if m.anchor.lstat(child.path) is None and child.restorable:
-            m._known[child.path] = m.baseline.restore(child.path)
+            m.state.known[child.path] = m.baseline.restore(child.path)
             count += 1
     return f"directory restored with {count} entries from the baseline"
 

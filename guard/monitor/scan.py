@@ -1,5 +1,6 @@
 """The monitor's scans: reconciliation against the last consistent state, changes made
-while the baseline ran, and git's staging area. Functions of a :class:`Monitor`."""
+while the baseline ran, and git's staging area. Functions of a :class:`Monitor` (its
+shared state is ``m.state``, see guard/monitor/shared.py)."""
 
 from __future__ import annotations
 
@@ -43,26 +44,27 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
         raise GuardError("the monitor has not been started")
     m.baseline_done.wait()
     baseline = m.baseline
-    with m._recon_lock:
+    with m.state.recon_lock:
         t0 = time.perf_counter()
         before = len(m.violations)
         seen: set[str] = set()
         changed = 0
-        with m._lock:
-            snapshot = dict(m._known)  # compared without the lock; differences re-read under it
-        m._check_roots()
+        with m.lock:
+            # compared without the lock; differences are read again under it
+            snapshot = dict(m.state.known)
+        m.check_roots()
         repair(m, f"reconcile:{reason}")  # git's object database first: blobs restore from it
         found: list[tuple[str, str]] = []
         # a directory the agent shut (chmod 0600) is seen, not what is in it: its mode
         # is put back, and the next scan sees inside
-        for path, st, meta, _, _ in walk(m.roots, m._ignored, m.anchor, shut_ok=True):
+        for path, st, meta, _, _ in walk(m.roots, m.ignored, m.anchor, shut_ok=True):
             seen.add(path)
             last = snapshot.get(path)
             if last is not None and last.matches(st, meta):
                 continue
             cur = Sig.of(st, meta)
-            with m._lock:
-                known = m._known.get(path, _MISSING)
+            with m.lock:
+                known = m.state.known.get(path, _MISSING)
             if known == cur:
                 continue
             changed += 1
@@ -78,28 +80,28 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
                 elif cur.kind == known.kind:
                     event = "attrib"
             found.append((path, event))
-        with m._lock:
-            gone = [p for p, s in m._known.items() if s is not None and p not in seen]
+        with m.lock:
+            gone = [p for p, s in m.state.known.items() if s is not None and p not in seen]
         gone = [p for p in gone if _gone(m, p)]
         changed += len(gone)
         if found or gone:
             m.sync(SYNC_WAIT)  # each change the scan saw made its event before the marker
         for path, event in found:
-            m._change(path, EffectKind.WRITE, f"reconcile:{event}")  # unless handled since
+            m.change(path, EffectKind.WRITE, f"reconcile:{event}")  # unless handled since
         for path in gone:
-            m._change(path, EffectKind.DELETE, "reconcile:deleted")
-        for g in m._git_dirs:
-            m._index_change(g, "reconcile:modified")
+            m.change(path, EffectKind.DELETE, "reconcile:deleted")
+        for g in m.git_dirs:
+            m.index_change(g, "reconcile:modified")
         new = m.violations[before:]
         m.reconciliations += 1
         took = time.perf_counter() - t0
         if reason not in ("periodic", "settle") or new:
-            m._notice(
+            m.notify(
                 "reconcile",
                 f"reconciliation ({reason}) scanned {len(seen):,} paths in {took:.2f} s:"
                 f" {changed} differ from the last consistent state, {len(new)} new violations",
             )
-        m._flush()
+        m.flush()
         return new
 
 
@@ -116,42 +118,42 @@ def begin_baseline(m: Monitor, t0: float) -> None:
     """Phase 1 of the baseline (the caller's command waits for it), then phase 2 on a
     thread of its own (``m.background``) or at once. See :mod:`guard.monitor.phases`."""
     try:
-        for g in m._git_dirs:
-            m._index_base[g] = (read_index(g), "")
+        for g in m.git_dirs:
+            m.state.index_base[g] = (read_index(g), "")
         worktree = m.guard.roots.worktree
-        data = m._index_base.get(str(worktree) + "/.git", (None, ""))[0] if worktree else None
+        data = m.state.index_base.get(str(worktree) + "/.git", (None, ""))[0] if worktree else None
         m.baseline = phases.prepare(
-            Baseline, m.roots, store=m.store, worktree=worktree, ignore=m._ignored,
+            Baseline, m.roots, store=m.store, worktree=worktree, ignore=m.ignored,
             size_cap=m.size_cap, progress=m.progress, index_data=data,
         )
     except BaseException:
-        m._stop_observer()
+        m.stop_observer()
         m.anchor.close()
-        m._closed()
+        m.wait_closed()
         raise
     # what changed while phase 1 ran (before the command started) keeps the old rule
     m.sync()
-    with m._lock:
-        m.baseline.pre_early = set(m._early)
-        m._lost_at_phase1 = m.events_lost
+    with m.lock:
+        m.baseline.pre_early = set(m.state.early)
+        m.state.lost_at_phase1 = m.events_lost
     if m.background and m.baseline.status is not None:
-        m._baseline_thread = threading.Thread(
+        m.state.baseline_thread = threading.Thread(
             target=finish_baseline, args=(m, t0), daemon=True, name="guard-baseline")
-        m._baseline_thread.start()
+        m.state.baseline_thread.start()
     else:
         try:
             finish_baseline(m, t0)
         except BaseException:
-            m._stop_observer()
+            m.stop_observer()
             m.anchor.close()
-            m._closed()
+            m.wait_closed()
             raise
 
 
 def _early_paths(m: Monitor) -> set[str]:
     m.sync()
-    with m._lock:
-        return set(m._early)
+    with m.lock:
+        return set(m.state.early)
 
 
 def finish_baseline(m: Monitor, t0: float) -> None:
@@ -166,67 +168,67 @@ def finish_baseline(m: Monitor, t0: float) -> None:
     try:
         try:
             phases.complete(bl, lambda: _early_paths(m),
-                            lambda: m.events_lost > m._lost_at_phase1)
-            for g in m._git_dirs:
-                data = m._index_base[g][0]
+                            lambda: m.events_lost > m.state.lost_at_phase1)
+            for g in m.git_dirs:
+                data = m.state.index_base[g][0]
                 digest = staged(data, os.path.dirname(g), m.store)
-                m._index_base[g] = (data, digest)
-                m._index_known[g] = digest
+                m.state.index_base[g] = (data, digest)
+                m.state.index_known[g] = digest
             take_snapshots(m)
         except Exception as exc:
             if not m.background:
                 raise
-            m._notice("error", f"the baseline could not be completed: {exc}; changes are"
-                               " still reported, restores may fail")
-        # every event generated while the baseline ran is now recorded in _early
+            m.notify("error", f"the baseline could not be completed: {exc}; changes are"
+                              " still reported, restores may fail")
+        # every event generated while the baseline ran is now recorded in state.early
         m.sync()
-        with m._lock:
-            m._known = {p: e.sig for p, e in bl.entries.items()}
+        with m.lock:
+            m.state.known = {p: e.sig for p, e in bl.entries.items()}
             for e in bl.entries.values():
                 if e.blob is not None and e.copy is None:
-                    m._baseline_blobs.setdefault(e.blob, []).append(e.path)
-            early, m._early = m._early, {}
+                    m.state.baseline_blobs.setdefault(e.blob, []).append(e.path)
+            early, m.state.early = m.state.early, {}
         m.startup_seconds = time.perf_counter() - t0
-        m._ready.set()
-        m._notice(
+        m.state.ready.set()
+        m.notify(
             "start",
             f"watching {', '.join(map(str, m.roots))} as agent {m.agent!r}"
             f" ({'restore' if m.restore else 'report only'});"
             f" baseline: {bl.stats.summary()}; start-up {m.startup_seconds:.2f} s",
         )
         _not_restorable(m, bl)
-        m._flush()
+        m.flush()
         during_baseline(m, early)
-        for g in m._git_dirs:
-            if read_index(g) != m._index_base[g][0]:
-                m._index_change(g, "modified")
-        for target, name in ((m._reconcile_loop, "guard-reconcile"),
-                             (m._settle_loop, "guard-settle")):
+        for g in m.git_dirs:
+            if read_index(g) != m.state.index_base[g][0]:
+                m.index_change(g, "modified")
+        for target, name in ((m.reconcile_loop, "guard-reconcile"),
+                             (m.settle_loop, "guard-settle")):
             t = threading.Thread(target=target, daemon=True, name=name)
             t.start()
-            m._threads.append(t)
+            m.state.threads.append(t)
     finally:
         m.baseline_done.set()
 
 
 def _not_restorable(m: Monitor, bl: Baseline) -> None:
     if bl.held is not None and bl.held.refused:
-        m._notice("not-held", f"{bl.held.refused} baseline copies are over the held store's"
-                              f" limit of {bl.held.limit:,} bytes: they are kept on disk only"
-                              " (checked by SHA-256; an agent of this user can destroy them)")
+        m.notify("not-held", f"{bl.held.refused} baseline copies are over the held store's"
+                             f" limit of {bl.held.limit:,} bytes: they are kept on disk only"
+                             " (checked by SHA-256; an agent of this user can destroy them)")
     over = bl.over_cap()
     if over:
         names = ", ".join(e.path for e in over[:5]) + (" ..." if len(over) > 5 else "")
-        m._notice(
+        m.notify(
             "not-restorable",
             f"{len(over)} files are over the size cap and not in git: a change to them is"
             f" reported but cannot be undone: {names}",
         )
     if bl.status is not None and bl.status.ignored:
-        tops = sorted(p for p in bl.status.ignored if not m._ignored(p))
+        tops = sorted(p for p in bl.status.ignored if not m.ignored(p))
         if tops:
-            names = ", ".join(m._rel(p) for p in tops[:8]) + (" ..." if len(tops) > 8 else "")
-            m._notice(
+            names = ", ".join(m.rel(p) for p in tops[:8]) + (" ..." if len(tops) > 8 else "")
+            m.notify(
                 "not-restorable",
                 f"{len(tops)} paths ignored by git are never copied: a change in them is"
                 f" reported but cannot be undone: {names}",
@@ -254,89 +256,89 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
     for path, why in bl.changed.items():
         early.setdefault(path, f"modified ({why})")
     for path, event in sorted(early.items()):
-        if m._ignored(path) or path in m._plan_ancestors:
+        if m.ignored(path) or path in m.plan_ancestors:
             continue
-        cur = m._sig(path)
+        cur = m.sig(path)
         after_walk = (bl.walk_early is not None and path not in bl.walk_early
                       and path not in bl.reread)
         if ((path in bl.exact or after_walk) and path not in bl.pre_early
                 and path not in bl.changed):
-            m._change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE,
-                      event.split(" ")[0])
+            m.change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE,
+                     event.split(" ")[0])
             continue
-        with m._lock:
-            known = m._known.get(path, _MISSING)
+        with m.lock:
+            known = m.state.known.get(path, _MISSING)
             in_baseline = path in bl.entries
         gone = cur is None and not in_baseline
         kind = EffectKind.DELETE if gone else EffectKind.WRITE
         detail = ("deleted before the baseline could read it" if gone
                   else "the version before this change was never read")
-        m._change(path, kind, "during-baseline:" + event.split(" ")[0], detail, force=True,
-                  adopted=True)
+        m.change(path, kind, "during-baseline:" + event.split(" ")[0], detail, force=True,
+                 adopted=True)
         if cur != known and not gone:
-            m._change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE, event)
+            m.change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE, event)
 
 
 def index_change(m: Monitor, git_dir: str, event: str) -> Violation | None:
     """``.git/index`` changed: a violation only when what is staged changed."""
     data = read_index(git_dir)
-    base, base_digest = m._index_base.get(git_dir, (None, ""))
+    base, base_digest = m.state.index_base.get(git_dir, (None, ""))
     if data is not None and data == base and base_digest:
         digest = base_digest  # the very bytes of the start: the same staged entries
     else:
         digest = staged(data, os.path.dirname(git_dir), m.store)
     path = git_dir + "/index"
-    with m._lock:
-        if digest == m._index_known.get(git_dir):
+    with m.lock:
+        if digest == m.state.index_known.get(git_dir):
             return None
         decision = m.guard.decide(m.agent, [Effect(EffectKind.WRITE, path,
                                                          detail=event)])
         if decision.allowed:
-            m._index_known[git_dir] = digest
+            m.state.index_known[git_dir] = digest
             return None
         action = "reported (watching without --restore)"
         if m.restore:
             action = _restore_index(m, git_dir, data, decision.rule, decision.reason)
         else:
-            m._index_known[git_dir] = digest  # once per change of what is staged
+            m.state.index_known[git_dir] = digest  # once per change of what is staged
         v = Violation(logfile.now_iso(), m.session, m.agent, event, path,
                       decision.rule, decision.reason, action, "write",
                       "what is staged changed (git update-index / git add)")
         m.violations.append(v)
-        m._outbox.append(v)
-    m._flush()
+        m.state.outbox.append(v)
+    m.flush()
     return v
 
 def _restore_index(m: Monitor, git_dir: str, data: bytes | None, rule: str, reason: str) -> str:
-    base, digest = m._index_base.get(git_dir, (None, ""))
+    base, digest = m.state.index_base.get(git_dir, (None, ""))
     done: list[str] = []
     try:
         if data is not None:
             meta = {"agent": m.agent, "event": "index", "rule": rule, "reason": reason,
                     "effect": "write", "in_baseline": base is not None}
             item = quarantine_index(m.quarantine, git_dir + "/index",
-                                    m._rel(git_dir + "/index"), data, meta)
+                                    m.rel(git_dir + "/index"), data, meta)
             done.append(f"copied to quarantine {item}")
         if base is None:
             return "; ".join([*done, "no index at start: left as it is"])
         write_index(git_dir, base)
-        m._index_known[git_dir] = digest
+        m.state.index_known[git_dir] = digest
         done.append("index restored from the baseline copy")
     except (OSError, GuardError) as exc:
         done.append(f"restore failed: {exc}")
-        m._notice("error", f"{git_dir}/index: restore failed: {exc}")
+        m.notify("error", f"{git_dir}/index: restore failed: {exc}")
     return "; ".join(done)
 
 
 def drain_pending(m: Monitor, *, everything: bool = False) -> None:
     """Act on every pending file that has settled (all of them with ``everything``)."""
-    with m._lock:
-        paths = list(m._pending)
+    with m.lock:
+        paths = list(m.state.pending)
     for path in paths:
-        cur = m._sig(path)
+        cur = m.sig(path)
         now = time.monotonic()
-        with m._lock:
-            p = m._pending.get(path)
+        with m.lock:
+            p = m.state.pending.get(path)
             if p is None:
                 continue
             if cur != p.sig and cur is not None and not everything:
@@ -347,9 +349,9 @@ def drain_pending(m: Monitor, *, everything: bool = False) -> None:
                    or now - p.first >= SETTLE_MAX)
             if not due:
                 continue
-            del m._pending[path]
-            m._pending_cv.notify_all()
+            del m.state.pending[path]
+            m.state.pending_cv.notify_all()
         detail = p.detail
         if p.writing and cur is not None and not everything and now - p.first >= SETTLE_MAX:
             detail = (detail + "; " if detail else "") + "still open for writing"
-        m._change(path, EffectKind.WRITE, p.event, detail, force=True)
+        m.change(path, EffectKind.WRITE, p.event, detail, force=True)

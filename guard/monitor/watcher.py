@@ -1,14 +1,16 @@
 """The monitor: watch the trees with inotify, decide every change, report and restore.
 
-Holds :class:`Monitor`: its state, its life cycle (start, stop, the watch lock),
+Holds :class:`Monitor`: its configuration (the state its threads and the helpers in
+the other modules share is a :class:`~guard.monitor.shared.MonitorState`,
+``Monitor.state``), its life cycle (start, stop, the watch lock),
 its threads, waiting for a consistent state (:meth:`Monitor.sync`,
 :meth:`Monitor.settle`) and its output (the audit log and the callbacks).
 
 Threads: watchdog's inotify reader and dispatcher (events reach
-:meth:`Monitor._on_fs_event`, see intake.py), one reconciler (periodic scans, and
+:meth:`Monitor.on_fs_event`, see intake.py), one reconciler (periodic scans, and
 the scan that follows an inotify overflow or watch-limit error) and one settler
 (acts on written files once their writer is done). Every change, from an event or
-a scan, goes through :meth:`Monitor._change` (changes.py): it compares the path
+a scan, goes through :meth:`Monitor.change` (changes.py): it compares the path
 with its last consistent state, decides the effect with the policy, and acts once
 per violation (restoring.py) under one lock; the audit log and callbacks are
 written after the lock is released, and nothing done under it can block (files
@@ -29,7 +31,6 @@ import sys
 import threading
 import time
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -53,7 +54,6 @@ from guard.monitor.events import (
     Notice,
     Violation,
     _is_under,
-    _Pending,
     _Sink,
     default_roots,
     join_within,
@@ -71,10 +71,10 @@ from guard.monitor.quarantine import Quarantine, quarantine_root
 from guard.monitor.restoring import rel
 from guard.monitor.scan import begin_baseline, drain_pending, index_change
 from guard.monitor.scan import reconcile as _reconcile
+from guard.monitor.shared import MonitorState
 
 if TYPE_CHECKING:
     from guard.decide import Guard
-    from guard.monitor.inotify import _Observer
 
 __all__ = ["Monitor"]
 
@@ -141,9 +141,10 @@ class Monitor(_Sink):
             if not real.is_dir():
                 raise GuardError(f"cannot watch {root}: not a directory")
             self.roots.append(real)
-        #: (device, inode) of each root when the monitor was made: the tree it watches
-        self._root_ids = {str(root): identity(root) for root in self.roots}
-        self._root_reported: dict[str, str] = {}
+        #: what the monitor's threads and helpers share (guard/monitor/shared.py); the
+        #: roots' (device, inode) when the monitor was made: the trees it watches
+        self.state = MonitorState(
+            root_ids={str(root): identity(root) for root in self.roots})
         self._stuck: list[str] = []  # threads a stop could not wait for (stop())
         self.restore = restore
         self.on_violation = on_violation
@@ -168,88 +169,67 @@ class Monitor(_Sink):
         #: overflows, and every event fanotify could not name (its directory walk was
         #: running; the event may be another process's, elsewhere on the file system)
         self.events_lost = 0
-        self._lost_at_phase1 = 0
         self.watch_errors = 0
         self.reconciliations = 0
         self.startup_seconds = 0.0
         self.baseline: Baseline | None = None
         self.degraded = False
 
-        self._lock = threading.RLock()
         #: the lock every change is decided and acted on under (helpers take it too)
-        self.lock = self._lock
+        self.lock = self.state.lock
         #: .git -> the snapshot of its object database (guard/monitor/objsnap.py)
         self.objects: dict[str, ObjectSnapshot] = {}
-        self._recon_lock = threading.Lock()
-        self._roots_lock = threading.Lock()  # one check of the roots at a time (identity.py)
         self._out_lock = threading.Lock()
-        self._outbox: list[Violation | Notice] = []
-        self._known: dict[str, Sig | None] = {}
-        self._dirty: set[tuple[str, EffectKind]] = set()
-        self._quarantined: set[str] = set()
-        self._unavailable: dict[str, int] = {}  # path -> restores its blob was missing for
-        self._own_moves: set[tuple[str, str]] = set()
-        self._pending: dict[str, _Pending] = {}
-        self._pending_cv = threading.Condition(self._lock)
-        self._early: dict[str, str] = {}
-        self._ready = threading.Event()
         #: set once inotify watches every root (before the baseline is taken)
         self.watching = threading.Event()
-        self._stop = threading.Event()
-        self._stopping = False
-        self._wake = threading.Event()
-        self._wake_reason = "periodic"
-        self._observer: _Observer | FanotifyObserver | None = None
         self._closing: FanotifyObserver | None = None
         #: ``auto`` (fanotify when root, else inotify), ``fanotify`` or ``inotify``
         self.backend_wanted = backend
         self.backend: Choice | None = None
         #: who wrote what (fanotify only): pid, executable, inside the guarded tree
         self.processes = Processes()
-        self._origins: OrderedDict[str, Origin] = OrderedDict()
-        self._threads: list[threading.Thread] = []
         self._started = False
         #: finish the baseline while the command runs (see guard/monitor/phases.py)
         self.background = background
         #: set once the whole baseline is taken (and early changes handled)
         self.baseline_done = threading.Event()
-        self._baseline_thread: threading.Thread | None = None
 
-        self._git_dirs = [str(root / ".git") for root in self.roots if (root / ".git").is_dir()]
-        self._index_paths = {g + "/index": g for g in self._git_dirs}
-        self._index_base: dict[str, tuple[bytes | None, str]] = {}
-        self._index_known: dict[str, str] = {}
-        self._objects_prefixes = tuple(g + "/objects/" for g in self._git_dirs)
-        #: blob id -> the baselined files whose restore reads it (filled once ready)
-        self._baseline_blobs: dict[str, list[str]] = {}
-        self._plans = str(r.plans)
-        self._plan_ancestors = plan_ancestors(str(r.plans), self.roots)
+        #: the watched repositories' .git directories
+        self.git_dirs = [str(root / ".git") for root in self.roots if (root / ".git").is_dir()]
+        #: each repository's .git/index -> its .git (compared by what it stages)
+        self.index_paths = {g + "/index": g for g in self.git_dirs}
+        #: the prefixes of git's object databases (a change under one: changes.py)
+        self.objects_prefixes = tuple(g + "/objects/" for g in self.git_dirs)
+        #: the plan directory, and it and its ancestors inside the roots
+        self.plans = str(r.plans)
+        self.plan_ancestors = plan_ancestors(str(r.plans), self.roots)
         self._ignored_exact = {
             str(self.quarantine.root),
             str(self.quarantine.root / ".gitignore"),
             str(self.audit_path),
         }
         #: guard's own state (sessions, quarantine, audit, stores): never a violation
-        self.state = state_paths(r, self.quarantine.root)
-        self._state_prefixes = tuple(p.rstrip("/") + "/" for p in self.state)
-        self._tampered: set[str] = set()
+        self.state_paths = state_paths(r, self.quarantine.root)
+        #: what is under guard's own state (changes.py: reported only when tampered with)
+        self.state_prefixes = tuple(p.rstrip("/") + "/" for p in self.state_paths)
         self._watch_lock = WatchLock(r.data, self.roots, self.session)
-        own = (str(self.quarantine.session_dir), str(self.store), *self.state)
-        self._ignored_tops = frozenset(own)
+        own = (str(self.quarantine.session_dir), str(self.store), *self.state_paths)
+        #: guard's own top directories and files: never decided by the agent's policy
+        self.ignored_tops = frozenset(own)
         #: every ignored path that is not in the sets above starts with one of these
         self._ignored_prefixes = tuple(p.rstrip("/") + "/" for p in own) + tuple(
-            g + "/" for g in self._git_dirs)
+            g + "/" for g in self.git_dirs)
         sd = str(self.quarantine.session_dir)
         #: sync's marker directory (barrier.py): the session's quarantine, when watched
         self.barrier = Barrier(sd if any(_is_under(sd, str(r)) for r in self.roots) else None,
                                self.roots)
 
-    def _ignored(self, path: str) -> bool:
+    def ignored(self, path: str) -> bool:
         """The monitor's own files and git's object churn (see docs/monitor.md).
 
         ``.git/index`` is compared by its staged entries, not walked or hashed.
         """
-        if path in self._ignored_exact or path in self._ignored_tops:
+        if path in self._ignored_exact or path in self.ignored_tops:
             return True
         if self.baseline is not None and path in self.baseline.temp_names:
             return True
@@ -257,9 +237,9 @@ class Monitor(_Sink):
             return False  # the walks ask for every path: most are answered here
         if _is_under(path, str(self.quarantine.session_dir)) or _is_under(path, str(self.store)):
             return True
-        if path.startswith(self._state_prefixes):
+        if path.startswith(self.state_prefixes):
             return True
-        for g in self._git_dirs:
+        for g in self.git_dirs:
             if path.startswith(g + "/"):
                 rest = path[len(g) + 1 :]
                 if rest in ("index", "index.lock") or rest == "objects" or rest.startswith(
@@ -315,7 +295,7 @@ class Monitor(_Sink):
     def _await_watches(self) -> None:
         """watchdog adds its watches on the emitters' threads: wait until they are in place,
         so that every change after this point is seen (the marker event proves it)."""
-        obs = self._observer
+        obs = self.state.observer
         if obs is not None:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and not all(
@@ -336,9 +316,10 @@ class Monitor(_Sink):
             f" {self.reconcile_interval:g} s",
         )
 
-    def _stop_observer(self) -> list[str]:
-        """Stop the watch within :data:`STOP_WAIT`; the threads still running, described."""
-        obs, self._observer = self._observer, None
+    def stop_observer(self) -> list[str]:
+        """Stop the backend (no more events) within :data:`STOP_WAIT`: the threads still
+        running, described; fanotify's descriptor closes in the background."""
+        obs, self.state.observer = self.state.observer, None
         if obs is None:
             return []
         obs.stop()
@@ -349,31 +330,31 @@ class Monitor(_Sink):
         return [] if not obs.is_alive() else join_within(0, [
             t for t in threading.enumerate() if t.name.startswith("guard-fanotify")])
 
-    def _closed(self) -> None:
+    def wait_closed(self) -> None:
         """Wait until the watch is closed (fanotify closes its descriptor on a thread)."""
         obs, self._closing = self._closing, None
         if obs is not None:
             obs.closed()
 
     def stop(self) -> None:
-        if not self._started or self._stop.is_set():
+        if not self._started or self.state.stop.is_set():
             return
         # every wait is bounded; a thread still running is named, and nothing relies on it
         stuck: list[str] = []
-        if self._baseline_thread is not None:  # early changes are handled before anything stops
-            stuck += join_within(STOP_WAIT, [self._baseline_thread])
+        if self.state.baseline_thread is not None:  # early changes are handled first
+            stuck += join_within(STOP_WAIT, [self.state.baseline_thread])
         # events already queued are handled as events (their name, who made them), not
         # left to the final reconciliation, which sees only that something changed
         if not stuck:
             self.sync(STOP_WAIT)
-        self._stop.set()
-        self._wake.set()
-        self._ready.set()
-        with self._pending_cv:
-            self._pending_cv.notify_all()
-        stuck += self._stop_observer()
-        stuck += join_within(STOP_WAIT, self._threads)
-        self._stopping = True  # from here on nothing waits to settle
+        self.state.stop.set()
+        self.state.wake.set()
+        self.state.ready.set()
+        with self.state.pending_cv:
+            self.state.pending_cv.notify_all()
+        stuck += self.stop_observer()
+        stuck += join_within(STOP_WAIT, self.state.threads)
+        self.state.stopping = True  # from here on nothing waits to settle
         if stuck:
             self._stuck = stuck
             self._notice("error", f"the monitor's threads did not stop within"
@@ -390,7 +371,7 @@ class Monitor(_Sink):
             f"stopped: {len(self.violations)} violations, {self.overflows} overflows,"
             f" {self.reconciliations} reconciliations",
         )
-        if self.baseline is not None and (self.restore_failures or self._root_reported
+        if self.baseline is not None and (self.restore_failures or self.state.root_reported
                                           or self._stuck):
             # what could not be put back may exist nowhere else: never deleted then
             self.baseline.close()
@@ -402,9 +383,9 @@ class Monitor(_Sink):
                                   " what you need is back)")
         elif self.baseline is not None:
             self.baseline.discard()
-        self._flush()
+        self.flush()
         self.anchor.close()
-        self._closed()
+        self.wait_closed()
         self.barrier.close()
         if self.barrier.directory is not None:
             with contextlib.suppress(OSError):
@@ -446,24 +427,29 @@ class Monitor(_Sink):
 
     # -- what the observers hand over (intake.py) -------------------------------
 
-    def _trouble(self, kind: str, message: str) -> None:
+    def trouble(self, kind: str, message: str) -> None:
+        """An observer's trouble (overflow, lost events, a watch error): see intake.py."""
         trouble(self, kind, message)
 
-    def _lost_event(self) -> None:
+    def lost_event(self) -> None:
+        """Events were lost (an overflow, or one fanotify could not name): count it."""
         lost_event(self)
 
-    def _on_fan_event(self, ev: FileSystemEvent, origin: Origin) -> None:
+    def on_fan_event(self, ev: FileSystemEvent, origin: Origin) -> None:
+        """A fanotify event and its writer (intake.py)."""
         on_fan_event(self, ev, origin)
 
-    def _on_fs_event(self, ev: FileSystemEvent) -> None:
+    def on_fs_event(self, ev: FileSystemEvent) -> None:
+        """An event from either backend: the entry point of every change it names (intake.py)."""
         on_fs_event(self, ev)
 
     # -- deciding and acting (changes.py, restoring.py) ---------------------------
 
-    def _sig(self, path: str) -> Sig | None:
+    def sig(self, path: str) -> Sig | None:
+        """``path``'s signature now, None when absent (changes.py)."""
         return path_sig(self, path)
 
-    def _change(
+    def change(
         self,
         path: str,
         kind: EffectKind,
@@ -473,54 +459,60 @@ class Monitor(_Sink):
         force: bool = False,
         adopted: bool = False,
     ) -> Violation | None:
+        """Decide one change and act on it (changes.py); records are written after."""
         return change(self, path, kind, event, detail, force=force, adopted=adopted)
 
-    def _rel(self, path: str) -> str:
+    def rel(self, path: str) -> str:
+        """``path`` relative to the innermost root holding it (restoring.py)."""
         return rel(self, path)
 
     # -- settling ----------------------------------------------------------------
 
-    def _check_roots(self) -> list[Violation]:
+    def check_roots(self) -> list[Violation]:
+        """Is each root path still the tree watched? If not, a violation (identity.py)."""
         return check_roots(self)
 
-    def _settle_loop(self) -> None:
+    def settle_loop(self) -> None:
+        """The settler's thread: checks the roots and acts on written files once settled."""
         next_check = 0.0
-        while not self._stop.is_set():
+        while not self.state.stop.is_set():
             if time.monotonic() >= next_check:  # two lstat calls per root and second
                 next_check = time.monotonic() + 0.5
                 try:
-                    self._check_roots()
+                    self.check_roots()
                 except Exception as exc:
                     self._notice("error", f"checking the roots failed: {exc}")
-                    self._flush()
-            with self._pending_cv:
-                if not self._pending:
-                    self._pending_cv.wait(0.5)
+                    self.flush()
+            with self.state.pending_cv:
+                if not self.state.pending:
+                    self.state.pending_cv.wait(0.5)
                     continue
             try:
                 self._drain_pending()
             except Exception as exc:
                 self._notice("error", f"settling failed: {type(exc).__name__}: {exc}")
-                self._flush()
-            self._stop.wait(0.05)
+                self.flush()
+            self.state.stop.wait(0.05)
 
     def _drain_pending(self, *, everything: bool = False) -> None:
         drain_pending(self, everything=everything)
 
     # -- git's index ---------------------------------------------------------------
 
-    def _index_change(self, git_dir: str, event: str) -> Violation | None:
+    def index_change(self, git_dir: str, event: str) -> Violation | None:
+        """``.git/index`` changed: a violation only when what it stages changed (scan.py)."""
         return index_change(self, git_dir, event)
 
     # -- reconciliation ----------------------------------------------------------
 
-    def _reconcile_loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(timeout=self.reconcile_interval)
-            if self._stop.is_set():
+    def reconcile_loop(self) -> None:
+        """The reconciler's thread: a scan every interval, or when woken."""
+        while not self.state.stop.is_set():
+            self.state.wake.wait(timeout=self.reconcile_interval)
+            if self.state.stop.is_set():
                 return
-            reason, self._wake_reason = self._wake_reason, "periodic"
-            self._wake.clear()
+            reason, self.state.wake_reason = self.state.wake_reason, "periodic"
+            self.state.wake.clear()
             try:
                 # events already queued are handled first: their reports name the event
                 # and, with fanotify, the writer, which the scan cannot know
@@ -528,7 +520,7 @@ class Monitor(_Sink):
                 self.reconcile(reason)
             except Exception as exc:
                 self._notice("error", f"reconciliation failed: {type(exc).__name__}: {exc}")
-                self._flush()
+                self.flush()
 
     def reconcile(self, reason: str = "requested") -> list[Violation]:
         """Scan the trees against the last consistent state (stat, then hash).
@@ -544,13 +536,13 @@ class Monitor(_Sink):
 
     def wake(self, reason: str) -> None:
         """Run a reconciliation now (on the reconciler's thread)."""
-        self._wake_reason = reason
-        self._wake.set()
+        self.state.wake_reason = reason
+        self.state.wake.set()
 
     def report(self, v: Violation) -> None:  # written by the next flush (never locked)
-        with self._lock:
+        with self.lock:
             self.violations.append(v)
-            self._outbox.append(v)
+            self.state.outbox.append(v)
 
     def notify(self, event: str, message: str) -> None:
         self._notice(event, message)
@@ -558,23 +550,23 @@ class Monitor(_Sink):
     def expect_baseline(self, root: str) -> None:
         """``root`` was recreated: each baseline path under it is compared with it again."""
         if self.baseline is not None:
-            with self._lock:
+            with self.lock:
                 for p, e in self.baseline.entries.items():
                     if _is_under(p, root):
-                        self._known[p] = e.sig
-                self._dirty.clear()
+                        self.state.known[p] = e.sig
+                self.state.dirty.clear()
 
     def _notice(self, event: str, message: str) -> None:
         n = Notice(logfile.now_iso(), self.session, event, message)
-        with self._lock:
+        with self.lock:
             self.notices.append(n)
-            self._outbox.append(n)
+            self.state.outbox.append(n)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         """Write queued records and call the callbacks, in order, never under the main lock."""
         with self._out_lock:
-            with self._lock:
-                out, self._outbox = self._outbox, []
+            with self.lock:
+                out, self.state.outbox = self.state.outbox, []
             for rec in out:
                 self._log(rec.to_json())
                 cb = self.on_violation if isinstance(rec, Violation) else self.on_notice

@@ -330,5 +330,5 @@ def test_a_stop_never_waits_forever_for_a_stuck_thread_it_names_it_and_keeps_the
         assert m.store.is_dir()
     finally:
         release.set()
-        assert m._baseline_thread is not None
-        m._baseline_thread.join(WAIT)
+        assert m.state.baseline_thread is not None
+        m.state.baseline_thread.join(WAIT)

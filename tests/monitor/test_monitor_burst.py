@@ -96,8 +96,8 @@ def test_real_inotify_overflow_triggers_a_reconciliation_that_misses_nothing(
     m.start()
     QUEUE_SYSCTL.write_text("16384\n")  # the instance above keeps its 256
     try:
-        assert m._observer is not None
-        fd = m._observer._inotify_fd
+        assert m.state.observer is not None
+        fd = m.state.observer.inotify_fd
         root = wt / "flood"
         for d in ("d00", "d01"):
             (root / d).mkdir(parents=True)
@@ -182,8 +182,8 @@ def test_reconcile_tells_attribute_changes_from_content_changes(
 ) -> None:
     """Stat, then hash: same bytes with another mode is an attribute change."""
     m = start_monitor(final_reconcile=False)
-    assert m._observer is not None
-    m._stop_observer()  # scans only, so the scan is what classifies
+    assert m.state.observer is not None
+    m.stop_observer()  # scans only, so the scan is what classifies
     (wt / "src" / "tool.sh").chmod(0o700)
     (wt / "src" / "app.py").write_text("different\n")
     (wt / "docs" / "b.md").unlink()

@@ -68,7 +68,7 @@ def fan(wt: Path, start_monitor: Callable[..., Monitor]) -> Callable[..., Monito
     def start(**kw: object) -> Monitor:
         m = start_monitor(backend="fanotify", **kw)
         assert m.backend is not None and m.backend.backend == "fanotify", m.backend
-        assert isinstance(m._observer, FanotifyObserver)
+        assert isinstance(m.state.observer, FanotifyObserver)
         return m
 
     return start
@@ -262,7 +262,7 @@ def test_a_change_seen_by_a_scan_before_its_event_is_read_is_reported_by_its_eve
     change is reported by its own event, naming the writer, and never as reconcile:*
     (a scan cannot know who made a change)."""
     m = fan()
-    obs = m._observer
+    obs = m.state.observer
     assert isinstance(obs, FanotifyObserver)
     wait_for(obs.walked.is_set, "the directory walk ended")
     new, tool = wt / "new.txt", wt / "src" / "tool.sh"
@@ -304,7 +304,7 @@ def test_fanotify_queue_overflow_triggers_a_reconciliation_that_misses_nothing(
     if n > 200_000:
         pytest.skip(f"fs.fanotify.max_queued_events is {limit}: too many files to overflow it")
     m = fan()
-    obs = m._observer
+    obs = m.state.observer
     assert isinstance(obs, FanotifyObserver)
     # once the walk has ended no event counts as lost (another process's removed
     # directories on this file system included): the next scan is the overflow's

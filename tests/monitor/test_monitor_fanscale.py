@@ -49,7 +49,7 @@ def held_walk(wt: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.E
 
 def _observer(m: Monitor) -> FanotifyObserver:
     assert m.backend is not None and m.backend.backend == "fanotify", m.backend
-    obs = m._observer
+    obs = m.state.observer
     assert isinstance(obs, FanotifyObserver)
     return obs
 

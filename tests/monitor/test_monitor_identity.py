@@ -82,7 +82,7 @@ def test_attack_worktree_moved_aside_and_deleted_loses_nothing(
     aside = wt.parent / "aside"
     # the monitor busy meanwhile (its locks held): it finds the tree gone, never half
     # deleted (that it would move back while rm -rf runs, and rm -rf -f exits 0 anyway)
-    with m._roots_lock, m.lock:
+    with m.state.roots_lock, m.lock:
         subprocess.run(["sh", "-c", f'mv "{wt}" "{aside}" && rm -rf "{aside}"'], check=True)
     wait_for(lambda: holds(wt / "NOTES.txt", b"only here \x00 notes\n")
              and holds(wt / "src" / "app.py", "print('hi')\n"), "the worktree restored")
@@ -166,7 +166,7 @@ def test_recreated_worktree_sync_answers_at_once(
     aside = wt.parent / "aside"
     # the monitor busy meanwhile (its locks held): it finds the tree gone, not half
     # deleted (see test_attack_worktree_moved_aside_and_deleted_loses_nothing)
-    with m._roots_lock, m.lock:
+    with m.state.roots_lock, m.lock:
         subprocess.run(["sh", "-c", f'mv "{wt}" "{aside}" && rm -rf "{aside}"'], check=True)
     assert m.settle(3600)
     assert _recreated(m), m.violations
@@ -190,7 +190,7 @@ def test_attack_worktree_swapped_twice_in_a_row_is_put_back_twice(
     assert m.baseline_done.wait(60)
     for attempt in range(2):
         aside = _swap(wt, b"# plan %d\n" % attempt)
-        m._check_roots()  # undone now (the monitor also checks twice a second)
+        m.check_roots()  # undone now (the monitor also checks twice a second)
         assert not aside.exists()
         assert (wt / "src" / "app.py").read_text() == "print('hi')\n"
     assert m.settle(3600)

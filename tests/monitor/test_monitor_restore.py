@@ -288,7 +288,7 @@ def test_a_file_made_again_after_its_first_version_was_gone_is_quarantined(
     target = wt / "src" / "again.txt"
     m = start_monitor(restore=True)
     # the first version's event, handled once the file is gone
-    first = m._change(str(target), EffectKind.WRITE, "created")
+    first = m.change(str(target), EffectKind.WRITE, "created")
     assert first is not None and first.action_taken.startswith("nothing to restore"), first
     target.write_text("agent\n")
     assert m.settle()

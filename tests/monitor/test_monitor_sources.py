@@ -71,7 +71,7 @@ def test_a_poisoned_object_with_no_clean_copy_left_is_original_unavailable(
     with open(target, "w") as f:
         f.write("agent\n")
         f.flush()
-        wait_for(lambda: str(target) in m._pending, "the write waiting to settle")
+        wait_for(lambda: str(target) in m.state.pending, "the write waiting to settle")
         _rewrite_object(obj, b"print('poisoned')\n")
         wait_for(lambda: any(v.path == str(obj) for v in m.violations), "object violation")
     wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
@@ -103,7 +103,7 @@ def test_attack_deleted_git_object_is_put_back_and_the_file_restored_from_it(
     with open(target, "w") as f:  # the file's bytes go first, under the monitor's eyes
         f.write("agent\n")
         f.flush()
-        wait_for(lambda: str(target) in m._pending, "the write waiting to settle")
+        wait_for(lambda: str(target) in m.state.pending, "the write waiting to settle")
         obj.unlink()
     wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
     m.settle()
@@ -211,7 +211,7 @@ def test_attack_object_database_gone_while_the_file_is_restored_reads_the_snapsh
     with open(target, "w") as f:
         f.write("agent\n")
         f.flush()
-        wait_for(lambda: str(target) in m._pending, "the write waiting to settle")
+        wait_for(lambda: str(target) in m.state.pending, "the write waiting to settle")
         objects.rename(wt / ".git" / "objects.gone")  # at once: nothing to repair meanwhile
         objects.write_text("not an object database\n")
     wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
@@ -241,7 +241,7 @@ def test_a_blob_neither_git_nor_the_snapshot_holds_is_tried_a_bounded_number_of_
     with open(target, "w") as f:  # no clean copy of the file is taken meanwhile
         f.write("agent\n")
         f.flush()
-        wait_for(lambda: str(target) in m._pending, "the write waiting to settle")
+        wait_for(lambda: str(target) in m.state.pending, "the write waiting to settle")
         _rewrite_object(obj, b"print('poisoned')\n")
         wait_for(lambda: any(v.path == str(obj) for v in m.violations), "object violation")
     wait_for(lambda: any(v.path == str(target) for v in m.violations), "the file's violation")
