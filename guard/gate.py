@@ -4,14 +4,15 @@ Every front door (the hook runner, ``guard check``, the MCP proxy) hands the gat
 a :class:`~guard.effects.ToolCall` and gets a :class:`Verdict` back::
 
     host payload / MCP tools/call / CLI options --front door--> ToolCall
-    ToolCall --guard.analysis.effects_of--> [Effect]
+    ToolCall --Gate.effects (guard.analysis.effects_of)--> [Effect]
+    --Gate.session_mode--> the deciding session's guard mode, asked only when neither
+    --agent nor $GUARD_AGENT names the agent (the session: a plan session the agent run
+    is bound to, of any worktree the call's cwd or a changed path lies in, or of one the
+    run was seen in; else the nearest worktree's; :mod:`guard.planning.binding`)
     --resolve--> (policy, agent, why): the one decision order, and the front doors' one
-    reader of $GUARD_POLICY, $GUARD_AGENT and the sessions for it (Guard.load reads
-    $GUARD_POLICY too, for the library's own callers):
+    reader of $GUARD_POLICY and $GUARD_AGENT for it (Guard.load reads $GUARD_POLICY too,
+    for the library's own callers):
     --agent > $GUARD_AGENT > the deciding session's mode > the host's hint --> agent
-    (the session: a plan session the agent run is bound to, of any worktree the call's cwd
-    or a changed path lies in, or of one the run was seen in; else the nearest worktree's;
-    :mod:`guard.planning.binding`)
     (agent, effects) --Guard.decide--> Decision
     Decision --confiner (plan-mode calls)--> Verdict
     Verdict --Gate.record--> the audit log (the front door records what it answers)
@@ -34,6 +35,13 @@ verdict to the gate's :class:`~guard.audit.sinks.AuditSink` and is the only buil
 of a verdict record: one shape for every front door, so the hook's, the check's and
 the proxy's records read the same; the front door adds its own context (host,
 event, JSON-RPC method, ...) and records when it knows what it answers.
+
+**One gate per kind of front door.** :class:`Gate` reads a call with
+:func:`guard.analysis.effects_of` and asks the planning sessions of the call's worktree
+for its mode (``sessions=False``: none asked, for the offline readers, replay and
+review, and the egress relay); the MCP proxy's gate is a subclass that overrides the
+two (:class:`guard.mcp.gate_side.McpGate`: its own reading of MCP calls, its own
+session).
 
 **The confiner seam.** A :class:`Confiner` (none by default) is asked about
 every call of a plan-mode agent, whatever the policy decided (a call analysis
@@ -79,6 +87,7 @@ __all__ = [
     "policy_for",
     "policy_named",
     "resolve",
+    "sessions_decide",
 ]
 
 
@@ -158,26 +167,6 @@ class Verdict:
         return replace(self, action=action, reason=reason)
 
 
-#: How a front door finds the guard mode for a call and its effects (None: no session).
-ModeSource = Callable[[ToolCall, Sequence[Effect]], "str | ModeFound | None"]
-#: Turns a call into its effects (default: the dialect tables of guard.analysis).
-Analyser = Callable[[ToolCall], "list[Effect]"]
-
-
-def worktree_mode(call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound | None:
-    """The mode of the session deciding for the call (:func:`guard.planning.binding.ruling`):
-    a plan session of any worktree the call lies in, else the nearest worktree's session."""
-    from guard.planning.binding import ruling
-
-    return ruling(call, effects)
-
-
-def tool_effects(call: ToolCall) -> list[Effect]:
-    from guard.analysis import effects_of
-
-    return effects_of(call)
-
-
 #: ``why`` of an agent $GUARD_AGENT names.
 FROM_ENV = "$GUARD_AGENT"
 
@@ -193,27 +182,22 @@ def agent_for_mode(g: Guard, mode: str) -> str:
     )
 
 
-def agent_inputs(
-    call: ToolCall,
-    agent: str | None,
-    env: Mapping[str, str],
-    mode: ModeSource | None,
-    effects: Sequence[Effect] = (),
-) -> tuple[str, ModeFound | None]:
-    """($GUARD_AGENT, the session's guard mode): the mode is read only when neither
-    --agent nor $GUARD_AGENT decides."""
-    env_agent = env.get("GUARD_AGENT", "").strip()
-    found = mode(call, effects) if mode is not None and not agent and not env_agent else None
-    if isinstance(found, str):
-        found = ModeFound(found, f"guard mode {found!r} of this worktree")
-    return env_agent, found
+def env_agent(env: Mapping[str, str]) -> str:
+    """The agent ``$GUARD_AGENT`` names in ``env`` ("" when none)."""
+    return env.get("GUARD_AGENT", "").strip()
+
+
+def sessions_decide(agent: str | None, env: Mapping[str, str]) -> bool:
+    """Whether the sessions' mode can choose the agent: neither ``agent`` (--agent) nor
+    ``$GUARD_AGENT`` names one (only then is a session asked: :meth:`Gate.resolve`)."""
+    return not agent and not env_agent(env)
 
 
 def agent_from(
     g: Guard, agent: str | None, env_agent: str, found: ModeFound | None, hint: ModeHint | None
 ) -> tuple[str, str]:
-    """:func:`resolve`'s choice of agent once its inputs are known (:func:`agent_inputs`):
-    the same inputs, the same answer."""
+    """:func:`resolve`'s choice of agent once its inputs are known: the same inputs, the
+    same answer."""
     names = list(g.agent_names)
 
     def known(name: str, source: str) -> str:
@@ -290,35 +274,37 @@ def resolve(
     policy: str | None = None,
     agent: str | None = None,
     hint: ModeHint | None = None,
-    mode: ModeSource | None = worktree_mode,
-    effects: Sequence[Effect] = (),
+    found: ModeFound | None = None,
     guard: Guard | None = None,
     shared: bool = False,
     memo: dict[tuple[Any, ...], tuple[str, str]] | None = None,
 ) -> Resolved:
     """The one decision order: which policy and which agent decide ``call``, and why.
 
-    Every front door's one reader of ``$GUARD_AGENT``, ``$GUARD_POLICY`` (from ``env``) and
-    the planning sessions (through ``mode``) for that choice (outside the front doors,
-    :meth:`guard.decide.Guard.load` reads ``$GUARD_POLICY`` for the library's callers);
-    every front door and ``guard mode`` come here. The agent: ``agent`` (--agent) >
-    ``$GUARD_AGENT`` > the deciding session's mode > the host's ``hint`` > build. The
-    policy: the deciding session's worktree's when the session names one (even over
-    ``guard``, fixed for another worktree), else ``guard``, else ``policy`` >
-    ``$GUARD_POLICY`` > the cwd's worktree's > the built-in default (``shared``: reuse the
-    compiled one while its files read the same). ``memo`` keeps agent choices made with
-    ``guard``.
+    Every front door's one reader of ``$GUARD_AGENT`` and ``$GUARD_POLICY`` (from ``env``)
+    for that choice (outside the front doors, :meth:`guard.decide.Guard.load` reads
+    ``$GUARD_POLICY`` for the library's callers); every front door and ``guard mode`` come
+    here. ``found``: the deciding session's guard mode, which the caller asks for only when
+    :func:`sessions_decide` (:meth:`Gate.session_mode`; ``guard mode``'s own lookup);
+    ignored when --agent or ``$GUARD_AGENT`` decides. The agent: ``agent`` (--agent) >
+    ``$GUARD_AGENT`` > ``found`` > the host's ``hint`` > build. The policy: the deciding
+    session's worktree's when ``found`` names one (even over ``guard``, fixed for another
+    worktree), else ``guard``, else ``policy`` > ``$GUARD_POLICY`` > the cwd's worktree's >
+    the built-in default (``shared``: reuse the compiled one while its files read the
+    same). ``memo`` keeps agent choices made with ``guard``.
     Raises :class:`~guard.effects.GuardError` when no policy or agent can be chosen.
     """
-    env_agent, found = agent_inputs(call, agent, env, mode, effects)
+    named = env_agent(env)
+    if agent or named:
+        found = None
     g = policy_for(call, found, env, guard=guard, policy=policy, shared=shared)
     if memo is None or g is not guard:  # a policy loaded for this call: nothing to keep
-        name, why = agent_from(g, agent, env_agent, found, hint)
+        name, why = agent_from(g, agent, named, found, hint)
     else:
-        key = (agent, env_agent, found, hint)
+        key = (agent, named, found, hint)
         chosen = memo.get(key)
         if chosen is None:
-            chosen = agent_from(g, agent, env_agent, found, hint)
+            chosen = agent_from(g, agent, named, found, hint)
             if len(memo) < 64:
                 memo[key] = chosen
         name, why = chosen
@@ -344,19 +330,20 @@ class Gate:
 
     ``guard``: a loaded policy; without one, each call loads ``policy`` (else
     ``$GUARD_POLICY``, else the worktree's, else the default) from the call's cwd.
-    ``agent``: the --agent of the front door. ``mode``: how to find the worktree's
-    guard mode (default: the planning sessions of the call's cwd). ``analyse``: a front
-    door's own reading of its calls (the MCP proxy's); None, the hook's and the CLI's:
-    :func:`guard.analysis.effects_of`. ``sink``:
-    where records go (None: nowhere). ``source``: names the front door in records.
+    ``agent``: the --agent of the front door. ``sessions``: ask the planning sessions
+    for the call's guard mode (:meth:`session_mode`); False for the offline readers
+    (replay, review) and the egress relay. ``sink``: where records go (None: nowhere).
+    ``source``: names the front door in records.
+
+    A call's effects are :meth:`effects`, its session's mode :meth:`session_mode`; the
+    MCP proxy's gate overrides both (:class:`guard.mcp.gate_side.McpGate`).
     """
 
     guard: Guard | None = None
     policy: str | None = None
     agent: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
-    mode: ModeSource | None = worktree_mode
-    analyse: Analyser | None = None
+    sessions: bool = True
     sink: AuditSink | None = None
     confiner: Confiner | None = None
     source: str = "gate"
@@ -379,21 +366,35 @@ class Gate:
             call, found, self.env, guard=self.guard, policy=self.policy, shared=self.shared
         )
 
+    def effects(self, call: ToolCall) -> list[Effect]:
+        """What ``call`` does: :func:`guard.analysis.effects_of` (the dialect tables)."""
+        from guard.analysis import effects_of
+
+        return effects_of(call)
+
+    def session_mode(self, call: ToolCall, effects: Sequence[Effect]) -> ModeFound | None:
+        """The guard mode of the session deciding for ``call``
+        (:func:`guard.planning.binding.ruling`: a plan session of any worktree the call or
+        a changed path lies in, else the nearest worktree's session); None when there is
+        none or this gate asks no sessions (``sessions``)."""
+        if not self.sessions:
+            return None
+        from guard.planning.binding import ruling
+
+        return ruling(call, effects)
+
     def resolve(
         self, call: ToolCall, hint: ModeHint | None = None, effects: Sequence[Effect] = ()
     ) -> Resolved:
-        """:func:`resolve` with this front door's policy, agent, environment and sessions."""
+        """:func:`resolve` with this front door's policy, agent, environment and the
+        session's mode (asked only when neither --agent nor $GUARD_AGENT decides)."""
+        found = None
+        if sessions_decide(self.agent, self.env):
+            found = self.session_mode(call, effects)
         return resolve(
-            call, self.env, policy=self.policy, agent=self.agent, hint=hint, mode=self.mode,
-            effects=effects, guard=self.guard, shared=self.shared, memo=self._agents,
+            call, self.env, policy=self.policy, agent=self.agent, hint=hint, found=found,
+            guard=self.guard, shared=self.shared, memo=self._agents,
         )  # fmt: skip
-
-    def effects(self, call: ToolCall) -> list[Effect]:
-        """What ``call`` does: :func:`guard.analysis.effects_of`'s reading, or the front
-        door's own (``analyse``: the MCP proxy's)."""
-        if self.analyse is not None:
-            return self.analyse(call)
-        return tool_effects(call)
 
     def decide(
         self,
@@ -408,19 +409,21 @@ class Gate:
         """
         g: Guard | None = None
         try:
-            found = list(effects) if effects is not None else self.effects(call)
-            if not all(isinstance(e, Effect) for e in found):
+            seen = list(effects) if effects is not None else self.effects(call)
+            if not all(isinstance(e, Effect) for e in seen):
                 raise TypeError(f"the analysis of {call.name!r} returned non-effects")
-            chosen = self.resolve(call, hint, found)
+            chosen = self.resolve(call, hint, seen)  # the policy, the agent, the session
             g = chosen.guard
-            verdict = self._decide(chosen, call, found)
+            verdict = self._decide(chosen, call, seen)
         except Exception as exc:  # fail closed, whatever went wrong
             verdict = replace(self.failure(call, exc), guard=g)
         return verdict
 
-    def _decide(self, chosen: Resolved, call: ToolCall, found: list[Effect]) -> Verdict:
+    def _decide(self, chosen: Resolved, call: ToolCall, effects: list[Effect]) -> Verdict:
+        """The policy's decision for ``effects``, the plan-mode sentence, the confiner's
+        answer and the session's note, in that order."""
         g, name, why, mode = chosen.guard, chosen.agent, chosen.why, chosen.found
-        decision = g.decide(name, found, cwd=call.cwd)
+        decision = g.decide(name, effects, cwd=call.cwd)
         reason = decision.reason
         detail = decision.effect.detail if decision.effect is not None else None
         if detail and decision.action is not Action.ALLOW and detail not in reason:
@@ -447,7 +450,7 @@ class Gate:
             call,
             name,
             why,
-            tuple(found),
+            tuple(effects),
             decision,
             guard=g,
         )

@@ -342,7 +342,7 @@ def run_review(
         }
         # the gate as the hook has it, without sessions (the scratch copy has none) and
         # without a record: the matrix shows the policy's decision for the plan agent
-        gate = Gate(guard=g, agent=name, env={}, mode=None, refusal=_no_refusal)
+        gate = Gate(guard=g, agent=name, env={}, sessions=False, refusal=_no_refusal)
         for op in CORPUS:
             if progress is not None:
                 progress(op.id)

@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
 from typing import Any
 
 from guard.decide import Guard
-from guard.effects import Effect, ToolCall
-from guard.gate import Gate, Verdict, VerdictAction
+from guard.effects import ToolCall
+from guard.gate import Verdict, VerdictAction
 from guard.mcp import asking
 from guard.mcp.call_effects import EffectsFn
 from guard.mcp.file_uris import is_file_uri
 from guard.mcp.forwarding import Forwarding, unrecorded
-from guard.mcp.gate_side import McpAnalyser, McpSink, resource_call, tool_call
+from guard.mcp.gate_side import McpGate, McpSink, resource_call, tool_call
 from guard.mcp.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -37,16 +36,10 @@ from guard.mcp.jsonrpc import (
     tool_error,
 )
 from guard.mcp.wire import Id
-from guard.planning.found import ModeFound
 from guard.planning.session import Session
 from guard.policy.freshness import PolicyWatch
 
 __all__ = ["CallChecks"]
-
-#: the session's mode as the gate reads it, one answer per mode (what the gate made of the
-#: mode's name before: :func:`guard.gate.agent_inputs`)
-_FOUND: dict[str, ModeFound] = {}
-
 
 class CallChecks(Forwarding):
     """Deciding, asking and recording the client's checked calls (the state is set by
@@ -58,24 +51,22 @@ class CallChecks(Forwarding):
     effects_fn: EffectsFn
     ask_timeout: float
     sink: McpSink
-    gate: Gate
+    gate: McpGate
     client_can_elicit: bool
     policy_watch: PolicyWatch | None
 
     def _build_gate(self, guard: Guard, agent: str | None) -> None:
         """The proxy's gate: it decides; the proxy records each verdict through it
         (:meth:`_record`), an allowed call's once it is forwarded (:meth:`_tools_call`)."""
-        analyse = McpAnalyser(self.effects_fn, lambda: self.relative_base_mismatch)
-        self.gate = Gate(
+        self.gate = McpGate(
             guard=guard,
             agent=agent,
             # this process's environment, read once ($GUARD_AGENT is looked up per call;
             # nothing in the proxy changes its own environment)
             env=dict(os.environ),
-            mode=self._mode_of,
-            analyse=analyse,
             sink=self.sink,
             source="mcp",
+            proxy=self,
         )
 
     def _decide_call(self, call: ToolCall) -> Verdict:
@@ -105,15 +96,6 @@ class CallChecks(Forwarding):
         self.sink.data = fresh.roots.data
         self.pipe.launcher.guard = fresh
         self._build_gate(fresh, self.fixed_agent)
-
-    def _mode_of(self, call: ToolCall, effects: Sequence[Effect] = ()) -> ModeFound:
-        """The gate's mode source: this proxy's session, re-read when its file changed (the
-        same answer object while the mode stays, so the gate's agent memo finds it at once)."""
-        mode = self.bridge.sync().value
-        found = _FOUND.get(mode)
-        if found is None:
-            found = _FOUND[mode] = ModeFound(mode, f"guard mode {mode!r} of this worktree")
-        return found
 
     # -- the user, through the client ------------------------------------------------------
 

@@ -6,10 +6,12 @@ the MCP parts the gate needs:
 
 * :func:`tool_call` / :func:`resource_call`: the message as a ``ToolCall``
   (dialect ``mcp`` for tools, ``mcp-resource`` for ``resources/read``);
-* :class:`McpAnalyser`: its effects. guard's own planning tools are the tool
-  alone; a ``file://`` resource is a read of that path; other tools go to the
+* :class:`McpGate`: the proxy's gate, a :class:`guard.gate.Gate` with the proxy's own
+  two readings. Its effects (:meth:`McpGate.effects`): guard's own planning tools are
+  the tool alone; a ``file://`` resource is a read of that path; other tools go to the
   MCP dialect (:mod:`guard.mcp.call_effects`), with relative paths refused when the
-  server would resolve them elsewhere;
+  server would resolve them elsewhere. Its session's mode
+  (:meth:`McpGate.session_mode`): the proxy's own session, re-read when its file changed;
 * :class:`McpSink`: the proxy's audit sink. Each verdict record goes to the
   project's audit log and, as a ``decision`` event, to the session's event log
   (``guard events``), queued while the call is decided and written (in order,
@@ -22,10 +24,10 @@ the MCP parts the gate needs:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from guard.analysis import is_guessed
 from guard.audit import logfile
@@ -33,10 +35,13 @@ from guard.audit.buffered import BufferedWriter
 from guard.audit.logfile import Appender
 from guard.effects import PATH_KINDS, Action, Effect, GuardError, ToolCall
 from guard.fleet.syslog import ship
+from guard.gate import Gate
+from guard.mcp.bridge import PlanningBridge
 from guard.mcp.call_effects import EffectsFn
 from guard.mcp.file_uris import file_uri_path, readings
 from guard.paths import Roots
 from guard.planning import event_bus
+from guard.planning.found import ModeFound
 from guard.planning.session import Session
 from guard.planning.tools import TOOL_NAMES
 
@@ -53,14 +58,31 @@ def resource_call(uri: str, cwd: str, session: str | None) -> ToolCall:
     return ToolCall(RESOURCES, "resources/read", {"uri": uri}, cwd, session)
 
 
-class McpAnalyser:
-    """The effects of what the proxy checks (see the module docstring)."""
+class McpProxySide(Protocol):
+    """What the proxy's gate reads of its proxy at each call (:class:`McpGate`)."""
 
-    def __init__(self, effects_fn: EffectsFn, relative_mismatch: Callable[[], str | None]):
-        self.effects_fn = effects_fn
-        self.relative_mismatch = relative_mismatch
+    #: the MCP dialect's reading of a tool's arguments
+    effects_fn: EffectsFn
+    #: why relative paths are refused (guard and the server resolve them differently), or None
+    relative_base_mismatch: str | None
+    #: the proxy's planning session
+    bridge: PlanningBridge
 
-    def __call__(self, call: ToolCall) -> list[Effect]:
+
+#: the session's mode as the gate reads it, one answer per mode (the same object while the
+#: mode stays, so the gate's agent memo finds it at once)
+_FOUND: dict[str, ModeFound] = {}
+
+
+@dataclass(frozen=True)
+class McpGate(Gate):
+    """The MCP proxy's gate: the gate's pipeline, with the proxy's reading of its calls
+    (:meth:`effects`) and its own session's mode (:meth:`session_mode`)."""
+
+    proxy: McpProxySide = field(kw_only=True, compare=False, repr=False)
+
+    def effects(self, call: ToolCall) -> list[Effect]:
+        """The effects of what the proxy checks (see the module docstring)."""
         if not isinstance(call.input, Mapping):
             raise GuardError(
                 f"tools/call {call.name!r}: arguments must be a JSON object,"
@@ -75,20 +97,29 @@ class McpAnalyser:
         if call.name in TOOL_NAMES:
             return [Effect.tool(call.name, "guard planning tool")]
         cwd = call.cwd or os.getcwd()
-        effects = self.effects_fn(call.name, call.input, cwd)
+        effects = self.proxy.effects_fn(call.name, call.input, cwd)
         effects = readings(effects, cwd, guessed=is_guessed(effects), arguments=call.input)
         self._check_relative(effects)
         return effects
 
     def _check_relative(self, effects: list[Effect]) -> None:
         """Refuse relative paths when guard and the server would resolve them differently."""
-        mismatch = self.relative_mismatch()
+        mismatch = self.proxy.relative_base_mismatch
         if mismatch is None:
             return
         for e in effects:
             target = e.target
             if e.kind in PATH_KINDS and target and not target.startswith(("/", "~")):
                 raise GuardError(f"relative path {target!r}: {mismatch}; give an absolute path")
+
+    def session_mode(self, call: ToolCall, effects: Sequence[Effect]) -> ModeFound:
+        """The mode of this proxy's session, re-read when its file changed (a session file
+        that cannot be read raises: the call is refused)."""
+        mode = self.proxy.bridge.sync().value
+        found = _FOUND.get(mode)
+        if found is None:
+            found = _FOUND[mode] = ModeFound(mode, f"guard mode {mode!r} of this worktree")
+        return found
 
 
 @dataclass

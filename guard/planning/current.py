@@ -4,18 +4,19 @@
 It holds :func:`describe_current_agent` and its answer :class:`CurrentAgent`. It does
 not choose anything itself: the order (--agent, ``$GUARD_AGENT``, the deciding
 session's mode, the host's hint) and the policy are :func:`guard.gate.resolve`'s;
-this module finds the session for a worktree without a call and words the answer.
+this module finds the session for a worktree without a call (:func:`session_deciding`)
+and words the answer.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from guard.effects import Effect, GuardError, ToolCall
-from guard.gate import FROM_ENV, resolve
+from guard.effects import GuardError, ToolCall
+from guard.gate import FROM_ENV, resolve, sessions_decide
 from guard.planning._vocabulary import Mode
 from guard.planning.binding import plan_facts_around, plan_session_around
 from guard.planning.deciding import deciding_facts, deciding_session
@@ -41,6 +42,28 @@ class CurrentAgent:
         return f"{self.agent or '(host decides)'}: {self.reason}"
 
 
+def session_deciding(
+    call: ToolCall, *, plain: bool = False
+) -> tuple[tuple[Session | SessionFacts, str] | None, ModeFound | None]:
+    """The session deciding for ``call``'s cwd (and why), and its guard mode as
+    :func:`guard.gate.resolve` takes it: the worktree's deciding session, unless that is
+    not in plan mode and a plan session of a worktree the directory lies in (a submodule,
+    a nested repository) is; (None, None) when there is none. ``plain``: read the
+    session files without their model (:mod:`guard.planning.session_file`)."""
+    here = call.cwd or "."
+    found: tuple[Session | SessionFacts, str] | None
+    found = deciding_facts(here) if plain else deciding_session(here)
+    worktree = None
+    if found is None or found[0].mode is not Mode.PLAN:
+        around: tuple[Session | SessionFacts, str] | None
+        around = plan_facts_around(call, ()) if plain else plan_session_around(call, ())
+        if around is not None:
+            found, worktree = around, around[0].worktree
+    if found is None:
+        return None, None
+    return found, ModeFound(found[0].mode.value, found[1], worktree)
+
+
 def describe_current_agent(
     cwd: str | os.PathLike[str],
     env: Mapping[str, str] | None = None,
@@ -60,34 +83,20 @@ def describe_current_agent(
     with no session object in it.
     """
     env = os.environ if env is None else env
-    here = os.fspath(cwd)
-    seen: list[tuple[Session | SessionFacts, str]] = []
-
-    def session_mode(call: ToolCall, effects: Sequence[Effect]) -> ModeFound | None:
-        found: tuple[Session | SessionFacts, str] | None
-        found = deciding_facts(here) if plain else deciding_session(here)
-        worktree = None
-        if found is None or found[0].mode is not Mode.PLAN:
-            # a plan session of a worktree this directory lies in (submodule, nested repo...)
-            around: tuple[Session | SessionFacts, str] | None
-            around = plan_facts_around(call, effects) if plain else plan_session_around(
-                call, effects)
-            if around is not None:
-                found, worktree = around, around[0].worktree
-        if found is None:
-            return None
-        seen.append(found)
-        return ModeFound(found[0].mode.value, found[1], worktree)
-
+    call = ToolCall("host", "-", {}, os.fspath(cwd))
+    deciding: tuple[Session | SessionFacts, str] | None = None
     try:
-        chosen = resolve(ToolCall("host", "-", {}, here), env, policy=policy, mode=session_mode)
+        found: ModeFound | None = None
+        if sessions_decide(None, env):  # the sessions are read only when they can decide
+            deciding, found = session_deciding(call, plain=plain)
+        chosen = resolve(call, env, policy=policy, found=found)
     except GuardError as exc:
         return CurrentAgent(None, f"the hooks deny every call: {exc}")
     if chosen.why == FROM_ENV:
         return CurrentAgent(chosen.agent, f"$GUARD_AGENT={chosen.agent} (set in this environment)")
     g = chosen.guard
-    if seen:
-        session, why = seen[-1]
+    if deciding is not None:
+        session, why = deciding
         mode = session.mode
         extra = f"; plan file {session.plan_path}" if mode is Mode.PLAN else ""
         kept = None if isinstance(session, SessionFacts) else session

@@ -207,7 +207,7 @@ class Replayer:
                 confiner = ShellConfiner(build=False)  # the decision; nothing made
             elif confine == "grammar":  # as the live hook of a host that can only refuse
                 confiner = GrammarConfiner()
-            gate = Gate(guard=g, agent=self.agent, env={}, mode=None, sink=None,
+            gate = Gate(guard=g, agent=self.agent, env={}, sessions=False, sink=None,
                         confiner=confiner, source="replay", refusal=self._refusal)
             found = (gate, resolved)
             self._gates[(cwd, confine)] = found

@@ -97,7 +97,7 @@ class Decider:
 
     def _gate(self, g: Any) -> Any:
         return self._Gate(
-            guard=g, agent=self.spec.agent, mode=None, sink=self._sink,
+            guard=g, agent=self.spec.agent, sessions=False, sink=self._sink,
             source=self.spec.source, refusal=_refusal,
         )  # fmt: skip
 

@@ -4,7 +4,8 @@ and how each host renders a verdict (allow_confined included)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from guard.gate import Confinement, Gate, ModeHint, Verdict, VerdictAction
 from guard.hooks.front_door import adapter_for
 from guard.hooks.front_door import decide as hook_decide
 from guard.paths import Roots
+from guard.planning.found import ModeFound
 
 
 def write_call(repo: Path, path: str = "src/app.py") -> ToolCall:
@@ -31,8 +33,16 @@ def bash_call(repo: Path, command: str = "rm -rf src") -> ToolCall:
     )
 
 
-def no_mode(call: ToolCall, effects: object = ()) -> str | None:
-    return None
+@dataclass(frozen=True)
+class SessionGate(Gate):
+    """A gate whose deciding session is in guard mode ``said`` (None: no session)."""
+
+    said: str | None = None
+
+    def session_mode(self, call: ToolCall, effects: Sequence[Effect]) -> ModeFound | None:
+        if self.said is None:
+            return None
+        return ModeFound(self.said, f"guard mode {self.said!r} of this worktree")
 
 
 # -- agent choice ------------------------------------------------------------------------
@@ -42,22 +52,19 @@ def test_agent_choice_precedence(repo: Path) -> None:
     g = Guard.load(cwd=repo)
     call = write_call(repo)
     hint = ModeHint("plan", "Host permission_mode 'plan'")
-
-    def plan_mode(c: ToolCall, effects: object = ()) -> str | None:
-        return "plan"
-
     cases: list[tuple[Gate, str, str]] = [
-        (Gate(guard=g, agent="build", env={"GUARD_AGENT": "plan"}, mode=plan_mode), "build",
+        (SessionGate(guard=g, agent="build", env={"GUARD_AGENT": "plan"}, said="plan"), "build",
          "--agent"),
-        (Gate(guard=g, env={"GUARD_AGENT": "build"}, mode=plan_mode), "build", "$GUARD_AGENT"),
-        (Gate(guard=g, env={}, mode=plan_mode), "plan", "guard mode 'plan' of this worktree"),
-        (Gate(guard=g, env={}, mode=no_mode), "plan", "Host permission_mode 'plan'"),
+        (SessionGate(guard=g, env={"GUARD_AGENT": "build"}, said="plan"), "build",
+         "$GUARD_AGENT"),
+        (SessionGate(guard=g, env={}, said="plan"), "plan", "guard mode 'plan' of this worktree"),
+        (SessionGate(guard=g, env={}), "plan", "Host permission_mode 'plan'"),
     ]
     for gate, agent, why in cases:
         v = gate.decide(call, hint=hint)
         assert (v.agent, v.agent_from) == (agent, why)
         assert v.action is (VerdictAction.DENY if agent == "plan" else VerdictAction.ALLOW)
-    v = Gate(guard=g, env={}, mode=no_mode).decide(call)
+    v = SessionGate(guard=g, env={}).decide(call)
     assert (v.agent, v.action) == ("build", VerdictAction.ALLOW)
 
 
@@ -73,16 +80,12 @@ def test_a_mode_picks_the_agent_declared_with_it_not_one_named_after_it(repo: Pa
         '[agents.work]\nmode = "build"\ndefault = "allow"\n'
     )
     g = Guard.load(cwd=repo)
-
-    def session(mode: str) -> Any:
-        return lambda c, effects=(): mode
-
-    planned = Gate(guard=g, env={}, mode=session("plan")).decide(write_call(repo))
+    planned = SessionGate(guard=g, env={}, said="plan").decide(write_call(repo))
     assert (planned.agent, planned.action) == ("careful", VerdictAction.DENY), planned
-    built = Gate(guard=g, env={}, mode=session("build")).decide(write_call(repo))
+    built = SessionGate(guard=g, env={}, said="build").decide(write_call(repo))
     assert (built.agent, built.action) == ("work", VerdictAction.ALLOW), built
     policy.write_text('version = 1\n[agents.plan]\nmode = "build"\ndefault = "allow"\n')
-    refused = Gate(env={}, mode=session("plan")).decide(write_call(repo))
+    refused = SessionGate(env={}, said="plan").decide(write_call(repo))
     assert refused.action is VerdictAction.DENY and refused.failed, refused
     assert "agents.plan.mode: the agent named plan is declared mode = 'build'" in refused.reason
 
@@ -90,12 +93,16 @@ def test_a_mode_picks_the_agent_declared_with_it_not_one_named_after_it(repo: Pa
 # -- fail closed -------------------------------------------------------------------------
 
 
-def _boom(call: ToolCall) -> list[Effect]:
-    raise RuntimeError("analyser on fire")
+@dataclass(frozen=True)
+class _BadAnalysisGate(Gate):
+    def effects(self, call: ToolCall) -> list[Effect]:
+        raise RuntimeError("analyser on fire")
 
 
-def _mode_boom(call: ToolCall, effects: object = ()) -> str | None:
-    raise OSError("session file unreadable")
+@dataclass(frozen=True)
+class _BadSessionGate(Gate):
+    def session_mode(self, call: ToolCall, effects: Sequence[Effect]) -> ModeFound | None:
+        raise OSError("session file unreadable")
 
 
 class _BadConfiner:
@@ -113,7 +120,7 @@ def test_a_refusal_says_what_the_analysis_saw_so_the_model_can_take_the_read_onl
 ) -> None:
     """`git status` rewrites .git/index (its stat cache), so plan mode refuses it; the
     reason the model reads names why and the form that only reads, which is allowed."""
-    gate = Gate(guard=Guard.load(cwd=repo), agent="plan", env={}, mode=no_mode)
+    gate = SessionGate(guard=Guard.load(cwd=repo), agent="plan", env={})
     refused = gate.decide(bash_call(repo, "git status"))
     assert refused.action is VerdictAction.DENY
     assert "`git --no-optional-locks status` only reads" in refused.reason, refused.reason
@@ -122,22 +129,22 @@ def test_a_refusal_says_what_the_analysis_saw_so_the_model_can_take_the_read_onl
 
 
 @pytest.mark.parametrize(
-    ("gate_args", "reason"),
+    ("kind", "gate_args", "reason"),
     [
-        ({"analyse": _boom}, "RuntimeError: analyser on fire"),
-        ({"mode": _mode_boom}, "OSError: session file unreadable"),
-        ({"policy": "/nonexistent/policy.toml", "guard": None}, "does not exist"),
-        ({"agent": "nobody"}, "--agent names agent 'nobody'"),
-        ({"agent": "plan", "confiner": _BadConfiner()}, "ValueError: confiner broke"),
+        (_BadAnalysisGate, {}, "RuntimeError: analyser on fire"),
+        (_BadSessionGate, {}, "OSError: session file unreadable"),
+        (Gate, {"policy": "/nonexistent/policy.toml", "guard": None}, "does not exist"),
+        (Gate, {"agent": "nobody"}, "--agent names agent 'nobody'"),
+        (Gate, {"agent": "plan", "confiner": _BadConfiner()}, "ValueError: confiner broke"),
     ],
 )
 def test_an_exception_anywhere_is_a_deny_whose_reason_is_the_error(
-    repo: Path, gate_args: dict[str, Any], reason: str
+    repo: Path, kind: type[Gate], gate_args: dict[str, Any], reason: str
 ) -> None:
     sink = MemorySink()
     args: dict[str, Any] = {"guard": Guard.load(cwd=repo), "env": {}, "sink": sink, **gate_args}
     # a call the build agent would allow: only the failure can make it a deny
-    gate = Gate(**args)
+    gate = kind(**args)
     v = gate.record(gate.decide(write_call(repo)))
     assert v.action is VerdictAction.DENY and v.failed
     assert reason in v.reason

@@ -97,7 +97,7 @@ def test_mkdir_of_the_plan_directory_through_a_link_is_refused(repo: Path) -> No
     (repo / ".openoxide" / "plans").symlink_to(repo / "src" / "new")
     with pytest.raises(PathError, match="symlink"):
         Guard.load(worktree=repo, cwd=repo)
-    gate = Gate(agent="plan", env={}, mode=None)
+    gate = Gate(agent="plan", env={}, sessions=False)
     for command in ("mkdir -p .openoxide/plans", "mkdir -p .openoxide/plans/deeper"):
         verdict = gate.decide(ToolCall("claude-code", "Bash", {"command": command}, str(repo)))
         assert verdict.action is VerdictAction.DENY, command

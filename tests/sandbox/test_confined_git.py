@@ -136,7 +136,7 @@ def test_a_cache_write_into_the_plan_directory_is_not_excused(stale: Tree) -> No
 
     nested = stale.plans / "nested"
     subprocess.run(["git", "init", "-q", str(nested)], check=True)
-    gate = Gate(guard=Guard.load(worktree=stale.worktree), agent="plan", mode=None,
+    gate = Gate(guard=Guard.load(worktree=stale.worktree), agent="plan", sessions=False,
                 confiner=ShellConfiner())
     call = ToolCall("claude-code", "Bash", {"command": f"git -C {nested} status"},
                     str(stale.worktree))

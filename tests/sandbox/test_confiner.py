@@ -25,7 +25,7 @@ pytestmark = needs_landlock
 
 def gate_for(tree: Tree, policy: str | None = None, **kw: Any) -> Gate:
     g = Guard.load(policy=policy, worktree=tree.worktree)
-    return Gate(guard=g, agent="plan", mode=None, confiner=ShellConfiner(**kw))
+    return Gate(guard=g, agent="plan", sessions=False, confiner=ShellConfiner(**kw))
 
 
 def bash(tree: Tree, command: str) -> ToolCall:
@@ -140,7 +140,7 @@ def test_without_kernel_confinement_the_analysis_decides_alone(tree: Tree) -> No
 
 def test_build_agent_and_other_tools_are_not_confined(tree: Tree) -> None:
     g = Guard.load(worktree=tree.worktree)
-    build = Gate(guard=g, agent="build", mode=None, confiner=ShellConfiner())
+    build = Gate(guard=g, agent="build", sessions=False, confiner=ShellConfiner())
     assert build.decide(bash(tree, "cat src/app.py")).action is VerdictAction.ALLOW
     read = ToolCall("claude-code", "Read", {"file_path": str(tree.victim)}, str(tree.worktree))
     assert gate_for(tree).decide(read).action is VerdictAction.ALLOW

@@ -421,7 +421,7 @@ def direct_on_codex(guard: Guard, repo: Path) -> Callable[[str], bool]:
     from guard.gate import Gate, ToolCall, VerdictAction
     from guard.sandbox.direct import GrammarConfiner
 
-    gate = Gate(guard=guard, agent="plan", env={}, mode=None, confiner=GrammarConfiner())
+    gate = Gate(guard=guard, agent="plan", env={}, sessions=False, confiner=GrammarConfiner())
 
     def allowed(cmd: str) -> bool:
         verdict = gate.decide(ToolCall("codex", "Bash", {"command": cmd}, str(repo)))

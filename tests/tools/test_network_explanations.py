@@ -40,7 +40,7 @@ CHANGES = {
 
 @pytest.mark.parametrize("command", sorted(CHANGES))
 def test_plan_mode_refuses_remote_changes_naming_them(repo: Path, command: str) -> None:
-    gate = Gate(guard=Guard.load(worktree=repo), agent="plan", mode=None)
+    gate = Gate(guard=Guard.load(worktree=repo), agent="plan", sessions=False)
     v = gate.decide(ToolCall("claude-code", "Bash", {"command": command}, str(repo)))
     assert v.action.value == "deny", v
     assert v.rule == "guard.plan-network", v
@@ -64,7 +64,7 @@ def test_build_mode_decides_remote_changes_by_the_network_rules(repo: Path) -> N
         '[agents.build.network]\nallow = ["api.example.com"]\n'
     )
     g = Guard.load(repo / "p.toml", worktree=repo)
-    gate = Gate(guard=g, agent="build", mode=None)
+    gate = Gate(guard=g, agent="build", sessions=False)
     v = gate.decide(ToolCall("claude-code", "Bash",
                              {"command": "curl -X POST https://api.example.com/orders"},
                              str(repo)))
