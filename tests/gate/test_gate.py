@@ -68,6 +68,35 @@ def test_agent_choice_precedence(repo: Path) -> None:
     assert (v.agent, v.action) == ("build", VerdictAction.ALLOW)
 
 
+def test_the_sessions_are_asked_only_when_neither_agent_nor_env_decides(repo: Path) -> None:
+    """The session's mode is read only when it can choose the agent: a gate whose session
+    lookup fails decides with --agent or $GUARD_AGENT as if it had none, and fails closed
+    only when the session is the one to decide."""
+    g = Guard.load(cwd=repo)
+    call = write_call(repo)
+    by_flag = _BadSessionGate(guard=g, agent="build", env={}).decide(call)
+    by_env = _BadSessionGate(guard=g, env={"GUARD_AGENT": "build"}).decide(call)
+    assert (by_flag.action, by_flag.agent_from) == (VerdictAction.ALLOW, "--agent"), by_flag
+    assert (by_env.action, by_env.agent_from) == (VerdictAction.ALLOW, "$GUARD_AGENT"), by_env
+    asked = _BadSessionGate(guard=g, env={}).decide(call)
+    assert asked.action is VerdictAction.DENY and asked.failed, asked
+    assert "OSError: session file unreadable" in asked.reason
+
+
+def test_a_gate_without_sessions_ignores_an_open_plan_session(repo: Path) -> None:
+    """The live gate follows the worktree's plan session; one built with sessions=False
+    (replay, review: a past call is not decided by today's session) does not."""
+    from guard.planning import Session
+
+    Session.start(repo, "plan", title="x")
+    g = Guard.load(cwd=repo)
+    live = Gate(guard=g, env={}).decide(write_call(repo))
+    assert (live.agent, live.action) == ("plan", VerdictAction.DENY), live
+    assert "plan" in live.agent_from and "mode" in live.agent_from, live.agent_from
+    offline = Gate(guard=g, env={}, sessions=False).decide(write_call(repo))
+    assert (offline.agent, offline.agent_from) == ("build", "no mode given: build"), offline
+
+
 def test_a_mode_picks_the_agent_declared_with_it_not_one_named_after_it(repo: Path) -> None:
     """Plan mode is a mode, not a name: the session's plan mode is decided by the agent the
     policy declares ``mode = "plan"`` (here named ``careful``), not by one named after the
