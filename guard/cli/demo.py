@@ -14,10 +14,13 @@ from rich.console import Console
 
 from guard.decide import Guard
 from guard.effects import Action, Effect
+from guard.hosts import HOSTS
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
 
 STYLE = {Action.ALLOW: "green", Action.ASK: "yellow", Action.DENY: "red"}
+#: the hook settings file of the first host that has one (the registry's order)
+HOOK_SETTINGS = next(h.hook_files[0] for h in HOSTS if h.hook_files)
 
 
 def make_scratch_repo(base: Path) -> Path:
@@ -50,7 +53,7 @@ SCRIPT: list[tuple[str, Effect]] = [
     ("escape with ..", Effect.write(".openoxide/plans/../../../outside.txt")),
     ("climb out of the plan dir", Effect.write(".openoxide/plans/../policy.toml")),
     ("plant a git hook", Effect.write(".git/hooks/pre-commit")),
-    ("edit the agent's hook settings", Effect.write(".claude/settings.json")),
+    ("edit the agent's hook settings", Effect.write(HOOK_SETTINGS)),
     ("delete the plan file", Effect.delete(".openoxide/plans/20261202T120000Z-s1-add-login.md")),
     ("update the execution checklist", Effect.tool("update_plan")),
     ("ask the user a question", Effect.tool("request_user_input")),

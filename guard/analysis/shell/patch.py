@@ -13,7 +13,7 @@ opens with ``@@`` or ``@@ CONTEXT`` (the first may omit it) and takes lines star
 a space, ``+`` or ``-``, empty lines, and an ``*** End of File`` line that closes it.
 Anything else is an invalid patch, which Codex refuses to apply.
 
-Guard reads the patch that way (:func:`codex_hunks`) and, to decide only on text two
+Guard reads the patch that way (:func:`patch_hunks`) and, to decide only on text two
 readings cannot disagree on, also the way the format's grammar is written (every
 marker exactly at column 0, nothing trimmed); a patch the two readings do not read
 into the same files (an indented header, a marker with blanks after it, a wrapped
@@ -140,7 +140,7 @@ def _hunk(lines: list[str], exact: bool) -> tuple[Hunk, int]:
     raise PatchError(f"{first!r} is not a hunk header")
 
 
-def codex_hunks(body: str, *, exact: bool = False) -> list[Hunk]:
+def patch_hunks(body: str, *, exact: bool = False) -> list[Hunk]:
     """The files ``body`` touches as Codex reads it (``exact``: as the grammar is written,
     markers at column 0 and nothing trimmed). Raises :class:`PatchError`."""
     lines = _boundaries(_lines(body, exact), exact)
@@ -157,11 +157,11 @@ def parse_patch(body: str) -> list[Effect]:
     and for the file a move leaves; an unknown write for a patch Codex would refuse or
     that two readings read differently (see the module docstring)."""
     try:
-        hunks = codex_hunks(body)
+        hunks = patch_hunks(body)
     except PatchError as exc:
         return [Effect.write(None, f"apply_patch: not a patch Codex applies ({exc})")]
     try:
-        exact = codex_hunks(body, exact=True)
+        exact = patch_hunks(body, exact=True)
     except PatchError as exc:
         exact = []
         why = str(exc)
