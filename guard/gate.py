@@ -25,7 +25,7 @@ shell command wrapped for confined execution); hosts that cannot rewrite a call
 answer it as a deny (see :mod:`guard.hooks.adapter`).
 
 **Fail closed.** Any exception anywhere in the pipeline (the policy cannot be
-loaded, no agent can be chosen, malformed input, a bug in a dialect, the
+loaded, no agent can be chosen, malformed input, a bug in a dialect, the session lookup, the
 confiner, the audit sink) is a ``deny`` whose reason is the error, with
 ``failed=True`` so that a front door may answer it in its strongest form (the
 hook exits 2). A verdict the audit sink cannot record becomes such a deny too.
