@@ -505,22 +505,10 @@ def _restrict(
 
 
 def _hand_listener(args: Args) -> None:
-    """Send the seccomp listener (:mod:`guard.sandbox.attrs`) to the supervisor's thread in
-    the outer process and close this process's ends. This process makes no chmod or utime
-    call before (it would wait for a supervisor that has no listener yet). If it cannot be
-    sent, the listener closes here and every such call of the command fails (``ENOSYS``):
-    refused, never let through; said on stderr."""
-    listener, args.listener = args.listener, None
-    try:
-        if listener is not None and args.attrs_fd is not None:
-            namespaces.send_fd(args.attrs_fd, listener)
-    except OSError as exc:
-        os.write(2, f"guard confine: chmod and utime refused: {exc}\n".encode())
-    finally:
-        for fd in (listener, args.attrs_fd):
-            if fd is not None:
-                os.close(fd)
-        args.attrs_fd = None
+    """The seccomp listener to the supervisor's thread, this process's ends closed."""
+    if args.attrs_fd is not None:
+        _attrs().hand_over(args.attrs_fd, args.listener)
+    args.attrs_fd = args.listener = None
 
 
 def _own_terminal_only(args: Args) -> list[str]:
