@@ -135,12 +135,20 @@ def warn(message: str) -> None:
 
 
 def fail(message: str, *, as_json: bool, code: int = 2, **extra: Any) -> NoReturn:
-    """Report an error the conventional way and leave with ``code``."""
+    """Report an error the conventional way and leave with ``code``: the same code whatever
+    the standard streams are (a caller that closed stderr gets no message, the status
+    still says what happened)."""
     if as_json:
-        sys.stderr.write(json.dumps(with_schema({"error": message, **extra})) + "\n")
+        text = json.dumps(with_schema({"error": message, **extra})) + "\n"
     else:  # every line carries the prefix (a policy error has one line per problem)
-        sys.stderr.write("".join(f"guard: error: {line}\n" for line in message.splitlines()))
-    sys.stderr.flush()
+        text = "".join(f"guard: error: {line}\n" for line in message.splitlines())
+    stream = sys.stderr  # None when the process started with descriptor 2 closed
+    if stream is not None:
+        try:
+            stream.write(text)
+            stream.flush()
+        except (OSError, ValueError):  # closed since, or gone (EBADF, EPIPE): unsaid
+            pass
     raise SystemExit(code)
 
 

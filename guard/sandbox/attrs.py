@@ -84,6 +84,24 @@ def install(filt: seccomp.Filter) -> int | None:
     return None
 
 
+def hand_over(channel: int, listener: int | None) -> None:
+    """Send ``listener`` (None: none was made) over ``channel`` to :func:`start`'s thread
+    and close both here. The restricted process does so once the command has started (the
+    thread, woken to receive it, would compete with the command's start for a core) and
+    makes no chmod or utime call before (it would wait for a supervisor without a
+    listener); a call the command makes meanwhile waits. If it cannot be sent, the
+    listener closes here and every such call fails (``ENOSYS``): refused, said on stderr."""
+    try:
+        if listener is not None:
+            namespaces.send_fd(channel, listener)
+    except OSError as exc:
+        os.write(2, f"guard confine: chmod and utime refused: {exc}\n".encode())
+    finally:
+        for fd in (listener, channel):
+            if fd is not None:
+                os.close(fd)
+
+
 def start(channel: int, plan_fds: list[int], *, chroot: bool, walls: bool) -> None:
     """Start the thread that answers the command's chmod and utime calls: it receives the
     listener the restricted process sends over ``channel`` (none comes when that process

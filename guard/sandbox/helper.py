@@ -221,6 +221,7 @@ def _start(args: Args, holds: Sequence[PlanDirectoryHold] = ()) -> int:
             code = NOT_STARTED
             try:
                 refused = _restrict(args, [], supervised=supervised)
+                _hand_listener(args)  # before exec: this process becomes the command
                 code = _exec(args) if refused is None else refused
             finally:
                 os._exit(code)
@@ -411,8 +412,12 @@ def _init(args: Args, masks: list[str], fate_w: int, life_r: int) -> int:
     code = _restrict(args, spaces if os.geteuid() == 0 else ["user", *spaces], skipped,
                      supervised=args.attrs_fd is not None)  # fmt: skip
     if code is not None:
+        _hand_listener(args)
         return code
     command = _spawn(args)
+    # Only now to the supervisor: its thread, woken to receive it, would compete with the
+    # command's start for a CPU. A call the command makes meanwhile waits for it.
+    _hand_listener(args)
     if command is None:
         return 127 if args.command_missing else NOT_STARTED
     while True:
@@ -470,15 +475,9 @@ def _restrict(
         else:
             installed.install()
         hardening.append("seccomp")
-        if args.attrs_fd is not None:
-            if listener is not None:  # to the supervisor, before anything else runs here
-                try:
-                    namespaces.send_fd(args.attrs_fd, listener)
-                finally:
-                    os.close(listener)
-                hardening.append("metadata-supervised")
-            os.close(args.attrs_fd)
-            args.attrs_fd = None
+        if args.attrs_fd is not None and listener is not None:
+            args.listener = listener  # for the supervisor (:func:`_hand_listener`)
+            hardening.append("metadata-supervised")
         if args.walls:
             hardening.append("walls")
             if readable is not None and enforcement is not None:
@@ -503,6 +502,13 @@ def _restrict(
         for line in landlock.summary_lines(report):
             print(f"{args.announce}{line}", file=sys.stderr, flush=True)
     return None
+
+
+def _hand_listener(args: Args) -> None:
+    """The seccomp listener to the supervisor's thread, this process's ends closed."""
+    if args.attrs_fd is not None:
+        _attrs().hand_over(args.attrs_fd, args.listener)
+    args.attrs_fd = args.listener = None
 
 
 def _own_terminal_only(args: Args) -> list[str]:

@@ -41,7 +41,8 @@ class Args:
     __slots__ = (
         "abi", "announce", "attrs_fd", "command", "command_missing", "egress", "egress_fd",
         "filter",
-        "go_fd", "hide", "ioctl", "listen", "namespaces", "plans", "private_tmp", "scope",
+        "go_fd", "hide", "ioctl", "listen", "listener", "namespaces", "plans", "private_tmp",
+        "scope",
         "sockets", "status_fd", "tmpdir", "walls", "writable",
     )  # fmt: skip
 
@@ -58,6 +59,8 @@ class Args:
         self.egress_fd: int | None = None
         #: where the restricted process sends the seccomp listener (:mod:`guard.sandbox.attrs`)
         self.attrs_fd: int | None = None
+        #: the seccomp listener, held by the restricted process until it is sent there
+        self.listener: int | None = None
         self.egress: str | None = None
         self.listen: int | None = None
         self.announce: str | None = None

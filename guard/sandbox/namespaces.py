@@ -268,8 +268,9 @@ def enter_inner(
                    f"covering the socket {path}")  # fmt: skip
         finally:
             os.close(fd)
+    empty: str | None = None
     for path in hide:
-        _cover(path)
+        empty = _cover(path, empty)
     shown = terminals_mod.private_terminals(own) if terminals else None
     if tmpfs is not None:
         fd = _pinned(tmpfs, stat.S_IFDIR)
@@ -291,25 +292,32 @@ def enter_inner(
     return skipped, shown
 
 
-def _cover(path: str) -> None:
+def _cover(path: str, empty: str | None = None) -> str | None:
     """Cover ``path`` in this mount namespace: a directory by an empty read-only tmpfs
-    (mode 0), a file by ``/dev/null``; nothing when it is missing."""
+    (mode 0), a file by ``/dev/null``; nothing when it is missing. ``empty``: a directory
+    covered so already, whose tmpfs is bound here instead of a new one (one superblock for
+    all of them: each costs its making and its teardown). Returns the directory covered
+    so (``empty``, or ``path`` when it got the first tmpfs)."""
     fd = _pinned(path, stat.S_IFDIR | stat.S_IFREG)
     if fd is None:
-        return
+        return empty
     try:
         target = _path(f"/proc/self/fd/{fd}")
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            _mount(b"/dev/null", target, None, MS_BIND, f"covering {path}")
+        elif empty is not None:
+            _mount(_path(empty), target, None, MS_BIND, f"covering {path}")
+        else:
             _check(
                 int(_lib().mount(b"tmpfs", target, b"tmpfs",
                                  ctypes.c_ulong(MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC),
                                  b"mode=0,size=4k")),
                 f"covering {path}",
             )  # fmt: skip
-        else:
-            _mount(b"/dev/null", target, None, MS_BIND, f"covering {path}")
+            return path
     finally:
         os.close(fd)
+    return empty
 
 
 def _reenter_cwd() -> None:

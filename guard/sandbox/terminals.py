@@ -158,6 +158,7 @@ def _cover_terminals(own_rdev: int) -> None:
         entries = list(os.scandir("/dev"))
     except OSError:
         return
+    euid = os.geteuid()
     for entry in entries:
         try:
             st = entry.stat(follow_symlinks=False)
@@ -167,10 +168,22 @@ def _cover_terminals(own_rdev: int) -> None:
             not stat.S_ISCHR(st.st_mode)
             or os.major(st.st_rdev) not in TTY_MAJORS
             or st.st_rdev == own_rdev
-            or not (os.access(entry.path, os.R_OK) or os.access(entry.path, os.W_OK))
+            or not _may_open(entry.path, st, euid)
         ):
             continue
         _mount(b"/dev/null", os.fsencode(entry.path), None, MS_BIND, f"covering {entry.path}")
+
+
+def _may_open(path: str, st: os.stat_result, euid: int) -> bool:
+    """Whether this process could open the node at ``path`` for reading or writing. Root
+    (outside a user namespace) can open every one; a node whose group and other bits are
+    all clear opens for its owner alone (an ACL's named entries are bounded by the group
+    bits, its mask), so without being its owner that needs no call; else access(2)."""
+    if euid == 0:
+        return True
+    if st.st_mode & 0o066 == 0 and st.st_uid != euid:
+        return False
+    return os.access(path, os.R_OK) or os.access(path, os.W_OK)
 
 
 _mount_fn: Any = None

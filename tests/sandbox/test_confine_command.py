@@ -115,6 +115,25 @@ def test_usage_errors_are_one_line(tree: Tree) -> None:
     assert "confined form" in help_text
 
 
+@pytest.mark.parametrize("args", [["confine", "--"], ["confine"]])
+@pytest.mark.parametrize("closed", ["", "2>&-", "<&- >&- 2>&-"])
+def test_a_refusal_before_the_streams_are_held_exits_2_whatever_the_streams(
+    tree: Tree, args: list[str], closed: str
+) -> None:
+    """``guard confine --`` with no command is refused before the standard streams are
+    held: it exits 2 with stderr open (the message there) and with stderr closed (it used
+    to exit 1 silently: the message's write failed on the missing stream)."""
+    line = " ".join([*map(shlex.quote, guard_argv(*args)), closed])
+    proc = subprocess.run(["bash", "-c", line], cwd=tree.worktree, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 2, proc
+    assert "Traceback" not in proc.stderr
+    if "2>&-" not in closed:
+        assert "guard: error: no command given" in proc.stderr, proc.stderr
+    else:
+        assert proc.stderr == ""
+
+
 def test_a_plain_directory_in_the_plan_directory_is_still_refused(tree: Tree) -> None:
     """Only a read-only mount point is the host sandbox's; a directory the agent made is not."""
     (tree.plans / "sub").mkdir()

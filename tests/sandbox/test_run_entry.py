@@ -238,3 +238,25 @@ def test_a_plain_run_started_without_stdout_runs_its_command(
     assert proc.returncode == 7, proc.stderr
     assert "internal error" not in proc.stderr
     assert marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [(["--agent", "nosuchagent", "--", "true"], "no agent 'nosuchagent'"),
+     (["--"], "no command given"), ([], "no command given")],
+)  # fmt: skip
+@pytest.mark.parametrize("closed", ["", "2>&-", "<&- >&- 2>&-"])
+def test_a_refusal_before_the_streams_are_held_exits_2_whatever_the_streams(
+    tree: Tree, args: list[str], said: str, closed: str
+) -> None:
+    """An unknown agent or no command: ``guard run`` exits 2 whether its stderr is open (the
+    message there) or closed (no message, the same status), and the command never runs."""
+    line = " ".join([*map(shlex_quote, guard_argv("run", *args)), closed])
+    proc = subprocess.run(["bash", "-c", line], capture_output=True, text=True,
+                          cwd=tree.worktree, env=clean_env(), timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 2, proc
+    assert "Traceback" not in proc.stderr
+    if "2>&-" not in closed:
+        assert f"guard: error: {said}" in proc.stderr, proc.stderr
+    else:
+        assert proc.stderr == ""
