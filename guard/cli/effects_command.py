@@ -57,7 +57,8 @@ def effects(
     cwd: Annotated[
         Path | None,
         typer.Option(
-            "--cwd", "-C", help="Working directory of the call (relative paths stay relative)."
+            "--cwd", "-C", metavar="DIR",
+            help="Working directory of the call (relative paths stay relative). Default: none.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,

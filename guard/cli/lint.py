@@ -159,7 +159,7 @@ def review_command(
         " checked. Without it only the form of the chain keys is.",
     ),
     cwd: Path | None = typer.Option(
-        None, "--cwd", "-C", file_okay=False,
+        None, "--cwd", "-C", metavar="DIR",
         help="Review the repository at DIR, and replay --transcripts against it (as guard"
         " replay --cwd DIR does). Default: the current directory.",
     ),

@@ -99,6 +99,7 @@ def replay(
         typer.Option(
             "--cwd",
             "-C",
+            metavar="DIR",
             help="Replay every call against DIR (a checkout of the project the transcripts"
             " ran in): each call's cwd, and the paths of its input under that cwd, move"
             " there. Without it, a cwd that does not exist here is re-rooted through its"
