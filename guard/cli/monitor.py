@@ -69,8 +69,8 @@ def _out() -> Console:
 @commands.command(
     epilog=(
         "Examples:\n\n"
-        "  guard watch --agent plan                  # report every out-of-policy change\n\n"
-        "  guard watch --agent plan --restore        # ...and put things back (quarantine)\n\n"
+        "  guard watch --agent plan             # report every out-of-policy change\n\n"
+        "  guard watch --agent plan --restore   # ...and put things back (quarantine)\n\n"
         "  guard watch --agent plan --json | jq .    # one JSON object per line\n\n"
         "  guard watch --agent plan --reconcile-interval 10 --size-cap 64MiB\n\n"
         "Stop with Ctrl-C (or SIGTERM): a last scan runs, then a summary is printed."

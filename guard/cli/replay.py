@@ -63,10 +63,10 @@ HELP = (
     help=HELP,
     epilog=(
         "Examples:\n\n"
-        "  guard replay ~/.claude/projects/-home-me-repo/   # every Claude Code session there\n\n"
+        "  guard replay ~/.claude/projects/-home-me-repo/   # every session there\n\n"
         "  guard replay ~/.codex/sessions/2026/ --format html -o review.html\n\n"
-        "  guard replay session.jsonl --agent plan --json | jq '.calls[] | select(.decision"
-        ' != "allow")\'\n\n'
+        "  guard replay session.jsonl --agent plan --json \\\n"
+        "    | jq '.calls[] | select(.decision != \"allow\")'\n\n"
         "  guard replay --format sarif -o replay.sarif ~/.gemini/tmp/\n\n"
         "Transcripts: Claude Code ~/.claude/projects/*/*.jsonl, Codex"
         " ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl, Gemini CLI"
