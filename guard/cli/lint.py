@@ -16,6 +16,7 @@ from guard.audit import AuditError
 from guard.audit.chain import load_key
 from guard.cli import completion
 from guard.cli._base import with_schema
+from guard.cli.options import CwdOpt
 from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
 from guard.fleet.pages import to_table, write_html
@@ -73,6 +74,7 @@ def lint_command(
         "--config",
         help="pyproject.toml holding \\[tool.guard.lint]. Default: the nearest one upwards.",
     ),
+    cwd: CwdOpt = None,
     list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule catalog."),
     explain: str | None = typer.Option(
         None, "--explain", metavar="CODE", help="Print one rule's documentation.",
@@ -95,6 +97,7 @@ def lint_command(
         output_format=output_format.value,
         fail_level=fail_level.value,
         config=config,
+        cwd=cwd,
     )
     code = run_lint(options)
     if code:

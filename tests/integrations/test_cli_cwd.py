@@ -84,7 +84,7 @@ def test_every_cwd_and_worktree_option_is_spelt_the_same() -> None:
 
 
 @pytest.mark.parametrize("path", ["install", "uninstall", "doctor", "watch", "run",
-                                  "quarantine list"])
+                                  "quarantine list", "lint", "audit verify"])
 def test_commands_that_work_from_the_current_directory_take_c(path: str) -> None:
     assert "cwd" in COMMANDS[path], f"guard {path} has no -C"
 
@@ -136,6 +136,19 @@ def test_install_doctor_and_uninstall_with_c_act_on_that_worktree(
     assert [h["host"] for h in doctor["hosts"] if h["status"] == "ok"] == ["claude-code"]
     guard("uninstall", "claude-code", "--cwd", str(repo))
     assert not (repo / ".claude").exists()
+
+
+def test_lint_with_c_lints_the_policy_found_there(repo: Path, tmp_path: Path) -> None:
+    (repo / ".openoxide").mkdir(exist_ok=True)
+    (repo / ".openoxide/policy.toml").write_text(
+        'version = 1\nextends = ["builtin:default"]\n[agents.x]\nmode = "build"\n'
+        'default = "ask"\n[agents.x.exec]\ndeny = ["//**/rm"]\n')
+    for extra in ([], ["--format", "json"], ["-f", "sarif", "--fail-level", "note"]):
+        proc = subprocess.run([sys.executable, "-m", "guard", "lint", "-C", str(repo), *extra],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                              check=False)
+        assert proc.returncode == 3 and "GL107" in proc.stdout, (extra, proc.stdout,
+                                                                 proc.stderr)
 
 
 def test_run_with_c_starts_the_command_there(repo: Path, env: dict[str, str],
