@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (TAB speed)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from typing import Any
 
 _VCS_MARKERS = (".git", ".hg", ".jj", ".svn")  # guard.paths.VCS_MARKERS (a test checks)
 _HERE = os.path.dirname(os.path.realpath(__file__))
@@ -163,6 +164,8 @@ Item = tuple[str, str]  # (value, help)
 
 def _split(text: str) -> list[str]:
     """Words as click's ``split_arg_string`` reads them (an unclosed quote ends the text)."""
+    if not any(c in "\"'\\" or (c.isspace() and c not in " \t\r\n") for c in text):
+        return text.split()  # no quoting: shlex would split it the same (without its import)
     import shlex
 
     lex = shlex.shlex(text, posix=True)
