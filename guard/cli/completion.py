@@ -40,8 +40,9 @@ def _starting(values: list[str] | tuple[str, ...], incomplete: str) -> list[str]
 
 
 def table() -> dict[str, Any]:
-    """guard/cli/completion.json: ``commands`` (see above), ``hosts`` (guard.hooks.HOSTS)
-    and ``rules`` (the lint rule codes), read once."""
+    """guard/cli/completion.json: ``commands`` (see above), ``hosts`` (guard.hooks.HOSTS),
+    ``rules`` (the lint rule codes) and ``builtin_agents`` (each built-in policy's agents,
+    its ``extends`` included), read once."""
     if not _LOADED:
         import json
 
@@ -71,6 +72,10 @@ def _worktree() -> str | None:
 
 def _agents_of(spec: str, base: str, seen: set[str]) -> list[str]:
     """The agent names of a policy file and its ``extends`` chain, in the merged order."""
+    if spec.startswith("builtin:"):
+        known = table().get("builtin_agents", {}).get(spec[len("builtin:"):])
+        if isinstance(known, list):  # written with the table: no TOML parser to load
+            return [str(n) for n in known]
     import json
     import tomllib
 
