@@ -30,15 +30,13 @@ commands.add_typer(audit_app, name="audit")
     "verify",
     epilog=(
         "Examples (the project's log when LOG is left out):\n\n"
-        "  guard check --audit-log a.jsonl write src/app.py\n"
-        "  guard audit verify a.jsonl\n\n"
-        "  guard check --audit-log a.jsonl read src/app.py\n"
-        "  guard audit verify a.jsonl --json\n\n"
+        "  guard check --audit-log a.jsonl write src/app.py; guard audit verify a.jsonl\n\n"
+        "  guard check --audit-log a.jsonl read x; guard audit verify a.jsonl --json\n\n"
         "Keep the head it prints somewhere the agent cannot write, and later pass it back:"
         " --head N:MAC fails when that record is gone (the log was cut at its end).\n\n"
         "Records a collector received (shipped through syslog, one JSON record a line):\n\n"
-        "  guard audit verify --host $(hostname) \\\n"
-        "    --shipped /var/log/guard/decisions.jsonl"
+        "  guard audit verify --shipped /var/log/guard/decisions.jsonl \\\n"
+        "    --host $(hostname)"
     ),
 )
 def verify(
