@@ -14,12 +14,13 @@ Names are imported on first use, so `import guard` (and the hook client) stays c
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
-
 from guard.version import __version__ as __version__
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (TAB and hook speed)
 if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any
+
     from guard.decide import Explanation, Guard
     from guard.effects import Action, Decision, Effect, EffectKind, GuardError, ToolCall
     from guard.gate import Gate, Verdict, VerdictAction

@@ -430,9 +430,11 @@ class Gate:
             reason = f"{reason} ({detail})"  # what the analysis saw, e.g. the read-only form
         planning = g.agent(name).mode == "plan"
         # the plan-mode paragraph (where the plan goes) only where the refusal is of a change
-        # (a write, a delete, a tool plan mode does not offer), not of a read or a connection
-        changes = decision.effect is None or decision.effect.kind in (
-            EffectKind.WRITE, EffectKind.DELETE, EffectKind.TOOL)
+        # (a write, a delete, a tool plan mode does not offer), not of a read, a connection
+        # or a tool it only asks about (a web fetch)
+        kind = decision.effect.kind if decision.effect is not None else None
+        changes = kind is None or kind in (EffectKind.WRITE, EffectKind.DELETE) or (
+            kind is EffectKind.TOOL and decision.action is Action.DENY)
         if decision.action is not Action.ALLOW and planning and changes:
             if self.refusal is not None:
                 told = self.refusal(call)

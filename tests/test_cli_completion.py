@@ -97,13 +97,17 @@ def build_table() -> dict[str, Any]:
 def table_text() -> str:
     """The table as guard/cli/completion.json holds it: the hosts, the lint rule codes, and
     the commands, one command path a line."""
+    from guard.decide import Guard
     from guard.hooks import HOSTS
     from guard.lint import RULES
+    from guard.policy.loader import builtin_names
 
     rows = [f"    {json.dumps(path)}: {json.dumps(entry)}"
             for path, entry in build_table().items()]
+    agents = {name: list(Guard.load(f"builtin:{name}").agent_names) for name in builtin_names()}
     return (f'{{\n  "hosts": {json.dumps(list(HOSTS))},\n'
             f'  "rules": {json.dumps(sorted(RULES))},\n'
+            f'  "builtin_agents": {json.dumps(agents)},\n'
             '  "commands": {\n' + ",\n".join(rows) + "\n  }\n}\n")
 
 

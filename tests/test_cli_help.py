@@ -64,7 +64,8 @@ WIDTH = 80
 def _ragged(out: str) -> list[str]:
     """Lines of the help's prose that break although the next word would have fitted, and
     lines of a block (examples, a list) that the width broke in two."""
-    text = out.split("╭")[0].splitlines()  # the description, before the first panel
+    # the description, before the first panel, and the epilog (examples), after the last
+    text = [*out.split("╭")[0].splitlines(), "", *out.rpartition("╯")[2].splitlines()]
     bad = []
     for line, after in itertools.pairwise(text):
         if not line.strip() or not after.strip() or line.startswith(" Usage:"):

@@ -62,6 +62,14 @@ def test_the_plan_mode_paragraph_only_where_a_change_is_refused(repo: Path) -> N
     assert read.returncode != 0 and "plan mode" not in read.stdout, read.stdout
     write = guard("check", "write", "src/app.py", cwd=repo)
     assert write.returncode == 1 and "You are in plan mode" in write.stdout
+    # a tool plan mode asks about (a web fetch) is no refusal of a change
+    fetch = guard("check", "--dialect", "claude-code", "--tool", "WebFetch", "--input",
+                  '{"url": "https://example.com/"}', cwd=repo)
+    assert fetch.returncode == 3 and "plan mode" not in fetch.stdout, fetch.stdout
+    # a tool plan mode does not offer is
+    todo = guard("check", "--dialect", "claude-code", "--tool", "TodoWrite", "--input",
+                 '{"todos": []}', cwd=repo)
+    assert todo.returncode == 1 and "You are in plan mode" in todo.stdout, todo.stdout
 
 
 def test_cwd_is_dash_c_on_every_command_that_takes_it(repo: Path) -> None:

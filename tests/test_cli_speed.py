@@ -214,3 +214,24 @@ def test_tab_offers_this_worktrees_sessions(workdir: tuple[Path, dict[str, str]]
     proc = subprocess.run([sys.executable, "-m", "guard"], capture_output=True, text=True,
                           cwd=repo, env=env, timeout=120, check=False)
     assert proc.stdout.split() == ["s-tab"], proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("words", "cword"), [("guard install c", "2"),
+                                              ("guard check --agent ", "3"),
+                                              ("guard lint --explain GL10", "3")])
+def test_a_tab_imports_no_typing_shlex_or_toml_parser(
+    tmp_path: Path, words: str, cword: str
+) -> None:
+    """A TAB in a worktree on the built-in policy: the table answers, and what python -c
+    pass does not load stays unloaded (typing, shlex, tomllib: a third of a TAB's time)."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=60)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GUARD_", "XDG_"))}
+    env.update(_GUARD_COMPLETE="complete_bash", COMP_WORDS=words, COMP_CWORD=cword)
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "guard"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+                          check=False)
+    assert proc.returncode == 0 and proc.stdout.split(), proc.stderr[-2000:]
+    names = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+             if line.startswith("import time:") and "|" in line}
+    assert "guard.cli.completion" in names
+    assert not names & {"typing", "shlex", "tomllib", "typer", "click"}, sorted(names)

@@ -16,8 +16,8 @@ conventions, :mod:`guard.cli.options` and :mod:`guard.cli.show` what commands sh
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (TAB speed)
 if TYPE_CHECKING:
     from collections.abc import Sequence
 

@@ -11,7 +11,7 @@ from guard.audit import AuditError, chain, logfile
 from guard.audit import verify as chain_check
 from guard.cli._base import fail_for, print_json, with_schema
 from guard.cli._typer import console
-from guard.cli.options import JsonOpt
+from guard.cli.options import CwdOpt, JsonOpt, enter
 from guard.paths import Roots
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
@@ -31,11 +31,12 @@ commands.add_typer(audit_app, name="audit")
     epilog=(
         "Examples (the project's log when LOG is left out):\n\n"
         "  guard check --audit-log a.jsonl write src/app.py; guard audit verify a.jsonl\n\n"
-        "  guard check --audit-log a.jsonl read src/app.py; guard audit verify a.jsonl --json\n\n"
+        "  guard check --audit-log a.jsonl read x; guard audit verify a.jsonl --json\n\n"
         "Keep the head it prints somewhere the agent cannot write, and later pass it back:"
         " --head N:MAC fails when that record is gone (the log was cut at its end).\n\n"
         "Records a collector received (shipped through syslog, one JSON record a line):\n\n"
-        "  guard audit verify --shipped /var/log/guard/decisions.jsonl --host $(hostname)"
+        "  guard audit verify --shipped /var/log/guard/decisions.jsonl \\\n"
+        "    --host $(hostname)"
     ),
 )
 def verify(
@@ -75,12 +76,14 @@ def verify(
         str | None,
         typer.Option(metavar="NAME", help="With --shipped: check this machine's records only."),
     ] = None,
+    cwd: CwdOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check the audit log's HMAC chain: every forged, edited, moved or removed record.
 
     Prints each break as LOG:LINE: what is wrong, then the head (the last record's number and MAC; keep it elsewhere and pass it back with --head to find records cut from the end). Exit codes: 0 intact, 1 broken, 2 no log, no key or bad input.
     """  # noqa: E501 (one paragraph: the help wraps it)
+    enter(cwd)
     try:
         if shipped is not None:
             if log is not None or head is not None:

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (TAB speed)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from typing import Any
 
 _VCS_MARKERS = (".git", ".hg", ".jj", ".svn")  # guard.paths.VCS_MARKERS (a test checks)
 _HERE = os.path.dirname(os.path.realpath(__file__))
@@ -39,8 +40,9 @@ def _starting(values: list[str] | tuple[str, ...], incomplete: str) -> list[str]
 
 
 def table() -> dict[str, Any]:
-    """guard/cli/completion.json: ``commands`` (see above), ``hosts`` (guard.hooks.HOSTS)
-    and ``rules`` (the lint rule codes), read once."""
+    """guard/cli/completion.json: ``commands`` (see above), ``hosts`` (guard.hooks.HOSTS),
+    ``rules`` (the lint rule codes) and ``builtin_agents`` (each built-in policy's agents,
+    its ``extends`` included), read once."""
     if not _LOADED:
         import json
 
@@ -70,6 +72,10 @@ def _worktree() -> str | None:
 
 def _agents_of(spec: str, base: str, seen: set[str]) -> list[str]:
     """The agent names of a policy file and its ``extends`` chain, in the merged order."""
+    if spec.startswith("builtin:"):
+        known = table().get("builtin_agents", {}).get(spec[len("builtin:"):])
+        if isinstance(known, list):  # written with the table: no TOML parser to load
+            return [str(n) for n in known]
     import json
     import tomllib
 
@@ -163,6 +169,8 @@ Item = tuple[str, str]  # (value, help)
 
 def _split(text: str) -> list[str]:
     """Words as click's ``split_arg_string`` reads them (an unclosed quote ends the text)."""
+    if not any(c in "\"'\\" or (c.isspace() and c not in " \t\r\n") for c in text):
+        return text.split()  # no quoting: shlex would split it the same (without its import)
     import shlex
 
     lex = shlex.shlex(text, posix=True)

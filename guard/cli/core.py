@@ -36,8 +36,8 @@ def _out() -> Console:
         "  guard check --agent plan write src/main.py            # exit 1: denied\n\n"
         "  guard check --agent plan write .openoxide/plans/p.md  # exit 0: allowed\n\n"
         "  guard check --agent plan --json read .env             # exit 3: ask\n\n"
-        "  guard check --agent plan --dialect claude-code --tool Bash"
-        ' --input \'{"command": "echo hi > src/x"}\'  # exit 1\n\n'
+        "  guard check --agent plan --dialect claude-code --tool Bash \\\n"
+        '    --input \'{"command": "echo hi > src/x"}\'         # exit 1\n\n'
         "A plan-mode shell call is decided as on a host whose hook can only allow or"
         " refuse (Codex, Cursor): guard's grammar runs directly, anything else is refused"
         " with its confined form; --host HOST decides as that host's hook does.\n\n"

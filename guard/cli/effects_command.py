@@ -30,12 +30,12 @@ HELP = (
     help=HELP,
     epilog=(
         "Examples:\n\n"
-        "  guard effects --dialect claude-code --tool Bash --input '{\"command\": \"sed -i s/a/b/"
-        " x.py\"}'\n\n"
-        "  guard effects --dialect codex --tool shell --input '{\"command\": [\"bash\", \"-lc\","
-        " \"ls > out\"]}' --json\n\n"
-        "  guard effects --dialect mcp --tool move_file --input '{\"source\": \"a\","
-        " \"destination\": \"b\"}'\n\n"
+        "  guard effects --dialect claude-code --tool Bash \\\n"
+        "    --input '{\"command\": \"sed -i s/a/b/ x.py\"}'\n\n"
+        "  guard effects --dialect codex --tool shell --json \\\n"
+        "    --input '{\"command\": [\"bash\", \"-lc\", \"ls > out\"]}'\n\n"
+        "  guard effects --dialect mcp --tool move_file \\\n"
+        "    --input '{\"source\": \"a\", \"destination\": \"b\"}'\n\n"
         "  guard effects --dialect gemini --tool write_file --input @call.json\n\n"
         "Then ask the policy with: guard check --agent plan --dialect ... (same options).\n\n"
         f"Dialects: {', '.join(DIALECTS)}. Exit codes: 0 effects printed, 2 bad input."
@@ -57,7 +57,8 @@ def effects(
     cwd: Annotated[
         Path | None,
         typer.Option(
-            "--cwd", "-C", help="Working directory of the call (relative paths stay relative)."
+            "--cwd", "-C", metavar="DIR",
+            help="Working directory of the call (relative paths stay relative). Default: none.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,

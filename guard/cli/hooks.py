@@ -13,6 +13,7 @@ from guard.cli import completion
 from guard.cli._base import print_json, warn
 from guard.cli.doctor_view import doctor_tables as doctor_tables
 from guard.cli.doctor_view import run_doctor
+from guard.cli.options import CwdOpt, JsonOpt, enter
 from guard.effects import GuardError, did_you_mean
 from guard.hooks import HOSTS
 from guard.paths import find_worktree, plan_dir
@@ -52,8 +53,10 @@ def hook_cmd(
         ..., help=f"One of: {HOST_LIST}.", metavar="HOST", callback=_known_host,
         autocompletion=completion.hosts
     ),
-    agent: str | None = typer.Option(None, "--agent", help="policy agent to decide as"),
-    policy: str | None = typer.Option(None, "--policy", help="policy file or builtin:NAME"),
+    agent: str | None = typer.Option(None, "--agent", "-a",
+                                     help="The policy agent to decide as (default: by mode)."),
+    policy: str | None = typer.Option(None, "--policy", "-p",
+                                      help="Policy file or builtin:NAME (default: discovered)."),
 ) -> None:
     from guard.hooks.front_door import decide
 
@@ -103,15 +106,19 @@ def install_cmd(
         ..., help=f"The host agent to wire: {HOST_LIST}.", metavar="HOST", callback=_known_host,
         autocompletion=completion.hosts
     ),
-    project: bool = typer.Option(False, "--project", help="this worktree's shared settings"),
-    local: bool = typer.Option(False, "--local", help="a settings file only you have"),
-    user: bool = typer.Option(False, "--user", help="your user-wide settings"),
-    agent: str | None = typer.Option(None, "--agent", help="pin the policy agent in the hook"),
-    policy: str | None = typer.Option(None, "--policy", help="pin a policy file or builtin:NAME"),
-    as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
+    project: bool = typer.Option(False, "--project", help="This worktree's shared settings."),
+    local: bool = typer.Option(False, "--local", help="A settings file only you have."),
+    user: bool = typer.Option(False, "--user", help="Your user-wide settings."),
+    agent: str | None = typer.Option(None, "--agent", "-a",
+                                     help="Pin the policy agent in the hook."),
+    policy: str | None = typer.Option(None, "--policy", "-p",
+                                      help="Pin a policy file or builtin:NAME in the hook."),
+    cwd: CwdOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     from guard.setup.install import install
 
+    enter(cwd)
     change = install(host, _scope(project, user, local), agent=agent, policy=policy)
     # the file is written where the command runs when there is no worktree: say so
     here = change.path.is_relative_to(os.path.realpath(os.getcwd()))
@@ -199,13 +206,15 @@ def uninstall_cmd(
         ..., help=f"The host agent to unwire: {HOST_LIST}.", metavar="HOST", callback=_known_host,
         autocompletion=completion.hosts
     ),
-    project: bool = typer.Option(False, "--project", help="this worktree's shared settings"),
-    local: bool = typer.Option(False, "--local", help="the settings file only you have"),
-    user: bool = typer.Option(False, "--user", help="your user-wide settings"),
-    as_json: bool = typer.Option(False, "--json", help="print the change as JSON"),
+    project: bool = typer.Option(False, "--project", help="This worktree's shared settings."),
+    local: bool = typer.Option(False, "--local", help="The settings file only you have."),
+    user: bool = typer.Option(False, "--user", help="Your user-wide settings."),
+    cwd: CwdOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     from guard.setup.install import uninstall
 
+    enter(cwd)
     change = uninstall(host, _scope(project, user, local))
     if as_json:
         print_json(change.to_json())
@@ -239,8 +248,10 @@ def uninstall_cmd(
     ),
 )
 def doctor_cmd(
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    cwd: CwdOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
+    enter(cwd)
     code = run_doctor(as_json)
     if code:
         raise typer.Exit(code)

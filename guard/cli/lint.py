@@ -16,6 +16,7 @@ from guard.audit import AuditError
 from guard.audit.chain import load_key
 from guard.cli import completion
 from guard.cli._base import with_schema
+from guard.cli.options import CwdOpt
 from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
 from guard.fleet.pages import to_table, write_html
@@ -73,6 +74,7 @@ def lint_command(
         "--config",
         help="pyproject.toml holding \\[tool.guard.lint]. Default: the nearest one upwards.",
     ),
+    cwd: CwdOpt = None,
     list_rules: bool = typer.Option(False, "--list-rules", help="Print the rule catalog."),
     explain: str | None = typer.Option(
         None, "--explain", metavar="CODE", help="Print one rule's documentation.",
@@ -95,6 +97,7 @@ def lint_command(
         output_format=output_format.value,
         fail_level=fail_level.value,
         config=config,
+        cwd=cwd,
     )
     code = run_lint(options)
     if code:
@@ -114,8 +117,8 @@ class ReviewFormat(StrEnum):
         "  guard review                          # markdown report for this repository\n\n"
         "  guard review --format json > review.json\n\n"
         "  guard review --policy builtin:readonly --agent readonly\n\n"
-        "  guard review --transcripts ~/.claude/projects/-home-me-repo/  # + past sessions\n\n"
-        "  guard review --fleet examples/fleet/decisions.jsonl   # exit 3: a stale machine\n\n"
+        "  guard review --transcripts ~/.claude/projects/-home-me-repo/  # + sessions\n\n"
+        "  guard review --fleet examples/fleet/decisions.jsonl   # exit 3: a stale one\n\n"
         "  guard review --fleet examples/fleet/ --format html -o fleet.html   # exit 3\n\n"
         "Exit status: 0 when no operation gets through, 3 when a plan agent could complete"
         " a write (or the tool-call analysis layer is missing), 2 for bad input. With"
@@ -159,7 +162,7 @@ def review_command(
         " checked. Without it only the form of the chain keys is.",
     ),
     cwd: Path | None = typer.Option(
-        None, "--cwd", "-C", file_okay=False,
+        None, "--cwd", "-C", metavar="DIR",
         help="Review the repository at DIR, and replay --transcripts against it (as guard"
         " replay --cwd DIR does). Default: the current directory.",
     ),

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from guard.cli.options import CWD_HELP
 from guard.decide import Guard
 from guard.effects import GuardError
 from guard.planning.owner import Owner
@@ -102,8 +103,9 @@ def mcp_command(
         typer.Option(
             "--cwd",
             "-C",
-            help="Working directory of the server and of relative paths.",
-            file_okay=False,
+            metavar="DIR",
+            help=CWD_HELP + " The server starts there too.",
+            show_default=False,
         ),
     ] = Path("."),
     audit: Annotated[

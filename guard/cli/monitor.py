@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from guard.cli._base import print_json, with_schema
 from guard.cli._typer import console
-from guard.cli.options import JsonOpt, WorktreeOpt
+from guard.cli.options import CwdOpt, JsonOpt, WorktreeOpt, enter
 from guard.cli.show import print_violation
 from guard.decide import Guard
 from guard.effects import GuardError
@@ -69,8 +69,8 @@ def _out() -> Console:
 @commands.command(
     epilog=(
         "Examples:\n\n"
-        "  guard watch --agent plan                  # report every out-of-policy change\n\n"
-        "  guard watch --agent plan --restore        # ...and put things back (quarantine)\n\n"
+        "  guard watch --agent plan             # report every out-of-policy change\n\n"
+        "  guard watch --agent plan --restore   # ...and put things back (quarantine)\n\n"
         "  guard watch --agent plan --json | jq .    # one JSON object per line\n\n"
         "  guard watch --agent plan --reconcile-interval 10 --size-cap 64MiB\n\n"
         "Stop with Ctrl-C (or SIGTERM): a last scan runs, then a summary is printed."
@@ -81,6 +81,7 @@ def watch(
         str, typer.Option("--agent", "-a", help="Agent whose policy decides (e.g. plan).")
     ] = "plan",
     worktree: WorktreeOpt = None,
+    cwd: CwdOpt = None,
     policy: Annotated[
         str | None,
         typer.Option(
@@ -129,6 +130,7 @@ def watch(
 
     Each violation is printed at once and appended to the audit log. A baseline is taken first (tracked files by their git blob ids, untracked ones copied up to --size-cap). If the event queue overflows, a reconciliation scan finds what was missed; if inotify cannot watch every directory (fs.inotify.max_user_watches), it refuses to start, naming the fixes.
     """  # noqa: E501
+    enter(cwd)
     if worktree is not None and not worktree.is_dir():
         raise GuardError(f"--worktree {worktree}: not a directory")
     g = Guard.load(policy, worktree=worktree)
@@ -215,7 +217,8 @@ def watch(
     raise typer.Exit(1 if monitor.violations else 0)
 
 
-def _roots(worktree: Path | None) -> Roots:
+def _roots(worktree: Path | None, cwd: Path | None) -> Roots:
+    enter(cwd)
     if worktree is not None and not worktree.is_dir():
         raise GuardError(f"--worktree {worktree}: not a directory")
     return Roots.discover(worktree=worktree)
@@ -224,6 +227,7 @@ def _roots(worktree: Path | None) -> Roots:
 @quarantine_app.command("list")
 def list_cmd(
     worktree: WorktreeOpt = None,
+    cwd: CwdOpt = None,
     session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -231,7 +235,7 @@ def list_cmd(
     the baseline stores kept on disk (copies of what a monitor could not put back)."""
     from guard.monitor import kept_stores, list_items, quarantine_root
 
-    roots = _roots(worktree)
+    roots = _roots(worktree, cwd)
     root = quarantine_root(roots)
     items = list_items(root, session)
     stores = [p for p in kept_stores(roots) if session is None or p.name == session]
@@ -261,12 +265,13 @@ def list_cmd(
 def show_cmd(
     item_id: IdArg,
     worktree: WorktreeOpt = None,
+    cwd: CwdOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show one item's manifest (why it was moved, by which rule) and where its bytes are."""
     from guard.monitor import get_item, quarantine_root
 
-    item = get_item(quarantine_root(_roots(worktree)), item_id)
+    item = get_item(quarantine_root(_roots(worktree, cwd)), item_id)
     data: dict[str, Any] = item.to_json()
     data["stored_path"] = str(item.stored)
     if json_out:
@@ -284,6 +289,7 @@ def show_cmd(
 def restore_cmd(
     item_id: IdArg,
     worktree: WorktreeOpt = None,
+    cwd: CwdOpt = None,
     to: Annotated[
         Path | None,
         typer.Option(
@@ -309,7 +315,7 @@ def restore_cmd(
     """
     from guard.monitor import get_item, quarantine_root, restore_item
 
-    item = get_item(quarantine_root(_roots(worktree)), item_id)
+    item = get_item(quarantine_root(_roots(worktree, cwd)), item_id)
     try:
         lines = restore_item(item, to=str(to) if to else None, force=force)
     except OSError as exc:

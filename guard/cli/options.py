@@ -4,8 +4,11 @@ Use them as parameter annotations (``policy: PolicyOpt = None``). Reading
 ``--input`` and printing safely are :mod:`guard.cli._io`'s.
 """
 
+# Lazy imports: guard.effects only for the error of a -C or -w that is no directory.
+
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -31,20 +34,54 @@ PolicyOpt = Annotated[
         " <worktree>/.openoxide/policy.toml, then builtin:default.",
     ),
 ]
+#: -C/--cwd and -w/--worktree: one spelling, metavar and help on every command taking them
+CWD_HELP = (
+    "Work as if guard was started in DIR (as git -C does): relative paths, the worktree and"
+    " its sessions are found from there. Default: the current directory."
+)
+WORKTREE_HELP = (
+    "The worktree's root. Default: found by its VCS marker (.git, .hg, .jj, .svn) from"
+    " --cwd, or from the current directory."
+)
+
+
+def a_directory(value: Path | None) -> Path | None:
+    """The check every -C/--cwd gets: an existing directory, else one line of bad input."""
+    if value is not None and not value.is_dir():
+        from guard.effects import GuardError
+
+        raise GuardError(f"--cwd {value}: not a directory")
+    return value
+
+
+def a_worktree(value: Path | None) -> Path | None:
+    """The check every -w/--worktree gets: an existing directory."""
+    if value is not None and not value.is_dir():
+        from guard.effects import GuardError
+
+        raise GuardError(f"--worktree {value}: not a directory")
+    return value
+
+
+def enter(cwd: Path | None) -> None:
+    """-C DIR for a command that works from the current directory: go to DIR first."""
+    if cwd is not None:
+        a_directory(cwd)
+        os.chdir(cwd)
+
+
 WorktreeOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--worktree",
-        "-w",
-        help="Worktree root. Default: found by its VCS marker from --cwd (or the current"
-        " directory).",
-    ),
+    typer.Option("--worktree", "-w", metavar="DIR", help=WORKTREE_HELP, callback=a_worktree),
 ]
 CwdOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--cwd", "-C",
-        help="Directory relative paths are resolved from. Default: the current one.",
-    ),
+    typer.Option("--cwd", "-C", metavar="DIR", help=CWD_HELP, callback=a_directory),
+]
+#: the same option where the command's default is Path(".")
+HereOpt = Annotated[
+    Path,
+    typer.Option("--cwd", "-C", metavar="DIR", help=CWD_HELP, callback=a_directory,
+                 show_default=False),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]

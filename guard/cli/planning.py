@@ -26,6 +26,7 @@ from guard.audit.logfile import default_log_path
 from guard.cli import completion
 from guard.cli._base import with_schema
 from guard.cli._typer import console
+from guard.cli.options import HereOpt
 from guard.cli.plan_view import (
     open_plans,
     print_data,
@@ -84,12 +85,7 @@ plan_app = typer.Typer(
 commands.add_typer(session_app, name="session")
 commands.add_typer(plan_app, name="plan")
 
-CwdOpt = Annotated[
-    Path,
-    typer.Option(
-        "--cwd", "-C", help="Directory whose worktree (or project) to use.", file_okay=False
-    ),
-]
+CwdOpt = HereOpt
 SessionOpt = Annotated[
     str | None,
     typer.Option(

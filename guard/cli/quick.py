@@ -220,12 +220,15 @@ class LintOptions:
     output_format: str = "pretty"
     fail_level: str = "error"
     config: Path | None = None
+    #: -C DIR: lint as if started in DIR (the policy discovered there)
+    cwd: Path | None = None
 
 
 def parse_lint(args: list[str]) -> LintOptions | None:
     """``guard lint ARGS`` as options when it is a plain command line, else None."""
     valued = {"--format": "output_format", "-f": "output_format",
-              "--fail-level": "fail_level", "--config": "config"}  # fmt: skip
+              "--fail-level": "fail_level", "--config": "config",
+              "--cwd": "cwd", "-C": "cwd"}  # fmt: skip
     read = read_options(args, valued, {})
     if read is None:
         return None
@@ -234,8 +237,9 @@ def parse_lint(args: list[str]) -> LintOptions | None:
         return None
     if values.get("fail_level", "error") not in FAIL_LEVELS:
         return None
-    if "config" in values:
-        values["config"] = Path(values["config"])
+    for key in ("config", "cwd"):
+        if key in values:
+            values[key] = Path(values[key])
     return LintOptions(files=files, **values)
 
 
@@ -261,6 +265,10 @@ def run_lint(o: LintOptions) -> int:
     from guard.lint.formats import FORMATS, PrettyFormatter
     from guard.policy import valid
 
+    if o.cwd is not None:
+        if not o.cwd.is_dir():
+            raise GuardError(f"--cwd {o.cwd}: not a directory")
+        os.chdir(o.cwd)
     if o.config is not None and not o.config.is_file():
         raise GuardError(f"--config {o.config}: no such file")
     cfg = load_pyproject_config(o.config if o.config is not None else find_pyproject(Path.cwd()))

@@ -63,10 +63,10 @@ HELP = (
     help=HELP,
     epilog=(
         "Examples:\n\n"
-        "  guard replay ~/.claude/projects/-home-me-repo/   # every Claude Code session there\n\n"
+        "  guard replay ~/.claude/projects/-home-me-repo/   # every session there\n\n"
         "  guard replay ~/.codex/sessions/2026/ --format html -o review.html\n\n"
-        "  guard replay session.jsonl --agent plan --json | jq '.calls[] | select(.decision"
-        ' != "allow")\'\n\n'
+        "  guard replay session.jsonl --agent plan --json \\\n"
+        "    | jq '.calls[] | select(.decision != \"allow\")'\n\n"
         "  guard replay --format sarif -o replay.sarif ~/.gemini/tmp/\n\n"
         "Transcripts: Claude Code ~/.claude/projects/*/*.jsonl, Codex"
         " ~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl, Gemini CLI"
@@ -99,6 +99,7 @@ def replay(
         typer.Option(
             "--cwd",
             "-C",
+            metavar="DIR",
             help="Replay every call against DIR (a checkout of the project the transcripts"
             " ran in): each call's cwd, and the paths of its input under that cwd, move"
             " there. Without it, a cwd that does not exist here is re-rooted through its"

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from guard.audit.sinks import AuditLog
+from guard.cli.options import HereOpt
 from guard.cli.planning import session_app
 from guard.decide import Guard
 from guard.fleet.records import stamp
@@ -30,10 +31,7 @@ def session_resume(
         typer.Option("--restore", help="Undo what landed since the session's start first: the"
                      " current versions go to the quarantine."),
     ] = False,
-    cwd: Annotated[
-        Path, typer.Option("--cwd", "-C", help="Directory whose worktree to use.",
-                           file_okay=False),
-    ] = Path("."),
+    cwd: HereOpt = Path("."),
 ) -> None:
     """Lift the hold guard put on a host session that ran a tool without guard's decision.
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from guard.cli.options import CWD_HELP, WORKTREE_HELP
 from guard.cli.run_plain import RunOptions, execute
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
@@ -59,7 +60,10 @@ def run_command(
         None, "--policy", "-p", help="Policy file or builtin:NAME (default: discovered)."
     ),
     worktree: Path | None = typer.Option(
-        None, "--worktree", "-w", help="The worktree (default: found from the current directory)."
+        None, "--worktree", "-w", metavar="DIR", help=WORKTREE_HELP
+    ),
+    cwd: Path | None = typer.Option(
+        None, "--cwd", "-C", metavar="DIR", help=CWD_HELP + " COMMAND starts there too."
     ),
     writable: list[str] = typer.Option(
         [],
@@ -96,6 +100,7 @@ def run_command(
             agent=agent,
             policy=policy,
             worktree=worktree,
+            cwd=cwd,
             writable=writable,
             restore=restore,
             audit=audit,

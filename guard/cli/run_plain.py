@@ -37,6 +37,8 @@ class RunOptions:
     agent: str = "plan"
     policy: str | None = None
     worktree: Path | None = None
+    #: -C DIR: work (and start the command) as if guard was started in DIR
+    cwd: Path | None = None
     writable: list[str] = field(default_factory=list)
     restore: bool = False
     audit: Path | None = None
@@ -53,6 +55,7 @@ _VALUED = {
     "--agent": "agent", "-a": "agent",
     "--policy": "policy", "-p": "policy",
     "--worktree": "worktree", "-w": "worktree",
+    "--cwd": "cwd", "-C": "cwd",
     "--writable": "writable",
     "--audit": "audit",
     "--baseline-limit": "baseline_limit",
@@ -105,7 +108,7 @@ def parse(args: list[str]) -> RunOptions | None:
             if not value.isdigit():
                 return None  # typer says what is wrong with it
             values[key] = int(value)
-        elif key in ("worktree", "audit"):
+        elif key in ("worktree", "cwd", "audit"):
             values[key] = Path(value)
         else:
             values[key] = value
@@ -193,6 +196,12 @@ def execute(o: RunOptions) -> int:
 
     if not o.command and not o.explain:
         raise GuardError("no command given; usage: guard run --agent plan -- COMMAND [ARGS]...")
+    if o.cwd is not None:
+        if not o.cwd.is_dir():
+            raise GuardError(f"--cwd {o.cwd}: not a directory")
+        os.chdir(o.cwd)
+    if o.worktree is not None and not o.worktree.is_dir():
+        raise GuardError(f"--worktree {o.worktree}: not a directory")
     hold_standard_streams()
     if not o.explain:
         confine.probe_early()  # the namespace probe's child runs while the policy loads

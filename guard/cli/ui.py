@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from guard.cli._base import ColorMode, color_mode
+from guard.cli.options import HereOpt
 from guard.effects import GuardError
 from guard.ui.state import Cockpit
 
@@ -33,12 +34,7 @@ def ui_command(
             help="Show this session (default: follow the one deciding for the worktree).",
         ),
     ] = None,
-    cwd: Annotated[
-        Path,
-        typer.Option(
-            "--cwd", "-C", help="Directory whose worktree (or project) to show.", file_okay=False
-        ),
-    ] = Path("."),
+    cwd: HereOpt = Path("."),
 ) -> None:
     """The plan-mode cockpit: checklist, plan, activity and pending answers in one screen.
 

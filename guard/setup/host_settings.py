@@ -72,6 +72,12 @@ class HostSettings:
         """Notes on trust an uninstall leaves because it was there before the install."""
         return []
 
+    def state_files(self) -> list[Path]:
+        """Files besides the settings file that :meth:`after_install` may write (Codex: its
+        user config.toml): an install that creates one records it, and uninstall removes
+        it again when nothing but what guard wrote was in it."""
+        return []
+
 
 #: The settings of a host without a ``settings`` part.
 PLAIN = HostSettings()

@@ -55,14 +55,15 @@ def remember(host: str, scope: str, path: Path, command: str, *, created: bool =
     ``created``: the file did not exist before guard's first install (kept on a re-install,
     so that ``guard uninstall`` removes the file rather than leave ``{}``); ``extra``: what
     else it wrote for uninstall to take out (``dirs`` it created, the ``excluded`` line
-    that keeps a local file out of git, the ``trusted_project``); the first install's
+    that keeps a local file out of git, the ``trusted_project``, the host's ``state_files``
+    it created with their new folders as ``[files, dirs]``); the first install's
     record of each wins, as for ``created``."""
     entries = _load()
     mine = [e for e in entries if (e.get("host"), e.get("path")) == (host, str(path))]
     extra = dict(extra or {})
     if mine:
         created = mine[-1].get("created") is True
-        for key in ("dirs", "excluded", "trusted_project"):
+        for key in ("dirs", "excluded", "trusted_project", "state_files"):
             if key in mine[-1]:
                 extra[key] = mine[-1][key]
     entries = [e for e in entries if e not in mine]
@@ -95,6 +96,21 @@ def installed_scope(host: str, project: Path, home: Path) -> Scope | None:
 def project_still_wired(host: str, project: str) -> bool:
     """Whether another install recorded here still relies on the project's trust."""
     return any(e.get("host") == host and e.get("trusted_project") == project for e in _load())
+
+
+def installed_paths(host: str) -> list[str]:
+    """The settings files where guard's install for ``host`` is still recorded."""
+    return [str(e["path"]) for e in _load() if e.get("host") == host and "path" in e]
+
+
+def hand_over(host: str, path: str, state: list[Any]) -> None:
+    """Let the install recorded in ``path`` own the ``state_files`` another one created."""
+    entries = _load()
+    for e in entries:
+        if (e.get("host"), e.get("path")) == (host, path) and "state_files" not in e:
+            e["state_files"] = state
+            _save(entries)
+            return
 
 
 def created(host: str, path: Path) -> bool:

@@ -206,7 +206,12 @@ def install(
         if excluded is not None:
             extra["excluded"] = [str(excluded[0]), excluded[1]]
             notes.append(f"kept it out of git: added {excluded[1]} to {excluded[0]}")
+    new_state = [p for p in own.state_files() if not p.exists()]
+    state_dirs = [d for p in new_state for d in scopes.missing_dirs(p)]
     notes += host_state.after_install(host, scope, change.path, project)
+    made_state = [str(p) for p in new_state if p.exists()]
+    if made_state:
+        extra["state_files"] = [made_state, [d for d in state_dirs if os.path.isdir(d)]]
     if not trusted_before and own.project_trusted(scope, project):
         extra["trusted_project"] = str(project)
     host_state.remember(host, scope, change.path, command,
@@ -264,9 +269,49 @@ def _undo_extras(host: str, entry: dict[str, Any], path: Path) -> list[str]:
         said = scopes.drop_exclude(str(excluded[0]), str(excluded[1]))
         if said:
             notes.append(said)
+    state = entry.get("state_files")
+    made: list[str] = []
+    if isinstance(state, list) and len(state) == 2 and all(isinstance(x, list) for x in state):
+        still = host_state.installed_paths(host)
+        if still:  # another install of this host relies on the file: its uninstall removes it
+            host_state.hand_over(host, still[0], state)
+            notes += [f"left {f}: guard's install in {still[0]} still needs it"
+                      for f in state[0] if os.path.exists(str(f))]
+        else:
+            notes += _remove_created([str(f) for f in state[0]])
+            made = [str(d) for d in state[1]]
+    for kept in own.state_files():
+        backup = kept.with_name(kept.name + BACKUP_SUFFIX)
+        if kept.exists() and backup.exists():
+            notes.append(f"left {backup}: {kept.name} as it was before guard's last edit of"
+                         " it (delete it once you no longer need it)")
     dirs = entry.get("dirs")
     if isinstance(dirs, list):
         if path.exists():
             notes.append(f"left {path}: it holds settings that are not guard's")
-        notes += scopes.remove_dirs([str(d) for d in dirs])
+        made += [str(d) for d in dirs]
+    notes += scopes.remove_dirs(made)
+    return notes
+
+
+def _remove_created(files: list[str]) -> list[str]:
+    """Remove the host files guard's install created (and their backups) when nothing but
+    blank lines is left in them; say what was left and why."""
+    notes: list[str] = []
+    for name in files:
+        path = Path(name)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            notes.append(f"left {path}: guard created it but cannot read it now ({exc})")
+            continue
+        if text.strip():
+            notes.append(f"left {path}: guard created it, but it now holds settings that"
+                         " are not guard's")
+            continue
+        path.unlink()
+        path.with_name(path.name + BACKUP_SUFFIX).unlink(missing_ok=True)
+        notes.append(f"removed {path}: guard had created it and nothing else is in it")
     return notes

@@ -71,8 +71,8 @@ def test_local_codex_install_is_kept_out_of_git_and_uninstall_takes_out_everythi
     config = tomllib.loads((home / ".codex/config.toml").read_text())
     assert config["projects"][str(repo)]["trust_level"] == "trusted"
     proc = guard("uninstall", "codex", cwd=repo, env=env)
-    config = tomllib.loads((home / ".codex/config.toml").read_text())
-    assert "projects" not in config and "hooks" not in config, config
+    # guard created Codex's config.toml for its trust: with the trust gone, so is the file
+    assert not (home / ".codex").exists(), sorted(p.name for p in (home / ".codex").iterdir())
     assert not (repo / ".codex").exists()
     assert "/.codex/hooks.json" not in (repo / ".git/info/exclude").read_text()
     assert "removed the trust of the project" in proc.stdout
@@ -94,9 +94,35 @@ def test_uninstall_codex_project_removes_the_trust_it_wrote_and_its_folders(
     guard("install", "codex", "--project", cwd=repo, env=env)
     assert (repo / ".codex/hooks.json").exists()
     guard("uninstall", "codex", "--project", cwd=repo, env=env)
-    text = (home / ".codex/config.toml").read_text()
-    assert str(repo) not in text and "trust_level" not in text
+    assert not (home / ".codex/config.toml").exists()  # it held nothing but guard's trust
     assert not (repo / ".codex").exists()
+
+
+def test_uninstall_codex_removes_the_config_it_created_and_keeps_one_it_found(
+    repo: Path, env: dict[str, str], home: Path
+) -> None:
+    """Codex's user config.toml holds only guard's trust when guard's install created it."""
+    for scope in ("--project", "--user"):
+        guard("install", "codex", scope, cwd=repo, env=env)
+        assert (home / ".codex/config.toml").exists()
+        proc = guard("uninstall", "codex", scope, cwd=repo, env=env)
+        assert not (home / ".codex").exists(), (scope, proc.stdout)
+        assert "removed " + str(home / ".codex/config.toml") in proc.stdout
+    # two installs share the file guard created: the first uninstall leaves it and says why
+    guard("install", "codex", "--project", cwd=repo, env=env)
+    guard("install", "codex", "--user", cwd=repo, env=env)
+    proc = guard("uninstall", "codex", "--project", cwd=repo, env=env)
+    assert "still needs it" in proc.stdout
+    assert (home / ".codex/config.toml").exists()
+    guard("uninstall", "codex", "--user", cwd=repo, env=env)
+    assert not (home / ".codex").exists()
+    # a config.toml that was there before: kept with its own settings, the backup named
+    (home / ".codex").mkdir()
+    (home / ".codex/config.toml").write_text('model = "o3"\n')
+    guard("install", "codex", "--project", cwd=repo, env=env)
+    proc = guard("uninstall", "codex", "--project", cwd=repo, env=env)
+    assert (home / ".codex/config.toml").read_text() == 'model = "o3"\n'
+    assert "config.toml.guard-backup" in proc.stdout
 
 
 def test_uninstall_leaves_a_trust_it_found_and_says_why(

@@ -53,5 +53,8 @@ class CodexSettings(HostSettings):
         return ["left the project's trust in Codex's config: it was there before"
                 " guard's install"]
 
+    def state_files(self) -> list[Path]:
+        return [trust.config_path()]
+
 
 SETTINGS = CodexSettings()

@@ -160,6 +160,7 @@ def _edit_config(change: Any, path: Path | None = None) -> bool:
     if not change(doc, path):
         return False
     out = tomlkit.dumps(doc)
+    out = out.rstrip("\n") + "\n" if out.strip() else ""  # no blank lines left at the end
     tomllib.loads(out)  # never write a file Codex could not read
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = 0o600
