@@ -8,7 +8,8 @@ confined MCP server; the entry point is the tiny :mod:`guard.sandbox.run_confine
         --plans DIR --private-tmp --devices --namespaces --walls [--write DIR]... \\
         -- bash -c 'COMMAND'
 
-it, in this order: (with ``--go-fd``) waits for its caller's go, touching nothing
+it, in this order: (with ``--go-fd``, when it would create a directory on the host: a
+missing plan directory, a private TMPDIR) waits for its caller's go, touching nothing
 before it; checks the plan directory (:func:`check_plan_directory`: only regular
 files whose every link is in it, else it refuses, naming the file); makes the
 private temporary directory (``--private-tmp``: fresh, at an unpredictable
@@ -23,11 +24,14 @@ for ``$TMPDIR``, brings the loopback up, makes a listener on 127.0.0.1 for guard
 egress proxy and hands it out over a socket pair (``--listen PORT --egress-fd FD``
 to a caller that serves it; ``--egress SPEC``: to this process, which serves it
 from a thread started before the PID namespace), restricts itself (Landlock,
-capability drop, seccomp: the second wall), starts the command and waits: it
+capability drop, seccomp: the second wall), waits for the go when it is still due (so
+that all of this overlaps the caller's own start, ``guard run``'s monitor), starts the
+command and waits: it
 forwards the signals the outer process passes on, reaps orphans, and when the
 command ends it ends, so the kernel ends every process left in the namespace.
 Without ``--namespaces`` (the fallback where the kernel cannot make them) the
-outer process forks the command, which restricts itself and execs.
+outer process forks the command, which restricts itself, waits for a go still due and
+execs.
 
 Either way the outer process forwards the signals it is sent (not those a
 terminal sends the whole foreground group: the command gets its own), waits,
@@ -144,8 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"guard confine: {exc}\n{USAGE}", file=sys.stderr)
         return 2
-    if args.go_fd is not None and not _await_go(args.go_fd):
-        return NOT_STARTED  # the caller gave up (its monitor did not start): nothing done
+    if args.go_fd is not None and _makes_directories(args):
+        go, args.go_fd = args.go_fd, None
+        if not _await_go(go):
+            return NOT_STARTED  # the caller gave up (its monitor did not start): nothing done
     holds: list[PlanDirectoryHold] = []
     try:
         args.plans = [plan_directory(p) for p in args.plans]
@@ -178,11 +184,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _die_of(-code) if code < 0 else code
 
 
+def _makes_directories(args: Args) -> bool:
+    """Whether the helper would create a directory on the host before the command starts
+    (a missing plan directory, a private TMPDIR): then it waits for the go before anything.
+    Otherwise it makes its namespaces and restricts itself at once, and waits for the go
+    just before it starts the command (:func:`_go`): the set-up overlaps its caller's."""
+    if args.private_tmp and not args.namespaces:
+        return True
+    if args.tmpdir is not None and not os.path.isdir(args.tmpdir):
+        return True
+    return not all(os.path.isdir(p) for p in args.plans)
+
+
+def _go(args: Args) -> bool:
+    """The last step before the command starts, in the restricted process: wait for the
+    caller's go when it is still due (false: no go, the command is not started), then
+    announce what is enforced (after the go, so that it follows the caller's own lines)."""
+    if args.go_fd is not None:
+        go, args.go_fd = args.go_fd, None
+        if not _await_go(go):
+            return False
+    if args.announce is not None and args.enforced is not None:
+        # Said here, before exec, so that it comes before anything the command prints.
+        for line in landlock.summary_lines(args.enforced):
+            print(f"{args.announce}{line}", file=sys.stderr, flush=True)
+    return True
+
+
 def _await_go(fd: int) -> bool:
     """Wait for the caller's go (one byte ``g`` on ``fd``), started early so that this
-    interpreter's start-up overlaps the caller's (``guard run`` starts its monitor
-    meanwhile). Nothing is created, restricted or run before it; EOF or anything else
-    is a no: the command is not started."""
+    interpreter's start-up and the confinement overlap the caller's (``guard run`` starts
+    its monitor meanwhile). Nothing is created on the host and nothing is run before it;
+    EOF or anything else is a no: the command is not started."""
     byte = b""
     while True:
         try:
@@ -221,10 +254,13 @@ def _start(args: Args, holds: Sequence[PlanDirectoryHold] = ()) -> int:
             code = NOT_STARTED
             try:
                 refused = _restrict(args, [], supervised=supervised)
-                code = _exec(args) if refused is None else refused
+                if refused is not None:
+                    code = refused
+                elif _go(args):
+                    code = _exec(args)
             finally:
                 os._exit(code)
-        for fd in (args.status_fd, args.egress_fd, args.attrs_fd):
+        for fd in (args.status_fd, args.egress_fd, args.attrs_fd, args.go_fd):
             if fd is not None:
                 os.close(fd)
         if channel_attrs is not None:
@@ -277,7 +313,7 @@ def _start(args: Args, holds: Sequence[PlanDirectoryHold] = ()) -> int:
             os._exit(code)
     os.close(fate_w)
     os.close(life_r)
-    for fd in (args.status_fd, args.egress_fd, args.attrs_fd):
+    for fd in (args.status_fd, args.egress_fd, args.attrs_fd, args.go_fd):
         if fd is not None:
             os.close(fd)  # theirs now: a reader sees end of file when they are done
     status = _wait(pid, True)
@@ -412,6 +448,8 @@ def _init(args: Args, masks: list[str], fate_w: int, life_r: int) -> int:
                      supervised=args.attrs_fd is not None)  # fmt: skip
     if code is not None:
         return code
+    if not _go(args):
+        return NOT_STARTED
     command = _spawn(args)
     if command is None:
         return 127 if args.command_missing else NOT_STARTED
@@ -496,12 +534,8 @@ def _restrict(
         return None
     enforcement.hardening = hardening
     enforcement.namespaces = spaces
-    report = enforcement.to_json()
-    _report(args.status_fd, {"ok": True, "stage": "restricted", "enforcement": report})
-    if args.announce is not None:
-        # Said here, before exec, so that it comes before anything the command prints.
-        for line in landlock.summary_lines(report):
-            print(f"{args.announce}{line}", file=sys.stderr, flush=True)
+    args.enforced = enforcement.to_json()
+    _report(args.status_fd, {"ok": True, "stage": "restricted", "enforcement": args.enforced})
     return None
 
 

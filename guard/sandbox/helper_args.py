@@ -40,7 +40,7 @@ USAGE = (
 class Args:
     __slots__ = (
         "abi", "announce", "attrs_fd", "command", "command_missing", "egress", "egress_fd",
-        "filter",
+        "enforced", "filter",
         "go_fd", "hide", "ioctl", "listen", "namespaces", "plans", "private_tmp", "scope",
         "sockets", "status_fd", "tmpdir", "walls", "writable",
     )  # fmt: skip
@@ -69,6 +69,8 @@ class Args:
         self.command_missing = False
         #: the seccomp filter, assembled before pid 1 is forked (so that it only installs it)
         self.filter: seccomp.Filter | None = None
+        #: what the restriction enforces (its report), announced once the command may start
+        self.enforced: dict[str, object] | None = None
 
 
 #: options whose value is added to a list, kept as a string, or read as a number

@@ -406,8 +406,9 @@ def _run(
         mon: _Monitor | None = None
         helper: _Helper | None = None
         try:
-            # The helper's interpreter starts while the monitor does (the other CPU); it
-            # does nothing, the command least of all, until the go below.
+            # The helper's interpreter starts, makes its namespaces and restricts itself
+            # while the monitor starts (the other CPU); the command starts only on the go
+            # below, once the monitor's watch and phase 1 are in place.
             helper = _Helper(plan, command, confined=confined, abi=abi,
                              announce=None if quiet else "guard run: ", isolate=isolate,
                              egress=egress if isolate else None)  # fmt: skip
