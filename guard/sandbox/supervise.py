@@ -29,8 +29,8 @@ from guard.sandbox import confine, landlock
 from guard.sandbox.roots import CommandNotStarted, SandboxError, SandboxPlan
 
 if TYPE_CHECKING:
-    import socket
     import subprocess
+    import threading
 
 # Signals forwarded to the command. Terminal-generated ones (si_code
 # SI_KERNEL) reach the command directly, as it shares guard's process group.
@@ -84,12 +84,57 @@ class Proxy:
             egress.EgressSpec(agent, os.path.abspath(cwd), policy, source)
         )
 
-    def start(self, listener: int) -> None:
-        import socket
+        self._listener: int | None = None
+        self._wake: tuple[int, int] | None = None
+        self._waiter: threading.Thread | None = None
+        self._closing = False
+        self._served = False
 
-        self._proxy.serve(socket.socket(fileno=listener))
+    def start(self, listener: int) -> None:
+        """Serve ``listener`` from its first connection on: until one comes, a thread only
+        polls it (a command that never connects costs no socket module, no accept loop)."""
+        import threading
+
+        self._listener, self._wake = listener, os.pipe()
+        self._lock = threading.Lock()
+        self._waiter = threading.Thread(target=self._first_connection, daemon=True,
+                                        name="guard-egress-wait")  # fmt: skip
+        self._waiter.start()
+
+    def _first_connection(self) -> None:
+        import select
+
+        assert self._listener is not None and self._wake is not None
+        poll = select.poll()
+        poll.register(self._listener, select.POLLIN)
+        poll.register(self._wake[0], select.POLLIN)
+        while True:
+            try:
+                ready = poll.poll()
+            except InterruptedError:
+                continue
+            break
+        with self._lock:
+            if self._closing or any(fd == self._wake[0] for fd, _ in ready):
+                return  # closed first: close() owns the listener
+            import socket
+
+            self._proxy.serve(socket.socket(fileno=self._listener))
+            self._served = True
 
     def close(self) -> None:
+        if self._waiter is not None and self._wake is not None:
+            with self._lock:
+                self._closing = True
+            os.write(self._wake[1], b"x")
+            self._waiter.join(5)  # it returns at once: it only polls, or started serving
+            with self._lock:
+                served = self._served
+            if not served and self._listener is not None:
+                os.close(self._listener)
+            for fd in self._wake:
+                os.close(fd)
+            self._waiter = self._wake = self._listener = None
         self._proxy.close()
 
 
@@ -467,16 +512,16 @@ class _Helper:
         go_r, self._go_w = os.pipe()
         self._gone = False
         self.egress = egress
-        self._channel: socket.socket | None = None
+        self._channel: int | None = None
         passed = [status_w, go_r]
         listen: tuple[int, int] | None = None
-        child: socket.socket | None = None
+        child: int | None = None
         if egress is not None:
-            import socket  # only here: it costs guard run's start-up ~10 ms
+            from guard.sandbox.namespaces import socket_pair  # not the socket module's cost
 
-            self._channel, child = socket.socketpair()
-            passed.append(child.fileno())
-            listen = (egress.port, child.fileno())
+            self._channel, child = socket_pair()
+            passed.append(child)
+            listen = (egress.port, child)
         argv = helper_command(plan, command, status_fd=status_w, abi=abi if confined else 0,
                               announce=announce, go_fd=go_r, isolate=isolate,
                               walls=plan.mode == "plan", listen=listen)  # fmt: skip
@@ -489,13 +534,13 @@ class _Helper:
             os.close(self._status_r)
             os.close(self._go_w)
             if self._channel is not None:
-                self._channel.close()
+                os.close(self._channel)
             raise SandboxError(f"cannot start the sandbox helper: {exc.strerror}") from exc
         finally:
             os.close(status_w)
             os.close(go_r)
             if child is not None:
-                child.close()
+                os.close(child)
 
     def go(self) -> None:
         """Let the helper confine itself and exec the command; raise unless it did."""
@@ -538,9 +583,9 @@ class _Helper:
 
             channel, self._channel = self._channel, None
             try:
-                listener = receive_fd(channel.fileno())
+                listener = receive_fd(channel)
             finally:
-                channel.close()
+                os.close(channel)
             if listener is None:
                 self.proc.kill()
                 self.proc.wait()
@@ -555,7 +600,7 @@ class _Helper:
     def abandon(self) -> None:
         """A helper that never got the go: close its pipes (it exits, nothing started)."""
         if self._channel is not None:
-            self._channel.close()
+            os.close(self._channel)
             self._channel = None
         if self._gone:
             return
