@@ -33,6 +33,7 @@ command against guard's hook command and against ``guard run``.
 
     python benchmarks/confine.py [--runs 200] [--peer-runs 40] [--rounds 5]
     python benchmarks/confine.py --quick     # 60 runs, 20 of the peers, 2 rounds
+    python benchmarks/confine.py --against DIR   # DIR's guard run rows too, then the ratios
 """
 
 from __future__ import annotations

@@ -750,3 +750,32 @@ def test_a_write_at_the_commands_first_instant_is_seen_and_undone(
     assert status == 0
     assert any(getattr(v, "path", "") == str(target) for v in seen), seen
     assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("connect", [True, False], ids=["connected", "never connected"])
+def test_the_egress_proxy_serves_from_the_first_connection_and_closes_its_listener(
+    tree: Tree, connect: bool
+) -> None:
+    """guard run's egress proxy only polls its listener until a connection comes (no
+    socket module, no accept loop for a command that never connects); a connection is
+    answered, and a listener never served is closed by close()."""
+    import errno
+    import socket
+
+    proxy = supervise.Proxy("plan", str(tree.worktree), None)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    fd = listener.detach()
+    proxy.start(fd)
+    try:
+        if connect:
+            with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+                request = b"GET http://example.invalid/ HTTP/1.1\r\nHost: example.invalid\r\n\r\n"
+                conn.sendall(request)
+                assert conn.recv(12).startswith(b"HTTP/1."), "the proxy did not answer"
+    finally:
+        proxy.close()
+    if not connect:  # never served: the listener is closed by close() itself
+        with pytest.raises(OSError) as gone:
+            os.fstat(fd)
+        assert gone.value.errno == errno.EBADF
