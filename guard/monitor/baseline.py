@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import itertools
 import os
 import secrets
 import shutil
@@ -57,6 +56,7 @@ from guard.monitor.fsops import (
     dir_meta_at,
     hash_fd,
     inode_flags,
+    new_file,
     open_dir_at,
     open_regular,
     reset_dir_meta,
@@ -325,7 +325,7 @@ class Baseline:
         if self.held is not None:
             self.held.put(sha, data)
         # always written afresh: a file already at that name may not hold those bytes
-        fd, tmp = _new_file(str(self.store))
+        fd, tmp = new_file(str(self.store))
         try:
             view = memoryview(data)
             while view:
@@ -577,21 +577,6 @@ class Baseline:
         """Delete the store (guard's own copies, nothing anyone else wrote)."""
         self.close()
         shutil.rmtree(self.store, ignore_errors=True)
-
-
-_NEW = itertools.count()
-
-
-def _new_file(directory: str) -> tuple[int, str]:
-    """A new file in ``directory`` (guard's own store), opened for writing: named by this
-    process and a counter (``O_EXCL``: never one that was there), else by ``mkstemp``.
-    Cheaper than ``mkstemp`` for each of the many small copies phase 1 makes."""
-    name = f"{directory}/.new-{os.getpid()}-{next(_NEW)}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        return os.open(name, flags, 0o600), name
-    except FileExistsError:
-        return tempfile.mkstemp(dir=directory)
 
 
 def _as_set(sig: Sig, e: Entry, owned: bool) -> Sig:

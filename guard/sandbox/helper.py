@@ -62,11 +62,12 @@ if TYPE_CHECKING:
 
     from guard.sandbox import landlock, namespaces, seccomp, terminals
     from guard.sandbox._ffi import libc
-    from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
+    from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, await_go, parse
     from guard.sandbox.helper_dirs import (
         PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
+        makes_directories,
         plan_directory,
         private_tmpdir,
         remove_tree,
@@ -75,11 +76,12 @@ elif __package__:
     from guard.sandbox import _ffi as ctypes
     from guard.sandbox import landlock, namespaces, seccomp, terminals
     from guard.sandbox._ffi import libc
-    from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
+    from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, await_go, parse
     from guard.sandbox.helper_dirs import (
         PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
+        makes_directories,
         plan_directory,
         private_tmpdir,
         remove_tree,
@@ -91,11 +93,12 @@ else:  # imported by run_confined.py: the siblings alone, not the package (start
     import seccomp
     import terminals
     from _ffi import libc
-    from helper_args import NOT_STARTED, USAGE, Args, parse
+    from helper_args import NOT_STARTED, USAGE, Args, await_go, parse
     from helper_dirs import (
         PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
+        makes_directories,
         plan_directory,
         private_tmpdir,
         remove_tree,
@@ -148,9 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"guard confine: {exc}\n{USAGE}", file=sys.stderr)
         return 2
-    if args.go_fd is not None and _makes_directories(args):
+    if args.go_fd is not None and makes_directories(args):
         go, args.go_fd = args.go_fd, None
-        if not _await_go(go):
+        if not await_go(go):
             return NOT_STARTED  # the caller gave up (its monitor did not start): nothing done
     holds: list[PlanDirectoryHold] = []
     try:
@@ -184,52 +187,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _die_of(-code) if code < 0 else code
 
 
-def _makes_directories(args: Args) -> bool:
-    """Whether the helper would create a directory on the host before the command starts
-    (a missing plan directory, a private TMPDIR): then it waits for the go before anything.
-    Otherwise it makes its namespaces and restricts itself at once, and waits for the go
-    just before it starts the command (:func:`_go`): the set-up overlaps its caller's."""
-    if args.private_tmp and not args.namespaces:
-        return True
-    if args.tmpdir is not None and not os.path.isdir(args.tmpdir):
-        return True
-    return not all(os.path.isdir(p) for p in args.plans)
-
-
 def _go(args: Args) -> bool:
     """The last step before the command starts, in the restricted process: wait for the
     caller's go when it is still due (false: no go, the command is not started), then
     announce what is enforced (after the go, so that it follows the caller's own lines)."""
     if args.go_fd is not None:
         go, args.go_fd = args.go_fd, None
-        if not _await_go(go):
+        if not await_go(go):
             return False
     if args.announce is not None and args.enforced is not None:
         # Said here, before exec, so that it comes before anything the command prints.
         for line in landlock.summary_lines(args.enforced):
             print(f"{args.announce}{line}", file=sys.stderr, flush=True)
     return True
-
-
-def _await_go(fd: int) -> bool:
-    """Wait for the caller's go (one byte ``g`` on ``fd``), started early so that this
-    interpreter's start-up and the confinement overlap the caller's (``guard run`` starts
-    its monitor meanwhile). Nothing is created on the host and nothing is run before it;
-    EOF or anything else is a no: the command is not started."""
-    byte = b""
-    while True:
-        try:
-            byte = os.read(fd, 1)
-        except InterruptedError:
-            continue
-        except OSError:
-            pass
-        break
-    try:  # noqa: SIM105 (contextlib would cost start-up time)
-        os.close(fd)
-    except OSError:
-        pass
-    return byte == b"g"
 
 
 def _start(args: Args, holds: Sequence[PlanDirectoryHold] = ()) -> int:

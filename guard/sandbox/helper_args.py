@@ -129,3 +129,24 @@ def parse(argv: Sequence[str]) -> Args:
             raise ValueError(f"unexpected argument {arg!r}")
         i += 1
     raise ValueError("missing '--' before the command")
+
+
+def await_go(fd: int) -> bool:
+    """Wait for the caller's go (one byte ``g`` on ``fd``), started early so that this
+    interpreter's start-up and the confinement overlap the caller's (``guard run`` starts
+    its monitor meanwhile). Nothing is created on the host and nothing is run before it;
+    EOF or anything else is a no: the command is not started."""
+    byte = b""
+    while True:
+        try:
+            byte = os.read(fd, 1)
+        except InterruptedError:
+            continue
+        except OSError:
+            pass
+        break
+    try:  # noqa: SIM105 (contextlib would cost start-up time)
+        os.close(fd)
+    except OSError:
+        pass
+    return byte == b"g"

@@ -762,7 +762,9 @@ def test_the_egress_proxy_serves_from_the_first_connection_and_closes_its_listen
     import errno
     import socket
 
-    proxy = supervise.Proxy("plan", str(tree.worktree), None)
+    from guard.sandbox.run_egress import Proxy
+
+    proxy = Proxy("plan", str(tree.worktree), None)
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     fd = listener.detach()
