@@ -33,6 +33,7 @@ command against guard's hook command and against ``guard run``.
 
     python benchmarks/confine.py [--runs 200] [--peer-runs 40] [--rounds 5]
     python benchmarks/confine.py --quick     # 60 runs, 20 of the peers, 2 rounds
+    python benchmarks/confine.py --against DIR   # DIR's guard run rows too, then the ratios
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class Config:
     #: whether wait4 sees the whole tree's CPU time (bwrap's pid 1 in a PID namespace is
     #: never waited for by bwrap, so what runs inside it is not counted)
     counted: bool = True
+    #: set in this configuration's environment (PYTHONPATH for ``--against``)
+    env: dict[str, str] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
     added: list[float] = field(default_factory=list)
     added_cpu: list[float] = field(default_factory=list)
@@ -192,6 +195,10 @@ def main() -> int:
     ap.add_argument("--peer-runs", type=int, default=40, help="rounds that include the peers")
     ap.add_argument("--rounds", type=int, default=5, help="pairs for the pytest workload")
     ap.add_argument("--quick", action="store_true", help="60 rounds, 20 with peers, 2 pytest")
+    ap.add_argument("--against", type=Path, metavar="DIR",
+                    help="another guard source tree (e.g. `git archive main | tar -x -C DIR`):"
+                         " its guard run rows are measured in the same rounds, and the ratios"
+                         " of this tree's to its are printed last")  # fmt: skip
     args = ap.parse_args()
     if args.quick:
         args.runs, args.peer_runs, args.rounds = min(args.runs, 60), 20, min(args.rounds, 2)
@@ -231,6 +238,12 @@ def main() -> int:
         run = [sys.executable, "-m", "guard", "run", "--agent", "plan", "-q"]
         configs.append(Config("guard run --no-monitor", [*run, "--no-monitor", "--", *TRUE]))
         configs.append(Config("guard run (+ monitor)", [*run, "--", *TRUE]))
+        against = {} if args.against is None else {"PYTHONPATH": str(args.against.resolve())}
+        if against:
+            configs.append(Config("guard run --no-monitor [against]",
+                                  [*run, "--no-monitor", "--", *TRUE], env=against))
+            configs.append(Config("guard run (+ monitor) [against]", [*run, "--", *TRUE],
+                                  env=against))  # fmt: skip
         configs += peers(root, plans, scratch)
         # PYTHONDONTWRITEBYTECODE dropped: as for a user, guard's bytecode cache is written
         # (by the warm-up) and read, not every module compiled again in every run
@@ -240,13 +253,13 @@ def main() -> int:
 
         for c in configs:  # warm caches (.pyc, page cache, npm's module cache)
             for _ in range(3):
-                run_once(c.argv, root, env)
+                run_once(c.argv, root, {**env, **c.env})
         log(f"{args.runs} rounds of a short command ({args.peer_runs} with the peers) ...")
         for i in range(args.runs):
             chosen = [c for c in configs if not c.peer or i < args.peer_runs]
             chosen = chosen[i % len(chosen) :] + chosen[: i % len(chosen)]  # rotate the order
             for c in chosen:
-                c.samples.append(run_once(c.argv, root, env))
+                c.samples.append(run_once(c.argv, root, {**env, **c.env}))
             base = bare.samples[-1]
             for c in chosen:
                 if c is not bare:
@@ -255,7 +268,7 @@ def main() -> int:
 
         for c in configs:
             for _ in range(3):
-                rss = peak_rss(c.argv, root, env, scratch)
+                rss = peak_rss(c.argv, root, {**env, **c.env}, scratch)
                 if rss is not None:
                     c.rss_kib.append(rss)
 
@@ -268,15 +281,19 @@ def main() -> int:
             "guard run --no-monitor": [*run, "--no-monitor", "--", "bash", "-c", pytest_cmd],
             "guard run (+ monitor)": [*run, "--", "bash", "-c", pytest_cmd],
         }
-        for argv in workloads.values():
-            run_once(argv, root, env)
+        if against:
+            workloads["guard run (+ monitor) [against]"] = workloads["guard run (+ monitor)"]
+        envs = {name: {**env, **(against if name.endswith("[against]") else {})}
+                for name in workloads}  # fmt: skip
+        for name, argv in workloads.items():
+            run_once(argv, root, envs[name])
         log(f"{args.rounds} rounds of a 60-test pytest run ...")
         walls: dict[str, list[float]] = {name: [] for name in workloads}
         for r in range(args.rounds):
             names = list(workloads)
             names = names[r % len(names) :] + names[: r % len(names)]
             for name in names:
-                walls[name].append(run_once(workloads[name], root, env).wall)
+                walls[name].append(run_once(workloads[name], root, envs[name]).wall)
 
         load = os.getloadavg()
         print(
@@ -332,6 +349,15 @@ def main() -> int:
         mr = statistics.median(walls["guard run (+ monitor)"])
         print(f"ratio confined / bare, 60-test pytest run: x{mc / mb:.3f}  (goal: <= 1.1);"
               f" guard run (+ monitor) / bare: x{mr / mb:.3f}  (goal: <= 1.1)")
+        if against:
+            ra = statistics.median(walls["guard run (+ monitor) [against]"])
+            old = {name: medians[name + " [against]"] for name in
+                   ("guard run --no-monitor", "guard run (+ monitor)")}  # fmt: skip
+            print(f"against {args.against}: " + "; ".join(
+                f"{name}: {medians[name] * 1e3:.1f} ms added vs {old[name] * 1e3:.1f}"
+                f" (x{medians[name] / old[name]:.2f})"
+                for name in old if old[name] > 0
+            ) + f"; pytest + monitor x{mr / mb:.3f} vs x{ra / mb:.3f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

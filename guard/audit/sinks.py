@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from guard.audit import AuditError
-from guard.audit.logfile import append, append_held, default_log_path
+from guard.audit.logfile import append, append_held, append_many, default_log_path
 from guard.locking import LockTimeout
 from guard.paths import Roots
 
@@ -59,6 +59,28 @@ class AuditLog:
                 raise AuditError(f"{exc}; nor could it be kept aside: {err}") from exc
             raise AuditError(f"{exc}; the verdict is kept in {held} and answered with a deny") \
                 from exc
+
+
+    def write_many(self, records: list[dict[str, Any]], roots: Roots | None = None) -> None:
+        """Append ``records``, in order, in one batch (one lock, one ``write(2)``): all of
+        them are in the log or none is. A log that stays locked keeps each of them in
+        ``<log>.held``, as :meth:`write` does."""
+        if len(records) <= 1 or (self.path is None and roots is None):
+            for record in records:
+                self.write(record, roots)
+            return
+        path = self.path if self.path is not None else default_log_path(roots or Roots.discover())
+        try:
+            append_many(records, path)
+        except AuditError as exc:
+            if not isinstance(exc.__cause__, LockTimeout):
+                raise
+            try:
+                for record in records:
+                    held = append_held(path, record, str(exc.__cause__))
+            except OSError as err:
+                raise AuditError(f"{exc}; nor could they be kept aside: {err}") from exc
+            raise AuditError(f"{exc}; the records are kept in {held}") from exc
 
 
 class MemorySink:

@@ -244,7 +244,9 @@ def _execute(o: RunOptions) -> int:
     if plan.mode == "plan":  # its network is the namespace's loopback and guard's proxy
         policy = o.policy if o.policy is None or o.policy.startswith("builtin:") else (
             os.path.abspath(o.policy))  # fmt: skip
-        egress = supervise.Proxy(o.agent, str(o.worktree or os.getcwd()), policy)
+        from guard.sandbox.run_egress import Proxy
+
+        egress = Proxy(o.agent, str(o.worktree or os.getcwd()), policy)
     status = supervise.run(
         plan,
         o.command,

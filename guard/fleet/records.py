@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
-import socket
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -43,7 +42,7 @@ def identity() -> dict[str, Any]:
             user = pwd.getpwuid(uid).pw_name
         except KeyError:
             user = str(uid)
-        _identity = {"hostname": socket.gethostname(), "user": user, "uid": uid,
+        _identity = {"hostname": os.uname().nodename, "user": user, "uid": uid,
                      "guard_version": __version__}
     return _identity
 

@@ -56,6 +56,7 @@ from guard.monitor.fsops import (
     dir_meta_at,
     hash_fd,
     inode_flags,
+    new_file,
     open_dir_at,
     open_regular,
     reset_dir_meta,
@@ -324,9 +325,17 @@ class Baseline:
         if self.held is not None:
             self.held.put(sha, data)
         # always written afresh: a file already at that name may not hold those bytes
-        fd, tmp = tempfile.mkstemp(dir=self.store)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        fd, tmp = new_file(str(self.store))
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        finally:
+            os.close(fd)
         os.replace(tmp, dest)
         return str(dest)
 

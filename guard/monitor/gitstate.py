@@ -328,7 +328,8 @@ def umask() -> int:
 _CONVERTING = ("filter", "text", "eol", "crlf", "ident", "working-tree-encoding")
 
 
-def converted_paths(worktree: Path) -> set[str]:
+def converted_paths(worktree: Path, index_data: bytes | None = None,
+                    no_index: bool = False) -> set[str]:
     """Tracked files whose working-tree bytes may differ from their blob although git
     calls them clean: a clean/smudge ``filter`` (nbstripout, git-lfs), eol conversion
     (``text``/``eol`` attributes, ``core.autocrlf``), ``ident`` or an encoding.
@@ -336,7 +337,9 @@ def converted_paths(worktree: Path) -> set[str]:
     Restoring such a file from its blob would write the filtered bytes, so the baseline
     reads and copies them instead. Saying too much only costs a read: a file whose bytes
     are its blob is still restored from git. Without any attribute source and without
-    ``core.autocrlf`` (the common case) this costs two short git commands."""
+    ``core.autocrlf`` (the common case) this costs one short git command, two when
+    ``index_data`` (the index's bytes, read already) cannot say that no ``.gitattributes``
+    is tracked (``no_index``: there is no index, so nothing is tracked)."""
     try:
         conf = _run_git(worktree, "config", "-z", "--get-regexp",
                         r"^core\.(autocrlf|attributesfile)$")
@@ -351,7 +354,9 @@ def converted_paths(worktree: Path) -> set[str]:
             settings[key.decode(errors="replace").lower()] = value.strip()
     every = settings.get("core.autocrlf", b"").lower() in (b"true", b"input", b"yes", b"on",
                                                             b"1")
-    if not every and not _attribute_sources(worktree, settings.get("core.attributesfile")):
+    tracked = False if no_index else _tracked_attributes(index_data)
+    if not every and not _attribute_sources(worktree, settings.get("core.attributesfile"),
+                                            tracked):
         return set()
     try:
         out = _run_git(worktree, "ls-files", "-z")
@@ -375,9 +380,25 @@ def converted_paths(worktree: Path) -> set[str]:
     return converted
 
 
-def _attribute_sources(worktree: Path, user: bytes | None) -> bool:
-    """Whether any gitattributes file can apply: a tracked ``.gitattributes`` anywhere,
-    the repository's ``info/attributes``, the user's or the system's."""
+def _tracked_attributes(index_data: bytes | None) -> bool | None:
+    """False when the index's bytes show that no ``.gitattributes`` is tracked: a version
+    2 or 3 index (names written whole) in which the name occurs nowhere, nor the sparse
+    index's extension; None when only git can tell."""
+    if index_data is None or len(index_data) < 12:
+        return None
+    sig, version, _count = _HEAD.unpack_from(index_data, 0)
+    if sig != b"DIRC" or version not in (2, 3):
+        return None
+    if b".gitattributes" in index_data or b"sdir" in index_data:
+        return None
+    return False
+
+
+def _attribute_sources(worktree: Path, user: bytes | None, tracked: bool | None = None
+                       ) -> bool:
+    """Whether any gitattributes file can apply: a tracked ``.gitattributes`` anywhere
+    (``tracked``: known already, else asked of git), the repository's
+    ``info/attributes``, the user's or the system's."""
     if (worktree / ".gitattributes").exists() or (
             worktree / ".git" / "info" / "attributes").exists():
         return True
@@ -386,6 +407,8 @@ def _attribute_sources(worktree: Path, user: bytes | None) -> bool:
     candidates += [os.path.join(xdg, "git", "attributes"), "/etc/gitattributes"]
     if any(os.path.exists(c) for c in candidates):
         return True
+    if tracked is not None:
+        return tracked
     try:
         nested = _run_git(worktree, "ls-files", "-z", "--", ":(glob)**/.gitattributes")
     except GitStateError:

@@ -19,7 +19,6 @@ import contextlib
 import fcntl
 import json
 import os
-import socket
 from pathlib import Path
 
 from guard.audit.chain import KEY_SUBDIR
@@ -98,7 +97,7 @@ class WatchLock:
             os.close(fd)
             raise GuardError(f"cannot lock {path}: {exc.strerror or exc}") from None
         record = {"pid": os.getpid(), "since": since, "session": self.session,
-                  "host": socket.gethostname(), "root": str(root)}
+                  "host": os.uname().nodename, "root": str(root)}
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)

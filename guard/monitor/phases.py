@@ -106,7 +106,7 @@ def prepare(
                     bl.index_data = index_data
                     untrusted = {str(worktree) + "/" + n for n in quick}
                 # filtered files (clean/smudge, eol): their bytes are not their blob's
-                bl.filtered = gitstate.converted_paths(worktree)
+                bl.filtered = gitstate.converted_paths(worktree, index_data, no_index)
             finally:
                 bl.status = gitstate.status_end(worktree, proc)
             untrusted |= bl.filtered

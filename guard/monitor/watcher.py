@@ -567,8 +567,9 @@ class Monitor(_Sink):
         with self._out_lock:
             with self.lock:
                 out, self.state.outbox = self.state.outbox, []
+            if out:  # logged first, in one batch: the log has them before anyone is told
+                self._log([rec.to_json() for rec in out])
             for rec in out:
-                self._log(rec.to_json())
                 cb = self.on_violation if isinstance(rec, Violation) else self.on_notice
                 if cb is not None:
                     if isinstance(rec, Violation):
@@ -577,15 +578,21 @@ class Monitor(_Sink):
                         with contextlib.suppress(Exception):
                             cb(rec)  # type: ignore[arg-type]
 
-    def _log(self, record: dict[str, Any]) -> None:
-        stamp(record, self.guard, session=self.session)
+    def _log(self, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            stamp(record, self.guard, session=self.session)
         try:
-            self.sink.write(record, self.guard.roots)
+            write_many = getattr(self.sink, "write_many", None)
+            if write_many is not None:
+                write_many(records, self.guard.roots)
+            else:
+                for record in records:
+                    self.sink.write(record, self.guard.roots)
             settings = self.guard.audit_settings
             if settings.syslog:  # the shipper (sockets, its spool) loads only when asked for
                 from guard.fleet.syslog import ship
 
-                ship(settings, [record], self.guard.roots.data)  # never waits
+                ship(settings, records, self.guard.roots.data)  # never waits
         except GuardError as exc:
             # never silent: the record is still in memory and on stderr
             print(f"guard: monitor: {exc}", file=sys.stderr)

@@ -8,7 +8,8 @@ confined MCP server; the entry point is the tiny :mod:`guard.sandbox.run_confine
         --plans DIR --private-tmp --devices --namespaces --walls [--write DIR]... \\
         -- bash -c 'COMMAND'
 
-it, in this order: (with ``--go-fd``) waits for its caller's go, touching nothing
+it, in this order: (with ``--go-fd``, when it would create a directory on the host: a
+missing plan directory, a private TMPDIR) waits for its caller's go, touching nothing
 before it; checks the plan directory (:func:`check_plan_directory`: only regular
 files whose every link is in it, else it refuses, naming the file); makes the
 private temporary directory (``--private-tmp``: fresh, at an unpredictable
@@ -23,11 +24,14 @@ for ``$TMPDIR``, brings the loopback up, makes a listener on 127.0.0.1 for guard
 egress proxy and hands it out over a socket pair (``--listen PORT --egress-fd FD``
 to a caller that serves it; ``--egress SPEC``: to this process, which serves it
 from a thread started before the PID namespace), restricts itself (Landlock,
-capability drop, seccomp: the second wall), starts the command and waits: it
+capability drop, seccomp: the second wall), waits for the go when it is still due (so
+that all of this overlaps the caller's own start, ``guard run``'s monitor), starts the
+command and waits: it
 forwards the signals the outer process passes on, reaps orphans, and when the
 command ends it ends, so the kernel ends every process left in the namespace.
 Without ``--namespaces`` (the fallback where the kernel cannot make them) the
-outer process forks the command, which restricts itself and execs.
+outer process forks the command, which restricts itself, waits for a go still due and
+execs.
 
 Either way the outer process forwards the signals it is sent (not those a
 terminal sends the whole foreground group: the command gets its own), waits,
@@ -58,11 +62,12 @@ if TYPE_CHECKING:
 
     from guard.sandbox import landlock, namespaces, seccomp, terminals
     from guard.sandbox._ffi import libc
-    from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
+    from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, await_go, parse
     from guard.sandbox.helper_dirs import (
         PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
+        makes_directories,
         plan_directory,
         private_tmpdir,
         remove_tree,
@@ -71,11 +76,12 @@ elif __package__:
     from guard.sandbox import _ffi as ctypes
     from guard.sandbox import landlock, namespaces, seccomp, terminals
     from guard.sandbox._ffi import libc
-    from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, parse
+    from guard.sandbox.helper_args import NOT_STARTED, USAGE, Args, await_go, parse
     from guard.sandbox.helper_dirs import (
         PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
+        makes_directories,
         plan_directory,
         private_tmpdir,
         remove_tree,
@@ -87,11 +93,12 @@ else:  # imported by run_confined.py: the siblings alone, not the package (start
     import seccomp
     import terminals
     from _ffi import libc
-    from helper_args import NOT_STARTED, USAGE, Args, parse
+    from helper_args import NOT_STARTED, USAGE, Args, await_go, parse
     from helper_dirs import (
         PlanDirectoryHold,
         check_plan_directory,
         fresh_tmpdir,
+        makes_directories,
         plan_directory,
         private_tmpdir,
         remove_tree,
@@ -144,8 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"guard confine: {exc}\n{USAGE}", file=sys.stderr)
         return 2
-    if args.go_fd is not None and not _await_go(args.go_fd):
-        return NOT_STARTED  # the caller gave up (its monitor did not start): nothing done
+    if args.go_fd is not None and makes_directories(args):
+        go, args.go_fd = args.go_fd, None
+        if not await_go(go):
+            return NOT_STARTED  # the caller gave up (its monitor did not start): nothing done
     holds: list[PlanDirectoryHold] = []
     try:
         args.plans = [plan_directory(p) for p in args.plans]
@@ -178,25 +187,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _die_of(-code) if code < 0 else code
 
 
-def _await_go(fd: int) -> bool:
-    """Wait for the caller's go (one byte ``g`` on ``fd``), started early so that this
-    interpreter's start-up overlaps the caller's (``guard run`` starts its monitor
-    meanwhile). Nothing is created, restricted or run before it; EOF or anything else
-    is a no: the command is not started."""
-    byte = b""
-    while True:
-        try:
-            byte = os.read(fd, 1)
-        except InterruptedError:
-            continue
-        except OSError:
-            pass
-        break
-    try:  # noqa: SIM105 (contextlib would cost start-up time)
-        os.close(fd)
-    except OSError:
-        pass
-    return byte == b"g"
+def _go(args: Args) -> bool:
+    """The last step before the command starts, in the restricted process: wait for the
+    caller's go when it is still due (false: no go, the command is not started), then
+    announce what is enforced (after the go, so that it follows the caller's own lines)."""
+    if args.go_fd is not None:
+        go, args.go_fd = args.go_fd, None
+        if not await_go(go):
+            return False
+    if args.announce is not None and args.enforced is not None:
+        # Said here, before exec, so that it comes before anything the command prints.
+        for line in landlock.summary_lines(args.enforced):
+            print(f"{args.announce}{line}", file=sys.stderr, flush=True)
+    return True
 
 
 def _start(args: Args, holds: Sequence[PlanDirectoryHold] = ()) -> int:
@@ -221,11 +224,13 @@ def _start(args: Args, holds: Sequence[PlanDirectoryHold] = ()) -> int:
             code = NOT_STARTED
             try:
                 refused = _restrict(args, [], supervised=supervised)
+                if refused is None and not _go(args):
+                    refused = NOT_STARTED
                 _hand_listener(args)  # before exec: this process becomes the command
                 code = _exec(args) if refused is None else refused
             finally:
                 os._exit(code)
-        for fd in (args.status_fd, args.egress_fd, args.attrs_fd):
+        for fd in (args.status_fd, args.egress_fd, args.attrs_fd, args.go_fd):
             if fd is not None:
                 os.close(fd)
         if channel_attrs is not None:
@@ -278,7 +283,7 @@ def _start(args: Args, holds: Sequence[PlanDirectoryHold] = ()) -> int:
             os._exit(code)
     os.close(fate_w)
     os.close(life_r)
-    for fd in (args.status_fd, args.egress_fd, args.attrs_fd):
+    for fd in (args.status_fd, args.egress_fd, args.attrs_fd, args.go_fd):
         if fd is not None:
             os.close(fd)  # theirs now: a reader sees end of file when they are done
     status = _wait(pid, True)
@@ -414,6 +419,9 @@ def _init(args: Args, masks: list[str], fate_w: int, life_r: int) -> int:
     if code is not None:
         _hand_listener(args)
         return code
+    if not _go(args):
+        _hand_listener(args)
+        return NOT_STARTED
     command = _spawn(args)
     # Only now to the supervisor: its thread, woken to receive it, would compete with the
     # command's start for a CPU. A call the command makes meanwhile waits for it.
@@ -495,12 +503,8 @@ def _restrict(
         return None
     enforcement.hardening = hardening
     enforcement.namespaces = spaces
-    report = enforcement.to_json()
-    _report(args.status_fd, {"ok": True, "stage": "restricted", "enforcement": report})
-    if args.announce is not None:
-        # Said here, before exec, so that it comes before anything the command prints.
-        for line in landlock.summary_lines(report):
-            print(f"{args.announce}{line}", file=sys.stderr, flush=True)
+    args.enforced = enforcement.to_json()
+    _report(args.status_fd, {"ok": True, "stage": "restricted", "enforcement": args.enforced})
     return None
 
 

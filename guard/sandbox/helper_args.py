@@ -40,7 +40,7 @@ USAGE = (
 class Args:
     __slots__ = (
         "abi", "announce", "attrs_fd", "command", "command_missing", "egress", "egress_fd",
-        "filter",
+        "enforced", "filter",
         "go_fd", "hide", "ioctl", "listen", "listener", "namespaces", "plans", "private_tmp",
         "scope",
         "sockets", "status_fd", "tmpdir", "walls", "writable",
@@ -72,6 +72,8 @@ class Args:
         self.command_missing = False
         #: the seccomp filter, assembled before pid 1 is forked (so that it only installs it)
         self.filter: seccomp.Filter | None = None
+        #: what the restriction enforces (its report), announced once the command may start
+        self.enforced: dict[str, object] | None = None
 
 
 #: options whose value is added to a list, kept as a string, or read as a number
@@ -130,3 +132,24 @@ def parse(argv: Sequence[str]) -> Args:
             raise ValueError(f"unexpected argument {arg!r}")
         i += 1
     raise ValueError("missing '--' before the command")
+
+
+def await_go(fd: int) -> bool:
+    """Wait for the caller's go (one byte ``g`` on ``fd``), started early so that this
+    interpreter's start-up and the confinement overlap the caller's (``guard run`` starts
+    its monitor meanwhile). Nothing is created on the host and nothing is run before it;
+    EOF or anything else is a no: the command is not started."""
+    byte = b""
+    while True:
+        try:
+            byte = os.read(fd, 1)
+        except InterruptedError:
+            continue
+        except OSError:
+            pass
+        break
+    try:  # noqa: SIM105 (contextlib would cost start-up time)
+        os.close(fd)
+    except OSError:
+        pass
+    return byte == b"g"

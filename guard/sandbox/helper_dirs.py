@@ -18,6 +18,10 @@ import os
 import stat
 import time
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from guard.sandbox.helper_args import Args
+
 #: Prefix of the private temporary directories ``--private-tmp`` makes.
 TMP_PREFIX = "guard-confined-"
 
@@ -297,3 +301,15 @@ def check_plan_directory(path: str) -> None:
                 f" (cp {names[0]} {names[0]}.copy && mv {names[0]}.copy"
                 f" {names[0]}) or remove it",
             )
+
+
+def makes_directories(args: Args) -> bool:
+    """Whether the helper would create a directory on the host before the command starts
+    (a missing plan directory, a private TMPDIR): then it waits for the go before anything.
+    Otherwise it makes its namespaces and restricts itself at once, and waits for the go
+    just before it starts the command (the helper's ``_go``): the set-up overlaps its caller's."""
+    if args.private_tmp and not args.namespaces:
+        return True
+    if args.tmpdir is not None and not os.path.isdir(args.tmpdir):
+        return True
+    return not all(os.path.isdir(p) for p in args.plans)

@@ -29,7 +29,6 @@ from guard.sandbox import confine, landlock
 from guard.sandbox.roots import CommandNotStarted, SandboxError, SandboxPlan
 
 if TYPE_CHECKING:
-    import socket
     import subprocess
 
 # Signals forwarded to the command. Terminal-generated ones (si_code
@@ -70,27 +69,6 @@ class Egress(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-class Proxy:
-    """guard's egress proxy (:mod:`guard.sandbox.egress_proxy`) as :func:`run` uses it."""
-
-    def __init__(self, agent: str, cwd: str, policy: str | None, source: str = "run") -> None:
-        from guard.sandbox import egress_proxy as egress
-
-        self.port = egress.PROXY_PORT
-        self.env = egress.proxy_env(self.port)
-        self._proxy = egress.EgressProxy(
-            egress.EgressSpec(agent, os.path.abspath(cwd), policy, source)
-        )
-
-    def start(self, listener: int) -> None:
-        import socket
-
-        self._proxy.serve(socket.socket(fileno=listener))
-
-    def close(self) -> None:
-        self._proxy.close()
 
 
 def helper_command(
@@ -406,8 +384,9 @@ def _run(
         mon: _Monitor | None = None
         helper: _Helper | None = None
         try:
-            # The helper's interpreter starts while the monitor does (the other CPU); it
-            # does nothing, the command least of all, until the go below.
+            # The helper's interpreter starts, makes its namespaces and restricts itself
+            # while the monitor starts (the other CPU); the command starts only on the go
+            # below, once the monitor's watch and phase 1 are in place.
             helper = _Helper(plan, command, confined=confined, abi=abi,
                              announce=None if quiet else "guard run: ", isolate=isolate,
                              egress=egress if isolate else None)  # fmt: skip
@@ -466,16 +445,16 @@ class _Helper:
         go_r, self._go_w = os.pipe()
         self._gone = False
         self.egress = egress
-        self._channel: socket.socket | None = None
+        self._channel: int | None = None
         passed = [status_w, go_r]
         listen: tuple[int, int] | None = None
-        child: socket.socket | None = None
+        child: int | None = None
         if egress is not None:
-            import socket  # only here: it costs guard run's start-up ~10 ms
+            from guard.sandbox.namespaces import socket_pair  # not the socket module's cost
 
-            self._channel, child = socket.socketpair()
-            passed.append(child.fileno())
-            listen = (egress.port, child.fileno())
+            self._channel, child = socket_pair()
+            passed.append(child)
+            listen = (egress.port, child)
         argv = helper_command(plan, command, status_fd=status_w, abi=abi if confined else 0,
                               announce=announce, go_fd=go_r, isolate=isolate,
                               walls=plan.mode == "plan", listen=listen)  # fmt: skip
@@ -488,13 +467,13 @@ class _Helper:
             os.close(self._status_r)
             os.close(self._go_w)
             if self._channel is not None:
-                self._channel.close()
+                os.close(self._channel)
             raise SandboxError(f"cannot start the sandbox helper: {exc.strerror}") from exc
         finally:
             os.close(status_w)
             os.close(go_r)
             if child is not None:
-                child.close()
+                os.close(child)
 
     def go(self) -> None:
         """Let the helper confine itself and exec the command; raise unless it did."""
@@ -537,9 +516,9 @@ class _Helper:
 
             channel, self._channel = self._channel, None
             try:
-                listener = receive_fd(channel.fileno())
+                listener = receive_fd(channel)
             finally:
-                channel.close()
+                os.close(channel)
             if listener is None:
                 self.proc.kill()
                 self.proc.wait()
@@ -554,7 +533,7 @@ class _Helper:
     def abandon(self) -> None:
         """A helper that never got the go: close its pipes (it exits, nothing started)."""
         if self._channel is not None:
-            self._channel.close()
+            os.close(self._channel)
             self._channel = None
         if self._gone:
             return

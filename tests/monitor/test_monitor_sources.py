@@ -167,6 +167,48 @@ def test_an_eol_converted_file_is_restored_with_its_working_tree_bytes(
     assert git(wt, "status", "--porcelain", "crlf.txt") == ""
 
 
+def test_a_file_converted_by_a_nested_gitattributes_is_restored_with_its_bytes(
+    wt: Path, start_monitor: Callable[..., Monitor]
+) -> None:
+    """The attributes come from a tracked ``sub/.gitattributes`` (none at the top, none
+    in .git/info): the index names it, so the baseline still asks git which files convert
+    and copies the CRLF bytes; the restore brings them back."""
+    (wt / "sub").mkdir()
+    (wt / "sub" / ".gitattributes").write_text("*.txt text eol=crlf\n")
+    target = wt / "sub" / "crlf.txt"
+    target.write_bytes(b"one\ntwo\n")
+    git(wt, "add", "sub")
+    git(wt, "commit", "-qm", "nested attributes")
+    target.unlink()  # checked out again, as a clone would have it
+    git(wt, "checkout", "--", "sub/crlf.txt")
+    assert target.read_bytes() == b"one\r\ntwo\r\n"
+    assert not (wt / ".gitattributes").exists()
+    assert git(wt, "status", "--porcelain", "sub") == ""
+    m = start_monitor(restore=True)
+    target.write_text("agent\n")
+    wait_for(lambda: any(v.path == str(target) for v in m.violations), "the violation")
+    m.settle()
+    assert target.read_bytes() == b"one\r\ntwo\r\n"
+
+
+def test_the_index_tells_when_no_gitattributes_is_tracked(wt: Path) -> None:
+    """The shortcut that spares a git command: only an index that provably names no
+    .gitattributes says False; one that names it, or one git must read, says None."""
+    from guard.monitor import gitstate
+
+    index = (wt / ".git" / "index").read_bytes()
+    assert b".gitattributes" not in index
+    assert gitstate._tracked_attributes(index) is False
+    assert gitstate._tracked_attributes(None) is None
+    assert gitstate._tracked_attributes(b"DIRC\0\0\0\x04" + index[8:]) is None  # version 4
+    (wt / "deep" / "er").mkdir(parents=True)
+    (wt / "deep" / "er" / ".gitattributes").write_text("* text\n")
+    git(wt, "add", "deep")
+    index = (wt / ".git" / "index").read_bytes()
+    assert gitstate._tracked_attributes(index) is None
+    assert gitstate.converted_paths(wt, index) == gitstate.converted_paths(wt)
+
+
 def test_a_clean_filtered_notebook_is_restored_with_its_outputs(
     wt: Path, start_monitor: Callable[..., Monitor]
 ) -> None:

@@ -158,3 +158,21 @@ def test_the_next_append_removes_a_dead_writers_torn_tail(tmp_path: Path) -> Non
     logfile.append({"i": 1}, log)
     assert log.read_bytes().endswith(b"\n")
     assert [r["i"] for r in logfile.read(log)] == [0, 1]
+
+
+def test_a_sinks_batch_lands_whole_in_order_and_chained(tmp_path: Path) -> None:
+    """AuditLog.write_many (the monitor's flush): the records of a batch follow what was
+    there, in order, each with its place in the chain, as one write would put them."""
+    from guard.audit import verify
+    from guard.audit.chain import load_key
+    from guard.audit.sinks import AuditLog
+
+    log = tmp_path / "audit.jsonl"
+    sink = AuditLog(log)
+    sink.write({"type": "notice", "n": 0})
+    batch = [{"type": "notice", "n": i} for i in range(1, 5)]
+    sink.write_many(batch)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [r["n"] for r in lines] == [0, 1, 2, 3, 4]
+    assert [r["chain_seq"] for r in batch] == [r["chain_seq"] for r in lines[1:]]
+    assert verify.verify(log, load_key()).intact

@@ -630,8 +630,9 @@ def test_the_helper_started_early_never_runs_the_command_without_the_go(
 
 
 def test_the_helper_touches_nothing_before_the_go(tree: Tree, tmp_path: Path) -> None:
-    """Without the go (its pipe closed unwritten) the helper creates nothing (not even the
-    plan directory or the private TMPDIR it was given), restricts nothing, runs nothing."""
+    """Without the go (its pipe closed unwritten) a helper with directories to create (the
+    plan directory, the private TMPDIR it was given) waits for the go before anything: it
+    creates nothing, restricts nothing, runs nothing."""
     from guard.sandbox import confine, helper_args
 
     plans = tree.worktree / ".openoxide" / "other-plans"
@@ -657,3 +658,126 @@ def test_the_helper_touches_nothing_before_the_go(tree: Tree, tmp_path: Path) ->
     os.close(go_w)
     assert proc.wait(timeout=120) == 0
     assert marker.exists() and plans.is_dir()
+
+
+def _status_line(fd: int) -> dict[str, object]:
+    """The helper's next status report (one JSON line), read byte by byte: what follows
+    it stays in the pipe."""
+    import select
+
+    line = b""
+    while not line.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], 120)  # a bound, not a timing
+        assert ready, f"no status report from the helper in 120 s (so far {line!r})"
+        byte = os.read(fd, 1)
+        assert byte, f"the status pipe closed after {line!r}"
+        line += byte
+    report = json.loads(line)
+    assert isinstance(report, dict)
+    return report
+
+
+@pytest.mark.parametrize("isolate", [True, False], ids=["namespaces", "fallback"])
+@pytest.mark.parametrize("go", [True, False], ids=["go", "no go"])
+def test_the_helper_restricts_itself_before_the_go_and_starts_the_command_only_on_it(
+    tree: Tree, isolate: bool, go: bool
+) -> None:
+    """With nothing to create on the host (the plan directory is there), the helper makes
+    its namespaces and restricts itself while its caller starts (it reports the restriction
+    before any go), but the command's first instruction comes only after the go: without
+    it the command never runs."""
+    from guard.sandbox import confine, helper_args
+
+    if isolate and confine.namespaces_unavailable():
+        pytest.skip(f"no namespaces here: {confine.namespaces_unavailable()}")
+    marker = tree.plans / "ran.md"  # a write the restriction allows
+    command = ["sh", "-c", f"touch {marker}"]
+    go_r, go_w = os.pipe()
+    status_r, status_w = os.pipe()
+    fds = ["--go-fd", str(go_r), "--status-fd", str(status_w)]
+    argv = confine.helper_argv(command, plans=[str(tree.plans)], isolate=isolate, extra=fds)
+    proc = subprocess.Popen(argv, pass_fds=(go_r, status_w), cwd=tree.worktree)
+    os.close(go_r)
+    os.close(status_w)
+    try:
+        report = _status_line(status_r)  # before the go
+        assert report.get("ok") and report.get("stage") == "restricted", report
+        assert not marker.exists()  # restricted, not started
+        if go:
+            os.write(go_w, b"g")
+        os.close(go_w)
+        go_w = -1
+        assert proc.wait(timeout=120) == (0 if go else helper_args.NOT_STARTED)
+    finally:
+        if go_w >= 0:
+            os.close(go_w)
+        os.close(status_r)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert marker.exists() == go
+
+
+@pytest.mark.parametrize("what", ["untracked", "tracked"])
+def test_a_write_at_the_commands_first_instant_is_seen_and_undone(
+    tree: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """The attack: the command's very first instruction overwrites a project file (no
+    Landlock, no namespaces: --allow-unconfined, so that the write lands). The helper
+    confines itself early, but the command starts only once the monitor's watch and
+    phase 1 are in place: the write is reported and --restore puts the bytes back (an
+    untracked file's from phase 1's copy, a tracked one's from git)."""
+    from guard.monitor import Monitor
+
+    switches_on(monkeypatch, NO_NAMESPACES)
+    _commit_src(tree)
+    target = tree.worktree / "notes.txt" if what == "untracked" else tree.victim
+    if what == "untracked":
+        target.write_text("my notes\n")
+    before = target.read_bytes()
+    g = Guard.load(worktree=tree.worktree)
+    plan = roots.derive(g, "plan", private_tmp=False)
+    seen: list[object] = []
+
+    def factory() -> Monitor:
+        return Monitor(g, "plan", restore=True, audit_path=tmp_path / "a.jsonl",
+                       on_violation=seen.append, background=True)  # fmt: skip
+
+    status = supervise.run(
+        plan, ["sh", "-c", f"echo changed > {target}"], abi=0, allow_unconfined=True,
+        monitor=factory, err=io.StringIO(),
+    )  # fmt: skip
+    assert status == 0
+    assert any(getattr(v, "path", "") == str(target) for v in seen), seen
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("connect", [True, False], ids=["connected", "never connected"])
+def test_the_egress_proxy_serves_from_the_first_connection_and_closes_its_listener(
+    tree: Tree, connect: bool
+) -> None:
+    """guard run's egress proxy only polls its listener until a connection comes (no
+    socket module, no accept loop for a command that never connects); a connection is
+    answered, and a listener never served is closed by close()."""
+    import errno
+    import socket
+
+    from guard.sandbox.run_egress import Proxy
+
+    proxy = Proxy("plan", str(tree.worktree), None)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    fd = listener.detach()
+    proxy.start(fd)
+    try:
+        if connect:
+            with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+                request = b"GET http://example.invalid/ HTTP/1.1\r\nHost: example.invalid\r\n\r\n"
+                conn.sendall(request)
+                assert conn.recv(12).startswith(b"HTTP/1."), "the proxy did not answer"
+    finally:
+        proxy.close()
+    if not connect:  # never served: the listener is closed by close() itself
+        with pytest.raises(OSError) as gone:
+            os.fstat(fd)
+        assert gone.value.errno == errno.EBADF
