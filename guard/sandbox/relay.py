@@ -46,10 +46,36 @@ FAIL_RULE = "guard.egress: fail closed"
 PROTOCOL_RULE = "guard.egress: protocol"
 
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
+    from typing import Any, NoReturn, Protocol
 
-    from guard.sandbox.egress_proxy import EgressProxy, EgressSpec
     from guard.sandbox.httpwire import Request
+
+    # What this module needs from the proxy that loads it (an EgressSpec, an
+    # EgressProxy), described here so that it does not import the proxy back; type
+    # checking only, like the rest of this block (the helper loads no ``typing``).
+
+    class EgressSettings(Protocol):
+        """What decides the connections: the fields of an ``EgressSpec`` a Decider reads."""
+
+        @property
+        def agent(self) -> str: ...
+        @property
+        def cwd(self) -> str: ...
+        @property
+        def policy(self) -> str | None: ...
+        @property
+        def source(self) -> str: ...
+        @property
+        def audit(self) -> str | None: ...
+
+    class ClientHost(Protocol):
+        """What a Client needs from the proxy serving it (an ``EgressProxy``)."""
+
+        decider_error: str
+
+        def decider(self) -> Decider | None: ...
+        def track(self, s: socket.socket) -> bool: ...
+        def untrack(self, s: socket.socket) -> None: ...
 
 #: Idle seconds before a client connection waiting for its next request is closed.
 CLIENT_IDLE = 300.0
@@ -72,7 +98,7 @@ class Outcome:
 class Decider:
     """The policy side, shared by every connection: egress calls through the gate."""
 
-    def __init__(self, spec: EgressSpec) -> None:
+    def __init__(self, spec: EgressSettings) -> None:
         from pathlib import Path
 
         from guard.audit.sinks import AuditLog
@@ -210,7 +236,7 @@ class Refused(Exception):
 class Client:
     """One client connection: its requests in order, each decided, one upstream at a time."""
 
-    def __init__(self, proxy: EgressProxy, sock: socket.socket) -> None:
+    def __init__(self, proxy: ClientHost, sock: socket.socket) -> None:
         self.proxy = proxy
         self.sock = sock
         self.reader = Reader(sock)
