@@ -50,27 +50,15 @@ if TYPE_CHECKING:
 
     from guard.sandbox.httpwire import Request
 
-    # What this module needs from the proxy that loads it (an EgressSpec, an
-    # EgressProxy), described here so that it does not import the proxy back; type
-    # checking only, like the rest of this block (the helper loads no ``typing``).
+    # what this module uses of the proxy that loads it, so as not to import it back
+    class EgressSettings(Protocol):  # an EgressSpec, as a Decider reads it
+        agent: str
+        cwd: str
+        policy: str | None
+        source: str
+        audit: str | None
 
-    class EgressSettings(Protocol):
-        """What decides the connections: the fields of an ``EgressSpec`` a Decider reads."""
-
-        @property
-        def agent(self) -> str: ...
-        @property
-        def cwd(self) -> str: ...
-        @property
-        def policy(self) -> str | None: ...
-        @property
-        def source(self) -> str: ...
-        @property
-        def audit(self) -> str | None: ...
-
-    class ClientHost(Protocol):
-        """What a Client needs from the proxy serving it (an ``EgressProxy``)."""
-
+    class ClientHost(Protocol):  # an EgressProxy, as a Client uses it
         decider_error: str
 
         def decider(self) -> Decider | None: ...
