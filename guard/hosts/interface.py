@@ -108,6 +108,10 @@ class Host:
     #: the hook transcript it reads at every hook call for results without a decision
     #: (``transcript_path`` in its payload: guard.hooks.missed), False for none
     reads_transcript: bool = False
+    #: the environment variables its parts read while deciding a call (a name, or a
+    #: prefix when it ends in ``_``): the hook client's daemon serves only callers whose
+    #: values equal its own (guard.hooks.hookclient, through :mod:`guard.hosts.hook_env`)
+    environment: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = self.parts - PARTS
