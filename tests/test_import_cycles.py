@@ -6,9 +6,12 @@ anything, so it sees what a run would import, in any order:
 - Every ``import`` statement counts, the ones inside functions too: a cycle that only
   closes at call time is still a cycle (two modules that cannot be understood or moved
   apart), it is just hidden from the interpreter until the call.
-- ``if TYPE_CHECKING:`` blocks do not count: they never run. Only that exact test is
-  skipped: ``if TYPE_CHECKING or __package__:`` (a branch a package import does run) and
-  any other condition that mentions it count like any import.
+- Imports under ``if TYPE_CHECKING:`` count too. They never run, but a module that
+  names another's class in its annotations depends on it all the same (the type
+  checker, a reader and a tool such as import-linter or pydeps follow that edge): two
+  modules that annotate with each other's types are one unit, whatever the interpreter
+  sees. A helper that needs a few members of a higher object describes them as a
+  ``Protocol`` of its own layer instead (e.g. :class:`guard.monitor.view.MonitorView`).
 - ``from pkg import name`` is an edge to ``pkg.name`` when that is a module of guard,
   otherwise to ``pkg``; relative imports are resolved against the importing module.
 - The implicit import of parent packages is not counted: importing ``guard.a.b`` runs
@@ -33,7 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAZY_MARK = "# Lazy imports:"
-#: The ``if`` tests whose body never runs: only these are skipped.
+#: The ``if`` tests whose body never runs: not counted as lazy imports (they are not
+#: run inside a function), but counted in the import map like any other import.
 TYPE_CHECKING_TESTS = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 
 
@@ -76,12 +80,9 @@ def _function_nodes(tree: ast.AST) -> set[int]:
 def _imports(module: str, path: Path, names: dict[str, Path]) -> Iterator[Edge]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    skipped = _type_checking_nodes(tree)
     inside = _function_nodes(tree)
     where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -193,7 +194,7 @@ def lazy_offenders(root: Path) -> list[str]:
     return bad
 
 
-def test_guard_s_import_map_has_no_cycle_counting_imports_inside_functions() -> None:
+def test_guard_s_import_map_has_no_cycle_counting_every_import_statement() -> None:
     _, edges = import_map(ROOT)
     found = cycles(edges)
     assert not found, "import cycles in guard:\n" + "\n".join(describe(g, edges) for g in found)
@@ -216,12 +217,13 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     return tmp_path
 
 
-def test_the_scan_finds_a_cycle_closed_inside_a_function_and_skips_type_checking(
+def test_the_scan_finds_cycles_closed_inside_a_function_or_under_type_checking(
     tmp_path: Path,
 ) -> None:
     """The scanner itself: a cycle hidden in a function is found (the hidden-cycle case
-    this test exists for), and so is one closed in an ``if TYPE_CHECKING or __package__:``
-    branch, which runs on a package import; one that only TYPE_CHECKING closes is not."""
+    this test exists for), and so are one closed in an ``if TYPE_CHECKING or __package__:``
+    branch, which runs on a package import, and one that only ``if TYPE_CHECKING:``
+    closes (an annotation is a dependency too)."""
     root = _tree(tmp_path, {
         "guard/__init__.py": "",
         "guard/a.py": "from guard import b\n",
@@ -236,7 +238,11 @@ def test_the_scan_finds_a_cycle_closed_inside_a_function_and_skips_type_checking
         "guard/p/q.py": "Y = 1\n",
     })  # fmt: skip
     _, edges = import_map(root)
-    assert cycles(edges) == [["guard.a", "guard.b"], ["guard.e", "guard.f"]]
+    assert cycles(edges) == [
+        ["guard.a", "guard.b"], ["guard.c", "guard.d"], ["guard.e", "guard.f"],
+    ]
+    hinted = [e for e in edges["guard.c"] if e.target == "guard.d"]
+    assert hinted and not hinted[0].in_function
     hidden = [e for e in edges["guard.b"] if e.target == "guard.a"]
     assert hidden and hidden[0].in_function
     # guard.p.q's implicit import of guard.p (its parent) is not an edge

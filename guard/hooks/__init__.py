@@ -28,6 +28,7 @@ def adapter_for(host: str) -> HostAdapter:
     """The adapter of ``host``; raises HookInputError for a host guard does not know."""
     known = hosts.get(host)
     if known is not None and known.hooked:
-        return known.adapter()
+        found: HostAdapter = known.part("hook").ADAPTER
+        return found
 
     raise HookInputError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")

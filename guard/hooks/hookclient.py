@@ -29,7 +29,8 @@ peer's uid, and refuses a peer inside guard's confinement
 ``GUARD_HOOK_DAEMON=0`` turns the daemon off.
 """
 
-# Lazy imports: json, socket, fcntl, subprocess, time when needed: hook start-up speed.
+# Lazy imports: json, socket, fcntl, subprocess, time when needed, and the (already loaded)
+# import machinery that reads guard/hosts/hook_env.py: hook start-up speed.
 
 import os
 import stat
@@ -61,15 +62,6 @@ STARTUP_WAIT = 5.0  # seconds to wait for a daemon that is coming up
 ENV_KEYS = ("GUARD_AGENT", "GUARD_POLICY", "GUARD_MISSED_RESTORE")
 #: The client's and the daemon's own switches: they change no decision.
 CLIENT_KEYS = ("GUARD_HOOK_TRACE", "GUARD_HOOK_DAEMON", "GUARD_HOOKD_IDLE")
-#: Variables a decision reads from the deciding process's own environment (where guard's
-#: data and configuration are, which shell and programs a confined command finds, what
-#: the host says of itself, what is loaded into the process), by name and by prefix.
-#: hookd is started by whichever client finds none running, with that client's
-#: environment (an agent's build-mode command can be that client): it serves only
-#: clients whose values of all of these equal its own (:func:`decision_env`), and its
-#: socket is named by them, so each environment has its own daemon.
-SAME_ENV = ("HOME", "TMPDIR", "PATH", "CLAUDE_CODE_ENTRYPOINT")
-SAME_PREFIXES = ("GUARD_", "XDG_", "LD_", "CODEX_", "GEMINI_")
 FINGERPRINTED = (".py", ".toml", ".json", ".typed")
 
 
@@ -136,6 +128,35 @@ def loads(text: str) -> "Any":
 
 # <site>/guard/hooks/hookclient.py -> <site>/guard
 PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
+def _host_env() -> "tuple[tuple[str, ...], tuple[str, ...]]":
+    """(names, prefixes) of the variables the hosts read (guard/hosts/hook_env.py, a
+    module that imports nothing, loaded by its path through its byte-code cache)."""
+    import _frozen_importlib as bootstrap
+    import _frozen_importlib_external as external
+
+    path = os.path.join(PACKAGE, "hosts", "hook_env.py")
+    loader = external.SourceFileLoader("guard_hook_env", path)
+    spec = bootstrap.spec_from_loader(loader.name, loader)
+    if spec is None:  # pragma: no cover - a file loader always has a spec
+        raise ImportError(f"cannot load {path}")
+    table = bootstrap.module_from_spec(spec)
+    loader.exec_module(table)
+    return tuple(table.NAMES), tuple(table.PREFIXES)
+
+
+_HOST_NAMES, _HOST_PREFIXES = _host_env()
+#: Variables a decision reads from the deciding process's own environment (where guard's
+#: data and configuration are, which shell and programs a confined command finds, what
+#: the host says of itself: each host record's ``environment``, what is loaded into the
+#: process), by name and by prefix. hookd is started by whichever client finds none
+#: running, with that client's environment (an agent's build-mode command can be that
+#: client): it serves only clients whose values of all of these equal its own
+#: (:func:`decision_env`), and its socket is named by them, so each environment has its
+#: own daemon.
+SAME_ENV = ("HOME", "TMPDIR", "PATH", *_HOST_NAMES)
+SAME_PREFIXES = ("GUARD_", "XDG_", "LD_", *_HOST_PREFIXES)
 SITE = os.path.dirname(PACKAGE)
 
 # Import guard from this installation, never from another one on sys.path.

@@ -41,11 +41,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from guard.analysis.dialect import Handler
-    from guard.hooks.adapter import HostAdapter
     from guard.importers.common import Draft
     from guard.planning.handover import Gestures
     from guard.replay.model import Reader
-    from guard.setup.host_settings import HostSettings
 
 #: The parts a host package may hold (see the module docstring).
 PARTS = frozenset({
@@ -110,6 +108,10 @@ class Host:
     #: the hook transcript it reads at every hook call for results without a decision
     #: (``transcript_path`` in its payload: guard.hooks.missed), False for none
     reads_transcript: bool = False
+    #: the environment variables its parts read while deciding a call (a name, or a
+    #: prefix when it ends in ``_``): the hook client's daemon serves only callers whose
+    #: values equal its own (guard.hooks.hookclient, through :mod:`guard.hosts.hook_env`)
+    environment: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = self.parts - PARTS
@@ -152,11 +154,6 @@ class Host:
             raise LookupError(f"host {self.name!r} has no {name} part")
         return importlib.import_module(f"{self.package}.{name}")
 
-    def adapter(self) -> HostAdapter:
-        """Its hook adapter."""
-        found: HostAdapter = self.part("hook").ADAPTER
-        return found
-
     def tools(self) -> Mapping[str, Handler]:
         """The tool table of its own dialect."""
         found: Mapping[str, Handler] = self.part("tool_table").TOOLS
@@ -177,14 +174,6 @@ class Host:
         if "gestures" not in self.parts:
             return None
         found: Gestures = self.part("gestures").GESTURES
-        return found
-
-    def settings(self) -> HostSettings | None:
-        """What ``guard install`` and ``guard doctor`` do for it beyond the common settings
-        file, None when nothing."""
-        if "settings" not in self.parts:
-            return None
-        found: HostSettings = self.part("settings").SETTINGS
         return found
 
     def planning_hooks(self) -> tuple[tuple[str, str | None], ...]:

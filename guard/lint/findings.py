@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from guard.lint.rule_context import LintContext
 
 DOCS_BASE = "docs/rules"  # relative to the repository root
 
@@ -28,9 +23,6 @@ class Level(enum.StrEnum):
 
 _RANK = {Level.OFF: 0, Level.NOTE: 1, Level.WARNING: 2, Level.ERROR: 3}
 
-Check = Callable[["LintContext"], Iterable["Finding"]]
-
-
 @dataclass(frozen=True, slots=True)
 class Rule:
     """One lint rule: a stable code, a name, a default level and its documentation."""
@@ -43,7 +35,6 @@ class Rule:
     bad: str  # an example that triggers it (policy TOML)
     fix: str  # how to fix it
     good: str = ""  # the fixed example
-    check: Check | None = field(default=None, compare=False, repr=False)
 
     @property
     def help_uri(self) -> str:
@@ -100,7 +91,8 @@ class Report:
         }
 
 
-#: Every rule by code, in catalog order. Filled by :mod:`guard.lint.rules`.
+#: Every rule by code, in catalog order. Filled by :mod:`guard.lint.rules` through
+#: :func:`guard.lint.checks.rule`, which also binds each rule's check.
 RULES: dict[str, Rule] = {}
 
 
@@ -110,22 +102,3 @@ def register(rule: Rule) -> Rule:
     RULES[rule.code] = rule
     return rule
 
-
-def rule(
-    code: str,
-    name: str,
-    level: Level,
-    summary: str,
-    *,
-    why: str,
-    bad: str,
-    fix: str,
-    good: str = "",
-) -> Callable[[Check], Check]:
-    """Register the decorated function as the check of a new rule."""
-
-    def deco(fn: Check) -> Check:
-        register(Rule(code, name, level, summary, why, bad, fix, good, fn))
-        return fn
-
-    return deco

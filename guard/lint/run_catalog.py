@@ -8,6 +8,7 @@ from pathlib import Path
 
 from guard.effects import GuardError
 from guard.lint import rules as _rules  # noqa: F401  (registers the catalog)
+from guard.lint.checks import CHECKS
 from guard.lint.config import LintConfig, LintConfigError, parse_config
 from guard.lint.findings import RULES, Finding, Level, Report
 from guard.lint.rule_context import LintContext
@@ -80,10 +81,11 @@ def lint_file(target: str, config: LintConfig | None = None) -> list[Finding]:
     ctx = LintContext(loaded, target)
     found: list[Finding] = []
     for code, r in RULES.items():
-        if r.check is None or config.level(code) is Level.OFF:
+        check = CHECKS.get(code)
+        if check is None or config.level(code) is Level.OFF:
             continue
         try:
-            found.extend(r.check(ctx))
+            found.extend(check(ctx))
         except Exception as exc:  # a crashing rule must not pass silently
             raise GuardError(
                 f"{target}: lint rule {code} ({r.name}) failed: {type(exc).__name__}: {exc};"

@@ -25,14 +25,14 @@ if TYPE_CHECKING:
 
     from guard.monitor.inotify import WatchLimit
     from guard.monitor.shared import MonitorState
-    from guard.monitor.watcher import Monitor
+    from guard.monitor.view import MonitorView
 
 #: the per-user watch limit, and a user namespace's own (both apply)
 WATCH_LIMITS = (("fs.inotify.max_user_watches", Path("/proc/sys/fs/inotify/max_user_watches")),
                 ("user.max_inotify_watches", Path("/proc/sys/user/max_inotify_watches")))
 
 
-def start_observer(m: Monitor) -> None:
+def start_observer(m: MonitorView) -> None:
     """Choose the backend (the choice is the monitor's first notice) and start it."""
     m.backend = choose(m.roots, m.backend_wanted)
     if m.backend.backend == "fanotify":

@@ -26,14 +26,16 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from guard.monitor.identity import identity
+from guard.monitor.fsops import identity
 
 if TYPE_CHECKING:
-    from guard.monitor.watcher import Monitor
+    from guard.monitor.events import Violation
+    from guard.monitor.fanotify import Choice
+    from guard.monitor.shared import MonitorState
 
-__all__ = ["IDLE", "Barrier", "settle", "sync"]
+__all__ = ["IDLE", "Barrier", "Syncable", "settle", "sync"]
 
 #: how long ``sync`` waits for its marker while no event at all is being handled
 IDLE = 10.0
@@ -107,7 +109,22 @@ class Barrier:
             return False
 
 
-def sync(m: Monitor, timeout: float) -> bool:
+class Syncable(Protocol):
+    """What :func:`sync` and :func:`settle` use of a Monitor (a part of
+    :class:`guard.monitor.view.MonitorView`, described here because that view
+    names :class:`Barrier`)."""
+
+    barrier: Barrier
+    state: MonitorState
+    backend: Choice | None
+
+    def notify(self, event: str, message: str) -> None: ...
+    def flush(self) -> None: ...
+    def check_roots(self) -> list[Violation]: ...
+    def reconcile(self, reason: str = ...) -> list[Violation]: ...
+
+
+def sync(m: Syncable, timeout: float) -> bool:
     """See :meth:`Monitor.sync`."""
     b, obs = m.barrier, m.state.observer
     if obs is None or m.state.stop.is_set() or b.directory is None:
@@ -158,7 +175,7 @@ def sync(m: Monitor, timeout: float) -> bool:
     return False
 
 
-def settle(m: Monitor, timeout: float) -> bool:
+def settle(m: Syncable, timeout: float) -> bool:
     """See :meth:`Monitor.settle`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -20,7 +20,8 @@ This module holds :class:`Baseline`: taking each path's record (reading and
 copying a file's content), answering what a path held, and putting a path back.
 It does not hold the per-path records and errors (:mod:`guard.monitor.entries`),
 the walk and the hashing (:mod:`guard.monitor.treeread`), or the order in which
-the baseline is taken before and while the command runs (:mod:`guard.monitor.phases`).
+the baseline is taken before and while the command runs (:mod:`guard.monitor.phases`,
+which builds a :class:`Baseline`; :func:`guard.monitor.phases.take` takes both at once).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from guard.monitor import gitstate, phases
+from guard.monitor import gitstate
 from guard.monitor.entries import (
     DEFAULT_SIZE_CAP,
     BaselineError,
@@ -120,23 +121,6 @@ class Baseline:
     held: HeldStore | None = None
     #: .git -> the snapshot of its object database, once taken (restoring.take_snapshots)
     snapshots: dict[str, ObjectSnapshot] = field(default_factory=dict)
-
-    @classmethod
-    def take(
-        cls,
-        roots: list[Path],
-        *,
-        store: Path,
-        worktree: Path | None,
-        ignore: Callable[[str], bool],
-        size_cap: int = DEFAULT_SIZE_CAP,
-        progress: Progress | None = None,
-    ) -> Baseline:
-        """Both phases at once, nothing changing meanwhile (see :mod:`guard.monitor.phases`)."""
-        bl = phases.prepare(cls, roots, store=store, worktree=worktree, ignore=ignore,
-                            size_cap=size_cap, progress=progress)
-        phases.complete(bl, set)
-        return bl
 
     def record(
         self, path: str, st: os.stat_result, meta: str, pfd: int | None, name: str,

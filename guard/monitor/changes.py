@@ -29,12 +29,12 @@ from guard.monitor.restoring import touched as objects_touched
 
 if TYPE_CHECKING:
     from guard.monitor.shared import MonitorState
-    from guard.monitor.watcher import Monitor
+    from guard.monitor.view import MonitorView
 
 _MISSING = object()
 
 
-def path_sig(m: Monitor, path: str) -> Sig | None:
+def path_sig(m: MonitorView, path: str) -> Sig | None:
     """The path's signature, reached without following symlinks (directories: with meta)."""
     try:
         st = m.anchor.lstat(path)
@@ -65,7 +65,7 @@ def _in_quarantined(state: MonitorState, path: str) -> bool:
 
 
 def change(
-    m: Monitor,
+    m: MonitorView,
     path: str,
     kind: EffectKind,
     event: str,
@@ -93,7 +93,7 @@ def change(
     return v
 
 
-def _shut(m: Monitor, path: str) -> bool:
+def _shut(m: MonitorView, path: str) -> bool:
     try:
         m.anchor.lstat(path)
     except PermissionError:
@@ -104,7 +104,7 @@ def _shut(m: Monitor, path: str) -> bool:
 
 
 def _change_locked(
-    m: Monitor, path: str, kind: EffectKind, event: str, detail: str, cur: Sig | None,
+    m: MonitorView, path: str, kind: EffectKind, event: str, detail: str, cur: Sig | None,
     *, force: bool, adopted: bool,
 ) -> Violation | None:
     if path.startswith(m.state_prefixes) or path in m.ignored_tops:
@@ -184,7 +184,7 @@ def _change_locked(
 
 
 def _state_change(
-    m: Monitor, path: str, kind: EffectKind, event: str, detail: str
+    m: MonitorView, path: str, kind: EffectKind, event: str, detail: str
 ) -> Violation | None:
     """A change to guard's own state: never quarantined, restored or decided by the
     agent's policy. Other guard processes write there; a writer inside the guarded
@@ -207,7 +207,7 @@ def _state_change(
     return v
 
 
-def _object_change(m: Monitor, path: str, kind: EffectKind, event: str) -> Violation | None:
+def _object_change(m: MonitorView, path: str, kind: EffectKind, event: str) -> Violation | None:
     """A loose object in ``.git/objects`` changed. Objects are content-addressed and
     never rewritten by git, so a change to one that holds the baseline of a file is
     an attack on the restore: the files it backs are copied into the store now (when
@@ -252,7 +252,7 @@ def _object_change(m: Monitor, path: str, kind: EffectKind, event: str) -> Viola
     return v
 
 
-def _origin_fields(m: Monitor, path: str, event: str) -> dict[str, Any]:
+def _origin_fields(m: MonitorView, path: str, event: str) -> dict[str, Any]:
     """The writer of the event behind a violation (fanotify); a scan cannot know it."""
     origin = None if event.startswith("reconcile:") else m.state.origins.get(path)
     return origin.fields() if origin is not None else dict(NO_ORIGIN)

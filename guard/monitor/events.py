@@ -14,7 +14,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from guard.effects import EffectKind
 
@@ -35,8 +35,9 @@ def plan_ancestors(plans: str, roots: list[Path]) -> set[str]:
     return out
 
 
-class _Sink:
-    """What the handler calls: the monitor's event entry point."""
+class _Sink(Protocol):
+    """What the handler calls: the monitor's event entry point (a Monitor, or anything
+    with its ``on_fs_event``)."""
 
     def on_fs_event(self, ev: FileSystemEvent) -> None:  # pragma: no cover - overridden
         raise NotImplementedError

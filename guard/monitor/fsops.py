@@ -27,6 +27,7 @@ import struct
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 _CHUNK = 1 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -69,6 +70,12 @@ class Identity:
     @classmethod
     def of(cls, st: os.stat_result) -> Identity:
         return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def identity(path: Path) -> tuple[int, int]:
+    """(device, inode) of ``path`` itself (a symlink is not followed)."""
+    st = os.lstat(path)
+    return st.st_dev, st.st_ino
 
 
 def open_dir_at(dirfd: int, name: str) -> int:

@@ -24,19 +24,13 @@ from guard.audit import logfile
 from guard.effects import Effect, EffectKind, GuardError
 from guard.monitor.attribution import NO_ORIGIN
 from guard.monitor.events import Violation, _is_under
-from guard.monitor.fsops import open_dir_at
+from guard.monitor.fsops import identity, open_dir_at
 
 if TYPE_CHECKING:
-    from guard.monitor.watcher import Monitor
+    from guard.monitor.view import MonitorView
 
 
-def identity(path: Path) -> tuple[int, int]:
-    """(device, inode) of ``path`` itself (a symlink is not followed)."""
-    st = os.lstat(path)
-    return st.st_dev, st.st_ino
-
-
-def check_roots(m: Monitor) -> list[Violation]:
+def check_roots(m: MonitorView) -> list[Violation]:
     """Is every root path still the tree the monitor holds? A root renamed away,
     replaced (a copy put in its place) or removed is a violation of its own,
     reported once per state. Restores keep going into the tree held by descriptor;
@@ -45,7 +39,7 @@ def check_roots(m: Monitor) -> list[Violation]:
         return _check_roots(m)
 
 
-def _check_roots(m: Monitor) -> list[Violation]:
+def _check_roots(m: MonitorView) -> list[Violation]:
     found: list[Violation] = []
     for root, ident in m.state.root_ids.items():
         try:
@@ -116,7 +110,7 @@ def _renameat2(src: str, dst: str, flags: int) -> None:
         raise OSError(err, os.strerror(err), src, None, dst)
 
 
-def carry_plans(m: Monitor, root: str, copy: str) -> list[str]:
+def carry_plans(m: MonitorView, root: str, copy: str) -> list[str]:
     """The plan files in the directory that stood at ``root`` (``copy`` now), written there
     by the agent as its policy allows, are written into the tree put back: a plan is
     never lost to the swap (the copy, with them, still goes into quarantine). Only
@@ -177,7 +171,7 @@ def _read_regular(dfd: int, name: str, cap: int) -> tuple[bytes, int] | None:
         os.close(fd)
 
 
-def _read_regular_path(m: Monitor, path: str, cap: int) -> bytes | None:
+def _read_regular_path(m: MonitorView, path: str, cap: int) -> bytes | None:
     try:
         pfd, name = m.anchor.parent(path)
     except OSError:
@@ -189,7 +183,7 @@ def _read_regular_path(m: Monitor, path: str, cap: int) -> bytes | None:
     return None if found is None else found[0]
 
 
-def _recover(m: Monitor, root: str, ident: tuple[int, int], now: tuple[int, int] | None,
+def _recover(m: MonitorView, root: str, ident: tuple[int, int], now: tuple[int, int] | None,
              where: str) -> str:
     """Put the watched tree back at ``root``; returns what was done (the violation's action)."""
     meta = {"agent": m.agent, "event": "root-replaced", "rule": "monitor:worktree-identity",

@@ -26,10 +26,10 @@ from guard.monitor.events import CHANGES, early_names
 
 if TYPE_CHECKING:
     from guard.monitor.shared import MonitorState
-    from guard.monitor.watcher import Monitor
+    from guard.monitor.view import MonitorView
 
 
-def trouble(m: Monitor, kind: str, message: str) -> None:
+def trouble(m: MonitorView, kind: str, message: str) -> None:
     """Called on watchdog's reader thread: note it, wake the reconciler at once."""
     if kind in ("overflow", "lost"):
         which = m.backend.backend if m.backend is not None else "inotify"
@@ -50,7 +50,7 @@ def trouble(m: Monitor, kind: str, message: str) -> None:
     m.flush()
 
 
-def lost_event(m: Monitor) -> None:
+def lost_event(m: MonitorView) -> None:
     """Events were lost (an overflow, or one event fanotify could not name): counted
     each time, on the reader thread, before any later event is handled. The
     baseline's walk trusts no event since phase 1 once this moved (phases.py)."""
@@ -58,12 +58,12 @@ def lost_event(m: Monitor) -> None:
         m.events_lost += 1
 
 
-def on_fan_event(m: Monitor, ev: FileSystemEvent, origin: Origin) -> None:
+def on_fan_event(m: MonitorView, ev: FileSystemEvent, origin: Origin) -> None:
     remember_origin(m.state, ev, origin)
     m.on_fs_event(ev)
 
 
-def on_fs_event(m: Monitor, ev: FileSystemEvent) -> None:
+def on_fs_event(m: MonitorView, ev: FileSystemEvent) -> None:
     src = os.fsdecode(ev.src_path)
     b = m.barrier
     if ev.event_type == "created" and not ev.is_directory and b.is_marker(src):
@@ -76,7 +76,7 @@ def on_fs_event(m: Monitor, ev: FileSystemEvent) -> None:
         b.handled += 1
 
 
-def _handle(m: Monitor, ev: FileSystemEvent, src: str) -> None:
+def _handle(m: MonitorView, ev: FileSystemEvent, src: str) -> None:
     if m.state.stop.is_set():
         return
     try:

@@ -35,17 +35,14 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from guard.monitor import gitstate
+from guard.monitor.baseline import Baseline
 from guard.monitor.entries import DEFAULT_SIZE_CAP, Entry, Progress, Sig
 from guard.monitor.fsops import Anchor, dir_meta
 from guard.monitor.gitstate import IndexEntry
 from guard.monitor.heldstore import HeldStore
 from guard.monitor.treeread import walk, walk_dir
-
-if TYPE_CHECKING:
-    from guard.monitor.baseline import Baseline
 
 IGNORED = "ignored by git: never copied, so it cannot be restored"
 
@@ -238,6 +235,22 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
         _settle_early(bl, early, mismatch, unlisted)
         _check_blobs(bl, early)
     s.seconds = time.perf_counter() - bl.started
+
+
+def take(
+    roots: list[Path],
+    *,
+    store: Path,
+    worktree: Path | None,
+    ignore: Callable[[str], bool],
+    size_cap: int = DEFAULT_SIZE_CAP,
+    progress: Progress | None = None,
+) -> Baseline:
+    """Both phases at once, nothing changing meanwhile."""
+    bl = prepare(Baseline, roots, store=store, worktree=worktree, ignore=ignore,
+                 size_cap=size_cap, progress=progress)
+    complete(bl, set)
+    return bl
 
 
 def _settle_early(

@@ -36,20 +36,20 @@ from guard.monitor.fsops import Unsafe
 from guard.monitor.objsnap import ObjectSnapshot
 
 if TYPE_CHECKING:
-    from guard.monitor.watcher import Monitor
+    from guard.monitor.view import MonitorView
 
 #: restores of a path whose git blob is unavailable, before it is left missing
 BLOB_ATTEMPTS = 5
 
 
-def rel(m: Monitor, path: str) -> str:
+def rel(m: MonitorView, path: str) -> str:
     for root in sorted(m.roots, key=lambda p: -len(str(p))):
         if _is_under(path, str(root)) and path != str(root):
             return os.path.relpath(path, root)
     return path.lstrip("/")
 
 
-def quarantine_path(m: Monitor, path: str, meta: dict[str, Any]) -> str:
+def quarantine_path(m: MonitorView, path: str, meta: dict[str, Any]) -> str:
     try:
         slot, dest = m.quarantine.plan(rel(m, path))
     finally:
@@ -62,7 +62,7 @@ def quarantine_path(m: Monitor, path: str, meta: dict[str, Any]) -> str:
 
 
 def act(
-    m: Monitor, path: str, kind: EffectKind, cur: Sig | None, event: str, rule: str, reason: str
+    m: MonitorView, path: str, kind: EffectKind, cur: Sig | None, event: str, rule: str, reason: str
 ) -> str:
     """Quarantine the violating version and put the baseline back. Never deletes."""
     assert m.baseline is not None
@@ -135,7 +135,7 @@ def act(
         return "; ".join([*done, msg])
 
 
-def _restore_tree(m: Monitor, path: str) -> str:
+def _restore_tree(m: MonitorView, path: str) -> str:
     assert m.baseline is not None
     entry = m.baseline.get(path)
     assert entry is not None
@@ -155,7 +155,7 @@ def _restore_tree(m: Monitor, path: str) -> str:
     return f"directory restored with {count} entries from the baseline"
 
 
-def take_snapshots(m: Monitor) -> None:
+def take_snapshots(m: MonitorView) -> None:
     """Snapshot each watched repository's ``.git/objects`` into the baseline store."""
     for i, root in enumerate(m.roots):
         g = str(root / ".git")
@@ -176,7 +176,7 @@ def take_snapshots(m: Monitor) -> None:
                  " or checksum")
 
 
-def touched(m: Monitor, path: str) -> bool:
+def touched(m: MonitorView, path: str) -> bool:
     """An event at or under a snapshotted ``.git/objects``: wake the reconciler when a
     file the snapshot holds is gone or changed there. True when ``path`` is such a file
     and holds what git wrote (the monitor's own restore): nothing to report."""
@@ -192,7 +192,7 @@ def touched(m: Monitor, path: str) -> bool:
     return False
 
 
-def repair(m: Monitor, event: str, *, retry: bool = False) -> list[Violation]:
+def repair(m: MonitorView, event: str, *, retry: bool = False) -> list[Violation]:
     """Put back every snapshotted file of ``.git/objects`` that is gone or damaged
     (``retry``: those that could not be put back before too)."""
     found: list[Violation] = []

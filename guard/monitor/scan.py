@@ -21,14 +21,14 @@ from guard.monitor.restoring import repair, take_snapshots
 from guard.monitor.treeread import walk
 
 if TYPE_CHECKING:
-    from guard.monitor.watcher import Monitor
+    from guard.monitor.view import MonitorView
 
 _MISSING = object()
 #: how long a scan waits for the events queued before its differences are decided
 SYNC_WAIT = 30.0
 
 
-def reconcile(m: Monitor, reason: str) -> list[Violation]:
+def reconcile(m: MonitorView, reason: str) -> list[Violation]:
     """Scan the trees against the last consistent state (stat, then hash).
 
     Returns the violations the scan found.
@@ -106,7 +106,7 @@ def reconcile(m: Monitor, reason: str) -> list[Violation]:
 
 
 
-def _gone(m: Monitor, path: str) -> bool:
+def _gone(m: MonitorView, path: str) -> bool:
     """Whether ``path`` is gone; not known (False) while a directory on its way is shut."""
     try:
         return m.anchor.lstat(path) is None
@@ -114,7 +114,7 @@ def _gone(m: Monitor, path: str) -> bool:
         return False
 
 
-def begin_baseline(m: Monitor, t0: float) -> None:
+def begin_baseline(m: MonitorView, t0: float) -> None:
     """Phase 1 of the baseline (the caller's command waits for it), then phase 2 on a
     thread of its own (``m.background``) or at once. See :mod:`guard.monitor.phases`."""
     try:
@@ -150,13 +150,13 @@ def begin_baseline(m: Monitor, t0: float) -> None:
             raise
 
 
-def _early_paths(m: Monitor) -> set[str]:
+def _early_paths(m: MonitorView) -> set[str]:
     m.sync()
     with m.lock:
         return set(m.state.early)
 
 
-def finish_baseline(m: Monitor, t0: float) -> None:
+def finish_baseline(m: MonitorView, t0: float) -> None:
     """Phase 2, then the changes made meanwhile, then the reconciler and settler.
 
     Phase 2 runs at the process's own priority. A lower one (``SCHED_IDLE``, a nice
@@ -211,7 +211,7 @@ def finish_baseline(m: Monitor, t0: float) -> None:
         m.baseline_done.set()
 
 
-def _not_restorable(m: Monitor, bl: Baseline) -> None:
+def _not_restorable(m: MonitorView, bl: Baseline) -> None:
     if bl.held is not None and bl.held.refused:
         m.notify("not-held", f"{bl.held.refused} baseline copies are over the held store's"
                              f" limit of {bl.held.limit:,} bytes: they are kept on disk only"
@@ -235,7 +235,7 @@ def _not_restorable(m: Monitor, bl: Baseline) -> None:
             )
 
 
-def during_baseline(m: Monitor, early: dict[str, str]) -> None:
+def during_baseline(m: MonitorView, early: dict[str, str]) -> None:
     """Changes made while the baseline was taken: never adopted silently.
 
     Each path that changed during the baseline (an inotify event before the
@@ -279,7 +279,7 @@ def during_baseline(m: Monitor, early: dict[str, str]) -> None:
             m.change(path, EffectKind.DELETE if cur is None else EffectKind.WRITE, event)
 
 
-def index_change(m: Monitor, git_dir: str, event: str) -> Violation | None:
+def index_change(m: MonitorView, git_dir: str, event: str) -> Violation | None:
     """``.git/index`` changed: a violation only when what is staged changed."""
     data = read_index(git_dir)
     base, base_digest = m.state.index_base.get(git_dir, (None, ""))
@@ -309,7 +309,7 @@ def index_change(m: Monitor, git_dir: str, event: str) -> Violation | None:
     m.flush()
     return v
 
-def _restore_index(m: Monitor, git_dir: str, data: bytes | None, rule: str, reason: str) -> str:
+def _restore_index(m: MonitorView, git_dir: str, data: bytes | None, rule: str, reason: str) -> str:
     base, digest = m.state.index_base.get(git_dir, (None, ""))
     done: list[str] = []
     try:
@@ -330,7 +330,7 @@ def _restore_index(m: Monitor, git_dir: str, data: bytes | None, rule: str, reas
     return "; ".join(done)
 
 
-def drain_pending(m: Monitor, *, everything: bool = False) -> None:
+def drain_pending(m: MonitorView, *, everything: bool = False) -> None:
     """Act on every pending file that has settled (all of them with ``everything``)."""
     with m.lock:
         paths = list(m.state.pending)

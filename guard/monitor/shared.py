@@ -3,7 +3,9 @@
 A :class:`Monitor <guard.monitor.watcher.Monitor>` makes one :class:`MonitorState`
 and hands itself to the functions in the package's other modules (intake.py,
 changes.py, restoring.py, scan.py, identity.py, barrier.py, backends.py), which
-read and change these fields, and call the monitor's public methods. Every field
+read and change these fields, and call the monitor's public methods: what they use of
+the monitor is listed in :class:`guard.monitor.view.MonitorView`, so that none of them
+imports the monitor's module. Every field
 whose comment says "under ``lock``" is read and written only with ``lock`` held.
 What does not change once the monitor is made (its roots, the paths it ignores,
 its configuration) is a public field of the monitor itself.

@@ -61,9 +61,9 @@ from guard.monitor.events import (
     plan_ancestors,
 )
 from guard.monitor.fanotify import Choice, FanotifyObserver
-from guard.monitor.fsops import Anchor
+from guard.monitor.fsops import Anchor, identity
 from guard.monitor.heldstore import make_undumpable
-from guard.monitor.identity import check_roots, identity
+from guard.monitor.identity import check_roots
 from guard.monitor.intake import lost_event, on_fan_event, on_fs_event, trouble
 from guard.monitor.objsnap import ObjectSnapshot
 from guard.monitor.ownstate import WatchLock, state_paths

@@ -257,7 +257,8 @@ class EgressProxy:
 
     def _client(self, conn: socket.socket) -> None:
         try:
-            _relay().Client(self, conn).run()
+            client: type[relay.Client] = _relay().Client  # typed: checks self fits it
+            client(self, conn).run()
         except Exception:
             pass  # a connection never takes the proxy down; the client sees it close
         finally:
@@ -273,7 +274,8 @@ class EgressProxy:
             if self._decider is None:
                 try:
                     _import_guard()
-                    self._decider = _relay().Decider(self.spec)
+                    new_decider: type[relay.Decider] = _relay().Decider
+                    self._decider = new_decider(self.spec)
                     self.decider_error = ""
                 except Exception as exc:
                     self.decider_error = f"{type(exc).__name__}: {exc}"

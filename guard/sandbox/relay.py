@@ -46,10 +46,24 @@ FAIL_RULE = "guard.egress: fail closed"
 PROTOCOL_RULE = "guard.egress: protocol"
 
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
+    from typing import Any, NoReturn, Protocol
 
-    from guard.sandbox.egress_proxy import EgressProxy, EgressSpec
     from guard.sandbox.httpwire import Request
+
+    # what this module uses of the proxy that loads it, so as not to import it back
+    class EgressSettings(Protocol):  # an EgressSpec, as a Decider reads it
+        agent: str
+        cwd: str
+        policy: str | None
+        source: str
+        audit: str | None
+
+    class ClientHost(Protocol):  # an EgressProxy, as a Client uses it
+        decider_error: str
+
+        def decider(self) -> Decider | None: ...
+        def track(self, s: socket.socket) -> bool: ...
+        def untrack(self, s: socket.socket) -> None: ...
 
 #: Idle seconds before a client connection waiting for its next request is closed.
 CLIENT_IDLE = 300.0
@@ -72,7 +86,7 @@ class Outcome:
 class Decider:
     """The policy side, shared by every connection: egress calls through the gate."""
 
-    def __init__(self, spec: EgressSpec) -> None:
+    def __init__(self, spec: EgressSettings) -> None:
         from pathlib import Path
 
         from guard.audit.sinks import AuditLog
@@ -210,7 +224,7 @@ class Refused(Exception):
 class Client:
     """One client connection: its requests in order, each decided, one upstream at a time."""
 
-    def __init__(self, proxy: EgressProxy, sock: socket.socket) -> None:
+    def __init__(self, proxy: ClientHost, sock: socket.socket) -> None:
         self.proxy = proxy
         self.sock = sock
         self.reader = Reader(sock)

@@ -85,4 +85,8 @@ PLAIN = HostSettings()
 
 def of(host: str) -> HostSettings:
     """The settings of the host called ``host`` (KeyError for a host guard does not know)."""
-    return hosts.by_name(host).settings() or PLAIN
+    known = hosts.by_name(host)
+    if "settings" not in known.parts:
+        return PLAIN
+    found: HostSettings = known.part("settings").SETTINGS
+    return found

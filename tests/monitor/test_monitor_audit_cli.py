@@ -16,7 +16,7 @@ import pytest
 
 from guard.audit import AuditError, logfile
 from guard.decide import Guard
-from guard.monitor import Baseline, Monitor
+from guard.monitor import Monitor, phases
 from guard.paths import Roots
 from tests.monitor.conftest import wait_for
 
@@ -89,7 +89,7 @@ def test_baseline_progress_reaches_the_total_on_a_large_tree(wt: Path, tmp_path:
         for f in range(300):
             (big / f"d{d}" / f"{f}.txt").write_text(str(f))
     calls: list[tuple[str, int, int]] = []
-    bl = Baseline.take(
+    bl = phases.take(
         [wt],
         store=tmp_path / "store",
         worktree=wt,

@@ -24,4 +24,5 @@ HOST = Host(
     parts=frozenset({"hook", "red_team", "gestures", "tool_table", "importer", "transcript"}),
     reads_transcript=True,
     native_version=r"/claude/versions/([0-9][0-9A-Za-z.+-]*)$",
+    environment=("CLAUDE_CODE_ENTRYPOINT",),
 )

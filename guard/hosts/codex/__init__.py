@@ -17,4 +17,5 @@ HOST = Host(
     checklist=Checklist("update_plan", "plan", ("step",)),
     hook_files=(".codex/hooks.json", ".codex/config.toml"),
     parts=frozenset({"hook", "red_team", "gestures", "settings", "tool_table", "transcript"}),
+    environment=("CODEX_",),
 )

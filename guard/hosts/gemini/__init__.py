@@ -25,4 +25,5 @@ HOST = Host(
     checklist=Checklist("write_todos", "todos", ("description",)),
     hook_files=(".gemini/settings.json",),
     parts=frozenset({"hook", "red_team", "gestures", "settings", "tool_table", "transcript"}),
+    environment=("GEMINI_",),
 )

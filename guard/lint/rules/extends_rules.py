@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from guard.effects import Action
-from guard.lint.findings import Finding, Level, rule
+from guard.lint.checks import rule
+from guard.lint.findings import Finding, Level
 from guard.lint.rule_context import PATH_KINDS, LintContext
 from guard.match import PatternError, parse_pattern
 from guard.policy.loader import _parse, locate_line

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from guard.lint.findings import Finding, Level, rule
+from guard.lint.checks import rule
+from guard.lint.findings import Finding, Level
 from guard.lint.rule_context import LintContext
 from guard.lint.rules.pattern_rules import loc_of
 

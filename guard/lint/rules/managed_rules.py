@@ -6,7 +6,8 @@ from collections.abc import Iterable
 
 from guard.decide import LIST_ACTION, Guard
 from guard.effects import Decision, Effect, EffectKind
-from guard.lint.findings import Finding, Level, rule
+from guard.lint.checks import rule
+from guard.lint.findings import Finding, Level
 from guard.lint.rule_context import FAKE_ROOTS, PATH_KINDS, LintContext
 from guard.policy.managed import ManagedLayer, load_managed
 

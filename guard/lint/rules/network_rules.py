@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from guard.effects import Effect
-from guard.lint.findings import Finding, Level, rule
+from guard.lint.checks import rule
+from guard.lint.findings import Finding, Level
 from guard.lint.rule_context import LintContext
 from guard.lint.rules.plan_rules import plan_agents
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from guard.lint.findings import Finding, Level, rule
+from guard.lint.checks import rule
+from guard.lint.findings import Finding, Level
 from guard.lint.rule_context import ALL_KINDS, LISTS, PATH_KINDS, LintContext
 from guard.match import Pattern
 from guard.policy.loader import Loc, never_match_message

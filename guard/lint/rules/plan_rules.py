@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from guard.effects import Decision
-from guard.lint.findings import Finding, Level, rule
+from guard.lint.checks import rule
+from guard.lint.findings import Finding, Level
 from guard.lint.rule_context import LISTS, PLAN_PROBE, PROBES, WRITE_KINDS, LintContext
 from guard.lint.rules.tool_rules import WRITE_TOOLS
 from guard.match import Pattern

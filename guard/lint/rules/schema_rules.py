@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import fields
 
-from guard.lint.findings import Finding, Level, rule
+from guard.lint.checks import rule
+from guard.lint.findings import Finding, Level
 from guard.lint.rule_context import ALL_KINDS, LintContext
 from guard.policy.valid import Agent
 

@@ -6,7 +6,8 @@ import difflib
 from collections.abc import Iterable
 
 from guard.effects import CANONICAL_TOOLS
-from guard.lint.findings import Finding, Level, rule
+from guard.lint.checks import rule
+from guard.lint.findings import Finding, Level
 from guard.lint.rule_context import LintContext
 
 #: Tools whose calls may change files; fine in plan mode only when paths confine writes.
