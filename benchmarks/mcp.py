@@ -9,7 +9,13 @@ the proxied call's time minus its direct twin's: its median and p99 are
 printed, with the CPU time the `guard mcp` process spent per call (Linux), then the
 ratio (proxied / direct wall time of all calls), last.
 
-    .venv/bin/python benchmarks/mcp.py [--calls 500] [--audit all|refusals] [--quick]
+    .venv/bin/python benchmarks/mcp.py [--calls 500] [--audit all|refusals] [--floor] [--quick]
+
+``--floor`` adds a third side to the same interleaved run: the same calls through a bare
+asyncio relay (this script's ``--relay`` mode: each line read with ``json.loads`` and
+written with ``json.dumps``, no policy, no audit), the least any Python stdio proxy adds
+on this machine at this load; its ratio to direct and guard's ratio to it are printed
+before the last line.
 
 ``--quick`` runs 200 calls (well under a minute on a busy machine). ``--wire`` times
 only what the proxy does to the two lines of one call (the request and its answer):
@@ -64,37 +70,74 @@ async def call(session: ClientSession, repo: Path, i: int) -> float:
 
 
 async def compare(
-    direct: StdioServerParameters, proxied: StdioServerParameters, repo: Path, calls: int
-) -> tuple[list[float], list[float], float | None]:
-    """Both connections open at once; each call goes to both, in alternating order, so the
-    two sides see the same machine load (a warm-up of 20 calls each is not counted).
-    Also the CPU time of the `guard mcp` process over the timed calls (None off Linux)."""
+    sides: list[StdioServerParameters], repo: Path, calls: int
+) -> tuple[list[list[float]], float | None]:
+    """All connections open at once (the first direct, the second through `guard mcp`);
+    each call goes to every side, in rotating order, so the sides see the same machine
+    load (a warm-up of 20 calls each is not counted). The latencies of each side, and the
+    CPU time of the `guard mcp` process over the timed calls (None off Linux)."""
     with open(repo.parent / "server.stderr", "a") as errlog:
-        async with (
-            stdio_client(direct, errlog=errlog) as (r1, w1),
-            ClientSession(r1, w1) as s1,
-            stdio_client(proxied, errlog=errlog) as (r2, w2),
-            ClientSession(r2, w2) as s2,
-        ):
-            await s1.initialize()
-            await s2.initialize()
+        async with contextlib.AsyncExitStack() as stack:
+            sessions = []
+            for params in sides:
+                read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                sessions.append(session)
             for i in range(20):
-                await call(s1, repo, i)
-                await call(s2, repo, i)
-            d: list[float] = []
-            p: list[float] = []
+                for session in sessions:
+                    await call(session, repo, i)
+            lat: list[list[float]] = [[] for _ in sessions]
             pid = proxy_pid()
             cpu_before = cpu_seconds(pid)
+            n = len(sessions)
             for i in range(calls):
-                if i % 2:
-                    d.append(await call(s1, repo, i))
-                    p.append(await call(s2, repo, i))
-                else:
-                    p.append(await call(s2, repo, i))
-                    d.append(await call(s1, repo, i))
+                for k in range(n):
+                    side = (i + k) % n if i % 2 else (i - k) % n
+                    lat[side].append(await call(sessions[side], repo, i))
             cpu_after = cpu_seconds(pid)
             cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-            return d, p, cpu
+            return lat, cpu
+
+
+async def relay(argv: list[str]) -> None:
+    """The floor: a bare stdio relay to the server ``argv`` (each line parsed and rendered
+    again with the stdlib's json, nothing checked, nothing recorded)."""
+    import json
+
+    loop = asyncio.get_running_loop()
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    server_in, server_out = proc.stdin, proc.stdout
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+
+    def render(line: bytes) -> bytes:
+        return json.dumps(json.loads(line), separators=(",", ":")).encode() + b"\n"
+
+    def lines(buf: bytearray, data: bytes) -> list[bytes]:
+        buf += data
+        *whole, rest = bytes(buf).split(b"\n")
+        buf[:] = rest
+        return [line for line in whole if line.strip()]
+
+    class Client(asyncio.Protocol):
+        buf = bytearray()
+
+        def data_received(self, data: bytes) -> None:
+            for line in lines(self.buf, data):
+                server_in.write(render(line))
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            server_in.close()
+
+    await loop.connect_read_pipe(Client, sys.stdin)
+    buf = bytearray()
+    while data := await server_out.read(65536):
+        for line in lines(buf, data):
+            out.write(render(line))
+    await proc.wait()
 
 
 def proxy_pid() -> int | None:
@@ -178,7 +221,14 @@ def main() -> None:
     parser.add_argument("--audit", choices=["all", "refusals"], default="all")
     parser.add_argument("--quick", action="store_true", help="200 calls")
     parser.add_argument("--wire", action="store_true", help="time the line handling only")
+    parser.add_argument(
+        "--floor", action="store_true", help="also time a bare Python relay (the floor)"
+    )
+    parser.add_argument("--relay", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.relay:
+        asyncio.run(relay(args.relay))
+        return
     if args.wire:
         wire_cost()
         return
@@ -197,10 +247,19 @@ def main() -> None:
             f" server-filesystem {VERSION}; proxy audit log: {args.audit};"
             f" load average {os.getloadavg()[0]:.2f}"
         )
-        d, p, cpu = asyncio.run(compare(direct, proxied, repo, calls))
+        sides = [direct, proxied]
+        if args.floor:
+            sides.append(StdioServerParameters(
+                command=sys.executable, args=[__file__, "--relay", str(server), str(repo)],
+                cwd=str(repo),
+            ))
+        lat, cpu = asyncio.run(compare(sides, repo, calls))
+    d, p = lat[0], lat[1]
     added = [pi - di for pi, di in zip(p, d, strict=True)]
     print(summary("direct", d))
     print(summary("proxied", p))
+    if args.floor:
+        print(summary("relay", lat[2]))
     print(
         f"added latency per call (proxied minus its direct twin): median"
         f" {statistics.median(added) * 1e6:.0f} µs, p99 {percentile(added, 0.99) * 1e6:.0f} µs,"
@@ -211,6 +270,10 @@ def main() -> None:
             f"guard mcp process CPU time per call (all its threads, clock ticks of"
             f" {1e6 / os.sysconf('SC_CLK_TCK'):.0f} µs): {cpu / calls * 1e6:.0f} µs"
         )
+    if args.floor:
+        r = lat[2]
+        print(f"floor: ratio bare relay/direct {sum(r) / sum(d):.2f}; guard mcp/bare relay"
+              f" {sum(p) / sum(r):.2f}")
     print(f"load average after the run: {os.getloadavg()[0]:.2f}")
     print(f"ratio proxied/direct (wall time of {calls} calls): {sum(p) / sum(d):.2f}")
 
