@@ -355,3 +355,37 @@ def test_attack_the_plan_directory_by_raw_calls_and_a_threads_own_cwd(
         assert out["inside"] == ["0o755", int(before.st_mtime)], out
         after = os.stat(proj.plans)
         assert oct(after.st_mode & 0o7777) == "0o755" and after.st_mtime >= before.st_mtime
+
+
+@pytest.mark.parametrize(("user", "door"), [c for c in RAW_CASES if c[1] != "hook"])
+def test_attack_a_chmod_as_the_commands_first_call_waits_for_the_supervisor(
+    user: str, door: str
+) -> None:
+    """The listener reaches the supervisor only once the command has started: chmod and
+    touch run as the command itself (no shell, no interpreter before them: the call comes
+    in the first microseconds; the hook's rewrite always starts a shell first), three
+    times each, and a shell that makes three at once in
+    the background. Every one is refused and the plan directory keeps its mode and times."""
+    if user != "root":
+        require_unprivileged()
+    fallback = door.endswith("-fallback")
+    for proj in run_project(user):
+        os.chmod(proj.plans, 0o755)
+        before = os.stat(proj.plans)
+        plans = str(proj.plans)
+        kind = door.removesuffix("-fallback")
+        extra = ("-q", "--agent", "plan") if kind == "run" else ()
+        switches = ("no-namespaces",) if fallback and user == "root" else ()
+        burst = f"chmod 0777 {plans} & chmod 0700 {plans} & touch -d @{BACK} {plans} & wait"
+        commands = [["chmod", "0777", plans], ["touch", "-d", f"@{BACK}", plans]] * 3
+        for command in [*commands, ["sh", "-c", burst]]:
+            argv = as_user(user, guard_argv(kind, *extra, "--", *command, switches=switches),
+                           no_user_namespaces=fallback and user != "root")  # fmt: skip
+            proc = subprocess.run(argv, cwd=proj.root, env=proj.env, capture_output=True,
+                                  text=True, timeout=120)  # fmt: skip
+            after = os.stat(proj.plans)
+            assert oct(after.st_mode & 0o7777) == "0o755", (command, proc.stderr)
+            assert after.st_mtime >= before.st_mtime, (command, proc.stderr)
+            if command[0] != "sh":
+                assert proc.returncode == 1, (command, proc.returncode, proc.stderr)
+                assert "Operation not permitted" in proc.stderr, proc.stderr
