@@ -12,6 +12,7 @@ guard can (the control). Run as root and as uid 65534.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,3 +209,63 @@ def test_attack_in_the_fallback_guards_state_can_be_neither_read_nor_locked(door
         before = logs[0].stat().st_size
         assert hook_answer(proj, "ls")["permissionDecision"] == "allow"
         assert logs[0].stat().st_size > before
+
+
+SHARED = """
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+out = {{}}
+def attempt(name, fn):
+    try:
+        res = fn()
+        if isinstance(res, int) and res < 0:
+            raise OSError(ctypes.get_errno(), name)
+        out[name] = "ok"
+    except OSError as exc:
+        out[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+covered = {covered!r}
+out["devices"] = len({{os.stat(p).st_dev for p in covered}})
+for i, path in enumerate(covered):
+    attempt(f"chmod {{i}}", lambda: os.chmod(path, 0o777))
+    attempt(f"mkdir {{i}}", lambda: os.mkdir(os.path.join(path, "planted")))
+    attempt(f"remount rw {{i}}", lambda: libc.mount(None, path.encode(), None,
+                                                   ctypes.c_ulong(0x20 | 0x1000), None))
+    attempt(f"umount {{i}}", lambda: libc.umount2(path.encode(), 2))  # MNT_DETACH
+seen = {{}}
+for path in covered:
+    try:
+        seen[path] = os.listdir(path)
+    except OSError as exc:
+        seen[path] = errno.errorcode[exc.errno]
+out["seen"] = sorted(set(map(str, seen.values())))
+out["modes"] = sorted({{oct(os.stat(p).st_mode & 0o7777) for p in covered}})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_attack_the_one_tmpfs_over_guards_state_is_read_only_from_every_path(
+    proj: Project, door: str
+) -> None:
+    """Guard's hidden state shares one empty tmpfs (one superblock bound over each
+    directory): as its owner (root) a command could chmod it open and plant an entry that
+    would show in every other covered directory. Each is read-only from every path: chmod
+    is EROFS, mkdir fails, it can be neither remounted writable nor unmounted, and every
+    covered directory stays empty and mode 0; on disk guard's directories are unchanged."""
+    hook_answer(proj, "ls")
+    data = data_dir(proj)
+    session = proj.root / ".openoxide" / "sessions"
+    session.mkdir(parents=True, exist_ok=True)
+    chown_tree(proj.base, proj.user)
+    covered = [str(data / name) for name in STATE] + [str(session)]
+    before = {p: (os.stat(p).st_mode, sorted(os.listdir(p))) for p in covered}
+    result = outcome(confined(proj, door, py(SHARED.format(covered=covered))))
+    assert result["devices"] == 1, result  # one superblock: what holds for one holds for all
+    for i in range(len(covered)):
+        assert result[f"chmod {i}"] == "EROFS", result
+        assert result[f"mkdir {i}"] in ("EACCES", "EROFS"), result
+        assert result[f"remount rw {i}"] == "EPERM", result
+        assert result[f"umount {i}"] == "EPERM", result
+    assert result["modes"] == ["0o0"], result
+    assert result["seen"] in (["EACCES"], ["[]"]), result
+    assert {p: (os.stat(p).st_mode, sorted(os.listdir(p))) for p in covered} == before
