@@ -269,3 +269,31 @@ def test_attack_the_one_tmpfs_over_guards_state_is_read_only_from_every_path(
     assert result["modes"] == ["0o0"], result
     assert result["seen"] in (["EACCES"], ["[]"]), result
     assert {p: (os.stat(p).st_mode, sorted(os.listdir(p))) for p in covered} == before
+
+
+def test_the_fallbacks_readable_roots_leave_out_guards_state_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """What Landlock lets a fallback command read: every root but the hidden paths, which a
+    root holding them gives way to the entries around them, level by level; a symlink is
+    never a root (its target, the hidden directory, would be allowed through it)."""
+    from guard.sandbox import terminals
+
+    data = tmp_path / "home" / ".local" / "share" / "openoxide"
+    (data / "keys").mkdir(parents=True)
+    (data / "plans").mkdir()
+    (data / "hosts.json").write_text("{}")
+    (tmp_path / "home" / "notes.txt").write_text("")
+    (tmp_path / "home" / "link").symlink_to(data / "keys")
+    (tmp_path / "other").mkdir()
+    hidden = [str(data / "keys"), str(data / "hosts.json")]
+    roots = terminals._around([str(tmp_path), "/usr"], hidden[0])
+    roots = terminals._around(roots, hidden[1])
+    assert sorted(roots) == sorted([
+        "/usr", str(tmp_path / "other"), str(tmp_path / "home" / "notes.txt"),
+        str(tmp_path / "home" / ".local" / "share" / "openoxide" / "plans"),
+    ]), roots  # fmt: skip
+    assert terminals._around([str(data / "keys")], str(data / "keys")) == []
+    every = terminals.readable_roots(None, hidden)
+    assert not any(r == h or h.startswith(r + "/") for r in every for h in hidden), every
+    assert "/usr" in every and "/etc" in every
