@@ -527,7 +527,7 @@ def _own_terminal_only(args: Args) -> list[str]:
         args.writable.append(own)
         args.ioctl.append(own)
     args.ioctl = [i for i in args.ioctl if i not in gone]
-    return terminals.readable_roots(own)
+    return terminals.readable_roots(own, args.hide)
 
 
 def _unix_sockets(args: Args) -> bool:

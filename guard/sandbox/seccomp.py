@@ -248,6 +248,9 @@ SUPERVISED_TIMES = ("utime", "utimes", "utimensat", "futimesat")
 REFUSED_SUPERVISED = ("userfaultfd",)
 AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
 NETLINK_ROUTE = 0
+#: socket(AF_INET, SOCK_PACKET, ...) is the obsolete spelling of a packet socket: the
+#: kernel makes it an AF_PACKET one (raw frames of every interface in sight)
+SOCK_PACKET, SOCK_TYPE_MASK = 10, 0xF
 #: The socket families a command may make with the walls up: the Internet ones (in the
 #: namespaces they reach the command's own loopback and guard's egress proxy only) and
 #: netlink's routing family (read-only without CAP_NET_ADMIN: ``ip addr``, getaddrinfo's
@@ -416,13 +419,17 @@ def _checks(
 
 
 def _socket_block(unix_sockets: bool) -> list[Insn]:
-    """socket(family, type, protocol): allowed for :data:`INET_FAMILIES`, for
-    ``AF_NETLINK`` with ``NETLINK_ROUTE`` and, with ``unix_sockets``, for ``AF_UNIX``
-    (else EPERM); EAFNOSUPPORT for every other family."""
+    """socket(family, type, protocol): allowed for :data:`INET_FAMILIES` (but ``AF_INET``
+    with ``SOCK_PACKET``, which the kernel makes a packet socket), for ``AF_NETLINK`` with
+    ``NETLINK_ROUTE`` and, with ``unix_sockets``, for ``AF_UNIX`` (else EPERM);
+    EAFNOSUPPORT for every other family."""
     return [
         (_LD_W_ABS, 0, 0, _arg(0)),
-        (_JEQ_K, 6, 0, AF_INET),  # to the ALLOW
-        (_JEQ_K, 5, 0, AF_INET6),
+        (_JEQ_K, 9, 0, AF_INET6),  # to the ALLOW
+        (_JEQ_K, 0, 3, AF_INET),
+        (_LD_W_ABS, 0, 0, _arg(1)),  # its type, without SOCK_NONBLOCK and SOCK_CLOEXEC
+        (_AND_K, 0, 0, SOCK_TYPE_MASK),
+        (_JEQ_K, 6, 5, SOCK_PACKET),  # to EAFNOSUPPORT, else to the ALLOW
         (_JEQ_K, 0, 1, AF_UNIX),
         (_RET_K, 0, 0, RET_ALLOW if unix_sockets else EPERM),
         (_JEQ_K, 0, 3, AF_NETLINK),  # to EAFNOSUPPORT

@@ -21,6 +21,7 @@ import stat
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ctypes
+    from collections.abc import Sequence
     from typing import Any
 elif __package__:  # _ctypes alone: ``import ctypes`` costs the helper ~5 ms of CPU
     from guard.sandbox import _ffi as ctypes
@@ -83,31 +84,61 @@ def is_terminal(st: os.stat_result) -> bool:
         os.makedev(5, 0), os.makedev(5, 2)))  # fmt: skip
 
 
-def readable_roots(own: str | None) -> list[str]:
+def readable_roots(own: str | None, hidden: Sequence[str] = ()) -> list[str]:
     """Without namespaces (the fallback), what Landlock lets the command read when it
     handles reading: every entry of ``/`` but ``/dev``, every entry of ``/dev`` but the
     terminals and ``/dev/pts``, and ``own`` (the command's own terminal, a ``/dev`` path).
     What is left out are the other terminals: the user's other shells and tmux panes
-    cannot be read, nor opened for their settings (a terminal ioctl needs an open file)."""
+    cannot be read, nor opened for their settings (a terminal ioctl needs an open file).
+    Each of ``hidden`` (guard's state, which the namespaces cover) is left out too: no
+    file of it can be opened, so none can be read (the audit key) or locked."""
     roots: list[str] = []
     for base, skip in (("/", ("dev",)), ("/dev", ("pts",))):
-        try:
-            entries = list(os.scandir(base))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name in skip:
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISLNK(st.st_mode) or is_terminal(st):
-                continue  # a link's target is read through its own root
-            roots.append(entry.path)
+        roots += _entries(base, skip, terminals=True)
     if own is not None and own.startswith("/dev/"):
         roots.append(own)
+    for path in hidden:
+        roots = _around(roots, os.path.realpath(path))
     return roots
+
+
+def _entries(base: str, skip: Sequence[str], *, terminals: bool = False) -> list[str]:
+    """The entries of ``base`` but ``skip``, links (a link's target is read through its
+    own root) and, with ``terminals``, terminals; none when it cannot be listed."""
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        if entry.name in skip:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode) or (terminals and is_terminal(st)):
+            continue
+        out.append(entry.path)
+    return out
+
+
+def _around(roots: list[str], target: str) -> list[str]:
+    """``roots`` with ``target`` (a resolved path) and what lies under it left out: a root
+    that holds it gives way to every entry of each directory on the way down but the one
+    leading there (made later, an entry there is not readable: it is left out too)."""
+    out = []
+    for root in roots:
+        if root == target:
+            continue
+        if not target.startswith(root.rstrip("/") + "/"):
+            out.append(root)
+            continue
+        here = root
+        for name in os.path.relpath(target, root).split("/"):
+            out += _entries(here, (name,))
+            here = os.path.join(here, name)
+    return out
 
 
 def private_terminals(own: str | None) -> str | None:

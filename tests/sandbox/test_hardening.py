@@ -552,6 +552,10 @@ _FAMILIES = {
     "netlink-uevent": (16, socket.SOCK_DGRAM, 15),
     "netlink-audit": (16, socket.SOCK_RAW, 9),
     "netlink-sock-diag": (16, socket.SOCK_DGRAM, 4),
+    # the obsolete spelling of a packet socket: family AF_INET, type SOCK_PACKET (10), the
+    # kernel makes it AF_PACKET; with SOCK_NONBLOCK and SOCK_CLOEXEC or'ed into the type
+    "packet-as-inet": (2, 10, 0x0300),
+    "packet-as-inet-flags": (2, 10 | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC, 0x0300),
 }
 
 
@@ -574,6 +578,36 @@ def test_attack_socket_families_outside_the_allowlist_are_refused(
     socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()
     """
     assert walls_probe(tree, body, *extra) == {"ok": True}
+
+
+def test_attack_a_packet_socket_spelled_as_inet_is_refused_by_the_filter_alone() -> None:
+    """socket(AF_INET, SOCK_PACKET) is a packet socket (raw frames of every interface in
+    sight): in a child that keeps root's capabilities (so the kernel's own capability
+    check cannot be what refuses it), the walls' filter by itself refuses it, as it
+    refuses AF_PACKET; an Internet socket of any other type still opens."""
+    if not ROOT:
+        pytest.skip("only root holds the capabilities this test keeps")
+    control = socket.socket(socket.AF_INET, 10, 0x0300)  # without the filter: it opens
+    assert control.family == socket.AF_INET and control.type == 10
+    control.close()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 5
+        try:
+            seccomp.Filter(walls=True, unix_sockets=False).install()
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK).close()
+            for kind in (10, 10 | socket.SOCK_CLOEXEC):
+                try:
+                    socket.socket(socket.AF_INET, kind, 0x0300).close()
+                    code = 3
+                    break
+                except OSError as exc:
+                    code = 0 if exc.errno == errno.EAFNOSUPPORT else 4
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_attack_vsock_port_bound_inside_is_refused(tree: Tree) -> None:

@@ -26,6 +26,8 @@ from sandbox_support import guard_argv, helper_argv, needs_landlock
 from unprivileged import USERS, as_user, require_unprivileged
 from walls_support import DOORS, Project, door_argv, py, run_project
 
+from guard.sandbox import seccomp
+
 pytestmark = needs_landlock
 
 BACK = 946684800  # 2000-01-01
@@ -233,3 +235,157 @@ def test_attack_the_plan_directory_metadata_from_a_command_guard_confines_twice(
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["plans=1", "tmp=0"], (proc.stdout, proc.stderr)
     assert oct(os.stat(root_proj.plans).st_mode & 0o777) == "0o755"
+
+
+# Raw system calls a C library does not make for chmod or touch, and a thread whose cwd is
+# its own (unshare(CLONE_FS)): the supervisor must name the file as the kernel would.
+RAW = """
+import ctypes, errno, json, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+NR = {numbers!r}
+plans = {plans!r}
+out = {{}}
+
+def sc(name, *args):
+    if NR.get(name) is None:
+        return  # not on this machine
+    res = libc.syscall(ctypes.c_long(NR[name]), *args)
+    if res < 0:
+        raise OSError(ctypes.get_errno(), name)
+
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except OSError as exc:
+        out[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+
+C = ctypes.c_long
+opath = os.open(plans, os.O_PATH | os.O_DIRECTORY)
+rdonly = os.open(plans, os.O_RDONLY | os.O_DIRECTORY)
+parent = os.open(os.path.dirname(plans), os.O_PATH | os.O_DIRECTORY)
+ts = (ctypes.c_long * 4)({back}, 0, {back}, 0)  # timespec[2] and timeval[2] alike
+EMPTY = 0x1000  # AT_EMPTY_PATH
+attempt("fchmodat2 empty path", lambda: sc("fchmodat2", C(opath), b"", C(0o777), C(EMPTY)))
+attempt("fchmodat2 nofollow", lambda: sc("fchmodat2", C(parent), b"plans", C(0o777), C(0x100)))
+attempt("fchmodat plans/", lambda: sc("fchmodat", C(parent), b"plans/", C(0o777), C(0)))
+attempt("fchmod O_PATH", lambda: sc("fchmod", C(opath), C(0o777)))
+attempt("chmod /proc/thread-self/fd", lambda: os.chmod(f"/proc/thread-self/fd/{{opath}}", 0o777))
+attempt("chmod //plans//", lambda: os.chmod("//" + plans.lstrip("/") + "//", 0o777))
+attempt("utimensat empty path", lambda: sc("utimensat", C(opath), b"", ts, C(EMPTY)))
+attempt("utimensat fd NULL", lambda: sc("utimensat", C(rdonly), None, ts, C(0)))
+attempt("futimesat dirfd", lambda: sc("futimesat", C(parent), b"plans", ts))
+attempt("utime", lambda: sc("utime", plans.encode(), ts))
+attempt("utimes", lambda: sc("utimes", plans.encode(), ts))
+
+def own_cwd(where, name, fn):
+    def run():
+        if libc.unshare(0x200) != 0:  # CLONE_FS: this thread's cwd is its own
+            out[name] = "unshare " + errno.errorcode[ctypes.get_errno()]
+            return
+        os.chdir(where)
+        attempt(name, fn)
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+
+own_cwd(plans, "thread cwd chmod .", lambda: os.chmod(".", 0o777))
+own_cwd(plans, "thread cwd utime .", lambda: os.utime(".", ({back}, {back})))
+# the process's cwd holds a decoy named plans; the thread's is the plan directory's parent
+tmp = os.environ["TMPDIR"]
+os.mkdir(os.path.join(tmp, "plans"), 0o700)
+os.chdir(tmp)
+own_cwd(os.path.dirname(plans), "thread cwd chmod plans", lambda: os.chmod("plans", 0o777))
+attempt("decoy chmod", lambda: os.chmod("plans", 0o755))
+st = os.stat(plans)
+out["inside"] = [oct(st.st_mode & 0o7777), int(st.st_mtime)]
+print(json.dumps(out), flush=True)
+"""
+_COL = 0 if seccomp.machine() == "x86_64" else 1
+NUMBERS = {name: nrs[_COL] for name, nrs in seccomp.NUMBERS.items()}
+RAW_REFUSED = (
+    "fchmodat2 empty path", "fchmodat2 nofollow", "fchmodat plans/", "fchmod O_PATH",
+    "chmod /proc/thread-self/fd", "chmod //plans//", "utimensat empty path",
+    "utimensat fd NULL", "futimesat dirfd", "utime", "utimes", "thread cwd chmod .",
+    "thread cwd utime .", "thread cwd chmod plans",
+)  # fmt: skip
+
+
+#: (user, front door): the hook's rewrite, guard run in plan mode and guard confine, in the
+#: namespaces and in the Landlock-only fallback (root: guard's test switch; uid 65534: a
+#: user namespace whose limit is 0, for real)
+RAW_CASES = [(user, door) for user in USERS for door in ("hook", "run", "confine")] + [
+    (user, door) for user in USERS for door in ("run-fallback", "confine-fallback")
+]
+
+
+@pytest.mark.parametrize(("user", "door"), RAW_CASES)
+def test_attack_the_plan_directory_by_raw_calls_and_a_threads_own_cwd(
+    user: str, door: str
+) -> None:
+    """fchmodat2 and utimensat with AT_EMPTY_PATH on an O_PATH descriptor, futimesat, the
+    old utime and utimes calls, /proc/thread-self/fd, and a thread with a cwd of its own
+    (in the plan directory, or in its parent while the process's cwd holds a decoy named
+    the same): every one is refused (EPERM) and the plan directory keeps its mode and
+    times, seen inside and from outside; the decoy's chmod works (the control)."""
+    if user != "root":
+        require_unprivileged()
+    fallback = door.endswith("-fallback")
+    for proj in run_project(user):
+        os.chmod(proj.plans, 0o755)
+        before = os.stat(proj.plans)
+        source = RAW.format(plans=str(proj.plans), back=BACK, numbers=NUMBERS)
+        command = py(source)
+        if door == "hook":
+            argv = door_argv(proj, "hook", command)
+        else:
+            kind = door.removesuffix("-fallback")
+            extra = ("-q", "--agent", "plan") if kind == "run" else ()
+            switches = ("no-namespaces",) if fallback and user == "root" else ()
+            argv = as_user(user, guard_argv(kind, *extra, "--", "bash", "-c", command,
+                                            switches=switches),
+                           no_user_namespaces=fallback and user != "root")  # fmt: skip
+        proc = subprocess.run(argv, cwd=proj.root, env=proj.env, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        assert ("Landlock-only fallback" in proc.stderr) == fallback, proc.stderr
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert {k: out[k] for k in RAW_REFUSED} == dict.fromkeys(RAW_REFUSED, "EPERM"), out
+        assert out["decoy chmod"] == "ok", out
+        assert out["inside"] == ["0o755", int(before.st_mtime)], out
+        after = os.stat(proj.plans)
+        assert oct(after.st_mode & 0o7777) == "0o755" and after.st_mtime >= before.st_mtime
+
+
+@pytest.mark.parametrize(("user", "door"), [c for c in RAW_CASES if c[1] != "hook"])
+def test_attack_a_chmod_as_the_commands_first_call_waits_for_the_supervisor(
+    user: str, door: str
+) -> None:
+    """The listener reaches the supervisor only once the command has started: chmod and
+    touch run as the command itself (no shell, no interpreter before them: the call comes
+    in the first microseconds; the hook's rewrite always starts a shell first), three
+    times each, and a shell that makes three at once in
+    the background. Every one is refused and the plan directory keeps its mode and times."""
+    if user != "root":
+        require_unprivileged()
+    fallback = door.endswith("-fallback")
+    for proj in run_project(user):
+        os.chmod(proj.plans, 0o755)
+        before = os.stat(proj.plans)
+        plans = str(proj.plans)
+        kind = door.removesuffix("-fallback")
+        extra = ("-q", "--agent", "plan") if kind == "run" else ()
+        switches = ("no-namespaces",) if fallback and user == "root" else ()
+        burst = f"chmod 0777 {plans} & chmod 0700 {plans} & touch -d @{BACK} {plans} & wait"
+        commands = [["chmod", "0777", plans], ["touch", "-d", f"@{BACK}", plans]] * 3
+        for command in [*commands, ["sh", "-c", burst]]:
+            argv = as_user(user, guard_argv(kind, *extra, "--", *command, switches=switches),
+                           no_user_namespaces=fallback and user != "root")  # fmt: skip
+            proc = subprocess.run(argv, cwd=proj.root, env=proj.env, capture_output=True,
+                                  text=True, timeout=120)  # fmt: skip
+            after = os.stat(proj.plans)
+            assert oct(after.st_mode & 0o7777) == "0o755", (command, proc.stderr)
+            assert after.st_mtime >= before.st_mtime, (command, proc.stderr)
+            if command[0] != "sh":
+                assert proc.returncode == 1, (command, proc.returncode, proc.stderr)
+                assert "Operation not permitted" in proc.stderr, proc.stderr
