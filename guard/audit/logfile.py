@@ -261,7 +261,9 @@ class Appender:
     is one batch through a throwaway appender). The file stays open. Under
     the lock, the path is checked to still name the open file (another writer may
     have rotated it, a session may have been removed): if it does not, the path is
-    opened again. The torn-tail check reads nothing while the file ends where this
+    opened again; that check (one ``lstat``, compared with the device and inode the
+    descriptor had when opened) also gives the size. The torn-tail check reads nothing
+    while the file ends where this
     appender's last write ended. Not thread-safe: one writer thread (or the owner's
     loop) at a time, which :class:`BufferedWriter` guarantees.
 
@@ -273,6 +275,7 @@ class Appender:
         self.path = path
         self.audit = audit
         self._fd = -1
+        self._id = (-1, -1)  # (device, inode) of the open file: fixed while it is open
         self._end = -1  # where the last write of this appender ended (-1: unknown)
         self._head: tuple[int, bytes] = (0, b"")  # the chain's head at _end
         #: (number, MAC, previous MAC) of each line of the last batch written
@@ -309,18 +312,26 @@ class Appender:
             if self._fd < 0:
                 self._fd = self._open()
                 self._end = -1
+                try:
+                    mine = os.fstat(self._fd)
+                except OSError:
+                    self.close()
+                    raise
+                self._id = (mine.st_dev, mine.st_ino)
             fd = self._fd
             locking.flock(fd, f"the audit log {self.path}" if self.audit else str(self.path))
-            mine = os.fstat(fd)
+            # One lstat of the path, under the lock: it still names the open file (an
+            # inode held open is never reused, so the same device and inode are this
+            # file), and then its size is where this batch goes.
             try:
                 st = os.stat(self.path, follow_symlinks=False)
-                moved = (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
+                moved = (st.st_dev, st.st_ino) != self._id
             except FileNotFoundError:
                 moved = True
             if moved:  # rotated or removed while closed or while we waited: open it again
                 self.close()
                 continue
-            size = mine.st_size
+            size = st.st_size
             if self.audit and size != self._end:
                 whole = _whole_records_end(fd, size)
                 if whole != size:

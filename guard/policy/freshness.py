@@ -12,7 +12,8 @@ the roots found again, every file read and compared) costs more than the decisio
 * with no policy named (no ``--policy``, no ``$GUARD_POLICY``) and the built-in
   default in force, ``<worktree>/.openoxide/policy.toml`` appearing loads it;
 * the managed layer is checked as hookd checks it
-  (:func:`guard.policy.managed.unchanged`: nothing to read where there is none);
+  (:func:`guard.policy.managed.unchanged`: ``lstat`` stamps once a read found it
+  unchanged, nothing to read where there is none);
 * a file changed within :data:`RACY_NS` of the last time its content was compared
   could have been rewritten within one tick of the file system's clock, with the same
   size, so its stamp proves nothing: its content is compared as

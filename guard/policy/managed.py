@@ -40,6 +40,7 @@ import errno
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,12 @@ SCOPES = ("all", "plan", "build")
 KINDS = ("read", "write", "delete", "exec", "network")
 MAX_BYTES = 1 << 20
 FIX = "make it root-owned and writable by root alone (chown root:root; chmod go-w)"
+#: How long after a change a stamp is not trusted alone (nanoseconds): longer than the
+#: coarsest timestamp a local file system keeps (FAT: 2 s), as in :mod:`guard.policy.freshness`.
+RACY_NS = 3_000_000_000
+
+#: (device, inode, mode, owner, group, size, mtime, ctime) of a path, None when absent
+Stamp = tuple[int, int, int, int, int, int, int, int] | None
 
 
 class ManagedError(PolicyError):
@@ -357,6 +364,10 @@ class ManagedLayer:
     parts: list[Part]
     read: list[tuple[str, str]]  # (path, text) of every file read, top files first
     tops: int  # how many of them are files of the managed directories
+    #: what :func:`unchanged` last found unchanged by reading: (the directories it read,
+    #: the paths that vouch for it, their stamps taken before the read, when it began)
+    _stamped: tuple[list[tuple[str, bool]], list[str], list[Stamp], int] | None = field(
+        default=None, repr=False, compare=False)
 
     @property
     def pins(self) -> frozenset[str]:
@@ -471,9 +482,75 @@ def load_managed(env: Mapping[str, str] | None = None) -> ManagedLayer | None:
     return ManagedLayer(parts, read, len(tops))
 
 
+def _lstamp(path: str) -> Stamp:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_gid, st.st_size,
+            st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _watched(layer: ManagedLayer, dirs: list[tuple[str, bool]]) -> list[str]:
+    """Every path whose stamp vouches for ``layer``: each managed directory and each file
+    read, with every directory above them up to ``/``."""
+    out: dict[str, None] = {}
+    for path in [d.rstrip("/") or "/" for d, _ in dirs] + [p for p, _ in layer.read]:
+        chain = []
+        while True:
+            chain.append(path)
+            parent = os.path.dirname(path)
+            if parent == path or not parent:
+                break
+            path = parent
+        for p in reversed(chain):
+            out.setdefault(p, None)
+    return list(out)
+
+
+def _stamps(paths: list[str]) -> list[Stamp]:
+    return [_lstamp(p) for p in paths]
+
+
 def unchanged(layer: ManagedLayer | None, env: Mapping[str, str] | None = None) -> bool:
     """Every managed file reads as it did when ``layer`` was loaded, and no file came or
-    went (any error counts as changed: the caller loads again and reports it)."""
+    went (any error counts as changed: the caller loads again and reports it).
+
+    The first check reads every file (:func:`_read_unchanged`). Once that found the layer
+    unchanged, the next checks ``lstat`` what vouches for it (each file read, each managed
+    directory and every directory above them: device, inode, mode, owner, group, size,
+    modification and change time) and read nothing while every stamp is as it was when
+    the files were last read: a file edited, replaced, added or removed, a mode or owner
+    changed, a directory swapped for a symlink, each changes a stamp. A stamp changed
+    within :data:`RACY_NS` of that reading proves nothing (a rewrite of the same size
+    within one tick of the file system's clock keeps it), so the files are read again
+    until the change is older than that.
+    """
+    if layer is None:
+        return _read_unchanged(layer, env)
+    try:
+        dirs = directories(env)
+        known = layer._stamped
+        if known is not None and known[0] == dirs:
+            _, paths, before, verified = known
+            now = _stamps(paths)
+            if now == before:
+                racy = verified - RACY_NS
+                if not any(s is not None and (s[6] >= racy or s[7] >= racy) for s in now):
+                    return True
+        paths = _watched(layer, dirs)
+        began = time.time_ns()
+        before = _stamps(paths)
+    except OSError:
+        return False
+    if not _read_unchanged(layer, env):
+        return False
+    layer._stamped = (dirs, paths, before, began)
+    return True
+
+
+def _read_unchanged(layer: ManagedLayer | None, env: Mapping[str, str] | None) -> bool:
+    """:func:`unchanged` by reading every file (under the trust check) and comparing."""
     try:
         tops = _top_files(env)
         if layer is None:

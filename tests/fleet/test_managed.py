@@ -528,3 +528,66 @@ def test_a_plan_agent_declared_build_cannot_escape_the_managed_plan_rules(
         assert app.read_text() == "print('hi')\n"
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+# -- a long-lived front door notices a managed file changed between two calls -----------
+
+
+def test_attack_managed_file_rewritten_between_two_proxy_calls_is_seen(
+    acme: Managed, lax_repo: Path
+) -> None:
+    """The MCP proxy's freshness check: the managed file is rewritten in place between two
+    calls, to the same length, its mtime put back with utime (so within one tick of the
+    first read). The next call decides with the new text."""
+    from guard.effects import Action, Effect
+    from guard.policy.freshness import PolicyWatch
+
+    watch = PolicyWatch(Guard.load(cwd=lax_repo), lambda: Guard.load(cwd=lax_repo),
+                        discovered=True)
+    write = [Effect.write("src/app.py")]
+    assert watch.current().decide("build", write).action is Action.ALLOW
+    assert watch.current().decide("build", write).action is Action.ALLOW  # stamps now
+    path = acme.dir / "10-acme.toml"
+    st = path.stat()
+    text = ACME.replace('deny = ["secrets/", ".github/workflows/"]',
+                        'deny = ["src/**", ".github/workflows/"]  ')
+    assert len(text) == len(ACME)
+    with open(path, "r+") as fh:
+        fh.write(text)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    d = watch.current().decide("build", write)
+    assert d.action is Action.DENY and "managed.all.write.deny" in d.rule, d
+
+
+def test_managed_stamps_read_nothing_until_a_file_changes(
+    acme: Managed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a read found the layer unchanged, stamps alone vouch for it (stamps older than
+    the racy window); a file replaced (new inode), made group-writable or added is seen."""
+    from guard.policy import managed as m
+
+    reads: list[int] = []
+    real = m._read_unchanged
+
+    def counted(layer: m.ManagedLayer | None, env: object) -> bool:
+        reads.append(1)
+        return real(layer, None)
+
+    monkeypatch.setattr(m, "_read_unchanged", counted)
+    monkeypatch.setattr(m, "RACY_NS", 0)  # every stamp is older than the last read
+    layer = load_managed()
+    assert layer is not None
+    assert m.unchanged(layer) and len(reads) == 1
+    assert m.unchanged(layer) and m.unchanged(layer) and len(reads) == 1
+    acme.write("10-acme.toml", ACME)  # same text, a new file: read again, still unchanged
+    assert m.unchanged(layer) and len(reads) == 2
+    acme.write("10-acme.toml", ACME.replace("secrets/", "secretz/"))  # new file, same size
+    assert not m.unchanged(layer)
+    acme.write("10-acme.toml", ACME)
+    assert m.unchanged(layer)
+    os.chmod(acme.dir / "10-acme.toml", 0o664)
+    assert not m.unchanged(layer)
+    os.chmod(acme.dir / "10-acme.toml", 0o644)
+    assert m.unchanged(layer)
+    acme.write("20-more.toml", 'version = 1\ndescription = "more"\n')
+    assert not m.unchanged(layer)

@@ -139,3 +139,23 @@ def test_drain_on_the_owners_thread_and_the_writer_thread_keep_the_order(tmp_pat
         other.join()
     assert writer.close()
     assert [r["i"] for r in logfile.read(log)] == list(range(3000))
+
+
+def test_an_audit_log_replaced_under_an_appender_gets_the_record_after_its_own_last(
+    tmp_path: Path,
+) -> None:
+    """Another file renamed over the log (longer than the one the appender had open): the
+    appender's batch goes to the file now at the path, after its last record, chained to
+    it (the size comes from the path's lstat once it names the open file)."""
+    log = tmp_path / "audit.jsonl"
+    mine = Appender(log)
+    mine.append(logfile.encode_many([{"n": 1}]))
+    other = tmp_path / "other.jsonl"
+    logfile.append_many([{"n": 10, "pad": "x" * 300}, {"n": 11}], other)
+    os.rename(other, log)
+    mine.append(logfile.encode_many([{"n": 12}]))
+    mine.append(logfile.encode_many([{"n": 13}]))
+    mine.close()
+    assert [json.loads(x)["n"] for x in log.read_bytes().splitlines()] == [10, 11, 12, 13]
+    chained = verify.verify(log, chain.load_key(create=False))
+    assert chained.intact and chained.records == 4, chained.findings[:3]
