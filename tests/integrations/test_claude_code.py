@@ -212,3 +212,30 @@ def test_worktree_guard_mode_picks_the_agent(repo: Path, run_hook: HookRunner) -
     Session.start(repo, "plan", title="hooks")
     assert decision(run_hook("claude-code", p)) == "deny"
     assert decision(run_hook("claude-code", p, extra_env={"GUARD_AGENT": "build"})) == "allow"
+
+
+def test_the_plan_mode_paragraph_goes_with_a_plan_mode_deny_only(
+    repo: Path, run_hook: HookRunner
+) -> None:
+    """Claude Code in its plan mode, a guard plan session open: the Write plan mode refuses
+    names the session's plan file; the web fetch it only asks about and the read it allows
+    carry no plan-mode paragraph."""
+    from guard.planning import Session
+
+    session = Session.start(repo, "plan", title="hooks")
+    assert session.plan_path
+    write = claude_payload(
+        "Write", {"file_path": str(repo / "src/a.py"), "content": ""}, repo, "plan")
+    out = answer_of(run_hook("claude-code", write))["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"
+    assert "You are in plan mode" in out["permissionDecisionReason"]
+    assert session.plan_path in out["permissionDecisionReason"]
+    fetch = claude_payload(
+        "WebFetch", {"url": "https://example.com/", "prompt": "summarise"}, repo, "plan")
+    out = answer_of(run_hook("claude-code", fetch))["hookSpecificOutput"]
+    assert out["permissionDecision"] == "ask"
+    assert "plan mode" not in out["permissionDecisionReason"], out
+    read = claude_payload("Read", {"file_path": str(repo / "src/app.py")}, repo, "plan")
+    out = answer_of(run_hook("claude-code", read))["hookSpecificOutput"]
+    assert out["permissionDecision"] == "allow"
+    assert "plan mode" not in out["permissionDecisionReason"], out

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from guard import hosts
 from guard.setup.install import hook_command
 
 from .conftest import HookRunner, stop_hookd
@@ -70,6 +71,38 @@ def test_each_call_brings_its_own_guard_agent(repo: Path, env: dict[str, str]) -
     wait_for_hookd(repo, {**env, "GUARD_AGENT": "build"}, p)
     assert decision(run_installed(repo, env, p, GUARD_AGENT="plan")) == "deny"
     assert decision(run_installed(repo, env, p, GUARD_AGENT="build")) == "allow"
+
+
+def daemon_pid(proc: subprocess.CompletedProcess[str]) -> int:
+    """The pid of the daemon that answered (the client's trace line), or fail."""
+    marker = "answered by hookd pid "
+    assert marker in proc.stderr, proc.stderr
+    return int(proc.stderr.split(marker, 1)[1].split()[0])
+
+
+def test_each_host_s_environment_reaches_a_daemon_of_its_own(
+    repo: Path, env: dict[str, str]
+) -> None:
+    """Routing by the hosts' environment markers (guard/hosts/hook_env.py): a call made
+    under a host's variables reaches the daemon started under them, never the one a call
+    without them (or another host's) started; the same markers come back to the same
+    daemon, and each decides the plan agent's write as the in-process hook does."""
+    read = claude_payload("Read", {"file_path": str(repo / "src/app.py")}, repo)
+    write = claude_payload("Write", {"file_path": str(repo / "src/n.py"), "content": ""}, repo)
+    markers: dict[str, dict[str, str]] = {"none": {}}
+    for host in hosts.HOSTS:
+        for var in host.environment:  # a prefix stands for any variable under it
+            markers[host.name] = {(var + "SESSION" if var.endswith("_") else var): "1"}
+    assert len(markers) > 2  # some hosts name variables: the check below means something
+    pids: dict[str, int] = {}
+    for name, extra in markers.items():
+        wait_for_hookd(repo, {**env, **extra}, read)
+        pids[name] = daemon_pid(run_installed(repo, {**env, **extra}, read))
+    assert len(set(pids.values())) == len(markers), pids
+    for name, extra in markers.items():
+        again = run_installed(repo, {**env, **extra}, write, GUARD_AGENT="plan")
+        assert daemon_pid(again) == pids[name], name
+        assert decision(again) == "deny", name
 
 
 def test_attack_worktree_policy_rewritten_between_calls_is_used_at_once(

@@ -311,3 +311,37 @@ def test_opencode_answers_allow_confined_with_the_rewritten_args(repo: Path) -> 
     denied = Verdict(VerdictAction.DENY, "no", "r", hook.call, "plan")
     assert json.loads(ADAPTER.answer(denied, hook).stdout) == {"decision": "deny",
                                                                "reason": "guard: no [r]"}
+
+
+# -- every host: a plan session guard cannot read is a refusal ------------------------
+
+#: A read each host's hook sends: allowed in either mode, so only the session can refuse it.
+READS = {
+    "claude-code": lambda repo: claude_payload(
+        "Read", {"file_path": str(repo / "src/app.py")}, repo),
+    "codex": lambda repo: codex_payload("Bash", {"command": "cat src/app.py"}, repo),
+    "gemini": lambda repo: gemini_payload(
+        "read_file", {"file_path": str(repo / "src/app.py")}, repo),
+    "opencode": lambda repo: opencode_payload(
+        "read", {"filePath": str(repo / "src/app.py")}, repo),
+    "cursor": lambda repo: cursor_payload(
+        "beforeShellExecution", repo, command="cat src/app.py", cwd=str(repo)),
+}
+
+
+@pytest.mark.parametrize("host", sorted(READS))
+def test_a_plan_session_whose_file_cannot_be_read_blocks_every_host_s_hook(
+    host: str, repo: Path, run_hook: HookRunner
+) -> None:
+    """Fail closed: the worktree's open plan session has a directory where its file was
+    (unreadable, even to root). Each host's hook, as its own process, refuses the call
+    and names the file, instead of deciding as if no session were open (build)."""
+    from guard.planning import Session
+
+    session = Session.start(repo, "plan", title="unreadable")
+    session.path.unlink()
+    session.path.mkdir()
+    proc = run_hook(host, READS[host](repo))
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stdout == ""
+    assert "cannot read session file" in proc.stderr and session.path.name in proc.stderr
