@@ -25,6 +25,7 @@ import os
 import sys
 from collections.abc import Sequence
 from enum import StrEnum
+from pathlib import Path
 from typing import IO, Any, NoReturn
 
 SCHEMA_VERSION = 1
@@ -261,3 +262,28 @@ def hold_standard_streams() -> None:
                 closefd=False,
             )  # fmt: skip
             setattr(sys, name, stream)
+
+
+def a_directory(value: Path | None) -> Path | None:
+    """The check every -C/--cwd gets: an existing directory, else one line of bad input."""
+    if value is not None and not value.is_dir():
+        from guard.effects import GuardError
+
+        raise GuardError(f"--cwd {value}: not a directory")
+    return value
+
+
+def a_worktree(value: Path | None) -> Path | None:
+    """The check every -w/--worktree gets: an existing directory."""
+    if value is not None and not value.is_dir():
+        from guard.effects import GuardError
+
+        raise GuardError(f"--worktree {value}: not a directory")
+    return value
+
+
+def enter(cwd: Path | None) -> None:
+    """-C DIR for a command that works from the current directory: go to DIR first."""
+    if cwd is not None:
+        a_directory(cwd)
+        os.chdir(cwd)

@@ -9,9 +9,9 @@ import typer
 
 from guard.audit import AuditError, chain, logfile
 from guard.audit import verify as chain_check
-from guard.cli._base import fail_for, print_json, with_schema
+from guard.cli._base import enter, fail_for, print_json, with_schema
 from guard.cli._typer import console
-from guard.cli.options import CwdOpt, JsonOpt, enter
+from guard.cli.options import CwdOpt, JsonOpt
 from guard.paths import Roots
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app

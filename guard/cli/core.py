@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from guard import hosts
-from guard.cli._base import print_json
+from guard.cli._base import a_directory, print_json
 from guard.cli._typer import console
 from guard.cli.explain_view import ExplainOptions, run_explain
 from guard.cli.options import AgentOpt, CwdOpt, JsonOpt, PolicyOpt, WorktreeOpt
@@ -20,7 +20,6 @@ from guard.cli.quick import (
     CheckOptions,
     run_check,
 )
-from guard.effects import GuardError
 from guard.paths import plan_dir
 
 commands = typer.Typer()  # added to guard's application by guard.cli._app
@@ -148,8 +147,7 @@ def plan_dir_cmd(
     Inside a worktree (a .git, .hg, .jj or .svn marker): <worktree>/.openoxide/plans.
     Elsewhere: the user data directory, under a key stable per directory.
     """
-    if cwd is not None and not cwd.is_dir():
-        raise GuardError(f"--cwd {cwd}: not a directory")
+    a_directory(cwd)
     pd = plan_dir(cwd, worktree)
     if as_json:
         print_json(pd.to_json())

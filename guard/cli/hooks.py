@@ -10,10 +10,10 @@ from typing import Any
 import typer
 
 from guard.cli import completion
-from guard.cli._base import print_json, warn
+from guard.cli._base import enter, print_json, warn
 from guard.cli.doctor_view import doctor_tables as doctor_tables
 from guard.cli.doctor_view import run_doctor
-from guard.cli.options import CwdOpt, JsonOpt, enter
+from guard.cli.options import CwdOpt, JsonOpt
 from guard.effects import GuardError, did_you_mean
 from guard.hooks import HOSTS
 from guard.paths import find_worktree, plan_dir

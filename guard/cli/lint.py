@@ -15,7 +15,7 @@ import typer
 from guard.audit import AuditError
 from guard.audit.chain import load_key
 from guard.cli import completion
-from guard.cli._base import with_schema
+from guard.cli._base import a_directory, with_schema
 from guard.cli.options import CwdOpt
 from guard.cli.quick import LintOptions, run_lint
 from guard.effects import GuardError
@@ -190,8 +190,7 @@ def review_command(
             sys.stderr.write(f"\rguard review: {op_id:<30}")
             sys.stderr.flush()
 
-    if cwd is not None and not cwd.is_dir():
-        raise GuardError(f"--cwd {cwd}: not a directory")
+    a_directory(cwd)
     review = run_review(policy, agent, cwd=os.fspath(cwd) if cwd is not None else None,
                         progress=progress, transcripts=transcripts)
     if sys.stderr.isatty():

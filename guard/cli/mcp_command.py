@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from guard.cli._base import a_directory
 from guard.cli.options import CWD_HELP
 from guard.decide import Guard
 from guard.effects import GuardError
@@ -124,8 +125,7 @@ def mcp_command(
             "no server command: put it after `--`, e.g."
             " `guard mcp -- mcp-server-filesystem .` (see `guard mcp --help`)"
         )
-    if not cwd.is_dir():
-        raise GuardError(f"--cwd {cwd}: not a directory")
+    a_directory(cwd)
     if ask_timeout <= 0:
         raise GuardError(f"--ask-timeout {ask_timeout}: must be a positive number of seconds")
     workdir = os.path.realpath(cwd)

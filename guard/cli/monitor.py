@@ -16,9 +16,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from guard.cli._base import print_json, with_schema
+from guard.cli._base import a_worktree, enter, print_json, with_schema
 from guard.cli._typer import console
-from guard.cli.options import CwdOpt, JsonOpt, WorktreeOpt, enter
+from guard.cli.options import CwdOpt, JsonOpt, WorktreeOpt
 from guard.cli.show import print_violation
 from guard.decide import Guard
 from guard.effects import GuardError
@@ -131,8 +131,7 @@ def watch(
     Each violation is printed at once and appended to the audit log. A baseline is taken first (tracked files by their git blob ids, untracked ones copied up to --size-cap). If the event queue overflows, a reconciliation scan finds what was missed; if inotify cannot watch every directory (fs.inotify.max_user_watches), it refuses to start, naming the fixes.
     """  # noqa: E501
     enter(cwd)
-    if worktree is not None and not worktree.is_dir():
-        raise GuardError(f"--worktree {worktree}: not a directory")
+    a_worktree(worktree)
     g = Guard.load(policy, worktree=worktree)
     err = _err()
     out = _out()
@@ -219,8 +218,7 @@ def watch(
 
 def _roots(worktree: Path | None, cwd: Path | None) -> Roots:
     enter(cwd)
-    if worktree is not None and not worktree.is_dir():
-        raise GuardError(f"--worktree {worktree}: not a directory")
+    a_worktree(worktree)
     return Roots.discover(worktree=worktree)
 
 

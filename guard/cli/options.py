@@ -8,13 +8,13 @@ Use them as parameter annotations (``policy: PolicyOpt = None``). Reading
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from guard.cli import completion
+from guard.cli._base import a_directory, a_worktree
 
 AgentOpt = Annotated[
     str,
@@ -43,31 +43,6 @@ WORKTREE_HELP = (
     "The worktree's root. Default: found by its VCS marker (.git, .hg, .jj, .svn) from"
     " --cwd, or from the current directory."
 )
-
-
-def a_directory(value: Path | None) -> Path | None:
-    """The check every -C/--cwd gets: an existing directory, else one line of bad input."""
-    if value is not None and not value.is_dir():
-        from guard.effects import GuardError
-
-        raise GuardError(f"--cwd {value}: not a directory")
-    return value
-
-
-def a_worktree(value: Path | None) -> Path | None:
-    """The check every -w/--worktree gets: an existing directory."""
-    if value is not None and not value.is_dir():
-        from guard.effects import GuardError
-
-        raise GuardError(f"--worktree {value}: not a directory")
-    return value
-
-
-def enter(cwd: Path | None) -> None:
-    """-C DIR for a command that works from the current directory: go to DIR first."""
-    if cwd is not None:
-        a_directory(cwd)
-        os.chdir(cwd)
 
 
 WorktreeOpt = Annotated[

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard.cli._base import read_options, with_schema
+from guard.cli._base import a_directory, read_options, with_schema
 from guard.effects import GuardError
 from guard.planning._vocabulary import Mode, check_session_id, sessions_dir
 from guard.planning.binding import worktrees_of
@@ -71,8 +71,7 @@ def _none_open(cwd: Path) -> GuardError:
 
 
 def resolve_session(cwd: Path, session_id: str | None) -> Session:
-    if not cwd.is_dir():
-        raise GuardError(f"--cwd {cwd}: not a directory")
+    a_directory(cwd)
     if session_id:
         from guard.planning.session import Session
 
@@ -89,8 +88,7 @@ def resolve_session(cwd: Path, session_id: str | None) -> Session:
 def resolve_view(cwd: Path, session_id: str | None) -> StatusView:
     """:func:`resolve_session`'s session as ``guard plan status`` shows it, read without the
     models where the files allow (guard.planning.status_view): the same session and errors."""
-    if not cwd.is_dir():
-        raise GuardError(f"--cwd {cwd}: not a directory")
+    a_directory(cwd)
     if session_id:
         check_session_id(session_id)
         return read_view(sessions_dir(cwd) / f"{session_id}.json")
@@ -142,8 +140,7 @@ def parse_status(args: list[str]) -> tuple[str | None, Path, bool] | None:
 def show_mode(session_id: str | None, cwd: Path) -> None:
     """``guard mode`` without a MODE: the mode here and the agent the hooks use (the
     sessions read without their model: guard.planning.session_file)."""
-    if not cwd.is_dir():
-        raise GuardError(f"--cwd {cwd}: not a directory")
+    a_directory(cwd)
     if session_id:
         check_session_id(session_id)
         path = sessions_dir(cwd) / f"{session_id}.json"

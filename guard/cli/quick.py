@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from guard.ansi import paint
-from guard.cli._base import color_enabled, print_json, read_options, warn
+from guard.cli._base import color_enabled, enter, print_json, read_options, warn
 from guard.cli._io import control_chars, printable, read_json_input
 from guard.effects import Effect, EffectKind, GuardError, ToolCall
 
@@ -265,10 +265,7 @@ def run_lint(o: LintOptions) -> int:
     from guard.lint.formats import FORMATS, PrettyFormatter
     from guard.policy import valid
 
-    if o.cwd is not None:
-        if not o.cwd.is_dir():
-            raise GuardError(f"--cwd {o.cwd}: not a directory")
-        os.chdir(o.cwd)
+    enter(o.cwd)
     if o.config is not None and not o.config.is_file():
         raise GuardError(f"--config {o.config}: no such file")
     cfg = load_pyproject_config(o.config if o.config is not None else find_pyproject(Path.cwd()))

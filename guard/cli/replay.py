@@ -16,11 +16,10 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from guard import hosts
-from guard.cli._base import installed_version, warn
+from guard.cli._base import a_directory, installed_version, warn
 from guard.cli._io import printable
 from guard.cli._typer import console
 from guard.cli.options import AgentOpt, PolicyOpt
-from guard.effects import GuardError
 from guard.plaintext import visible
 from guard.replay.engine import check_host, transcripts
 from guard.replay.engine import replay as run
@@ -109,8 +108,7 @@ def replay(
 ) -> None:
     """Replay transcripts through the gate (see HELP)."""
     check_host(host)  # before any output is written
-    if cwd is not None and not cwd.is_dir():
-        raise GuardError(f"--cwd {cwd}: not a directory")
+    a_directory(cwd)
     if as_json:
         fmt = Format.json
     files = transcripts(paths)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard.cli._base import hold_standard_streams, print_json
+from guard.cli._base import a_worktree, enter, hold_standard_streams, print_json
 from guard.effects import GuardError
 
 if TYPE_CHECKING:
@@ -196,12 +196,8 @@ def execute(o: RunOptions) -> int:
 
     if not o.command and not o.explain:
         raise GuardError("no command given; usage: guard run --agent plan -- COMMAND [ARGS]...")
-    if o.cwd is not None:
-        if not o.cwd.is_dir():
-            raise GuardError(f"--cwd {o.cwd}: not a directory")
-        os.chdir(o.cwd)
-    if o.worktree is not None and not o.worktree.is_dir():
-        raise GuardError(f"--worktree {o.worktree}: not a directory")
+    enter(o.cwd)
+    a_worktree(o.worktree)
     hold_standard_streams()
     if not o.explain:
         confine.probe_early()  # the namespace probe's child runs while the policy loads

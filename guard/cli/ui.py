@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from guard.cli._base import ColorMode, color_mode
+from guard.cli._base import ColorMode, a_directory, color_mode
 from guard.cli.options import HereOpt
 from guard.effects import GuardError
 from guard.ui.state import Cockpit
@@ -46,8 +46,7 @@ def ui_command(
 
     Example: guard ui --cwd ~/src/project
     """
-    if not cwd.is_dir():
-        raise GuardError(f"--cwd {cwd}: not a directory")
+    a_directory(cwd)
     try:
         from guard.ui.app import CockpitApp
     except ImportError as exc:
