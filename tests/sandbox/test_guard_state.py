@@ -66,26 +66,33 @@ def outcome(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
     return result
 
 
-@pytest.mark.parametrize("door", DOORS)
-def test_attack_confined_command_cannot_read_or_lock_guards_state(
-    proj: Project, door: str
-) -> None:
+def plant_state(proj: Project) -> tuple[list[Path], dict[str, str]]:
+    """guard's state as a confined command would find it: a hook call made the audit log
+    and its key, a session holds a lock file, the global fallback has a plan; all owned
+    by the project's user. The audit logs, and the files a command must not lock or read
+    (by name)."""
     hook_answer(proj, "ls")  # a hook call: the audit log and its key exist
     data = data_dir(proj)
     logs = sorted((data / "audit").glob("*.jsonl"))
-    assert logs, "the hook wrote no audit log"
+    assert logs and (data / "keys" / "audit.key").exists(), "the hook wrote no audit log"
     session = proj.root / ".openoxide" / "sessions" / "s1"
     session.mkdir(parents=True)
     (session / "lock").write_text("")
     (data / "plans").mkdir(exist_ok=True)
     (data / "plans" / "global.md").write_text("# plan\n")
     chown_tree(proj.base, proj.user)
-    targets = {
-        "audit_log": str(logs[0]),
-        "audit_key": str(data / "keys" / "audit.key"),
-        "session_lock": str(session / "lock"),
-        **{name: str(data / name) for name in STATE},
-    }
+    targets = {"audit_log": str(logs[0]), "audit_key": str(data / "keys" / "audit.key"),
+               "session_lock": str(session / "lock")}
+    return logs, targets
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_attack_confined_command_cannot_read_or_lock_guards_state(
+    proj: Project, door: str
+) -> None:
+    logs, planted = plant_state(proj)
+    data = data_dir(proj)
+    targets = {**planted, **{name: str(data / name) for name in STATE}}
     control = outcome(bare(proj, lock_probe(targets)))
     assert control["audit_log"] == "locked" and control["session_lock"] == "locked", control
 
@@ -181,18 +188,9 @@ def test_attack_in_the_fallback_guards_state_can_be_neither_read_nor_locked(door
     read or locked; the global fallback's plans (writable) stay in view."""
     require_unprivileged()
     for proj in run_project("nobody"):
-        hook_answer(proj, "ls")  # a hook call: the audit log and its key exist
+        logs, targets = plant_state(proj)
         data = data_dir(proj)
-        logs = sorted((data / "audit").glob("*.jsonl"))
-        assert logs and (data / "keys" / "audit.key").exists()
-        session = proj.root / ".openoxide" / "sessions" / "s1"
-        session.mkdir(parents=True)
-        (session / "lock").write_text("")
-        (data / "plans").mkdir(exist_ok=True)
-        (data / "plans" / "global.md").write_text("# plan\n")
-        chown_tree(proj.base, proj.user)
-        targets = {"audit_log": str(logs[0]), "audit_key": str(data / "keys" / "audit.key"),
-                   "hosts": str(data / "hosts.json"), "session_lock": str(session / "lock")}
+        targets["hosts"] = str(data / "hosts.json")
         key = (data / "keys" / "audit.key").read_bytes()
         control = outcome(bare(proj, lock_probe(targets)))
         assert set(control.values()) == {"locked"}, control  # the attack is real
