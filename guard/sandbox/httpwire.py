@@ -444,19 +444,15 @@ def _sni(body: bytes) -> str | None:
                 continue
             if sni is not None or int.from_bytes(ext[0:2], "big") != len(ext) - 2:
                 raise IndexError
-            q = 2
-            while q + 3 <= len(ext):
-                ntype, nlen = ext[q], int.from_bytes(ext[q + 1 : q + 3], "big")
-                name = ext[q + 3 : q + 3 + nlen]
-                if len(name) != nlen:
-                    raise IndexError
-                if ntype == 0 and sni is None:
-                    sni = name.decode("ascii").lower().rstrip(".")
-                    if not sni or not _HOSTNAME.fullmatch(sni):
-                        raise WireError(400, "a malformed server name in the TLS ClientHello")
-                q += 3 + nlen
-            if q != len(ext) or sni is None:
-                raise WireError(400, "a server_name extension without a host name")
+            # one entry, a host name (as OpenSSL and Go's servers require): a second name
+            # is one a server might pick instead of the one checked
+            ntype, nlen = ext[2], int.from_bytes(ext[3:5], "big")
+            name = ext[5 : 5 + nlen]
+            if ntype != 0 or 5 + nlen != len(ext) or len(name) != nlen:
+                raise IndexError
+            sni = name.decode("ascii").lower().rstrip(".")
+            if not sni or not _HOSTNAME.fullmatch(sni):
+                raise WireError(400, "a malformed server name in the TLS ClientHello")
         return sni
     except (IndexError, UnicodeDecodeError):
         raise WireError(400, "a malformed TLS ClientHello") from None

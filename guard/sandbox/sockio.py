@@ -3,9 +3,10 @@
 Holds :class:`Reader` (a socket's bytes read ahead: the next header block, a chunk
 line, a given length copied on), :func:`transfer` (bytes moved from socket to socket
 by ``splice(2)`` through a pipe where the kernel allows it, else copied through
-Python) and :func:`idle` (a socket's idle time-out, kept by the kernel). It does not
-hold what the bytes mean (:mod:`guard.sandbox.httpwire` parses and renders them),
-nor the client connection that decides and relays them (:mod:`guard.sandbox.relay`).
+Python), :func:`idle` (a socket's idle time-out, kept by the kernel) and
+:func:`linger` (a refused client's last bytes read before the close). It does not hold
+what the bytes mean (:mod:`guard.sandbox.httpwire` parses and renders them), nor the
+client connection that decides and relays them (:mod:`guard.sandbox.relay`).
 
 Standard library only, and importable by the confinement helper by its plain name
 (like its siblings): it is loaded with :mod:`guard.sandbox.relay`.
@@ -20,6 +21,7 @@ import os
 import select
 import socket
 import struct
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
@@ -228,3 +230,25 @@ def _copy(src: socket.socket, dst: socket.socket, n: int | None) -> bool:
         if n is not None:
             n -= k
     return True
+
+
+def linger(sock: socket.socket, seconds: float = 2.0, limit: int = 1 << 20) -> None:
+    """Half-close ``sock`` and read what the client still sends (a request body guard
+    refused), for a moment: closing with unread data would reset the connection and
+    could destroy the answer before the client reads it."""
+    sock.shutdown(socket.SHUT_WR)
+    end = time.monotonic() + seconds
+    got = 0
+    if seconds <= 0:  # what has arrived, without waiting for more
+        sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            while got < limit and (data := sock.recv(65536)):
+                got += len(data)
+        return
+    with contextlib.suppress(OSError):
+        while got < limit and (left := end - time.monotonic()) > 0:
+            sock.settimeout(left)
+            data = sock.recv(65536)
+            if not data:
+                return
+            got += len(data)
