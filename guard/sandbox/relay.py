@@ -473,7 +473,7 @@ class Client:
         plan = self.mode == "plan"
         while True:
             try:
-                hello = httpwire.client_hello_sni(bytes(self.reader.buf))
+                hello = httpwire.client_hello_sni(bytes(self.reader.buf), sealed=not plan)
             except httpwire.WireError as exc:
                 if plan:
                     reason = (f"{exc.message}; in plan mode a tunnel carries TLS only (nothing"

@@ -256,3 +256,32 @@ def test_attack_a_hello_with_two_server_names_is_refused(setup: tuple[Path, Stor
     assert _attack(work, store, bytes(hello), half_close=False) == b""
     assert (store.connections, store.data) == (0, b"")
     assert any("malformed TLS ClientHello" in r for r in _refusals(work)), _refusals(work)
+
+
+def _with_extension(hello: bytes, etype: int, payload: bytes) -> bytes:
+    """``hello`` (one record) with one more extension at the end, every length grown."""
+    out = bytearray(hello)
+    exts = 5 + 4 + 2 + 32
+    exts += 1 + out[exts]
+    exts += 2 + int.from_bytes(out[exts : exts + 2], "big")
+    exts += 1 + out[exts]
+    extra = etype.to_bytes(2, "big") + len(payload).to_bytes(2, "big") + payload
+    for pos, size in ((exts, 2), (6, 3), (3, 2)):
+        value = int.from_bytes(out[pos : pos + size], "big") + len(extra)
+        out[pos : pos + size] = value.to_bytes(size, "big")
+    return bytes(out + extra)
+
+
+@pytest.mark.parametrize("etype", [0xFE0D, 0xFFCE], ids=["ech", "esni"])
+def test_attack_encrypted_client_hello_fronting_is_refused(
+    setup: tuple[Path, Store], etype: int
+) -> None:
+    """The outer server name is the CONNECT host, but an Encrypted Client Hello (or the
+    older ESNI) names the real server inside, where guard cannot read it: a front serving
+    many sites (a CDN) would route the tunnel to that other site. Refused in plan mode,
+    nothing connected."""
+    work, store = setup
+    hello = _with_extension(_hello("store.test"), etype, b"\x00" + b"\x41" * 40)
+    assert _attack(work, store, hello, half_close=False) == b""
+    assert (store.connections, store.data) == (0, b"")
+    assert any("Encrypted Client Hello" in r for r in _refusals(work)), _refusals(work)
