@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from egress_support import proxy, shared_dir, write_policy
+from egress_support import confined, need_tools, proxy, shared_dir, write_policy
 
 
 class Store:
@@ -285,3 +285,66 @@ def test_attack_encrypted_client_hello_fronting_is_refused(
     assert _attack(work, store, hello, half_close=False) == b""
     assert (store.connections, store.data) == (0, b"")
     assert any("Encrypted Client Hello" in r for r in _refusals(work)), _refusals(work)
+
+
+#: Run inside the namespace: CONNECT through the proxy's listener, send argv[1]'s bytes
+#: (hex), print what came back.
+_SEND = """
+import socket, sys
+c = socket.create_connection(("127.0.0.1", 30128), timeout=60)
+c.sendall(b"CONNECT store.test:6379 HTTP/1.1\\r\\nHost: store.test:6379\\r\\n\\r\\n")
+head = c.recv(4096)
+c.sendall(bytes.fromhex(sys.argv[1]))
+out = b""
+try:
+    while chunk := c.recv(4096):
+        out += chunk
+except OSError:
+    pass
+print(head.split(b"\\r\\n")[0].decode(), len(out))
+"""
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_attack_a_confined_command_sends_a_set_line_inside_a_valid_hello(
+    setup: tuple[Path, Store], user: str
+) -> None:
+    """The same attack from a confined command (its own network namespace, as root and as
+    an unprivileged user): the SET inside the hello's random never reaches the store."""
+    need_tools("unshare", "setpriv")
+    work, store = setup
+    hello = _with_random(_hello("store.test"), b"\nSET owned 1\r\n".ljust(32, b"x"))
+    done, records = confined(
+        ["/usr/bin/python3", "-c", _SEND, hello.hex()], user=user,
+        policy=_policy(work, store), cwd=work / "repo", audit=work / "audit.jsonl",
+    )
+    assert done.stdout.strip() == "HTTP/1.1 200 Connection established 0", done
+    assert b"SET" not in store.data, store.data
+    refused = [str(r["reason"]) for r in records if r["decision"] == "deny"]
+    assert any("does not speak TLS" in r for r in refused), refused
+
+
+def test_an_echo_of_guard_s_own_hello_is_not_taken_for_tls() -> None:
+    """A plaintext service that sends back what it reads answers guard's hello with bytes
+    that start like TLS (a handshake record): a ClientHello, not a ServerHello, so the
+    server is not taken for a TLS one."""
+    from guard.sandbox import tlsprobe
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def echo() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.sendall(conn.recv(65536))
+
+    t = threading.Thread(target=echo, daemon=True)
+    t.start()
+    port = srv.getsockname()[1]
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
+        assert not tlsprobe.probe(c, "echo.test", port)
+    assert not tlsprobe.known("echo.test", port)
+    srv.close()
+    assert tlsprobe.is_tls_answer(b"\x16\x03\x03\x00\x7a\x02")  # a ServerHello
+    assert tlsprobe.is_tls_answer(b"\x15\x03\x03\x00\x02\x02")  # an alert
