@@ -32,6 +32,9 @@ else:  # the helper: siblings by their plain names
 BUFFER = 1024 * 1024
 #: Bodies smaller than this are copied through Python rather than spliced.
 SPLICE_MIN = 64 * 1024
+#: Seconds a header block may take from its first byte (a client sends it at once; one
+#: that trickles it a byte at a time would hold a connection without end).
+HEAD_TIME = 60.0
 
 
 def idle(sock: socket.socket, seconds: float) -> None:
@@ -61,7 +64,9 @@ class Reader:
     def head(self, *, skip_blank: bool = False) -> bytes | None:
         """The next header block, CRLF CRLF included; None at a clean end of stream.
         ``skip_blank``: empty lines before it are skipped (after a body, RFC 9112 2.2).
-        A line ending in a lone LF is refused as soon as it arrives."""
+        A line ending in a lone LF is refused as soon as it arrives, and a block still
+        incomplete :data:`HEAD_TIME` seconds after its first byte (slowloris)."""
+        started = time.monotonic() if self.buf else None
         while True:
             if skip_blank:
                 while self.buf[:2] == b"\r\n":
@@ -82,10 +87,15 @@ class Reader:
                 return out
             if len(self.buf) > httpwire.MAX_HEAD:
                 raise httpwire.WireError(431, "the header block is too large")
+            if started is not None and time.monotonic() - started > HEAD_TIME:
+                raise httpwire.WireError(408, f"the header block took more than {HEAD_TIME:g}"
+                                              " seconds")
             if not self.fill():
                 if not self.buf:
                     return None
                 raise httpwire.WireError(400, "the connection ended inside a header block")
+            if started is None:
+                started = time.monotonic()
 
     def line(self) -> bytes:
         """One line without its CRLF (a chunk size or a trailer field)."""
