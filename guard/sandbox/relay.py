@@ -35,13 +35,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
     from guard.sandbox import gitwire, httpwire, tlsprobe
     from guard.sandbox.addresses import address_class, local_addresses
-    from guard.sandbox.sockio import Reader, idle, linger, transfer
+    from guard.sandbox.sockio import HEAD_TIME, Reader, idle, linger, transfer
 else:  # the helper: siblings by their plain names
     import gitwire
     import httpwire
     import tlsprobe
     from addresses import address_class, local_addresses
-    from sockio import Reader, idle, linger, transfer
+    from sockio import HEAD_TIME, Reader, idle, linger, transfer
 
 FAIL_RULE = "guard.egress: fail closed"
 PROTOCOL_RULE = "guard.egress: protocol"
@@ -474,6 +474,7 @@ class Client:
         while True:
             try:
                 hello = httpwire.client_hello_sni(bytes(self.reader.buf), sealed=not plan)
+                more = hello is not None or self.reader.fill_within(HEAD_TIME, "a hello")
             except httpwire.WireError as exc:
                 if plan:
                     reason = (f"{exc.message}; in plan mode a tunnel carries TLS only (nothing"
@@ -488,7 +489,7 @@ class Client:
                     reason = (f"the TLS ClientHello names no server; in plan mode it must name"
                               f" the CONNECT host {req.host!r}")  # fmt: skip
                 break
-            if not self.reader.fill():
+            if not more:
                 if plan:
                     reason = ("the tunnel ended before a complete TLS ClientHello; in plan mode"
                               " a tunnel carries TLS only")  # fmt: skip

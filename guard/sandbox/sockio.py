@@ -53,6 +53,7 @@ class Reader:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buf = bytearray()
+        self.since: float | None = None
 
     def fill(self) -> bool:
         data = self.sock.recv(BUFFER)
@@ -60,6 +61,17 @@ class Reader:
             return False
         self.buf += data
         return True
+
+    def fill_within(self, seconds: float, what: str) -> bool:
+        """:meth:`fill`, refused (WireError 408 naming ``what``) once ``seconds`` have
+        passed since this reader's first such call: a client trickling ``what`` a byte at
+        a time holds the connection no longer."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        elif now - self.since > seconds:
+            raise httpwire.WireError(408, f"{what} took more than {seconds:g} seconds")
+        return self.fill()
 
     def head(self, *, skip_blank: bool = False) -> bytes | None:
         """The next header block, CRLF CRLF included; None at a clean end of stream.

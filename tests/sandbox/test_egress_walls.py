@@ -281,3 +281,35 @@ def test_attack_a_slowloris_header_block_is_bounded_from_its_first_byte(
         refused.set()
         sender.join(30)
     assert exc.value.status == 408
+
+
+def test_attack_a_client_hello_trickled_a_byte_at_a_time_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tunnel's ClientHello trickled a byte at a time: the reads that wait for it are
+    refused (408) once the limit has passed since the first one."""
+    import threading
+
+    from guard.sandbox import httpwire, sockio
+
+    monkeypatch.setattr(sockio, "HEAD_TIME", 0.3)
+    a, b = socket.socketpair()
+    refused = threading.Event()
+
+    def trickle() -> None:
+        for _ in range(400):  # a byte every 0.05 s, until refused (20 s at most)
+            b.sendall(b"\x16")
+            if refused.wait(0.05):
+                return
+
+    with a, b:
+        a.settimeout(60)
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        reader = sockio.Reader(a)
+        with pytest.raises(httpwire.WireError) as exc:
+            while reader.fill_within(sockio.HEAD_TIME, "a hello"):
+                pass
+        refused.set()
+        sender.join(30)
+    assert exc.value.status == 408 and "a hello took more than" in exc.value.message
