@@ -375,12 +375,18 @@ def status_line(status: int) -> str:
 MAX_HELLO = 64 * 1024
 
 
-def client_hello_sni(data: bytes) -> tuple[int, str | None] | None:
+#: Encrypted Client Hello and the draft it replaced (ESNI): a server name guard cannot read.
+ENCRYPTED_HELLO = (0xFE0D, 0xFFCE)
+
+
+def client_hello_sni(data: bytes, *, sealed: bool = True) -> tuple[int, str | None] | None:
     """Read a TLS ClientHello from the start of ``data``.
 
     None: more bytes are needed. Otherwise (bytes of the records that hold it, the
     host_name of its server_name extension or None). WireError when ``data`` does
-    not start with a TLS handshake record carrying a ClientHello.
+    not start with a TLS handshake record carrying a ClientHello, or, unless
+    ``sealed``, when the hello carries an encrypted one (:data:`ENCRYPTED_HELLO`:
+    the name a server would route by is then inside, where it cannot be checked).
     """
     hs = bytearray()
     pos = 0
@@ -406,10 +412,10 @@ def client_hello_sni(data: bytes) -> tuple[int, str | None] | None:
                 raise WireError(400, "the TLS ClientHello is too large")
     if len(hs) != need:
         raise WireError(400, "the TLS records of the ClientHello hold more than the ClientHello")
-    return pos, _sni(bytes(hs[4:need]))
+    return pos, _sni(bytes(hs[4:need]), sealed)
 
 
-def _sni(body: bytes) -> str | None:
+def _sni(body: bytes, sealed: bool = True) -> str | None:
     """The server name of a ClientHello's body, parsed whole: every length must add up
     (a made-up hello with a valid record header is refused), and the names in it too."""
     try:
@@ -440,23 +446,22 @@ def _sni(body: bytes) -> str | None:
             if len(ext) != elen:
                 raise IndexError
             p += 4 + elen
+            if etype in ENCRYPTED_HELLO and not sealed:
+                raise WireError(400, "the TLS ClientHello carries an Encrypted Client Hello,"
+                                     " whose server name guard cannot check")
             if etype != 0:
                 continue
             if sni is not None or int.from_bytes(ext[0:2], "big") != len(ext) - 2:
                 raise IndexError
-            q = 2
-            while q + 3 <= len(ext):
-                ntype, nlen = ext[q], int.from_bytes(ext[q + 1 : q + 3], "big")
-                name = ext[q + 3 : q + 3 + nlen]
-                if len(name) != nlen:
-                    raise IndexError
-                if ntype == 0 and sni is None:
-                    sni = name.decode("ascii").lower().rstrip(".")
-                    if not sni or not _HOSTNAME.fullmatch(sni):
-                        raise WireError(400, "a malformed server name in the TLS ClientHello")
-                q += 3 + nlen
-            if q != len(ext) or sni is None:
-                raise WireError(400, "a server_name extension without a host name")
+            # one entry, a host name (as OpenSSL and Go's servers require): a second name
+            # is one a server might pick instead of the one checked
+            ntype, nlen = ext[2], int.from_bytes(ext[3:5], "big")
+            name = ext[5 : 5 + nlen]
+            if ntype != 0 or 5 + nlen != len(ext) or len(name) != nlen:
+                raise IndexError
+            sni = name.decode("ascii").lower().rstrip(".")
+            if not sni or not _HOSTNAME.fullmatch(sni):
+                raise WireError(400, "a malformed server name in the TLS ClientHello")
         return sni
     except (IndexError, UnicodeDecodeError):
         raise WireError(400, "a malformed TLS ClientHello") from None

@@ -15,7 +15,8 @@ CONNECT request turns the connection into a tunnel.
 This module holds the connection (:class:`Client`), its policy side
 (:class:`Decider`) and the refusal a client reads (:func:`answer`). It does not hold
 the parsing and rendering of HTTP (:mod:`guard.sandbox.httpwire`), the check of a git
-fetch's body (:mod:`guard.sandbox.gitwire`), what kind of address a name resolved to
+fetch's body (:mod:`guard.sandbox.gitwire`), whether a server speaks TLS
+(:mod:`guard.sandbox.tlsprobe`), what kind of address a name resolved to
 (:mod:`guard.sandbox.addresses`, against DNS rebinding), nor the reading and moving of
 a socket's bytes (:mod:`guard.sandbox.sockio`).
 """
@@ -29,18 +30,18 @@ import contextlib
 import ipaddress
 import socket
 import threading
-import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
-    from guard.sandbox import gitwire, httpwire
+    from guard.sandbox import gitwire, httpwire, tlsprobe
     from guard.sandbox.addresses import address_class, local_addresses
-    from guard.sandbox.sockio import Reader, idle, transfer
+    from guard.sandbox.sockio import HEAD_TIME, Reader, idle, linger, transfer
 else:  # the helper: siblings by their plain names
     import gitwire
     import httpwire
+    import tlsprobe
     from addresses import address_class, local_addresses
-    from sockio import Reader, idle, transfer
+    from sockio import HEAD_TIME, Reader, idle, linger, transfer
 
 FAIL_RULE = "guard.egress: fail closed"
 PROTOCOL_RULE = "guard.egress: protocol"
@@ -182,28 +183,6 @@ def answer(
         linger(sock, wait)
     except OSError:
         pass
-
-
-def linger(sock: socket.socket, seconds: float = 2.0, limit: int = 1 << 20) -> None:
-    """Half-close ``sock`` and read what the client still sends (a request body guard
-    refused), for a moment: closing with unread data would reset the connection and
-    could destroy the answer before the client reads it."""
-    sock.shutdown(socket.SHUT_WR)
-    end = time.monotonic() + seconds
-    got = 0
-    if seconds <= 0:  # what has arrived, without waiting for more
-        sock.setblocking(False)
-        with contextlib.suppress(OSError):
-            while got < limit and (data := sock.recv(65536)):
-                got += len(data)
-        return
-    with contextlib.suppress(OSError):
-        while got < limit and (left := end - time.monotonic()) > 0:
-            sock.settimeout(left)
-            data = sock.recv(65536)
-            if not data:
-                return
-            got += len(data)
 
 
 def _shutdown(s: socket.socket) -> None:
@@ -413,15 +392,20 @@ class Client:
 
     def _plan_tunnel(self, req: Request, data: dict[str, Any]) -> None:
         """Plan mode: nothing reaches the server before a complete TLS ClientHello naming
-        the CONNECT host was read and parsed whole; only then is the server connected and
-        sent the hello alone, and the rest of the client's bytes follow only once the
-        server answered with TLS (a plaintext service behind an allowed host answers
-        otherwise, and the tunnel closes before the client could say more)."""
+        the CONNECT host was read and parsed whole; only then is the server connected,
+        asked whether it speaks TLS (:meth:`_probe_tls`) and sent the hello alone; the
+        client's further bytes follow once the server answered it with TLS."""
         self.sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         idle(self.sock, RELAY_IDLE)
         try:
             end = self._check_tls(req, data)
         except OSError:
+            _shutdown(self.sock)
+            return
+        reason = self._probe_tls(req.host, req.port)
+        if reason:
+            assert self.decider is not None
+            self.decider.refuse("connect", data, f"refused by guard's egress proxy: {reason}")
             _shutdown(self.sock)
             return
         up = self._open(req.host, req.port)
@@ -443,6 +427,22 @@ class Client:
             return
         self.sock.sendall(first)
         self._splice(up, lambda: None)
+
+    def _probe_tls(self, host: str, port: int) -> str:
+        """Why ``host:port`` is not known to speak TLS ("" when it is): see
+        :mod:`guard.sandbox.tlsprobe`."""
+        if tlsprobe.known(host, port):
+            return ""
+        probe = self._open(host, port)
+        try:
+            if tlsprobe.probe(probe, host, port):
+                return ""
+        finally:
+            self.proxy.untrack(probe)
+            _shutdown(probe)
+            probe.close()
+        return (f"the server {host}:{port} did not answer guard's own ClientHello with TLS:"
+                " it does not speak TLS, and in plan mode a tunnel carries TLS only")
 
     def _splice(self, up: socket.socket, check: Any) -> None:
         """Copy both ways: the server's bytes at once, the client's once ``check`` passed
@@ -473,7 +473,8 @@ class Client:
         plan = self.mode == "plan"
         while True:
             try:
-                hello = httpwire.client_hello_sni(bytes(self.reader.buf))
+                hello = httpwire.client_hello_sni(bytes(self.reader.buf), sealed=not plan)
+                more = hello is not None or self.reader.fill_within(HEAD_TIME, "a hello")
             except httpwire.WireError as exc:
                 if plan:
                     reason = (f"{exc.message}; in plan mode a tunnel carries TLS only (nothing"
@@ -488,7 +489,7 @@ class Client:
                     reason = (f"the TLS ClientHello names no server; in plan mode it must name"
                               f" the CONNECT host {req.host!r}")  # fmt: skip
                 break
-            if not self.reader.fill():
+            if not more:
                 if plan:
                     reason = ("the tunnel ended before a complete TLS ClientHello; in plan mode"
                               " a tunnel carries TLS only")  # fmt: skip

@@ -3,9 +3,10 @@
 Holds :class:`Reader` (a socket's bytes read ahead: the next header block, a chunk
 line, a given length copied on), :func:`transfer` (bytes moved from socket to socket
 by ``splice(2)`` through a pipe where the kernel allows it, else copied through
-Python) and :func:`idle` (a socket's idle time-out, kept by the kernel). It does not
-hold what the bytes mean (:mod:`guard.sandbox.httpwire` parses and renders them),
-nor the client connection that decides and relays them (:mod:`guard.sandbox.relay`).
+Python), :func:`idle` (a socket's idle time-out, kept by the kernel) and
+:func:`linger` (a refused client's last bytes read before the close). It does not hold
+what the bytes mean (:mod:`guard.sandbox.httpwire` parses and renders them), nor the
+client connection that decides and relays them (:mod:`guard.sandbox.relay`).
 
 Standard library only, and importable by the confinement helper by its plain name
 (like its siblings): it is loaded with :mod:`guard.sandbox.relay`.
@@ -20,6 +21,7 @@ import os
 import select
 import socket
 import struct
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING or __package__:
@@ -30,6 +32,9 @@ else:  # the helper: siblings by their plain names
 BUFFER = 1024 * 1024
 #: Bodies smaller than this are copied through Python rather than spliced.
 SPLICE_MIN = 64 * 1024
+#: Seconds a header block may take from its first byte (a client sends it at once; one
+#: that trickles it a byte at a time would hold a connection without end).
+HEAD_TIME = 60.0
 
 
 def idle(sock: socket.socket, seconds: float) -> None:
@@ -48,6 +53,7 @@ class Reader:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buf = bytearray()
+        self.since: float | None = None
 
     def fill(self) -> bool:
         data = self.sock.recv(BUFFER)
@@ -56,10 +62,23 @@ class Reader:
         self.buf += data
         return True
 
+    def fill_within(self, seconds: float, what: str) -> bool:
+        """:meth:`fill`, refused (WireError 408 naming ``what``) once ``seconds`` have
+        passed since this reader's first such call: a client trickling ``what`` a byte at
+        a time holds the connection no longer."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        elif now - self.since > seconds:
+            raise httpwire.WireError(408, f"{what} took more than {seconds:g} seconds")
+        return self.fill()
+
     def head(self, *, skip_blank: bool = False) -> bytes | None:
         """The next header block, CRLF CRLF included; None at a clean end of stream.
         ``skip_blank``: empty lines before it are skipped (after a body, RFC 9112 2.2).
-        A line ending in a lone LF is refused as soon as it arrives."""
+        A line ending in a lone LF is refused as soon as it arrives, and a block still
+        incomplete :data:`HEAD_TIME` seconds after its first byte (slowloris)."""
+        started = time.monotonic() if self.buf else None
         while True:
             if skip_blank:
                 while self.buf[:2] == b"\r\n":
@@ -80,10 +99,15 @@ class Reader:
                 return out
             if len(self.buf) > httpwire.MAX_HEAD:
                 raise httpwire.WireError(431, "the header block is too large")
+            if started is not None and time.monotonic() - started > HEAD_TIME:
+                raise httpwire.WireError(408, f"the header block took more than {HEAD_TIME:g}"
+                                              " seconds")
             if not self.fill():
                 if not self.buf:
                     return None
                 raise httpwire.WireError(400, "the connection ended inside a header block")
+            if started is None:
+                started = time.monotonic()
 
     def line(self) -> bytes:
         """One line without its CRLF (a chunk size or a trailer field)."""
@@ -228,3 +252,25 @@ def _copy(src: socket.socket, dst: socket.socket, n: int | None) -> bool:
         if n is not None:
             n -= k
     return True
+
+
+def linger(sock: socket.socket, seconds: float = 2.0, limit: int = 1 << 20) -> None:
+    """Half-close ``sock`` and read what the client still sends (a request body guard
+    refused), for a moment: closing with unread data would reset the connection and
+    could destroy the answer before the client reads it."""
+    sock.shutdown(socket.SHUT_WR)
+    end = time.monotonic() + seconds
+    got = 0
+    if seconds <= 0:  # what has arrived, without waiting for more
+        sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            while got < limit and (data := sock.recv(65536)):
+                got += len(data)
+        return
+    with contextlib.suppress(OSError):
+        while got < limit and (left := end - time.monotonic()) > 0:
+            sock.settimeout(left)
+            data = sock.recv(65536)
+            if not data:
+                return
+            got += len(data)

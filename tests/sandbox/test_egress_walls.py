@@ -248,3 +248,68 @@ def test_attack_a_name_resolving_to_the_machines_own_public_address_is_local(
     (record,) = denied
     assert record["egress"] == {"host": "own.test", "port": record["egress"]["port"],  # type: ignore[index]
                                 "address": "9.9.9.9", "class": "this machine"}, record
+
+
+def test_attack_a_slowloris_header_block_is_bounded_from_its_first_byte(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client that trickles its header block a byte at a time, each byte within the idle
+    time-out, holds no connection past the block's own time limit: the read refuses the
+    block (408) at the first byte after it. (The limit is made short for the test; the
+    wait before a block's first byte is the idle time-out alone.)"""
+    import threading
+
+    from guard.sandbox import httpwire, sockio
+
+    monkeypatch.setattr(sockio, "HEAD_TIME", 0.3)
+    a, b = socket.socketpair()
+    refused = threading.Event()
+
+    def trickle() -> None:
+        b.sendall(b"GET http://ok.test/ HTTP/1.1\r\n")
+        for n in range(400):  # a header line every 0.05 s, until refused (20 s at most)
+            if refused.wait(0.05):
+                return
+            b.sendall(b"X-%d: 1\r\n" % n)
+
+    with a, b:
+        a.settimeout(60)
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        with pytest.raises(httpwire.WireError) as exc:
+            sockio.Reader(a).head()
+        refused.set()
+        sender.join(30)
+    assert exc.value.status == 408
+
+
+def test_attack_a_client_hello_trickled_a_byte_at_a_time_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tunnel's ClientHello trickled a byte at a time: the reads that wait for it are
+    refused (408) once the limit has passed since the first one."""
+    import threading
+
+    from guard.sandbox import httpwire, sockio
+
+    monkeypatch.setattr(sockio, "HEAD_TIME", 0.3)
+    a, b = socket.socketpair()
+    refused = threading.Event()
+
+    def trickle() -> None:
+        for _ in range(400):  # a byte every 0.05 s, until refused (20 s at most)
+            b.sendall(b"\x16")
+            if refused.wait(0.05):
+                return
+
+    with a, b:
+        a.settimeout(60)
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        reader = sockio.Reader(a)
+        with pytest.raises(httpwire.WireError) as exc:
+            while reader.fill_within(sockio.HEAD_TIME, "a hello"):
+                pass
+        refused.set()
+        sender.join(30)
+    assert exc.value.status == 408 and "a hello took more than" in exc.value.message
