@@ -26,12 +26,11 @@ to a caller that serves it; ``--egress SPEC``: to this process, which serves it
 from a thread started before the PID namespace), restricts itself (Landlock,
 capability drop, seccomp: the second wall), waits for the go when it is still due (so
 that all of this overlaps the caller's own start, ``guard run``'s monitor), starts the
-command and waits: it
-forwards the signals the outer process passes on, reaps orphans, and when the
-command ends it ends, so the kernel ends every process left in the namespace.
-Without ``--namespaces`` (the fallback where the kernel cannot make them) the
-outer process forks the command, which restricts itself, waits for a go still due and
-execs.
+command and waits: it forwards the signals the outer process passes on, reaps
+orphans, and when the command ends it ends, so the kernel ends every process left in
+the namespace. Without ``--namespaces`` (the fallback where the kernel cannot make
+them) the outer process forks the command, which restricts itself, waits for a go
+still due and execs (an error on the way is reported, never a silent exit).
 
 Either way the outer process forwards the signals it is sent (not those a
 terminal sends the whole foreground group: the command gets its own), waits,
@@ -48,8 +47,7 @@ makes and removes :mod:`guard.sandbox.helper_dirs`; what a caller uses to build 
 argv or to read its status reports is :mod:`guard.sandbox.confine`.
 """
 
-# Lazy imports: json, _thread, select, socket and the egress proxy only when used (the
-# helper's start-up comes before every confined command).
+# Lazy imports: json, _thread, select, socket, the egress proxy: when used (start-up time).
 from __future__ import annotations
 
 import errno
@@ -228,6 +226,8 @@ def _start(args: Args, holds: Sequence[PlanDirectoryHold] = ()) -> int:
                     refused = NOT_STARTED
                 _hand_listener(args)  # before exec: this process becomes the command
                 code = _exec(args) if refused is None else refused
+            except Exception as exc:  # on the status fd, never a silent exit
+                code = _fail(args, "start", exc)
             finally:
                 os._exit(code)
         for fd in (args.status_fd, args.egress_fd, args.attrs_fd, args.go_fd):

@@ -426,3 +426,34 @@ def test_restrict_self_in_this_process_would_be_irreversible_so_runs_in_a_child(
     assert os.waitstatus_to_exitcode(status) == 0
     assert (tmp_path / "ok").exists()
     assert not (tmp_path.parent / "escape").exists()
+
+
+def test_an_unexpected_error_in_the_fallback_is_reported_not_a_silent_exit(tree: Tree) -> None:
+    """Without namespaces the command's own process restricts itself and execs: an error
+    there that is not an OSError (a bug, planted here) used to end it with status 126 and
+    nothing said, so its caller could only say the restriction was not confirmed. It is
+    reported on the status fd, with the error (as pid 1 reports its own), and the command
+    is not started."""
+    marker = tree.outside / "ran"
+    planted = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {os.path.dirname(confine.HELPER)!r})\n"
+        "import helper\n"
+        "def boom(*a, **k):\n"
+        "    raise RuntimeError('planted bug')\n"
+        "helper._restrict = boom\n"
+        "sys.argv[0] = 'confine.py'\n"
+        "os._exit(helper.main(sys.argv[1:]))\n"
+    )
+    r, w = os.pipe()
+    argv = helper_argv(plan_roots(tree), ["touch", str(marker)], "--status-fd", str(w))
+    script_at = argv.index(confine.HELPER)
+    proc = subprocess.Popen(
+        [*argv[:script_at], "-c", planted, *argv[script_at + 1:]], pass_fds=(w,),
+    )
+    os.close(w)
+    with os.fdopen(r) as f:
+        reports = [json.loads(line) for line in f if line.strip()]
+    assert proc.wait(timeout=60) == 126
+    assert reports == [{"ok": False, "stage": "start", "error": "planted bug"}], reports
+    assert not marker.exists()
