@@ -9,13 +9,21 @@ the proxied call's time minus its direct twin's: its median and p99 are
 printed, with the CPU time the `guard mcp` process spent per call (Linux), then the
 ratio (proxied / direct wall time of all calls), last.
 
-    .venv/bin/python benchmarks/mcp.py [--calls 500] [--audit all|refusals] [--floor] [--quick]
+    .venv/bin/python benchmarks/mcp.py [--calls 500] [--audit all|refusals] [--floor]
+        [--stages] [--quick]
 
-``--floor`` adds a third side to the same interleaved run: the same calls through a bare
+``--floor`` adds two sides to the same interleaved run: the same calls through a bare
 asyncio relay (this script's ``--relay`` mode: each line read with ``json.loads`` and
-written with ``json.dumps``, no policy, no audit), the least any Python stdio proxy adds
-on this machine at this load; its ratio to direct and guard's ratio to it are printed
-before the last line.
+written with ``json.dumps``, no policy, no audit), the least any Python stdio proxy that
+reads the messages adds on this machine at this load, and through a relay that passes
+the bytes on as they come (``--relay-bytes``: ``os.read``/``os.write`` on a selector,
+nothing parsed), the cost of the extra process hop alone; their ratios to direct and
+guard's ratio to the first are printed before the last line.
+
+``--stages`` then runs the same calls once more through ``guard mcp`` alone (not timed,
+not in the ratio), with the CPU time of each stage of a call counted in the proxy
+(``benchmarks/mcp_stages.py``: reading, deciding, forwarding, making and writing the
+verdict record, the answer's way back), and prints it per call before the last line.
 
 ``--quick`` runs 200 calls (well under a minute on a busy machine). ``--wire`` times
 only what the proxy does to the two lines of one call (the request and its answer):
@@ -30,11 +38,13 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # this script is named mcp.py: keep its directory from shadowing the `mcp` SDK package
@@ -70,12 +80,16 @@ async def call(session: ClientSession, repo: Path, i: int) -> float:
 
 
 async def compare(
-    sides: list[StdioServerParameters], repo: Path, calls: int
+    sides: list[StdioServerParameters],
+    repo: Path,
+    calls: int,
+    warmed: Callable[[int | None], None] | None = None,
 ) -> tuple[list[list[float]], float | None]:
     """All connections open at once (the first direct, the second through `guard mcp`);
     each call goes to every side, in rotating order, so the sides see the same machine
-    load (a warm-up of 20 calls each is not counted). The latencies of each side, and the
-    CPU time of the `guard mcp` process over the timed calls (None off Linux)."""
+    load (a warm-up of 20 calls each is not counted; ``warmed`` is then given the `guard
+    mcp` process's pid). The latencies of each side, and the CPU time of the `guard mcp`
+    process over the timed calls (None off Linux)."""
     with open(repo.parent / "server.stderr", "a") as errlog:
         async with contextlib.AsyncExitStack() as stack:
             sessions = []
@@ -89,6 +103,8 @@ async def compare(
                     await call(session, repo, i)
             lat: list[list[float]] = [[] for _ in sessions]
             pid = proxy_pid()
+            if warmed is not None:
+                warmed(pid)
             cpu_before = cpu_seconds(pid)
             n = len(sessions)
             for i in range(calls):
@@ -138,6 +154,57 @@ async def relay(argv: list[str]) -> None:
         for line in lines(buf, data):
             out.write(render(line))
     await proc.wait()
+
+
+def relay_bytes(argv: list[str]) -> None:
+    """The floor of any proxy: the bytes passed on as they come, both ways, nothing parsed."""
+    import selectors
+
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    assert proc.stdin is not None and proc.stdout is not None
+    route = {0: proc.stdin.fileno(), proc.stdout.fileno(): 1}
+    with selectors.DefaultSelector() as sel:
+        for fd in route:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            for key, _ in sel.select():
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fd)
+                    if key.fd == 0:
+                        proc.stdin.close()
+                    continue
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(route[key.fd], view):]
+    proc.wait()
+
+
+def stages(server: Path, repo: Path, calls: int, audit: str) -> list[str]:
+    """The CPU time per call of each stage in `guard mcp` (a run of its own, not timed)."""
+    import json
+
+    out = repo.parent / "stages.json"
+    wrapped = StdioServerParameters(
+        command=sys.executable,
+        args=[str(_HERE / "mcp_stages.py"), str(out), "mcp", "--audit", audit, "--",
+              str(server), str(repo)],
+        cwd=str(repo),
+    )
+    def warmed(pid: int | None) -> None:  # count from here on
+        if pid is None:
+            raise SystemExit("--stages: the guard mcp process was not found (Linux /proc)")
+        os.kill(pid, signal.SIGUSR1)
+
+    _, cpu = asyncio.run(compare([wrapped], repo, calls, warmed))
+    spent = json.loads(out.read_text())
+    lines = [f"CPU time per call in guard mcp by stage ({calls} calls after the warm-up, thread"
+             " time; a stage indented is part of the one above it):"]
+    for label, depth, ns, _count in spent:
+        lines.append(f"  {'  ' * depth}{label:{36 - 2 * depth}} {ns / calls / 1000:7.1f} µs")
+    if cpu is not None:
+        lines.append(f"  {'process total (all threads, ticks)':36} {cpu / calls * 1e6:7.0f} µs")
+    return lines
 
 
 def proxy_pid() -> int | None:
@@ -224,10 +291,17 @@ def main() -> None:
     parser.add_argument(
         "--floor", action="store_true", help="also time a bare Python relay (the floor)"
     )
+    parser.add_argument(
+        "--stages", action="store_true", help="then time each stage of a call in the proxy"
+    )
     parser.add_argument("--relay", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("--relay-bytes", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.relay:
         asyncio.run(relay(args.relay))
+        return
+    if args.relay_bytes:
+        relay_bytes(args.relay_bytes)
         return
     if args.wire:
         wire_cost()
@@ -249,17 +323,20 @@ def main() -> None:
         )
         sides = [direct, proxied]
         if args.floor:
-            sides.append(StdioServerParameters(
-                command=sys.executable, args=[__file__, "--relay", str(server), str(repo)],
-                cwd=str(repo),
-            ))
+            for mode in ("--relay", "--relay-bytes"):
+                sides.append(StdioServerParameters(
+                    command=sys.executable, args=[__file__, mode, str(server), str(repo)],
+                    cwd=str(repo),
+                ))
         lat, cpu = asyncio.run(compare(sides, repo, calls))
+        breakdown = stages(server, repo, calls, args.audit) if args.stages else []
     d, p = lat[0], lat[1]
     added = [pi - di for pi, di in zip(p, d, strict=True)]
     print(summary("direct", d))
     print(summary("proxied", p))
     if args.floor:
         print(summary("relay", lat[2]))
+        print(summary("bytes", lat[3]))
     print(
         f"added latency per call (proxied minus its direct twin): median"
         f" {statistics.median(added) * 1e6:.0f} µs, p99 {percentile(added, 0.99) * 1e6:.0f} µs,"
@@ -271,9 +348,11 @@ def main() -> None:
             f" {1e6 / os.sysconf('SC_CLK_TCK'):.0f} µs): {cpu / calls * 1e6:.0f} µs"
         )
     if args.floor:
-        r = lat[2]
+        r, b = lat[2], lat[3]
         print(f"floor: ratio bare relay/direct {sum(r) / sum(d):.2f}; guard mcp/bare relay"
-              f" {sum(p) / sum(r):.2f}")
+              f" {sum(p) / sum(r):.2f}; bytes relay/direct {sum(b) / sum(d):.2f}")
+    for line in breakdown:
+        print(line)
     print(f"load average after the run: {os.getloadavg()[0]:.2f}")
     print(f"ratio proxied/direct (wall time of {calls} calls): {sum(p) / sum(d):.2f}")
 

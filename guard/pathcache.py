@@ -61,7 +61,8 @@ remains the final check in confined runs; this reasoning is what keeps decisions
 of analysis-only hosts exact.
 
 The cache starts only after :data:`ACTIVATE_AFTER` resolutions in one process, so a
-one-shot hook pays nothing for it, and keeps a path from the second time it is asked
+one-shot hook pays nothing for it (a long-lived process may start it at once,
+:meth:`PathCache.activate`), and keeps a path from the second time it is asked
 about, so paths asked about once pay no watches; a forked child starts over (the inotify queue
 would otherwise be shared with the parent, and one of them would miss events).
 """
@@ -284,6 +285,16 @@ class PathCache:
             if mounts or events:
                 self._apply(mounts, events)
             return self._entries.get(key)
+
+    def activate(self) -> None:
+        """Set the cache up now instead of after :data:`ACTIVATE_AFTER` resolutions: for a
+        long-lived process (the MCP proxy), so that none of its calls pays for the set-up
+        (:func:`guard.paths.warm_path_cache` takes the first watches up front too)."""
+        if not self.enabled or self._failed:
+            return
+        self._calls = max(self._calls, ACTIVATE_AFTER)
+        with self._lock:
+            self._start()
 
     # the slow path -----------------------------------------------------------
 

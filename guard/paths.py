@@ -387,6 +387,22 @@ def canonicalize(path: str, cwd: str | os.PathLike[str], *, write: bool = False)
     return answer
 
 
+def warm_path_cache(directory: str) -> None:
+    """Start the canonical-path cache now, watching the way to ``directory`` (the working
+    directory of a long-lived process, whose calls ask about paths below it).
+
+    The kernel makes the first watch of a directory slow when many of its entries are
+    cached (it marks each of them: tens of milliseconds for a busy ``/tmp``); taken here,
+    at start-up, it lands on no call. A path that cannot be resolved is left to the calls.
+    """
+    CACHE.activate()
+    for _ in range(2):  # kept, and its way watched, from its second resolution on
+        try:
+            canonicalize(directory, directory)
+        except PathError:
+            return
+
+
 def _resolve(path: str, cwd: str | os.PathLike[str], *, write: bool) -> CanonicalPath:
     """:func:`canonicalize` without the cache."""
     if not isinstance(path, str):

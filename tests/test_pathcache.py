@@ -28,7 +28,7 @@ from guard.pathcache import (
     on_foreign_mount,
     watch_budget,
 )
-from guard.paths import CanonicalPath, PathError, _resolve, canonicalize
+from guard.paths import CanonicalPath, PathError, _resolve, canonicalize, warm_path_cache
 
 SEED = int(os.environ.get("GUARD_DIFF_SEED", "1"))
 
@@ -453,3 +453,38 @@ def test_the_cache_never_holds_more_watches_than_its_budget(
                 assert _kernel_watches() <= 24, (rnd, i)
     assert high > 12  # the budget was actually approached
     assert kept("d39/f.md", root)
+
+
+def test_a_long_lived_process_warms_the_cache_at_start_and_still_sees_swaps(
+    tmp_path: Path,
+) -> None:
+    """The MCP proxy starts the cache at start-up and watches the way to its working
+    directory then (warm_path_cache), so no call pays for the first watches. Attack: the
+    worktree's src is swapped for a link to elsewhere after an answer below it was kept;
+    the watches taken at start-up must report it like any other."""
+    CACHE.reset()  # a fresh process: not active, nothing watched
+    root = Path(os.path.realpath(tmp_path))
+    (root / "w/src").mkdir(parents=True)
+    (root / "elsewhere").mkdir()
+    warm_path_cache(str(root / "w"))
+    assert CACHE._kernel is not None  # active before any call reached ACTIVATE_AFTER
+    assert kept(str(root / "w"), root / "w")
+    assert ask("src/f.py", root / "w").real == str(root / "w/src/f.py")
+    assert kept("src/f.py", root / "w")
+    os.rename(root / "w/src", root / "w/old")
+    os.symlink(root / "elsewhere", root / "w/src")
+    second = canonicalize("src/f.py", root / "w")
+    assert second.real == str(root / "elsewhere/f.py")
+    assert second == fresh("src/f.py", root / "w")
+
+
+def test_warming_a_disabled_or_unusable_cache_keeps_nothing(tmp_path: Path) -> None:
+    CACHE.reset()
+    CACHE.enabled = False
+    try:
+        root = Path(os.path.realpath(tmp_path))
+        warm_path_cache(str(root))
+        assert CACHE._kernel is None and not kept(str(root), root)
+        warm_path_cache(str(root / "missing\0name"))  # not a path: left to the calls
+    finally:
+        CACHE.enabled = True

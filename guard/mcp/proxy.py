@@ -62,6 +62,7 @@ from guard.mcp.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Json, error
 from guard.mcp.launch import Launcher
 from guard.mcp.server import ServerPipe
 from guard.mcp.wire import Id
+from guard.paths import warm_path_cache
 from guard.planning.session import Mode, Session
 from guard.policy.freshness import PolicyWatch
 
@@ -217,6 +218,8 @@ class McpProxy(CallChecks):
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 loop.add_signal_handler(signum, self._on_signal, signum)
         self.bridge.sync()
+        # the canonical-path cache from the first call on, its slow first watches taken now
+        warm_path_cache(self.cwd)
         if self.relative_base_mismatch is not None:
             self.log(f"warning: relative paths will be refused: {self.relative_base_mismatch}")
         assert self.pipe.server is not None
