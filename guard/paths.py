@@ -391,9 +391,10 @@ def warm_path_cache(directory: str) -> None:
     """Start the canonical-path cache now, watching the way to ``directory`` (the working
     directory of a long-lived process, whose calls ask about paths below it).
 
-    The kernel makes the first watch of a directory slow when many of its entries are
-    cached (it marks each of them: tens of milliseconds for a busy ``/tmp``); taken here,
-    at start-up, it lands on no call. A path that cannot be resolved is left to the calls.
+    The first watch of a directory that nothing watches yet can be slow when many of its
+    entries are cached (the kernel marks each of them: tens of milliseconds for a busy
+    ``/tmp``); taken here, at start-up, it lands on no call. A path that cannot be
+    resolved is left to the calls.
     """
     CACHE.activate()
     for _ in range(2):  # kept, and its way watched, from its second resolution on
