@@ -48,9 +48,8 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from watchdog.events import (
     DirAttribEvent,
@@ -98,8 +97,7 @@ from guard.monitor.fanotify_group import (
 CACHE_MAX = 400_000
 
 
-@dataclass(frozen=True, slots=True)
-class Choice:
+class Choice(NamedTuple):
     """Which backend the monitor uses, and why (one line for ``guard doctor`` and the log)."""
 
     backend: str  # "fanotify" | "inotify"
@@ -141,8 +139,7 @@ def choose(roots: list[Path], wanted: str = "auto") -> Choice:
                   " one mark per file system, events carry the writer's pid")
 
 
-@dataclass(frozen=True, slots=True)
-class _Record:
+class _Record(NamedTuple):
     kind: int
     fsid: bytes
     handle: bytes  # handle_type (4 bytes) + f_handle: the cache key within a file system

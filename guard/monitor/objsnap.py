@@ -28,6 +28,7 @@ import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from guard.monitor import gitstate
 from guard.monitor.entries import SourceChanged
@@ -41,8 +42,7 @@ _CHUNK = 1 << 20
 _TRAILED = (".pack", ".idx", ".rev")
 
 
-@dataclass(frozen=True, slots=True)
-class ObjFile:
+class ObjFile(NamedTuple):
     """One file of ``.git/objects`` as the snapshot found it."""
 
     rel: str  # below .git/objects
