@@ -32,7 +32,7 @@ from guard.monitor.fsops import identity
 
 if TYPE_CHECKING:
     from guard.monitor.events import Violation
-    from guard.monitor.fanotify import Choice
+    from guard.monitor.fanotify_group import Choice
     from guard.monitor.shared import MonitorState
 
 __all__ = ["IDLE", "Barrier", "Syncable", "settle", "sync"]

@@ -14,7 +14,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from guard.effects import EffectKind
 
@@ -23,6 +23,21 @@ if TYPE_CHECKING:
 
     from guard.decide import Guard
     from guard.monitor.entries import Sig
+
+
+class FsEvent(NamedTuple):
+    """A change as the fanotify backend hands it on: the fields the monitor reads of the
+    watchdog event the inotify backend gives (a monitor on fanotify never loads watchdog)."""
+
+    event_type: str  # created, deleted, modified, attrib, closed, moved
+    src_path: str
+    dest_path: str = ""  # moves only
+    is_directory: bool = False
+
+
+if TYPE_CHECKING:
+    #: an event from either backend
+    AnyEvent = FsEvent | FileSystemEvent
 
 
 def plan_ancestors(plans: str, roots: list[Path]) -> set[str]:
@@ -39,7 +54,7 @@ class _Sink(Protocol):
     """What the handler calls: the monitor's event entry point (a Monitor, or anything
     with its ``on_fs_event``)."""
 
-    def on_fs_event(self, ev: FileSystemEvent) -> None:  # pragma: no cover - overridden
+    def on_fs_event(self, ev: AnyEvent) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
 
@@ -137,7 +152,7 @@ CHANGES: dict[tuple[str, bool], tuple[EffectKind, str, str]] = {
 }
 
 
-def early_names(ev: FileSystemEvent) -> list[tuple[str, str]]:
+def early_names(ev: AnyEvent) -> list[tuple[str, str]]:
     """The paths an event names and what happened to each (for changes during the baseline)."""
     src = os.fsdecode(ev.src_path)
     if ev.event_type == "moved":
