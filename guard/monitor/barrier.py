@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import threading
 import time
 from pathlib import Path
@@ -53,7 +52,7 @@ class Barrier:
         self.watched: tuple[int, int] | None = None
         #: the directory held open (inotify): where the watched tree's marker goes
         self.fd: int | None = None
-        self._token = secrets.token_hex(6)  # no other process's file is taken for a marker
+        self._token = os.urandom(6).hex()  # no other process's file is taken for a marker
         self._name = re.compile(rf"^\.sync-{self._token}-(\d+)$")
         self.seq = 0
         self.done = 0

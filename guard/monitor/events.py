@@ -3,14 +3,14 @@
 The inotify backend's plumbing (watchdog's observer, told about trouble) is
 :mod:`guard.monitor.inotify`, loaded only when that backend runs."""
 
+# Lazy imports: traceback only to describe a thread a stop could not wait for (rare).
+
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 import threading
 import time
-import traceback
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -95,7 +95,7 @@ class Notice:
 
 
 def new_session_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + os.urandom(3).hex()
 
 
 def default_roots(guard: Guard) -> list[Path]:
@@ -173,6 +173,8 @@ def join_within(timeout: float, threads: list[threading.Thread]) -> list[str]:
     stuck = []
     for t in threads:
         if t.is_alive():
+            import traceback
+
             frame = frames.get(t.ident) if t.ident is not None else None
             where = ", ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
                               for f in traceback.extract_stack(frame)[-4:]) if frame else "?"

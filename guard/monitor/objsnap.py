@@ -23,7 +23,6 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import secrets
 import stat
 import zlib
 from dataclasses import dataclass, field
@@ -200,7 +199,7 @@ class ObjectSnapshot:
         for d in _dirs_of(rel):
             self._mkdir(d, anchor)
         pfd, name = anchor.parent(path)
-        tmp = f".guard-restore-{secrets.token_hex(8)}"
+        tmp = f".guard-restore-{os.urandom(8).hex()}"
         try:
             try:
                 sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
