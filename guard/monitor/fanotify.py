@@ -83,6 +83,7 @@ from guard.monitor.fanotify_group import (
     filesystem_id,
     mark_filesystem,
     open_group,
+    release_elsewhere,
 )
 
 #: directory handles remembered (a path string each); beyond this the oldest are dropped
@@ -290,10 +291,11 @@ class FanotifyObserver:
                 os.close(fd)
         fan, self._fd = self._fd, -1
         self._mounts = {}
-        if fan >= 0:
+        if fan >= 0 and not release_elsewhere(fan):
             # Releasing a fanotify group waits for the kernel's SRCU grace period (tens of
-            # ms): on a thread of its own, so that what the caller does next (the final
-            # reconciliation) runs meanwhile. closed() waits for it.
+            # ms): left to another process (release_elsewhere), or on a thread of its own, so
+            # that what the caller does next (the final reconciliation) runs meanwhile.
+            # closed() waits for that thread.
             self._closer = threading.Thread(target=_close_quietly, args=(fan,), daemon=True,
                                             name="guard-fanotify-close")
             self._closer.start()

@@ -294,9 +294,10 @@ class Monitor(_Sink):
 
     def _await_watches(self) -> None:
         """watchdog adds its watches on the emitters' threads: wait until they are in place,
-        so that every change after this point is seen (the marker event proves it)."""
+        so that every change after this point is seen (the marker event proves it). fanotify's
+        mark is in place once its observer is made: the kernel queues every event from then."""
         obs = self.state.observer
-        if obs is not None:
+        if obs is not None and not isinstance(obs, FanotifyObserver):
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and not all(
                 getattr(em, "_inotify", None) is not None for em in obs.emitters
