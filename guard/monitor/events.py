@@ -115,16 +115,19 @@ def _is_under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-@dataclass(slots=True)
 class _Pending:
     """A violating write to a regular file, waiting for the writer to finish (restore mode)."""
 
-    event: str
-    detail: str
-    first: float
-    since: float
-    sig: Sig | None
-    writing: bool  # a create/modify was seen and no close-after-write since
+    __slots__ = ("detail", "event", "first", "sig", "since", "writing")
+
+    def __init__(self, event: str, detail: str, first: float, since: float, sig: Sig | None,
+                 writing: bool) -> None:
+        self.event = event
+        self.detail = detail
+        self.first = first
+        self.since = since
+        self.sig = sig
+        self.writing = writing  # a create/modify was seen and no close-after-write since
 
 
 #: a file whose last write was followed by a close is settled once it stays the same this long
