@@ -163,7 +163,9 @@ def release_elsewhere(fd: int) -> bool:
     holds that reference: this process closes its own copy at once, then the pipe, and
     ``cat`` exits and releases the group while the stop goes on and guard exits. The
     group is a notification group (nothing waits for a reader) and its events are
-    never read after the observer stopped. ``cat`` is reaped by a daemon thread."""
+    never read after the observer stopped. ``cat`` is reaped by a daemon thread, or by
+    init once guard has exited: used only where the process exits once its monitor
+    stopped (``guard run``), so that no test or long-lived process sees a stray child."""
     holder = next((h for h in _HOLDERS if os.access(h, os.X_OK)), None)
     if holder is None:
         return False

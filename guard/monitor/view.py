@@ -46,6 +46,7 @@ class MonitorView(Syncable, Protocol):
     progress: Progress | None
     background: bool
     backend_wanted: str
+    release_elsewhere: bool
     store: Path
     anchor: Anchor
     quarantine: Quarantine

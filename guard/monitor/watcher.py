@@ -185,6 +185,7 @@ class Monitor(_Sink):
         self._closing: FanotifyObserver | None = None
         #: ``auto`` (fanotify when root, else inotify), ``fanotify`` or ``inotify``
         self.backend_wanted = backend
+        self.release_elsewhere = False  # the process exits once stopped (guard run): fanotify.py
         self.backend: Choice | None = None
         #: who wrote what (fanotify only): pid, executable, inside the guarded tree
         self.processes = Processes()
@@ -294,10 +295,9 @@ class Monitor(_Sink):
 
     def _await_watches(self) -> None:
         """watchdog adds its watches on the emitters' threads: wait until they are in place,
-        so that every change after this point is seen (the marker event proves it). fanotify's
-        mark is in place once its observer is made: the kernel queues every event from then."""
+        so that every change after this point is seen (the marker event proves it)."""
         obs = self.state.observer
-        if obs is not None and not isinstance(obs, FanotifyObserver):
+        if obs is not None and not isinstance(obs, FanotifyObserver):  # a mark: in place
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and not all(
                 getattr(em, "_inotify", None) is not None for em in obs.emitters
