@@ -179,7 +179,6 @@ class _MonitorHandle:
             progress=self._progress,
             background=True,
         )
-        self.monitor.release_elsewhere = True  # guard run exits once the monitor stopped
         return self.monitor
 
     def summary(self) -> str | None:

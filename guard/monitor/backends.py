@@ -47,7 +47,6 @@ def start_observer(m: MonitorView) -> None:
         else:
             m.notify("backend", m.backend.line())
             m.flush()
-            fan.release_elsewhere = m.release_elsewhere
             m.state.observer = fan  # before its reader runs: its first report names fanotify
             fan.start()
             return

@@ -83,7 +83,6 @@ from guard.monitor.fanotify_group import (
     filesystem_id,
     mark_filesystem,
     open_group,
-    release_elsewhere,
 )
 
 #: directory handles remembered (a path string each); beyond this the oldest are dropped
@@ -172,9 +171,6 @@ class FanotifyObserver:
         self._thread = threading.Thread(target=self._run, daemon=True, name="guard-fanotify")
         self.paused = threading.Lock()  # tests hold it to let the kernel queue fill up
         self._closer: threading.Thread | None = None
-        #: the process exits once stopped: the group's release is left to another process
-        #: (release_elsewhere), which it then need not wait for, even in its exit
-        self.release_elsewhere = False
         root = ""
         try:
             for root in self.roots:
@@ -294,10 +290,9 @@ class FanotifyObserver:
                 os.close(fd)
         fan, self._fd = self._fd, -1
         self._mounts = {}
-        if fan >= 0 and not (self.release_elsewhere and release_elsewhere(fan)):
+        if fan >= 0:
             # Releasing a fanotify group waits for the kernel's SRCU grace period (tens of
-            # ms): left to another process when this one exits next (release_elsewhere), or
-            # on a thread of its own, so that what the caller does next (the final
+            # ms): on a thread of its own, so that what the caller does next (the final
             # reconciliation) runs meanwhile. closed() waits for that thread.
             self._closer = threading.Thread(target=_close_quietly, args=(fan,), daemon=True,
                                             name="guard-fanotify-close")

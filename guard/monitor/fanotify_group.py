@@ -15,11 +15,9 @@ themselves (:mod:`guard.monitor.fanotify_abi`).
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import os
-import threading
 from pathlib import Path
 from typing import NamedTuple
 
@@ -147,48 +145,3 @@ def before_probe(wanted: str = "auto") -> Choice | None:
     if not has_cap_sys_admin():
         return Choice("inotify", "no CAP_SYS_ADMIN (fanotify's filesystem mark needs it)")
     return None
-
-
-#: the program that holds a group's last reference while the kernel releases it
-_HOLDERS = ("/usr/bin/cat", "/bin/cat")
-
-
-def release_elsewhere(fd: int) -> bool:
-    """Close the group ``fd``, its release left to a short-lived process; False (``fd``
-    untouched) when none could be started: the caller closes it itself.
-
-    The kernel's release of a group with marks waits for an SRCU grace period (about
-    5 to 20 ms) in the process that drops the last reference, even in its exit. A
-    ``cat`` started with the group as descriptor 3 (reading a pipe, writing nowhere)
-    holds that reference: this process closes its own copy at once, then the pipe, and
-    ``cat`` exits and releases the group while the stop goes on and guard exits. The
-    group is a notification group (nothing waits for a reader) and its events are
-    never read after the observer stopped. ``cat`` is reaped by a daemon thread, or by
-    init once guard has exited: used only where the process exits once its monitor
-    stopped (``guard run``), so that no test or long-lived process sees a stray child."""
-    holder = next((h for h in _HOLDERS if os.access(h, os.X_OK)), None)
-    if holder is None:
-        return False
-    r, w = os.pipe()
-    try:
-        target = 3 if fd != 3 else 4  # never fd itself: dup2 onto itself keeps close-on-exec
-        pid = os.posix_spawn(holder, ["cat"], {}, file_actions=[
-            (os.POSIX_SPAWN_DUP2, r, 0),
-            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-            (os.POSIX_SPAWN_DUP2, fd, target),
-        ])  # fmt: skip
-    except OSError:
-        os.close(r)
-        os.close(w)
-        return False
-    os.close(r)
-    os.close(fd)  # not the last reference: cat's is
-    os.close(w)  # cat reads its end of file and exits
-    threading.Thread(target=_reap, args=(pid,), daemon=True, name="guard-group-reaper").start()
-    return True
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)

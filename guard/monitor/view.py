@@ -46,7 +46,6 @@ class MonitorView(Syncable, Protocol):
     progress: Progress | None
     background: bool
     backend_wanted: str
-    release_elsewhere: bool
     store: Path
     anchor: Anchor
     quarantine: Quarantine

@@ -185,7 +185,6 @@ class Monitor(_Sink):
         self._closing: FanotifyObserver | None = None
         #: ``auto`` (fanotify when root, else inotify), ``fanotify`` or ``inotify``
         self.backend_wanted = backend
-        self.release_elsewhere = False  # the process exits once stopped (guard run): fanotify.py
         self.backend: Choice | None = None
         #: who wrote what (fanotify only): pid, executable, inside the guarded tree
         self.processes = Processes()
