@@ -102,7 +102,7 @@ def layers(root: str | os.PathLike[str] | None = None, *, monitor: bool = True) 
     abi = landlock.abi_version()
     backend = line = ""
     if monitor:
-        from guard.monitor.fanotify import choose
+        from guard.monitor.fanotify_group import choose
 
         choice = choose([Path(os.path.realpath(root or os.getcwd()))])
         backend, line = choice.backend, choice.line()

@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 fail("aborted", as_json=as_json, code=130)
             except Exception as exc:
                 fail_for(exc, as_json=as_json)
-            if argv is None and options.no_monitor:
+            if argv is None:
                 _leave(code)
             raise SystemExit(code)
         # help, a usage error, --explain: the typer command says it (the same command)
@@ -92,10 +92,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _leave(code: int) -> NoReturn:
-    """Exit ``guard run --no-monitor`` once its command is done, without the interpreter's
-    teardown (every module's objects freed one by one: milliseconds the user waits for).
-    Nothing is left to do: the command was waited for, the egress proxy closed, the private
-    TMPDIR removed, and guard writes its files (audit records included) unbuffered."""
+    """Exit ``guard run`` once its command is done, without the interpreter's teardown
+    (every module's objects freed one by one: milliseconds the user waits for). Nothing is
+    left to do: the command was waited for, the monitor stopped (its final reconciliation
+    run, its records written, its threads joined or named as stuck), the egress proxy
+    closed, the private TMPDIR removed, and guard writes its files (audit records
+    included) unbuffered."""
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:  # None: started without that descriptor

@@ -14,16 +14,14 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 #: paths whose last writer is remembered (a violation found later names it)
 ORIGINS_MAX = 65_536
 _CACHE_MAX = 65_536
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
+class Origin(NamedTuple):
     """The process behind an event."""
 
     pid: int

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 from guard.effects import GuardError
 from guard.monitor.attribution import ORIGINS_MAX, Origin
-from guard.monitor.fanotify import Choice, FanotifyObserver, choose
+from guard.monitor.fanotify import FanotifyObserver
+from guard.monitor.fanotify_group import CHOSEN, Choice, before_probe, why_unavailable
 
 if TYPE_CHECKING:
-    from watchdog.events import FileSystemEvent
-
+    from guard.monitor.events import AnyEvent
     from guard.monitor.inotify import WatchLimit
     from guard.monitor.shared import MonitorState
     from guard.monitor.view import MonitorView
@@ -34,13 +34,16 @@ WATCH_LIMITS = (("fs.inotify.max_user_watches", Path("/proc/sys/fs/inotify/max_u
 
 def start_observer(m: MonitorView) -> None:
     """Choose the backend (the choice is the monitor's first notice) and start it."""
-    m.backend = choose(m.roots, m.backend_wanted)
-    if m.backend.backend == "fanotify":
+    # no probing group first: the monitor's own group is the probe (see before_probe)
+    ruled_out = before_probe(m.backend_wanted)
+    m.backend = ruled_out if ruled_out is not None else CHOSEN
+    if ruled_out is None:
         try:
             fan = FanotifyObserver(m.roots, m.on_fan_event, m.trouble, m.processes.origin,
                                    m.lost_event)
         except OSError as exc:
-            m.backend = Choice("inotify", f"fanotify failed: {exc.strerror or exc}")
+            where = str(exc.filename or (m.roots[0] if m.roots else "/"))
+            m.backend = Choice("inotify", why_unavailable(exc, where))
         else:
             m.notify("backend", m.backend.line())
             m.flush()
@@ -99,7 +102,7 @@ def watch_limit_message(root: Path, exc: WatchLimit) -> str:
     )
 
 
-def remember_origin(state: MonitorState, ev: FileSystemEvent, origin: Origin) -> None:
+def remember_origin(state: MonitorState, ev: AnyEvent, origin: Origin) -> None:
     """The last writer of each path an event names (a violation found later names it)."""
     with state.lock:
         for p in (ev.src_path, ev.dest_path):

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import threading
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from guard.monitor.fsops import identity
 
 if TYPE_CHECKING:
     from guard.monitor.events import Violation
-    from guard.monitor.fanotify import Choice
+    from guard.monitor.fanotify_group import Choice
     from guard.monitor.shared import MonitorState
 
 __all__ = ["IDLE", "Barrier", "Syncable", "settle", "sync"]
@@ -53,7 +52,7 @@ class Barrier:
         self.watched: tuple[int, int] | None = None
         #: the directory held open (inotify): where the watched tree's marker goes
         self.fd: int | None = None
-        self._token = secrets.token_hex(6)  # no other process's file is taken for a marker
+        self._token = os.urandom(6).hex()  # no other process's file is taken for a marker
         self._name = re.compile(rf"^\.sync-{self._token}-(\d+)$")
         self.seq = 0
         self.done = 0

@@ -30,7 +30,6 @@ import contextlib
 import dataclasses
 import hashlib
 import os
-import secrets
 import shutil
 import stat
 import tempfile
@@ -479,7 +478,7 @@ class Baseline:
         may have appeared at the name meanwhile (EEXIST instead). True when its
         owner was set too (:meth:`_attrs`).
         """
-        tmp = f".guard-restore-{secrets.token_hex(8)}"
+        tmp = f".guard-restore-{os.urandom(8).hex()}"
         self.temp_names.add(os.path.join(os.path.dirname(e.path), tmp))
         data = self.content(e)
         want = hashlib.sha256(data).hexdigest()

@@ -124,8 +124,9 @@ class Entry:
         return self.unrestorable is None
 
 
-@dataclass
 class BaselineStats:
+    """The counts a baseline prints (each class-level default is shadowed on the first update)."""
+
     files: int = 0
     dirs: int = 0
     links: int = 0

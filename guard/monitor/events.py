@@ -3,18 +3,18 @@
 The inotify backend's plumbing (watchdog's observer, told about trouble) is
 :mod:`guard.monitor.inotify`, loaded only when that backend runs."""
 
+# Lazy imports: traceback only to describe a thread a stop could not wait for (rare).
+
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 import threading
 import time
-import traceback
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from guard.effects import EffectKind
 
@@ -23,6 +23,21 @@ if TYPE_CHECKING:
 
     from guard.decide import Guard
     from guard.monitor.entries import Sig
+
+
+class FsEvent(NamedTuple):
+    """A change as the fanotify backend hands it on: the fields the monitor reads of the
+    watchdog event the inotify backend gives (a monitor on fanotify never loads watchdog)."""
+
+    event_type: str  # created, deleted, modified, attrib, closed, moved
+    src_path: str
+    dest_path: str = ""  # moves only
+    is_directory: bool = False
+
+
+if TYPE_CHECKING:
+    #: an event from either backend
+    AnyEvent = FsEvent | FileSystemEvent
 
 
 def plan_ancestors(plans: str, roots: list[Path]) -> set[str]:
@@ -39,7 +54,7 @@ class _Sink(Protocol):
     """What the handler calls: the monitor's event entry point (a Monitor, or anything
     with its ``on_fs_event``)."""
 
-    def on_fs_event(self, ev: FileSystemEvent) -> None:  # pragma: no cover - overridden
+    def on_fs_event(self, ev: AnyEvent) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
 
@@ -80,7 +95,7 @@ class Notice:
 
 
 def new_session_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + os.urandom(3).hex()
 
 
 def default_roots(guard: Guard) -> list[Path]:
@@ -100,16 +115,19 @@ def _is_under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-@dataclass(slots=True)
 class _Pending:
     """A violating write to a regular file, waiting for the writer to finish (restore mode)."""
 
-    event: str
-    detail: str
-    first: float
-    since: float
-    sig: Sig | None
-    writing: bool  # a create/modify was seen and no close-after-write since
+    __slots__ = ("detail", "event", "first", "sig", "since", "writing")
+
+    def __init__(self, event: str, detail: str, first: float, since: float, sig: Sig | None,
+                 writing: bool) -> None:
+        self.event = event
+        self.detail = detail
+        self.first = first
+        self.since = since
+        self.sig = sig
+        self.writing = writing  # a create/modify was seen and no close-after-write since
 
 
 #: a file whose last write was followed by a close is settled once it stays the same this long
@@ -137,7 +155,7 @@ CHANGES: dict[tuple[str, bool], tuple[EffectKind, str, str]] = {
 }
 
 
-def early_names(ev: FileSystemEvent) -> list[tuple[str, str]]:
+def early_names(ev: AnyEvent) -> list[tuple[str, str]]:
     """The paths an event names and what happened to each (for changes during the baseline)."""
     src = os.fsdecode(ev.src_path)
     if ev.event_type == "moved":
@@ -158,6 +176,8 @@ def join_within(timeout: float, threads: list[threading.Thread]) -> list[str]:
     stuck = []
     for t in threads:
         if t.is_alive():
+            import traceback
+
             frame = frames.get(t.ident) if t.ident is not None else None
             where = ", ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
                               for f in traceback.extract_stack(frame)[-4:]) if frame else "?"

@@ -8,10 +8,10 @@ every event carries the pid of the process that caused it. It needs
 and ``FAN_RENAME`` (Linux 5.17); :func:`choose` probes for both and otherwise
 says why the monitor uses watchdog's inotify observer instead.
 
-This module holds that choice (:func:`choose`, :class:`Choice`) and the observer
-(:class:`FanotifyObserver`): reading the group, naming the directories of its events,
-the directory walk, and the watchdog events it hands on. It does not hold making and
-marking the group (:mod:`guard.monitor.fanotify_group`), nor the kernel's constants
+This module holds the observer (:class:`FanotifyObserver`): reading the group,
+naming the directories of its events, the directory walk, and the events it hands
+on. It does not hold making and marking the group, nor the choice of a backend
+(:mod:`guard.monitor.fanotify_group`), nor the kernel's constants
 (:mod:`guard.monitor.fanotify_abi`).
 
 Events arrive as (directory file handle, name) pairs. A directory handle is
@@ -20,8 +20,9 @@ mount, then ``readlink`` of ``/proc/self/fd/N``; results are cached, and new
 directories enter the cache from their own create events (the event carries the
 new directory's handle), so events inside a directory that is gone by the time
 they are read still resolve. Events outside the watched roots are dropped. Each
-event becomes the watchdog event the inotify backend would have produced, so
-the monitor has one code path for both.
+event becomes an :class:`~guard.monitor.events.FsEvent` with the fields of the watchdog
+event the inotify backend would have produced (watchdog itself is not loaded), so the
+monitor has one code path for both.
 
 The observer is watching once the mark is placed: the walk that caches the handle
 of every directory already there runs on a thread of its own (a 1,000,000-file
@@ -48,24 +49,10 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from watchdog.events import (
-    DirAttribEvent,
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirMovedEvent,
-    FileAttribEvent,
-    FileClosedEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
-    FileSystemEvent,
-)
-
+from guard.monitor.events import FsEvent
 from guard.monitor.fanotify_abi import (
     AT_FDCWD,
     DFID,
@@ -86,63 +73,23 @@ from guard.monitor.fanotify_abi import (
     OLD_DFID_NAME,
     libc,
 )
+from guard.monitor.fanotify_group import (  # Choice and choose: named here too
+    Choice as Choice,
+)
+from guard.monitor.fanotify_group import (
+    choose as choose,
+)
 from guard.monitor.fanotify_group import (
     filesystem_id,
-    has_cap_sys_admin,
     mark_filesystem,
     open_group,
-    why_unavailable,
 )
 
 #: directory handles remembered (a path string each); beyond this the oldest are dropped
 CACHE_MAX = 400_000
 
 
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """Which backend the monitor uses, and why (one line for ``guard doctor`` and the log)."""
-
-    backend: str  # "fanotify" | "inotify"
-    why: str
-
-    def line(self) -> str:
-        name = "fanotify (filesystem mark)" if self.backend == "fanotify" else "inotify (watchdog)"
-        return f"monitor backend: {name}: {self.why}"
-
-
-def choose(roots: list[Path], wanted: str = "auto") -> Choice:
-    """Probe: can a fanotify group with the needed flags mark the file systems of ``roots``?
-
-    ``wanted``: ``auto`` (fanotify when possible), ``inotify`` or ``fanotify``
-    (the latter falls back, saying why, when the probe fails). The environment
-    variable ``GUARD_MONITOR_BACKEND`` sets the default.
-    """
-    if wanted == "auto":
-        wanted = os.environ.get("GUARD_MONITOR_BACKEND", "auto").strip().lower() or "auto"
-    if wanted == "inotify":
-        return Choice("inotify", "chosen explicitly (GUARD_MONITOR_BACKEND or --backend)")
-    if wanted not in ("auto", "fanotify"):
-        return Choice("inotify", f"unknown backend {wanted!r} (auto, fanotify, inotify)")
-    if not has_cap_sys_admin():
-        return Choice("inotify", "no CAP_SYS_ADMIN (fanotify's filesystem mark needs it)")
-    try:
-        fd = open_group()
-    except OSError as exc:
-        return Choice("inotify", why_unavailable(exc, str(roots[0]) if roots else "/"))
-    try:
-        for root in roots:
-            try:
-                mark_filesystem(fd, str(root))
-            except OSError as exc:
-                return Choice("inotify", why_unavailable(exc, str(root)))
-    finally:
-        os.close(fd)
-    return Choice("fanotify", "CAP_SYS_ADMIN and a kernel with FAN_REPORT_DFID_NAME_TARGET;"
-                  " one mark per file system, events carry the writer's pid")
-
-
-@dataclass(frozen=True, slots=True)
-class _Record:
+class _Record(NamedTuple):
     kind: int
     fsid: bytes
     handle: bytes  # handle_type (4 bytes) + f_handle: the cache key within a file system
@@ -167,7 +114,7 @@ def _records(buf: bytes, start: int, end: int) -> Iterator[_Record]:
         p += length
 
 
-Emit = Callable[[FileSystemEvent, Any], None]
+Emit = Callable[[FsEvent, Any], None]
 
 
 class FanotifyObserver:
@@ -200,7 +147,7 @@ class FanotifyObserver:
         self._emit = emit
         self._on_lost = on_lost
         self._describe = describe
-        self._queue: queue.SimpleQueue[tuple[FileSystemEvent, Any] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[FsEvent, Any] | None] = queue.SimpleQueue()
         self._dispatcher = threading.Thread(target=self._dispatch, daemon=True,
                                             name="guard-fanotify-dispatch")
         self._trouble = trouble
@@ -224,6 +171,7 @@ class FanotifyObserver:
         self._thread = threading.Thread(target=self._run, daemon=True, name="guard-fanotify")
         self.paused = threading.Lock()  # tests hold it to let the kernel queue fill up
         self._closer: threading.Thread | None = None
+        root = ""
         try:
             for root in self.roots:
                 fsid = filesystem_id(root)
@@ -231,8 +179,10 @@ class FanotifyObserver:
                     self._mounts[fsid] = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                     mark_filesystem(self._fd, root)
             self._fsids = [filesystem_id(root) for root in self.roots]
-        except OSError:
+        except OSError as exc:
             self._close()
+            if exc.filename is None and root:
+                exc.filename = root  # the root refused (why_unavailable names its file system)
             raise
         self._walker = threading.Thread(target=self._walk, daemon=True,
                                         name="guard-fanotify-walk")
@@ -343,7 +293,7 @@ class FanotifyObserver:
         if fan >= 0:
             # Releasing a fanotify group waits for the kernel's SRCU grace period (tens of
             # ms): on a thread of its own, so that what the caller does next (the final
-            # reconciliation) runs meanwhile. closed() waits for it.
+            # reconciliation) runs meanwhile. closed() waits for that thread.
             self._closer = threading.Thread(target=_close_quietly, args=(fan,), daemon=True,
                                             name="guard-fanotify-close")
             self._closer.start()
@@ -550,25 +500,25 @@ class FanotifyObserver:
                 self._queue.put((ev, info))
 
     @staticmethod
-    def _events(mask: int, path: str, is_dir: bool) -> list[FileSystemEvent]:
-        out: list[FileSystemEvent] = []
-        created: FileSystemEvent | None = None
-        deleted: FileSystemEvent | None = None
+    def _events(mask: int, path: str, is_dir: bool) -> list[FsEvent]:
+        out: list[FsEvent] = []
+        created: FsEvent | None = None
+        deleted: FsEvent | None = None
         if mask & FAN_CREATE:
-            created = DirCreatedEvent(path) if is_dir else FileCreatedEvent(path)
+            created = FsEvent("created", path, "", is_dir)
         if mask & FAN_DELETE:
-            deleted = DirDeletedEvent(path) if is_dir else FileDeletedEvent(path)
+            deleted = FsEvent("deleted", path, "", is_dir)
         if created is not None and deleted is not None and os.path.lexists(path):
             out.append(deleted)  # merged in the queue: the order is lost; the path exists
             deleted = None       # now, so it was deleted, then created again
         if created is not None:
             out.append(created)
         if mask & FAN_MODIFY and not is_dir:
-            out.append(FileModifiedEvent(path))
+            out.append(FsEvent("modified", path))
         if mask & FAN_ATTRIB:
-            out.append(DirAttribEvent(path) if is_dir else FileAttribEvent(path))
+            out.append(FsEvent("attrib", path, "", is_dir))
         if mask & FAN_CLOSE_WRITE and not is_dir:
-            out.append(FileClosedEvent(path))
+            out.append(FsEvent("closed", path))
         if deleted is not None:
             out.append(deleted)
         return out
@@ -580,7 +530,7 @@ class FanotifyObserver:
             return
         info = self._describe(pid)
         put = self._queue.put
-        put((DirMovedEvent(src, dest) if is_dir else FileMovedEvent(src, dest), info))
+        put((FsEvent("moved", src, dest, is_dir), info))
         if not is_dir or not dest:
             return
         for top, dirs, files in os.walk(dest):
@@ -589,9 +539,9 @@ class FanotifyObserver:
                 is_sub_dir = name in dirs
                 if src:
                     s = src + d[len(dest):]
-                    put((DirMovedEvent(s, d) if is_sub_dir else FileMovedEvent(s, d), info))
+                    put((FsEvent("moved", s, d, is_sub_dir), info))
                 else:
-                    put((DirCreatedEvent(d) if is_sub_dir else FileCreatedEvent(d), info))
+                    put((FsEvent("created", d, "", is_sub_dir), info))
 
 
 def _close_quietly(fd: int) -> None:

@@ -26,8 +26,8 @@ import stat
 import struct
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 _CHUNK = 1 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -57,8 +57,7 @@ def kind_of(mode: int) -> str:
     return "unknown"
 
 
-@dataclass(frozen=True, slots=True)
-class Identity:
+class Identity(NamedTuple):
     """What ties content to the moment it was read: a change moves one of these."""
 
     dev: int

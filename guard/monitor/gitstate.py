@@ -23,7 +23,6 @@ import os
 import re
 import struct
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -248,14 +247,16 @@ def _git_version() -> str:
         return "?"
 
 
-@dataclass
 class Status:
     """``git status`` of a worktree, as absolute paths."""
 
-    dirty: set[str] = field(default_factory=set)  # tracked, content not the index's
-    untracked: set[str] = field(default_factory=set)  # files and symlinks, not ignored
-    untracked_dirs: set[str] = field(default_factory=set)  # nested repositories
-    ignored: set[str] = field(default_factory=set)  # files, and directories as a whole
+    __slots__ = ("dirty", "ignored", "untracked", "untracked_dirs")
+
+    def __init__(self) -> None:
+        self.dirty: set[str] = set()  # tracked, content not the index's
+        self.untracked: set[str] = set()  # files and symlinks, not ignored
+        self.untracked_dirs: set[str] = set()  # nested repositories
+        self.ignored: set[str] = set()  # files, and directories as a whole
 
 
 _STATUS = ("--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=all",

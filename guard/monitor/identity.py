@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -207,7 +206,7 @@ def _recover(m: MonitorView, root: str, ident: tuple[int, int], now: tuple[int, 
                    if plans else ""))
     aside = None
     if now is not None:  # what stands there now is the agent's: kept, never written into
-        aside = f"{root}.guard-replaced-{secrets.token_hex(4)}"
+        aside = f"{root}.guard-replaced-{os.urandom(4).hex()}"
         _renameat2(root, aside, _RENAME_NOREPLACE)
     entry = m.baseline.get(root) if m.baseline is not None else None
     os.mkdir(root, 0o700)

@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from watchdog.events import FileSystemEvent
-
 from guard.effects import EffectKind
 from guard.monitor.attribution import Origin
 from guard.monitor.backends import remember_origin
 from guard.monitor.events import CHANGES, early_names
 
 if TYPE_CHECKING:
+    from guard.monitor.events import AnyEvent
     from guard.monitor.shared import MonitorState
     from guard.monitor.view import MonitorView
 
@@ -58,12 +57,12 @@ def lost_event(m: MonitorView) -> None:
         m.events_lost += 1
 
 
-def on_fan_event(m: MonitorView, ev: FileSystemEvent, origin: Origin) -> None:
+def on_fan_event(m: MonitorView, ev: AnyEvent, origin: Origin) -> None:
     remember_origin(m.state, ev, origin)
     m.on_fs_event(ev)
 
 
-def on_fs_event(m: MonitorView, ev: FileSystemEvent) -> None:
+def on_fs_event(m: MonitorView, ev: AnyEvent) -> None:
     src = os.fsdecode(ev.src_path)
     b = m.barrier
     if ev.event_type == "created" and not ev.is_directory and b.is_marker(src):
@@ -76,7 +75,7 @@ def on_fs_event(m: MonitorView, ev: FileSystemEvent) -> None:
         b.handled += 1
 
 
-def _handle(m: MonitorView, ev: FileSystemEvent, src: str) -> None:
+def _handle(m: MonitorView, ev: AnyEvent, src: str) -> None:
     if m.state.stop.is_set():
         return
     try:
@@ -100,7 +99,7 @@ def _handle(m: MonitorView, ev: FileSystemEvent, src: str) -> None:
     m.flush()
 
 
-def _record_early(state: MonitorState, ev: FileSystemEvent) -> None:
+def _record_early(state: MonitorState, ev: AnyEvent) -> None:
     """While the baseline runs: remember which paths changed (first event wins)."""
     names = early_names(ev)
     with state.lock:

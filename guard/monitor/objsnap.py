@@ -23,11 +23,11 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import secrets
 import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from guard.monitor import gitstate
 from guard.monitor.entries import SourceChanged
@@ -41,8 +41,7 @@ _CHUNK = 1 << 20
 _TRAILED = (".pack", ".idx", ".rev")
 
 
-@dataclass(frozen=True, slots=True)
-class ObjFile:
+class ObjFile(NamedTuple):
     """One file of ``.git/objects`` as the snapshot found it."""
 
     rel: str  # below .git/objects
@@ -200,7 +199,7 @@ class ObjectSnapshot:
         for d in _dirs_of(rel):
             self._mkdir(d, anchor)
         pfd, name = anchor.parent(path)
-        tmp = f".guard-restore-{secrets.token_hex(8)}"
+        tmp = f".guard-restore-{os.urandom(8).hex()}"
         try:
             try:
                 sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)

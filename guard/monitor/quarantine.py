@@ -15,10 +15,9 @@ import errno
 import json
 import os
 import stat
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from guard.audit.logfile import project_of
 from guard.effects import GuardError
@@ -105,8 +104,7 @@ def move(src: str, dest: str, anchor: Anchor | None = None) -> None:
         os.close(sfd)
 
 
-@dataclass(frozen=True, slots=True)
-class Item:
+class Item(NamedTuple):
     """One quarantined version: ``<root>/<id>`` holds it and its manifest."""
 
     id: str  # <session>/<timestamp>

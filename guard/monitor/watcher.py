@@ -36,8 +36,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from watchdog.events import FileSystemEvent
-
 from guard.audit import logfile
 from guard.audit.sinks import AuditLog, AuditSink
 from guard.effects import EffectKind, GuardError
@@ -60,7 +58,8 @@ from guard.monitor.events import (
     new_session_id,
     plan_ancestors,
 )
-from guard.monitor.fanotify import Choice, FanotifyObserver
+from guard.monitor.fanotify import FanotifyObserver
+from guard.monitor.fanotify_group import Choice
 from guard.monitor.fsops import Anchor, identity
 from guard.monitor.heldstore import make_undumpable
 from guard.monitor.identity import check_roots
@@ -75,6 +74,7 @@ from guard.monitor.shared import MonitorState
 
 if TYPE_CHECKING:
     from guard.decide import Guard
+    from guard.monitor.events import AnyEvent
 
 __all__ = ["Monitor"]
 
@@ -296,7 +296,7 @@ class Monitor(_Sink):
         """watchdog adds its watches on the emitters' threads: wait until they are in place,
         so that every change after this point is seen (the marker event proves it)."""
         obs = self.state.observer
-        if obs is not None:
+        if obs is not None and not isinstance(obs, FanotifyObserver):  # a mark: in place
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and not all(
                 getattr(em, "_inotify", None) is not None for em in obs.emitters
@@ -435,11 +435,11 @@ class Monitor(_Sink):
         """Events were lost (an overflow, or one fanotify could not name): count it."""
         lost_event(self)
 
-    def on_fan_event(self, ev: FileSystemEvent, origin: Origin) -> None:
+    def on_fan_event(self, ev: AnyEvent, origin: Origin) -> None:
         """A fanotify event and its writer (intake.py)."""
         on_fan_event(self, ev, origin)
 
-    def on_fs_event(self, ev: FileSystemEvent) -> None:
+    def on_fs_event(self, ev: AnyEvent) -> None:
         """An event from either backend: the entry point of every change it names (intake.py)."""
         on_fs_event(self, ev)
 
