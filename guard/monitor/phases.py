@@ -45,6 +45,7 @@ from guard.monitor.heldstore import HeldStore
 from guard.monitor.treeread import walk, walk_dir
 
 IGNORED = "ignored by git: never copied, so it cannot be restored"
+_2_32 = 1 << 32
 
 
 def index_mtime_ns(worktree: Path | None) -> int:
@@ -187,14 +188,18 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
     s = bl.stats
     mismatch: dict[str, IndexEntry] = {}
     unlisted: set[str] = set()
-    n = 0
-    if bl.progress is not None:
-        bl.progress("scanning", 0, 0)
+    n = clean_n = clean_bytes = 0
+    exact, pre_early, entries = bl.exact, bl.pre_early, bl.entries
+    index_mtime = bl.index_mtime
+    git_vouches = st is not None
+    progress = bl.progress
+    if progress is not None:
+        progress("scanning", 0, 0)
     for path, lst, meta, pfd, name in walk(bl.roots, bl.ignore, bl.anchor):
         n += 1
-        if bl.progress is not None and n % 500 == 0:
-            bl.progress("scanning", n, 0)
-        if path in bl.exact:
+        if progress is not None and n % 500 == 0:
+            progress("scanning", n, 0)
+        if path in exact:
             continue  # taken in phase 1 (or absent then)
         mode = lst.st_mode
         if ignored and (path in ignored or path.rpartition("/")[0] in ignored_dirs):
@@ -202,24 +207,30 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
                 ignored_dirs.add(path)  # the directory itself is recorded as usual
             else:
                 s.ignored += 1
-                bl.entries[path] = Entry(path, Sig.of(lst), atime_ns=lst.st_atime_ns,
-                                         unrestorable=IGNORED)
+                entries[path] = Entry(path, Sig.of(lst), atime_ns=lst.st_atime_ns,
+                                      unrestorable=IGNORED)
                 continue
         ie = idx.get(path)
-        if (st is not None and ie is not None and ie.trusted and stat.S_ISREG(mode)
-                and ie.mode >> 12 == 0o10 and path not in dirty and path not in bl.pre_early):
+        if (git_vouches and ie is not None and ie.trusted and stat.S_ISREG(mode)
+                and ie.mode >> 12 == 0o10 and path not in dirty and path not in pre_early):
             # clean per git status: the content is the blob, read nothing
-            bl.entries[path] = Entry(path, Sig.of(lst), atime_ns=lst.st_atime_ns, blob=ie.blob)
-            s.files += 1
-            s.bytes += lst.st_size
-            s.from_git += 1
-            if not bl.clean(lst, ie):
+            sig = Sig.of(lst)
+            entries[path] = Entry(path, sig, lst.st_atime_ns, None, ie.blob)
+            clean_n += 1
+            clean_bytes += sig.size
+            # git's stat data is the file's (bl.clean, inlined: every tracked file)
+            if not ((sig.mtime_ns, sig.ctime_ns, sig.ino, sig.uid, sig.gid, sig.size % _2_32)
+                    == (ie.mtime_ns, ie.ctime_ns, ie.ino, ie.uid, ie.gid, ie.size)
+                    and ie.mtime_ns < index_mtime):
                 mismatch[path] = ie
             continue
-        bl.entries[path] = bl.record(path, lst, meta, pfd, name, ie, bl.size_cap)
+        entries[path] = bl.record(path, lst, meta, pfd, name, ie, bl.size_cap)
         if (st is not None and ie is None and not stat.S_ISDIR(mode) and path.startswith(wt)
-                and path not in bl.pre_early and not (gitlinks and _under(path, gitlinks))):
+                and path not in pre_early and not (gitlinks and _under(path, gitlinks))):
             unlisted.add(path)
+    s.files += clean_n
+    s.bytes += clean_bytes
+    s.from_git += clean_n
     if bl.progress is not None:
         bl.progress("hashing", n, n)
     early = events()
