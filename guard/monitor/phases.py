@@ -183,7 +183,7 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
     dirty = st.dirty if st is not None else set()
     ignored = st.ignored if st is not None else set()
     ignored_dirs: set[str] = set()
-    gitlinks = _prefixes(p for p, ie in idx.items() if ie.mode >> 12 == 0o16)
+    gitlinks = _prefixes([p for p, ie in idx.items() if ie.mode >> 12 == 0o16])
     wt = str(bl.worktree) + "/" if bl.worktree is not None else "\0"
     s = bl.stats
     mismatch: dict[str, IndexEntry] = {}
