@@ -27,7 +27,6 @@ which builds a :class:`Baseline`; :func:`guard.monitor.phases.take` takes both a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import os
 import shutil
@@ -576,4 +575,4 @@ def _as_set(sig: Sig, e: Entry, owned: bool) -> Sig:
     uid, gid = (e.sig.uid, e.sig.gid) if owned else (sig.uid, sig.gid)
     if (sig.mode, sig.uid, sig.gid) == (mode, uid, gid):
         return sig
-    return dataclasses.replace(sig, mode=mode, uid=uid, gid=gid)
+    return sig._replace(mode=mode, uid=uid, gid=gid)

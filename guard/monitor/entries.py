@@ -17,10 +17,15 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from guard.effects import GuardError
 
 DEFAULT_SIZE_CAP = 16 * 1024 * 1024
+
+_S_IFMT = 0o170000
+_S_IFREG = stat.S_IFREG
+_new = tuple.__new__
 
 #: progress(phase, done, total); total is 0 while it is not known yet
 Progress = Callable[[str, int, int], None]
@@ -42,15 +47,15 @@ class BlobUnavailable(SourceChanged):
     the snapshot of it: the database may be being put back, so a later try may work."""
 
 
-@dataclass(frozen=True, slots=True)
-class Sig:
+class Sig(NamedTuple):
     """What an ``lstat`` says about a path, reduced to what a change alters.
 
     Files compare every field (``ctime`` and the inode catch a content change
     whose mtime was set back with ``utime``, or an xattr/ACL change); directories
     compare type, mode, owner and ``meta`` — a digest of their extended attributes
     (ACLs included) and user inode flags — but not times, which move with every
-    child.
+    child. (A tuple: the baseline holds one per path, and phase 2 and every
+    reconciliation build or compare one per path.)
     """
 
     kind: str  # file | dir | link | other
@@ -66,29 +71,20 @@ class Sig:
     @classmethod
     def of(cls, st: os.stat_result, meta: str = "") -> Sig:
         m = st.st_mode
+        if m & _S_IFMT == _S_IFREG:  # nearly every path: built without the keyword machinery
+            return _new(cls, ("file", m & 0o7777, st.st_uid, st.st_gid, st.st_size,
+                              st.st_mtime_ns, st.st_ctime_ns, st.st_ino, ""))
         if stat.S_ISDIR(m):
             return cls("dir", stat.S_IMODE(m), st.st_uid, st.st_gid, meta=meta)
-        kind = "file" if stat.S_ISREG(m) else "link" if stat.S_ISLNK(m) else "other"
+        kind = "link" if stat.S_ISLNK(m) else "other"
         return cls(
             kind, stat.S_IMODE(m), st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns,
             st.st_ctime_ns, st.st_ino,
         )
 
     def matches(self, st: os.stat_result, meta: str = "") -> bool:
-        """``Sig.of(st, meta) == self``, without building the signature (the final
-        reconciliation asks it of every path, and nearly every answer is yes)."""
-        m = st.st_mode
-        if stat.S_ISDIR(m):
-            return (self.kind == "dir" and self.mode == stat.S_IMODE(m)
-                    and self.uid == st.st_uid and self.gid == st.st_gid and self.meta == meta
-                    and self.size == 0 and self.mtime_ns == 0 and self.ctime_ns == 0
-                    and self.ino == 0)
-        return (self.mtime_ns == st.st_mtime_ns and self.ctime_ns == st.st_ctime_ns
-                and self.ino == st.st_ino and self.size == st.st_size
-                and self.mode == stat.S_IMODE(m) and self.uid == st.st_uid
-                and self.gid == st.st_gid and self.meta == ""
-                and self.kind == ("file" if stat.S_ISREG(m) else "link" if stat.S_ISLNK(m)
-                                  else "other"))
+        """``Sig.of(st, meta) == self`` (the final reconciliation asks it of every path)."""
+        return Sig.of(st, meta) == self
 
     @classmethod
     def lstat(cls, path: str) -> Sig | None:

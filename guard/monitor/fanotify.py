@@ -48,14 +48,13 @@ import select
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from guard.monitor.events import FsEvent
 from guard.monitor.fanotify_abi import (
     AT_FDCWD,
-    DFID,
     DFID_NAME,
     FAN_ATTRIB,
     FAN_CLOSE_WRITE,
@@ -71,7 +70,9 @@ from guard.monitor.fanotify_abi import (
     METADATA_VERSION,
     NEW_DFID_NAME,
     OLD_DFID_NAME,
+    Record,
     libc,
+    records,
 )
 from guard.monitor.fanotify_group import (  # Choice and choose: named here too
     Choice as Choice,
@@ -87,31 +88,12 @@ from guard.monitor.fanotify_group import (
 
 #: directory handles remembered (a path string each); beyond this the oldest are dropped
 CACHE_MAX = 400_000
-
-
-class _Record(NamedTuple):
-    kind: int
-    fsid: bytes
-    handle: bytes  # handle_type (4 bytes) + f_handle: the cache key within a file system
-    name: str
-
-
-def _records(buf: bytes, start: int, end: int) -> Iterator[_Record]:
-    p = start
-    while p + 4 <= end:
-        kind, _, length = struct.unpack_from("=BBH", buf, p)
-        if length < 4 or p + length > end:
-            return
-        if kind in (FID, DFID_NAME, DFID, OLD_DFID_NAME, NEW_DFID_NAME):
-            fsid = buf[p + 4 : p + 12]
-            (hbytes,) = struct.unpack_from("=I", buf, p + 12)
-            handle = buf[p + 16 : p + 20 + hbytes]
-            name = ""
-            if kind in (DFID_NAME, OLD_DFID_NAME, NEW_DFID_NAME):
-                raw = buf[p + 20 + hbytes : p + length]
-                name = os.fsdecode(raw.split(b"\0", 1)[0])
-            yield _Record(kind, fsid, handle, name)
-        p += length
+#: bytes one read takes from the group at most
+READ_SIZE = 1 << 18
+#: after a read that did not fill the buffer, the reader lets events gather this long: the
+#: mark sees the whole file system, and a wake-up, poll and read per event cost several
+#: times what handling it does (events still arrive in order; a sync waits this much more)
+GATHER = 0.001
 
 
 Emit = Callable[[FsEvent, Any], None]
@@ -144,6 +126,7 @@ class FanotifyObserver:
         on_lost: Callable[[], None] | None = None,
     ) -> None:
         self.roots = [str(r) for r in roots]
+        self._under = tuple(r + "/" for r in self.roots)  # _inside, asked of every event
         self._emit = emit
         self._on_lost = on_lost
         self._describe = describe
@@ -320,13 +303,15 @@ class FanotifyObserver:
                 continue
             with self.paused:
                 try:
-                    buf = os.read(self._fd, 1 << 18)
+                    buf = os.read(self._fd, READ_SIZE)
                 except BlockingIOError:
                     continue
                 except OSError as exc:
                     self._trouble("watch-error", f"fanotify read failed: {exc.strerror or exc}")
                     return
             self._handle(buf)
+            if len(buf) < READ_SIZE // 2:
+                self._stop.wait(GATHER)
 
     def _handle(self, buf: bytes) -> None:
         off = 0
@@ -345,7 +330,7 @@ class FanotifyObserver:
                                   "the kernel's fanotify queue overflowed: events were lost")
                 else:
                     self.events += 1
-                    recs = list(_records(buf, off + meta_len, off + event_len))
+                    recs = records(buf, off + meta_len, off + event_len)
                     self._event(mask, pid, recs)
             except Exception as exc:  # one bad event must not end the reader
                 self._trouble("event-error", f"fanotify event: {type(exc).__name__}: {exc}")
@@ -370,7 +355,7 @@ class FanotifyObserver:
                                         name="guard-fanotify-walk")
         self._walker.start()
 
-    def _dir(self, rec: _Record) -> str | None:
+    def _dir(self, rec: Record) -> str | None:
         key = (rec.fsid, rec.handle)
         with self._cache_lock:
             hit = self._cache.get(key)
@@ -456,7 +441,7 @@ class FanotifyObserver:
             if new is not None and self._walking and self._inside(new):
                 self._walk_more.append(new)
 
-    def _path(self, rec: _Record | None) -> str | None:
+    def _path(self, rec: Record | None) -> str | None:
         if rec is None:
             return None
         d = self._dir(rec)
@@ -469,16 +454,17 @@ class FanotifyObserver:
     def _inside(self, path: str | None) -> bool:
         if path is None:
             return False
-        return any(path == r or path.startswith(r + "/") for r in self.roots)
+        return path.startswith(self._under) or path in self.roots
 
     # -- events ------------------------------------------------------------------------
 
-    def _event(self, mask: int, pid: int, recs: list[_Record]) -> None:
+    def _event(self, mask: int, pid: int, recs: list[Record]) -> None:
         is_dir = bool(mask & FAN_ONDIR)
-        child = next((r for r in recs if r.kind == FID), None)
+        by_kind = {r.kind: r for r in reversed(recs)}  # the first of each kind
+        child = by_kind.get(FID)
         if mask & FAN_RENAME:
-            old = self._path(next((r for r in recs if r.kind == OLD_DFID_NAME), None))
-            new = self._path(next((r for r in recs if r.kind == NEW_DFID_NAME), None))
+            old = self._path(by_kind.get(OLD_DFID_NAME))
+            new = self._path(by_kind.get(NEW_DFID_NAME))
             if is_dir:
                 self._moved_dir(old, new)
             if is_dir and child is not None and new is not None:
@@ -488,7 +474,7 @@ class FanotifyObserver:
             mask &= ~FAN_RENAME
             if not mask & ~FAN_ONDIR:
                 return
-        path = self._path(next((r for r in recs if r.kind == DFID_NAME), None))
+        path = self._path(by_kind.get(DFID_NAME))
         if path is None or not self._inside(path):
             return
         if is_dir and child is not None and mask & FAN_CREATE:

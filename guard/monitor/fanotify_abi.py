@@ -1,10 +1,13 @@
 """The kernel's fanotify interface as guard uses it: the flags and mask bits of
-linux/fanotify.h, the event record's layout, and the libc calls (through ctypes)."""
+linux/fanotify.h, the event record's layout and its info records (:func:`records`), and
+the libc calls (through ctypes)."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
+from typing import NamedTuple
 
 # fanotify_init flags (linux/fanotify.h)
 FAN_CLOEXEC = 0x1
@@ -52,3 +55,41 @@ libc.name_to_handle_at.restype = ctypes.c_int
 MAX_HANDLE_SZ = 128
 libc.statfs.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
 libc.statfs.restype = ctypes.c_int
+
+
+class Record(NamedTuple):
+    """One info record of an event: a file or directory handle, and for a directory
+    handle with a name, the entry's name."""
+
+    kind: int
+    fsid: bytes
+    handle: bytes  # handle_type (4 bytes) + f_handle: the cache key within a file system
+    name: str
+
+
+_HEAD = struct.Struct("=BBH").unpack_from
+_HLEN = struct.Struct("=I").unpack_from
+_HANDLES = frozenset((FID, DFID_NAME, DFID, OLD_DFID_NAME, NEW_DFID_NAME))
+_NAMED = frozenset((DFID_NAME, OLD_DFID_NAME, NEW_DFID_NAME))
+_new = tuple.__new__
+
+
+def records(buf: bytes, start: int, end: int) -> list[Record]:
+    """The handle records of the event at ``buf[start:end]`` (after its metadata); the
+    reader calls it for every event of the file system, so it builds plain tuples."""
+    out: list[Record] = []
+    p = start
+    while p + 4 <= end:
+        kind, _, length = _HEAD(buf, p)
+        if length < 4 or p + length > end:
+            break
+        if kind in _HANDLES:
+            (hbytes,) = _HLEN(buf, p + 12)
+            name = ""
+            if kind in _NAMED:
+                raw = buf[p + 20 + hbytes : p + length]
+                name = os.fsdecode(raw.split(b"\0", 1)[0])
+            out.append(_new(Record, (kind, buf[p + 4 : p + 12], buf[p + 16 : p + 20 + hbytes],
+                                     name)))
+        p += length
+    return out

@@ -62,9 +62,9 @@ class IndexEntry(NamedTuple):
     trusted: bool = True
 
 
-def parse_index(data: bytes) -> dict[str, IndexEntry] | None:
-    """Worktree-relative name -> entry for stage-0 files, symlinks and gitlinks; None when this
-    index is not one read here (the caller asks git instead)."""
+def parse_index(data: bytes, prefix: str = "") -> dict[str, IndexEntry] | None:
+    """``prefix`` + worktree-relative name -> entry for stage-0 files, symlinks and
+    gitlinks; None when this index is not one read here (the caller asks git instead)."""
     if len(data) < 12:
         return None
     sig, version, count = _HEAD.unpack_from(data, 0)
@@ -102,7 +102,7 @@ def parse_index(data: bytes) -> dict[str, IndexEntry] | None:
                 if kind == 0o04:
                     return None  # a sparse index's directory entry
                 continue  # conflict stages
-            out[name.decode("utf-8", "surrogateescape")] = new(
+            out[prefix + name.decode("utf-8", "surrogateescape")] = new(
                 oid.hex(), cs * 1_000_000_000 + cn, ms * 1_000_000_000 + mn, ino, uid, gid,
                 size, mode, not (flags & _ASSUME_VALID or ext & _SKIP_WORKTREE),
             )
@@ -172,11 +172,8 @@ def read_index_entries(worktree: Path, data: bytes | None) -> dict[str, IndexEnt
         return {}
     parsed = None
     if data is not None and can_parse(worktree):
-        parsed = parse_index(data)
-    root = str(worktree) + "/"
-    if parsed is not None:
-        return {root + k: v for k, v in parsed.items()}
-    return _ls_files(worktree)
+        parsed = parse_index(data, str(worktree) + "/")
+    return parsed if parsed is not None else _ls_files(worktree)
 
 
 def _sha256(git_dir: Path) -> bool:
@@ -304,12 +301,10 @@ def missing_blobs(worktree: Path, blobs: set[str]) -> set[str]:
     if not blobs:
         return set()
     out = _run_git(worktree, "cat-file", "--batch-check=%(objectname) %(objecttype)",
-                   stdin="".join(b + "\n" for b in blobs).encode())
-    have = set()
-    for line in out.decode(errors="replace").splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1] == "blob":
-            have.add(parts[0])
+                   stdin=("\n".join(blobs) + "\n").encode())
+    # "<id> blob" for each one held as a blob; "<id> missing" (or another type) otherwise
+    have = {line[:-5] for line in out.decode(errors="replace").splitlines()
+            if line.endswith(" blob")}
     return blobs - have
 
 

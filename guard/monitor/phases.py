@@ -17,10 +17,11 @@ blob, already in the object database. It needs no copy, now or later.
 trees for every path's ``lstat`` signature (the reconciliation scan compares
 against it) and checks every blob the baseline relies on is in git's object
 database. A path with an inotify event since phase 1 ended (or, when events were lost
-since then, a tracked file the walk did not find) may have changed
-before the walk reached it, so its baseline is taken from phase 1, never from
-the walk: its copy, git's blob (with the stat data git cached for it), or
-"absent" (git status named neither it nor a nested repository holding it).
+since then, a tracked file the walk did not find or found changed from its blob, and a
+file git status did not name) may have changed before the walk reached it, so its
+baseline is taken from phase 1, never from the walk: its copy, git's blob (with the
+stat data git cached for it), or "absent" (git status named neither it nor a nested
+repository holding it).
 Such paths are in :attr:`Baseline.exact`: a change to them is a violation like
 any other, and ``--restore`` undoes it exactly. Ignored trees (``.venv``,
 ``node_modules``, anything git ignores) are listed but never read or copied:
@@ -36,15 +37,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from guard.effects import GuardError
 from guard.monitor import gitstate
 from guard.monitor.baseline import Baseline
 from guard.monitor.entries import DEFAULT_SIZE_CAP, Entry, Progress, Sig
 from guard.monitor.fsops import Anchor, dir_meta
 from guard.monitor.gitstate import IndexEntry
 from guard.monitor.heldstore import HeldStore
-from guard.monitor.treeread import walk, walk_dir
+from guard.monitor.treeread import git_blob_id, walk, walk_dir
 
 IGNORED = "ignored by git: never copied, so it cannot be restored"
+_2_32 = 1 << 32
 
 
 def index_mtime_ns(worktree: Path | None) -> int:
@@ -182,19 +185,23 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
     dirty = st.dirty if st is not None else set()
     ignored = st.ignored if st is not None else set()
     ignored_dirs: set[str] = set()
-    gitlinks = _prefixes(p for p, ie in idx.items() if ie.mode >> 12 == 0o16)
+    gitlinks = _prefixes([p for p, ie in idx.items() if ie.mode >> 12 == 0o16])
     wt = str(bl.worktree) + "/" if bl.worktree is not None else "\0"
     s = bl.stats
     mismatch: dict[str, IndexEntry] = {}
     unlisted: set[str] = set()
-    n = 0
-    if bl.progress is not None:
-        bl.progress("scanning", 0, 0)
+    n = clean_n = clean_bytes = 0
+    exact, pre_early, entries = bl.exact, bl.pre_early, bl.entries
+    index_mtime = bl.index_mtime
+    git_vouches = st is not None
+    progress = bl.progress
+    if progress is not None:
+        progress("scanning", 0, 0)
     for path, lst, meta, pfd, name in walk(bl.roots, bl.ignore, bl.anchor):
         n += 1
-        if bl.progress is not None and n % 500 == 0:
-            bl.progress("scanning", n, 0)
-        if path in bl.exact:
+        if progress is not None and n % 500 == 0:
+            progress("scanning", n, 0)
+        if path in exact:
             continue  # taken in phase 1 (or absent then)
         mode = lst.st_mode
         if ignored and (path in ignored or path.rpartition("/")[0] in ignored_dirs):
@@ -202,24 +209,30 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
                 ignored_dirs.add(path)  # the directory itself is recorded as usual
             else:
                 s.ignored += 1
-                bl.entries[path] = Entry(path, Sig.of(lst), atime_ns=lst.st_atime_ns,
-                                         unrestorable=IGNORED)
+                entries[path] = Entry(path, Sig.of(lst), atime_ns=lst.st_atime_ns,
+                                      unrestorable=IGNORED)
                 continue
         ie = idx.get(path)
-        if (st is not None and ie is not None and ie.trusted and stat.S_ISREG(mode)
-                and ie.mode >> 12 == 0o10 and path not in dirty and path not in bl.pre_early):
+        if (git_vouches and ie is not None and ie.trusted and stat.S_ISREG(mode)
+                and ie.mode >> 12 == 0o10 and path not in dirty and path not in pre_early):
             # clean per git status: the content is the blob, read nothing
-            bl.entries[path] = Entry(path, Sig.of(lst), atime_ns=lst.st_atime_ns, blob=ie.blob)
-            s.files += 1
-            s.bytes += lst.st_size
-            s.from_git += 1
-            if not bl.clean(lst, ie):
+            sig = Sig.of(lst)
+            entries[path] = Entry(path, sig, lst.st_atime_ns, None, ie.blob)
+            clean_n += 1
+            clean_bytes += sig.size
+            # git's stat data is the file's (bl.clean, inlined: every tracked file)
+            if not ((sig.mtime_ns, sig.ctime_ns, sig.ino, sig.uid, sig.gid, sig.size % _2_32)
+                    == (ie.mtime_ns, ie.ctime_ns, ie.ino, ie.uid, ie.gid, ie.size)
+                    and ie.mtime_ns < index_mtime):
                 mismatch[path] = ie
             continue
-        bl.entries[path] = bl.record(path, lst, meta, pfd, name, ie, bl.size_cap)
+        entries[path] = bl.record(path, lst, meta, pfd, name, ie, bl.size_cap)
         if (st is not None and ie is None and not stat.S_ISDIR(mode) and path.startswith(wt)
-                and path not in bl.pre_early and not (gitlinks and _under(path, gitlinks))):
+                and path not in pre_early and not (gitlinks and _under(path, gitlinks))):
             unlisted.add(path)
+    s.files += clean_n
+    s.bytes += clean_bytes
+    s.from_git += clean_n
     if bl.progress is not None:
         bl.progress("hashing", n, n)
     early = events()
@@ -227,6 +240,8 @@ def complete(bl: Baseline, events: Callable[[], set[str]],
         early = early | {p for p, ie in idx.items()
                          if p not in bl.entries and ie.trusted and ie.mode >> 12 == 0o10
                          and p not in dirty and not bl.ignore(p)}
+        # nor that one it did find was not changed or created before it got there
+        early |= unlisted | _changed_unseen(bl, mismatch)
         # an event may be missing: a later one does not prove the walk read the path first
         bl.walk_early = None
     else:
@@ -277,6 +292,28 @@ def _settle_early(
             _ancestors(bl, path, umask)
         elif bl.entries[path].blob == ie.blob and bl.entries[path].sha256 is None:
             bl.exact.add(path)  # the walk saw git's own stat data: before the change
+
+
+def _changed_unseen(bl: Baseline, mismatch: dict[str, IndexEntry]) -> set[str]:
+    """Events were lost: the clean tracked files the walk found with stat data other than
+    git's that were changed before it read them. git status found their bytes to be their
+    blob; one whose bytes are not (hashed now) or whose executable bit differs from git's
+    was changed since, its event among the lost. A file that cannot be read counts as
+    changed (its baseline is then git's, which can always be restored)."""
+    out: set[str] = set()
+    for path, ie in mismatch.items():
+        e = bl.entries.get(path)
+        if e is None or path in bl.exact or path in bl.pre_early:
+            continue
+        if bool(e.sig.mode & 0o100) != bool(ie.mode & 0o100):
+            out.add(path)
+            continue
+        try:
+            if git_blob_id(path, bl.anchor) != ie.blob:
+                out.add(path)
+        except (OSError, GuardError):
+            out.add(path)
+    return out
 
 
 def _from_index(path: str, ie: IndexEntry, umask: int) -> Entry:

@@ -57,12 +57,12 @@ def reconcile(m: MonitorView, reason: str) -> list[Violation]:
         found: list[tuple[str, str]] = []
         # a directory the agent shut (chmod 0600) is seen, not what is in it: its mode
         # is put back, and the next scan sees inside
+        seen_add, last_of, sig_of = seen.add, snapshot.get, Sig.of
         for path, st, meta, _, _ in walk(m.roots, m.ignored, m.anchor, shut_ok=True):
-            seen.add(path)
-            last = snapshot.get(path)
-            if last is not None and last.matches(st, meta):
+            seen_add(path)
+            cur = sig_of(st, meta)
+            if cur == last_of(path):
                 continue
-            cur = Sig.of(st, meta)
             with m.lock:
                 known = m.state.known.get(path, _MISSING)
             if known == cur:

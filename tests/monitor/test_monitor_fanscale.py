@@ -214,3 +214,56 @@ def test_inotify_refuses_at_once_when_the_watch_limit_cannot_cover_the_tree(
     assert "user.max_inotify_watches = 60" in line, line
     assert "fanotify" in line and "sysctl fs.inotify.max_user_watches=" in line, line
     assert "ran out after" in line, line
+
+
+def test_attack_events_drowned_in_an_overflow_while_phase_two_waits_changes_still_undone(
+    wt: Path, tmp_path: Path
+) -> None:
+    """The attack: while phase 2 has not read the tree yet, the agent floods the file
+    system's event queue (20,000 creates outside the worktree, the reader held so that the
+    kernel's queue overflows), then, its own events lost, rewrites a clean tracked file
+    (same size, its mtime set back), clears a tracked script's executable bit and creates
+    a file. The walk finds all three as the agent left them; none of them may become the
+    baseline. Checked on the disk after --restore: bytes and modes back, the new file
+    gone into quarantine."""
+    _fanotify_or_skip(wt)
+    app, tool, new = wt / "src" / "app.py", wt / "src" / "tool.sh", wt / "src" / "new.py"
+    old = app.stat().st_mtime - 60
+    for f in (app, tool):
+        os.utime(f, (old, old))
+    git(wt, "update-index", "--refresh")  # trusted index entries (not racily clean)
+    before = {f: (f.read_bytes(), f.stat().st_mode & 0o777) for f in (app, tool)}
+    marker = tmp_path / "damage-done"
+    reached = threading.Event()
+    m = Monitor(Guard.load(worktree=wt), "plan", restore=True, background=True,
+                reconcile_interval=None, audit_path=tmp_path / "a.jsonl",
+                progress=_held_progress(marker, reached), backend="fanotify")
+    m.start()
+    try:
+        wait_for(reached.is_set, "phase 2 held at its start")
+        flood = tmp_path / "flood"
+        agent = f"""
+import os
+os.mkdir({str(flood)!r})
+for i in range(20000):
+    os.close(os.open({str(flood)!r} + "/f%d" % i, os.O_CREAT | os.O_WRONLY))
+app = {str(app)!r}
+st = os.stat(app)
+data = open(app, "rb").read()
+open(app, "wb").write(data.upper() if data.upper() != data else data[::-1])
+os.utime(app, ns=(st.st_atime_ns, st.st_mtime_ns))
+os.chmod({str(tool)!r}, 0o644)
+open({str(new)!r}, "w").write("import os  # agent\\n")
+"""
+        with _observer(m).paused:  # nothing read until the queue has overflowed
+            subprocess.run([sys.executable, "-c", agent], check=True)
+        marker.touch()
+        assert m.baseline_done.wait(WAIT)
+        assert m.settle(WAIT)
+    finally:
+        m.stop()
+    assert m.overflows >= 1, "the flood did not overflow the queue: the test proves nothing"
+    assert {f: (f.read_bytes(), f.stat().st_mode & 0o777) for f in (app, tool)} == before
+    assert not new.exists()
+    hit = {v.path for v in m.violations}
+    assert {str(app), str(tool), str(new)} <= hit, m.violations
