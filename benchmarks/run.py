@@ -98,15 +98,20 @@ FINAL = re.compile(r"reconciliation \(final\) scanned ([\d,]+) paths in ([\d.]+)
 BASELINE = re.compile(r"took ([\d.]+) s \(([\d.]+) s before the command could start\)")
 
 
-def baseline_notices(home: Path) -> list[tuple[float, float]]:
-    """(whole baseline, part the command waited for) of every monitor start so far, from
-    the audit logs (the start notice is not printed under -q)."""
+def notices(home: Path, event: str, pattern: re.Pattern[str]) -> list[re.Match[str]]:
+    """The monitor's ``event`` notices matching ``pattern`` so far, from the audit logs
+    (under -q guard run prints neither the start nor the reconciliation notice)."""
     out = []
     for log_file in sorted((home / ".local/share/openoxide/audit").glob("*.jsonl")):
         for line in log_file.read_text().splitlines():
-            if '"event": "start"' in line and (m := BASELINE.search(line)):
-                out.append((float(m.group(1)), float(m.group(2))))
+            if f'"event": "{event}"' in line and (m := pattern.search(line)):
+                out.append(m)
     return out
+
+
+def baseline_notices(home: Path) -> list[tuple[float, float]]:
+    """(whole baseline, part the command waited for) of every monitor start so far."""
+    return [(float(m.group(1)), float(m.group(2))) for m in notices(home, "start", BASELINE)]
 
 
 def timed(
@@ -184,12 +189,12 @@ def main() -> int:
         for argv in configs.values():
             timed(argv, root, env)
         warm_starts = len(baseline_notices(home))
+        warm_finals = len(notices(home, "reconcile", FINAL))
         wall: dict[str, list[float]] = {name: [] for name in configs}
         cpu: dict[str, list[float]] = {name: [] for name in configs}
-        said: list[str] = []  # what guard run + monitor wrote on stderr
         for r in range(args.rounds):
             for name, argv in configs.items():
-                w, c = timed(argv, root, env, said if name == "guard run (+ monitor)" else None)
+                w, c = timed(argv, root, env)
                 wall[name].append(w)
                 cpu[name].append(c)
             log(f"  round {r + 1}/{args.rounds} done")
@@ -208,7 +213,7 @@ def main() -> int:
         last = "guard run (+ monitor)" if has_monitor else "guard run --no-monitor"
         kernel = statistics.median(wall["helper only"]) / bare_w
         print(f"kernel layer alone (helper + Landlock) vs bare, wall: x{kernel:.3f}")
-        finals = [m for text in said if (m := FINAL.search(text))]
+        finals = [m for m in notices(home, "reconcile", FINAL)[warm_finals:]]
         if finals:
             took = statistics.median(float(m.group(2)) for m in finals)
             share = took / statistics.median(wall["guard run (+ monitor)"])
