@@ -17,6 +17,8 @@ many or too few) is a miss: pydantic validates again. Nothing here can accept a
 policy pydantic did not.
 """
 
+# Lazy imports: tempfile only to store a newly validated policy (guard run start-up time).
+
 from __future__ import annotations
 
 import contextlib
@@ -25,7 +27,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -323,6 +324,8 @@ def store(key: str, dump: dict[str, Any]) -> None:
     with contextlib.suppress(OSError, TypeError, ValueError):
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
         data = json.dumps({"key": key, "policy": dump}, ensure_ascii=False).encode("utf-8")
+        import tempfile
+
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "wb") as f:
