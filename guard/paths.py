@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import stat
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from guard.effects import GuardError
 from guard.pathcache import CACHE
+from guard.sha import sha256
 
 VCS_MARKERS = (".git", ".hg", ".jj", ".svn")
 APP_NAME = "openoxide"
@@ -118,7 +118,7 @@ def project_key(directory: str | os.PathLike[str]) -> str:
     """A readable key, stable per directory: ``<basename>-<10 hex of its real path>``."""
     real = os.path.realpath(directory)
     base = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(real)).strip("-.") or "root"
-    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    digest = sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:10]
     return f"{base[:40]}-{digest}"
 
 

@@ -73,3 +73,15 @@ def test_a_command_is_found_on_path_as_shutil_finds_it(tmp_path: Path) -> None:
     for name in ("tool", "dir", "missing", "sh"):
         for p in (path, "", None, "/usr/bin:/bin"):
             assert _which(name, p) == shutil.which(name, path=p), (name, p)
+
+
+@pytest.mark.parametrize("data", [b"", b"a", "guard-policy 1\0é".encode(), bytes(range(256)) * 300])
+def test_the_start_up_sha256_is_hashlibs(data: bytes) -> None:
+    import hashlib
+
+    from guard.sha import sha256
+
+    h = sha256(b"guard")
+    h.update(data)
+    assert h.hexdigest() == hashlib.sha256(b"guard" + data).hexdigest()
+    assert sha256(data).digest() == hashlib.sha256(data).digest()

@@ -9,7 +9,6 @@ to fix it`` inside a :class:`PolicyError`; nothing here prints a traceback.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from guard.paths import ROOT_NAMES
 from guard.policy import valid
 from guard.policy.source_lines import line_of
 from guard.policy.valid import Policy
+from guard.sha import sha256
 
 BUILTIN_PREFIX = "builtin:"
 Loc = tuple[str | int, ...]
@@ -270,7 +270,7 @@ def digest_of(merged: dict[str, Any]) -> str:
     """SHA-256 over a merged policy as canonical JSON (key order kept: it carries meaning,
     the first plan agent is the one a policy lists first)."""
     text = json.dumps(merged, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _validate(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import hashlib
 import importlib.util
 import json
 import os
@@ -34,6 +33,7 @@ from typing import Any
 
 from guard.effects import Action
 from guard.paths import data_dir
+from guard.sha import sha256
 
 #: bump when the cached form changes meaning
 CACHE_FORMAT = b"guard-policy-cache 1"
@@ -255,7 +255,7 @@ def validator_files() -> list[Path]:
 
 
 def fingerprint_of(files: list[Path]) -> bytes:
-    h = hashlib.sha256(CACHE_FORMAT)
+    h = sha256(CACHE_FORMAT)
     for f in files:
         try:
             h.update(b"\0" + f.read_bytes())
@@ -279,7 +279,7 @@ def cache_key(merged: dict[str, Any]) -> str | None:
         text = json.dumps(merged, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
         return None
-    h = hashlib.sha256(validator_fingerprint())
+    h = sha256(validator_fingerprint())
     h.update(b"\0" + text.encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
