@@ -11,7 +11,6 @@ error: guard never fails open.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import re
 import threading
@@ -32,6 +31,7 @@ from guard.policy.loader import unchanged
 from guard.policy.managed import ManagedLayer, load_managed
 from guard.policy.managed import unchanged as managed_unchanged
 from guard.policy.valid import Agent, Audit
+from guard.sha import sha256
 
 __all__ = ["LISTS", "LIST_ACTION", "PROTECTED_PATTERNS", "Explanation", "Guard", "ListHit", "load"]
 
@@ -542,7 +542,7 @@ class Guard:
             return self.loaded.digest
 
         text = f"guard-policy 1\0{self.loaded.digest}\0{self.managed.digest}"
-        return hashlib.sha256(text.encode()).hexdigest()
+        return sha256(text.encode()).hexdigest()
 
     def _rule_at(self, loc: tuple[str | int, ...], text: str) -> str:
         f, line = self.loaded.locate(loc)

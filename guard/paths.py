@@ -6,22 +6,22 @@ the link's own location too, so both can be checked), non-existent tails
 resolved through their nearest existing ancestor.
 """
 
+# Lazy imports: platformdirs only where its answer is not read from the environment (start-up).
+
 from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import stat
-import tempfile
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from guard.effects import GuardError
 from guard.pathcache import CACHE
+from guard.sha import sha256
 
 VCS_MARKERS = (".git", ".hg", ".jj", ".svn")
 APP_NAME = "openoxide"
@@ -47,14 +47,78 @@ def find_worktree(start: str | os.PathLike[str]) -> Path | None:
 
 def data_dir() -> Path:
     """guard's per-user data directory (policies of its own, audit logs, fallback plans)."""
-    return Path(os.path.realpath(platformdirs.user_data_dir(APP_NAME, appauthor=False)))
+    return Path(os.path.realpath(_user_data_dir()))
+
+
+def _user_data_dir() -> str:
+    """platformdirs' ``user_data_dir(APP_NAME, appauthor=False)``, read from the environment
+    where every platformdirs 4 computes it the same way (Linux, an absolute ``$HOME``,
+    ``$XDG_DATA_HOME`` absolute or unset), platformdirs itself elsewhere."""
+    env = os.environ
+    xdg = env.get("XDG_DATA_HOME", "")
+    home = env.get("HOME", "")
+    if (
+        sys.platform == "linux"
+        and not hasattr(sys, "getandroidapilevel")
+        and env.get("ANDROID_DATA") is None
+        and home.startswith("/")
+        and (xdg == "" or xdg.startswith("/"))
+    ):
+        base = xdg or os.path.expanduser("~/.local/share")
+        return os.path.join(base, APP_NAME)
+    import platformdirs
+
+    return platformdirs.user_data_dir(APP_NAME, appauthor=False)
+
+
+def temp_dir() -> str:
+    """``tempfile.gettempdir()``, without importing tempfile (shutil, random) where nothing
+    has: the first of $TMPDIR, $TEMP, $TMP, /tmp, /var/tmp, /usr/tmp and here in which a new
+    file can be written, found once per process."""
+    global _TEMP_DIR
+    if "tempfile" in sys.modules:  # its answer (and a tempdir someone set there)
+        found: str = sys.modules["tempfile"].gettempdir()
+        return found
+    if _TEMP_DIR is not None:
+        return _TEMP_DIR
+    candidates = [d for n in ("TMPDIR", "TEMP", "TMP") if (d := os.environ.get(n, ""))]
+    candidates += ["/tmp", "/var/tmp", "/usr/tmp"]
+    try:
+        candidates.append(os.getcwd())
+    except OSError:
+        candidates.append(os.curdir)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for d in candidates:
+        if d != os.curdir:
+            d = os.path.abspath(d)
+        for _ in range(100):
+            name = os.path.join(d, "tmp" + os.urandom(6).hex())
+            try:
+                fd = os.open(name, flags, 0o600)
+                try:
+                    try:
+                        os.write(fd, b"blat")
+                    finally:
+                        os.close(fd)
+                finally:
+                    os.unlink(name)
+            except FileExistsError:
+                continue
+            except OSError:
+                break  # no point trying more names here
+            _TEMP_DIR = d
+            return d
+    raise FileNotFoundError(errno.ENOENT, f"no usable temporary directory in {candidates}")
+
+
+_TEMP_DIR: str | None = None
 
 
 def project_key(directory: str | os.PathLike[str]) -> str:
     """A readable key, stable per directory: ``<basename>-<10 hex of its real path>``."""
     real = os.path.realpath(directory)
     base = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.basename(real)).strip("-.") or "root"
-    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    digest = sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:10]
     return f"{base[:40]}-{digest}"
 
 
@@ -195,7 +259,7 @@ class Roots:
             plans=Path(os.path.realpath(pd.path)),
             data=data_dir(),
             home=Path(os.path.realpath(os.path.expanduser("~"))),
-            tmp=Path(os.path.realpath(tempfile.gettempdir())),
+            tmp=Path(os.path.realpath(temp_dir())),
             plans_reason=pd.reason,
         )
 

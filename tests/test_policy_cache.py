@@ -244,3 +244,78 @@ def test_loads_outside_guard_run_write_nothing(tmp_path: Path) -> None:
     finally:
         valid._STORING.reset(token)
     assert entries() == []
+
+
+def toml_entries() -> list[Path]:
+    d = valid.toml_dir()
+    return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
+def test_a_policy_text_seen_by_guard_run_loads_without_tomllib(tmp_path: Path) -> None:
+    """The parsed text is kept too: the next load of the same text needs no TOML parser,
+    and gives what tomllib gave."""
+    f = tmp_path / "policy.toml"
+    f.write_text(POLICY.format(deny="src/**"))
+    cold = load_policy(str(f))
+    assert len(toml_entries()) == 1
+    code = ("import sys; from guard.policy import load_policy; m = load_policy(sys.argv[1]);"
+            " print('tomllib' in sys.modules, sorted(m.model.agents))")
+    out = subprocess.run([sys.executable, "-c", code, str(f)], env=dict(os.environ), text=True,
+                         capture_output=True, check=True).stdout.split(maxsplit=1)
+    assert out == ["False", "['plan']\n"]
+    assert load_policy(str(f)).model == cold.model
+
+
+def test_an_edited_text_is_parsed_again(tmp_path: Path) -> None:
+    """Edit one character after the text was kept: the edit is what is in force."""
+    f = tmp_path / "policy.toml"
+    f.write_text(POLICY.format(deny="src/**"))
+    load_policy(str(f))
+    f.write_text(POLICY.format(deny="srx/**"))
+    assert load_policy(str(f)).model.agents["plan"].write.deny == ["srx/**"]
+    assert len(toml_entries()) == 2
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other-text", "not-a-table", "extra-key"])
+def test_a_broken_or_misplaced_parsed_text_is_never_trusted(tmp_path: Path, damage: str) -> None:
+    """An entry that is not exactly the one for this text (another text's, moved under
+    this one's name) is a miss: tomllib parses again."""
+    f = tmp_path / "policy.toml"
+    other = POLICY.format(deny="other/**")
+    f.write_text(other)
+    load_policy(str(f))
+    (moved,) = toml_entries()
+    f.write_text(POLICY.format(deny="src/**"))
+    load_policy(str(f))
+    entry = next(e for e in toml_entries() if e != moved)
+    doc = json.loads(entry.read_text())
+    if damage == "garbage":
+        entry.write_text("{not json")
+    elif damage == "other-text":
+        entry.write_text(moved.read_text())
+    elif damage == "not-a-table":
+        entry.write_text(json.dumps({"toml": doc["toml"], "data": [1]}))
+    else:
+        entry.write_text(json.dumps({**doc, "extra": 1}))
+    for e in entries():  # validated forms too: the parse is what decides the merged input
+        e.unlink()
+    assert load_policy(str(f)).model.agents["plan"].write.deny == ["src/**"]
+
+
+@pytest.mark.parametrize("value", ["1979-05-27", "inf", "nan"])
+def test_what_json_cannot_carry_exactly_is_not_kept(tmp_path: Path, value: str) -> None:
+    import tomllib
+
+    text = f"version = 1\nx = {value}\n"
+    valid.store_toml(text, tomllib.loads(text))
+    assert toml_entries() == []
+    assert valid.parsed_toml(text) is None
+
+
+def test_the_parsed_texts_are_a_protected_path(tmp_path: Path) -> None:
+    g = Guard.load(worktree=tmp_path)
+    target = str(valid.toml_dir() / ("0" * 64 + ".json"))
+    for agent in (g.plan_agent_name, g.build_agent_name):
+        assert agent is not None
+        for kind in (EffectKind.WRITE, EffectKind.DELETE):
+            assert not g.decide(agent, [Effect(kind, target)]).allowed, (agent, kind)

@@ -20,9 +20,10 @@ one line). It does not touch a log file (locking, rotation, finding the head:
 :mod:`guard.audit.logfile`) and does not check a log (:mod:`guard.audit.verify`).
 """
 
+# Lazy imports: hmac (hashlib, OpenSSL) only to make a MAC: `guard run` reads the key path.
+
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import re
@@ -136,6 +137,8 @@ def load_key_path() -> Path:
 
 
 def _mac(key: bytes, seq: int, prev: bytes, body: bytes) -> bytes:
+    import hmac
+
     return hmac.digest(key, b"%d\n%s\n%s" % (seq, prev, body), "sha256").hex().encode()
 
 
@@ -172,6 +175,8 @@ def notice_mac(key: bytes, record: Mapping[str, Any]) -> str:
     bytes without :data:`NOTICE_MAC` (sorted keys, as the audit log writes records)."""
     rest = {k: v for k, v in record.items() if k != NOTICE_MAC}
     body = json.dumps(rest, ensure_ascii=False, sort_keys=True, default=str)
+    import hmac
+
     return hmac.digest(key, b"notice\n" + body.encode("utf-8", "surrogateescape"),
                        "sha256").hex()
 

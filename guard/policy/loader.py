@@ -5,15 +5,13 @@ to fix it`` inside a :class:`PolicyError`; nothing here prints a traceback.
 """
 
 # Lazy imports: pydantic and the schema only to validate: hooks use the cache (start-up speed);
-# difflib only for an unknown key's hint.
+# difflib only for an unknown key's hint; tomllib only for a TOML text not parsed before.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from guard.paths import ROOT_NAMES
 from guard.policy import valid
 from guard.policy.source_lines import line_of
 from guard.policy.valid import Policy
+from guard.sha import sha256
 
 BUILTIN_PREFIX = "builtin:"
 Loc = tuple[str | int, ...]
@@ -135,14 +134,21 @@ def _parse(name: str, text: str) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise PolicyError([f"{name}:1: a policy must be a JSON object"])
         return data
+    parsed = valid.parsed_toml(text)  # the same text parsed before: no tomllib
+    if parsed is not None:
+        return parsed
+    import tomllib
+
     try:
-        return tomllib.loads(text)
+        parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
         line = m.group(1) if m else "1"
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
         raise PolicyError([f"{name}:{line}: invalid TOML: {msg}"]) from None
+    valid.store_toml(text, parsed)
+    return parsed
 
 
 def _merge(
@@ -270,7 +276,7 @@ def digest_of(merged: dict[str, Any]) -> str:
     """SHA-256 over a merged policy as canonical JSON (key order kept: it carries meaning,
     the first plan agent is the one a policy lists first)."""
     text = json.dumps(merged, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _validate(

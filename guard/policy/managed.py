@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import hashlib
 import os
 import stat
 import time
@@ -60,6 +59,7 @@ from guard.policy.loader import (
     locate_line,
 )
 from guard.policy.valid import Audit, Policy, audit_of
+from guard.sha import sha256
 
 SYSTEM_DIR = "/etc/openoxide/managed.d"
 ENV = "GUARD_MANAGED_DIR"
@@ -397,13 +397,13 @@ class ManagedLayer:
 
     @property
     def digest(self) -> str:
-        h = hashlib.sha256(b"guard-managed 1")
+        h = sha256(b"guard-managed 1")
         for p in self.parts:
             h.update(b"\0" + p.loaded.digest.encode())
         return h.hexdigest()
 
     def file_digests(self) -> list[tuple[str, str]]:
-        return [(path, hashlib.sha256(text.encode("utf-8")).hexdigest())
+        return [(path, sha256(text.encode("utf-8")).hexdigest())
                 for path, text in self.read]
 
     def audit(self, user: Audit) -> Audit:

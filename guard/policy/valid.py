@@ -14,18 +14,21 @@ than everything else ``guard run`` does before the command starts.
 
 Anything unexpected in an entry (unreadable, not JSON, another key, a field too
 many or too few) is a miss: pydantic validates again. Nothing here can accept a
-policy pydantic did not.
+policy pydantic did not. What tomllib parsed from a policy text is kept the same way
+(:func:`parsed_toml`), keyed by the text itself, so the next load of the same text
+needs no TOML parser either.
 """
+
+# Lazy imports: tempfile only to store a new cache entry (guard run start-up time).
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import hashlib
 import importlib.util
 import json
 import os
-import tempfile
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -33,6 +36,7 @@ from typing import Any
 
 from guard.effects import Action
 from guard.paths import data_dir
+from guard.sha import sha256
 
 #: bump when the cached form changes meaning
 CACHE_FORMAT = b"guard-policy-cache 1"
@@ -254,7 +258,7 @@ def validator_files() -> list[Path]:
 
 
 def fingerprint_of(files: list[Path]) -> bytes:
-    h = hashlib.sha256(CACHE_FORMAT)
+    h = sha256(CACHE_FORMAT)
     for f in files:
         try:
             h.update(b"\0" + f.read_bytes())
@@ -278,7 +282,7 @@ def cache_key(merged: dict[str, Any]) -> str | None:
         text = json.dumps(merged, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
         return None
-    h = hashlib.sha256(validator_fingerprint())
+    h = sha256(validator_fingerprint())
     h.update(b"\0" + text.encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
@@ -317,18 +321,71 @@ def storing() -> Iterator[None]:
 def store(key: str, dump: dict[str, Any]) -> None:
     """Keep pydantic's dump of a validated policy under ``key`` (best effort: a cache),
     inside :func:`storing` only."""
+    _write(cache_dir(), f"{key}.json", {"key": key, "policy": dump})
+
+
+def _write(d: Path, name: str, doc: dict[str, Any]) -> None:
+    """``doc`` as the cache entry ``d/name``, written whole or not at all, inside
+    :func:`storing` only (best effort: a cache)."""
     if not _STORING.get():
         return
-    d = cache_dir()
     with contextlib.suppress(OSError, TypeError, ValueError):
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        data = json.dumps({"key": key, "policy": dump}, ensure_ascii=False).encode("utf-8")
+        data = json.dumps(doc, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        import tempfile
+
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            os.replace(tmp, d / f"{key}.json")
+            os.replace(tmp, d / name)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+
+
+# -- parsed TOML -----------------------------------------------------------------------
+# What tomllib read from a policy text, kept beside the validated forms (:func:`toml_dir`,
+# in guard's data directory too), by ``guard run`` only: a later load of the same text
+# (the same characters, the same interpreter's tomllib) reads it back as JSON without
+# importing tomllib. Only documents JSON carries exactly are kept (no dates, no inf or
+# nan); anything unexpected in an entry is a miss, and tomllib parses again.
+
+
+def toml_dir() -> Path:
+    return data_dir() / "cache" / "toml"
+
+
+def _toml_key(text: str) -> str:
+    h = sha256(b"guard-toml-cache 1\0" + sys.version.encode() + b"\0")
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def parsed_toml(text: str) -> dict[str, Any] | None:
+    """What tomllib parsed from exactly ``text`` before, or None (not kept, not exactly right)."""
+    key = _toml_key(text)
+    try:
+        with open(toml_dir() / f"{key}.json", "rb") as f:
+            doc = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or set(doc) != {"toml", "data"} or doc["toml"] != key:
+        return None
+    data = doc["data"]
+    return data if isinstance(data, dict) else None
+
+
+def store_toml(text: str, data: dict[str, Any]) -> None:
+    """Keep what tomllib parsed from ``text`` when JSON carries it exactly, inside
+    :func:`storing` only."""
+    if not _STORING.get():
+        return
+    try:
+        exact = json.loads(json.dumps(data, allow_nan=False)) == data
+    except (TypeError, ValueError, RecursionError):  # a date, inf or nan: not kept
+        return
+    if exact:
+        key = _toml_key(text)
+        _write(toml_dir(), f"{key}.json", {"toml": key, "data": data})

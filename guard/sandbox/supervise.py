@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -344,10 +343,7 @@ def _run(
             "no monitor available, and Landlock is not either: refusing to run"
             " the command with no protection at all"
         )
-    if (
-        shutil.which(command[0], path=_child_env(plan).get("PATH")) is None
-        and "/" not in command[0]
-    ):
+    if "/" not in command[0] and _which(command[0], _child_env(plan).get("PATH")) is None:
         raise CommandNotStarted(f"command not found: {command[0]!r} (not on PATH)", 127)
     if "/" in command[0] and not os.path.exists(command[0]):
         raise CommandNotStarted(f"command not found: {command[0]!r} (no such file)", 127)
@@ -549,3 +545,25 @@ def _cleanup_tmp(plan: SandboxPlan, keep: bool, say: Callable[..., None]) -> Non
         return
     if not confine.remove_private_tmpdir(tmp):
         say(f"cannot remove the command's TMPDIR {tmp}; remove it by hand", force=True)
+
+
+def _which(name: str, path: str | None) -> str | None:
+    """``shutil.which()`` of a bare command name, without importing shutil (start-up)."""
+    if path is None:
+        path = os.environ.get("PATH")
+        if path is None:
+            try:
+                path = os.confstr("CS_PATH")
+            except (AttributeError, ValueError):
+                path = os.defpath
+    if not path:
+        return None
+    seen: set[str] = set()
+    for d in path.split(os.pathsep):
+        if d in seen:
+            continue
+        seen.add(d)
+        f = os.path.join(d, name)
+        if os.path.exists(f) and os.access(f, os.X_OK) and not os.path.isdir(f):
+            return f
+    return None
