@@ -45,16 +45,17 @@ def private_tmpdir(path: str) -> str:
     return path
 
 
-def fresh_tmpdir(base: str | None = None) -> str:
-    """A new, empty directory (mode 0700) at an unpredictable path under ``base`` (default:
-    ``$TMPDIR`` when it is an absolute directory, else ``/tmp``): nothing can have been
-    planted in it (a hard link to a project file, a FIFO), and it is never reused."""
+def fresh_tmpdir(base: str | None = None, prefix: str = TMP_PREFIX) -> str:
+    """A new, empty directory (mode 0700) named ``prefix`` and a random tail under ``base``
+    (default: ``$TMPDIR`` when it is an absolute directory, else ``/tmp``): nothing can
+    have been planted in it (a hard link to a project file, a FIFO), and it is never
+    reused."""
     if base is None:
         base = os.environ.get("TMPDIR") or "/tmp"
         if not os.path.isabs(base) or not os.path.isdir(base):
             base = "/tmp"
     for _ in range(16):
-        path = os.path.join(base, TMP_PREFIX + os.urandom(9).hex())
+        path = os.path.join(base, prefix + os.urandom(9).hex())
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:

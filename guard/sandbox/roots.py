@@ -11,7 +11,6 @@ requires (``sockets``, ``require``). No process is started here
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING
 from guard.effects import Effect, GuardError, did_you_mean
 from guard.paths import temp_dir
 from guard.sandbox.helper_args import SINK_DEVICES, TERMINAL_DEVICES
+from guard.sandbox.helper_dirs import fresh_tmpdir
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -240,7 +240,7 @@ def derive(
     plan.require = list(policy.sandbox.require)
 
     if private_tmp:
-        tmp = Path(_mkdtemp(f"guard-run-{agent}-"))
+        tmp = Path(fresh_tmpdir(temp_dir(), prefix=f"guard-run-{agent}-"))
         plan.tmpdir = tmp
         plan.roots.append(WritableRoot(str(tmp), "private TMPDIR for this run"))
         plan.env.update({"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)})
@@ -249,17 +249,3 @@ def derive(
     plan.env.update({"GUARD_AGENT": agent, "GUARD_MODE": mode, "GUARD_PLANS": str(plans)})
     return plan
 
-
-def _mkdtemp(prefix: str) -> str:
-    """A new directory (mode 0700) named ``prefix`` and a random tail in the temporary
-    directory, as ``tempfile.mkdtemp()`` makes it, without importing tempfile (shutil,
-    random: start-up time of every ``guard run``)."""
-    base = temp_dir()
-    for _ in range(10000):
-        path = os.path.join(base, prefix + os.urandom(6).hex())
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            continue
-        return path
-    raise FileExistsError(errno.EEXIST, f"no free name for a temporary directory {prefix}*")
