@@ -51,14 +51,8 @@ class AuditLog:
         try:
             append(rec, path)
         except AuditError as exc:
-            if not isinstance(exc.__cause__, LockTimeout):
-                raise
-            try:
-                held = append_held(path, rec, str(exc.__cause__))
-            except OSError as err:
-                raise AuditError(f"{exc}; nor could it be kept aside: {err}") from exc
-            raise AuditError(f"{exc}; the verdict is kept in {held} and answered with a deny") \
-                from exc
+            _keep_aside(exc, path, [rec], "it", "the verdict is kept in {} and answered with"
+                                                 " a deny")
 
 
     def write_many(self, records: list[dict[str, Any]], roots: Roots | None = None) -> None:
@@ -73,14 +67,23 @@ class AuditLog:
         try:
             append_many(records, path)
         except AuditError as exc:
-            if not isinstance(exc.__cause__, LockTimeout):
-                raise
-            try:
-                for record in records:
-                    held = append_held(path, record, str(exc.__cause__))
-            except OSError as err:
-                raise AuditError(f"{exc}; nor could they be kept aside: {err}") from exc
-            raise AuditError(f"{exc}; the records are kept in {held}") from exc
+            _keep_aside(exc, path, records, "they", "the records are kept in {}")
+
+
+def _keep_aside(
+    exc: AuditError, path: Path, records: list[dict[str, Any]], they: str, kept: str
+) -> None:
+    """After a failed append: re-raise ``exc`` unless the log stayed locked past guard's
+    deadline; then keep ``records`` lock-free in ``<log>.held`` and raise an AuditError
+    saying where (``kept`` formatted with that file), or that ``they`` could not be kept."""
+    if not isinstance(exc.__cause__, LockTimeout):
+        raise exc
+    try:
+        for record in records:
+            held = append_held(path, record, str(exc.__cause__))
+    except OSError as err:
+        raise AuditError(f"{exc}; nor could {they} be kept aside: {err}") from exc
+    raise AuditError(f"{exc}; {kept.format(held)}") from exc
 
 
 class MemorySink:
