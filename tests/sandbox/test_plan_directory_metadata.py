@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import pytest
 from sandbox_support import guard_argv, helper_argv, needs_landlock
 from unprivileged import USERS, as_user, require_unprivileged
-from walls_support import DOORS, Project, door_argv, py, run_project
+from walls_support import ATTEMPT, DOORS, Project, door_argv, py, run_project
 
 from guard.sandbox import seccomp
 
@@ -38,12 +38,7 @@ plans = {plans!r}
 tmp = os.environ["TMPDIR"]
 out = {{}}
 
-def attempt(name, fn):
-    try:
-        fn()
-        out[name] = "ok"
-    except OSError as exc:
-        out[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+{attempt}
 
 def via_fd(fn):
     fd = os.open(plans, os.O_RDONLY | os.O_DIRECTORY)
@@ -153,13 +148,13 @@ def test_attack_the_plan_directory_cannot_be_made_0777_or_back_dated(
     proj: Project, door: str
 ) -> None:
     """In the namespaces, through the hook's confined command and ``guard run``."""
-    source = ATTACK.format(plans=str(proj.plans), back=BACK)
+    source = ATTACK.format(plans=str(proj.plans), back=BACK, attempt=ATTEMPT)
     _attack(proj, door_argv(proj, door, py(source)))
 
 
 def test_attack_the_plan_directory_metadata_in_the_fallback_as_root(root_proj: Project) -> None:
     """Root through the helper without ``--namespaces``: the Landlock-only fallback."""
-    source = ATTACK.format(plans=str(root_proj.plans), back=BACK)
+    source = ATTACK.format(plans=str(root_proj.plans), back=BACK, attempt=ATTEMPT)
     _attack(root_proj, helper_argv([], [sys.executable, "-c", source], "--plans",
                                    str(root_proj.plans), "--private-tmp", "--walls"))  # fmt: skip
 
@@ -168,7 +163,7 @@ def test_attack_the_plan_directory_metadata_in_the_fallback_as_a_user(
     nobody_proj: Project,
 ) -> None:
     """uid 65534 where no user namespace may be made (for real): guard run's fallback."""
-    source = ATTACK.format(plans=str(nobody_proj.plans), back=BACK)
+    source = ATTACK.format(plans=str(nobody_proj.plans), back=BACK, attempt=ATTEMPT)
     argv = guard_argv("run", "-q", "--no-monitor", "--", sys.executable, "-c", source)
     _attack(nobody_proj, as_user("nobody", argv, no_user_namespaces=True))
 
@@ -253,12 +248,7 @@ def sc(name, *args):
     if res < 0:
         raise OSError(ctypes.get_errno(), name)
 
-def attempt(name, fn):
-    try:
-        fn()
-        out[name] = "ok"
-    except OSError as exc:
-        out[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+{attempt}
 
 C = ctypes.c_long
 opath = os.open(plans, os.O_PATH | os.O_DIRECTORY)
@@ -334,7 +324,7 @@ def test_attack_the_plan_directory_by_raw_calls_and_a_threads_own_cwd(
     for proj in run_project(user):
         os.chmod(proj.plans, 0o755)
         before = os.stat(proj.plans)
-        source = RAW.format(plans=str(proj.plans), back=BACK, numbers=NUMBERS)
+        source = RAW.format(plans=str(proj.plans), back=BACK, numbers=NUMBERS, attempt=ATTEMPT)
         command = py(source)
         if door == "hook":
             argv = door_argv(proj, "hook", command)

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import pytest
 from sandbox_support import needs_landlock
 from unprivileged import USERS, as_user, require_unprivileged
-from walls_support import DOORS, Project, confined, door_argv, py, run_project
+from walls_support import ATTEMPT, DOORS, Project, confined, door_argv, py, run_project
 
 pytestmark = needs_landlock
 
@@ -39,12 +39,7 @@ def proj(request: pytest.FixtureRequest) -> Iterator[Project]:
 ATTACK = """
 import errno, fcntl, json, os, stat, termios, time
 out = {{}}
-def attempt(name, fn):
-    try:
-        fn()
-        out[name] = "ok"
-    except OSError as exc:
-        out[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+{attempt}
 tty = {tty!r}
 stolen = []
 def read():
@@ -132,7 +127,7 @@ class Pane:
 
 
 def _attack(proj: Project, pane: Pane, run: object, read_for: float) -> dict[str, str]:
-    command = py(ATTACK.format(tty=pane.tty, read_for=read_for))
+    command = py(ATTACK.format(tty=pane.tty, read_for=read_for, attempt=ATTEMPT))
     proc = subprocess.Popen(
         run(command),  # type: ignore[operator]
         cwd=proj.root, env=proj.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -32,6 +32,16 @@ from sandbox_support import guard_argv
 from unprivileged import NOBODY, as_user, chown_tree, reachable_dir
 
 DOORS = ("hook", "run")
+#: an attack script's ``attempt(name, fn)``: records "ok", or the errno's name, in ``out``
+#: (the script imports errno and defines ``out``); put in with ``.format(attempt=ATTEMPT)``
+ATTEMPT = """
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except OSError as exc:
+        out[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+"""
 PYTHON = sys.executable
 
 
