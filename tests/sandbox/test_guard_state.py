@@ -24,7 +24,7 @@ from walls_support import DOORS, Project, bare, confined, hook_answer, py, run_p
 
 pytestmark = needs_landlock
 
-STATE = ("audit", "keys", "sessions", "bindings", "missed", "spool", "run")
+STATE = ("audit", "keys", "sessions", "bindings", "missed", "spool", "run", "cache")
 
 
 @pytest.fixture(params=USERS)
@@ -80,9 +80,13 @@ def plant_state(proj: Project) -> tuple[list[Path], dict[str, str]]:
     (session / "lock").write_text("")
     (data / "plans").mkdir(exist_ok=True)
     (data / "plans" / "global.md").write_text("# plan\n")
+    # what tomllib parsed from a policy text, trusted by content (guard/policy/valid.py)
+    parsed = data / "cache" / "toml" / f"{'0' * 64}.json"
+    parsed.parent.mkdir(parents=True, exist_ok=True)
+    parsed.write_text('{"toml": "' + "0" * 64 + '", "data": {}}')
     chown_tree(proj.base, proj.user)
     targets = {"audit_log": str(logs[0]), "audit_key": str(data / "keys" / "audit.key"),
-               "session_lock": str(session / "lock")}
+               "session_lock": str(session / "lock"), "toml_cache": str(parsed)}
     return logs, targets
 
 
@@ -98,7 +102,7 @@ def test_attack_confined_command_cannot_read_or_lock_guards_state(
 
     result = outcome(confined(proj, door, lock_probe({**targets,
                                                        "plans": str(data / "plans")})))
-    for name in ("audit_log", "audit_key", "session_lock"):
+    for name in ("audit_log", "audit_key", "session_lock", "toml_cache"):
         assert result[name] in ("ENOENT", "EACCES"), (name, result)
     for name in STATE:
         assert result[name] in ("empty", "EACCES"), (name, result)
@@ -254,6 +258,8 @@ def test_attack_the_one_tmpfs_over_guards_state_is_read_only_from_every_path(
     data = data_dir(proj)
     session = proj.root / ".openoxide" / "sessions"
     session.mkdir(parents=True, exist_ok=True)
+    for cache in ("policy", "toml"):  # guard run fills its own caches while the command runs
+        (data / "cache" / cache).mkdir(parents=True, exist_ok=True)
     chown_tree(proj.base, proj.user)
     covered = [str(data / name) for name in STATE] + [str(session)]
     before = {p: (os.stat(p).st_mode, sorted(os.listdir(p))) for p in covered}
