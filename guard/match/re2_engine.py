@@ -163,7 +163,7 @@ class Re2Sets:
         for list_id, patterns in enumerate(lists):
             for idx, p in enumerate(patterns):
                 base = base_of(p, roots)
-                if p.regex is None or base is None:
+                if p.regex_source is None or base is None:
                     continue
                 if base == "" and p.body == "":
                     # "{root}" alone for a root of "/": the reference engine has no level

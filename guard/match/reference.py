@@ -91,9 +91,10 @@ class _Keyed:
         rest: dict[int, list[tuple[int, Pattern]]] = {}
         for list_id, items in regex.items():
             for idx, p in items:
-                assert p.regex is not None
+                src = p.regex_source
+                assert src is not None
                 suffix = literal_suffix(p.body if not p.body.startswith("**/") else p.body[3:])
-                if suffix and p.regex.pattern.endswith(re.escape(as_bytes(suffix))):
+                if suffix and src.endswith(re.escape(as_bytes(suffix))):
                     rx_keyed.setdefault(_key(suffix), {}).setdefault(list_id, []).append((idx, p))
                 else:
                     rest.setdefault(list_id, []).append((idx, p))
@@ -259,7 +260,7 @@ class RuleSet:
         for list_id, patterns in enumerate(self.lists):
             for idx, p in enumerate(patterns):
                 base = base_of(p, roots)
-                if p.regex is None or base is None:
+                if p.regex_source is None or base is None:
                     continue  # e.g. no worktree: unanchored patterns match nothing
                 a = acc.get(base)
                 if a is None:
@@ -474,9 +475,7 @@ def _classify(a: dict[str, Any], list_id: int, idx: int, p: Pattern) -> None:
     elif stars[0] and not any(stars[1:]):
         tail_src, _ = glob_to_regex(as_bytes("/".join(comps[1:])))
         assert tail_src is not None  # the whole body compiled, so its tail does
-        tail = Pattern(
-            p.text, p.negated, d, p.root, True, body, re.compile(tail_src, re.DOTALL), p.source
-        )
+        tail = Pattern.lazy(p.text, p.negated, d, p.root, True, body, tail_src, p.source)
         a["tails"].setdefault(len(comps) - 1, {}).setdefault(list_id, []).append((idx, tail))
     else:
         a["anchored"].setdefault(list_id, []).append((idx, p))
@@ -532,7 +531,7 @@ class CompiledList:
         """Every (level, pattern) pair where a pattern matches a level of ``path``."""
         hits: list[tuple[str, Pattern]] = []
         for p, base in zip(self.patterns, self._bases, strict=True):
-            if base is not None and p.body == "" and p.regex is not None:
+            if base is not None and p.body == "" and p.regex_source is not None:
                 if path == base or path.startswith(base + "/"):
                     hits.append((base, p))
                 continue
@@ -566,8 +565,9 @@ def _combine(
             out_rx.append(None)
             out_idx.append([])
             continue
-        assert all(p.regex is not None for _, p in chosen)
-        src = "|".join(f"({p.regex.pattern})" for _, p in chosen if p.regex is not None)
+        sources = [p.regex_source for _, p in chosen]
+        assert all(s is not None for s in sources)
+        src = "|".join(f"({s})" for s in sources if s is not None)
         out_rx.append(re.compile(src, re.DOTALL))
         out_idx.append([i for i, _ in chosen])
     return (out_rx[0], out_rx[1]), (out_idx[0], out_idx[1])
