@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from guard.match import re2_engine
 from guard.match.re2_engine import FALLBACK, Re2Sets
 from guard.match.syntax import Pattern, PerList, as_bytes, base_of, glob_to_regex
+from guard.record import Record
+from guard.record import set_field as _set
 
 DIR_CACHE_LIMIT = 1 << 15
 _GLOB_CHARS = frozenset("*?[\\")
@@ -29,21 +30,34 @@ _GLOB_CHARS = frozenset("*?[\\")
 RxPair = tuple[re.Pattern[str] | None, re.Pattern[str] | None]
 
 
-@dataclass(frozen=True, slots=True)
-class _Rx:
+class _Rx(Record):
     """One list's patterns of one class, combined: per level kind (file, directory)."""
+
+    __slots__ = ("idx", "list_id", "rx")
+    __match_args__ = ("list_id", "rx", "idx")
 
     list_id: int
     rx: RxPair
     idx: tuple[list[int], list[int]]
 
+    def __init__(self, list_id: int, rx: RxPair, idx: tuple[list[int], list[int]]) -> None:
+        _set(self, "list_id", list_id)
+        _set(self, "rx", rx)
+        _set(self, "idx", idx)
 
-@dataclass(frozen=True, slots=True)
-class _RxClass:
+
+class _RxClass(Record):
     """A class of regex patterns: a prefilter over every list, then one regex per list."""
+
+    __slots__ = ("any_rx", "per_list")
+    __match_args__ = ("any_rx", "per_list")
 
     any_rx: RxPair  # (None, None) when there is only one list: no prefilter needed
     per_list: list[_Rx]
+
+    def __init__(self, any_rx: RxPair, per_list: list[_Rx]) -> None:
+        _set(self, "any_rx", any_rx)
+        _set(self, "per_list", per_list)
 
     def hits(self, subject: str, sel: int, best: list[int] | None, n: int) -> list[int] | None:
         if not subject.isascii():
@@ -175,9 +189,13 @@ class _Table:
         return files, dirs
 
 
-@dataclass(slots=True)
-class _Group:
+class _Group(Record, frozen=False):
     """The patterns of every list that share a root, sorted into look-up classes."""
+
+    __slots__ = ("anchored", "fixed", "last", "match_all", "names", "paths", "prefix",
+                 "prefix_len", "root", "root_hit", "tails", "under")  # fmt: skip
+    __match_args__ = ("root", "prefix", "prefix_len", "match_all", "names", "last", "paths",
+                      "under", "root_hit", "fixed", "tails", "anchored")  # fmt: skip
 
     root: str  # absolute root path without trailing slash ("" for "/")
     prefix: str
@@ -191,6 +209,12 @@ class _Group:
     fixed: dict[tuple[int, str], _RxClass]  # no "**": by depth and literal first component
     tails: tuple[tuple[int, _Keyed], ...]  # "**/a/*.b": the last k components
     anchored: _Keyed  # anything else anchored
+
+    def __init__(self, **fields: Any) -> None:
+        for name in self.__match_args__:
+            setattr(self, name, fields.pop(name))
+        if fields:
+            raise TypeError(f"unknown fields {sorted(fields)}")
 
 
 def _is_literal(s: str) -> bool:

@@ -8,28 +8,14 @@ regex over UTF-8 bytes, one character per byte as git's wildmatch sees them. Bot
 engines (:mod:`guard.match.reference`, :mod:`guard.match.re2_engine`) start from here.
 """
 
-# Lazy imports: dataclasses, for the error a frozen record raises (start-up time).
-
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 
-_set = object.__setattr__
-
-
-def _frozen_set(self: object, name: str, value: object) -> NoReturn:
-    from dataclasses import FrozenInstanceError  # what assigning to a frozen record raises
-
-    raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-
-def _frozen_del(self: object, name: str) -> NoReturn:
-    from dataclasses import FrozenInstanceError
-
-    raise FrozenInstanceError(f"cannot delete field {name!r}")
-
+from guard.record import Record
+from guard.record import set_field as _set
 
 ROOT_RE = re.compile(r"^\{([a-z]+)\}(?:/|$)")
 _CLASSES = {
@@ -48,7 +34,7 @@ _CLASSES = {
 }
 
 
-class Source:
+class Source(Record):
     """Where a pattern was written: file, line, dotted key and list index (frozen)."""
 
     __slots__ = ("file", "index", "key", "line")
@@ -65,34 +51,15 @@ class Source:
         _set(self, "key", key)
         _set(self, "index", index)
 
-    def _fields(self) -> tuple[str, int, str, int]:
-        return (self.file, self.line, self.key, self.index)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, Source)
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return (f"Source(file={self.file!r}, line={self.line!r}, key={self.key!r},"
-                f" index={self.index!r})")
-
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.key}[{self.index}]"
-
-    __setattr__ = _frozen_set
-    __delattr__ = _frozen_del
 
 
 #: how every glob's regex is compiled (:func:`parse_pattern`)
 REGEX_FLAGS = re.DOTALL
 
 
-class Pattern:
+class Pattern(Record):
     """One parsed gitignore line (frozen).
 
     ``regex`` is compiled on first use: loading a policy parses every pattern, and a
@@ -198,15 +165,6 @@ class Pattern:
 
     def __hash__(self) -> int:
         return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return (f"Pattern(text={self.text!r}, negated={self.negated!r},"
-                f" dir_only={self.dir_only!r}, root={self.root!r}, anchored={self.anchored!r},"
-                f" body={self.body!r}, regex={self.regex!r}, source={self.source!r},"
-                f" problem={self.problem!r})")  # fmt: skip
-
-    __setattr__ = _frozen_set
-    __delattr__ = _frozen_del
 
     def matches_level(self, rel: str, is_dir: bool) -> bool:
         regex = self.regex
