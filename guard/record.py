@@ -6,7 +6,8 @@ each frozen, slotted record and several milliseconds for the first, paid by ever
 confined command. A :class:`Record` behaves as such a dataclass does: its fields are
 named in ``__match_args__`` (declared in ``__slots__``), set by a plain ``__init__``;
 equal when the class and every field are equal, hashed on the fields, shown as
-``Name(field=value, ...)``, and frozen (assigning raises
+``Name(field=value, ...)``, copied with changes by :meth:`Record.replace`, and frozen
+(assigning raises
 :class:`dataclasses.FrozenInstanceError`) unless made with ``frozen=False`` (then
 mutable, and unhashable as a dataclass with ``eq`` is).
 """
@@ -16,7 +17,7 @@ mutable, and unhashable as a dataclass with ``eq`` is).
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn, Self
 
 #: sets a field of a frozen record (in its ``__init__``)
 set_field = object.__setattr__
@@ -44,6 +45,15 @@ class Record:
             cls.__setattr__ = object.__setattr__  # type: ignore[method-assign,assignment]
             cls.__delattr__ = object.__delattr__  # type: ignore[method-assign]
             cls.__hash__ = None  # type: ignore[method-assign,assignment]
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` made (what :func:`dataclasses.replace` gives a dataclass)."""
+        values = {n: getattr(self, n) for n in self.__match_args__}
+        unknown = set(changes) - set(values)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
+        values.update(changes)
+        return type(self)(**values)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:

@@ -382,13 +382,11 @@ class ManagedLayer:
         agents = {}
         for name, agent in loaded.model.agents.items():
             if "protected" in pins and not agent.protected:
-                agent = dataclasses.replace(agent, protected=True)
+                agent = agent.replace(protected=True)
             if "confine" in pins and agent.mode == "plan" and not agent.sandbox.confine:
-                agent = dataclasses.replace(
-                    agent, sandbox=dataclasses.replace(agent.sandbox, confine=True)
-                )
+                agent = agent.replace(sandbox=agent.sandbox.replace(confine=True))
             agents[name] = agent
-        model = dataclasses.replace(loaded.model, agents=agents)
+        model = loaded.model.replace(agents=agents)
         return dataclasses.replace(loaded, model=model)
 
     @property
@@ -459,7 +457,7 @@ class ManagedLayer:
 
 
 def _replace(audit: Audit, key: str, value: Any) -> Audit:
-    return dataclasses.replace(audit, **{key: value})
+    return audit.replace(**{key: value})
 
 
 def load_managed(env: Mapping[str, str] | None = None) -> ManagedLayer | None:
