@@ -15,6 +15,7 @@ what typer's commands print; TAB completion is answered before this (:func:`guar
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -41,6 +42,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         completion.run()
     args = list(sys.argv[1:] if argv is None else argv)
     args, mode, problem = take_color(args)
+    if args[:1] != ["run"]:
+        gc.enable()  # off for start-up (guard.cli.main); guard run's is on once its policy is
     as_json = wants_json(args)
     set_json_mode(as_json)
     if problem is not None:
@@ -74,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         from guard.cli import run_plain
 
         options = run_plain.parse(args[1:])
+        if options is None:
+            gc.enable()
         if options is not None:
             try:
                 code = run_plain.execute(options)

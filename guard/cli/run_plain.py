@@ -14,6 +14,7 @@ only to show a violation.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -155,11 +156,16 @@ def parse(args: list[str]) -> RunOptions | None:
 
 
 def _load_guard(policy: str | None, worktree: Path | None) -> Any:
-    from guard.decide import Guard
-    from guard.policy import valid
+    try:
+        from guard.decide import Guard
+        from guard.policy import valid
 
-    with valid.storing():  # the next guard run of this policy starts without pydantic
-        return Guard.load(policy=policy, worktree=worktree)
+        with valid.storing():  # the next guard run of this policy starts without pydantic
+            return Guard.load(policy=policy, worktree=worktree)
+    finally:
+        # the start-up's modules and policy are made: collect from here on (it was off for
+        # them: guard.cli.main)
+        gc.enable()
 
 
 class _MonitorHandle:
