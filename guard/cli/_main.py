@@ -89,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 fail("aborted", as_json=as_json, code=130)
             except Exception as exc:
                 fail_for(exc, as_json=as_json)
+            finally:
+                gc.enable()  # on already once the policy loaded; for a run that stopped before
             if argv is None:
                 _leave(code)
             raise SystemExit(code)
