@@ -6,8 +6,8 @@ each frozen, slotted record and several milliseconds for the first, paid by ever
 confined command. A :class:`Record` behaves as such a dataclass does: its fields are
 named in ``__match_args__`` (declared in ``__slots__``), set by a plain ``__init__``;
 equal when the class and every field are equal, hashed on the fields, shown as
-``Name(field=value, ...)``, copied with changes by :meth:`Record.replace`, and frozen
-(assigning raises
+``Name(field=value, ...)`` (but the fields in ``_unshown``), copied with changes by
+:meth:`Record.replace`, and frozen (assigning raises
 :class:`dataclasses.FrozenInstanceError`) unless made with ``frozen=False`` (then
 mutable, and unhashable as a dataclass with ``eq`` is).
 """
@@ -34,6 +34,8 @@ class Record:
 
     __slots__ = ()
     __match_args__: ClassVar[tuple[str, ...]] = ()
+    #: fields left out of the repr (a dataclass's ``field(repr=False)``)
+    _unshown: ClassVar[frozenset[str]] = frozenset()
     _values: ClassVar[Any] = None
 
     def __init_subclass__(cls, *, frozen: bool = True, **kwargs: Any) -> None:
@@ -65,7 +67,9 @@ class Record:
         return hash(self._values(self))
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__match_args__)
+        shown = ", ".join(
+            f"{n}={getattr(self, n)!r}" for n in self.__match_args__ if n not in self._unshown
+        )
         return f"{type(self).__qualname__}({shown})"
 
     def __setattr__(self, name: str, value: object) -> None:
