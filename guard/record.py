@@ -17,7 +17,10 @@ mutable, and unhashable as a dataclass with ``eq`` is).
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any, ClassVar, NoReturn, Self
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, NoReturn, Self
 
 #: sets a field of a frozen record (in its ``__init__``)
 set_field = object.__setattr__

@@ -19,7 +19,6 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from guard.cli._base import (
     ColorMode,
@@ -32,6 +31,10 @@ from guard.cli._base import (
     version_text,
     wants_json,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def main(argv: Sequence[str] | None = None) -> None:

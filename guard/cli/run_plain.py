@@ -18,13 +18,15 @@ import gc
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from guard.cli._base import a_worktree, enter, hold_standard_streams, print_json
 from guard.effects import GuardError
 from guard.record import Record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
+    from typing import Any
+
     from rich.console import Console
 
     from guard.monitor import Violation

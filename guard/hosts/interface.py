@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
 from guard.record import Record
 from guard.record import set_field as _set
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from typing import Any
 
     from guard.analysis.dialect import Handler
     from guard.importers.common import Draft

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from guard.match import re2_engine
 from guard.match.re2_engine import FALLBACK, Re2Sets
 from guard.match.syntax import Pattern, PerList, as_bytes, base_of, glob_to_regex
 from guard.record import Record
 from guard.record import set_field as _set
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 DIR_CACHE_LIMIT = 1 << 15
 _GLOB_CHARS = frozenset("*?[\\")

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from guard.record import Record
 from guard.record import set_field as _set
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 ROOT_RE = re.compile(r"^\{([a-z]+)\}(?:/|$)")
 _CLASSES = {

@@ -13,7 +13,6 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from guard.effects import GuardError, did_you_mean
 from guard.match import Pattern, PatternError, Source, parse_pattern
@@ -24,6 +23,10 @@ from guard.policy.source_lines import line_of
 from guard.policy.valid import Policy
 from guard.record import Record
 from guard.sha import sha256
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 BUILTIN_PREFIX = "builtin:"
 Loc = tuple[str | int, ...]

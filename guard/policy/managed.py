@@ -40,7 +40,6 @@ import os
 import stat
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from guard.effects import Action
 from guard.match import Pattern, parse_pattern
@@ -59,6 +58,10 @@ from guard.policy.loader import (
 from guard.policy.valid import Audit, Policy, audit_of
 from guard.record import Record
 from guard.sha import sha256
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 SYSTEM_DIR = "/etc/openoxide/managed.d"
 ENV = "GUARD_MANAGED_DIR"

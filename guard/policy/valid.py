@@ -31,13 +31,16 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from guard.effects import Action
 from guard.paths import data_dir
 from guard.record import Record
 from guard.record import set_field as _set
 from guard.sha import sha256
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: bump when the cached form changes meaning
 CACHE_FORMAT = b"guard-policy-cache 1"

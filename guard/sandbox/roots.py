@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from guard.effects import Effect, GuardError, did_you_mean
 from guard.paths import temp_dir
@@ -22,6 +21,7 @@ from guard.record import set_field as _set
 from guard.sandbox.helper_args import SINK_DEVICES, TERMINAL_DEVICES
 from guard.sandbox.helper_dirs import fresh_tmpdir
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
