@@ -17,7 +17,6 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from guard.agent_rules import LISTS, CompiledAgent, Hit, ListRuling
 from guard.decisions import MEMO_LIMIT, error_decision, new_decision, with_effect, with_reason
@@ -32,6 +31,10 @@ from guard.policy.managed import ManagedLayer, load_managed
 from guard.policy.managed import unchanged as managed_unchanged
 from guard.policy.valid import Agent, Audit
 from guard.sha import sha256
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["LISTS", "LIST_ACTION", "PROTECTED_PATTERNS", "Explanation", "Guard", "ListHit", "load"]
 

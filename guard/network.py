@@ -24,7 +24,6 @@ number) is a :class:`~guard.match.PatternError` naming the fix.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import re
 
@@ -128,7 +127,7 @@ def parse_network_pattern(text: str, source: Source | None = None) -> Pattern | 
     parsed = parse_pattern(("!" if negated else "") + glob, source)
     if parsed is None:  # pragma: no cover - a non-empty anchored glob always parses
         raise PatternError(f"network pattern {text!r} is empty")
-    return dataclasses.replace(parsed, text=text)
+    return parsed.with_text(text)
 
 
 def _split_pattern(text: str, body: str) -> tuple[str, str | None]:

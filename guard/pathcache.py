@@ -76,7 +76,10 @@ import select
 import struct
 import threading
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: resolutions in this process before the cache sets itself up
 ACTIVATE_AFTER = 32

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from guard.effects import GuardError
 from guard.pathcache import CACHE
+from guard.record import Record
+from guard.record import set_field as _set
 from guard.sha import sha256
 
 VCS_MARKERS = (".git", ".hg", ".jj", ".svn")
@@ -294,21 +296,30 @@ class Roots:
 _PREFIX_CACHE: dict[Roots, list[tuple[str, str]]] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class CanonicalPath:
-    """A path after canonicalization.
+class CanonicalPath(Record):
+    """A path after canonicalization (frozen).
 
     ``link`` is where the name lives (parents resolved, last component kept);
     ``real`` is what it finally refers to. They differ when the last
     component is a symlink; both must be allowed.
     """
 
+    __slots__ = ("is_dir", "link", "mode", "nlink", "real")
+    __match_args__ = ("link", "real", "is_dir", "nlink", "mode")
+
     link: str
     real: str
     is_dir: bool
     nlink: int
     #: st_mode of what ``real`` is (0: it does not exist)
-    mode: int = 0
+    mode: int
+
+    def __init__(self, link: str, real: str, is_dir: bool, nlink: int, mode: int = 0) -> None:
+        _set(self, "link", link)
+        _set(self, "real", real)
+        _set(self, "is_dir", is_dir)
+        _set(self, "nlink", nlink)
+        _set(self, "mode", mode)
 
     @property
     def candidates(self) -> tuple[str, ...]:

@@ -30,10 +30,13 @@ import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from guard.audit import AuditError
 from guard.paths import data_dir
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 KEY_SUBDIR = "keys"
 KEY_NAME = "audit.key"

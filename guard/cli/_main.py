@@ -15,10 +15,10 @@ what typer's commands print; TAB completion is answered before this (:func:`guar
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from guard.cli._base import (
     ColorMode,
@@ -32,6 +32,10 @@ from guard.cli._base import (
     wants_json,
 )
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: never lets a traceback reach the user."""
@@ -41,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         completion.run()
     args = list(sys.argv[1:] if argv is None else argv)
     args, mode, problem = take_color(args)
+    if args[:1] != ["run"]:
+        gc.enable()  # off for start-up (guard.cli.main); guard run's is on once its policy is
     as_json = wants_json(args)
     set_json_mode(as_json)
     if problem is not None:
@@ -74,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         from guard.cli import run_plain
 
         options = run_plain.parse(args[1:])
+        if options is None:
+            gc.enable()
         if options is not None:
             try:
                 code = run_plain.execute(options)
@@ -84,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 fail("aborted", as_json=as_json, code=130)
             except Exception as exc:
                 fail_for(exc, as_json=as_json)
+            finally:
+                gc.enable()  # on already once the policy loaded; for a run that stopped before
             if argv is None:
                 _leave(code)
             raise SystemExit(code)

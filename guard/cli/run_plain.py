@@ -14,40 +14,79 @@ only to show a violation.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from guard.cli._base import a_worktree, enter, hold_standard_streams, print_json
 from guard.effects import GuardError
+from guard.record import Record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
+    from typing import Any
+
     from rich.console import Console
 
     from guard.monitor import Violation
 
 
-@dataclass
-class RunOptions:
+class RunOptions(Record, frozen=False):
     """``guard run``'s options, as the typer command and :func:`parse` both give them."""
 
+    __slots__ = ("agent", "allow_unconfined", "audit", "baseline_limit", "command", "cwd",
+                 "explain", "no_monitor", "policy", "quiet", "restore", "worktree",
+                 "writable")  # fmt: skip
+    __match_args__ = ("command", "agent", "policy", "worktree", "cwd", "writable", "restore",
+                      "audit", "allow_unconfined", "no_monitor", "explain", "quiet",
+                      "baseline_limit")  # fmt: skip
+
     command: list[str]
-    agent: str = "plan"
-    policy: str | None = None
-    worktree: Path | None = None
+    agent: str
+    policy: str | None
+    worktree: Path | None
     #: -C DIR: work (and start the command) as if guard was started in DIR
-    cwd: Path | None = None
-    writable: list[str] = field(default_factory=list)
-    restore: bool = False
-    audit: Path | None = None
-    allow_unconfined: bool = False
-    no_monitor: bool = False
-    explain: bool = False
-    quiet: bool = False
+    cwd: Path | None
+    writable: list[str]
+    restore: bool
+    audit: Path | None
+    allow_unconfined: bool
+    no_monitor: bool
+    explain: bool
+    quiet: bool
     #: most files the monitor's baseline may cover before guard run refuses (0: no limit)
-    baseline_limit: int = 20_000
+    baseline_limit: int
+
+    def __init__(
+        self,
+        command: list[str],
+        agent: str = "plan",
+        policy: str | None = None,
+        worktree: Path | None = None,
+        cwd: Path | None = None,
+        writable: list[str] | None = None,
+        restore: bool = False,
+        audit: Path | None = None,
+        allow_unconfined: bool = False,
+        no_monitor: bool = False,
+        explain: bool = False,
+        quiet: bool = False,
+        baseline_limit: int = 20_000,
+    ) -> None:
+        self.command = command
+        self.agent = agent
+        self.policy = policy
+        self.worktree = worktree
+        self.cwd = cwd
+        self.writable = [] if writable is None else writable
+        self.restore = restore
+        self.audit = audit
+        self.allow_unconfined = allow_unconfined
+        self.no_monitor = no_monitor
+        self.explain = explain
+        self.quiet = quiet
+        self.baseline_limit = baseline_limit
 
 
 # option -> RunOptions field; the typer command in guard/cli/run.py declares the same options
@@ -119,11 +158,16 @@ def parse(args: list[str]) -> RunOptions | None:
 
 
 def _load_guard(policy: str | None, worktree: Path | None) -> Any:
-    from guard.decide import Guard
-    from guard.policy import valid
+    try:
+        from guard.decide import Guard
+        from guard.policy import valid
 
-    with valid.storing():  # the next guard run of this policy starts without pydantic
-        return Guard.load(policy=policy, worktree=worktree)
+        with valid.storing():  # the next guard run of this policy starts without pydantic
+            return Guard.load(policy=policy, worktree=worktree)
+    finally:
+        # the start-up's modules and policy are made: collect from here on (it was off for
+        # them: guard.cli.main)
+        gc.enable()
 
 
 class _MonitorHandle:

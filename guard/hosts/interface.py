@@ -33,12 +33,15 @@ nothing of guard, so no import cycle goes through it.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
+from guard.record import Record
+from guard.record import set_field as _set
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from typing import Any
 
     from guard.analysis.dialect import Handler
     from guard.importers.common import Draft
@@ -51,19 +54,30 @@ PARTS = frozenset({
 })
 
 
-@dataclass(frozen=True, slots=True)
-class Planning:
-    """The planning gestures of a host: how guard's planning hook talks to it."""
+class Planning(Record):
+    """The planning gestures of a host: how guard's planning hook talks to it (frozen)."""
+
+    __slots__ = ("context_events", "hook_events")
+    __match_args__ = ("context_events", "hook_events")
 
     #: the hook events whose answer is context for the model
     context_events: tuple[str, ...]
     #: the (event, matcher) pairs ``guard install`` wires to the planning hook
     hook_events: tuple[tuple[str, str | None], ...]
 
+    def __init__(
+        self, context_events: tuple[str, ...], hook_events: tuple[tuple[str, str | None], ...]
+    ) -> None:
+        _set(self, "context_events", context_events)
+        _set(self, "hook_events", hook_events)
 
-@dataclass(frozen=True, slots=True)
-class Checklist:
-    """The tool a host's model keeps its checklist with, and where the steps are in its input."""
+
+class Checklist(Record):
+    """The tool a host's model keeps its checklist with, and where the steps are in its
+    input (frozen)."""
+
+    __slots__ = ("key", "text_keys", "tool")
+    __match_args__ = ("tool", "key", "text_keys")
 
     #: the tool's name in the host's dialect
     tool: str
@@ -72,10 +86,21 @@ class Checklist:
     #: the keys of a step's text, first found wins
     text_keys: tuple[str, ...]
 
+    def __init__(self, tool: str, key: str, text_keys: tuple[str, ...]) -> None:
+        _set(self, "tool", tool)
+        _set(self, "key", key)
+        _set(self, "text_keys", text_keys)
 
-@dataclass(frozen=True, slots=True)
-class Host:
-    """One host agent: what guard pins, protects and runs for it, and its parts."""
+
+class Host(Record):
+    """One host agent: what guard pins, protects and runs for it, and its parts (frozen)."""
+
+    __slots__ = ("changing_tools", "checklist", "dialect", "environment", "hook_files",
+                 "name", "native_version", "packages", "parts", "planning", "protected",
+                 "reads_transcript", "title", "version")  # fmt: skip
+    __match_args__ = ("name", "title", "version", "packages", "dialect", "protected",
+                      "planning", "changing_tools", "checklist", "parts", "hook_files",
+                      "native_version", "reads_transcript", "environment")  # fmt: skip
 
     #: the name on guard's command line (``guard install NAME``, the hook's argument)
     name: str
@@ -84,36 +109,66 @@ class Host:
     #: the version guard follows and tests against (scripts/test.sh keeps its own copy)
     version: str
     #: npm packages of its CLI (native builds' platform packages included), first the main one
-    packages: tuple[str, ...] = ()
+    packages: tuple[str, ...]
     #: the tool-call dialect of its calls (:data:`guard.analysis.DIALECTS`), '' without hooks;
     #: a dialect of the host's own (its ``tool_table`` part) is named after the host
-    dialect: str = ""
+    dialect: str
     #: its hook settings: denied for writes in every agent (``{home}`` patterns and
     #: project patterns, in :data:`guard.decide.PROTECTED_PATTERNS`' syntax)
-    protected: tuple[str, ...] = ()
+    protected: tuple[str, ...]
     #: its planning gestures, None when guard's planning hook does not serve it
-    planning: Planning | None = None
+    planning: Planning | None
     #: tools whose result means something may have changed (a missed hook's evidence)
-    changing_tools: frozenset[str] = frozenset()
+    changing_tools: frozenset[str]
     #: its checklist tool, shown in the plan's checklist lane
-    checklist: Checklist | None = None
+    checklist: Checklist | None
     #: the parts its package holds (:data:`PARTS`)
-    parts: frozenset[str] = frozenset()
+    parts: frozenset[str]
     #: the files (relative to a worktree and to the home directory) whose ``hooks`` guard
     #: review lists, with the commands that call guard
-    hook_files: tuple[str, ...] = ()
+    hook_files: tuple[str, ...]
     #: where its native build lives (a regular expression searched in a program's path,
     #: the version in group 1; '' for none): guard.fleet.hostinfo
-    native_version: str = ""
+    native_version: str
     #: the hook transcript it reads at every hook call for results without a decision
     #: (``transcript_path`` in its payload: guard.hooks.missed), False for none
-    reads_transcript: bool = False
+    reads_transcript: bool
     #: the environment variables its parts read while deciding a call (a name, or a
     #: prefix when it ends in ``_``): the hook client's daemon serves only callers whose
     #: values equal its own (guard.hooks.hookclient, through :mod:`guard.hosts.hook_env`)
-    environment: tuple[str, ...] = ()
+    environment: tuple[str, ...]
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        name: str,
+        title: str,
+        version: str,
+        packages: tuple[str, ...] = (),
+        dialect: str = "",
+        protected: tuple[str, ...] = (),
+        planning: Planning | None = None,
+        changing_tools: frozenset[str] = frozenset(),
+        checklist: Checklist | None = None,
+        parts: frozenset[str] = frozenset(),
+        hook_files: tuple[str, ...] = (),
+        native_version: str = "",
+        reads_transcript: bool = False,
+        environment: tuple[str, ...] = (),
+    ) -> None:
+        _set(self, "name", name)
+        _set(self, "title", title)
+        _set(self, "version", version)
+        _set(self, "packages", packages)
+        _set(self, "dialect", dialect)
+        _set(self, "protected", protected)
+        _set(self, "planning", planning)
+        _set(self, "changing_tools", changing_tools)
+        _set(self, "checklist", checklist)
+        _set(self, "parts", parts)
+        _set(self, "hook_files", hook_files)
+        _set(self, "native_version", native_version)
+        _set(self, "reads_transcript", reads_transcript)
+        _set(self, "environment", environment)
         unknown = self.parts - PARTS
         if unknown:
             raise ValueError(f"host {self.name!r}: unknown parts {sorted(unknown)}")

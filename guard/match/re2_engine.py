@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from guard.match.syntax import (
     CLASS,
@@ -27,6 +26,10 @@ from guard.match.syntax import (
     base_of,
     glob_tokens,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _load_re2() -> Any:
@@ -163,7 +166,7 @@ class Re2Sets:
         for list_id, patterns in enumerate(lists):
             for idx, p in enumerate(patterns):
                 base = base_of(p, roots)
-                if p.regex is None or base is None:
+                if p.regex_source is None or base is None:
                     continue
                 if base == "" and p.body == "":
                     # "{root}" alone for a root of "/": the reference engine has no level
@@ -351,6 +354,7 @@ def _compile_set(
     return rset.Match, meta
 
 
-_SetGroup = tuple[tuple[Any, list["_Meta | None"]], ...]  # (Set.Match, what each index means)
+if TYPE_CHECKING:
+    _SetGroup = tuple[tuple[Any, list["_Meta | None"]], ...]  # (Set.Match, what each index means)
 _FINAL, _PARENT, _DIR = 0, 1, 2  # which level a hit is on: the path, its parent, any directory
 _Meta = tuple[int, int, int]  # (list, pattern index, _FINAL | _PARENT | _DIR)

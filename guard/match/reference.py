@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from guard.match import re2_engine
 from guard.match.re2_engine import FALLBACK, Re2Sets
 from guard.match.syntax import Pattern, PerList, as_bytes, base_of, glob_to_regex
+from guard.record import Record
+from guard.record import set_field as _set
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 DIR_CACHE_LIMIT = 1 << 15
 _GLOB_CHARS = frozenset("*?[\\")
@@ -29,21 +33,34 @@ _GLOB_CHARS = frozenset("*?[\\")
 RxPair = tuple[re.Pattern[str] | None, re.Pattern[str] | None]
 
 
-@dataclass(frozen=True, slots=True)
-class _Rx:
+class _Rx(Record):
     """One list's patterns of one class, combined: per level kind (file, directory)."""
+
+    __slots__ = ("idx", "list_id", "rx")
+    __match_args__ = ("list_id", "rx", "idx")
 
     list_id: int
     rx: RxPair
     idx: tuple[list[int], list[int]]
 
+    def __init__(self, list_id: int, rx: RxPair, idx: tuple[list[int], list[int]]) -> None:
+        _set(self, "list_id", list_id)
+        _set(self, "rx", rx)
+        _set(self, "idx", idx)
 
-@dataclass(frozen=True, slots=True)
-class _RxClass:
+
+class _RxClass(Record):
     """A class of regex patterns: a prefilter over every list, then one regex per list."""
+
+    __slots__ = ("any_rx", "per_list")
+    __match_args__ = ("any_rx", "per_list")
 
     any_rx: RxPair  # (None, None) when there is only one list: no prefilter needed
     per_list: list[_Rx]
+
+    def __init__(self, any_rx: RxPair, per_list: list[_Rx]) -> None:
+        _set(self, "any_rx", any_rx)
+        _set(self, "per_list", per_list)
 
     def hits(self, subject: str, sel: int, best: list[int] | None, n: int) -> list[int] | None:
         if not subject.isascii():
@@ -91,9 +108,10 @@ class _Keyed:
         rest: dict[int, list[tuple[int, Pattern]]] = {}
         for list_id, items in regex.items():
             for idx, p in items:
-                assert p.regex is not None
+                src = p.regex_source
+                assert src is not None
                 suffix = literal_suffix(p.body if not p.body.startswith("**/") else p.body[3:])
-                if suffix and p.regex.pattern.endswith(re.escape(as_bytes(suffix))):
+                if suffix and src.endswith(re.escape(as_bytes(suffix))):
                     rx_keyed.setdefault(_key(suffix), {}).setdefault(list_id, []).append((idx, p))
                 else:
                     rest.setdefault(list_id, []).append((idx, p))
@@ -174,9 +192,13 @@ class _Table:
         return files, dirs
 
 
-@dataclass(slots=True)
-class _Group:
+class _Group(Record, frozen=False):
     """The patterns of every list that share a root, sorted into look-up classes."""
+
+    __slots__ = ("anchored", "fixed", "last", "match_all", "names", "paths", "prefix",
+                 "prefix_len", "root", "root_hit", "tails", "under")  # fmt: skip
+    __match_args__ = ("root", "prefix", "prefix_len", "match_all", "names", "last", "paths",
+                      "under", "root_hit", "fixed", "tails", "anchored")  # fmt: skip
 
     root: str  # absolute root path without trailing slash ("" for "/")
     prefix: str
@@ -190,6 +212,12 @@ class _Group:
     fixed: dict[tuple[int, str], _RxClass]  # no "**": by depth and literal first component
     tails: tuple[tuple[int, _Keyed], ...]  # "**/a/*.b": the last k components
     anchored: _Keyed  # anything else anchored
+
+    def __init__(self, **fields: Any) -> None:
+        for name in self.__match_args__:
+            setattr(self, name, fields.pop(name))
+        if fields:
+            raise TypeError(f"unknown fields {sorted(fields)}")
 
 
 def _is_literal(s: str) -> bool:
@@ -259,7 +287,7 @@ class RuleSet:
         for list_id, patterns in enumerate(self.lists):
             for idx, p in enumerate(patterns):
                 base = base_of(p, roots)
-                if p.regex is None or base is None:
+                if p.regex_source is None or base is None:
                     continue  # e.g. no worktree: unanchored patterns match nothing
                 a = acc.get(base)
                 if a is None:
@@ -474,9 +502,7 @@ def _classify(a: dict[str, Any], list_id: int, idx: int, p: Pattern) -> None:
     elif stars[0] and not any(stars[1:]):
         tail_src, _ = glob_to_regex(as_bytes("/".join(comps[1:])))
         assert tail_src is not None  # the whole body compiled, so its tail does
-        tail = Pattern(
-            p.text, p.negated, d, p.root, True, body, re.compile(tail_src, re.DOTALL), p.source
-        )
+        tail = Pattern.lazy(p.text, p.negated, d, p.root, True, body, tail_src, p.source)
         a["tails"].setdefault(len(comps) - 1, {}).setdefault(list_id, []).append((idx, tail))
     else:
         a["anchored"].setdefault(list_id, []).append((idx, p))
@@ -532,7 +558,7 @@ class CompiledList:
         """Every (level, pattern) pair where a pattern matches a level of ``path``."""
         hits: list[tuple[str, Pattern]] = []
         for p, base in zip(self.patterns, self._bases, strict=True):
-            if base is not None and p.body == "" and p.regex is not None:
+            if base is not None and p.body == "" and p.regex_source is not None:
                 if path == base or path.startswith(base + "/"):
                     hits.append((base, p))
                 continue
@@ -566,8 +592,9 @@ def _combine(
             out_rx.append(None)
             out_idx.append([])
             continue
-        assert all(p.regex is not None for _, p in chosen)
-        src = "|".join(f"({p.regex.pattern})" for _, p in chosen if p.regex is not None)
+        sources = [p.regex_source for _, p in chosen]
+        assert all(s is not None for s in sources)
+        src = "|".join(f"({s})" for s in sources if s is not None)
         out_rx.append(re.compile(src, re.DOTALL))
         out_idx.append([i for i, _ in chosen])
     return (out_rx[0], out_rx[1]), (out_idx[0], out_idx[1])

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from guard.record import Record
+from guard.record import set_field as _set
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 ROOT_RE = re.compile(r"^\{([a-z]+)\}(?:/|$)")
 _CLASSES = {
@@ -31,22 +37,42 @@ _CLASSES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
-    """Where a pattern was written: file, line, dotted key and list index."""
+class Source(Record):
+    """Where a pattern was written: file, line, dotted key and list index (frozen)."""
+
+    __slots__ = ("file", "index", "key", "line")
+    __match_args__ = ("file", "line", "key", "index")
 
     file: str
     line: int
     key: str
     index: int
 
+    def __init__(self, file: str, line: int, key: str, index: int) -> None:
+        _set(self, "file", file)
+        _set(self, "line", line)
+        _set(self, "key", key)
+        _set(self, "index", index)
+
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.key}[{self.index}]"
 
 
-@dataclass(frozen=True, slots=True)
-class Pattern:
-    """One parsed gitignore line."""
+#: how every glob's regex is compiled (:func:`parse_pattern`)
+REGEX_FLAGS = re.DOTALL
+
+
+class Pattern(Record):
+    """One parsed gitignore line (frozen).
+
+    ``regex`` is compiled on first use: loading a policy parses every pattern, and a
+    process that decides nothing (``guard run`` before its command) compiles none.
+    """
+
+    __slots__ = ("_regex", "_source_rx", "anchored", "body", "dir_only", "negated", "problem",
+                 "root", "source", "text")  # fmt: skip
+    __match_args__ = ("text", "negated", "dir_only", "root", "anchored", "body", "regex",
+                      "source", "problem")  # fmt: skip
 
     text: str
     negated: bool
@@ -54,15 +80,101 @@ class Pattern:
     root: str  # a root name, or "/" for //absolute patterns
     anchored: bool  # matched against the path below the root, else the last component
     body: str
-    regex: re.Pattern[str] | None  # None: the pattern can never match
-    source: Source | None = None
-    problem: str | None = None  # why it can never match, for lint and explain
+    source: Source | None
+    problem: str | None  # why it can never match, for lint and explain
+    _regex: re.Pattern[str] | None
+    _source_rx: str | None  # the regex not compiled yet (REGEX_FLAGS)
+
+    def __init__(
+        self,
+        text: str,
+        negated: bool,
+        dir_only: bool,
+        root: str,
+        anchored: bool,
+        body: str,
+        regex: re.Pattern[str] | None,  # None: the pattern can never match
+        source: Source | None = None,
+        problem: str | None = None,
+    ) -> None:
+        _set(self, "text", text)
+        _set(self, "negated", negated)
+        _set(self, "dir_only", dir_only)
+        _set(self, "root", root)
+        _set(self, "anchored", anchored)
+        _set(self, "body", body)
+        _set(self, "_regex", regex)
+        _set(self, "_source_rx", None)
+        _set(self, "source", source)
+        _set(self, "problem", problem)
+
+    @classmethod
+    def lazy(
+        cls,
+        text: str,
+        negated: bool,
+        dir_only: bool,
+        root: str,
+        anchored: bool,
+        body: str,
+        regex_source: str,
+        source: Source | None = None,
+        problem: str | None = None,
+    ) -> Pattern:
+        """The pattern whose regex is ``re.compile(regex_source, REGEX_FLAGS)``, compiled
+        when first used."""
+        p = cls(text, negated, dir_only, root, anchored, body, None, source, problem)
+        _set(p, "_source_rx", regex_source)
+        return p
+
+    @property
+    def regex(self) -> re.Pattern[str] | None:
+        """The compiled glob (None: the pattern can never match)."""
+        rx = self._regex
+        if rx is None and self._source_rx is not None:
+            rx = re.compile(self._source_rx, REGEX_FLAGS)
+            _set(self, "_regex", rx)  # the same object whichever thread wins
+        return rx
+
+    @property
+    def regex_source(self) -> str | None:
+        """``regex.pattern`` without compiling it (None: the pattern can never match)."""
+        if self._source_rx is not None:
+            return self._source_rx
+        return self._regex.pattern if self._regex is not None else None
+
+    def with_text(self, text: str) -> Pattern:
+        """This pattern, ``text`` written instead (what it matches is the same)."""
+        p = Pattern(text, self.negated, self.dir_only, self.root, self.anchored, self.body,
+                    self._regex, self.source, self.problem)  # fmt: skip
+        _set(p, "_source_rx", self._source_rx)
+        return p
+
+    def _fields(self) -> tuple[Any, ...]:
+        # the regex by what it is made of (as re.Pattern compares), compiled or not yet
+        made: tuple[str, int] | None = None
+        if self._source_rx is not None:
+            made = (self._source_rx, REGEX_FLAGS | re.UNICODE)
+        elif self._regex is not None:
+            made = (self._regex.pattern, self._regex.flags)
+        return (self.text, self.negated, self.dir_only, self.root, self.anchored, self.body,
+                made, self.source, self.problem)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Pattern)
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
 
     def matches_level(self, rel: str, is_dir: bool) -> bool:
-        if self.regex is None or (self.dir_only and not is_dir):
+        regex = self.regex
+        if regex is None or (self.dir_only and not is_dir):
             return False
         subject = rel if self.anchored else rel.rsplit("/", 1)[-1]
-        return self.regex.fullmatch(as_bytes(subject)) is not None
+        return regex.fullmatch(as_bytes(subject)) is not None
 
 
 class PatternError(ValueError):
@@ -111,8 +223,9 @@ def parse_pattern(line: str, source: Source | None = None) -> Pattern | None:
     if line == "":
         return Pattern(text, negated, dir_only, root, anchored, line, None, source, "empty pattern")
     regex_src, problem = glob_to_regex(as_bytes(line))
-    regex = re.compile(regex_src, re.DOTALL) if regex_src is not None else None
-    return Pattern(text, negated, dir_only, root, anchored, line, regex, source, problem)
+    if regex_src is None:
+        return Pattern(text, negated, dir_only, root, anchored, line, None, source, problem)
+    return Pattern.lazy(text, negated, dir_only, root, anchored, line, regex_src, source, problem)
 
 
 def as_bytes(s: str) -> str:

@@ -2,7 +2,7 @@
 
 # Lazy imports: schema (pydantic) on first use: hooks read the validated cache without it.
 
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
 
 from guard.policy.loader import (
     BUILTIN_PREFIX,
@@ -16,7 +16,10 @@ from guard.policy.loader import (
 )
 from guard.policy.valid import Agent, Policy, Rules, Sandbox
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
+    from typing import Any
+
     from guard.policy.schema import AgentPolicy, KindRules, PolicyFile, SandboxRules, json_schema
 
 #: pydantic's models, imported when asked for: loading a policy seen before needs none

@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from guard.effects import GuardError, did_you_mean
 from guard.match import Pattern, PatternError, Source, parse_pattern
@@ -23,7 +21,12 @@ from guard.paths import ROOT_NAMES
 from guard.policy import valid
 from guard.policy.source_lines import line_of
 from guard.policy.valid import Policy
+from guard.record import Record
 from guard.sha import sha256
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 BUILTIN_PREFIX = "builtin:"
 Loc = tuple[str | int, ...]
@@ -50,20 +53,44 @@ class PolicyError(GuardError):
         super().__init__("\n".join(self.problems))
 
 
-@dataclass
-class LoadedPolicy:
+class LoadedPolicy(Record, frozen=False):
     """A validated policy with the provenance of every key."""
+
+    __slots__ = ("digest", "files", "model", "name", "paths", "provenance", "texts", "warnings")
+    __match_args__ = ("name", "model", "files", "paths", "texts", "provenance", "warnings",
+                      "digest")  # fmt: skip
+    _unshown = frozenset({"texts", "provenance"})
 
     name: str  # how the top file is shown (path or builtin:NAME)
     model: Policy  # what pydantic accepted (guard/policy/valid.py)
     files: list[str]  # every file of the chain, parents first
     paths: list[Path]  # real paths of the files read (for protection)
-    texts: dict[str, str] = field(repr=False)
-    provenance: dict[Loc, str] = field(repr=False)
+    texts: dict[str, str]
+    provenance: dict[Loc, str]
     #: located lines about patterns that load but can never match (lint rule GL101)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str]
     #: SHA-256 of the merged policy (what the files say together, wherever they are)
-    digest: str = ""
+    digest: str
+
+    def __init__(
+        self,
+        name: str,
+        model: Policy,
+        files: list[str],
+        paths: list[Path],
+        texts: dict[str, str],
+        provenance: dict[Loc, str],
+        warnings: list[str] | None = None,
+        digest: str = "",
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.files = files
+        self.paths = paths
+        self.texts = texts
+        self.provenance = provenance
+        self.warnings = [] if warnings is None else warnings
+        self.digest = digest
 
     def file_of(self, loc: Loc) -> str:
         for n in range(len(loc), -1, -1):

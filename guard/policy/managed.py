@@ -35,14 +35,11 @@ is the managed layer's alone; without the pin a managed ``[audit]`` key still wi
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import stat
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 from guard.effects import Action
 from guard.match import Pattern, parse_pattern
@@ -59,7 +56,12 @@ from guard.policy.loader import (
     locate_line,
 )
 from guard.policy.valid import Audit, Policy, audit_of
+from guard.record import Record
 from guard.sha import sha256
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 SYSTEM_DIR = "/etc/openoxide/managed.d"
 ENV = "GUARD_MANAGED_DIR"
@@ -222,16 +224,34 @@ def _read_path(path: str) -> str:
 # -- one part: a managed file with its extends ----------------------------------------
 
 
-@dataclass
-class Part:
+class Part(Record, frozen=False):
     """One managed file (with its ``extends`` chain), validated."""
+
+    __slots__ = ("audit", "audit_keys", "loaded", "patterns", "pins", "scopes")
+    __match_args__ = ("loaded", "pins", "scopes", "audit", "audit_keys", "patterns")
 
     loaded: LoadedPolicy  # its files, texts and the provenance of every key
     pins: frozenset[str]
     scopes: dict[str, dict[str, Any]]  # pydantic's dump of [managed.all|plan|build]
     audit: Audit
     audit_keys: frozenset[str]  # the [audit] keys the part sets
-    patterns: dict[tuple[str, str, str], list[Pattern]] = field(default_factory=dict)
+    patterns: dict[tuple[str, str, str], list[Pattern]]
+
+    def __init__(
+        self,
+        loaded: LoadedPolicy,
+        pins: frozenset[str],
+        scopes: dict[str, dict[str, Any]],
+        audit: Audit,
+        audit_keys: frozenset[str],
+        patterns: dict[tuple[str, str, str], list[Pattern]] | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.pins = pins
+        self.scopes = scopes
+        self.audit = audit
+        self.audit_keys = audit_keys
+        self.patterns = {} if patterns is None else patterns
 
     @property
     def name(self) -> str:
@@ -357,17 +377,24 @@ def _format(loaded: LoadedPolicy, err: Any) -> str:
 # -- the layer -----------------------------------------------------------------------
 
 
-@dataclass
-class ManagedLayer:
+class ManagedLayer(Record, frozen=False):
     """Every managed part, in reading order (the system directory's last)."""
+
+    __slots__ = ("_stamped", "parts", "read", "tops")
+    __match_args__ = ("parts", "read", "tops")  # _stamped: neither compared nor shown
 
     parts: list[Part]
     read: list[tuple[str, str]]  # (path, text) of every file read, top files first
     tops: int  # how many of them are files of the managed directories
     #: what :func:`unchanged` last found unchanged by reading: (the directories it read,
     #: the paths that vouch for it, their stamps taken before the read, when it began)
-    _stamped: tuple[list[tuple[str, bool]], list[str], list[Stamp], int] | None = field(
-        default=None, repr=False, compare=False)
+    _stamped: tuple[list[tuple[str, bool]], list[str], list[Stamp], int] | None
+
+    def __init__(self, parts: list[Part], read: list[tuple[str, str]], tops: int) -> None:
+        self.parts = parts
+        self.read = read
+        self.tops = tops
+        self._stamped = None
 
     @property
     def pins(self) -> frozenset[str]:
@@ -382,14 +409,12 @@ class ManagedLayer:
         agents = {}
         for name, agent in loaded.model.agents.items():
             if "protected" in pins and not agent.protected:
-                agent = dataclasses.replace(agent, protected=True)
+                agent = agent.replace(protected=True)
             if "confine" in pins and agent.mode == "plan" and not agent.sandbox.confine:
-                agent = dataclasses.replace(
-                    agent, sandbox=dataclasses.replace(agent.sandbox, confine=True)
-                )
+                agent = agent.replace(sandbox=agent.sandbox.replace(confine=True))
             agents[name] = agent
-        model = dataclasses.replace(loaded.model, agents=agents)
-        return dataclasses.replace(loaded, model=model)
+        model = loaded.model.replace(agents=agents)
+        return loaded.replace(model=model)
 
     @property
     def files(self) -> list[str]:
@@ -459,7 +484,7 @@ class ManagedLayer:
 
 
 def _replace(audit: Audit, key: str, value: Any) -> Audit:
-    return dataclasses.replace(audit, **{key: value})
+    return audit.replace(**{key: value})
 
 
 def load_managed(env: Mapping[str, str] | None = None) -> ManagedLayer | None:

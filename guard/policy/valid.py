@@ -1,4 +1,4 @@
-"""A validated policy as plain frozen dataclasses, and the cache that spares pydantic.
+"""A validated policy as plain frozen records, and the cache that spares pydantic.
 
 pydantic (:mod:`guard.policy.schema`) is the one validator: every policy is checked
 by it once. What it accepts is kept here as :class:`Policy`, built from pydantic's
@@ -30,55 +30,101 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 from guard.effects import Action
 from guard.paths import data_dir
+from guard.record import Record
+from guard.record import set_field as _set
 from guard.sha import sha256
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: bump when the cached form changes meaning
 CACHE_FORMAT = b"guard-policy-cache 1"
 
 
-@dataclass(frozen=True, slots=True)
-class Rules:
+class Rules(Record):
     """One effect kind's lists (:class:`guard.policy.schema.KindRules`)."""
+
+    __slots__ = ("allow", "ask", "default", "deny")
+    __match_args__: tuple[str, ...] = ("deny", "ask", "allow", "default")
 
     deny: list[str]
     ask: list[str]
     allow: list[str]
     default: Action | None
 
+    def __init__(
+        self, deny: list[str], ask: list[str], allow: list[str], default: Action | None
+    ) -> None:
+        _set(self, "deny", deny)
+        _set(self, "ask", ask)
+        _set(self, "allow", allow)
+        _set(self, "default", default)
 
-@dataclass(frozen=True, slots=True)
+
 class NetworkRules(Rules):
     """:class:`guard.policy.schema.NetworkRules`: the lists, and ``model_api``."""
 
+    __slots__ = ("model_api",)
+    __match_args__ = ("deny", "ask", "allow", "default", "model_api")
+
     model_api: list[str]
 
+    def __init__(
+        self,
+        deny: list[str],
+        ask: list[str],
+        allow: list[str],
+        default: Action | None,
+        model_api: list[str],
+    ) -> None:
+        super().__init__(deny, ask, allow, default)
+        _set(self, "model_api", model_api)
 
-@dataclass(frozen=True, slots=True)
-class Egress:
+
+class Egress(Record):
     """:class:`guard.policy.schema.EgressConfig`."""
+
+    __slots__ = ("resolve",)
+    __match_args__ = ("resolve",)
 
     resolve: dict[str, str]
 
+    def __init__(self, resolve: dict[str, str]) -> None:
+        _set(self, "resolve", resolve)
 
-@dataclass(frozen=True, slots=True)
-class Sandbox:
+
+class Sandbox(Record):
     """:class:`guard.policy.schema.SandboxRules`."""
+
+    __slots__ = ("confine", "require", "sockets", "writable")
+    __match_args__ = ("writable", "confine", "require", "sockets")
 
     writable: list[str]
     confine: bool
     require: list[str]
     sockets: list[str]
 
+    def __init__(
+        self, writable: list[str], confine: bool, require: list[str], sockets: list[str]
+    ) -> None:
+        _set(self, "writable", writable)
+        _set(self, "confine", confine)
+        _set(self, "require", require)
+        _set(self, "sockets", sockets)
 
-@dataclass(frozen=True, slots=True)
-class Agent:
+
+class Agent(Record):
     """One agent (:class:`guard.policy.schema.AgentPolicy`)."""
+
+    __slots__ = ("default", "delete", "description", "exec", "mode", "network", "protected",
+                 "read", "sandbox", "subagents", "tools", "write")  # fmt: skip
+    __match_args__ = ("mode", "default", "description", "tools", "subagents", "protected",
+                      "read", "write", "delete", "exec", "network", "sandbox")  # fmt: skip
 
     mode: str
     default: Action
@@ -93,19 +139,58 @@ class Agent:
     network: NetworkRules
     sandbox: Sandbox
 
+    def __init__(
+        self,
+        mode: str,
+        default: Action,
+        description: str | None,
+        tools: dict[str, Action],
+        subagents: list[str] | None,
+        protected: bool,
+        read: Rules,
+        write: Rules,
+        delete: Rules,
+        exec: Rules,
+        network: NetworkRules,
+        sandbox: Sandbox,
+    ) -> None:
+        _set(self, "mode", mode)
+        _set(self, "default", default)
+        _set(self, "description", description)
+        _set(self, "tools", tools)
+        _set(self, "subagents", subagents)
+        _set(self, "protected", protected)
+        _set(self, "read", read)
+        _set(self, "write", write)
+        _set(self, "delete", delete)
+        _set(self, "exec", exec)
+        _set(self, "network", network)
+        _set(self, "sandbox", sandbox)
 
-@dataclass(frozen=True, slots=True)
-class Audit:
+
+class Audit(Record):
     """:class:`guard.policy.schema.AuditSettings`."""
 
-    syslog: str | None = None
-    facility: str = "auth"
-    spool_max_bytes: int = 64 << 20
+    __slots__ = ("facility", "spool_max_bytes", "syslog")
+    __match_args__ = ("syslog", "facility", "spool_max_bytes")
+
+    syslog: str | None
+    facility: str
+    spool_max_bytes: int
+
+    def __init__(
+        self, syslog: str | None = None, facility: str = "auth", spool_max_bytes: int = 64 << 20
+    ) -> None:
+        _set(self, "syslog", syslog)
+        _set(self, "facility", facility)
+        _set(self, "spool_max_bytes", spool_max_bytes)
 
 
-@dataclass(frozen=True, slots=True)
-class Policy:
+class Policy(Record):
     """A whole validated policy (:class:`guard.policy.schema.PolicyFile`)."""
+
+    __slots__ = ("agents", "audit", "description", "egress", "extends", "lint", "version")
+    __match_args__ = ("version", "extends", "description", "agents", "egress", "lint", "audit")
 
     version: int
     extends: list[str]
@@ -115,6 +200,24 @@ class Policy:
     lint: dict[str, object]
     audit: Audit
 
+    def __init__(
+        self,
+        version: int,
+        extends: list[str],
+        description: str | None,
+        agents: dict[str, Agent],
+        egress: Egress,
+        lint: dict[str, object],
+        audit: Audit,
+    ) -> None:
+        _set(self, "version", version)
+        _set(self, "extends", extends)
+        _set(self, "description", description)
+        _set(self, "agents", agents)
+        _set(self, "egress", egress)
+        _set(self, "lint", lint)
+        _set(self, "audit", audit)
+
     @classmethod
     def empty(cls) -> Policy:
         return cls(1, [], None, {}, Egress({}), {}, Audit())
@@ -123,9 +226,9 @@ class Policy:
 KINDS = ("read", "write", "delete", "exec", "network")
 
 
-def _keys(d: Any, cls: type) -> dict[str, Any]:
+def _keys(d: Any, cls: type[Record]) -> dict[str, Any]:
     """``d`` when it is a dict with exactly ``cls``'s fields, else ValueError."""
-    if not isinstance(d, dict) or set(d) != {f.name for f in fields(cls)}:
+    if not isinstance(d, dict) or set(d) != set(cls.__match_args__):
         raise ValueError(f"not a {cls.__name__}: {sorted(d) if isinstance(d, dict) else d!r}")
     return d
 

@@ -17,14 +17,15 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
 from guard.sandbox import landlock, namespaces, seccomp
 from guard.sandbox.helper_dirs import remove_tree
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
+    from typing import Any
 
 #: The helper's entry point, run by path.
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_confined.py")

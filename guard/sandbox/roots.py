@@ -12,15 +12,16 @@ requires (``sockets``, ``require``). No process is started here
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from guard.effects import Effect, GuardError, did_you_mean
 from guard.paths import temp_dir
+from guard.record import Record
+from guard.record import set_field as _set
 from guard.sandbox.helper_args import SINK_DEVICES, TERMINAL_DEVICES
 from guard.sandbox.helper_dirs import fresh_tmpdir
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -43,31 +44,69 @@ class CommandNotStarted(SandboxError):
         self.exit_code = exit_code
 
 
-@dataclass(frozen=True, slots=True)
-class WritableRoot:
+class WritableRoot(Record):
+    """A directory (or device) the command may write, and why (frozen)."""
+
+    __slots__ = ("ioctl", "path", "plans", "why")
+    __match_args__ = ("path", "why", "ioctl", "plans")
+
     path: str
     why: str
-    ioctl: bool = False
+    ioctl: bool
     #: a plan directory: regular files only
-    plans: bool = False
+    plans: bool
+
+    def __init__(self, path: str, why: str, ioctl: bool = False, plans: bool = False) -> None:
+        _set(self, "path", path)
+        _set(self, "why", why)
+        _set(self, "ioctl", ioctl)
+        _set(self, "plans", plans)
 
 
-@dataclass(slots=True)
-class SandboxPlan:
+class SandboxPlan(Record, frozen=False):
     """Everything a confined run needs, computed before anything starts."""
+
+    __slots__ = ("agent", "env", "mode", "notes", "plans", "require", "roots", "sockets",
+                 "tmpdir", "worktree")  # fmt: skip
+    __match_args__ = ("agent", "mode", "worktree", "plans", "roots", "tmpdir", "env", "notes",
+                      "sockets", "require")  # fmt: skip
 
     agent: str
     mode: str
     worktree: Path | None
     plans: Path
-    roots: list[WritableRoot] = field(default_factory=list)
-    tmpdir: Path | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    roots: list[WritableRoot]
+    tmpdir: Path | None
+    env: dict[str, str]
+    notes: list[str]
     #: pathname Unix sockets the command may reach (``[agents.NAME.sandbox] sockets``)
-    sockets: list[str] = field(default_factory=list)
+    sockets: list[str]
     #: walls the command must have (``[agents.NAME.sandbox] require``)
-    require: list[str] = field(default_factory=list)
+    require: list[str]
+
+    def __init__(
+        self,
+        agent: str,
+        mode: str,
+        worktree: Path | None,
+        plans: Path,
+        roots: list[WritableRoot] | None = None,
+        tmpdir: Path | None = None,
+        env: dict[str, str] | None = None,
+        notes: list[str] | None = None,
+        sockets: list[str] | None = None,
+        require: list[str] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.mode = mode
+        self.worktree = worktree
+        self.plans = plans
+        self.roots = [] if roots is None else roots
+        self.tmpdir = tmpdir
+        self.env = {} if env is None else env
+        self.notes = [] if notes is None else notes
+        self.sockets = [] if sockets is None else sockets
+        self.require = [] if require is None else require
 
     @property
     def writable(self) -> list[str]:

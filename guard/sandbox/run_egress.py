@@ -11,8 +11,8 @@ command that never connects costs no socket module and no accept loop.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
     import threading
 

@@ -22,13 +22,16 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from guard.sandbox import confine, landlock
 from guard.sandbox.roots import CommandNotStarted, SandboxError, SandboxPlan
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
     import subprocess
+    from typing import IO, Any, Protocol
+else:
+    Protocol = object  # the protocols below are mypy's: no typing at guard run's start
 
 # Signals forwarded to the command. Terminal-generated ones (si_code
 # SI_KERNEL) reach the command directly, as it shares guard's process group.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
-from dataclasses import fields
 
 from guard.lint.checks import rule
 from guard.lint.findings import Finding, Level
@@ -61,7 +60,7 @@ def findings_from_problems(problems: list[str], fallback: str) -> list[Finding]:
         km = _AGENT_KEY.match(rest)
         if km is not None:
             key = km.group("key")
-            choices = [*ALL_KINDS, *(f.name for f in fields(Agent))]
+            choices = [*ALL_KINDS, *Agent.__match_args__]
             close = difflib.get_close_matches(key, choices, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
             out.append(
