@@ -14,14 +14,13 @@ baseline bytes, rename it over ``index``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard.monitor.fsops import open_regular, read_all, write_new_file
+from guard.monitor import hashes
+from guard.monitor.fsops import new_file, open_regular, read_all, write_new_file
 
 if TYPE_CHECKING:
     from guard.monitor.quarantine import Quarantine
@@ -54,7 +53,7 @@ def staged(data: bytes | None, worktree: str, scratch: Path) -> str:
     """
     if data is None:
         return ""
-    fd, tmp = tempfile.mkstemp(dir=scratch, prefix="index-")
+    fd, tmp = new_file(str(scratch), "index")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -70,7 +69,7 @@ def staged(data: bytes | None, worktree: str, scratch: Path) -> str:
             os.unlink(tmp)
     if res.returncode != 0:
         return "unreadable: " + res.stderr.decode(errors="replace").strip()[:200]
-    return hashlib.sha256(res.stdout).hexdigest()
+    return hashes.sha256(res.stdout).hexdigest()
 
 
 def write_index(git_dir: str, data: bytes) -> None:
@@ -103,6 +102,6 @@ def quarantine_index(
     q.write_manifest(slot, anchor=q.anchor, manifest={
         "session": q.session, "timestamp": slot.name, "original": original, "rel": rel,
         "stored": str(dest.relative_to(slot)), "kind": "file", "size": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(), **meta, "restored_at": None,
+        "sha256": hashes.sha256(data).hexdigest(), **meta, "restored_at": None,
     })
     return f"{q.session}/{slot.name}"
