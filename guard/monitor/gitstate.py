@@ -324,8 +324,34 @@ def umask() -> int:
 _CONVERTING = ("filter", "text", "eol", "crlf", "ident", "working-tree-encoding")
 
 
+#: what :func:`converted_paths` asks git's configuration (``git config``)
+_CONFIG = ("config", "-z", "--get-regexp", r"^core\.(autocrlf|attributesfile)$")
+
+
+def config_start(worktree: Path) -> subprocess.Popen[bytes] | None:
+    """Start the ``git config`` read :func:`converted_paths` needs, so that it runs beside
+    ``git status`` (its result is read there); None when there is no git."""
+    try:
+        return subprocess.Popen(["git", "-C", str(worktree), *_CONFIG],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        return None
+
+
+def _config_end(worktree: Path, proc: subprocess.Popen[bytes]) -> bytes:
+    try:
+        out, _ = proc.communicate(timeout=GIT_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.communicate()
+        raise GitStateError(f"git config took over {GIT_TIMEOUT} s in {worktree}") from exc
+    return out if proc.returncode == 0 else b""  # nothing set: git config exits 1
+
+
 def converted_paths(worktree: Path, index_data: bytes | None = None,
-                    no_index: bool = False) -> set[str]:
+                    no_index: bool = False, config: subprocess.Popen[bytes] | None = None
+                    ) -> set[str]:
     """Tracked files whose working-tree bytes may differ from their blob although git
     calls them clean: a clean/smudge ``filter`` (nbstripout, git-lfs), eol conversion
     (``text``/``eol`` attributes, ``core.autocrlf``), ``ident`` or an encoding.
@@ -335,14 +361,17 @@ def converted_paths(worktree: Path, index_data: bytes | None = None,
     are its blob is still restored from git. Without any attribute source and without
     ``core.autocrlf`` (the common case) this costs one short git command, two when
     ``index_data`` (the index's bytes, read already) cannot say that no ``.gitattributes``
-    is tracked (``no_index``: there is no index, so nothing is tracked)."""
-    try:
-        conf = _run_git(worktree, "config", "-z", "--get-regexp",
-                        r"^core\.(autocrlf|attributesfile)$")
-    except FileNotFoundError:
-        return set()
-    except GitStateError:
-        conf = b""  # nothing set: git config exits 1
+    is tracked (``no_index``: there is no index, so nothing is tracked). ``config``: the
+    ``git config`` read :func:`config_start` started (else it runs here)."""
+    if config is not None:
+        conf = _config_end(worktree, config)
+    else:
+        try:
+            conf = _run_git(worktree, *_CONFIG)
+        except FileNotFoundError:
+            return set()
+        except GitStateError:
+            conf = b""  # nothing set: git config exits 1
     settings: dict[str, bytes] = {}
     for item in conf.split(b"\0"):
         key, _, value = item.partition(b"\n")
