@@ -17,10 +17,13 @@ blob, already in the object database (checked with ``git cat-file
 --batch-check``), so it is restorable from git at any time and needs no copy.
 """
 
+# Lazy imports: zlib, to read a loose object's header in the baseline's second phase.
+
 from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 import subprocess
 from pathlib import Path
@@ -297,7 +300,9 @@ def parse_status(worktree: Path, out: bytes) -> Status:
 
 
 def missing_blobs(worktree: Path, blobs: set[str]) -> set[str]:
-    """The blob ids among ``blobs`` that git's object database does not hold."""
+    """The blob ids among ``blobs`` that git's object database does not hold (a blob held
+    as a loose object is found here, the rest by ``git cat-file --batch-check``)."""
+    blobs = blobs - loose_blobs(worktree, blobs)
     if not blobs:
         return set()
     out = _run_git(worktree, "cat-file", "--batch-check=%(objectname) %(objecttype)",
@@ -306,6 +311,47 @@ def missing_blobs(worktree: Path, blobs: set[str]) -> set[str]:
     have = {line[:-5] for line in out.decode(errors="replace").splitlines()
             if line.endswith(" blob")}
     return blobs - have
+
+
+#: bytes of a loose object read to find its header (``blob <size>\\0``), compressed
+_LOOSE_HEAD = 64
+
+
+def loose_blobs(worktree: Path, blobs: set[str], limit: int = 64) -> set[str]:
+    """The SHA-1 ids among ``blobs`` (none when there are more than ``limit``: git is
+    quicker then) that the worktree's own object database holds as loose objects whose
+    header says ``blob``: what ``git cat-file --batch-check`` reads of them (the header,
+    not the content). Packed objects, other repositories' (alternates) and a linked
+    worktree's are left to git."""
+    if len(blobs) > limit:
+        return set()
+    import zlib
+
+    objects = worktree / ".git" / "objects"
+    found: set[str] = set()
+    for blob in blobs:
+        if len(blob) != 40:
+            continue
+        try:
+            fd = os.open(objects / blob[:2] / blob[2:], os.O_RDONLY | os.O_NOFOLLOW
+                         | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            head = os.read(fd, _LOOSE_HEAD) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        try:
+            text = zlib.decompressobj().decompress(head, 32)
+        except zlib.error:
+            continue
+        kind, _, rest = text.partition(b" ")
+        size, nul, _ = rest.partition(b"\0")
+        if kind == b"blob" and nul and size.isdigit():
+            found.add(blob)
+    return found
 
 
 def umask() -> int:
