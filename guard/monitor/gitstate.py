@@ -13,8 +13,9 @@ The baseline never hashes a file git's own data vouches for. Two sources:
   ``--no-optional-locks``: the index is never rewritten.
 
 A tracked file git status does not name is clean: its content is the index's
-blob, already in the object database (checked with ``git cat-file
---batch-check``), so it is restorable from git at any time and needs no copy.
+blob, already in the object database (checked by a loose object's header, or with
+``git cat-file --batch-check``), so it is restorable from git at any time and needs no
+copy.
 """
 
 # Lazy imports: zlib, to read a loose object's header in the baseline's second phase.
