@@ -21,8 +21,12 @@ command exits) took, and, last, the end-to-end ratio of ``guard run`` (with the
 monitor when available) to bare.
 
     python benchmarks/run.py [--files 10000] [--rounds 5] [--statuses 5] [--quick]
+    python benchmarks/run.py --against DIR   # DIR's guard run rows too (another checkout)
 
 ``--quick``: 3 rounds (the same workload, so the same figure, with more noise).
+``--against DIR``: the guard run configurations again with DIR's guard (``PYTHONPATH``,
+its own home, so its monitor's notices are its own), in the same rounds; its figures are
+printed after this checkout's, its ratios last.
 """
 
 from __future__ import annotations
@@ -143,6 +147,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--statuses", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="3 rounds")
+    ap.add_argument("--against", type=Path, metavar="DIR",
+                    help="another checkout of guard: its guard run rows too, then the ratios")
     args = ap.parse_args()
     if args.quick:
         args.rounds = 3
@@ -184,17 +190,26 @@ def main() -> int:
         has_monitor = importlib.util.find_spec("guard.monitor") is not None
         if has_monitor:
             configs["guard run (+ monitor)"] = [*guard, "--", *work]
+        envs = {name: env for name in configs}
+        other = tmp / "home-against"
+        if args.against is not None:
+            other.mkdir()
+            against = {**env, "PYTHONPATH": str(args.against.resolve()), "HOME": str(other),
+                       "XDG_DATA_HOME": str(other / ".local/share")}
+            for name in [n for n in configs if n.startswith("guard run")]:
+                configs[f"{name} [against]"] = configs[name]
+                envs[f"{name} [against]"] = against
 
         log(f"warming up, then {args.rounds} rounds of {len(configs)} configurations ...")
-        for argv in configs.values():
-            timed(argv, root, env)
-        warm_starts = len(baseline_notices(home))
-        warm_finals = len(notices(home, "reconcile", FINAL))
+        for name, argv in configs.items():
+            timed(argv, root, envs[name])
+        warm = {h: (len(baseline_notices(h)), len(notices(h, "reconcile", FINAL)))
+                for h in (home, other)}
         wall: dict[str, list[float]] = {name: [] for name in configs}
         cpu: dict[str, list[float]] = {name: [] for name in configs}
         for r in range(args.rounds):
             for name, argv in configs.items():
-                w, c = timed(argv, root, env)
+                w, c = timed(argv, root, envs[name])
                 wall[name].append(w)
                 cpu[name].append(c)
             log(f"  round {r + 1}/{args.rounds} done")
@@ -206,30 +221,42 @@ def main() -> int:
             f" {landlock.abi_version()}; {os.cpu_count()} CPUs, load average {load:.1f}"
         )
         bare_w, bare_c = statistics.median(wall["bare"]), statistics.median(cpu["bare"])
-        print(f"  {'configuration':<24} {'wall':>9} {'ratio':>7}   {'cpu':>9} {'ratio':>7}")
+        width = max(24, *map(len, configs))
+        print(f"  {'configuration':<{width}} {'wall':>9} {'ratio':>7}   {'cpu':>9} {'ratio':>7}")
         for name in configs:
             mw, mc = statistics.median(wall[name]), statistics.median(cpu[name])
-            print(f"  {name:<24} {mw:8.3f}s x{mw / bare_w:6.3f}   {mc:8.3f}s x{mc / bare_c:6.3f}")
+            print(f"  {name:<{width}} {mw:8.3f}s x{mw / bare_w:6.3f}   {mc:8.3f}s"
+                  f" x{mc / bare_c:6.3f}")
         last = "guard run (+ monitor)" if has_monitor else "guard run --no-monitor"
         kernel = statistics.median(wall["helper only"]) / bare_w
         print(f"kernel layer alone (helper + Landlock) vs bare, wall: x{kernel:.3f}")
-        finals = [m for m in notices(home, "reconcile", FINAL)[warm_finals:]]
-        if finals:
-            took = statistics.median(float(m.group(2)) for m in finals)
-            share = took / statistics.median(wall["guard run (+ monitor)"])
-            print(
-                f"monitor's final reconciliation (after the command exits): median {took:.3f}s"
-                f" for {finals[0].group(1)} paths, {share:.1%} of guard run (+ monitor)'s wall"
-            )
-        starts = baseline_notices(home)[warm_starts:]
-        if starts:
-            whole = statistics.median(a for a, _ in starts)
-            before = statistics.median(b for _, b in starts)
-            print(
-                f"monitor's baseline: median {before:.3f}s before the command could start;"
-                f" all of it (phase 2 runs with the command) took median"
-                f" {whole:.3f}s, the bare workload {bare_w:.3f}s"
-            )
+        for h, tag in ((home, ""), (other, " [against]")):
+            if tag and args.against is None:
+                break
+            finals = notices(h, "reconcile", FINAL)[warm[h][1]:]
+            if finals:
+                took = statistics.median(float(m.group(2)) for m in finals)
+                share = took / statistics.median(wall[f"guard run (+ monitor){tag}"])
+                print(
+                    f"monitor's final reconciliation{tag} (after the command exits): median"
+                    f" {took:.3f}s for {finals[0].group(1)} paths, {share:.1%} of guard run"
+                    f" (+ monitor)'s wall"
+                )
+            starts = baseline_notices(h)[warm[h][0]:]
+            if starts:
+                whole = statistics.median(a for a, _ in starts)
+                before = statistics.median(b for _, b in starts)
+                print(
+                    f"monitor's baseline{tag}: median {before:.3f}s before the command could"
+                    f" start; all of it (phase 2 runs with the command) took median"
+                    f" {whole:.3f}s, the bare workload {bare_w:.3f}s"
+                )
+        if args.against is not None:
+            for name in [n for n in configs if n.endswith(" [against]")]:
+                mine = statistics.median(wall[name[: -len(" [against]")]]) / bare_w
+                theirs = statistics.median(wall[name]) / bare_w
+                print(f"against {args.against}: {name[: -len(' [against]')]} / bare:"
+                      f" x{mine:.3f} vs x{theirs:.3f}")
         ratio = statistics.median(wall[last]) / bare_w
         print(f"ratio {last} / bare, wall: x{ratio:.3f}")
     finally:

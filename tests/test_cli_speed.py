@@ -49,6 +49,12 @@ CASES: list[tuple[list[str], set[str]]] = [
      {"tempfile", "shutil", "random", "platformdirs", "tomllib", "hashlib", "_hashlib", "hmac",
       "pydantic", "rich", "typing", *TYPER}),
 ]
+#: guard run with its monitor (on fanotify, as root): the monitor's start and stop load
+#: none of this either (tempfile and its shutil, random, bz2 and lzma; OpenSSL's binding
+#: through hashlib or hmac; datetime), nor watchdog (the inotify backend's)
+MONITOR_UNUSED = {"tempfile", "shutil", "random", "bz2", "lzma", "hashlib", "_hashlib", "hmac",
+                  "datetime", "_datetime", "watchdog", "platformdirs", "tomllib", "pydantic",
+                  "rich", *TYPER}
 #: with a session open (the second hour's state): what must still stay unloaded
 OPEN_SESSION = {LINT, DOCTOR, SCHEMA, "typer", "click", "pydantic", *SESSION_MODEL}
 
@@ -93,6 +99,32 @@ def test_a_command_imports_only_what_it_uses(
     loaded(args, repo, env)  # first run: the validated-policy and bytecode caches
     names = loaded(args, repo, env)
     extra = sorted(m for m in names if any(m == u or m.startswith(u + ".") for u in unused))
+    assert not extra, f"guard {' '.join(args)} imported modules it does not use: {extra}"
+
+
+def test_guard_run_with_the_monitor_imports_only_what_it_uses(
+    workdir: tuple[Path, dict[str, str]]
+) -> None:
+    """The monitor's whole life in ``guard run -- true`` (its baseline before the command,
+    the second phase, the final reconciliation, the records) loads none of MONITOR_UNUSED."""
+    from guard.monitor.fanotify import choose
+    from tests.components import CI_RULE, in_ci
+
+    repo, env = workdir
+    choice = choose([repo], "fanotify")
+    if choice.backend != "fanotify":  # inotify's watchdog loads tempfile itself
+        message = f"fanotify is not available to this test process: {choice.why}"
+        if in_ci():
+            pytest.fail(f"{message} ({CI_RULE})", pytrace=False)
+        pytest.skip(message)
+    args = ["run", "--agent", "plan", "-q", "--", "true"]
+    loaded(args, repo, env)
+    names = loaded(args, repo, env)
+    # the monitor ran, its second phase too (guard.monitor's own names are imported with
+    # importlib, which -X importtime does not list)
+    assert {"guard.monitor.fanotify", "guard.monitor.objsnap"} <= names
+    extra = sorted(m for m in names if any(m == u or m.startswith(u + ".")
+                                           for u in MONITOR_UNUSED))
     assert not extra, f"guard {' '.join(args)} imported modules it does not use: {extra}"
 
 

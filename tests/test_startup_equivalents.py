@@ -85,3 +85,34 @@ def test_the_start_up_sha256_is_hashlibs(data: bytes) -> None:
     h.update(data)
     assert h.hexdigest() == hashlib.sha256(b"guard" + data).hexdigest()
     assert sha256(data).digest() == hashlib.sha256(data).digest()
+
+
+@pytest.mark.parametrize("key_len", [0, 1, 32, 64, 65, 200])
+@pytest.mark.parametrize("message", [b"", b"1\n\n{}", bytes(range(256)) * 40])
+def test_the_audit_chains_hmac_is_hmacs(key_len: int, message: bytes) -> None:
+    """The audit chain's MAC (guard/sha.py, on the interpreter's SHA-256) is the hmac
+    module's HMAC-SHA256, for keys shorter and longer than a block, twice (the padded
+    key is kept)."""
+    import hmac
+
+    from guard.sha import hmac_sha256
+
+    key = bytes(range(7, 7 + key_len % 256)) * (key_len // 256 + 1)
+    key = key[:key_len]
+    for _ in range(2):
+        assert hmac_sha256(key, message) == hmac.digest(key, message, "sha256")
+
+
+@pytest.mark.parametrize("ns", [0, 999, 1_700_000_000_123_456_789, 1_704_067_199_999_999_999,
+                                253_402_300_799_999_999_000])
+def test_a_records_timestamp_is_datetimes(ns: int) -> None:
+    """A record's timestamp, written without datetime (guard/audit/logfile.py), is the text
+    datetime gives, to the microsecond (truncated, never rounded up into the next second)."""
+    from datetime import UTC, datetime
+
+    from guard.audit.logfile import iso_of
+
+    s, us = divmod(ns // 1000, 1_000_000)
+    want = datetime.fromtimestamp(s, UTC).replace(microsecond=us)
+    assert iso_of(ns) == want.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert iso_of(ns) == want.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

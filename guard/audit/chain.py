@@ -20,8 +20,6 @@ one line). It does not touch a log file (locking, rotation, finding the head:
 :mod:`guard.audit.logfile`) and does not check a log (:mod:`guard.audit.verify`).
 """
 
-# Lazy imports: hmac (hashlib, OpenSSL) only to make a MAC: `guard run` reads the key path.
-
 from __future__ import annotations
 
 import json
@@ -33,6 +31,7 @@ from pathlib import Path
 
 from guard.audit import AuditError
 from guard.paths import data_dir
+from guard.sha import hmac_sha256
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (guard run's start)
 if TYPE_CHECKING:
@@ -140,9 +139,9 @@ def load_key_path() -> Path:
 
 
 def _mac(key: bytes, seq: int, prev: bytes, body: bytes) -> bytes:
-    import hmac
-
-    return hmac.digest(key, b"%d\n%s\n%s" % (seq, prev, body), "sha256").hex().encode()
+    # HMAC-SHA256 on the interpreter's SHA-256 (guard/sha.py): a record written before a
+    # command starts (the monitor's first notices) loads no OpenSSL binding
+    return hmac_sha256(key, b"%d\n%s\n%s" % (seq, prev, body)).hex().encode()
 
 
 def chain_lines(
@@ -178,10 +177,7 @@ def notice_mac(key: bytes, record: Mapping[str, Any]) -> str:
     bytes without :data:`NOTICE_MAC` (sorted keys, as the audit log writes records)."""
     rest = {k: v for k, v in record.items() if k != NOTICE_MAC}
     body = json.dumps(rest, ensure_ascii=False, sort_keys=True, default=str)
-    import hmac
-
-    return hmac.digest(key, b"notice\n" + body.encode("utf-8", "surrogateescape"),
-                       "sha256").hex()
+    return hmac_sha256(key, b"notice\n" + body.encode("utf-8", "surrogateescape")).hex()
 
 
 def _chain_of(line: bytes) -> tuple[int, bytes, bytes] | None:

@@ -9,7 +9,6 @@ known. Stamping is cheap (a few microseconds): the process's identity is read on
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pwd
 import time
@@ -17,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from guard.audit.logfile import now_iso
+from guard.sha import sha256
 from guard.version import __version__
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def policy_fields(g: Guard | None) -> dict[str, Any]:
     if cached is None:
         files = [
             {"file": name, "layer": "policy",
-             "sha256": hashlib.sha256(g.loaded.texts.get(name, "").encode()).hexdigest()}
+             "sha256": sha256(g.loaded.texts.get(name, "").encode()).hexdigest()}
             for name in g.loaded.files
         ]
         if g.managed is not None:

@@ -27,16 +27,14 @@ which builds a :class:`Baseline`; :func:`guard.monitor.phases.take` takes both a
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import shutil
 import stat
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from guard.monitor import gitstate
+from guard.monitor import gitstate, hashes
 from guard.monitor.entries import (
     DEFAULT_SIZE_CAP,
     BaselineError,
@@ -58,6 +56,7 @@ from guard.monitor.fsops import (
     new_file,
     open_dir_at,
     open_regular,
+    remove_tree,
     reset_dir_meta,
     sampled_fd,
     write_new_file,
@@ -66,9 +65,11 @@ from guard.monitor.fsops import (
 from guard.monitor.fsops import USER_FLAGS as _USER_FLAGS
 from guard.monitor.gitstate import IndexEntry
 from guard.monitor.heldstore import HeldStore
-from guard.monitor.objsnap import ObjectSnapshot
 from guard.monitor.treeread import CHUNK as _CHUNK
 from guard.monitor.treeread import blob_id, git_blob_id, hash_file, open_file, read_copy
+
+if TYPE_CHECKING:
+    from guard.monitor.objsnap import ObjectSnapshot
 
 _IN_MEMORY = 1 << 20
 
@@ -243,17 +244,15 @@ class Baseline:
     ) -> tuple[str | None, str, str | None, int]:
         """(copy path or None, sha256, git blob id or None, bytes read)."""
         os.lseek(fd, 0, os.SEEK_SET)
-        sha = hashlib.sha256()
-        git = hashlib.sha1(usedforsecurity=False) if blob is not None else None
-        if git is not None:
-            # a size that differs from what is read fails the identity check: read again
-            git.update(b"blob %d\0" % size)
+        sha = hashes.sha256(size=size)
+        # a size that differs from what is read fails the identity check: read again
+        git = hashes.sha1(b"blob %d\0" % size, size=size) if blob is not None else None
         chunks: list[bytes] = []
         tmp_fd, tmp_name = (-1, "")
         keep = size <= cap
         region = None
         if keep and size > _IN_MEMORY:
-            tmp_fd, tmp_name = tempfile.mkstemp(dir=self.store)
+            tmp_fd, tmp_name = new_file(str(self.store))
             region = self.held.reserve(size) if self.held is not None else None
         n = 0
         try:
@@ -336,7 +335,7 @@ class Baseline:
         data = b"".join(chunks)
         if blob_id(data, len(e.blob)) != e.blob:
             return False  # changed already: the object is all there is
-        sha = hashlib.sha256(data).hexdigest()
+        sha = hashes.sha256(data).hexdigest()
         dest = self._store_bytes(sha, data)
         e.sha256, e.copy = sha, dest
         return True
@@ -375,7 +374,7 @@ class Baseline:
             data = read_copy(e.copy)
             if data is None:
                 raise SourceChanged(f"its baseline copy {e.copy} is gone")
-            if hashlib.sha256(data).hexdigest() != e.sha256:
+            if hashes.sha256(data).hexdigest() != e.sha256:
                 raise SourceChanged(f"its baseline copy {e.copy} no longer holds what the"
                                     f" baseline read (SHA-256 {e.sha256[:12]})")
             return data
@@ -480,7 +479,7 @@ class Baseline:
         tmp = f".guard-restore-{os.urandom(8).hex()}"
         self.temp_names.add(os.path.join(os.path.dirname(e.path), tmp))
         data = self.content(e)
-        want = hashlib.sha256(data).hexdigest()
+        want = hashes.sha256(data).hexdigest()
         fd = write_new_file(pfd, tmp, data, e.sig.mode)
         try:
             try:
@@ -558,7 +557,7 @@ class Baseline:
     def discard(self) -> None:
         """Delete the store (guard's own copies, nothing anyone else wrote)."""
         self.close()
-        shutil.rmtree(self.store, ignore_errors=True)
+        remove_tree(str(self.store))
 
 
 def _as_set(sig: Sig, e: Entry, owned: bool) -> Sig:

@@ -84,6 +84,7 @@ from guard.monitor.fanotify_group import (
     filesystem_id,
     mark_filesystem,
     open_group,
+    unmark_filesystems,
 )
 
 #: directory handles remembered (a path string each); beyond this the oldest are dropped
@@ -245,6 +246,19 @@ class FanotifyObserver:
         self._stop.set()
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
+
+    def unmark(self) -> bool:
+        """Remove the marks (no event is queued from now on; those queued already are still
+        read), so that the kernel frees them while the caller goes on: the close in
+        :meth:`join` then finds nothing to wait for. False when the kernel refused (the
+        close removes them then)."""
+        if self._fd < 0:
+            return False
+        try:
+            unmark_filesystems(self._fd)
+        except OSError:
+            return False
+        return True
 
     def is_alive(self) -> bool:
         """Whether events are still read and handed on (as for watchdog's observers)."""

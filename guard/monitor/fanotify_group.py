@@ -28,6 +28,7 @@ from guard.monitor.fanotify_abi import (
     FAN_CLOEXEC,
     FAN_MARK_ADD,
     FAN_MARK_FILESYSTEM,
+    FAN_MARK_FLUSH,
     FAN_NONBLOCK,
     FAN_REPORT_DFID_NAME_TARGET,
     MASK,
@@ -76,6 +77,15 @@ def mark_filesystem(fd: int, path: str) -> None:
     if libc.fanotify_mark(fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, MASK, AT_FDCWD,
                            os.fsencode(path)) != 0:
         raise _oserror(f"fanotify_mark {path}")
+
+
+def unmark_filesystems(fd: int) -> None:
+    """Remove every filesystem mark of the group ``fd``: no event is queued from now on;
+    those queued already can still be read. The kernel frees the marks on a worker of its
+    own once an SRCU grace period has passed (milliseconds), which closing the group
+    would otherwise wait for. OSError as the kernel refused."""
+    if libc.fanotify_mark(fd, FAN_MARK_FLUSH | FAN_MARK_FILESYSTEM, 0, AT_FDCWD, None) != 0:
+        raise _oserror("fanotify_mark FAN_MARK_FLUSH")
 
 
 def why_unavailable(exc: OSError, path: str) -> str:

@@ -19,15 +19,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import itertools
 import os
 import stat
 import struct
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
+
+from guard.monitor import hashes
 
 _CHUNK = 1 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -254,7 +254,7 @@ def read_all(fd: int) -> bytes:
 def hash_fd(fd: int) -> tuple[str, int]:
     """(SHA-256, size) of what ``fd`` holds from offset 0."""
     os.lseek(fd, 0, os.SEEK_SET)
-    h = hashlib.sha256()
+    h = hashes.sha256(size=os.fstat(fd).st_size)
     n = 0
     while chunk := os.read(fd, _CHUNK):
         h.update(chunk)
@@ -273,7 +273,7 @@ def sampled_fd(fd: int, size: int) -> str:
     evenly from the first byte to the last, read with ``pread`` (a hole reads as zeros
     without any disk I/O). Bounded work whatever the size; it tells most changes apart,
     not all of them: a change between the slices with size and times kept is missed."""
-    h = hashlib.sha256(b"sampled %d\0" % size)
+    h = hashes.sha256(b"sampled %d\0" % size, size=_SAMPLES * _SAMPLE)
     last = max(size - _SAMPLE, 0)
     for i in range(_SAMPLES):
         off = last * i // (_SAMPLES - 1)
@@ -396,7 +396,7 @@ def dir_meta(fd: int) -> str:
     flags = (inode_flags(fd) or 0) & USER_FLAGS
     if not xa and not flags:
         return ""
-    h = hashlib.sha256()
+    h = hashes.sha256()
     for k, v in xa.items():
         h.update(k.encode() + b"\0" + v + b"\0")
     h.update(b"flags %d" % flags)
@@ -432,13 +432,49 @@ def reset_dir_meta(fd: int, want: dict[str, bytes], flags: int) -> None:
 _NEW = itertools.count()
 
 
-def new_file(directory: str) -> tuple[int, str]:
-    """A new file in ``directory`` (guard's own store), opened for writing: named by this
-    process and a counter (``O_EXCL``: never one that was there), else by ``mkstemp``.
-    Cheaper than ``mkstemp`` for each of the many small copies phase 1 makes."""
-    name = f"{directory}/.new-{os.getpid()}-{next(_NEW)}"
+def new_file(directory: str, prefix: str = ".new") -> tuple[int, str]:
+    """A new file in ``directory`` (guard's own store), opened for writing (0600): named by
+    ``prefix``, this process and a counter, or when that name is taken by random bytes
+    (``O_EXCL``: never one that was there). Cheaper than ``tempfile.mkstemp`` for each of
+    the many small copies phase 1 makes, and tempfile (with shutil, random, bz2 and lzma)
+    stays unloaded."""
+    name = f"{directory}/{prefix}-{os.getpid()}-{next(_NEW)}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        try:
+            return os.open(name, flags, 0o600), name
+        except FileExistsError:
+            name = f"{directory}/{prefix}-{os.urandom(8).hex()}"
+    raise FileExistsError(errno.EEXIST, "no free name for a new file", directory)
+
+
+def remove_tree(path: str) -> None:
+    """Delete the directory ``path`` and everything in it (guard's own store), reached by
+    descriptor and never through a symlink (``path`` itself a symlink: nothing is
+    deleted); what cannot be deleted is left, as ``shutil.rmtree(ignore_errors=True)``."""
     try:
-        return os.open(name, flags, 0o600), name
-    except FileExistsError:
-        return tempfile.mkstemp(dir=directory)
+        fd = os.open(path, _DIR_FLAGS)
+    except OSError:
+        return
+    try:
+        _empty(fd)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def _empty(dfd: int) -> None:
+    with os.scandir(dfd) as it:
+        entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+    for name, is_dir in entries:
+        with contextlib.suppress(OSError):
+            if is_dir:
+                sub = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+                try:
+                    _empty(sub)
+                finally:
+                    os.close(sub)
+                os.rmdir(name, dir_fd=dfd)
+            else:
+                os.unlink(name, dir_fd=dfd)

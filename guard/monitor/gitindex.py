@@ -14,17 +14,20 @@ baseline bytes, rename it over ``index``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
+import struct
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from guard.monitor.fsops import open_regular, read_all, write_new_file
+from guard.monitor import hashes
+from guard.monitor.fsops import new_file, open_regular, read_all, write_new_file
+from guard.monitor.gitstate import _EXTENDED, _HEAD, _varint, can_parse
 
 if TYPE_CHECKING:
     from guard.monitor.quarantine import Quarantine
+
+_MODE_OID_FLAGS = struct.Struct(">L12x20sH").unpack_from  # an entry's, from its offset 24
 
 
 class IndexBusy(OSError):
@@ -47,14 +50,19 @@ def read_index(git_dir: str) -> bytes | None:
 
 
 def staged(data: bytes | None, worktree: str, scratch: Path) -> str:
-    """A digest of the staged entries in ``data``.
+    """A digest of the staged entries in ``data``: the SHA-256 of what ``git ls-files
+    --stage -z`` prints for it (:func:`listing`, or git itself).
 
     "" for no index; "unreadable: ..." when git cannot read it (a corrupt index
     differs from any good one).
     """
     if data is None:
         return ""
-    fd, tmp = tempfile.mkstemp(dir=scratch, prefix="index-")
+    if len(data) <= LISTED_MAX and can_parse(Path(worktree)):
+        printed = listing(data)
+        if printed is not None:
+            return hashes.sha256(printed).hexdigest()
+    fd, tmp = new_file(str(scratch), "index")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -70,7 +78,71 @@ def staged(data: bytes | None, worktree: str, scratch: Path) -> str:
             os.unlink(tmp)
     if res.returncode != 0:
         return "unreadable: " + res.stderr.decode(errors="replace").strip()[:200]
-    return hashlib.sha256(res.stdout).hexdigest()
+    return hashes.sha256(res.stdout).hexdigest()
+
+
+#: indexes up to this size are listed here (a few milliseconds at most); a larger one by
+#: git, which lists it faster than the git process takes to start here
+LISTED_MAX = 256 * 1024
+#: the extensions whose presence leaves the listing to this module: TREE (git reads
+#: the entries whatever it holds); any other (a split or sparse index, resolve-undo,
+#: the untracked cache) is left to git
+_PLAIN = frozenset((b"TREE",))
+_ITA_OR_SKIP = 0x2000 | 0x4000  # the extended flags git knows (intent-to-add, skip-worktree)
+
+
+def listing(data: bytes) -> bytes | None:
+    """What ``git ls-files --stage -z`` prints for the index ``data`` of a SHA-1 repository
+    (``<mode> <blob> <stage>\\t<name>\\0`` per entry, in the index's order), or None when
+    git is to answer: anything it might read otherwise or refuse (a checksum that does not
+    match, entries out of order, an entry or extension not listed here)."""
+    if len(data) < 32:
+        return None
+    sig, version, count = _HEAD.unpack_from(data, 0)
+    end_of_entries = len(data) - 20
+    trailer = data[end_of_entries:]
+    if sig != b"DIRC" or version not in (2, 3, 4):
+        return None
+    if hashes.sha1(data[:end_of_entries]).digest() != trailer:
+        return None  # an index without its checksum (index.skipHash) too: git answers
+    out: list[bytes] = []
+    pos, prev, prev_stage = 12, b"", -1
+    try:
+        for _ in range(count):
+            start = pos
+            mode, oid, flags = _MODE_OID_FLAGS(data, pos + 24)
+            pos += 62
+            if flags & _EXTENDED:
+                (ext,) = struct.unpack_from(">H", data, pos)
+                if version < 3 or ext & ~_ITA_OR_SKIP:
+                    return None
+                pos += 2
+            if version == 4:
+                strip, pos = _varint(data, pos)
+                if strip > len(prev):
+                    return None
+                end = data.index(b"\0", pos, end_of_entries)
+                name = prev[: len(prev) - strip] + data[pos:end]
+                pos = end + 1
+            else:
+                end = data.index(b"\0", pos, end_of_entries)
+                name = data[pos:end]
+                pos = start + ((end - start + 8) & ~7)
+            stage = flags >> 12 & 3
+            if (flags & 0xFFF) != min(len(name), 0xFFF) or mode >> 12 == 0o04 or not name:
+                return None  # git would read another name; a sparse directory entry
+            if name < prev or (name == prev and (prev_stage == 0 or stage <= prev_stage)):
+                return None  # out of order: git refuses the index
+            out.append(b"%06o %s %d\t%s\0" % (mode, oid.hex().encode(), stage, name))
+            prev, prev_stage = name, stage
+        while pos < end_of_entries:
+            tag, size = struct.unpack_from(">4sL", data, pos)
+            if tag not in _PLAIN:
+                return None
+            pos += 8 + size
+    except (struct.error, ValueError):
+        return None
+    return b"".join(out) if pos == end_of_entries else None
 
 
 def write_index(git_dir: str, data: bytes) -> None:
@@ -103,6 +175,6 @@ def quarantine_index(
     q.write_manifest(slot, anchor=q.anchor, manifest={
         "session": q.session, "timestamp": slot.name, "original": original, "rel": rel,
         "stored": str(dest.relative_to(slot)), "kind": "file", "size": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(), **meta, "restored_at": None,
+        "sha256": hashes.sha256(data).hexdigest(), **meta, "restored_at": None,
     })
     return f"{q.session}/{slot.name}"

@@ -13,14 +13,18 @@ The baseline never hashes a file git's own data vouches for. Two sources:
   ``--no-optional-locks``: the index is never rewritten.
 
 A tracked file git status does not name is clean: its content is the index's
-blob, already in the object database (checked with ``git cat-file
---batch-check``), so it is restorable from git at any time and needs no copy.
+blob, already in the object database (checked by a loose object's header, or with
+``git cat-file --batch-check``), so it is restorable from git at any time and needs no
+copy.
 """
+
+# Lazy imports: zlib, to read a loose object's header in the baseline's second phase.
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 import subprocess
 from pathlib import Path
@@ -297,7 +301,9 @@ def parse_status(worktree: Path, out: bytes) -> Status:
 
 
 def missing_blobs(worktree: Path, blobs: set[str]) -> set[str]:
-    """The blob ids among ``blobs`` that git's object database does not hold."""
+    """The blob ids among ``blobs`` that git's object database does not hold (a blob held
+    as a loose object is found here, the rest by ``git cat-file --batch-check``)."""
+    blobs = blobs - loose_blobs(worktree, blobs)
     if not blobs:
         return set()
     out = _run_git(worktree, "cat-file", "--batch-check=%(objectname) %(objecttype)",
@@ -306,6 +312,47 @@ def missing_blobs(worktree: Path, blobs: set[str]) -> set[str]:
     have = {line[:-5] for line in out.decode(errors="replace").splitlines()
             if line.endswith(" blob")}
     return blobs - have
+
+
+#: bytes of a loose object read to find its header (``blob <size>\\0``), compressed
+_LOOSE_HEAD = 64
+
+
+def loose_blobs(worktree: Path, blobs: set[str], limit: int = 64) -> set[str]:
+    """The SHA-1 ids among ``blobs`` (none when there are more than ``limit``: git is
+    quicker then) that the worktree's own object database holds as loose objects whose
+    header says ``blob``: what ``git cat-file --batch-check`` reads of them (the header,
+    not the content). Packed objects, other repositories' (alternates) and a linked
+    worktree's are left to git."""
+    if len(blobs) > limit:
+        return set()
+    import zlib
+
+    objects = worktree / ".git" / "objects"
+    found: set[str] = set()
+    for blob in blobs:
+        if len(blob) != 40:
+            continue
+        try:
+            fd = os.open(objects / blob[:2] / blob[2:], os.O_RDONLY | os.O_NOFOLLOW
+                         | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            head = os.read(fd, _LOOSE_HEAD) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        try:
+            text = zlib.decompressobj().decompress(head, 32)
+        except zlib.error:
+            continue
+        kind, _, rest = text.partition(b" ")
+        size, nul, _ = rest.partition(b"\0")
+        if kind == b"blob" and nul and size.isdigit():
+            found.add(blob)
+    return found
 
 
 def umask() -> int:
@@ -324,8 +371,34 @@ def umask() -> int:
 _CONVERTING = ("filter", "text", "eol", "crlf", "ident", "working-tree-encoding")
 
 
+#: what :func:`converted_paths` asks git's configuration (``git config``)
+_CONFIG = ("config", "-z", "--get-regexp", r"^core\.(autocrlf|attributesfile)$")
+
+
+def config_start(worktree: Path) -> subprocess.Popen[bytes] | None:
+    """Start the ``git config`` read :func:`converted_paths` needs, so that it runs beside
+    ``git status`` (its result is read there); None when there is no git."""
+    try:
+        return subprocess.Popen(["git", "-C", str(worktree), *_CONFIG],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        return None
+
+
+def _config_end(worktree: Path, proc: subprocess.Popen[bytes]) -> bytes:
+    try:
+        out, _ = proc.communicate(timeout=GIT_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        proc.kill()
+        proc.communicate()
+        raise GitStateError(f"git config took over {GIT_TIMEOUT} s in {worktree}") from exc
+    return out if proc.returncode == 0 else b""  # nothing set: git config exits 1
+
+
 def converted_paths(worktree: Path, index_data: bytes | None = None,
-                    no_index: bool = False) -> set[str]:
+                    no_index: bool = False, config: subprocess.Popen[bytes] | None = None
+                    ) -> set[str]:
     """Tracked files whose working-tree bytes may differ from their blob although git
     calls them clean: a clean/smudge ``filter`` (nbstripout, git-lfs), eol conversion
     (``text``/``eol`` attributes, ``core.autocrlf``), ``ident`` or an encoding.
@@ -335,14 +408,17 @@ def converted_paths(worktree: Path, index_data: bytes | None = None,
     are its blob is still restored from git. Without any attribute source and without
     ``core.autocrlf`` (the common case) this costs one short git command, two when
     ``index_data`` (the index's bytes, read already) cannot say that no ``.gitattributes``
-    is tracked (``no_index``: there is no index, so nothing is tracked)."""
-    try:
-        conf = _run_git(worktree, "config", "-z", "--get-regexp",
-                        r"^core\.(autocrlf|attributesfile)$")
-    except FileNotFoundError:
-        return set()
-    except GitStateError:
-        conf = b""  # nothing set: git config exits 1
+    is tracked (``no_index``: there is no index, so nothing is tracked). ``config``: the
+    ``git config`` read :func:`config_start` started (else it runs here)."""
+    if config is not None:
+        conf = _config_end(worktree, config)
+    else:
+        try:
+            conf = _run_git(worktree, *_CONFIG)
+        except FileNotFoundError:
+            return set()
+        except GitStateError:
+            conf = b""  # nothing set: git config exits 1
     settings: dict[str, bytes] = {}
     for item in conf.split(b"\0"):
         key, _, value = item.partition(b"\n")

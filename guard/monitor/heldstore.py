@@ -17,9 +17,10 @@ SHA-256 when read; the baseline's report says how many).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import threading
+
+from guard.monitor import hashes
 
 #: bytes of baseline copies held in the nameless file (beyond: on disk only)
 DEFAULT_HELD_LIMIT = 1 << 30
@@ -115,7 +116,7 @@ class HeldStore:
             chunks.append(chunk)
             got += len(chunk)
         data = b"".join(chunks)
-        return data if hashlib.sha256(data).hexdigest() == sha else None
+        return data if hashes.sha256(data).hexdigest() == sha else None
 
     def close(self) -> None:
         with self._lock:

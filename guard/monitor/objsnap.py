@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import stat
 import zlib
@@ -29,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from guard.monitor import gitstate
+from guard.monitor import gitstate, hashes
 from guard.monitor.entries import SourceChanged
 from guard.monitor.fsops import Anchor, open_dir_at
 from guard.monitor.treeread import blob_id, open_file
@@ -300,8 +299,8 @@ def _check_of(rel: str, path: str) -> str:
                 raise ValueError("too short")
             fh.seek(size - n)
             return "trailer:" + fh.read(n).hex()
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
+        h = hashes.sha256(size=os.fstat(fh.fileno()).st_size)
         while chunk := fh.read(_CHUNK):
             h.update(chunk)
     return "sha256:" + h.hexdigest()
@@ -319,8 +318,9 @@ def _verify(f: ObjFile, fd: int) -> bool:
     """Whether the bytes behind ``fd`` are the file the snapshot recorded."""
     kind, _, want = f.check.partition(":")
     os.lseek(fd, 0, os.SEEK_SET)
+    size = os.fstat(fd).st_size
     if kind == "loose":
-        h = hashlib.sha256() if len(want) == 64 else hashlib.sha1(usedforsecurity=False)
+        h = hashes.sha256(size=size) if len(want) == 64 else hashes.sha1(size=size)
         inflate = zlib.decompressobj()
         try:
             while chunk := os.read(fd, _CHUNK):
@@ -331,10 +331,9 @@ def _verify(f: ObjFile, fd: int) -> bool:
         return inflate.eof and h.hexdigest() == want
     if kind == "trailer":
         n = len(want) // 2
-        size = os.fstat(fd).st_size
         if size < n:
             return False
-        h = hashlib.sha256() if n == 32 else hashlib.sha1(usedforsecurity=False)
+        h = hashes.sha256(size=size) if n == 32 else hashes.sha1(size=size)
         left = size - n
         while left > 0:
             chunk = os.read(fd, min(_CHUNK, left))
@@ -343,7 +342,7 @@ def _verify(f: ObjFile, fd: int) -> bool:
             h.update(chunk)
             left -= len(chunk)
         return os.read(fd, n).hex() == want == h.hexdigest()
-    h = hashlib.sha256()
+    h = hashes.sha256(size=size)
     while chunk := os.read(fd, _CHUNK):
         h.update(chunk)
     return h.hexdigest() == want

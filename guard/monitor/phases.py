@@ -85,7 +85,9 @@ def prepare(
         try:
             # git status runs while the index is read and the attributes are asked here
             proc = gitstate.status_start(worktree)
+            config = None
             try:
+                config = gitstate.config_start(worktree)  # for converted_paths, beside it
                 no_index = False
                 if index_data is None and git.is_dir():
                     try:
@@ -106,8 +108,11 @@ def prepare(
                     bl.index_data = index_data
                     untrusted = {str(worktree) + "/" + n for n in quick}
                 # filtered files (clean/smudge, eol): their bytes are not their blob's
-                bl.filtered = gitstate.converted_paths(worktree, index_data, no_index)
+                bl.filtered = gitstate.converted_paths(worktree, index_data, no_index, config)
             finally:
+                if config is not None and config.returncode is None:  # not read: an error
+                    config.kill()
+                    config.communicate()
                 bl.status = gitstate.status_end(worktree, proc)
             untrusted |= bl.filtered
         except (gitstate.GitStateError, OSError):

@@ -15,11 +15,11 @@ import errno
 import json
 import os
 import stat
-from datetime import UTC, datetime
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from guard.audit.logfile import project_of
+from guard.audit.logfile import iso_of, now_iso, project_of
 from guard.effects import GuardError
 from guard.monitor.fsops import (
     Anchor,
@@ -52,7 +52,8 @@ def quarantine_root(roots: Roots) -> Path:
 
 
 def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    """Now, as ``%Y%m%dT%H%M%S.%fZ`` (UTC): a quarantine slot's name."""
+    return iso_of(time.time_ns()).replace("-", "").replace(":", "")
 
 
 def move_at(src_dfd: int, src_name: str, dst_dfd: int, dst_name: str) -> None:
@@ -449,7 +450,7 @@ def _restore_item(
 
 def _mark_restored(item: Item, dest: str, anchor: Anchor | None = None) -> None:
     manifest = dict(item.manifest)
-    manifest["restored_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    manifest["restored_at"] = now_iso()
     manifest["restored_to"] = dest
     _write_manifest(item.dir, manifest, anchor)
 

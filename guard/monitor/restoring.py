@@ -22,6 +22,9 @@ file's blob is read from the snapshot when the repository's object is gone or ch
 tries again, and is tried again by the next scans (``BLOB_ATTEMPTS`` in all).
 """
 
+# Lazy imports: the object database's snapshot (objsnap) when the baseline's second phase
+# takes it, after guard run's command has started.
+
 from __future__ import annotations
 
 import os
@@ -33,7 +36,6 @@ from guard.monitor.attribution import NO_ORIGIN
 from guard.monitor.entries import BaselineError, BlobUnavailable, Sig, SourceChanged
 from guard.monitor.events import Violation, _is_under
 from guard.monitor.fsops import Unsafe
-from guard.monitor.objsnap import ObjectSnapshot
 
 if TYPE_CHECKING:
     from guard.monitor.view import MonitorView
@@ -157,6 +159,8 @@ def _restore_tree(m: MonitorView, path: str) -> str:
 
 def take_snapshots(m: MonitorView) -> None:
     """Snapshot each watched repository's ``.git/objects`` into the baseline store."""
+    from guard.monitor.objsnap import ObjectSnapshot
+
     for i, root in enumerate(m.roots):
         g = str(root / ".git")
         if not os.path.isdir(os.path.join(g, "objects")):

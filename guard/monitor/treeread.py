@@ -15,12 +15,12 @@ It keeps no state and writes nothing. What the baseline records per path is in
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from guard.monitor import hashes
 from guard.monitor.entries import BaselineError, SourceChanged
 from guard.monitor.fsops import Anchor, Unsafe, dir_meta, hash_fd, open_dir_at, open_regular
 
@@ -29,8 +29,9 @@ CHUNK = 1 << 20
 
 def blob_id(data: bytes, hex_len: int = 40) -> str:
     """The id git gives ``data`` as a blob (SHA-1, or SHA-256 in a sha256 repository)."""
-    h = hashlib.sha256() if hex_len == 64 else hashlib.sha1(usedforsecurity=False)
-    h.update(b"blob %d\0" % len(data))
+    head = b"blob %d\0" % len(data)
+    h = hashes.sha256(head, size=len(data)) if hex_len == 64 else hashes.sha1(head,
+                                                                               size=len(data))
     h.update(data)
     return h.hexdigest()
 
@@ -57,9 +58,8 @@ def read_copy(path: str) -> bytes | None:
 
 def git_blob_id(path: str, anchor: Anchor | None = None) -> str:
     """The id git would give the file's content as a blob (read by descriptor, never a FIFO)."""
-    h = hashlib.sha1(usedforsecurity=False)
     with open_file(path, anchor) as (fd, st):
-        h.update(b"blob %d\0" % st.st_size)
+        h = hashes.sha1(b"blob %d\0" % st.st_size, size=st.st_size)
         while chunk := os.read(fd, CHUNK):
             h.update(chunk)
     return h.hexdigest()

@@ -64,7 +64,6 @@ from guard.monitor.fsops import Anchor, identity
 from guard.monitor.heldstore import make_undumpable
 from guard.monitor.identity import check_roots
 from guard.monitor.intake import lost_event, on_fan_event, on_fs_event, trouble
-from guard.monitor.objsnap import ObjectSnapshot
 from guard.monitor.ownstate import WatchLock, state_paths
 from guard.monitor.quarantine import Quarantine, quarantine_root
 from guard.monitor.restoring import rel
@@ -75,6 +74,7 @@ from guard.monitor.shared import MonitorState
 if TYPE_CHECKING:
     from guard.decide import Guard
     from guard.monitor.events import AnyEvent
+    from guard.monitor.objsnap import ObjectSnapshot
 
 __all__ = ["Monitor"]
 
@@ -203,11 +203,8 @@ class Monitor(_Sink):
         #: the plan directory, and it and its ancestors inside the roots
         self.plans = str(r.plans)
         self.plan_ancestors = plan_ancestors(str(r.plans), self.roots)
-        self._ignored_exact = {
-            str(self.quarantine.root),
-            str(self.quarantine.root / ".gitignore"),
-            str(self.audit_path),
-        }
+        self._ignored_exact = {str(self.quarantine.root), str(self.quarantine.root / ".gitignore"),
+                               str(self.audit_path)}
         #: guard's own state (sessions, quarantine, audit, stores): never a violation
         self.state_paths = state_paths(r, self.quarantine.root)
         #: what is under guard's own state (changes.py: reported only when tampered with)
@@ -347,6 +344,10 @@ class Monitor(_Sink):
         # left to the final reconciliation, which sees only that something changed
         if not stuck:
             self.sync(STOP_WAIT)
+        # no event is handled after the sync: fanotify's marks go now, so that the kernel
+        # frees them while the final reconciliation runs (FanotifyObserver.unmark)
+        if isinstance(obs := self.state.observer, FanotifyObserver):
+            obs.unmark()
         self.state.stop.set()
         self.state.wake.set()
         self.state.ready.set()

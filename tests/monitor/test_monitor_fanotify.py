@@ -371,3 +371,57 @@ def test_stop_returns_with_the_fanotify_descriptor_closed(
     m.stop()
     assert _fanotify_fds() == before
     assert any(v.path == str(wt / "src" / "app.py") for v in m.violations)
+
+
+def test_a_write_just_before_the_command_exits_is_reported_by_its_event(
+    wt: Path, fan: Callable[..., Monitor], writers: Callable[..., Writer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Attack: the last write. The command writes a file and exits, and the stop follows
+    at once. The stop removes fanotify's marks early (the kernel frees them while the
+    final reconciliation runs), but only after its sync has drained every event queued
+    before it: the write was handled by its own event (its name, not reconcile:*) by the
+    time the marks went, and the file is still there to see."""
+    m = fan()
+    at_unmark: list[tuple[str, str]] = []
+    removed: list[bool] = []
+    real = FanotifyObserver.unmark
+
+    def unmark(self: FanotifyObserver) -> bool:
+        at_unmark.extend((v.path, v.event) for v in m.violations)
+        removed.append(real(self))
+        return removed[-1]
+
+    monkeypatch.setattr(FanotifyObserver, "unmark", unmark)
+    w = writers(wt, "write:last.txt")
+    w.finish()  # the writer has exited: nothing of it is left but its event
+    m.stop()
+    want = (str(wt / "last.txt"), "created")
+    assert removed == [True]
+    assert want in at_unmark, at_unmark
+    assert want in {(v.path, v.event) for v in m.violations}
+    assert (wt / "last.txt").read_text() == "agent\n"
+
+
+def test_a_write_racing_the_stop_after_the_marks_are_gone_is_reported_by_the_final_scan(
+    wt: Path, fan: Callable[..., Monitor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack: a process that outlives the command writes while the monitor stops, right
+    after fanotify's marks were removed (no event is queued for it any more). The final
+    reconciliation, whole as ever, still finds the change and reports it."""
+    m = fan()
+    target = wt / "src" / "app.py"
+    removed: list[bool] = []
+    real = FanotifyObserver.unmark
+
+    def unmark(self: FanotifyObserver) -> bool:
+        removed.append(real(self))
+        target.write_text("raced the stop\n")
+        return removed[-1]
+
+    monkeypatch.setattr(FanotifyObserver, "unmark", unmark)
+    m.stop()
+    assert removed == [True]
+    events = [v.event for v in m.violations if v.path == str(target)]
+    assert events == ["reconcile:modified"], m.violations
+    assert target.read_text() == "raced the stop\n"

@@ -297,3 +297,21 @@ def test_a_blob_neither_git_nor_the_snapshot_holds_is_tried_a_bounded_number_of_
     assert _item_bytes(m, target) == b"agent\n"
     m.reconcile("again")
     assert len([v for v in m.violations if v.path == str(target)]) == BLOB_ATTEMPTS
+
+
+def test_the_configuration_read_beside_git_status_answers_as_the_one_read_alone(
+    wt: Path
+) -> None:
+    """Phase 1 starts its ``git config`` read beside ``git status`` (gitstate.config_start):
+    with ``core.autocrlf`` set, every tracked file may convert, and that read says so as the
+    one converted_paths runs itself does; with nothing set, neither names a file."""
+    from guard.monitor import gitstate
+
+    index = (wt / ".git" / "index").read_bytes()
+    git(wt, "config", "core.autocrlf", "true")
+    alone = gitstate.converted_paths(wt, index)
+    assert str(wt / "src" / "app.py") in alone
+    assert gitstate.converted_paths(wt, index, False, gitstate.config_start(wt)) == alone
+    git(wt, "config", "--unset", "core.autocrlf")
+    assert gitstate.converted_paths(wt, index, False, gitstate.config_start(wt)) == set()
+    assert gitstate.converted_paths(wt, index) == set()
