@@ -101,7 +101,7 @@ def reconcile(m: MonitorView, reason: str) -> list[Violation]:
         if reason not in ("periodic", "settle") or new:
             m.notify(
                 "reconcile",
-                f"reconciliation ({reason}) scanned {walked:,} paths in {took:.2f} s:"
+                f"reconciliation ({reason}) scanned {walked:,} paths in {took:.3f} s:"
                 f" {changed} differ from the last consistent state, {len(new)} new violations",
             )
         m.flush()

@@ -13,12 +13,14 @@ from __future__ import annotations
 import mmap
 import os
 import stat
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from guard.monitor import Monitor
 from guard.monitor.entries import Sig
 from guard.monitor.treeread import differences, walk
+from tests.monitor.conftest import git
 
 FIELDS = list(Sig._fields)
 
@@ -145,3 +147,36 @@ def test_attack_a_path_that_became_known_during_the_walk_and_is_gone_is_reported
     m.ignored = ignored  # type: ignore[method-assign]
     found = {v.path: v.event for v in m.reconcile("test")}
     assert found == {ghost: "reconcile:deleted", str(wt / "docs" / "b.md"): "reconcile:deleted"}
+
+
+def test_attack_object_database_damaged_unseen_is_put_back_by_the_final_check(
+    wt: Path, start_monitor: Callable[..., Monitor], tmp_path: Path
+) -> None:
+    """With no event handled, the final check's look at the object database (each
+    fan-out directory opened once, by descriptor) finds a deleted loose object, one
+    renamed over with other bytes, and a whole fan-out directory moved out of the
+    worktree: each is put back, and git reads its history."""
+    blobs = [git(wt, "rev-parse", f"HEAD:{p}").strip()
+             for p in ("docs/a.md", "docs/b.md", "src/app.py")]
+    objs = wt / ".git" / "objects"
+    assert len({b[:2] for b in blobs}) == 3  # three fan-out directories (fixed content)
+    firsts = {b: (objs / b[:2] / b[2:]).read_bytes() for b in blobs}
+    head = git(wt, "rev-parse", "HEAD").strip()
+    m = start_monitor(restore=True)
+    assert m.baseline_done.wait(60)
+    m.stop_observer()
+    gone, rewritten, moved = blobs
+    (objs / gone[:2] / gone[2:]).unlink()
+    tmp = objs / rewritten[:2] / "tmp"
+    tmp.write_bytes(b"not a git object")
+    os.rename(tmp, objs / rewritten[:2] / rewritten[2:])
+    os.rename(objs / moved[:2], tmp_path / "fanout-moved-out")
+
+    m.stop()
+    assert any(v.path == str(objs) and "restored from the object database"
+               in v.action_taken for v in m.violations), m.violations
+    for b, data in firsts.items():  # the disk: git's own bytes, in real directories
+        assert (objs / b[:2] / b[2:]).read_bytes() == data, b
+    assert git(wt, "rev-parse", "HEAD").strip() == head
+    subprocess.run(["git", "-C", str(wt), "fsck", "--no-dangling"], check=True,
+                   capture_output=True)
