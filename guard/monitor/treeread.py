@@ -205,8 +205,9 @@ def differences(
         try:
             while stack:
                 top, fd, it = stack[-1]
+                under = top + "/"
                 for e in it:
-                    p = top + "/" + e.name
+                    p = under + e.name
                     if ignore(p):
                         continue
                     try:
