@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from guard.monitor import gitstate, hashes
 from guard.monitor.entries import SourceChanged
-from guard.monitor.fsops import Anchor, open_dir_at
+from guard.monitor.fsops import Anchor, Unsafe, open_dir_at
 from guard.monitor.treeread import blob_id, open_file
 
 #: bytes the snapshot may copy when neither a reflink nor a hard link is possible
@@ -141,31 +141,41 @@ class ObjectSnapshot:
         """Files of the snapshot at or below ``under`` (relative) that are gone, or whose
         bytes changed: one whose stat data moved is verified again (git "freshens" an
         object's times; a chmod changes nothing git reads)."""
-        out = []
-        for rel, f in list(self.files.items()):
-            if under and rel != under and not rel.startswith(under + "/"):
-                continue
-            path = os.path.join(self.objects, rel)
-            st = anchor.lstat(path)
-            now_id = (st.st_ino, st.st_size, st.st_mtime_ns) if st is not None else (0, 0, 0)
-            if self.refused.get(rel) == now_id:
-                continue
-            if st is None or not stat.S_ISREG(st.st_mode):
-                out.append(rel)
-                continue
-            if now_id == (f.ino, f.size, f.mtime_ns):
-                continue
-            try:
-                with open_file(path, anchor) as (fd, now):
-                    ok = _verify(f, fd)
-            except OSError:
-                ok = False
-            if not ok:
-                out.append(rel)
-            else:
-                self.files[rel] = ObjFile(rel, f.check, f.mode, now.st_ino, now.st_size,
-                                          now.st_mtime_ns)
+        out: list[str] = []
+        dirs: dict[str, int | None] = {}  # each directory opened once (a scan asks of all)
+        try:
+            for rel, f in list(self.files.items()):
+                if under and rel != under and not rel.startswith(under + "/"):
+                    continue
+                self._check(anchor, rel, f, dirs, out)
+        finally:
+            for fd in dirs.values():
+                if fd is not None:
+                    os.close(fd)
         return out
+
+    def _check(self, anchor: Anchor, rel: str, f: ObjFile, dirs: dict[str, int | None],
+               out: list[str]) -> None:
+        path = os.path.join(self.objects, rel)
+        st = _lstat_in(anchor, self.objects, rel, dirs)
+        now_id = (st.st_ino, st.st_size, st.st_mtime_ns) if st is not None else (0, 0, 0)
+        if self.refused.get(rel) == now_id:
+            return
+        if st is None or not stat.S_ISREG(st.st_mode):
+            out.append(rel)
+            return
+        if now_id == (f.ino, f.size, f.mtime_ns):
+            return
+        try:
+            with open_file(path, anchor) as (fd, now):
+                ok = _verify(f, fd)
+        except OSError:
+            ok = False
+        if not ok:
+            out.append(rel)
+        else:
+            self.files[rel] = ObjFile(rel, f.check, f.mode, now.st_ino, now.st_size,
+                                      now.st_mtime_ns)
 
     def retry(self, under: str) -> None:
         """Forget the refusals at or below ``under`` (it changed again since)."""
@@ -346,3 +356,22 @@ def _verify(f: ObjFile, fd: int) -> bool:
     while chunk := os.read(fd, _CHUNK):
         h.update(chunk)
     return h.hexdigest() == want
+
+
+def _lstat_in(anchor: Anchor, objects: str, rel: str, dirs: dict[str, int | None]
+              ) -> os.stat_result | None:
+    """``anchor.lstat`` of ``objects/rel``, its directory opened once per ``dirs`` (the
+    caller closes them): None when it, or a directory on its way, is gone or not one."""
+    d, _, name = rel.rpartition("/")
+    if d not in dirs:
+        try:
+            dirs[d] = anchor.dir(objects + "/" + d if d else objects)
+        except (FileNotFoundError, NotADirectoryError, Unsafe):
+            dirs[d] = None
+    fd = dirs[d]
+    if fd is None:
+        return None
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None

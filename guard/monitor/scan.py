@@ -18,7 +18,7 @@ from guard.monitor.entries import Sig
 from guard.monitor.events import SETTLE_MAX, SETTLE_OPEN_QUIET, SETTLE_QUIET, Violation
 from guard.monitor.gitindex import quarantine_index, read_index, staged, write_index
 from guard.monitor.restoring import repair, take_snapshots
-from guard.monitor.treeread import walk
+from guard.monitor.treeread import differences
 
 if TYPE_CHECKING:
     from guard.monitor.view import MonitorView
@@ -47,22 +47,18 @@ def reconcile(m: MonitorView, reason: str) -> list[Violation]:
     with m.state.recon_lock:
         t0 = time.perf_counter()
         before = len(m.violations)
-        seen: set[str] = set()
         changed = 0
         with m.lock:
             # compared without the lock; differences are read again under it
             snapshot = dict(m.state.known)
+        unseen = dict(snapshot)  # the walk pops each path it sees
         m.check_roots()
         repair(m, f"reconcile:{reason}")  # git's object database first: blobs restore from it
         found: list[tuple[str, str]] = []
         # a directory the agent shut (chmod 0600) is seen, not what is in it: its mode
         # is put back, and the next scan sees inside
-        seen_add, last_of, sig_of = seen.add, snapshot.get, Sig.of
-        for path, st, meta, _, _ in walk(m.roots, m.ignored, m.anchor, shut_ok=True):
-            seen_add(path)
-            cur = sig_of(st, meta)
-            if cur == last_of(path):
-                continue
+        diffs, walked = differences(m.roots, m.ignored, m.anchor, unseen, shut_ok=True)
+        for path, cur in diffs:
             with m.lock:
                 known = m.state.known.get(path, _MISSING)
             if known == cur:
@@ -81,7 +77,14 @@ def reconcile(m: MonitorView, reason: str) -> list[Violation]:
                     event = "attrib"
             found.append((path, event))
         with m.lock:
-            gone = [p for p, s in m.state.known.items() if s is not None and p not in seen]
+            now = m.state.known
+            if len(now) == len(snapshot):  # no path became known since (none is ever
+                # dropped from ``known``): the unseen are the snapshot's paths not walked
+                gone = [p for p in unseen if now.get(p) is not None]
+            else:
+                walked_new = {p for p, _ in diffs if p not in snapshot}
+                gone = [p for p, s in now.items() if s is not None and (
+                    p in unseen if p in snapshot else p not in walked_new)]
         gone = [p for p in gone if _gone(m, p)]
         changed += len(gone)
         if found or gone:
@@ -98,7 +101,7 @@ def reconcile(m: MonitorView, reason: str) -> list[Violation]:
         if reason not in ("periodic", "settle") or new:
             m.notify(
                 "reconcile",
-                f"reconciliation ({reason}) scanned {len(seen):,} paths in {took:.2f} s:"
+                f"reconciliation ({reason}) scanned {walked:,} paths in {took:.3f} s:"
                 f" {changed} differ from the last consistent state, {len(new)} new violations",
             )
         m.flush()

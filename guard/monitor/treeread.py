@@ -2,8 +2,9 @@
 
 Holds :func:`walk` / :func:`walk_dir` (every path under the roots with its
 ``lstat``, descended with ``O_NOFOLLOW`` so a directory swapped for a symlink is
-never followed), :func:`hash_file` (a file's SHA-256), :func:`git_blob_id` and
-:func:`blob_id` (the id git gives a file's or some bytes' content), and
+never followed), :func:`differences` (the same walk, each path's signature compared
+as it is read: what a reconciliation asks), :func:`hash_file` (a file's SHA-256),
+:func:`git_blob_id` and :func:`blob_id` (the id git gives a file's or some bytes' content), and
 :func:`open_file` / :func:`read_copy`, which open a regular file by descriptor and
 refuse anything else.
 
@@ -21,10 +22,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from guard.monitor import hashes
-from guard.monitor.entries import BaselineError, SourceChanged
+from guard.monitor.entries import BaselineError, Sig, SourceChanged
 from guard.monitor.fsops import Anchor, Unsafe, dir_meta, hash_fd, open_dir_at, open_regular
 
 CHUNK = 1 << 20
+_S_IFMT = 0o170000
+_S_IFREG = stat.S_IFREG
+_new = tuple.__new__
 
 
 def blob_id(data: bytes, hex_len: int = 40) -> str:
@@ -162,6 +166,102 @@ def walk_dir(top: str, top_fd: int, ignore: Callable[[str], bool], *, shut_ok: b
     finally:
         for _, fd, _ in stack:
             os.close(fd)
+
+
+def differences(
+    roots: list[Path], ignore: Callable[[str], bool], anchor: Anchor | None,
+    last: dict[str, Sig | None], *, shut_ok: bool = False,
+) -> tuple[list[tuple[str, Sig]], int]:
+    """What :func:`walk` reads, compared path by path with ``last`` (path -> signature).
+
+    Returns every walked path whose signature (:meth:`Sig.of` of its lstat, and of
+    a directory's meta) differs from its entry in ``last``, or that has none, with
+    its signature, in the walk's order (a directory before what is in it); and how
+    many paths were walked. Every walked path is popped from ``last``: what is left
+    there was not seen. The same walk as :func:`walk` (by descriptor, O_NOFOLLOW,
+    ``shut_ok``), without an item per path: the final reconciliation runs it on every
+    path after the command exits, and the command's user waits for it.
+    """
+    out: list[tuple[str, Sig]] = []
+    pop, sig_of, add = last.pop, Sig.of, out.append
+    walked = 0
+    for r in roots:
+        top = str(r)
+        held = anchor.fd_of(top) if anchor is not None else None
+        try:
+            rfd = (os.dup(held) if held is not None
+                   else os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        try:
+            walked += 1
+            cur = sig_of(os.fstat(rfd), dir_meta(rfd))
+            if cur != pop(top, None):
+                add((top, cur))
+            stack = [(top, rfd, _listing(top, rfd))]
+        except BaseException:
+            os.close(rfd)
+            raise
+        try:
+            while stack:
+                top, fd, it = stack[-1]
+                under = top + "/"
+                for e in it:
+                    p = under + e.name
+                    if ignore(p):
+                        continue
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    except PermissionError:
+                        if shut_ok:
+                            continue
+                        raise
+                    walked += 1
+                    m = st.st_mode
+                    if m & _S_IFMT == _S_IFREG:  # Sig.of's own route for a file, inlined
+                        cur = _new(Sig, ("file", m & 0o7777, st.st_uid, st.st_gid, st.st_size,
+                                         st.st_mtime_ns, st.st_ctime_ns, st.st_ino, ""))
+                        if cur != pop(p, None):
+                            add((p, cur))
+                        continue
+                    if not stat.S_ISDIR(m):
+                        cur = sig_of(st)
+                        if cur != pop(p, None):
+                            add((p, cur))
+                        continue
+                    try:
+                        sub = open_dir_at(fd, e.name)
+                    except (FileNotFoundError, Unsafe):
+                        continue  # gone or swapped for something else: its own event says so
+                    except PermissionError as exc:
+                        raise BaselineError(f"cannot list {p}: {exc.strerror}") from exc
+                    try:
+                        cur = sig_of(os.fstat(sub), dir_meta(sub))
+                        if cur != pop(p, None):
+                            add((p, cur))
+                        listing = _listing(p, sub)
+                    except BaseException:
+                        os.close(sub)
+                        raise
+                    stack.append((p, sub, listing))
+                    break  # what is in it first, then the rest of this directory
+                else:
+                    stack.pop()
+                    os.close(fd)
+        finally:
+            for _, fd, _ in stack:
+                os.close(fd)
+    return out, walked
+
+
+def _listing(path: str, fd: int) -> Iterator[os.DirEntry[str]]:
+    try:
+        with os.scandir(fd) as it:
+            return iter(list(it))
+    except PermissionError as exc:
+        raise BaselineError(f"cannot list {path}: {exc.strerror}") from exc
 
 
 def hash_file(path: str, anchor: Anchor | None = None) -> str:
