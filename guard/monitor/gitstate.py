@@ -264,20 +264,30 @@ _STATUS = ("--no-optional-locks", "status", "--porcelain", "-z", "--untracked-fi
            "--ignored=matching", "--no-renames")
 
 
-def status_start(worktree: Path) -> subprocess.Popen[bytes]:
-    """Start one read-only ``git status`` (the index is not refreshed or rewritten), so that
-    something else can be done meanwhile; :func:`status_end` waits for it."""
-    return subprocess.Popen(["git", "-C", str(worktree), *_STATUS], stdin=subprocess.DEVNULL,
+def _git_start(worktree: Path, args: tuple[str, ...]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["git", "-C", str(worktree), *args], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def status_end(worktree: Path, proc: subprocess.Popen[bytes]) -> Status:
+def _git_end(worktree: Path, proc: subprocess.Popen[bytes], what: str) -> tuple[bytes, bytes]:
+    """What a git process started by :func:`_git_start` printed (stdout, stderr), waited
+    for at most :data:`GIT_TIMEOUT` seconds (then killed: a GitStateError)."""
     try:
-        out, err = proc.communicate(timeout=GIT_TIMEOUT)
+        return proc.communicate(timeout=GIT_TIMEOUT)
     except subprocess.TimeoutExpired as exc:
         proc.kill()
         proc.communicate()
-        raise GitStateError(f"git status took over {GIT_TIMEOUT} s in {worktree}") from exc
+        raise GitStateError(f"{what} took over {GIT_TIMEOUT} s in {worktree}") from exc
+
+
+def status_start(worktree: Path) -> subprocess.Popen[bytes]:
+    """Start one read-only ``git status`` (the index is not refreshed or rewritten), so that
+    something else can be done meanwhile; :func:`status_end` waits for it."""
+    return _git_start(worktree, _STATUS)
+
+
+def status_end(worktree: Path, proc: subprocess.Popen[bytes]) -> Status:
+    out, err = _git_end(worktree, proc, "git status")
     if proc.returncode != 0:
         raise GitStateError(f"git status failed in {worktree}: {err.decode(errors='replace')}")
     return parse_status(worktree, out)
@@ -379,20 +389,13 @@ def config_start(worktree: Path) -> subprocess.Popen[bytes] | None:
     """Start the ``git config`` read :func:`converted_paths` needs, so that it runs beside
     ``git status`` (its result is read there); None when there is no git."""
     try:
-        return subprocess.Popen(["git", "-C", str(worktree), *_CONFIG],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        return _git_start(worktree, _CONFIG)
     except FileNotFoundError:
         return None
 
 
 def _config_end(worktree: Path, proc: subprocess.Popen[bytes]) -> bytes:
-    try:
-        out, _ = proc.communicate(timeout=GIT_TIMEOUT)
-    except subprocess.TimeoutExpired as exc:
-        proc.kill()
-        proc.communicate()
-        raise GitStateError(f"git config took over {GIT_TIMEOUT} s in {worktree}") from exc
+    out, _ = _git_end(worktree, proc, "git config")
     return out if proc.returncode == 0 else b""  # nothing set: git config exits 1
 
 

@@ -216,6 +216,20 @@ def test_inotify_refuses_at_once_when_the_watch_limit_cannot_cover_the_tree(
     assert "ran out after" in line, line
 
 
+def damage_script(app: Path, tool: Path, new: Path) -> str:
+    """Python lines an agent runs once its events are drowned: ``app`` rewritten keeping
+    its size and mtime, ``tool``'s executable bit cleared, ``new`` created."""
+    return f"""
+app = {str(app)!r}
+st = os.stat(app)
+data = open(app, "rb").read()
+open(app, "wb").write(data.upper() if data.upper() != data else data[::-1])
+os.utime(app, ns=(st.st_atime_ns, st.st_mtime_ns))
+os.chmod({str(tool)!r}, 0o644)
+open({str(new)!r}, "w").write("import os  # agent\\n")
+"""
+
+
 def test_attack_events_drowned_in_an_overflow_while_phase_two_waits_changes_still_undone(
     wt: Path, tmp_path: Path
 ) -> None:
@@ -247,14 +261,7 @@ import os
 os.mkdir({str(flood)!r})
 for i in range(20000):
     os.close(os.open({str(flood)!r} + "/f%d" % i, os.O_CREAT | os.O_WRONLY))
-app = {str(app)!r}
-st = os.stat(app)
-data = open(app, "rb").read()
-open(app, "wb").write(data.upper() if data.upper() != data else data[::-1])
-os.utime(app, ns=(st.st_atime_ns, st.st_mtime_ns))
-os.chmod({str(tool)!r}, 0o644)
-open({str(new)!r}, "w").write("import os  # agent\\n")
-"""
+""" + damage_script(app, tool, new)
         with _observer(m).paused:  # nothing read until the queue has overflowed
             subprocess.run([sys.executable, "-c", agent], check=True)
         marker.touch()

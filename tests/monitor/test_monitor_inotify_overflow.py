@@ -25,6 +25,7 @@ from guard.monitor import Monitor
 from guard.monitor.inotify import _FD
 from tests.monitor.conftest import WAIT, git, wait_for
 from tests.monitor.test_monitor_background import _held_progress
+from tests.monitor.test_monitor_fanscale import damage_script
 
 
 class _Gate:
@@ -94,14 +95,7 @@ scratch = {str(wt / "flood.tmp")!r}
 for i in range({rounds}):
     os.close(os.open(scratch, os.O_CREAT | os.O_WRONLY))
     os.unlink(scratch)
-app = {str(app)!r}
-st = os.stat(app)
-data = open(app, "rb").read()
-open(app, "wb").write(data.upper() if data.upper() != data else data[::-1])
-os.utime(app, ns=(st.st_atime_ns, st.st_mtime_ns))
-os.chmod({str(tool)!r}, 0o644)
-open({str(new)!r}, "w").write("import os  # agent\\n")
-"""
+""" + damage_script(app, tool, new)
         subprocess.run([sys.executable, "-c", agent], check=True)
         gate.open.set()
         marker.touch()
