@@ -17,8 +17,10 @@ asyncio relay (this script's ``--relay`` mode: each line read with ``json.loads`
 written with ``json.dumps``, no policy, no audit), the least any Python stdio proxy that
 reads the messages adds on this machine at this load, and through a relay that passes
 the bytes on as they come (``--relay-bytes``: ``os.read``/``os.write`` on a selector,
-nothing parsed), the cost of the extra process hop alone; their ratios to direct and
-guard's ratio to the first are printed before the last line.
+nothing parsed), the cost of the extra process hop alone, and through a relay that parses
+and renders each line as ``--relay`` does but on a selector with ``os.read``/``os.write``
+(``--relay-json``: what an event loop of asyncio's adds, told apart from the JSON); their
+ratios to direct and guard's ratio to the first are printed before the last line.
 
 ``--stages`` then runs the same calls once more through ``guard mcp`` alone (not timed,
 not in the ratio), with the CPU time of each stage of a call counted in the proxy
@@ -180,6 +182,36 @@ def relay_bytes(argv: list[str]) -> None:
     proc.wait()
 
 
+def relay_json(argv: list[str]) -> None:
+    """A bare relay on a selector, not asyncio: each line parsed and rendered again with
+    the stdlib's json (as ``--relay`` does), read and written with ``os.read``/``os.write``."""
+    import json
+    import selectors
+
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    assert proc.stdin is not None and proc.stdout is not None
+    route = {0: proc.stdin.fileno(), proc.stdout.fileno(): 1}
+    bufs = {fd: b"" for fd in route}
+    with selectors.DefaultSelector() as sel:
+        for fd in route:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            for key, _ in sel.select():
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fd)
+                    if key.fd == 0:
+                        proc.stdin.close()
+                    continue
+                *whole, bufs[key.fd] = (bufs[key.fd] + data).split(b"\n")
+                out = b"".join(json.dumps(json.loads(line), separators=(",", ":")).encode()
+                               + b"\n" for line in whole if line.strip())
+                view = memoryview(out)
+                while view:
+                    view = view[os.write(route[key.fd], view):]
+    proc.wait()
+
+
 def stages(server: Path, repo: Path, calls: int, audit: str) -> list[str]:
     """The CPU time per call of each stage in `guard mcp` (a run of its own, not timed)."""
     import json
@@ -296,12 +328,16 @@ def main() -> None:
     )
     parser.add_argument("--relay", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.add_argument("--relay-bytes", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("--relay-json", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.relay:
         asyncio.run(relay(args.relay))
         return
     if args.relay_bytes:
         relay_bytes(args.relay_bytes)
+        return
+    if args.relay_json:
+        relay_json(args.relay_json)
         return
     if args.wire:
         wire_cost()
@@ -323,7 +359,7 @@ def main() -> None:
         )
         sides = [direct, proxied]
         if args.floor:
-            for mode in ("--relay", "--relay-bytes"):
+            for mode in ("--relay", "--relay-bytes", "--relay-json"):
                 sides.append(StdioServerParameters(
                     command=sys.executable, args=[__file__, mode, str(server), str(repo)],
                     cwd=str(repo),
@@ -337,6 +373,7 @@ def main() -> None:
     if args.floor:
         print(summary("relay", lat[2]))
         print(summary("bytes", lat[3]))
+        print(summary("json/sel", lat[4]))
     print(
         f"added latency per call (proxied minus its direct twin): median"
         f" {statistics.median(added) * 1e6:.0f} µs, p99 {percentile(added, 0.99) * 1e6:.0f} µs,"
@@ -348,9 +385,10 @@ def main() -> None:
             f" {1e6 / os.sysconf('SC_CLK_TCK'):.0f} µs): {cpu / calls * 1e6:.0f} µs"
         )
     if args.floor:
-        r, b = lat[2], lat[3]
+        r, b, j = lat[2], lat[3], lat[4]
         print(f"floor: ratio bare relay/direct {sum(r) / sum(d):.2f}; guard mcp/bare relay"
-              f" {sum(p) / sum(r):.2f}; bytes relay/direct {sum(b) / sum(d):.2f}")
+              f" {sum(p) / sum(r):.2f}; bytes relay/direct {sum(b) / sum(d):.2f};"
+              f" selector JSON relay/direct {sum(j) / sum(d):.2f}")
     for line in breakdown:
         print(line)
     print(f"load average after the run: {os.getloadavg()[0]:.2f}")
