@@ -158,8 +158,10 @@ async def relay(argv: list[str]) -> None:
     await proc.wait()
 
 
-def relay_bytes(argv: list[str]) -> None:
-    """The floor of any proxy: the bytes passed on as they come, both ways, nothing parsed."""
+def _selector_relay(argv: list[str], change: Callable[[int, bytes], bytes] | None) -> None:
+    """Relay stdin to the server ``argv`` and its stdout back, on a selector with
+    ``os.read``/``os.write``; ``change(fd, data)`` gives what to pass on for what was read
+    from ``fd`` (None: the bytes as they come)."""
     import selectors
 
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
@@ -176,40 +178,30 @@ def relay_bytes(argv: list[str]) -> None:
                     if key.fd == 0:
                         proc.stdin.close()
                     continue
-                view = memoryview(data)
+                view = memoryview(data if change is None else change(key.fd, data))
                 while view:
                     view = view[os.write(route[key.fd], view):]
     proc.wait()
+
+
+def relay_bytes(argv: list[str]) -> None:
+    """The floor of any proxy: the bytes passed on as they come, both ways, nothing parsed."""
+    _selector_relay(argv, None)
 
 
 def relay_json(argv: list[str]) -> None:
     """A bare relay on a selector, not asyncio: each line parsed and rendered again with
     the stdlib's json (as ``--relay`` does), read and written with ``os.read``/``os.write``."""
     import json
-    import selectors
 
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-    assert proc.stdin is not None and proc.stdout is not None
-    route = {0: proc.stdin.fileno(), proc.stdout.fileno(): 1}
-    bufs = {fd: b"" for fd in route}
-    with selectors.DefaultSelector() as sel:
-        for fd in route:
-            sel.register(fd, selectors.EVENT_READ)
-        while sel.get_map():
-            for key, _ in sel.select():
-                data = os.read(key.fd, 65536)
-                if not data:
-                    sel.unregister(key.fd)
-                    if key.fd == 0:
-                        proc.stdin.close()
-                    continue
-                *whole, bufs[key.fd] = (bufs[key.fd] + data).split(b"\n")
-                out = b"".join(json.dumps(json.loads(line), separators=(",", ":")).encode()
-                               + b"\n" for line in whole if line.strip())
-                view = memoryview(out)
-                while view:
-                    view = view[os.write(route[key.fd], view):]
-    proc.wait()
+    rest: dict[int, bytes] = {}
+
+    def render(fd: int, data: bytes) -> bytes:
+        *whole, rest[fd] = (rest.get(fd, b"") + data).split(b"\n")
+        return b"".join(json.dumps(json.loads(line), separators=(",", ":")).encode() + b"\n"
+                        for line in whole if line.strip())
+
+    _selector_relay(argv, render)
 
 
 def stages(server: Path, repo: Path, calls: int, audit: str) -> list[str]:
